@@ -1,0 +1,45 @@
+#!/usr/bin/env bash
+# Installs what dynview needs and is missing, and nothing else: Debian packages with apt-get,
+# Python packages with pip into the Python named by $PYTHON (default python3). Idempotent and fast
+# when everything is present. Used by `make demo` / `make test` (README) and so by CI.
+set -euo pipefail
+PYTHON=${PYTHON:-python3}
+APT_PKGS=(build-essential cmake ninja-build pkg-config libzstd-dev nlohmann-json3-dev catch2
+          libimgui-dev libglfw3-dev libgl-dev graphviz libgraphviz-dev xvfb xauth)
+installed=()
+
+missing=()
+for p in "${APT_PKGS[@]}"; do
+  dpkg -s "$p" >/dev/null 2>&1 || missing+=("$p")
+done
+if [ ${#missing[@]} -gt 0 ]; then
+  SUDO=""
+  if [ "$(id -u)" != 0 ] && command -v sudo >/dev/null; then SUDO=sudo; fi
+  $SUDO apt-get update -q
+  DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -q --no-install-recommends "${missing[@]}"
+  installed+=("${missing[@]}")
+fi
+
+pymissing=$("$PYTHON" - <<'PY'
+import importlib.util, shutil
+need = []
+try:
+    import torch
+    if not torch.__version__.startswith("2.13.0"):
+        need.append("torch==2.13.0")
+except ImportError:
+    need.append("torch==2.13.0")
+for mod, pkg in (("pybind11", "pybind11"), ("pytest", "pytest"),
+                 ("scikit_build_core", "scikit-build-core"), ("numpy", "numpy")):
+    if importlib.util.find_spec(mod) is None:
+        need.append(pkg)
+print(" ".join(need))
+PY
+)
+if [ -n "$pymissing" ]; then
+  # shellcheck disable=SC2086
+  "$PYTHON" -m pip install -q $pymissing
+  installed+=($pymissing)
+fi
+
+if [ ${#installed[@]} -gt 0 ]; then echo "deps: installed ${installed[*]}"; else echo "deps: all present"; fi

@@ -1,0 +1,36 @@
+# dynview: the README's two set-up commands are `make demo` and `make test`.
+PYTHON ?= python3
+BUILD  ?= build
+JOBS   ?= $(shell nproc)
+export PYTHONPATH := $(CURDIR)/python$(if $(PYTHONPATH),:$(PYTHONPATH))
+export DYNVIEW_BIN := $(CURDIR)/$(BUILD)/dynview
+
+.PHONY: deps build demo test test-cpp test-python sanitize bench clean
+
+deps:
+	@PYTHON=$(PYTHON) bash .ci/deps.sh
+
+build: deps
+	@cmake -S . -B $(BUILD) -G Ninja -DCMAKE_BUILD_TYPE=Release \
+	    -DPython3_EXECUTABLE=$$(command -v $(PYTHON)) > $(BUILD).configure.log 2>&1 \
+	    || (cat $(BUILD).configure.log; exit 1)
+	@cmake --build $(BUILD) -j$(JOBS)
+
+demo: build
+	$(PYTHON) assets/examples/demo.py
+
+test: build
+	ctest --test-dir $(BUILD) --output-on-failure
+	$(PYTHON) -m pytest -q -p no:cacheprovider tests/python
+
+# C++ tests under AddressSanitizer + UndefinedBehaviorSanitizer (core has no Python dependency).
+sanitize: deps
+	cmake -S . -B build-asan -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DDV_SANITIZE=ON -DDV_BUILD_PYTHON=OFF
+	cmake --build build-asan -j$(JOBS) --target core_tests
+	ASAN_OPTIONS=detect_leaks=1 UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 ./build-asan/core_tests
+
+bench: build
+	@for b in tests/benchmarks/*.py; do echo "== $$b"; $(PYTHON) $$b || exit 1; done
+
+clean:
+	rm -rf $(BUILD) build-asan $(BUILD).configure.log python/dynview/_C*.so

@@ -1,0 +1,105 @@
+// CPython 3.11 bytecode model: code-object description, line table, exception table, decoder.
+// Pure C++: used by the tracer (reading frames), codegen (via assembler.h) and the viewer (reading
+// code objects recorded in a trace). Semantics follow Lib/dis.py, Objects/locations.md and
+// Objects/exception_handling_notes.txt of CPython 3.11.
+#pragma once
+#include <climits>
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "result.h"
+
+namespace dv::bc {
+
+constexpr int32_t kNone = INT32_MIN;  // "no value" for optional position fields and args
+
+// Source span of one code unit, as code.co_positions() yields it. kNone = None.
+struct Position {
+  int32_t line = kNone, end_line = kNone, col = kNone, end_col = kNone;
+  bool operator==(const Position&) const = default;
+};
+
+// One entry of co_linetable: code units [start, end) share a position.
+struct LineEntry {
+  uint32_t start = 0, end = 0;  // in code units (2 bytes each)
+  Position pos;
+};
+
+// One entry of co_exceptiontable, in byte offsets as dis._parse_exception_table gives them.
+struct ExcEntry {
+  uint32_t start = 0, end = 0, target = 0;  // [start, end) protected; handler at target
+  uint32_t depth = 0;
+  bool lasti = false;
+  bool operator==(const ExcEntry&) const = default;
+};
+
+Result<std::vector<LineEntry>> decode_linetable(std::string_view table, int firstlineno,
+                                                size_t code_units);
+// Position of every code unit (like co_positions()).
+std::vector<Position> positions_per_unit(const std::vector<LineEntry>& entries, size_t code_units);
+// (offset, line) pairs where a new line starts, like dis.findlinestarts.
+std::vector<std::pair<uint32_t, int32_t>> line_starts(const std::vector<LineEntry>& entries);
+
+Result<std::vector<ExcEntry>> decode_exception_table(std::string_view table, size_t code_bytes);
+
+// One instruction as dis.get_instructions yields it (EXTENDED_ARG included as its own entry;
+// its arg is folded into the following instruction's arg). CACHE units are skipped.
+struct Instr {
+  uint32_t offset = 0;        // byte offset
+  uint8_t opcode = 0;
+  int32_t arg = kNone;        // folded oparg, kNone when the opcode takes none
+  int32_t jump_target = -1;   // byte offset for jumps, else -1
+  int32_t starts_line = kNone;
+  bool is_jump_target = false;  // target of a jump instruction
+  bool is_exc_target = false;   // target of an exception-table entry
+  uint8_t size_units = 1;       // 1 + inline caches
+  Position pos;                 // position of the instruction's first code unit
+};
+
+struct Decoded {
+  std::vector<Instr> instrs;
+  std::vector<LineEntry> lines;
+  std::vector<ExcEntry> exceptions;
+};
+
+// The facts of a code object that dynview needs, without Python: filled from a live code object
+// by python/src/, or read back from a trace.
+struct CodeInfo {
+  std::string name, qualname, filename;
+  int32_t firstlineno = 1;
+  int32_t argcount = 0, posonlyargcount = 0, kwonlyargcount = 0, flags = 0, stacksize = 0;
+  std::string code;            // co_code (deoptimised bytes)
+  std::string linetable;       // co_linetable
+  std::string exceptiontable;  // co_exceptiontable
+  std::vector<std::string> names;            // co_names
+  std::vector<std::string> localsplusnames;  // co_varnames + cellvars + freevars, by oparg
+  std::vector<uint8_t> localspluskinds;
+  std::vector<std::string> const_reprs;      // repr() of each co_consts item
+  std::vector<int32_t> const_code;           // index into `nested` for code consts, else -1
+  std::vector<std::shared_ptr<CodeInfo>> nested;  // code objects among the consts
+  std::string repr;            // repr(code): "<code object f at 0x..., file "x.py", line 3>"
+};
+
+// Decode co_code with its tables. Checks everything an index could trip on: odd or truncated
+// code, unknown opcodes, jump targets outside the code or inside an instruction, out-of-range
+// table entries. Operand indexes into names/consts/locals are checked by `check_operands`.
+Result<Decoded> decode(std::string_view code, std::string_view linetable,
+                       std::string_view exceptiontable, int firstlineno);
+Result<Decoded> decode(const CodeInfo& co);
+// Operand indexes (consts, names, locals, BINARY_OP/COMPARE_OP tables) are within range.
+Result<bool> check_operands(const CodeInfo& co, const Decoded& d);
+
+// argrepr exactly as dis prints it ("NULL + print", "to 24", "+=", ...).
+std::string argrepr(const CodeInfo& co, const Instr& ins);
+
+struct DisOptions {
+  bool recursive = true;  // also disassemble nested code objects, as dis.dis does
+  int32_t lasti = -1;     // offset marked with "-->"
+};
+// The listing dis.dis(code) prints, byte for byte.
+Result<std::string> disassemble(const CodeInfo& co, const DisOptions& opts = {});
+
+}  // namespace dv::bc

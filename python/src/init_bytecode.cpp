@@ -1,0 +1,206 @@
+// dynview._C bytecode functions: disassemble, instructions, exception_table, reassemble,
+// assemble, opcode facts. A thin layer over core/: conversions and error translation only.
+#include <Python.h>
+#include <pybind11/pybind11.h>
+#include <pybind11/stl.h>
+
+#include "code_info.h"
+#include "core/assembler.h"
+#include "core/code_json.h"
+#include "core/opcodes.h"
+
+namespace dv::py {
+namespace pyb = pybind11;
+using namespace pybind11::literals;
+
+namespace {
+
+pyb::object opt(int32_t v) { return v == bc::kNone ? pyb::none() : pyb::object(pyb::int_(v)); }
+
+pyb::tuple positions(const bc::Position& p) {
+  return pyb::make_tuple(opt(p.line), opt(p.end_line), opt(p.col), opt(p.end_col));
+}
+
+bc::Decoded decode_or_raise(const bc::CodeInfo& info) {
+  auto d = bc::decode(info);
+  if (!d) raise(d.error());
+  auto ok = bc::check_operands(info, *d);
+  if (!ok) raise(ok.error());
+  return std::move(d).value();
+}
+
+pyb::object argval(pyb::handle code, const bc::CodeInfo& info, const bc::Instr& ins) {
+  using namespace dv::bc;
+  const uint8_t op = op_info(ins.opcode).deopt;
+  if (ins.arg == kNone) return pyb::none();
+  auto* co = reinterpret_cast<PyCodeObject*>(code.ptr());
+  if (has_flag(op, F_CONST)) return pyb::reinterpret_borrow<pyb::object>(PyTuple_GET_ITEM(co->co_consts, ins.arg));
+  if (has_flag(op, F_NAME))
+    return pyb::reinterpret_borrow<pyb::object>(PyTuple_GET_ITEM(co->co_names, op == LOAD_GLOBAL ? ins.arg >> 1 : ins.arg));
+  if (is_jump(op)) return pyb::int_(ins.jump_target);
+  if (has_flag(op, F_LOCAL) || has_flag(op, F_FREE))
+    return pyb::reinterpret_borrow<pyb::object>(PyTuple_GET_ITEM(co->co_localsplusnames, ins.arg));
+  if (has_flag(op, F_COMPARE)) return pyb::str(std::string(*compare_op_symbol(ins.arg)));
+  if (op == FORMAT_VALUE) {
+    static const char* conv[] = {nullptr, "str", "repr", "ascii"};
+    pyb::object fn = pyb::none();
+    if (conv[ins.arg & 3]) fn = pyb::module_::import("builtins").attr(conv[ins.arg & 3]);
+    return pyb::make_tuple(fn, pyb::bool_((ins.arg & 4) != 0));
+  }
+  (void)info;
+  return pyb::int_(ins.arg);
+}
+
+pyb::list instructions(pyb::handle x) {
+  pyb::object code = as_code(x);
+  auto info = code_info(code, false);
+  bc::Decoded d = decode_or_raise(*info);
+  pyb::list out(d.instrs.size());
+  for (size_t i = 0; i < d.instrs.size(); ++i) {
+    const bc::Instr& ins = d.instrs[i];
+    out[i] = pyb::make_tuple(std::string(bc::op_name(ins.opcode)), ins.opcode, opt(ins.arg),
+                             argval(code, *info, ins), bc::argrepr(*info, ins), ins.offset,
+                             opt(ins.starts_line), ins.is_jump_target, positions(ins.pos));
+  }
+  return out;
+}
+
+size_t decode_count(pyb::handle x) {
+  pyb::object code = as_code(x);
+  auto* co = reinterpret_cast<PyCodeObject*>(code.ptr());
+  auto raw = pyb::reinterpret_steal<pyb::bytes>(PyCode_GetCode(co));
+  if (!raw) throw pyb::error_already_set();
+  auto view = [](PyObject* b) { return std::string_view(PyBytes_AS_STRING(b), PyBytes_GET_SIZE(b)); };
+  auto d = bc::decode(view(raw.ptr()), view(co->co_linetable), view(co->co_exceptiontable), co->co_firstlineno);
+  if (!d) raise(d.error());
+  return d->instrs.size();
+}
+
+std::string disassemble(pyb::handle x, bool recursive, int lasti) {
+  auto info = code_info(as_code(x), recursive);
+  auto r = bc::disassemble(*info, bc::DisOptions{recursive, lasti});
+  if (!r) raise(r.error());
+  return std::move(r).value();
+}
+
+pyb::list exception_table(pyb::handle x) {
+  auto info = code_info(as_code(x), false);
+  auto e = bc::decode_exception_table(info->exceptiontable, info->code.size());
+  if (!e) raise(e.error());
+  pyb::list out;
+  for (const bc::ExcEntry& x : *e) out.append(pyb::make_tuple(x.start, x.end, x.target, x.depth, x.lasti));
+  return out;
+}
+
+pyb::dict to_dict(const bc::AsmOutput& o) {
+  return pyb::dict("code"_a = pyb::bytes(o.code), "linetable"_a = pyb::bytes(o.linetable),
+                   "exceptiontable"_a = pyb::bytes(o.exceptiontable), "stacksize"_a = o.stacksize,
+                   "offsets"_a = o.offsets);
+}
+
+pyb::object reassemble(pyb::handle x) {
+  pyb::object code = as_code(x);
+  auto info = code_info(code, false);
+  bc::Decoded d = decode_or_raise(*info);
+  auto in = bc::to_asm_input(d, info->firstlineno);
+  if (!in) raise(in.error());
+  auto out = bc::assemble(*in);
+  if (!out) raise(out.error());
+  return code.attr("replace")("co_code"_a = pyb::bytes(out->code), "co_linetable"_a = pyb::bytes(out->linetable),
+                              "co_exceptiontable"_a = pyb::bytes(out->exceptiontable),
+                              "co_stacksize"_a = out->stacksize);
+}
+
+int32_t field(pyb::handle v) { return v.is_none() ? bc::kNone : v.cast<int32_t>(); }
+
+pyb::dict assemble(pyb::list instrs, pyb::list ranges, int firstlineno) {
+  bc::AsmInput in;
+  in.firstlineno = firstlineno;
+  for (pyb::handle item : instrs) {
+    auto t = item.cast<pyb::tuple>();
+    if (t.size() < 1 || t.size() > 3) throw pyb::value_error("instruction must be (op, arg=0, positions=None)");
+    bc::AsmInstr a;
+    if (pyb::isinstance<pyb::str>(t[0])) {
+      auto op = bc::op_by_name(t[0].cast<std::string>());
+      if (!op) throw pyb::value_error("unknown opcode name " + t[0].cast<std::string>());
+      a.opcode = *op;
+    } else {
+      a.opcode = t[0].cast<uint8_t>();
+    }
+    if (t.size() > 1) a.arg = t[1].cast<int32_t>();
+    if (t.size() > 2 && !t[2].is_none()) {
+      auto p = t[2].cast<pyb::tuple>();
+      if (p.size() != 4) throw pyb::value_error("positions must be (line, end_line, col, end_col)");
+      a.pos = bc::Position{field(p[0]), field(p[1]), field(p[2]), field(p[3])};
+    }
+    in.instrs.push_back(a);
+  }
+  for (pyb::handle item : ranges) {
+    auto t = item.cast<pyb::tuple>();
+    if (t.size() != 5) throw pyb::value_error("range must be (start, end, handler, depth, lasti)");
+    in.ranges.push_back(bc::AsmExcRange{t[0].cast<int32_t>(), t[1].cast<int32_t>(), t[2].cast<int32_t>(),
+                                        t[3].cast<int32_t>(), t[4].cast<bool>()});
+  }
+  auto out = bc::assemble(in);
+  if (!out) raise(out.error());
+  return to_dict(*out);
+}
+
+size_t decode_raw(pyb::bytes code, pyb::bytes linetable, pyb::bytes exceptiontable, int firstlineno) {
+  auto d = bc::decode(std::string(code), std::string(linetable), std::string(exceptiontable), firstlineno);
+  if (!d) raise(d.error());
+  return d->instrs.size();
+}
+
+std::string code_json(pyb::handle x, int indent) {
+  pyb::object code = as_code(x);
+  auto info = code_info(code, true);
+  info->repr = pyb::repr(code).cast<std::string>();
+  return bc::code_to_json(*info, indent);
+}
+
+pyb::list opcode_table() {
+  pyb::list out;
+  for (int op = 0; op < 256; ++op) {
+    const bc::OpInfo& i = bc::op_info(static_cast<uint8_t>(op));
+    if (!i.name) continue;
+    using namespace dv::bc;
+    out.append(pyb::dict("name"_a = i.name, "opcode"_a = op, "caches"_a = i.caches, "specialized"_a = i.specialized,
+                         "deopt"_a = i.deopt, "has_arg"_a = has_arg(op), "const"_a = has_flag(op, F_CONST),
+                         "name_op"_a = has_flag(op, F_NAME), "jrel"_a = has_flag(op, F_JREL),
+                         "jabs"_a = has_flag(op, F_JABS), "local"_a = has_flag(op, F_LOCAL),
+                         "free"_a = has_flag(op, F_FREE), "compare"_a = has_flag(op, F_COMPARE),
+                         "backward"_a = has_flag(op, F_BACKWARD), "no_fallthrough"_a = has_flag(op, F_NOFALL)));
+  }
+  return out;
+}
+
+pyb::object py_stack_effect(int op, int arg, bool jump) {
+  if (op < 0 || op > 255) throw pyb::value_error("opcode out of range");
+  auto e = bc::stack_effect(static_cast<uint8_t>(op), arg, jump);
+  return e ? pyb::object(pyb::int_(*e)) : pyb::none();
+}
+
+}  // namespace
+
+void init_bytecode(pyb::module_& m) {
+  m.def("disassemble", &disassemble, "x"_a, "recursive"_a = true, "lasti"_a = -1,
+        "The dis.dis listing of a code object (or function), produced by core/.");
+  m.def("instructions", &instructions, "x"_a,
+        "Decoded instructions as tuples with dis.Instruction's fields.");
+  m.def("decode_count", &decode_count, "x"_a, "Decode only; return the number of instructions.");
+  m.def("exception_table", &exception_table, "x"_a, "co_exceptiontable as (start, end, target, depth, lasti).");
+  m.def("reassemble", &reassemble, "x"_a, "Decode and re-assemble a code object with core/'s assembler.");
+  m.def("assemble", &assemble, "instrs"_a, "ranges"_a = pyb::list(), "firstlineno"_a = 1,
+        "Assemble [(op, arg|target_index, positions)] with exception ranges.");
+  m.def("decode_raw", &decode_raw, "code"_a, "linetable"_a = pyb::bytes(), "exceptiontable"_a = pyb::bytes(),
+        "firstlineno"_a = 1, "Decode raw tables; ValueError says what and where if malformed.");
+  m.def("code_json", &code_json, "x"_a, "indent"_a = -1,
+        "The code object as recorded (JSON), readable by `dynview disasm` without Python.");
+  m.def("opcode_table", &opcode_table, "The generated 3.11 opcode table.");
+  m.def("stack_effect", &py_stack_effect, "op"_a, "arg"_a = 0, "jump"_a = false);
+  m.attr("OPCODE_TABLE_ID") = bc::kOpcodeTableId;
+  m.attr("PYTHON_VERSION_HEX") = bc::kPythonVersionHex;
+}
+
+}  // namespace dv::py
