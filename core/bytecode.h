@@ -101,5 +101,7 @@ struct DisOptions {
 };
 // The listing dis.dis(code) prints, byte for byte.
 Result<std::string> disassemble(const CodeInfo& co, const DisOptions& opts = {});
+// The same, appended to `out` (lets a caller reuse one buffer across many code objects).
+Result<bool> disassemble_into(const CodeInfo& co, const DisOptions& opts, std::string& out);
 
 }  // namespace dv::bc

@@ -167,10 +167,14 @@ Result<bool> disassemble_one(const CodeInfo& co, const DisOptions& opts, std::st
 
 }  // namespace
 
+Result<bool> disassemble_into(const CodeInfo& co, const DisOptions& opts, std::string& out) {
+  out.reserve(out.size() + co.code.size() * 16);
+  return disassemble_one(co, opts, out);
+}
+
 Result<std::string> disassemble(const CodeInfo& co, const DisOptions& opts) {
   std::string out;
-  out.reserve(co.code.size() * 24);
-  auto r = disassemble_one(co, opts, out);
+  auto r = disassemble_into(co, opts, out);
   if (!r) return r.error();
   return out;
 }

@@ -21,6 +21,7 @@ constexpr std::array<OpInfo, 256> build_table() {
 #undef DV_BINOP
 #undef DV_CMPOP
   for (auto& o : ops) {  // specialised forms share their base's caches and flags
+    if (o.name) o.name_len = static_cast<uint8_t>(std::char_traits<char>::length(o.name));
     if (o.specialized) {
       o.caches = ops[o.deopt].caches;
       o.flags = ops[o.deopt].flags;
@@ -84,7 +85,7 @@ constinit const std::array<OpInfo, 256> kOpTable = kOps;
 
 std::string_view op_name(uint8_t op) {
   const OpInfo& i = op_info(op);
-  return i.name ? std::string_view(i.name) : std::string_view(unnamed()[op]);
+  return i.name ? std::string_view(i.name, i.name_len) : std::string_view(unnamed()[op]);
 }
 
 std::optional<uint8_t> op_by_name(std::string_view name) {

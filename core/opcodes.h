@@ -64,6 +64,7 @@ struct OpInfo {
   StackEffect jump_effect;  // when jumping
   uint8_t deopt;        // base opcode (itself for base opcodes)
   bool specialized;     // adaptive form; never appears in co_code
+  uint8_t name_len;     // strlen(name)
 };
 
 extern const std::array<OpInfo, 256> kOpTable;  // constant-initialised: no guard on access

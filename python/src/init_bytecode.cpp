@@ -76,11 +76,15 @@ size_t decode_count(pyb::handle x) {
   return d->instrs.size();
 }
 
-std::string disassemble(pyb::handle x, bool recursive, int lasti) {
+pyb::str disassemble(pyb::handle x, bool recursive, int lasti) {
   auto info = code_info(as_code(x), recursive);
-  auto r = bc::disassemble(*info, bc::DisOptions{recursive, lasti});
+  thread_local std::string buf;  // reused: large listings would otherwise fault in fresh pages
+  buf.clear();
+  auto r = bc::disassemble_into(*info, bc::DisOptions{recursive, lasti}, buf);
   if (!r) raise(r.error());
-  return std::move(r).value();
+  pyb::str out(buf.data(), buf.size());
+  if (buf.capacity() > (size_t{64} << 20)) std::string().swap(buf);  // don't hold on to huge ones
+  return out;
 }
 
 pyb::list exception_table(pyb::handle x) {
