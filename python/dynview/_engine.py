@@ -1,0 +1,235 @@
+"""The Python surface of the capture engine (tracer/ via dynview._C): compile, optimize, explain,
+reset, config. Everything per frame happens in C++; this module only switches the engine on and
+off around calls and turns compile records into reports."""
+import dataclasses
+import functools
+import logging
+import os
+import threading
+import types
+
+import torch
+
+from . import _C
+
+
+class Unsupported(RuntimeError):
+    """Raised with fullgraph=True at the first graph break: carries break_id, message, hint and
+    lineno of the user's code."""
+
+
+_C._set_unsupported(Unsupported)
+
+
+class _Config:
+    """dynview.config: defaults mirror torch.compile (torch._dynamo.config)."""
+
+    def __init__(self):
+        self._recompile_limit = 8
+        self._fail_on_recompile_limit = False
+
+    @property
+    def recompile_limit(self):
+        return self._recompile_limit
+
+    @recompile_limit.setter
+    def recompile_limit(self, v):
+        self._recompile_limit = int(v)
+        _C._set_config(self._recompile_limit, self._fail_on_recompile_limit)
+
+    @property
+    def fail_on_recompile_limit(self):
+        return self._fail_on_recompile_limit
+
+    @fail_on_recompile_limit.setter
+    def fail_on_recompile_limit(self, v):
+        self._fail_on_recompile_limit = bool(v)
+        _C._set_config(self._recompile_limit, self._fail_on_recompile_limit)
+
+
+config = _Config()
+
+
+def _setup_logs():
+    spec = os.environ.get("DYNVIEW_LOGS", "")
+    channels = [c.strip().lstrip("+") for c in spec.split(",") if c.strip()]
+    if channels:
+        logging.getLogger("dynview").setLevel(logging.INFO)
+        if not logging.getLogger("dynview").handlers and not logging.getLogger().handlers:
+            h = logging.StreamHandler()
+            h.setFormatter(logging.Formatter("[dynview.%(name)s] %(message)s"))
+            logging.getLogger("dynview").addHandler(h)
+        _C._set_logs(channels)
+
+
+_setup_logs()
+
+
+def _lookup_backend(backend):
+    if callable(backend):
+        return backend
+    if backend == "eager":
+        return lambda gm, example_inputs: gm.forward
+    from torch._dynamo.backends.registry import lookup_backend
+    return lookup_backend(backend)
+
+
+_installed = False
+_install_lock = threading.Lock()
+
+
+def _ensure_installed():
+    global _installed
+    if not _installed:
+        with _install_lock:
+            if not _installed:
+                _C._install()
+                _installed = True
+
+
+class _Enabled:
+    """Enables capture on this thread for the duration of a call (re-entrant)."""
+
+    __slots__ = ("backend", "fullgraph", "prev")
+
+    def __init__(self, backend, fullgraph):
+        self.backend = backend
+        self.fullgraph = fullgraph
+
+    def __enter__(self):
+        _ensure_installed()
+        self.prev = _C._set_mode(True, self.backend, self.fullgraph)
+
+    def __exit__(self, *exc):
+        _C._set_mode(*self.prev)
+        return False
+
+
+def compile(model=None, *, backend="inductor", fullgraph=False, dynamic=None, mode=None, options=None,
+            disable=False):
+    """Like torch.compile: returns a function (or module wrapper) whose calls are captured."""
+    if model is None:
+        return functools.partial(compile, backend=backend, fullgraph=fullgraph, dynamic=dynamic, mode=mode,
+                                 options=options, disable=disable)
+    if disable:
+        return model
+    ctx = _Enabled(_lookup_backend(backend), fullgraph)
+    if isinstance(model, torch.nn.Module):
+        return OptimizedModule(model, ctx)
+
+    @functools.wraps(model)
+    def compiled(*args, **kwargs):
+        with ctx:
+            return model(*args, **kwargs)
+
+    compiled._dynview_orig = model
+    return compiled
+
+
+class OptimizedModule(torch.nn.Module):
+    """The wrapper dynview.compile returns for an nn.Module (like torch's OptimizedModule)."""
+
+    def __init__(self, mod, ctx):
+        super().__init__()
+        self._orig_mod = mod
+        self._dynview_ctx = ctx
+
+    def forward(self, *args, **kwargs):
+        with self._dynview_ctx:
+            return self._orig_mod(*args, **kwargs)
+
+    def __getattr__(self, name):
+        try:
+            return super().__getattr__(name)
+        except AttributeError:
+            return getattr(self._orig_mod, name)
+
+
+def optimize(backend="inductor", fullgraph=False):
+    """Context manager: capture every frame called inside the block."""
+    return _Enabled(_lookup_backend(backend), fullgraph)
+
+
+class disable:
+    """Context manager: no capture inside the block."""
+
+    def __enter__(self):
+        self.prev = _C._set_mode(False, None, False)
+
+    def __exit__(self, *exc):
+        _C._set_mode(*self.prev)
+        return False
+
+
+def reset():
+    """Drop every cache entry and compile record (like torch._dynamo.reset())."""
+    _C.reset()
+
+
+@dataclasses.dataclass
+class BreakReason:
+    reason: str
+    break_id: str
+    hint: str
+    user_stack: list
+    graph_break: bool = True
+
+    def __str__(self):
+        return f"{self.break_id}: {self.reason}"
+
+
+@dataclasses.dataclass
+class ExplainOutput:
+    """Same fields as torch._dynamo.backends.debugging.ExplainOutput."""
+    graphs: list
+    graph_count: int
+    graph_break_count: int
+    break_reasons: list
+    op_count: int
+    ops_per_graph: list
+    out_guards: list
+    compile_times: str
+
+    def __str__(self):
+        out = f"Graph Count: {self.graph_count}\nGraph Break Count: {self.graph_break_count}\nOp Count: {self.op_count}\n"
+        out += "Break Reasons:\n"
+        for i, b in enumerate(self.break_reasons, 1):
+            out += f"  Break Reason {i}:\n    Reason: {b.break_id}: {b.reason}\n"
+            if b.hint:
+                out += f"    Hint: {b.hint}\n"
+            out += "    User Stack:\n" + "".join(f"      {s}\n" for s in b.user_stack)
+        out += "Ops per Graph:\n"
+        for i, ops in enumerate(self.ops_per_graph, 1):
+            out += f"  Ops {i}:\n" + "".join(f"    {o}\n" for o in ops)
+        out += "Out Guards:\n" + "".join(f"  Guard {i}: {g}\n" for i, g in enumerate(self.out_guards, 1))
+        out += f"Compile Times: {self.compile_times}\n"
+        return out
+
+
+def _explain_from_records(records):
+    graphs = [r["graph"] for r in records if r["graph"] is not None]
+    breaks = [BreakReason(r["break_message"], r["break_id"], r["break_hint"], r["break_stack"])
+              for r in records if r["has_break"]]
+    ops = [r["ops"] for r in records if r["graph"] is not None]
+    guards = [g for r in records for g in r["guards"]]
+    times = "TorchDynamo compilation metrics:\n" + "\n".join(
+        f"  {r['compile_id']} {r['qualname']}: {r['seconds'] * 1e3:.2f} ms" for r in records)
+    return ExplainOutput(graphs, len(graphs), len(breaks), breaks, sum(len(o) for o in ops), ops, guards, times)
+
+
+def explain(fn, *extra_args, **extra_kwargs):
+    """dynview.explain(fn)(*args): run fn once under capture (eager backend) and report what was
+    captured: graphs, breaks with their reasons and user stack, ops per graph, guards, times."""
+
+    def inner(*args, **kwargs):
+        _C.reset()
+        _C.take_records()
+        with _Enabled(_lookup_backend("eager"), False):
+            fn(*args, **kwargs)
+        records = _C.take_records()
+        _C.reset()
+        return _explain_from_records(records)
+
+    if extra_args or extra_kwargs:
+        return inner(*extra_args, **extra_kwargs)
+    return inner

@@ -1,0 +1,212 @@
+// Python builtins over Values: len, isinstance, getattr, range, min/max, abs, tuple/list/dict,
+// enumerate, zip, sum, sorted, reversed, int/float/bool/str, type, print (a break).
+#include "pycache.h"
+#include "tensor_match.h"
+#include "translator.h"
+
+namespace dv {
+
+Translator::Status call_builtin(Translator& t, Frame& f, PyObject* fn, std::vector<VPtr>& args,
+                                std::vector<std::pair<std::string, VPtr>>& kwargs, VPtr& out, bool& handled) {
+  if (!PyCFunction_Check(fn) && !PyType_Check(fn)) return std::nullopt;
+  PyObject* b = py().builtins.get();
+  auto is = [&](const char* name) {
+    PyObject* x = PyObject_GetAttrString(b, name);
+    bool r = x == fn;
+    Py_XDECREF(x);
+    if (!x) PyErr_Clear();
+    return r;
+  };
+  using Status = Translator::Status;
+  handled = true;
+  const size_t n = args.size();
+  auto python_type_of = [&](const VPtr& v) -> PyObject* {
+    switch (v->kind) {
+      case VK::Tensor: {
+        for (size_t i = 0; i < t.inputs.size(); ++i)
+          if (t.inputs[i].second == v->node) return reinterpret_cast<PyObject*>(Py_TYPE(t.input_objects[i].get()));
+        return py().torch_Tensor.get();
+      }
+      case VK::Tuple: return reinterpret_cast<PyObject*>(&PyTuple_Type);
+      case VK::List: return reinterpret_cast<PyObject*>(&PyList_Type);
+      case VK::Dict: return reinterpret_cast<PyObject*>(&PyDict_Type);
+      case VK::Const: case VK::Object: case VK::NNModule: return reinterpret_cast<PyObject*>(Py_TYPE(v->obj.get()));
+      case VK::Function: return reinterpret_cast<PyObject*>(&PyFunction_Type);
+      default: return nullptr;
+    }
+  };
+  if (is("print")) return t.brk(f, "DV0015", "call to print()", "printing is a side effect outside the graph");
+  if (is("len") && n == 1) {
+    const VPtr& v = args[0];
+    Py_ssize_t len = -1;
+    if (v->kind == VK::Tuple || v->kind == VK::List || v->kind == VK::Dict) len = static_cast<Py_ssize_t>(v->items.size());
+    else if (v->kind == VK::Tensor) {
+      Ref shape = Ref::steal(PyObject_GetAttrString(v->obj.get(), "shape"));
+      if (!shape || PyTuple_GET_SIZE(shape.get()) == 0) return t.brk(f, "DV0010", "len() of a 0-d tensor");
+      len = PyLong_AsSsize_t(PyTuple_GET_ITEM(shape.get(), 0));
+    } else if (v->kind == VK::Const || v->kind == VK::NNModule) {
+      len = PyObject_Length(v->obj.get());
+      if (len < 0) return t.brk(f, "DV0010", "len() raised");
+    } else return t.brk(f, "DV0007", std::string("len() of a ") + vk_name(v->kind));
+    out = t.constant_steal(PyLong_FromSsize_t(len));
+    return std::nullopt;
+  }
+  if (is("isinstance") && n == 2) {
+    PyObject* tp = python_type_of(args[0]);
+    auto cls = args[1]->kind == VK::Tuple ? std::optional<Ref>() : std::optional<Ref>(args[1]->obj);
+    Ref classes;
+    if (args[1]->kind == VK::Tuple) {
+      classes = Ref::steal(PyTuple_New(args[1]->items.size()));
+      for (size_t i = 0; i < args[1]->items.size(); ++i) PyTuple_SET_ITEM(classes.get(), i, Ref::borrow(args[1]->items[i]->obj.get()).release());
+    } else {
+      classes = args[1]->obj;
+    }
+    if (!tp || !classes) return t.brk(f, "DV0007", "isinstance() of an unsupported value");
+    int r = PyObject_IsSubclass(tp, classes.get());
+    if (r < 0) return t.brk(f, "DV0010", "isinstance() raised");
+    out = t.constant(Ref::borrow(r ? Py_True : Py_False));
+    return std::nullopt;
+  }
+  if ((is("getattr") || is("hasattr")) && (n == 2 || n == 3) && args[1]->kind == VK::Const) {
+    std::string name = str_of(args[1]->obj.get());
+    Status s = t.getattr(f, args[0], name, out);
+    if (is("hasattr")) {
+      out = t.constant(Ref::borrow(s ? Py_False : Py_True));
+      return std::nullopt;
+    }
+    if (s && n == 3) {
+      out = args[2];
+      return std::nullopt;
+    }
+    return s;
+  }
+  if (is("type") && n == 1) {
+    PyObject* tp = python_type_of(args[0]);
+    if (!tp) return t.brk(f, "DV0007", "type() of an unsupported value");
+    VPtr v = t.make(VK::Object);
+    v->obj = Ref::borrow(tp);
+    out = v;
+    return std::nullopt;
+  }
+  if (is("callable") && n == 1) {
+    bool c = args[0]->kind == VK::Function || args[0]->kind == VK::Method || args[0]->kind == VK::NNModule ||
+             ((args[0]->kind == VK::Object || args[0]->kind == VK::Const) && PyCallable_Check(args[0]->obj.get()));
+    out = t.constant(Ref::borrow(c ? Py_True : Py_False));
+    return std::nullopt;
+  }
+  if (is("enumerate") || is("zip") || is("reversed") || is("sorted") || is("tuple") || is("list") || is("iter")) {
+    std::vector<VPtr> seqs;
+    for (auto& a : args) {
+      VPtr it;
+      if (Status s = t.iterate(f, a, it)) return s;
+      std::vector<VPtr> rest(it->items.begin() + static_cast<long>(it->pos), it->items.end());
+      VPtr tmp = t.make(VK::Tuple);
+      tmp->items = std::move(rest);
+      seqs.push_back(tmp);
+    }
+    VPtr r = t.make(is("list") ? VK::List : is("tuple") ? VK::Tuple : VK::Iter);
+    if (is("enumerate")) {
+      if (seqs.empty()) return t.brk(f, "DV0007", "enumerate() needs an argument");
+      long start = 0;
+      if (n == 2 && args[1]->kind == VK::Const) start = PyLong_AsLong(args[1]->obj.get());
+      for (auto& [k, v] : kwargs) if (k == "start" && v->kind == VK::Const) start = PyLong_AsLong(v->obj.get());
+      for (size_t i = 0; i < seqs[0]->items.size(); ++i) {
+        VPtr pair = t.make(VK::Tuple);
+        pair->items = {t.constant_steal(PyLong_FromLong(start + static_cast<long>(i))), seqs[0]->items[i]};
+        r->items.push_back(pair);
+      }
+    } else if (is("zip")) {
+      size_t m = seqs.empty() ? 0 : SIZE_MAX;
+      for (auto& s : seqs) m = std::min(m, s->items.size());
+      for (size_t i = 0; i < m; ++i) {
+        VPtr tup = t.make(VK::Tuple);
+        for (auto& s : seqs) tup->items.push_back(s->items[i]);
+        r->items.push_back(tup);
+      }
+    } else if (is("reversed")) {
+      if (seqs.size() != 1) return t.brk(f, "DV0007", "reversed() takes one argument");
+      r->items.assign(seqs[0]->items.rbegin(), seqs[0]->items.rend());
+    } else if (is("sorted")) {
+      if (seqs.size() != 1 || !kwargs.empty()) return t.brk(f, "DV0007", "sorted() with a key is not supported");
+      auto items = seqs[0]->items;
+      for (auto& x : items) if (x->kind != VK::Const) return t.brk(f, "DV0007", "sorted() of non-constants");
+      std::vector<Ref> objs;
+      Ref lst = Ref::steal(PyList_New(0));
+      for (auto& x : items) PyList_Append(lst.get(), x->obj.get());
+      if (PyList_Sort(lst.get()) < 0) return t.brk(f, "DV0010", "sorted() raised");
+      r = t.make(VK::List);
+      for (Py_ssize_t i = 0; i < PyList_GET_SIZE(lst.get()); ++i) r->items.push_back(t.constant(Ref::borrow(PyList_GET_ITEM(lst.get(), i))));
+    } else {
+      if (seqs.size() > 1) return t.brk(f, "DV0007", "too many arguments");
+      if (!seqs.empty()) r->items = seqs[0]->items;
+    }
+    out = r;
+    return std::nullopt;
+  }
+  if (is("dict")) {
+    VPtr d = t.make(VK::Dict);
+    if (n == 1 && args[0]->kind == VK::Dict) {
+      d->keys = args[0]->keys;
+      d->items = args[0]->items;
+    } else if (n == 1) {
+      VPtr it;
+      if (Status s = t.iterate(f, args[0], it)) return s;
+      for (auto& pair : it->items) {
+        if (pair->kind != VK::Tuple || pair->items.size() != 2 || pair->items[0]->kind != VK::Const)
+          return t.brk(f, "DV0007", "dict() of non-pairs");
+        d->keys.push_back(pair->items[0]->obj);
+        d->items.push_back(pair->items[1]);
+      }
+    } else if (n > 1) return t.brk(f, "DV0007", "dict() with several arguments");
+    for (auto& [k, v] : kwargs) {
+      d->keys.push_back(Ref::steal(PyUnicode_FromString(k.c_str())));
+      d->items.push_back(v);
+    }
+    out = d;
+    return std::nullopt;
+  }
+  if ((is("min") || is("max") || is("sum") || is("abs") || is("any") || is("all")) && n >= 1) {
+    std::vector<VPtr> vals;
+    if (n == 1 && !is("abs")) {
+      VPtr it;
+      if (Status s = t.iterate(f, args[0], it)) return s;
+      vals = it->items;
+    } else {
+      vals = args;
+    }
+    bool all_const = true;
+    for (auto& v : vals) all_const &= v->kind == VK::Const;
+    if (is("abs") && args[0]->kind == VK::Tensor) return t.graph_call(f, Ref::borrow(fn), "", args, {}, out);
+    if (is("sum") && !all_const) {  // sum of tensors: a chain of additions, as Python would do it
+      VPtr acc = t.constant_steal(PyLong_FromLong(0));
+      if (n == 2) acc = args[1];
+      for (auto& v : vals) {
+        VPtr r;
+        if (Status s = t.binary(f, 0, acc, v, r)) return s;
+        acc = r;
+      }
+      out = acc;
+      return std::nullopt;
+    }
+    if (!all_const) return t.brk(f, "DV0007", "min/max/any/all of tensors depend on their values", "use torch.minimum/torch.maximum");
+    Ref tup = Ref::steal(PyTuple_New(vals.size()));
+    for (size_t i = 0; i < vals.size(); ++i) PyTuple_SET_ITEM(tup.get(), i, Ref::borrow(vals[i]->obj.get()).release());
+    Ref r = (n == 1 && !is("abs")) ? Ref::steal(PyObject_CallOneArg(fn, tup.get())) : Ref::steal(PyObject_Call(fn, tup.get(), nullptr));
+    if (!r) return t.brk(f, "DV0010", "builtin raised on constants");
+    out = t.constant(r);
+    return std::nullopt;
+  }
+  if ((is("int") || is("float") || is("bool") || is("str") || is("range") || is("slice") || is("round") || is("repr") ||
+       is("divmod") || is("pow") || is("hash") || is("ord") || is("chr") || is("frozenset") || is("set")) ) {
+    for (auto& a : args)
+      if (a->kind == VK::Tensor)
+        return t.brk(f, "DV0003", "converting a tensor to a Python value depends on its data",
+                     "keep the value as a tensor, or expect a graph break as with torch.compile");
+    handled = false;  // constant folding happens in the generic pure-call path
+    return std::nullopt;
+  }
+  handled = false;
+  return std::nullopt;
+}
+
+}  // namespace dv

@@ -1,0 +1,587 @@
+// Calls and the operations handlers share: graph calls with meta example values, inlining of user
+// functions and nn.Module forwards, builtins, attributes, operators, truth and iteration.
+#include <cstring>
+
+#include "core/opcodes.h"
+#include "pycache.h"
+#include "tensor_match.h"
+#include "translator.h"
+
+namespace dv {
+namespace {
+
+bool module_is_torch(PyObject* fn) {
+  Ref mod = Ref::steal(PyObject_GetAttrString(fn, "__module__"));
+  if (!mod) {
+    PyErr_Clear();
+    return false;
+  }
+  std::string m = str_of(mod.get());
+  return m == "torch" || m.rfind("torch.", 0) == 0;
+}
+
+bool is_tensor_method_descriptor(PyObject* fn) {
+  Ref cls = Ref::steal(PyObject_GetAttrString(fn, "__objclass__"));
+  if (!cls) {
+    PyErr_Clear();
+    return false;
+  }
+  return cls.get() == py().tensorbase.get() || cls.get() == py().torch_Tensor.get();
+}
+
+// torch functions that read state or have effects outside the graph: never graph calls.
+bool torch_fn_unsupported(const std::string& name) {
+  static const char* names[] = {"manual_seed", "seed", "save", "load", "set_default_dtype", "set_printoptions",
+                                "use_deterministic_algorithms", "set_num_threads", "compile", "jit", nullptr};
+  for (const char** n = names; *n; ++n)
+    if (name == *n) return true;
+  return false;
+}
+
+const char* kDataDependent[] = {"item", "tolist", "__bool__", "numpy", "data_ptr", "__int__", "__float__",
+                                "__index__", "nonzero_static", "backward", "register_hook", "retain_grad", nullptr};
+const char* kMetaMethods[] = {"size", "dim", "ndimension", "numel", "nelement", "stride", "is_contiguous",
+                              "element_size", "is_floating_point", "is_complex", "__len__", nullptr};
+
+bool in_list(const char** list, const std::string& s) {
+  for (const char** n = list; *n; ++n)
+    if (s == *n) return true;
+  return false;
+}
+
+std::string callable_name(PyObject* fn) {
+  Ref q = Ref::steal(PyObject_GetAttrString(fn, "__qualname__"));
+  if (!q) {
+    PyErr_Clear();
+    q = Ref::steal(PyObject_GetAttrString(fn, "__name__"));
+  }
+  if (!q) {
+    PyErr_Clear();
+    return Py_TYPE(fn)->tp_name;
+  }
+  return str_of(q.get());
+}
+
+}  // namespace
+
+// ---- conversions --------------------------------------------------------------------------------
+
+std::optional<Ref> Translator::to_python(const VPtr& v, bool meta) {
+  switch (v->kind) {
+    case VK::Const: case VK::Object: case VK::NNModule: return v->obj;
+    case VK::Function: return v->obj && PyFunction_Check(v->obj.get()) ? std::optional<Ref>(v->obj) : std::nullopt;
+    case VK::Tensor: return meta ? std::optional<Ref>(v->obj) : std::nullopt;
+    case VK::Tuple: case VK::List: {
+      Ref out = Ref::steal(v->kind == VK::Tuple ? PyTuple_New(v->items.size()) : PyList_New(v->items.size()));
+      for (size_t i = 0; i < v->items.size(); ++i) {
+        auto x = to_python(v->items[i], meta);
+        if (!x) return std::nullopt;
+        if (v->kind == VK::Tuple) PyTuple_SET_ITEM(out.get(), i, x->release());
+        else PyList_SET_ITEM(out.get(), i, x->release());
+      }
+      return out;
+    }
+    case VK::Dict: {
+      Ref out = Ref::steal(PyDict_New());
+      for (size_t i = 0; i < v->items.size(); ++i) {
+        auto x = to_python(v->items[i], meta);
+        if (!x || PyDict_SetItem(out.get(), v->keys[i].get(), x->get()) < 0) return std::nullopt;
+      }
+      return out;
+    }
+    default: return std::nullopt;
+  }
+}
+
+bool Translator::to_arg(const VPtr& v, ArgTree& out) {
+  switch (v->kind) {
+    case VK::Tensor: out.kind = ArgTree::Kind::Node; out.node = v->node; return true;
+    case VK::Const:
+      if (PySlice_Check(v->obj.get())) {
+        auto* s = reinterpret_cast<PySliceObject*>(v->obj.get());
+        out.kind = ArgTree::Kind::Slice;
+        for (PyObject* part : {s->start, s->stop, s->step}) {
+          ArgTree a;
+          a.constant = Ref::borrow(part);
+          out.items.push_back(std::move(a));
+        }
+        return true;
+      }
+      out.kind = ArgTree::Kind::Const;
+      out.constant = v->obj;
+      return true;
+    case VK::Object:
+      out.kind = ArgTree::Kind::Const;  // dtypes, layouts, memory formats, functions passed to ops
+      out.constant = v->obj;
+      return true;
+    case VK::Tuple: case VK::List:
+      out.kind = v->kind == VK::Tuple ? ArgTree::Kind::Tuple : ArgTree::Kind::List;
+      for (const VPtr& x : v->items) {
+        ArgTree a;
+        if (!to_arg(x, a)) return false;
+        out.items.push_back(std::move(a));
+      }
+      return true;
+    case VK::Dict:
+      out.kind = ArgTree::Kind::Dict;
+      out.keys = v->keys;
+      for (const VPtr& x : v->items) {
+        ArgTree a;
+        if (!to_arg(x, a)) return false;
+        out.items.push_back(std::move(a));
+      }
+      return true;
+    default: return false;
+  }
+}
+
+VPtr Translator::from_example(Frame& f, Ref example, int node, Ref device) {
+  VPtr v = make(VK::Tensor);
+  v->obj = std::move(example);
+  v->node = node;
+  v->device = std::move(device);
+  (void)f;
+  if (obs_) obs_->on_value(ValueEvent{v->id, cur_step_, "tensor", repr_of(v->obj.get()), "", node});
+  return v;
+}
+
+// ---- graph calls --------------------------------------------------------------------------------
+
+Translator::Status Translator::graph_call(Frame& f, Ref target, const std::string& method, std::vector<VPtr> args,
+                                          std::vector<std::pair<std::string, VPtr>> kwargs, VPtr& out) {
+  std::vector<ArgTree> targs;
+  std::vector<std::pair<std::string, ArgTree>> tkw;
+  Ref device;
+  bool any_tensor = false;
+  std::function<void(const VPtr&)> find_dev = [&](const VPtr& v) {
+    if (v->kind == VK::Tensor) {
+      any_tensor = true;
+      if (!device) device = v->device;
+    }
+    for (const VPtr& x : v->items) find_dev(x);
+  };
+  for (const VPtr& a : args) find_dev(a);
+  for (auto& kv : kwargs) find_dev(kv.second);
+  const std::string what = method.empty() ? callable_name(target.get()) : "Tensor." + method;
+  for (const VPtr& a : args) {
+    ArgTree t;
+    if (!to_arg(a, t)) return brk(f, "DV0013", std::string("a ") + vk_name(a->kind) + " argument cannot be passed to " + what);
+    targs.push_back(std::move(t));
+  }
+  for (auto& [k, v] : kwargs) {
+    ArgTree t;
+    if (!to_arg(v, t)) return brk(f, "DV0013", "keyword argument '" + k + "' cannot be passed to " + what);
+    tkw.emplace_back(k, std::move(t));
+  }
+  // Example value: run the op on meta tensors.
+  Ref pargs = Ref::steal(PyTuple_New(args.size()));
+  for (size_t i = 0; i < args.size(); ++i) {
+    auto x = to_python(args[i], true);
+    if (!x) return brk(f, "DV0013", "cannot build example arguments for " + what);
+    PyTuple_SET_ITEM(pargs.get(), i, x->release());
+  }
+  Ref pkw = Ref::steal(PyDict_New());
+  bool has_device_kw = false;
+  for (auto& [k, v] : kwargs) {
+    auto x = to_python(v, true);
+    if (!x) return brk(f, "DV0013", "cannot build example arguments for " + what);
+    PyDict_SetItemString(pkw.get(), k.c_str(), x->get());
+    if (k == "device") {
+      has_device_kw = true;
+      device = *x;
+    }
+  }
+  Ref result;
+  if (!method.empty()) {
+    Ref m = Ref::steal(PyObject_GetAttrString(PyTuple_GET_ITEM(pargs.get(), 0), method.c_str()));
+    Ref rest = Ref::steal(PyTuple_GetSlice(pargs.get(), 1, PyTuple_GET_SIZE(pargs.get())));
+    if (m && rest) result = Ref::steal(PyObject_Call(m.get(), rest.get(), pkw.get()));
+  } else if (!any_tensor) {
+    // A factory (torch.zeros(3), torch.arange(n)): ask for a meta result; fall back to a real one.
+    Ref kw2 = Ref::steal(PyDict_Copy(pkw.get()));
+    if (!has_device_kw) PyDict_SetItemString(kw2.get(), "device", py().meta_str.get());
+    result = Ref::steal(PyObject_Call(target.get(), pargs.get(), kw2.get()));
+    if (!result) {
+      PyErr_Clear();
+      result = Ref::steal(PyObject_Call(target.get(), pargs.get(), pkw.get()));
+      if (result && is_tensor(result.get())) {
+        if (!device) device = Ref::steal(PyObject_GetAttrString(result.get(), "device"));
+        result = Ref::steal(PyObject_CallMethod(result.get(), "to", "O", py().meta_str.get()));
+      }
+    }
+  } else {
+    result = Ref::steal(PyObject_Call(target.get(), pargs.get(), pkw.get()));
+  }
+  if (!result) {
+    PyObject *t, *v, *tb;
+    PyErr_Fetch(&t, &v, &tb);
+    Ref rv = Ref::steal(v);
+    Py_XDECREF(t);
+    Py_XDECREF(tb);
+    std::string why = rv ? repr_of(rv.get()) : "unknown error";
+    if (why.size() > 300) why = why.substr(0, 300) + "...";
+    return brk(f, "DV0006", "could not compute the example value of " + what + ": " + why,
+               "the operator may be data-dependent or lack a meta kernel");
+  }
+  if (!device) device = Ref::steal(PyObject_CallFunction(py().torch_device.get(), "s", "cpu"));
+  if (!device) device = Ref::borrow(Py_None);
+  if (device && PyUnicode_Check(device.get())) device = Ref::steal(PyObject_CallFunctionObjArgs(py().torch_device.get(), device.get(), nullptr));
+  if (!device) {
+    PyErr_Clear();
+    device = Ref::borrow(Py_None);
+  }
+  auto add_node = [&](Ref example) {
+    int n = method.empty() ? graph.add_call_function(target, targs, tkw, example, cur_step_)
+                           : graph.add_call_method(method, targs, tkw, example, cur_step_);
+    if (obs_) obs_->on_graph_node(GraphNodeEvent{id_, n, cur_step_, method.empty() ? "call_function" : "call_method", what});
+    return n;
+  };
+  if (is_tensor(result.get())) {
+    out = from_example(f, result, add_node(result), device);
+    return std::nullopt;
+  }
+  if ((PyTuple_Check(result.get()) || PyList_Check(result.get())) && PySequence_Size(result.get()) > 0) {
+    Ref seq = Ref::steal(PySequence_Fast(result.get(), ""));
+    const Py_ssize_t n = PySequence_Fast_GET_SIZE(seq.get());
+    bool all_tensors = true;
+    for (Py_ssize_t i = 0; i < n; ++i) all_tensors &= is_tensor(PySequence_Fast_GET_ITEM(seq.get(), i));
+    if (all_tensors) {
+      const int node = add_node(Ref::borrow(Py_None));
+      VPtr tup = make(PyList_Check(result.get()) ? VK::List : VK::Tuple);
+      for (Py_ssize_t i = 0; i < n; ++i) {
+        ArgTree base;
+        base.kind = ArgTree::Kind::Node;
+        base.node = node;
+        ArgTree idx;
+        idx.constant = Ref::steal(PyLong_FromSsize_t(i));
+        Ref ex = Ref::borrow(PySequence_Fast_GET_ITEM(seq.get(), i));
+        int gi = graph.add_call_function(py().getitem, {base, idx}, {}, ex, cur_step_);
+        tup->items.push_back(from_example(f, ex, gi, device));
+      }
+      out = tup;
+      return std::nullopt;
+    }
+  }
+  if (result.get() == Py_None && !method.empty()) {  // in-place method returning None (rare)
+    add_node(Ref::borrow(Py_None));
+    out = constant(Ref::borrow(Py_None));
+    return std::nullopt;
+  }
+  if (is_tensor(result.get()) == false && any_tensor)
+    return brk(f, "DV0006", what + " returned a " + std::string(Py_TYPE(result.get())->tp_name) + ", not a tensor",
+               "operators that return Python values depend on tensor data");
+  out = constant(result);
+  return std::nullopt;
+}
+
+// ---- calls --------------------------------------------------------------------------------------
+
+Translator::Status Translator::inline_call(Frame& f, VPtr fn, VPtr self, std::vector<VPtr> args,
+                                           std::vector<std::pair<std::string, VPtr>> kwargs, VPtr& out) {
+  if (frames_.size() > 24) return brk(f, "DV0012", "inlining is nested too deeply", "recursion is not supported");
+  PyObject* code;
+  Ref globals;
+  SourcePtr globals_source;
+  std::vector<VPtr> defaults, cells;
+  std::vector<std::pair<std::string, VPtr>> kwdefaults;
+  if (fn->obj && PyFunction_Check(fn->obj.get())) {
+    PyObject* func = fn->obj.get();
+    code = PyFunction_GET_CODE(func);
+    globals = Ref::borrow(PyFunction_GET_GLOBALS(func));
+    if (globals.get() != root_->globals.get()) globals_source = Source::held(globals, "G['" + str_of(PyDict_GetItemString(globals.get(), "__name__")) + "'].__dict__");
+    if (PyObject* d = PyFunction_GET_DEFAULTS(func)) {
+      for (Py_ssize_t i = 0; i < PyTuple_GET_SIZE(d); ++i) {
+        VPtr v = wrap(Ref::borrow(PyTuple_GET_ITEM(d, i)), fn->source ? Source::item(Source::attr(fn->source, "__defaults__"), Ref::steal(PyLong_FromSsize_t(i))) : nullptr, f);
+        if (!v) return brk(f, "DV0013", "unsupported default argument of " + callable_name(func));
+        defaults.push_back(v);
+      }
+    }
+    if (PyObject* kd = PyFunction_GET_KW_DEFAULTS(func)) {
+      Py_ssize_t pos = 0;
+      PyObject *k, *val;
+      while (PyDict_Next(kd, &pos, &k, &val)) {
+        VPtr v = wrap(Ref::borrow(val), nullptr, f);
+        if (!v) return brk(f, "DV0013", "unsupported keyword default of " + callable_name(func));
+        kwdefaults.emplace_back(str_of(k), v);
+      }
+    }
+    if (PyObject* cl = PyFunction_GET_CLOSURE(func)) {
+      for (Py_ssize_t i = 0; i < PyTuple_GET_SIZE(cl); ++i) {
+        VPtr cell = make(VK::Cell);
+        PyObject* contents = PyCell_GET(PyTuple_GET_ITEM(cl, i));
+        if (contents) {
+          VPtr v = wrap(Ref::borrow(contents), fn->source ? Source::fn_closure(fn->source, static_cast<int>(i), "") : nullptr, f);
+          if (!v) return brk(f, "DV0013", "unsupported closure variable of " + callable_name(func), "tensors captured by closures of inlined functions need a source");
+          cell->items.push_back(v);
+        }
+        cells.push_back(cell);
+      }
+    }
+  } else {
+    code = fn->obj.get();  // made by MAKE_FUNCTION
+    globals = fn->globals;
+    globals_source = f.globals_source;
+    if (fn->defaults) defaults = fn->defaults->items;
+    if (fn->kwdefaults)
+      for (size_t i = 0; i < fn->kwdefaults->items.size(); ++i) kwdefaults.emplace_back(str_of(fn->kwdefaults->keys[i].get()), fn->kwdefaults->items[i]);
+    cells = fn->cells;
+  }
+  auto* co = reinterpret_cast<PyCodeObject*>(code);
+  if (co->co_flags & (CO_GENERATOR | CO_COROUTINE | CO_ASYNC_GENERATOR))
+    return brk(f, "DV0004", "calling generator function " + str_of(co->co_qualname), "generators are not traced");
+  const CodeFacts* facts = code_facts(code);
+  if (!facts) return brk(f, "DV0019", "cannot decode " + str_of(co->co_qualname));
+  if (self) args.insert(args.begin(), self);
+  // Bind arguments (Python/ceval.c initialize_locals, simplified: no positional-only kw errors).
+  Frame callee;
+  callee.facts = facts;
+  callee.globals = globals;
+  callee.builtins = f.builtins;
+  callee.globals_source = globals_source;
+  callee.depth = f.depth + 1;
+  const int nlocalsplus = static_cast<int>(PyTuple_GET_SIZE(co->co_localsplusnames));
+  callee.locals.resize(nlocalsplus);
+  const int argc = co->co_argcount, kwonly = co->co_kwonlyargcount;
+  const bool varargs = co->co_flags & CO_VARARGS, varkw = co->co_flags & CO_VARKEYWORDS;
+  auto name_at = [&](int i) { return str_of(PyTuple_GET_ITEM(co->co_localsplusnames, i)); };
+  const std::string qn = str_of(co->co_qualname);
+  VPtr extra = make(VK::Tuple);
+  for (size_t i = 0; i < args.size(); ++i) {
+    if (static_cast<int>(i) < argc) callee.locals[i] = args[i];
+    else if (varargs) extra->items.push_back(args[i]);
+    else return brk(f, "DV0010", qn + "() takes " + std::to_string(argc) + " positional arguments but " + std::to_string(args.size()) + " were given");
+  }
+  VPtr extra_kw = make(VK::Dict);
+  for (auto& [k, v] : kwargs) {
+    bool placed = false;
+    for (int i = co->co_posonlyargcount; i < argc + kwonly; ++i) {
+      if (name_at(i) == k) {
+        if (callee.locals[i]) return brk(f, "DV0010", qn + "() got multiple values for argument '" + k + "'");
+        callee.locals[i] = v;
+        placed = true;
+        break;
+      }
+    }
+    if (!placed) {
+      if (!varkw) return brk(f, "DV0010", qn + "() got an unexpected keyword argument '" + k + "'");
+      extra_kw->keys.push_back(Ref::steal(PyUnicode_FromString(k.c_str())));
+      extra_kw->items.push_back(v);
+    }
+  }
+  const int ndef = static_cast<int>(defaults.size());
+  for (int i = 0; i < argc; ++i) {
+    if (callee.locals[i]) continue;
+    const int d = i - (argc - ndef);
+    if (d >= 0) callee.locals[i] = defaults[d];
+    else return brk(f, "DV0010", qn + "() missing required argument '" + name_at(i) + "'");
+  }
+  for (int i = argc; i < argc + kwonly; ++i) {
+    if (callee.locals[i]) continue;
+    for (auto& [k, v] : kwdefaults)
+      if (k == name_at(i)) callee.locals[i] = v;
+    if (!callee.locals[i]) return brk(f, "DV0010", qn + "() missing keyword-only argument '" + name_at(i) + "'");
+  }
+  int slot = argc + kwonly;
+  if (varargs) callee.locals[slot++] = extra;
+  if (varkw) callee.locals[slot++] = extra_kw;
+  const int nfree = co->co_nfreevars;
+  for (int k = 0; k < nfree && k < static_cast<int>(cells.size()); ++k) callee.locals[nlocalsplus - nfree + k] = cells[k];
+  frames_.push_back(&callee);
+  Status s = run_frame(callee);
+  frames_.pop_back();
+  if (s) return s;
+  out = callee.result;
+  return std::nullopt;
+}
+
+Translator::Status call_grad_exit(Translator& t, Frame& f, const VPtr& exit, VPtr& out);
+Translator::Status call_builtin(Translator& t, Frame& f, PyObject* fn, std::vector<VPtr>& args,
+                                       std::vector<std::pair<std::string, VPtr>>& kwargs, VPtr& out, bool& handled);
+
+Translator::Status Translator::call(Frame& f, VPtr fn, std::vector<VPtr> args,
+                                    std::vector<std::pair<std::string, VPtr>> kwargs, VPtr& out) {
+  switch (fn->kind) {
+    case VK::Function: return inline_call(f, fn, nullptr, std::move(args), std::move(kwargs), out);
+    case VK::NNModule: {
+      PyObject* m = fn->obj.get();
+      // Hooks change what calling the module does: not traced yet.
+      for (const char* hooks : {"_forward_hooks", "_forward_pre_hooks", "_backward_hooks"}) {
+        Ref h = Ref::steal(PyObject_GetAttrString(m, hooks));
+        if (h && PyDict_Check(h.get()) && PyDict_GET_SIZE(h.get()) > 0)
+          return brk(f, "DV0004", "module with " + std::string(hooks), "module hooks are not traced yet");
+        PyErr_Clear();
+      }
+      Ref forward = Ref::steal(PyObject_GetAttrString(reinterpret_cast<PyObject*>(Py_TYPE(m)), "forward"));
+      if (!forward || !PyFunction_Check(forward.get()))
+        return brk(f, "DV0004", "module " + std::string(Py_TYPE(m)->tp_name) + " has no Python forward");
+      VPtr fv = make(VK::Function);
+      fv->obj = forward;
+      return inline_call(f, fv, fn, std::move(args), std::move(kwargs), out);
+    }
+    case VK::Method: {
+      if (fn->obj && PyFunction_Check(fn->obj.get())) {  // bound user method
+        VPtr fv = make(VK::Function);
+        fv->obj = fn->obj;
+        return inline_call(f, fv, fn->self, std::move(args), std::move(kwargs), out);
+      }
+      VPtr self = fn->self;
+      const std::string& name = fn->name;
+      if (self->kind == VK::Tensor) {
+        if (in_list(kDataDependent, name))
+          return brk(f, "DV0003", "data-dependent operator Tensor." + name + "()",
+                     "the result depends on tensor values; dynview breaks the graph here like torch.compile");
+        if (in_list(kMetaMethods, name)) {  // metadata: a constant computed from the example value
+          auto pargs = Ref::steal(PyTuple_New(args.size()));
+          for (size_t i = 0; i < args.size(); ++i) {
+            auto x = to_python(args[i], true);
+            if (!x) return brk(f, "DV0013", "unsupported argument to Tensor." + name);
+            PyTuple_SET_ITEM(pargs.get(), i, x->release());
+          }
+          Ref m = Ref::steal(PyObject_GetAttrString(self->obj.get(), name.c_str()));
+          Ref r = m ? Ref::steal(PyObject_Call(m.get(), pargs.get(), nullptr)) : Ref();
+          if (!r) return brk(f, "DV0006", "Tensor." + name + " failed on the example value");
+          out = constant(r);
+          return std::nullopt;
+        }
+        std::vector<VPtr> a{self};
+        a.insert(a.end(), args.begin(), args.end());
+        return graph_call(f, {}, name, std::move(a), std::move(kwargs), out);
+      }
+      if (self->kind == VK::List || self->kind == VK::Dict || self->kind == VK::Tuple) {
+        if (self->source && (name == "append" || name == "extend" || name == "pop" || name == "insert" || name == "clear" ||
+                             name == "update" || name == "remove" || name == "__setitem__"))
+          return brk(f, "DV0008", "mutating an input " + std::string(vk_name(self->kind)) + " (" + name + ")",
+                     "side effects on inputs are not replayed yet");
+        if (name == "append" && args.size() == 1) { self->items.push_back(args[0]); out = constant(Ref::borrow(Py_None)); return std::nullopt; }
+        if (name == "extend" && args.size() == 1) {
+          VPtr it;
+          if (Status s = iterate(f, args[0], it)) return s;
+          self->items.insert(self->items.end(), it->items.begin(), it->items.end());
+          out = constant(Ref::borrow(Py_None));
+          return std::nullopt;
+        }
+        if (name == "pop" && self->kind == VK::List && !self->items.empty() && args.empty()) { out = self->items.back(); self->items.pop_back(); return std::nullopt; }
+        if (name == "insert" && self->kind == VK::List && args.size() == 2 && args[0]->kind == VK::Const) {
+          long i = PyLong_AsLong(args[0]->obj.get());
+          long n = static_cast<long>(self->items.size());
+          if (i < 0) i = std::max(0L, i + n);
+          self->items.insert(self->items.begin() + std::min(i, n), args[1]);
+          out = constant(Ref::borrow(Py_None));
+          return std::nullopt;
+        }
+        if (self->kind == VK::Dict && (name == "items" || name == "keys" || name == "values")) {
+          VPtr l = make(VK::List);
+          for (size_t i = 0; i < self->items.size(); ++i) {
+            if (name == "values") { l->items.push_back(self->items[i]); continue; }
+            VPtr k = constant(self->keys[i]);
+            if (name == "keys") { l->items.push_back(k); continue; }
+            VPtr pair = make(VK::Tuple);
+            pair->items = {k, self->items[i]};
+            l->items.push_back(pair);
+          }
+          out = l;
+          return std::nullopt;
+        }
+        if (self->kind == VK::Dict && name == "get" && !args.empty() && args[0]->kind == VK::Const) {
+          for (size_t i = 0; i < self->keys.size(); ++i) {
+            if (PyObject_RichCompareBool(self->keys[i].get(), args[0]->obj.get(), Py_EQ) == 1) { out = self->items[i]; return std::nullopt; }
+          }
+          PyErr_Clear();
+          out = args.size() > 1 ? args[1] : constant(Ref::borrow(Py_None));
+          return std::nullopt;
+        }
+        if ((name == "index" || name == "count") && args.size() == 1 && args[0]->kind == VK::Const) {
+          long count = 0, first = -1;
+          for (size_t i = 0; i < self->items.size(); ++i) {
+            if (self->items[i]->kind == VK::Const && PyObject_RichCompareBool(self->items[i]->obj.get(), args[0]->obj.get(), Py_EQ) == 1) {
+              if (first < 0) first = static_cast<long>(i);
+              ++count;
+            }
+          }
+          PyErr_Clear();
+          if (name == "index" && first < 0) return brk(f, "DV0010", "list.index: value not in list");
+          out = constant_steal(PyLong_FromLong(name == "index" ? first : count));
+          return std::nullopt;
+        }
+        return brk(f, "DV0004", std::string(vk_name(self->kind)) + "." + name + " is not supported");
+      }
+      if (self->kind == VK::Const || self->kind == VK::Object) {  // methods of constants: pure, evaluate now
+        PyObject* so = self->obj.get();
+        const bool pure = self->kind == VK::Const || PyModule_Check(so);
+        if (!pure) return brk(f, "DV0004", "method " + name + " of " + Py_TYPE(so)->tp_name + " object");
+        Ref m = Ref::steal(PyObject_GetAttrString(so, name.c_str()));
+        if (!m) return brk(f, "DV0005", "no attribute " + name);
+        VPtr mv = make(VK::Object);
+        mv->obj = m;
+        return call(f, mv, std::move(args), std::move(kwargs), out);
+      }
+      return brk(f, "DV0004", "method " + name + " of a " + vk_name(self->kind));
+    }
+    case VK::Object: {
+      PyObject* o = fn->obj.get();
+      bool handled = false;
+      if (Status s = call_builtin(*this, f, o, args, kwargs, out, handled)) return s;
+      if (handled) return std::nullopt;
+      if (PyType_Check(o) && PyType_IsSubtype(reinterpret_cast<PyTypeObject*>(o), reinterpret_cast<PyTypeObject*>(py().nn_Module.get())))
+        return brk(f, "DV0004", "constructing module " + callable_name(o) + " inside the traced code");
+      if (o == py().no_grad.get() || o == py().enable_grad.get()) {
+        VPtr g = make(VK::GradMode);
+        g->flag = o == py().enable_grad.get();
+        out = g;
+        return std::nullopt;
+      }
+      if (o == py().set_grad_enabled.get() && args.size() == 1 && args[0]->kind == VK::Const) {
+        VPtr g = make(VK::GradMode);
+        g->flag = PyObject_IsTrue(args[0]->obj.get()) == 1;
+        out = g;
+        return std::nullopt;
+      }
+      const bool torchy = module_is_torch(o) || is_tensor_method_descriptor(o);
+      if (torchy && !PyType_Check(o)) {
+        std::string nm = callable_name(o);
+        if (torch_fn_unsupported(nm)) return brk(f, "DV0004", "torch." + nm + " has effects outside the graph");
+        if (nm == "is_grad_enabled") { out = constant_steal(PyObject_CallNoArgs(o)); return std::nullopt; }
+        if (nm == "is_tensor") { out = constant(Ref::borrow(args.size() == 1 && args[0]->kind == VK::Tensor ? Py_True : Py_False)); return std::nullopt; }
+        if (nm == "get_default_dtype") { out = constant_steal(PyObject_CallNoArgs(o)); return std::nullopt; }
+        if (is_tensor_method_descriptor(o) && !args.empty() && args[0]->kind == VK::Tensor) {
+          VPtr mv = make(VK::Method);
+          mv->self = args[0];
+          mv->name = str_of(Ref::steal(PyObject_GetAttrString(o, "__name__")).get());
+          args.erase(args.begin());
+          return call(f, mv, std::move(args), std::move(kwargs), out);
+        }
+        return graph_call(f, fn->obj, "", std::move(args), std::move(kwargs), out);
+      }
+      if (o == py().torch_Size.get() || PyType_Check(o) || PyCFunction_Check(o)) {
+        // Pure constructors and builtin functions over constants (math.sqrt, slice, torch.Size ...).
+        bool all_const = true;
+        for (auto& a : args) all_const &= a->kind == VK::Const || a->kind == VK::Tuple || a->kind == VK::List;
+        for (auto& kv : kwargs) all_const &= kv.second->kind == VK::Const;
+        if (all_const) {
+          Ref pargs = Ref::steal(PyTuple_New(args.size()));
+          for (size_t i = 0; i < args.size(); ++i) {
+            auto x = to_python(args[i], false);
+            if (!x) return brk(f, "DV0013", "unsupported argument to " + callable_name(o));
+            PyTuple_SET_ITEM(pargs.get(), i, x->release());
+          }
+          Ref pkw = Ref::steal(PyDict_New());
+          for (auto& [k, v] : kwargs) PyDict_SetItemString(pkw.get(), k.c_str(), v->obj.get());
+          Ref r = Ref::steal(PyObject_Call(o, pargs.get(), pkw.get()));
+          if (!r) return brk(f, "DV0010", "calling " + callable_name(o) + " raised", "exceptions in traced code end the trace");
+          out = wrap(r, nullptr, f);
+          if (!out) return brk(f, "DV0013", "unsupported result of " + callable_name(o));
+          // Builtin functions and pure value types (range, slice, tuple, torch.Size, ...) only.
+          if (out->kind == VK::Object && PyType_Check(o) && !PyRange_Check(r.get()) && !PyCFunction_Check(o))
+            return brk(f, "DV0004", "constructing " + callable_name(o) + " inside the traced code");
+          return std::nullopt;
+        }
+      }
+      return brk(f, "DV0004", "call to " + callable_name(o) + " is not supported",
+                 "dynview inlines Python functions and records torch operators; other callables break the graph");
+    }
+    case VK::GradMode: return call_grad_exit(*this, f, fn, out);  // a with-block's __exit__
+    default: return brk(f, "DV0004", std::string("calling a ") + vk_name(fn->kind));
+  }
+}
+
+}  // namespace dv

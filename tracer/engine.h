@@ -1,0 +1,50 @@
+// The engine's entry points: the PEP 523 frame hook with its per-code cache in co_extra, the
+// per-thread mode, and the records explain() reads. Used by python/src/init_tracer.cpp.
+#pragma once
+#include <string>
+#include <vector>
+
+#include "observer.h"
+#include "pyref.h"
+
+namespace dv {
+
+struct CompileRecord {
+  CompileId id;
+  std::string qualname, filename;
+  int firstlineno = 0;
+  std::string reason;           // why it compiled
+  Ref graph_module;             // the torch.fx.GraphModule (or empty)
+  std::vector<std::string> ops; // call targets per node
+  std::vector<std::string> guards;
+  bool has_break = false;
+  std::string break_id, break_message, break_hint;
+  std::vector<std::string> break_stack;
+  int break_line = -1;
+  double seconds = 0;
+  Ref transformed_code;
+};
+
+struct EngineConfig {
+  int recompile_limit = 8;
+  bool fail_on_recompile_limit = false;
+};
+
+EngineConfig& config();
+// Enable/disable capture on this thread; returns the previous state. `backend` is borrowed and
+// kept while enabled; fullgraph raises dynview.Unsupported at the first break.
+struct ThreadMode {
+  bool enabled = false;
+  Ref backend;
+  bool fullgraph = false;
+};
+ThreadMode set_thread_mode(ThreadMode m);
+void set_observer(EngineObserver* obs);  // non-owning; null disables events
+void set_unsupported_error(PyObject* exc_type);  // dynview.Unsupported
+void reset_caches();
+std::vector<CompileRecord> take_records();
+// Cache entries of a code object: (hits, guard texts) per entry.
+std::vector<std::pair<int, std::vector<std::string>>> cache_entries(PyObject* code);
+bool install_hook();  // idempotent
+
+}  // namespace dv

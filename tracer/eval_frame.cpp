@@ -1,0 +1,379 @@
+// PEP 523 frame hook (CPython 3.11), per-code cache in co_extra and the compile driver.
+// Hit path: code extra -> guard tree over the frame's fast locals -> call the transformed function
+// with the frame's argument slots. No Python code runs there besides the cached code itself.
+#define Py_BUILD_CORE 1
+#include <Python.h>
+#include <internal/pycore_frame.h>
+#undef Py_BUILD_CORE
+
+#include <chrono>
+#include <mutex>
+
+#include "codegen.h"
+#include "core/bytecode.h"
+#include "engine.h"
+#include "pycache.h"
+#include "tensor_match.h"
+#include "translator.h"
+
+namespace dv {
+namespace {
+
+struct Entry {
+  std::unique_ptr<GuardTree> guards;
+  Ref fn;  // transformed function (Strong)
+  int hits = 0;
+  CompileId id;
+};
+
+struct CodeState {
+  enum Action { Default, Skip, Eager } action = Default;
+  std::vector<std::unique_ptr<Entry>> entries;  // most recently used first
+  int frame_id = -1;
+  int recompiles = 0;
+  std::string eager_reason;
+};
+
+Py_ssize_t g_extra_index = -1;
+_PyFrameEvalFunction g_previous = nullptr;
+bool g_installed = false;
+EngineConfig g_config;
+EngineObserver* g_observer = nullptr;
+// Process-lifetime objects holding Python references are allocated once and never destroyed:
+// static destructors run after Py_Finalize, when touching a Python object is no longer allowed.
+Ref& g_unsupported = *new Ref();
+int g_next_frame_id = 0;
+std::vector<CompileRecord>& g_records = *new std::vector<CompileRecord>();
+std::vector<CodeState*>& g_states = *new std::vector<CodeState*>();  // every state, for reset()
+thread_local ThreadMode* t_mode_ptr = nullptr;
+ThreadMode& mode() {
+  if (!t_mode_ptr) t_mode_ptr = new ThreadMode();  // per thread, intentionally not freed (see above)
+  return *t_mode_ptr;
+}
+#define t_mode mode()
+thread_local bool t_busy = false;  // compiling or running cached code: do not intercept
+std::string g_skip_prefixes[3];
+
+void free_state(void* p) {
+  auto* s = static_cast<CodeState*>(p);
+  auto it = std::find(g_states.begin(), g_states.end(), s);
+  if (it != g_states.end()) g_states.erase(it);
+  delete s;
+}
+
+CodeState* state_of(PyCodeObject* co, bool create) {
+  void* extra = nullptr;
+  if (_PyCode_GetExtra(reinterpret_cast<PyObject*>(co), g_extra_index, &extra) < 0) {
+    PyErr_Clear();
+    return nullptr;
+  }
+  if (extra || !create) return static_cast<CodeState*>(extra);
+  auto* s = new CodeState();
+  if (_PyCode_SetExtra(reinterpret_cast<PyObject*>(co), g_extra_index, s) < 0) {
+    PyErr_Clear();
+    delete s;
+    return nullptr;
+  }
+  g_states.push_back(s);
+  return s;
+}
+
+bool skip_file(PyCodeObject* co) {
+  std::string fn = str_of(co->co_filename);
+  if (fn.empty() || fn[0] == '<') return fn.rfind("<frozen", 0) == 0;
+  for (const std::string& p : g_skip_prefixes)
+    if (!p.empty() && fn.rfind(p, 0) == 0) return &p != &g_skip_prefixes[0] || fn.find("/site-packages/") == std::string::npos;
+  return false;
+}
+
+bool has_tensor_arg(PyObject* const* args, int n) {
+  for (int i = 0; i < n; ++i) {
+    PyObject* a = args[i];
+    if (!a) continue;
+    if (is_tensor(a) || PyObject_TypeCheck(a, reinterpret_cast<PyTypeObject*>(py().nn_Module.get()))) return true;
+    if (PyTuple_Check(a) || PyList_Check(a)) {
+      Py_ssize_t m = PySequence_Fast_GET_SIZE(a);
+      for (Py_ssize_t k = 0; k < m; ++k)
+        if (is_tensor(PySequence_Fast_GET_ITEM(a, k))) return true;
+    }
+    if (PyDict_Check(a)) {
+      Py_ssize_t pos = 0;
+      PyObject *key, *v;
+      while (PyDict_Next(a, &pos, &key, &v))
+        if (is_tensor(v)) return true;
+    }
+  }
+  return false;
+}
+
+int nargs_of(PyCodeObject* co) {
+  return co->co_argcount + co->co_kwonlyargcount + ((co->co_flags & CO_VARARGS) ? 1 : 0) +
+         ((co->co_flags & CO_VARKEYWORDS) ? 1 : 0);
+}
+
+PyObject* run_entry(Entry& e, _PyInterpreterFrame* frame, int nargs) {
+  ++e.hits;
+  const bool was_busy = t_busy;
+  t_busy = true;
+  PyObject* r = PyObject_Vectorcall(e.fn.get(), frame->localsplus, static_cast<size_t>(nargs), nullptr);
+  t_busy = was_busy;
+  return r;
+}
+
+std::string location(PyCodeObject* co) {
+  return str_of(co->co_filename) + ":" + std::to_string(co->co_firstlineno);
+}
+
+// Compiles the frame; on success adds an entry and returns it. On a break: eager (or raise when
+// fullgraph). Returns nullptr with *eager=true to run the frame eagerly, or with a Python error set.
+Entry* compile_frame(CodeState& st, PyCodeObject* co, _PyInterpreterFrame* frame, const std::string& reason, bool* eager) {
+  *eager = false;
+  if (st.frame_id < 0) st.frame_id = g_next_frame_id++;
+  CompileId id{st.frame_id, static_cast<int>(st.entries.size()) + st.recompiles};
+  const auto t0 = std::chrono::steady_clock::now();
+  CompileRecord rec;
+  rec.id = id;
+  rec.qualname = str_of(co->co_qualname);
+  rec.filename = str_of(co->co_filename);
+  rec.firstlineno = co->co_firstlineno;
+  rec.reason = reason;
+  if (g_observer) g_observer->on_compile_start(CompileStartEvent{id, rec.qualname, rec.filename, rec.firstlineno, reason});
+  PyObject* closure = frame->f_func ? reinterpret_cast<PyFunctionObject*>(frame->f_func)->func_closure : nullptr;
+  const bool grad_before = PyObject_IsTrue(Ref::steal(PyObject_CallMethod(py().torch.get(), "is_grad_enabled", nullptr)).get()) == 1;
+  Translator tr(id, g_observer);
+  TraceResult res = tr.run_root(reinterpret_cast<PyObject*>(co), frame->f_globals, frame->f_builtins, frame->localsplus, closure);
+  Ref restore = Ref::steal(PyObject_CallFunctionObjArgs(py().set_grad_enabled_fn.get(), grad_before ? Py_True : Py_False, nullptr));
+  if (PyErr_Occurred()) PyErr_Clear();
+  std::optional<Break> brk = res.brk;
+  Ref gm, compiled;
+  std::vector<int> outputs;
+  std::optional<Transformed> tf;
+  if (!brk) {
+    outputs = output_nodes(res.ret);
+    if (tr.graph.num_calls() > 0 || !outputs.empty()) {
+      gm = Ref::steal(tr.graph.to_fx(outputs));
+      if (gm) {
+        Ref inputs = Ref::steal(PyList_New(0));
+        for (const Ref& o : tr.input_objects) PyList_Append(inputs.get(), o.get());
+        compiled = Ref::steal(PyObject_CallFunctionObjArgs(t_mode.backend.get(), gm.get(), inputs.get(), nullptr));
+      }
+      if (!gm || !compiled) {
+        // Backend failures are errors of the user's configuration: surface them like torch.compile.
+        const double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+        if (g_observer) g_observer->on_compile_end(CompileEndEvent{id, "error", 0, 0, secs});
+        return nullptr;
+      }
+    }
+    std::string why;
+    tf = generate(reinterpret_cast<PyObject*>(co), frame->f_globals, closure, tr, compiled.get(), res.ret, outputs, why);
+    if (!tf) brk = Break{"DV0020", "cannot generate code: " + why, "", rec.filename, -1, 0, -1, {}};
+  }
+  rec.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  for (const Guard& g : tr.guards) rec.guards.push_back(g.text);
+  if (brk) {
+    rec.has_break = true;
+    rec.break_id = brk->id;
+    rec.break_message = brk->message;
+    rec.break_hint = brk->hint;
+    rec.break_stack = brk->user_stack;
+    rec.break_line = brk->line;
+    if (g_observer) {
+      g_observer->on_break(BreakEvent{id, brk->id, brk->message, brk->hint, brk->filename, brk->step, brk->line, brk->offset});
+      g_observer->on_compile_end(CompileEndEvent{id, "break (eager)", 0, static_cast<int>(tr.guards.size()), rec.seconds});
+    }
+    g_records.push_back(rec);
+    if (t_mode.fullgraph) {
+      std::string msg = brk->id + ": " + brk->message + (brk->hint.empty() ? "" : "\n  hint: " + brk->hint) +
+                        "\n  at " + brk->filename + ":" + std::to_string(brk->line);
+      Ref args = Ref::steal(Py_BuildValue("(s)", msg.c_str()));
+      Ref exc = Ref::steal(PyObject_Call(g_unsupported.get(), args.get(), nullptr));
+      if (exc) {
+        PyObject_SetAttrString(exc.get(), "break_id", Ref::steal(PyUnicode_FromString(brk->id.c_str())).get());
+        PyObject_SetAttrString(exc.get(), "message", Ref::steal(PyUnicode_FromString(brk->message.c_str())).get());
+        PyObject_SetAttrString(exc.get(), "hint", Ref::steal(PyUnicode_FromString(brk->hint.c_str())).get());
+        PyObject_SetAttrString(exc.get(), "lineno", Ref::steal(PyLong_FromLong(brk->line)).get());
+        PyErr_SetObject(g_unsupported.get(), exc.get());
+      }
+      return nullptr;
+    }
+    st.action = CodeState::Eager;
+    st.eager_reason = brk->id + ": " + brk->message;
+    *eager = true;
+    return nullptr;
+  }
+  rec.graph_module = gm;
+  for (const GraphNode& n : tr.graph.nodes()) {
+    if (n.op == GraphNode::Op::CallFunction) {
+      Ref nm = Ref::steal(PyObject_GetAttrString(n.target.get(), "__name__"));
+      if (!nm) PyErr_Clear();
+      rec.ops.push_back(nm ? str_of(nm.get()) : repr_of(n.target.get()));
+    } else if (n.op == GraphNode::Op::CallMethod) {
+      rec.ops.push_back(n.method);
+    }
+  }
+  rec.transformed_code = tf->code;
+  if (g_observer) {
+    if (gm) {
+      Ref code = Ref::steal(PyObject_GetAttrString(gm.get(), "code"));
+      if (!code) PyErr_Clear();
+      g_observer->on_graph(GraphEvent{id, code ? str_of(code.get()) : "", tr.graph.num_calls()});
+    }
+    g_observer->on_code(CodeEvent{id, str_of(reinterpret_cast<PyCodeObject*>(tf->code.get())->co_name), ""});
+    g_observer->on_compile_end(CompileEndEvent{id, gm ? "graph" : "no graph", gm ? 1 : 0, static_cast<int>(tr.guards.size()), rec.seconds});
+  }
+  g_records.push_back(std::move(rec));
+  auto e = std::make_unique<Entry>();
+  e->guards = std::make_unique<GuardTree>(std::move(tr.guards));
+  e->fn = tf->function;
+  e->id = id;
+  // Mark the transformed code so the hook never compiles it.
+  CodeState* ts = state_of(reinterpret_cast<PyCodeObject*>(tf->code.get()), true);
+  if (ts) ts->action = CodeState::Skip;
+  st.entries.insert(st.entries.begin(), std::move(e));
+  return st.entries.front().get();
+}
+
+PyObject* dv_eval_frame(PyThreadState* ts, _PyInterpreterFrame* frame, int throwflag) {
+  auto fallback = [&]() { return g_previous(ts, frame, throwflag); };
+  if (throwflag || !t_mode.enabled || t_busy || frame->owner != FRAME_OWNED_BY_THREAD) return fallback();
+  PyCodeObject* co = frame->f_code;
+  CodeState* st = state_of(co, false);
+  if (st && st->action != CodeState::Default) return fallback();
+  if (!st) {
+    if ((co->co_flags & (CO_GENERATOR | CO_COROUTINE | CO_ASYNC_GENERATOR)) || skip_file(co)) {
+      if ((st = state_of(co, true))) st->action = CodeState::Skip;
+      return fallback();
+    }
+  }
+  if (_PyInterpreterFrame_LASTI(frame) >= 0) return fallback();  // a resumed frame
+  const int nargs = nargs_of(co);
+  PyObject* closure = frame->f_func ? reinterpret_cast<PyFunctionObject*>(frame->f_func)->func_closure : nullptr;
+  FrameView view{frame->localsplus, frame->f_globals, frame->f_builtins, closure};
+  if (st) {
+    for (size_t i = 0; i < st->entries.size(); ++i) {
+      Entry& e = *st->entries[i];
+      if (e.guards->check(view)) {
+        if (i) std::rotate(st->entries.begin(), st->entries.begin() + static_cast<long>(i), st->entries.begin() + static_cast<long>(i) + 1);
+        if (g_observer) g_observer->on_cache(CacheEvent{CacheEvent::Hit, str_of(co->co_qualname), str_of(co->co_filename), co->co_firstlineno, static_cast<int>(i), {}});
+        return run_entry(*st->entries.front(), frame, nargs);
+      }
+    }
+  }
+  if (!has_tensor_arg(frame->localsplus, nargs)) return fallback();
+  if (!st && !(st = state_of(co, true))) return fallback();
+  // Miss: compile (serialised; code run while compiling is not intercepted).
+  std::string reason = "first call";
+  std::vector<std::string> failures;
+  if (!st->entries.empty()) {
+    failures = st->entries.front()->guards->failures(view);
+    reason = "Recompiling function " + str_of(co->co_name) + " in " + location(co) +
+             "\n    triggered by the following guard failure(s):";
+    for (const std::string& f : failures) reason += "\n    - " + st->entries.front()->id.str().substr(1, st->entries.front()->id.str().size() - 2) + ": " + f;
+    if (static_cast<int>(st->entries.size()) >= g_config.recompile_limit) {
+      if (g_observer) g_observer->on_cache(CacheEvent{CacheEvent::LimitHit, str_of(co->co_qualname), str_of(co->co_filename), co->co_firstlineno, -1, failures});
+      std::string msg = "dynview: recompile_limit reached (" + std::to_string(g_config.recompile_limit) + ") for " +
+                        str_of(co->co_qualname) + " in " + location(co) + "; last failing guard: " +
+                        (failures.empty() ? "?" : failures.front()) + ". Running it eagerly from now on.";
+      if (g_config.fail_on_recompile_limit) {
+        PyErr_SetString(PyExc_RuntimeError, msg.c_str());
+        return nullptr;
+      }
+      st->action = CodeState::Eager;
+      st->eager_reason = "recompile_limit reached";
+      if (PyErr_WarnEx(PyExc_UserWarning, msg.c_str(), 1) < 0) return nullptr;
+      return fallback();
+    }
+    if (g_observer) g_observer->on_cache(CacheEvent{CacheEvent::Recompile, str_of(co->co_qualname), str_of(co->co_filename), co->co_firstlineno, -1, failures});
+  } else if (g_observer) {
+    g_observer->on_cache(CacheEvent{CacheEvent::Miss, str_of(co->co_qualname), str_of(co->co_filename), co->co_firstlineno, -1, {}});
+  }
+  static std::recursive_mutex compile_lock;
+  Entry* e = nullptr;
+  bool eager = false;
+  {
+    PyThreadState* save = PyEval_SaveThread();
+    compile_lock.lock();
+    PyEval_RestoreThread(save);
+    t_busy = true;
+    e = compile_frame(*st, co, frame, reason, &eager);
+    t_busy = false;
+    compile_lock.unlock();
+  }
+  if (e) return run_entry(*e, frame, nargs);
+  if (eager) return fallback();
+  if (!PyErr_Occurred()) PyErr_SetString(PyExc_RuntimeError, "dynview: compilation failed");
+  return nullptr;
+}
+
+}  // namespace
+
+EngineConfig& config() { return g_config; }
+
+ThreadMode set_thread_mode(ThreadMode m) {
+  ThreadMode prev = t_mode;
+  t_mode = std::move(m);
+  return prev;
+}
+
+void set_observer(EngineObserver* obs) { g_observer = obs; }
+void set_unsupported_error(PyObject* exc_type) { g_unsupported = Ref::borrow(exc_type); }
+
+void reset_caches() {
+  for (CodeState* s : g_states) {
+    s->entries.clear();
+    s->action = CodeState::Default;
+    s->recompiles = 0;
+    s->frame_id = -1;
+  }
+  g_next_frame_id = 0;
+  g_records.clear();
+}
+
+std::vector<CompileRecord> take_records() {
+  std::vector<CompileRecord> r;
+  r.swap(g_records);
+  return r;
+}
+
+std::vector<std::pair<int, std::vector<std::string>>> cache_entries(PyObject* code) {
+  std::vector<std::pair<int, std::vector<std::string>>> out;
+  if (!PyCode_Check(code)) return out;
+  CodeState* st = state_of(reinterpret_cast<PyCodeObject*>(code), false);
+  if (!st) return out;
+  for (auto& e : st->entries) {
+    std::vector<std::string> texts;
+    for (const Guard& g : e->guards->guards()) texts.push_back(g.text);
+    out.emplace_back(e->hits, texts);
+  }
+  return out;
+}
+
+bool install_hook() {
+  if (g_installed) return true;
+  if (!py_init()) return false;
+  g_extra_index = _PyEval_RequestCodeExtraIndex(free_state);
+  if (g_extra_index < 0) return false;
+  // Files whose frames are never compiled: the stdlib, torch, dynview itself.
+  Ref sysconfig = Ref::steal(PyImport_ImportModule("sysconfig"));
+  Ref paths = sysconfig ? Ref::steal(PyObject_CallMethod(sysconfig.get(), "get_paths", nullptr)) : Ref();
+  if (paths) g_skip_prefixes[0] = str_of(PyDict_GetItemString(paths.get(), "stdlib")) + "/";
+  Ref tfile = Ref::steal(PyObject_GetAttrString(py().torch.get(), "__file__"));
+  if (tfile) {
+    std::string t = str_of(tfile.get());
+    g_skip_prefixes[1] = t.substr(0, t.rfind('/') + 1);
+  }
+  Ref dv = Ref::steal(PyImport_ImportModule("dynview"));
+  Ref dfile = dv ? Ref::steal(PyObject_GetAttrString(dv.get(), "__file__")) : Ref();
+  if (dfile) {
+    std::string d = str_of(dfile.get());
+    g_skip_prefixes[2] = d.substr(0, d.rfind('/') + 1);
+  }
+  PyErr_Clear();
+  PyInterpreterState* interp = PyInterpreterState_Get();
+  g_previous = _PyInterpreterState_GetEvalFrameFunc(interp);
+  _PyInterpreterState_SetEvalFrameFunc(interp, dv_eval_frame);
+  g_installed = true;
+  return true;
+}
+
+}  // namespace dv

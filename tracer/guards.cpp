@@ -1,0 +1,229 @@
+// GuardTree: accessors (local by index, closure cell, global, attribute through the instance
+// dict, nn.Module member dicts, constant item) with leaf checks; leaves run before children.
+#include "guards.h"
+
+#include <functional>
+#include <unordered_map>
+
+namespace dv {
+
+const char* guard_kind_name(GuardKind k) {
+  switch (k) {
+    case GuardKind::TYPE_MATCH: return "TYPE_MATCH";
+    case GuardKind::ID_MATCH: return "ID_MATCH";
+    case GuardKind::EQUALS_MATCH: return "EQUALS_MATCH";
+    case GuardKind::NONE_MATCH: return "NONE_MATCH";
+    case GuardKind::LENGTH_CHECK: return "LENGTH_CHECK";
+    case GuardKind::DICT_KEYS: return "DICT_KEYS";
+    case GuardKind::TENSOR_MATCH: return "TENSOR_MATCH";
+    case GuardKind::GLOBAL_STATE: return "GLOBAL_STATE";
+  }
+  return "?";
+}
+
+struct GuardTree::Node {
+  const Source* source = nullptr;  // how to reach this node's object from its parent's
+  Ref name;                        // interned attribute / global / member name
+  Ref dict_name;                   // ModuleMember: "_parameters" etc.
+  std::vector<const Guard*> leaves;
+  std::vector<std::unique_ptr<Node>> children;
+
+  // Borrowed reference to this node's object, or null (no error set) if it cannot be reached.
+  PyObject* access(const FrameView& f, PyObject* parent) const {
+    switch (source->kind) {
+      case Source::Kind::Local: return f.fastlocals[source->index];
+      case Source::Kind::Closure: {
+        if (!f.closure || source->index >= PyTuple_GET_SIZE(f.closure)) return nullptr;
+        return PyCell_GET(PyTuple_GET_ITEM(f.closure, source->index));
+      }
+      case Source::Kind::Global: {
+        PyObject* v = PyDict_GetItemWithError(f.globals, name.get());
+        if (!v && !PyErr_Occurred() && PyDict_Check(f.builtins)) v = PyDict_GetItemWithError(f.builtins, name.get());
+        if (!v) PyErr_Clear();
+        return v;
+      }
+      case Source::Kind::Attr: {
+        if (!parent) return nullptr;
+        PyObject** dictptr = _PyObject_GetDictPtr(parent);
+        if (dictptr && *dictptr) {
+          PyObject* v = PyDict_GetItemWithError(*dictptr, name.get());
+          if (v) return v;
+          PyErr_Clear();
+        }
+        return _PyType_Lookup(Py_TYPE(parent), name.get());
+      }
+      case Source::Kind::ModuleMember: {
+        if (!parent) return nullptr;
+        PyObject** dictptr = _PyObject_GetDictPtr(parent);
+        if (!dictptr || !*dictptr) return nullptr;
+        PyObject* members = PyDict_GetItemWithError(*dictptr, dict_name.get());
+        if (!members || !PyDict_Check(members)) {
+          PyErr_Clear();
+          return nullptr;
+        }
+        PyObject* v = PyDict_GetItemWithError(members, name.get());
+        if (!v) PyErr_Clear();
+        return v;
+      }
+      case Source::Kind::Held: return source->key.get();
+      case Source::Kind::FnClosure: {
+        if (!parent || !PyFunction_Check(parent)) return nullptr;
+        PyObject* cl = PyFunction_GET_CLOSURE(parent);
+        if (!cl || source->index >= PyTuple_GET_SIZE(cl)) return nullptr;
+        return PyCell_GET(PyTuple_GET_ITEM(cl, source->index));
+      }
+      case Source::Kind::Item: {
+        if (!parent) return nullptr;
+        PyObject* key = source->key.get();
+        if (PyLong_CheckExact(key) && (PyList_CheckExact(parent) || PyTuple_CheckExact(parent))) {
+          Py_ssize_t i = PyLong_AsSsize_t(key);
+          Py_ssize_t n = PyList_CheckExact(parent) ? PyList_GET_SIZE(parent) : PyTuple_GET_SIZE(parent);
+          if (i < 0) i += n;
+          if (i < 0 || i >= n) return nullptr;
+          return PyList_CheckExact(parent) ? PyList_GET_ITEM(parent, i) : PyTuple_GET_ITEM(parent, i);
+        }
+        if (PyDict_CheckExact(parent)) {
+          PyObject* v = PyDict_GetItemWithError(parent, key);
+          if (!v) PyErr_Clear();
+          return v;
+        }
+        return nullptr;
+      }
+    }
+    return nullptr;
+  }
+};
+
+namespace {
+
+bool leaf_ok(const Guard& g, PyObject* o) {
+  switch (g.kind) {
+    case GuardKind::TYPE_MATCH: return reinterpret_cast<PyObject*>(Py_TYPE(o)) == g.value.get();
+    case GuardKind::ID_MATCH: return o == g.value.get();
+    case GuardKind::NONE_MATCH: return o == Py_None;
+    case GuardKind::EQUALS_MATCH: {
+      if (o == g.value.get()) return true;
+      if (Py_TYPE(o) != Py_TYPE(g.value.get())) return false;
+      int r = PyObject_RichCompareBool(o, g.value.get(), Py_EQ);
+      if (r < 0) PyErr_Clear();
+      return r == 1;
+    }
+    case GuardKind::LENGTH_CHECK: {
+      Py_ssize_t n = PyList_Check(o) ? PyList_GET_SIZE(o) : PyTuple_Check(o) ? PyTuple_GET_SIZE(o)
+                                     : PyDict_Check(o) ? PyDict_GET_SIZE(o) : -1;
+      return n == g.length;
+    }
+    case GuardKind::DICT_KEYS: {
+      if (!PyDict_Check(o)) return false;
+      PyObject* keys = g.value.get();
+      if (PyDict_GET_SIZE(o) != PyTuple_GET_SIZE(keys)) return false;
+      Py_ssize_t pos = 0, i = 0;
+      PyObject *k, *v;
+      while (PyDict_Next(o, &pos, &k, &v)) {
+        PyObject* want = PyTuple_GET_ITEM(keys, i++);
+        if (k != want) {
+          int r = PyObject_RichCompareBool(k, want, Py_EQ);
+          if (r != 1) {
+            if (r < 0) PyErr_Clear();
+            return false;
+          }
+        }
+      }
+      return true;
+    }
+    case GuardKind::TENSOR_MATCH: return tensor_matches(g.tensor, o);
+    case GuardKind::GLOBAL_STATE: return global_state() == g.state;
+  }
+  return false;
+}
+
+std::string leaf_failure(const Guard& g, PyObject* o) {
+  if (g.kind == GuardKind::TENSOR_MATCH) {
+    std::string why = tensor_mismatch(g.tensor, o);
+    return "tensor '" + g.source->text() + "' " + why;
+  }
+  if (g.kind == GuardKind::GLOBAL_STATE) return "GLOBAL_STATE: " + global_state_diff(g.state, global_state());
+  return g.text;
+}
+
+}  // namespace
+
+GuardTree::GuardTree(std::vector<Guard> guards) : guards_(std::move(guards)), root_(std::make_unique<Node>()) {
+  // One node per distinct source text, created parent first.
+  std::unordered_map<std::string, Node*> nodes;
+  std::function<Node*(const SourcePtr&)> node_for = [&](const SourcePtr& s) -> Node* {
+    std::string key = s->text() + "#" + s->dict_name + "#" + std::to_string(static_cast<int>(s->kind));
+    auto it = nodes.find(key);
+    if (it != nodes.end()) return it->second;
+    Node* parent = s->base ? node_for(s->base) : root_.get();
+    auto n = std::make_unique<Node>();
+    n->source = s.get();
+    if (!s->name.empty()) n->name = Ref::steal(PyUnicode_InternFromString(s->name.c_str()));
+    if (!s->dict_name.empty()) n->dict_name = Ref::steal(PyUnicode_InternFromString(s->dict_name.c_str()));
+    Node* raw = n.get();
+    parent->children.push_back(std::move(n));
+    nodes.emplace(key, raw);
+    return raw;
+  };
+  for (const Guard& g : guards_) {
+    if (!g.source) root_->leaves.push_back(&g);
+    else node_for(g.source)->leaves.push_back(&g);
+  }
+}
+
+GuardTree::~GuardTree() = default;
+
+namespace {
+template <class Node, class FrameView>
+bool check_node(const Node& n, const FrameView& f, PyObject* obj) {
+  for (const Guard* g : n.leaves)
+    if (!leaf_ok(*g, obj)) return false;
+  for (const auto& c : n.children) {
+    PyObject* child = c->access(f, obj);
+    if (!child) return false;
+    if (!check_node(*c, f, child)) return false;
+  }
+  return true;
+}
+
+template <class Node, class FrameView>
+void failures_node(const Node& n, const FrameView& f, PyObject* obj, std::vector<std::string>& out) {
+  for (const Guard* g : n.leaves)
+    if (!leaf_ok(*g, obj)) out.push_back(leaf_failure(*g, obj));
+  for (const auto& c : n.children) {
+    PyObject* child = c->access(f, obj);
+    if (!child) {
+      out.push_back(c->source->text() + " is missing");
+      continue;
+    }
+    failures_node(*c, f, child, out);
+  }
+}
+}  // namespace
+
+bool GuardTree::check(const FrameView& f) const {
+  for (const Guard* g : root_->leaves)
+    if (!leaf_ok(*g, nullptr)) return false;
+  for (const auto& c : root_->children) {
+    PyObject* child = c->access(f, nullptr);
+    if (!child || !check_node(*c, f, child)) return false;
+  }
+  return true;
+}
+
+std::vector<std::string> GuardTree::failures(const FrameView& f) const {
+  std::vector<std::string> out;
+  for (const Guard* g : root_->leaves)
+    if (!leaf_ok(*g, nullptr)) out.push_back(leaf_failure(*g, nullptr));
+  for (const auto& c : root_->children) {
+    PyObject* child = c->access(f, nullptr);
+    if (!child) {
+      out.push_back(c->source->text() + " is missing");
+      continue;
+    }
+    failures_node(*c, f, child, out);
+  }
+  return out;
+}
+
+}  // namespace dv

@@ -1,0 +1,325 @@
+// Operators, attributes, subscripts, truth, iteration and builtins over Values.
+#include <cstring>
+
+#include "core/opcodes.h"
+#include "pycache.h"
+#include "tensor_match.h"
+#include "translator.h"
+
+namespace dv {
+namespace {
+
+// BINARY_OP oparg -> operator module function name (opcode._nb_ops order).
+const char* kBinOpNames[] = {"add", "and_", "floordiv", "lshift", "matmul", "mul", "mod", "or_", "pow", "rshift",
+                             "sub", "truediv", "xor", "iadd", "iand", "ifloordiv", "ilshift", "imatmul", "imul",
+                             "imod", "ior", "ipow", "irshift", "isub", "itruediv", "ixor"};
+const char* kCmpNames[] = {"lt", "le", "eq", "ne", "gt", "ge"};
+
+Ref op_fn(const char* name) { return Ref::steal(PyObject_GetAttrString(py().operator_mod.get(), name)); }
+
+}  // namespace
+
+Translator::Status Translator::binary(Frame& f, int nb, VPtr a, VPtr b, VPtr& out) {
+  if (nb < 0 || nb >= 26) return brk(f, "DV0018", "unknown binary operator");
+  const char* name = kBinOpNames[nb];
+  if (a->kind == VK::Tensor || b->kind == VK::Tensor) {
+    // In-place forms on tensors keep their meaning (x += y mutates x); FX records operator.iadd.
+    return graph_call(f, op_fn(name), "", {a, b}, {}, out);
+  }
+  if (a->kind == VK::Const && b->kind == VK::Const) {
+    Ref r = Ref::steal(PyObject_CallFunctionObjArgs(op_fn(name).get(), a->obj.get(), b->obj.get(), nullptr));
+    if (!r) return brk(f, "DV0010", std::string("operator.") + name + " raised on constants", "exceptions in traced code end the trace");
+    out = constant(r);
+    return std::nullopt;
+  }
+  const bool seq_a = a->kind == VK::List || a->kind == VK::Tuple, seq_b = b->kind == VK::List || b->kind == VK::Tuple;
+  if ((nb == 0 || nb == 13) && seq_a && (seq_b || (b->kind == VK::Const && PyTuple_Check(b->obj.get())))) {
+    VPtr r = (nb == 13 && a->kind == VK::List) ? a : make(a->kind);
+    if (r != a) r->items = a->items;
+    if (nb == 13 && a->kind == VK::List && a->source) return brk(f, "DV0008", "mutating an input list (+=)");
+    VPtr bi;
+    if (Status s = iterate(f, b, bi)) return s;
+    r->items.insert(r->items.end(), bi->items.begin(), bi->items.end());
+    out = r;
+    return std::nullopt;
+  }
+  if ((nb == 5 || nb == 18) && seq_a && b->kind == VK::Const && PyLong_CheckExact(b->obj.get())) {
+    VPtr r = make(a->kind);
+    long n = PyLong_AsLong(b->obj.get());
+    for (long i = 0; i < n; ++i) r->items.insert(r->items.end(), a->items.begin(), a->items.end());
+    out = r;
+    return std::nullopt;
+  }
+  // Constant containers (torch.Size + tuple, ...): fold through Python objects.
+  auto pa = to_python(a, false), pb = to_python(b, false);
+  if (pa && pb) {
+    Ref r = Ref::steal(PyObject_CallFunctionObjArgs(op_fn(name).get(), pa->get(), pb->get(), nullptr));
+    if (r) {
+      out = wrap(r, nullptr, f);
+      if (out) return std::nullopt;
+    }
+  }
+  return brk(f, "DV0018", std::string("operator.") + name + " on " + vk_name(a->kind) + " and " + vk_name(b->kind));
+}
+
+Translator::Status Translator::compare(Frame& f, int cmp, VPtr a, VPtr b, VPtr& out) {
+  if (cmp < 0 || cmp >= 6) return brk(f, "DV0018", "unknown comparison");
+  if (a->kind == VK::Tensor || b->kind == VK::Tensor) return graph_call(f, op_fn(kCmpNames[cmp]), "", {a, b}, {}, out);
+  auto pa = to_python(a, false), pb = to_python(b, false);
+  if (!pa || !pb) {
+    if (cmp == 2 || cmp == 3) {  // identity-based equality of objects
+      bool same = a == b || (a->obj && a->obj.get() == b->obj.get());
+      out = constant(Ref::borrow((same == (cmp == 2)) ? Py_True : Py_False));
+      return std::nullopt;
+    }
+    return brk(f, "DV0018", std::string("comparison of ") + vk_name(a->kind) + " and " + vk_name(b->kind));
+  }
+  Ref r = Ref::steal(PyObject_RichCompare(pa->get(), pb->get(), cmp));
+  if (!r) return brk(f, "DV0010", "comparison raised");
+  out = constant(r);
+  return std::nullopt;
+}
+
+Translator::Status Translator::subscr(Frame& f, VPtr obj, VPtr idx, VPtr& out) {
+  if (obj->kind == VK::Tensor) return graph_call(f, py().getitem, "", {obj, idx}, {}, out);
+  if (obj->kind == VK::List || obj->kind == VK::Tuple) {
+    if (idx->kind != VK::Const) return brk(f, "DV0017", "indexing a sequence with a non-constant");
+    PyObject* i = idx->obj.get();
+    const Py_ssize_t n = static_cast<Py_ssize_t>(obj->items.size());
+    if (PyLong_Check(i)) {
+      Py_ssize_t k = PyLong_AsSsize_t(i);
+      if (k < 0) k += n;
+      if (k < 0 || k >= n) return brk(f, "DV0010", "index out of range");
+      out = obj->items[k];
+      return std::nullopt;
+    }
+    if (PySlice_Check(i)) {
+      Py_ssize_t start, stop, step;
+      if (PySlice_Unpack(i, &start, &stop, &step) < 0) return brk(f, "DV0010", "bad slice");
+      Py_ssize_t len = PySlice_AdjustIndices(n, &start, &stop, step);
+      VPtr r = make(obj->kind);
+      for (Py_ssize_t k = 0, j = start; k < len; ++k, j += step) r->items.push_back(obj->items[j]);
+      out = r;
+      return std::nullopt;
+    }
+    return brk(f, "DV0017", "unsupported sequence index");
+  }
+  if (obj->kind == VK::Dict) {
+    if (idx->kind != VK::Const) return brk(f, "DV0017", "dict key is not a constant");
+    for (size_t k = 0; k < obj->keys.size(); ++k) {
+      int eq = PyObject_RichCompareBool(obj->keys[k].get(), idx->obj.get(), Py_EQ);
+      if (eq == 1) {
+        out = obj->items[k];
+        return std::nullopt;
+      }
+      PyErr_Clear();
+    }
+    return brk(f, "DV0010", "KeyError: " + repr_of(idx->obj.get()));
+  }
+  if (obj->kind == VK::NNModule && idx->kind == VK::Const) {  // ModuleList / Sequential indexing
+    Ref r = Ref::steal(PyObject_GetItem(obj->obj.get(), idx->obj.get()));
+    if (!r) return brk(f, "DV0010", "module indexing raised");
+    if (PyLong_Check(idx->obj.get()) && obj->source) {
+      Ref keys = Ref::steal(PyObject_GetAttrString(obj->obj.get(), "_modules"));
+      long i = PyLong_AsLong(idx->obj.get());
+      long n = keys ? static_cast<long>(PyDict_Size(keys.get())) : 0;
+      if (i < 0) i += n;
+      Ref name = Ref::steal(PyUnicode_FromFormat("%ld", i));
+      out = wrap(r, Source::module_member(obj->source, "_modules", str_of(name.get())), f);
+    } else {
+      out = wrap(r, nullptr, f);
+    }
+    if (!out) return brk(f, "DV0013", "unsupported module item");
+    return std::nullopt;
+  }
+  auto po = to_python(obj, false), pi = to_python(idx, false);
+  if (po && pi) {
+    Ref r = Ref::steal(PyObject_GetItem(po->get(), pi->get()));
+    if (!r) return brk(f, "DV0010", "subscript raised");
+    out = wrap(r, nullptr, f);
+    if (out) return std::nullopt;
+  }
+  return brk(f, "DV0017", std::string("subscript of a ") + vk_name(obj->kind));
+}
+
+Translator::Status Translator::truth(Frame& f, VPtr v, bool& out) {
+  switch (v->kind) {
+    case VK::Tensor:
+      return brk(f, "DV0002", "data-dependent control flow: branching on a tensor's value",
+                 "use torch.where, or torch.cond; torch.compile breaks the graph here too");
+    case VK::Const: case VK::Object: {
+      int r = PyObject_IsTrue(v->obj.get());
+      if (r < 0) return brk(f, "DV0010", "bool() raised");
+      out = r == 1;
+      return std::nullopt;
+    }
+    case VK::Tuple: case VK::List: case VK::Dict: out = !v->items.empty(); return std::nullopt;
+    case VK::NNModule: {
+      int r = PyObject_IsTrue(v->obj.get());  // Sequential/ModuleList define __len__
+      if (r < 0) return brk(f, "DV0010", "bool() of module raised");
+      out = r == 1;
+      return std::nullopt;
+    }
+    default: out = true; return std::nullopt;
+  }
+}
+
+Translator::Status Translator::iterate(Frame& f, VPtr v, VPtr& out) {
+  VPtr it = make(VK::Iter);
+  switch (v->kind) {
+    case VK::Iter: out = v; return std::nullopt;
+    case VK::Tuple: case VK::List: it->items = v->items; break;
+    case VK::Dict: for (auto& k : v->keys) it->items.push_back(constant(k)); break;
+    case VK::Const: case VK::Object: {
+      if (v->kind == VK::Object && !PyRange_Check(v->obj.get())) return brk(f, "DV0016", std::string("iterating over ") + Py_TYPE(v->obj.get())->tp_name);
+      Ref iter = Ref::steal(PyObject_GetIter(v->obj.get()));
+      if (!iter) return brk(f, "DV0016", "object is not iterable");
+      while (Ref x = Ref::steal(PyIter_Next(iter.get()))) {
+        it->items.push_back(constant(x));
+        if (it->items.size() > 100000) return brk(f, "DV0014", "iterable too long to unroll");
+      }
+      if (PyErr_Occurred()) return brk(f, "DV0016", "iteration raised");
+      break;
+    }
+    case VK::Tensor: {
+      Ref shape = Ref::steal(PyObject_GetAttrString(v->obj.get(), "shape"));
+      if (!shape || PyTuple_GET_SIZE(shape.get()) == 0) return brk(f, "DV0016", "iterating over a 0-d tensor");
+      long n = PyLong_AsLong(PyTuple_GET_ITEM(shape.get(), 0));
+      for (long i = 0; i < n; ++i) {
+        VPtr item;
+        if (Status s = subscr(f, v, constant_steal(PyLong_FromLong(i)), item)) return s;
+        it->items.push_back(item);
+      }
+      break;
+    }
+    case VK::NNModule: {  // ModuleList, Sequential, ModuleDict iterate their children
+      Ref mods = Ref::steal(PyObject_GetAttrString(v->obj.get(), "_modules"));
+      Ref cls_iter = Ref::steal(PyObject_GetAttrString(reinterpret_cast<PyObject*>(Py_TYPE(v->obj.get())), "__iter__"));
+      if (!mods || !cls_iter || !PyDict_Check(mods.get())) return brk(f, "DV0016", "module is not iterable");
+      Ref tname = Ref::steal(PyObject_GetAttrString(reinterpret_cast<PyObject*>(Py_TYPE(v->obj.get())), "__name__"));
+      const bool is_dict = str_of(tname.get()) == "ModuleDict";
+      Py_ssize_t pos = 0;
+      PyObject *k, *m;
+      while (PyDict_Next(mods.get(), &pos, &k, &m)) {
+        if (is_dict) {
+          it->items.push_back(constant(Ref::borrow(k)));
+          continue;
+        }
+        VPtr mv = wrap(Ref::borrow(m), v->source ? Source::module_member(v->source, "_modules", str_of(k)) : nullptr, f);
+        if (!mv) return brk(f, "DV0013", "unsupported submodule");
+        it->items.push_back(mv);
+      }
+      break;
+    }
+    default: return brk(f, "DV0016", std::string("iterating over a ") + vk_name(v->kind));
+  }
+  out = it;
+  return std::nullopt;
+}
+
+Translator::Status Translator::getattr(Frame& f, VPtr obj, const std::string& name, VPtr& out) {
+  switch (obj->kind) {
+    case VK::Tensor: {
+      PyObject* m = obj->obj.get();
+      if (name == "device") { out = constant(obj->device); return std::nullopt; }
+      if (name == "shape" || name == "dtype" || name == "ndim" || name == "requires_grad" || name == "is_leaf" ||
+          name == "layout" || name == "is_cuda" || name == "is_sparse" || name == "is_quantized" || name == "is_meta") {
+        if (name == "is_meta") { out = constant(Ref::borrow(Py_False)); return std::nullopt; }
+        if (name == "is_cuda") {
+          Ref t = Ref::steal(PyObject_GetAttrString(obj->device.get(), "type"));
+          out = constant(Ref::borrow(str_of(t.get()) == "cuda" ? Py_True : Py_False));
+          return std::nullopt;
+        }
+        out = constant_steal(PyObject_GetAttrString(m, name.c_str()));
+        if (!out) return brk(f, "DV0005", "Tensor." + name);
+        return std::nullopt;
+      }
+      if (name == "T" || name == "mT" || name == "H" || name == "mH" || name == "real" || name == "imag")
+        return graph_call(f, py().getattr_fn, "", {obj, constant_steal(PyUnicode_FromString(name.c_str()))}, {}, out);
+      if (name == "data" || name == "grad" || name == "_base")
+        return brk(f, "DV0005", "Tensor." + name + " is not traced", "use the tensor itself, or .detach()");
+      VPtr mv = make(VK::Method);
+      mv->self = obj;
+      mv->name = name;
+      out = mv;
+      return std::nullopt;
+    }
+    case VK::NNModule: {
+      PyObject* m = obj->obj.get();
+      PyObject** dictptr = _PyObject_GetDictPtr(m);
+      if (dictptr && *dictptr) {
+        PyObject* d = *dictptr;
+        for (const char* member : {"_parameters", "_buffers", "_modules"}) {
+          PyObject* members = PyDict_GetItemString(d, member);
+          if (!members || !PyDict_Check(members)) continue;
+          PyObject* v = PyDict_GetItemString(members, name.c_str());
+          if (!v) continue;
+          out = wrap(Ref::borrow(v), obj->source ? Source::module_member(obj->source, member, name) : nullptr, f);
+          if (!out) return brk(f, "DV0013", "module member " + name + " cannot be traced");
+          return std::nullopt;
+        }
+        if (PyObject* v = PyDict_GetItemString(d, name.c_str())) {
+          out = wrap(Ref::borrow(v), obj->source ? Source::attr(obj->source, name) : nullptr, f);
+          if (!out) return brk(f, "DV0013", "module attribute " + name + " cannot be traced");
+          return std::nullopt;
+        }
+      }
+      Ref nm = Ref::steal(PyUnicode_FromString(name.c_str()));
+      PyObject* cls_attr = _PyType_Lookup(Py_TYPE(m), nm.get());
+      if (cls_attr && PyFunction_Check(cls_attr)) {
+        VPtr mv = make(VK::Method);
+        mv->self = obj;
+        mv->obj = Ref::borrow(cls_attr);
+        mv->name = name;
+        out = mv;
+        return std::nullopt;
+      }
+      if (cls_attr && PyObject_TypeCheck(cls_attr, &PyProperty_Type)) {
+        Ref getter = Ref::steal(PyObject_GetAttrString(cls_attr, "fget"));
+        VPtr fv = make(VK::Function);
+        fv->obj = getter;
+        return call(f, fv, {obj}, {}, out);
+      }
+      if (cls_attr && is_exact_const(cls_attr)) {
+        out = constant(Ref::borrow(cls_attr));
+        return std::nullopt;
+      }
+      return brk(f, "DV0005", "attribute " + name + " of module " + Py_TYPE(m)->tp_name);
+    }
+    case VK::Object: case VK::Const: case VK::Function: {
+      PyObject* o = obj->obj.get();
+      if (!o) return brk(f, "DV0005", "attribute " + name + " of a local function");
+      if (obj->kind == VK::Const && !PyModule_Check(o)) {
+        Ref nm = Ref::steal(PyUnicode_FromString(name.c_str()));
+        PyObject* cls_attr = _PyType_Lookup(Py_TYPE(o), nm.get());
+        if (cls_attr && (PyObject_TypeCheck(cls_attr, &PyMethodDescr_Type) || PyFunction_Check(cls_attr))) {
+          VPtr mv = make(VK::Method);
+          mv->self = obj;
+          mv->name = name;
+          out = mv;
+          return std::nullopt;
+        }
+      }
+      Ref r = Ref::steal(PyObject_GetAttrString(o, name.c_str()));
+      if (!r) return brk(f, "DV0005", "no attribute " + name + " on " + Py_TYPE(o)->tp_name);
+      // Attributes of modules (torch.relu, math.pi) and classes are reloaded from their owner.
+      SourcePtr src = (obj->source && (PyModule_Check(o) || PyType_Check(o))) ? Source::attr(obj->source, name) : nullptr;
+      if (PyModule_Check(o) && module_is_torch_mod(o)) src = nullptr;  // torch.* is fixed: no guard needed
+      out = wrap(r, src, f);
+      if (!out) return brk(f, "DV0005", "attribute " + name + " cannot be traced");
+      return std::nullopt;
+    }
+    default: return brk(f, "DV0005", "attribute " + name + " of a " + vk_name(obj->kind));
+  }
+}
+
+bool module_is_torch_mod(PyObject* mod) {
+  const char* n = PyModule_GetName(mod);
+  if (!n) {
+    PyErr_Clear();
+    return false;
+  }
+  return std::strncmp(n, "torch", 5) == 0 && (n[5] == 0 || n[5] == '.');
+}
+
+}  // namespace dv

@@ -1,0 +1,43 @@
+// Looks up the Python objects the tracer needs (see pycache.h).
+#include "pycache.h"
+
+namespace dv {
+namespace {
+Py& g_py = *new Py();  // never destroyed: static destructors run after Py_Finalize
+bool g_ready = false;
+
+bool get(Ref& out, PyObject* from, const char* name) {
+  out = Ref::steal(PyObject_GetAttrString(from, name));
+  return static_cast<bool>(out);
+}
+}  // namespace
+
+bool py_init() {
+  if (g_ready) return true;
+  Py p;
+  p.torch = Ref::steal(PyImport_ImportModule("torch"));
+  Ref nn = Ref::steal(PyImport_ImportModule("torch.nn"));
+  Ref C = Ref::steal(PyImport_ImportModule("torch._C"));
+  p.operator_mod = Ref::steal(PyImport_ImportModule("operator"));
+  p.builtins = Ref::steal(PyImport_ImportModule("builtins"));
+  Ref functools = Ref::steal(PyImport_ImportModule("functools"));
+  if (!p.torch || !nn || !C || !p.operator_mod || !p.builtins || !functools) return false;
+  if (!get(p.torch_Tensor, p.torch.get(), "Tensor") || !get(p.torch_Size, p.torch.get(), "Size") ||
+      !get(p.torch_dtype, p.torch.get(), "dtype") || !get(p.torch_device, p.torch.get(), "device") ||
+      !get(p.nn_Module, nn.get(), "Module") || !get(p.nn_Parameter, nn.get(), "Parameter") ||
+      !get(p.no_grad, p.torch.get(), "no_grad") || !get(p.enable_grad, p.torch.get(), "enable_grad") ||
+      !get(p.set_grad_enabled, p.torch.get(), "set_grad_enabled") ||
+      !get(p.set_grad_enabled_fn, C.get(), "_set_grad_enabled") || !get(p.tensorbase, C.get(), "TensorBase") ||
+      !get(p.functools_partial, functools.get(), "partial") ||
+      !get(p.getitem, p.operator_mod.get(), "getitem") || !get(p.setitem, p.operator_mod.get(), "setitem") ||
+      !get(p.getattr_fn, p.builtins.get(), "getattr"))
+    return false;
+  p.meta_str = Ref::steal(PyUnicode_InternFromString("meta"));
+  g_py = std::move(p);
+  g_ready = true;
+  return true;
+}
+
+const Py& py() { return g_py; }
+
+}  // namespace dv

@@ -1,0 +1,18 @@
+// Python objects the tracer consults, looked up once (after torch is imported).
+#pragma once
+#include "pyref.h"
+
+namespace dv {
+
+struct Py {
+  Ref torch, torch_Tensor, torch_Size, torch_dtype, torch_device, nn_Module, nn_Parameter;
+  Ref operator_mod, builtins, functools_partial;
+  Ref no_grad, enable_grad, set_grad_enabled, set_grad_enabled_fn;
+  Ref tensorbase;   // torch._C.TensorBase
+  Ref meta_str;     // "meta"
+  Ref getitem, setitem, getattr_fn;
+};
+const Py& py();  // aborts the process if torch cannot be imported (caller imported it first)
+bool py_init();  // returns false with a Python error set if something is missing
+
+}  // namespace dv

@@ -1,0 +1,47 @@
+// Source constructors and text forms (see source.h).
+#include "source.h"
+
+namespace dv {
+
+std::string Source::text() const {
+  switch (kind) {
+    case Kind::Local:
+    case Kind::Closure: return "L['" + name + "']";
+    case Kind::Global: return "G['" + name + "']";
+    case Kind::Attr: return base->text() + "." + name;
+    case Kind::ModuleMember: return base->text() + "." + name;
+    case Kind::Item: return base->text() + "[" + repr_of(key.get()) + "]";
+    case Kind::FnClosure: return base->text() + ".__closure__[" + std::to_string(index) + "].cell_contents";
+    case Kind::Held: return name;
+  }
+  return "?";
+}
+
+SourcePtr Source::local(int index, std::string name) {
+  return std::make_shared<Source>(Source{Kind::Local, index, std::move(name), {}, {}, {}});
+}
+SourcePtr Source::closure(int index, std::string name) {
+  return std::make_shared<Source>(Source{Kind::Closure, index, std::move(name), {}, {}, {}});
+}
+SourcePtr Source::global(std::string name) {
+  return std::make_shared<Source>(Source{Kind::Global, -1, std::move(name), {}, {}, {}});
+}
+SourcePtr Source::attr(SourcePtr base, std::string name) {
+  return std::make_shared<Source>(Source{Kind::Attr, -1, std::move(name), {}, {}, std::move(base)});
+}
+SourcePtr Source::module_member(SourcePtr base, std::string dict_name, std::string name) {
+  return std::make_shared<Source>(
+      Source{Kind::ModuleMember, -1, std::move(name), std::move(dict_name), {}, std::move(base)});
+}
+SourcePtr Source::item(SourcePtr base, Ref key) {
+  return std::make_shared<Source>(Source{Kind::Item, -1, {}, {}, std::move(key), std::move(base)});
+}
+
+SourcePtr Source::fn_closure(SourcePtr base, int index, std::string name) {
+  return std::make_shared<Source>(Source{Kind::FnClosure, index, std::move(name), {}, {}, std::move(base)});
+}
+SourcePtr Source::held(Ref obj, std::string name) {
+  return std::make_shared<Source>(Source{Kind::Held, -1, std::move(name), {}, std::move(obj), {}});
+}
+
+}  // namespace dv

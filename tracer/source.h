@@ -1,0 +1,44 @@
+// Sources: where a value came from, as an access path from the frame (L['x'], G['torch'],
+// L['self'].linear.weight, L['xs'][0]). Guards are evaluated over them on the hit path
+// (guards.cpp) and codegen reloads values from them (codegen.cpp).
+#pragma once
+#include <memory>
+#include <string>
+
+#include "pyref.h"
+
+namespace dv {
+
+struct Source;
+using SourcePtr = std::shared_ptr<const Source>;
+
+struct Source {
+  enum class Kind : uint8_t {
+    Local,     // frame fast local `index` (an argument slot), text L['name']
+    Closure,   // func_closure[index] cell contents, text L['name']
+    Global,    // f_globals[name] (falling back to builtins), text G['name']
+    Attr,      // getattr(base, name) resolved through base.__dict__ (or type) at compile time
+    ModuleMember,  // nn.Module: base.__dict__[dict_name][name] (_parameters/_buffers/_modules)
+    Item,      // base[key] for a constant int/str key, list/tuple/dict bases
+    FnClosure, // base.__closure__[index].cell_contents (base: a Python function)
+    Held,      // an object held by the source itself (another module's globals dict)
+  };
+  Kind kind;
+  int index = -1;        // Local/Closure
+  std::string name;      // Local/Closure/Global/Attr/ModuleMember name
+  std::string dict_name; // ModuleMember: "_parameters", "_buffers" or "_modules"
+  Ref key;               // Item: the key; Held: the object
+  SourcePtr base;
+
+  std::string text() const;  // guard text form, as TorchDynamo prints it
+  static SourcePtr local(int index, std::string name);
+  static SourcePtr closure(int index, std::string name);
+  static SourcePtr global(std::string name);
+  static SourcePtr attr(SourcePtr base, std::string name);
+  static SourcePtr module_member(SourcePtr base, std::string dict_name, std::string name);
+  static SourcePtr item(SourcePtr base, Ref key);
+  static SourcePtr fn_closure(SourcePtr base, int index, std::string name);
+  static SourcePtr held(Ref obj, std::string name);
+};
+
+}  // namespace dv

@@ -1,0 +1,132 @@
+// TENSOR_MATCH and GLOBAL_STATE through LibTorch (see tensor_match.h).
+#include "tensor_match.h"
+
+#include <ATen/Context.h>
+#include <ATen/Parallel.h>
+#include <ATen/autocast_mode.h>
+#include <ATen/core/Tensor.h>
+#include <c10/core/DefaultDtype.h>
+#include <c10/core/GradMode.h>
+#include <c10/core/impl/LocalDispatchKeySet.h>
+
+// Python tensor objects: layout of torch/csrc/autograd/python_variable.h's THPVariable, mirrored
+// here so this file needs neither pybind11 nor torch's Python headers. init_tensor_layout_check()
+// (called once at import) verifies the mirror against a real tensor.
+struct THPVariable {
+  PyObject_HEAD
+  at::Tensor cdata;
+};
+extern "C++" {
+extern PyObject* THPVariableClass;  // from libtorch_python
+}
+
+namespace dv {
+namespace {
+
+const at::Tensor& unpack(PyObject* o) { return reinterpret_cast<THPVariable*>(o)->cdata; }
+
+uint64_t effective_keys(const at::Tensor& t) {
+  auto tls = c10::impl::tls_local_dispatch_key_set();
+  return ((t.key_set() | tls.included_) - tls.excluded_).raw_repr();
+}
+
+}  // namespace
+
+bool is_tensor(PyObject* o) {
+  return THPVariableClass && PyObject_TypeCheck(o, reinterpret_cast<PyTypeObject*>(THPVariableClass));
+}
+
+bool tensor_spec(PyObject* o, TensorSpec& s) {
+  if (!is_tensor(o)) return false;
+  const at::Tensor& t = unpack(o);
+  if (!t.defined()) return false;
+  s.type = Py_TYPE(o);
+  s.dispatch_keys = effective_keys(t);
+  s.dtype = static_cast<int8_t>(t.scalar_type());
+  s.device_type = static_cast<int8_t>(t.device().type());
+  s.device_index = t.device().index();
+  s.requires_grad = t.requires_grad();
+  s.sizes.assign(t.sizes().begin(), t.sizes().end());
+  if (t.layout() == c10::kStrided) s.strides.assign(t.strides().begin(), t.strides().end());
+  return true;
+}
+
+bool tensor_matches(const TensorSpec& s, PyObject* o) {
+  if (Py_TYPE(o) != s.type) return false;
+  const at::Tensor& t = unpack(o);
+  if (!t.defined()) return false;
+  if (static_cast<int8_t>(t.scalar_type()) != s.dtype) return false;
+  const c10::Device d = t.device();
+  if (static_cast<int8_t>(d.type()) != s.device_type || d.index() != s.device_index) return false;
+  if (t.requires_grad() != s.requires_grad) return false;
+  const auto sizes = t.sizes();
+  if (sizes.size() != s.sizes.size()) return false;
+  for (size_t i = 0; i < sizes.size(); ++i)
+    if (sizes[i] != s.sizes[i]) return false;
+  if (!s.strides.empty()) {
+    if (t.layout() != c10::kStrided) return false;
+    const auto strides = t.strides();
+    for (size_t i = 0; i < strides.size(); ++i)
+      if (strides[i] != s.strides[i]) return false;
+  }
+  return effective_keys(t) == s.dispatch_keys;
+}
+
+std::string tensor_mismatch(const TensorSpec& s, PyObject* o) {
+  if (Py_TYPE(o) != s.type)
+    return std::string("type mismatch. expected ") + s.type->tp_name + ", actual " + Py_TYPE(o)->tp_name;
+  const at::Tensor& t = unpack(o);
+  if (static_cast<int8_t>(t.scalar_type()) != s.dtype)
+    return std::string("dtype mismatch. expected ") + c10::toString(static_cast<c10::ScalarType>(s.dtype)) +
+           ", actual " + c10::toString(t.scalar_type());
+  if (static_cast<int8_t>(t.device().type()) != s.device_type || t.device().index() != s.device_index)
+    return "device mismatch. expected " +
+           c10::Device(static_cast<c10::DeviceType>(s.device_type), s.device_index).str() + ", actual " +
+           t.device().str();
+  if (t.requires_grad() != s.requires_grad)
+    return std::string("requires_grad mismatch. expected requires_grad=") + (s.requires_grad ? "1" : "0");
+  if (t.dim() != static_cast<int64_t>(s.sizes.size()))
+    return "rank mismatch. expected " + std::to_string(s.sizes.size()) + ", actual " + std::to_string(t.dim());
+  for (size_t i = 0; i < s.sizes.size(); ++i)
+    if (t.sizes()[i] != s.sizes[i])
+      return "size mismatch at index " + std::to_string(i) + ". expected " + std::to_string(s.sizes[i]) +
+             ", actual " + std::to_string(t.sizes()[i]);
+  for (size_t i = 0; i < s.strides.size(); ++i)
+    if (t.strides()[i] != s.strides[i])
+      return "stride mismatch at index " + std::to_string(i) + ". expected " + std::to_string(s.strides[i]) +
+             ", actual " + std::to_string(t.strides()[i]);
+  if (effective_keys(t) != s.dispatch_keys) return "dispatch key set mismatch";
+  return {};
+}
+
+std::string tensor_spec_text(const TensorSpec& s) {
+  std::string r = std::string(c10::toString(static_cast<c10::ScalarType>(s.dtype))) + ", " +
+                  c10::Device(static_cast<c10::DeviceType>(s.device_type), s.device_index).str() + ", size=[";
+  for (size_t i = 0; i < s.sizes.size(); ++i) r += (i ? ", " : "") + std::to_string(s.sizes[i]);
+  r += "], stride=[";
+  for (size_t i = 0; i < s.strides.size(); ++i) r += (i ? ", " : "") + std::to_string(s.strides[i]);
+  r += "]";
+  if (s.requires_grad) r += ", requires_grad=True";
+  return r;
+}
+
+GlobalState global_state() {
+  GlobalState g;
+  g.grad_enabled = c10::GradMode::is_enabled();
+  g.deterministic = at::globalContext().deterministicAlgorithms();
+  g.autocast_cpu = at::autocast::is_autocast_enabled(at::kCPU);
+  g.default_dtype = static_cast<int8_t>(c10::typeMetaToScalarType(c10::get_default_dtype()));
+  g.num_threads = at::get_num_threads();
+  return g;
+}
+
+std::string global_state_diff(const GlobalState& w, const GlobalState& h) {
+  if (w.grad_enabled != h.grad_enabled) return std::string("grad_mode: expected ") + (w.grad_enabled ? "enabled" : "disabled");
+  if (w.deterministic != h.deterministic) return "deterministic_algorithms changed";
+  if (w.autocast_cpu != h.autocast_cpu) return "autocast (cpu) changed";
+  if (w.default_dtype != h.default_dtype) return "default dtype changed";
+  if (w.num_threads != h.num_threads) return "torch.get_num_threads() changed";
+  return {};
+}
+
+}  // namespace dv

@@ -1,0 +1,44 @@
+// Tensor and global-state checks through LibTorch, for the hit path (no Python). The only file of
+// tracer/ that includes LibTorch headers: everything else sees this plain interface.
+#pragma once
+#include <Python.h>
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+namespace dv {
+
+// What TENSOR_MATCH compares (TorchDynamo's TensorCheck): exact Python type, dispatch keys with
+// the thread-local include/exclude sets applied, dtype, device, requires_grad, sizes, strides.
+struct TensorSpec {
+  PyTypeObject* type = nullptr;  // Borrowed: types of tensors live as long as torch
+  uint64_t dispatch_keys = 0;
+  int8_t dtype = 0;
+  int8_t device_type = 0;
+  int16_t device_index = -1;
+  bool requires_grad = false;
+  std::vector<int64_t> sizes, strides;
+};
+
+bool is_tensor(PyObject* o);  // instance of torch.Tensor (subclasses included)
+// Fills spec from a tensor; false (no Python error set) if o is not a tensor.
+bool tensor_spec(PyObject* o, TensorSpec& spec);
+bool tensor_matches(const TensorSpec& spec, PyObject* o);  // hit path
+// Why o fails spec, in TorchDynamo's words ("size mismatch at index 0. expected 3, actual 4").
+std::string tensor_mismatch(const TensorSpec& spec, PyObject* o);
+std::string tensor_spec_text(const TensorSpec& spec);  // "Tensor(float32, cpu, [3, 4], ...)"
+
+// Global state that changes what a graph computes (GLOBAL_STATE guard).
+struct GlobalState {
+  bool grad_enabled = true;
+  bool deterministic = false;
+  bool autocast_cpu = false;
+  int8_t default_dtype = 0;
+  int num_threads = 0;
+  bool operator==(const GlobalState&) const = default;
+};
+GlobalState global_state();
+std::string global_state_diff(const GlobalState& want, const GlobalState& have);
+
+}  // namespace dv

@@ -1,0 +1,364 @@
+// The symbolic interpreter's core: frames, wrapping Python objects into Values (with guards),
+// calls (graph calls, inlining, builtins) and the graph-call example values. Opcode handlers live
+// in handlers_*.cpp.
+#include "translator.h"
+
+#include <frameobject.h>
+
+#include "core/opcodes.h"
+#include "pycache.h"
+#include "tensor_match.h"
+
+namespace dv {
+
+const char* vk_name(VK k) {
+  switch (k) {
+    case VK::Null: return "null";
+    case VK::Tensor: return "tensor";
+    case VK::Const: return "constant";
+    case VK::Tuple: return "tuple";
+    case VK::List: return "list";
+    case VK::Dict: return "dict";
+    case VK::Iter: return "iterator";
+    case VK::Object: return "object";
+    case VK::Function: return "function";
+    case VK::Method: return "method";
+    case VK::NNModule: return "module";
+    case VK::Cell: return "cell";
+    case VK::GradMode: return "grad_mode";
+  }
+  return "?";
+}
+
+// ---- code facts -------------------------------------------------------------------------------
+
+const CodeFacts* code_facts(PyObject* code) {
+  // Never destroyed: it holds code objects, and static destructors run after Py_Finalize.
+  static auto& cache = *new std::unordered_map<PyObject*, std::unique_ptr<CodeFacts>>();
+  auto it = cache.find(code);
+  if (it != cache.end()) return it->second.get();
+  auto* co = reinterpret_cast<PyCodeObject*>(code);
+  Ref raw = Ref::steal(PyCode_GetCode(co));
+  if (!raw) return nullptr;
+  auto view = [](PyObject* b) { return std::string_view(PyBytes_AS_STRING(b), PyBytes_GET_SIZE(b)); };
+  auto d = bc::decode(view(raw.get()), view(co->co_linetable), view(co->co_exceptiontable), co->co_firstlineno);
+  if (!d) {
+    PyErr_SetString(PyExc_ValueError, d.error().message().c_str());
+    return nullptr;
+  }
+  auto f = std::make_unique<CodeFacts>();
+  f->code = Ref::borrow(code);
+  f->decoded = std::move(d).value();
+  for (size_t i = 0; i < f->decoded.instrs.size(); ++i) f->index_of[f->decoded.instrs[i].offset] = static_cast<int>(i);
+  f->filename = str_of(co->co_filename);
+  f->qualname = str_of(co->co_qualname);
+  const CodeFacts* out = f.get();
+  cache.emplace(code, std::move(f));
+  return out;
+}
+
+// ---- basics -------------------------------------------------------------------------------------
+
+Translator::Translator(CompileId id, EngineObserver* obs) : id_(id), obs_(obs) {}
+
+int Translator::current_line(const Frame& f) const {
+  int i = f.ip > 0 ? f.ip - 1 : 0;
+  const auto& ins = f.facts->decoded.instrs;
+  for (; i >= 0; --i)
+    if (ins[i].pos.line != bc::kNone) return ins[i].pos.line;
+  return -1;
+}
+
+Translator::Status Translator::brk(Frame& f, const char* id, std::string msg, std::string hint) {
+  Break b;
+  b.id = id;
+  b.message = std::move(msg);
+  b.hint = std::move(hint);
+  b.filename = f.facts->filename;
+  b.line = current_line(f);
+  b.offset = f.ip > 0 ? f.facts->decoded.instrs[f.ip - 1].offset : 0;
+  b.step = cur_step_;
+  for (Frame* fr : frames_) b.user_stack.push_back(fr->facts->filename + ":" + std::to_string(current_line(*fr)) + " in " + fr->facts->qualname);
+  if (PyErr_Occurred()) PyErr_Clear();
+  return b;
+}
+
+VPtr Translator::make(VK kind) {
+  auto v = std::make_shared<Value>();
+  v->kind = kind;
+  v->id = next_value_++;
+  return v;
+}
+
+VPtr Translator::constant(Ref obj) {
+  VPtr v = make(VK::Const);
+  v->obj = std::move(obj);
+  if (obs_) obs_->on_value(ValueEvent{v->id, cur_step_, "constant", repr_of(v->obj.get()), "", -1});
+  return v;
+}
+
+VPtr Translator::constant_steal(PyObject* obj) {
+  if (!obj) return nullptr;
+  return constant(Ref::steal(obj));
+}
+
+void Translator::add_guard(GuardKind kind, SourcePtr source, Ref value, Frame& f, std::string text) {
+  std::string src = source ? source->text() : "";
+  for (const Guard& g : guards)
+    if (g.kind == kind && (g.source ? g.source->text() : "") == src) return;
+  Guard g;
+  g.kind = kind;
+  g.source = source;
+  g.value = std::move(value);
+  g.step = cur_step_;
+  g.line = root_ ? current_line(f) : -1;
+  g.text = std::move(text);
+  guards.push_back(std::move(g));
+  if (obs_) obs_->on_guard(GuardEvent{id_, guard_kind_name(kind), guards.back().text, guards.back().step, guards.back().line});
+}
+
+bool function_is_torch(PyObject* fn) {
+  PyObject* mod = PyFunction_GET_MODULE(fn);
+  if (!mod || !PyUnicode_Check(mod)) return false;
+  std::string m = str_of(mod);
+  return (m == "torch" || m.rfind("torch.", 0) == 0) && m.rfind("torch.nn.modules", 0) != 0;
+}
+
+bool is_exact_const(PyObject* o) {
+  return o == Py_None || o == Py_Ellipsis || PyBool_Check(o) || PyLong_CheckExact(o) || PyFloat_CheckExact(o) ||
+         PyUnicode_CheckExact(o) || PyBytes_CheckExact(o) || PyComplex_CheckExact(o) ||
+         Py_IS_TYPE(o, reinterpret_cast<PyTypeObject*>(py().torch_dtype.get())) ||
+         Py_IS_TYPE(o, reinterpret_cast<PyTypeObject*>(py().torch_device.get())) ||
+         Py_IS_TYPE(o, reinterpret_cast<PyTypeObject*>(py().torch_Size.get())) || PySlice_Check(o);
+}
+
+static bool is_const_tree(PyObject* o) {
+  if (is_exact_const(o)) return true;
+  if (PyTuple_CheckExact(o) || PyFrozenSet_CheckExact(o)) {
+    Ref it = Ref::steal(PyObject_GetIter(o));
+    if (!it) return PyErr_Clear(), false;
+    while (Ref x = Ref::steal(PyIter_Next(it.get())))
+      if (!is_const_tree(x.get())) return false;
+    return !PyErr_Occurred();
+  }
+  return false;
+}
+
+static Ref meta_like(PyObject* t) {
+  // torch.empty_strided(size, stride, dtype=, device='meta', requires_grad=)
+  Ref size = Ref::steal(PyObject_CallMethod(t, "size", nullptr));
+  Ref stride = Ref::steal(PyObject_CallMethod(t, "stride", nullptr));
+  Ref dtype = Ref::steal(PyObject_GetAttrString(t, "dtype"));
+  Ref rg = Ref::steal(PyObject_GetAttrString(t, "requires_grad"));
+  if (!size || !stride || !dtype || !rg) return {};
+  Ref fn = Ref::steal(PyObject_GetAttrString(py().torch.get(), "empty_strided"));
+  Ref args = Ref::steal(PyTuple_Pack(2, size.get(), stride.get()));
+  Ref kw = Ref::steal(Py_BuildValue("{s:O,s:O,s:O}", "dtype", dtype.get(), "device", py().meta_str.get(), "requires_grad", rg.get()));
+  if (!fn || !args || !kw) return {};
+  return Ref::steal(PyObject_Call(fn.get(), args.get(), kw.get()));
+}
+
+VPtr Translator::wrap(Ref obj, SourcePtr source, Frame& f) {
+  std::string key = source ? source->text() : "";
+  if (source) {
+    auto it = by_source_.find(key);
+    if (it != by_source_.end()) return it->second;
+  }
+  PyObject* o = obj.get();
+  VPtr v;
+  auto remember = [&](VPtr val) {
+    val->source = source;
+    if (source) by_source_[key] = val;
+    if (obs_) obs_->on_value(ValueEvent{val->id, cur_step_, vk_name(val->kind), repr_of(o), key, val->node});
+    return val;
+  };
+  if (is_tensor(o)) {
+    auto alias = tensor_by_id_.find(o);
+    if (alias != tensor_by_id_.end()) return remember(alias->second);
+    if (!source) return nullptr;  // a tensor that cannot be reloaded: the caller breaks
+    Guard g;
+    TensorSpec spec;
+    tensor_spec(o, spec);
+    add_guard(GuardKind::TENSOR_MATCH, source, {}, f, "check_tensor(" + key + ", " + tensor_spec_text(spec) + ")");
+    guards.back().tensor = spec;
+    v = make(VK::Tensor);
+    v->obj = meta_like(o);
+    if (!v->obj) return nullptr;
+    v->device = Ref::steal(PyObject_GetAttrString(o, "device"));
+    v->node = graph.add_placeholder(source, v->obj, cur_step_);
+    inputs.emplace_back(source, v->node);
+    input_objects.push_back(obj);
+    if (obs_) obs_->on_graph_node(GraphNodeEvent{id_, v->node, cur_step_, "placeholder", placeholder_name(*source)});
+    tensor_by_id_[o] = v;
+    return remember(v);
+  }
+  if (o == Py_None) {
+    if (source) add_guard(GuardKind::NONE_MATCH, source, {}, f, key + " is None");
+    v = make(VK::Const);
+    v->obj = obj;
+    return remember(v);
+  }
+  if (PyBool_Check(o)) {
+    if (source) add_guard(GuardKind::ID_MATCH, source, obj, f, key + " is " + repr_of(o));
+    v = make(VK::Const);
+    v->obj = obj;
+    return remember(v);
+  }
+  if (is_const_tree(o)) {
+    if (source) {
+      add_guard(GuardKind::EQUALS_MATCH, source, obj, f, key + " == " + repr_of(o));
+    }
+    v = make(VK::Const);
+    v->obj = obj;
+    return remember(v);
+  }
+  if (PyTuple_CheckExact(o) || PyList_CheckExact(o)) {
+    const bool is_list = PyList_CheckExact(o);
+    Py_ssize_t n = is_list ? PyList_GET_SIZE(o) : PyTuple_GET_SIZE(o);
+    if (source) {
+      add_guard(GuardKind::TYPE_MATCH, source, Ref::borrow(reinterpret_cast<PyObject*>(Py_TYPE(o))), f,
+                "___check_type_id(" + key + ", " + Py_TYPE(o)->tp_name + ")");
+      add_guard(GuardKind::LENGTH_CHECK, source, {}, f, "len(" + key + ") == " + std::to_string(n));
+      guards.back().length = n;
+    }
+    v = make(is_list ? VK::List : VK::Tuple);
+    for (Py_ssize_t i = 0; i < n; ++i) {
+      PyObject* item = is_list ? PyList_GET_ITEM(o, i) : PyTuple_GET_ITEM(o, i);
+      VPtr iv = wrap(Ref::borrow(item), source ? Source::item(source, Ref::steal(PyLong_FromSsize_t(i))) : nullptr, f);
+      if (!iv) return nullptr;
+      v->items.push_back(iv);
+    }
+    return remember(v);
+  }
+  if (PyDict_CheckExact(o)) {
+    v = make(VK::Dict);
+    Ref keys = Ref::steal(PyTuple_New(PyDict_GET_SIZE(o)));
+    Py_ssize_t pos = 0, i = 0;
+    PyObject *k, *val;
+    while (PyDict_Next(o, &pos, &k, &val)) {
+      if (!is_exact_const(k)) return nullptr;
+      PyTuple_SET_ITEM(keys.get(), i++, Ref::borrow(k).release());
+      v->keys.push_back(Ref::borrow(k));
+      VPtr iv = wrap(Ref::borrow(val), source ? Source::item(source, Ref::borrow(k)) : nullptr, f);
+      if (!iv) return nullptr;
+      v->items.push_back(iv);
+    }
+    if (source) add_guard(GuardKind::DICT_KEYS, source, keys, f, "list(" + key + ".keys()) == " + repr_of(keys.get()));
+    return remember(v);
+  }
+  if (PyObject_TypeCheck(o, reinterpret_cast<PyTypeObject*>(py().nn_Module.get()))) {
+    if (source) {
+      add_guard(GuardKind::TYPE_MATCH, source, Ref::borrow(reinterpret_cast<PyObject*>(Py_TYPE(o))), f,
+                "___check_type_id(" + key + ", " + Py_TYPE(o)->tp_name + ")");
+    }
+    v = make(VK::NNModule);
+    v->obj = obj;
+    return remember(v);
+  }
+  if (PyFunction_Check(o) && !function_is_torch(o)) {  // torch.nn.functional.* are graph calls, not inlined
+    if (source) add_guard(GuardKind::ID_MATCH, source, obj, f, "___check_obj_id(" + key + ", " + repr_of(o) + ")");
+    v = make(VK::Function);
+    v->obj = obj;
+    return remember(v);
+  }
+  if (PyMethod_Check(o) && PyFunction_Check(PyMethod_GET_FUNCTION(o))) {
+    v = make(VK::Method);
+    v->self = wrap(Ref::borrow(PyMethod_GET_SELF(o)), source ? Source::attr(source, "__self__") : nullptr, f);
+    if (!v->self) return nullptr;
+    v->obj = Ref::borrow(PyMethod_GET_FUNCTION(o));
+    return remember(v);
+  }
+  // Modules, classes, builtins, torch functions and other objects known by identity.
+  if (source) {
+    if (PyModule_Check(o) || PyType_Check(o) || PyCFunction_Check(o) || PyCallable_Check(o))
+      add_guard(GuardKind::ID_MATCH, source, obj, f, "___check_obj_id(" + key + ", " + repr_of(o) + ")");
+    else
+      add_guard(GuardKind::TYPE_MATCH, source, Ref::borrow(reinterpret_cast<PyObject*>(Py_TYPE(o))), f,
+                "___check_type_id(" + key + ", " + Py_TYPE(o)->tp_name + ")");
+  }
+  v = make(VK::Object);
+  v->obj = obj;
+  return remember(v);
+}
+
+// ---- root ---------------------------------------------------------------------------------------
+
+TraceResult Translator::run_root(PyObject* code, PyObject* globals, PyObject* builtins, PyObject* const* args,
+                                 PyObject* closure) {
+  TraceResult r;
+  const CodeFacts* facts = code_facts(code);
+  Frame f;
+  f.facts = facts;
+  auto* co = reinterpret_cast<PyCodeObject*>(code);
+  f.globals = Ref::borrow(globals);
+  f.builtins = Ref::borrow(builtins);
+  root_ = &f;
+  frames_.push_back(&f);
+  if (!facts) {
+    r.brk = Break{"DV0019", "cannot decode code object", "", "", -1, 0, -1, {}};
+    PyErr_Clear();
+    return r;
+  }
+  const int nlocalsplus = static_cast<int>(PyTuple_GET_SIZE(co->co_localsplusnames));
+  f.locals.resize(nlocalsplus);
+  const int nargs = co->co_argcount + co->co_kwonlyargcount + ((co->co_flags & CO_VARARGS) ? 1 : 0) +
+                    ((co->co_flags & CO_VARKEYWORDS) ? 1 : 0);
+  // Global state first: it applies to everything the graph computes.
+  Guard gs;
+  add_guard(GuardKind::GLOBAL_STATE, nullptr, {}, f, "___check_global_state()");
+  guards.back().state = global_state();
+  for (int i = 0; i < nargs; ++i) {
+    std::string name = str_of(PyTuple_GET_ITEM(co->co_localsplusnames, i));
+    if (!args[i]) continue;
+    VPtr v = wrap(Ref::borrow(args[i]), Source::local(i, name), f);
+    if (!v) {
+      r.brk = brk(f, "DV0013", "argument '" + name + "' of type " + Py_TYPE(args[i])->tp_name + " is not supported");
+      return r;
+    }
+    f.locals[i] = v;
+  }
+  // Free variables: the function's closure cells, reachable as L['name'].
+  const int nfree = co->co_nfreevars;
+  for (int k = 0; k < nfree && closure; ++k) {
+    const int slot = nlocalsplus - nfree + k;
+    std::string name = str_of(PyTuple_GET_ITEM(co->co_localsplusnames, slot));
+    PyObject* contents = PyCell_GET(PyTuple_GET_ITEM(closure, k));
+    VPtr cell = make(VK::Cell);
+    if (contents) {
+      VPtr v = wrap(Ref::borrow(contents), Source::closure(k, name), f);
+      if (!v) {
+        r.brk = brk(f, "DV0013", "closure variable '" + name + "' of type " + Py_TYPE(contents)->tp_name + " is not supported");
+        return r;
+      }
+      cell->items.push_back(v);
+    }
+    f.locals[slot] = cell;
+  }
+  Status s = run_frame(f);
+  if (s) r.brk = std::move(s);
+  else r.ret = f.result;
+  return r;
+}
+
+Translator::Status Translator::run_frame(Frame& f) {
+  const auto& ins = f.facts->decoded.instrs;
+  while (!f.result) {
+    if (f.ip < 0 || f.ip >= static_cast<int>(ins.size())) return brk(f, "DV0019", "fell off the end of the code");
+    const bc::Instr& in = ins[f.ip++];
+    cur_step_ = steps++;
+    if (steps > 500000) return brk(f, "DV0014", "too many symbolic steps (500000)", "the loop is probably too long to unroll");
+    Handler h = handler_for(bc::op_info(in.opcode).deopt);
+    if (!h) return brk(f, "DV0001", "unsupported opcode " + std::string(bc::op_name(in.opcode)),
+                       "dynview does not yet trace this bytecode");
+    if (Status s = h(*this, f, in)) return s;
+    if (obs_) {
+      std::vector<int> ids;
+      ids.reserve(f.stack.size());
+      for (const VPtr& v : f.stack) ids.push_back(v ? v->id : 0);
+      obs_->on_step(StepEvent{id_, cur_step_, f.depth, in.offset, in.opcode, in.arg, in.pos.line, &ids});
+    }
+  }
+  return std::nullopt;
+}
+
+}  // namespace dv

@@ -1,0 +1,115 @@
+// The symbolic interpreter: executes a frame's bytecode over Values, records tensor operations
+// into a Graph and the assumptions it makes as Guards. One handler per opcode (handlers_*.cpp);
+// an unsupported construct is a Break (a value, not an exception).
+#pragma once
+#include <functional>
+#include <optional>
+#include <unordered_map>
+
+#include "core/bytecode.h"
+#include "graph.h"
+#include "guards.h"
+#include "observer.h"
+#include "values.h"
+
+namespace dv {
+
+struct Break {
+  std::string id;       // stable id: DV0001...
+  std::string message;
+  std::string hint;
+  std::string filename;
+  int line = -1;
+  uint32_t offset = 0;
+  int step = -1;
+  std::vector<std::string> user_stack;  // "file:line in fn", innermost last
+};
+
+// A decoded code object, cached per code object for the lifetime of the process.
+struct CodeFacts {
+  Ref code;  // Strong reference
+  bc::Decoded decoded;
+  std::unordered_map<uint32_t, int> index_of;  // byte offset -> instruction index
+  std::string filename, qualname;
+};
+const CodeFacts* code_facts(PyObject* code);  // null (Python error set) on failure
+
+struct Frame {
+  const CodeFacts* facts;
+  std::vector<VPtr> locals;   // localsplus
+  std::vector<VPtr> stack;
+  int ip = 0;                 // instruction index
+  Ref globals, builtins;
+  SourcePtr globals_source;   // null: the root frame's globals (G['name'])
+  int depth = 0;
+  Ref kw_names;               // pending KW_NAMES tuple
+  VPtr result;                // set by RETURN_VALUE
+  std::vector<std::pair<bool, bool>> grad_stack;  // with-blocks: (previous grad mode)
+};
+
+struct TraceResult {
+  std::optional<Break> brk;
+  VPtr ret;  // the frame's return value when no break
+};
+
+class Translator {
+ public:
+  Translator(CompileId id, EngineObserver* obs);
+  // Trace the root frame: `args` are the frame's argument values (borrowed for the call),
+  // `closure` the function's closure tuple (or null).
+  TraceResult run_root(PyObject* code, PyObject* globals, PyObject* builtins, PyObject* const* args, PyObject* closure);
+
+  Graph graph;
+  std::vector<Guard> guards;
+  std::vector<std::pair<SourcePtr, int>> inputs;  // graph placeholders: (source, node)
+  std::vector<Ref> input_objects;                 // the real objects behind the placeholders
+  int steps = 0;
+
+  // --- used by the handlers ---
+  using Status = std::optional<Break>;
+  Status brk(Frame& f, const char* id, std::string msg, std::string hint = {});
+  VPtr make(VK kind);
+  VPtr constant(Ref obj);
+  VPtr constant_steal(PyObject* obj);  // null stays null (error -> caller breaks)
+  VPtr wrap(Ref obj, SourcePtr source, Frame& f);     // VariableBuilder: Python object + source -> Value (+guards)
+  Status call(Frame& f, VPtr fn, std::vector<VPtr> args, std::vector<std::pair<std::string, VPtr>> kwargs, VPtr& out);
+  Status getattr(Frame& f, VPtr obj, const std::string& name, VPtr& out);
+  Status binary(Frame& f, int nb_op, VPtr a, VPtr b, VPtr& out);
+  Status compare(Frame& f, int cmp, VPtr a, VPtr b, VPtr& out);
+  Status subscr(Frame& f, VPtr obj, VPtr idx, VPtr& out);
+  Status truth(Frame& f, VPtr v, bool& out);
+  Status iterate(Frame& f, VPtr v, VPtr& out);
+  Status graph_call(Frame& f, Ref target, const std::string& method, std::vector<VPtr> args,
+                    std::vector<std::pair<std::string, VPtr>> kwargs, VPtr& out);
+  Status run_frame(Frame& f);
+  void add_guard(GuardKind kind, SourcePtr source, Ref value, Frame& f, std::string text = {});
+  bool is_tensor_value(const VPtr& v) const { return v && v->kind == VK::Tensor; }
+  int current_line(const Frame& f) const;
+
+ private:
+  Status step(Frame& f);
+  Status inline_call(Frame& f, VPtr fn, VPtr self, std::vector<VPtr> args,
+                     std::vector<std::pair<std::string, VPtr>> kwargs, VPtr& out);
+  std::optional<Ref> to_python(const VPtr& v, bool meta);  // real object for consts/containers; meta tensors
+  bool to_arg(const VPtr& v, ArgTree& out);
+  VPtr from_example(Frame& f, Ref example, int node, Ref device);
+
+  CompileId id_;
+  EngineObserver* obs_;
+  int next_value_ = 1;
+  std::unordered_map<std::string, VPtr> by_source_;  // source text -> value (dedup)
+  std::unordered_map<PyObject*, VPtr> tensor_by_id_;  // input tensors by identity (aliasing)
+  Frame* root_ = nullptr;
+  std::vector<Frame*> frames_;
+  int cur_step_ = -1;
+};
+
+bool is_exact_const(PyObject* o);
+bool module_is_torch_mod(PyObject* mod);  // torch or torch.* module object  // immutable constant: numbers, str, None, dtype, device, Size, slice
+
+// Opcode handlers, by family (handlers_*.cpp). Each returns a Break or nothing; `ins` is the
+// instruction being executed; the frame's ip already points past it.
+using Handler = Translator::Status (*)(Translator&, Frame&, const bc::Instr&);
+Handler handler_for(uint8_t opcode);
+
+}  // namespace dv

@@ -1,0 +1,51 @@
+// Values on the symbolic stack (TorchDynamo's VariableTrackers). One tagged struct: the kind says
+// which fields mean something. Containers created during tracing are mutable (lists, dicts,
+// iterators, cells); everything else is treated as immutable.
+#pragma once
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "source.h"
+
+namespace dv {
+
+struct Value;
+using VPtr = std::shared_ptr<Value>;
+
+enum class VK : uint8_t {
+  Null,      // the NULL pushed by PUSH_NULL / LOAD_GLOBAL
+  Tensor,    // obj: meta example; node: graph node; device: real device
+  Const,     // obj: immutable Python constant (numbers, str, None, dtype, device, torch.Size, tuples of consts, slices)
+  Tuple, List, Dict,  // items (Dict: keys + items)
+  Iter,      // items snapshot + pos
+  Object,    // obj: any Python object known by identity (modules, classes, builtins, torch functions)
+  Function,  // user function: obj = function object or code (made by MAKE_FUNCTION), cells/defaults
+  Method,    // self + name (tensor/list/dict/const methods), or self + function (bound user method)
+  NNModule,  // obj: the nn.Module
+  Cell,      // items[0]: contents (or empty)
+  GradMode,  // a torch.no_grad()/enable_grad()/set_grad_enabled(b) context: flag
+};
+const char* vk_name(VK k);
+
+struct Value {
+  VK kind;
+  int id = 0;             // unique per compile, for events and the viewer
+  Ref obj;
+  SourcePtr source;
+  int node = -1;
+  Ref device;
+  std::vector<VPtr> items;
+  std::vector<Ref> keys;
+  VPtr self;
+  std::string name;
+  size_t pos = 0;
+  // Function made by MAKE_FUNCTION (obj = code object): its pieces.
+  VPtr defaults, kwdefaults;
+  std::vector<VPtr> cells;
+  Ref globals, qualname;
+  bool flag = false;      // GradMode: enable?
+  bool mutated = false;   // a container from an input was mutated (side effect)
+};
+
+}  // namespace dv
