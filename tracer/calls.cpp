@@ -262,7 +262,7 @@ Translator::Status Translator::graph_call(Frame& f, Ref target, const std::strin
       return std::nullopt;
     }
   }
-  if (result.get() == Py_None && !method.empty()) {  // in-place method returning None (rare)
+  if (result.get() == Py_None && any_tensor) {  // operator.setitem and in-place calls returning None
     add_node(Ref::borrow(Py_None));
     out = constant(Ref::borrow(Py_None));
     return std::nullopt;
@@ -291,7 +291,8 @@ Translator::Status Translator::inline_call(Frame& f, VPtr fn, VPtr self, std::ve
     if (globals.get() != root_->globals.get()) globals_source = Source::held(globals, "G['" + str_of(PyDict_GetItemString(globals.get(), "__name__")) + "'].__dict__");
     if (PyObject* d = PyFunction_GET_DEFAULTS(func)) {
       for (Py_ssize_t i = 0; i < PyTuple_GET_SIZE(d); ++i) {
-        VPtr v = wrap(Ref::borrow(PyTuple_GET_ITEM(d, i)), fn->source ? Source::item(Source::attr(fn->source, "__defaults__"), Ref::steal(PyLong_FromSsize_t(i))) : nullptr, f);
+        // Defaults are read once (no source): the function itself is guarded by identity.
+        VPtr v = wrap(Ref::borrow(PyTuple_GET_ITEM(d, i)), nullptr, f);
         if (!v) return brk(f, "DV0013", "unsupported default argument of " + callable_name(func));
         defaults.push_back(v);
       }

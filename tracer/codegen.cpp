@@ -111,7 +111,7 @@ std::optional<Transformed> generate(PyObject* orig_code, PyObject* globals, PyOb
     switch (v->kind) {
       case VK::Tensor: {
         auto it = std::find(outputs.begin(), outputs.end(), v->node);
-        if (it == outputs.end() || !compiled) return false;
+        if (it == outputs.end() || !compiled) return v->source ? e.source(*v->source) : false;
         e.emit(bc::LOAD_FAST, outs_slot);
         e.emit(bc::LOAD_CONST, e.konst(Ref::steal(PyLong_FromLong(it - outputs.begin())).get()));
         e.emit(bc::BINARY_SUBSCR);

@@ -81,9 +81,15 @@ CodeState* state_of(PyCodeObject* co, bool create) {
 bool skip_file(PyCodeObject* co) {
   std::string fn = str_of(co->co_filename);
   if (fn.empty() || fn[0] == '<') return fn.rfind("<frozen", 0) == 0;
-  for (const std::string& p : g_skip_prefixes)
-    if (!p.empty() && fn.rfind(p, 0) == 0) return &p != &g_skip_prefixes[0] || fn.find("/site-packages/") == std::string::npos;
-  return false;
+  auto under = [&](const std::string& p) { return !p.empty() && fn.rfind(p, 0) == 0; };
+  if (under(g_skip_prefixes[2])) return true;  // dynview itself
+  if (under(g_skip_prefixes[1])) {
+    // torch: only nn module forwards may be roots (nn.Sequential, nn.Linear ...), not the
+    // module-call machinery in module.py, whose hook checks are not guarded yet.
+    const std::string rest = fn.substr(g_skip_prefixes[1].size());
+    return rest.rfind("nn/modules/", 0) != 0 || rest == "nn/modules/module.py";
+  }
+  return under(g_skip_prefixes[0]) && fn.find("/site-packages/") == std::string::npos;  // the stdlib
 }
 
 bool has_tensor_arg(PyObject* const* args, int n) {
@@ -111,8 +117,8 @@ int nargs_of(PyCodeObject* co) {
          ((co->co_flags & CO_VARKEYWORDS) ? 1 : 0);
 }
 
-PyObject* run_entry(Entry& e, _PyInterpreterFrame* frame, int nargs) {
-  ++e.hits;
+PyObject* run_entry(Entry& e, _PyInterpreterFrame* frame, int nargs, bool hit = true) {
+  if (hit) ++e.hits;
   const bool was_busy = t_busy;
   t_busy = true;
   PyObject* r = PyObject_Vectorcall(e.fn.get(), frame->localsplus, static_cast<size_t>(nargs), nullptr);
@@ -149,8 +155,9 @@ Entry* compile_frame(CodeState& st, PyCodeObject* co, _PyInterpreterFrame* frame
   std::vector<int> outputs;
   std::optional<Transformed> tf;
   if (!brk) {
-    outputs = output_nodes(res.ret);
-    if (tr.graph.num_calls() > 0 || !outputs.empty()) {
+    // No operator recorded: no graph (as TorchDynamo); inputs returned as they are are reloaded.
+    if (tr.graph.num_calls() > 0) outputs = output_nodes(res.ret);
+    if (tr.graph.num_calls() > 0) {
       gm = Ref::steal(tr.graph.to_fx(outputs));
       if (gm) {
         Ref inputs = Ref::steal(PyList_New(0));
@@ -299,7 +306,7 @@ PyObject* dv_eval_frame(PyThreadState* ts, _PyInterpreterFrame* frame, int throw
     t_busy = false;
     compile_lock.unlock();
   }
-  if (e) return run_entry(*e, frame, nargs);
+  if (e) return run_entry(*e, frame, nargs, /*hit=*/false);
   if (eager) return fallback();
   if (!PyErr_Occurred()) PyErr_SetString(PyExc_RuntimeError, "dynview: compilation failed");
   return nullptr;
@@ -319,9 +326,13 @@ void set_observer(EngineObserver* obs) { g_observer = obs; }
 void set_unsupported_error(PyObject* exc_type) { g_unsupported = Ref::borrow(exc_type); }
 
 void reset_caches() {
+  // Destroying an entry can free a transformed code object, whose co_extra free function edits
+  // g_states: collect the entries first, destroy them after the loop.
+  std::vector<std::unique_ptr<Entry>> doomed;
   for (CodeState* s : g_states) {
+    for (auto& e : s->entries) doomed.push_back(std::move(e));
     s->entries.clear();
-    s->action = CodeState::Default;
+    if (s->action == CodeState::Eager) s->action = CodeState::Default;  // Skip is a fixed rule
     s->recompiles = 0;
     s->frame_id = -1;
   }

@@ -309,6 +309,13 @@ Translator::Status Translator::getattr(Frame& f, VPtr obj, const std::string& na
       if (!out) return brk(f, "DV0005", "attribute " + name + " cannot be traced");
       return std::nullopt;
     }
+    case VK::List: case VK::Dict: case VK::Tuple: {  // methods of containers (append, items, get ...)
+      VPtr mv = make(VK::Method);
+      mv->self = obj;
+      mv->name = name;
+      out = mv;
+      return std::nullopt;
+    }
     default: return brk(f, "DV0005", "attribute " + name + " of a " + vk_name(obj->kind));
   }
 }

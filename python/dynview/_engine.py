@@ -88,20 +88,22 @@ def _ensure_installed():
 
 
 class _Enabled:
-    """Enables capture on this thread for the duration of a call (re-entrant)."""
-
-    __slots__ = ("backend", "fullgraph", "prev")
+    """Enables capture on this thread inside a with-block (re-entrant: one saved mode per entry)."""
 
     def __init__(self, backend, fullgraph):
         self.backend = backend
         self.fullgraph = fullgraph
+        self._saved = threading.local()
 
     def __enter__(self):
         _ensure_installed()
-        self.prev = _C._set_mode(True, self.backend, self.fullgraph)
+        stack = getattr(self._saved, "stack", None)
+        if stack is None:
+            stack = self._saved.stack = []
+        stack.append(_C._set_mode(True, self.backend, self.fullgraph))
 
     def __exit__(self, *exc):
-        _C._set_mode(*self.prev)
+        _C._set_mode(*self._saved.stack.pop())
         return False
 
 
@@ -113,30 +115,28 @@ def compile(model=None, *, backend="inductor", fullgraph=False, dynamic=None, mo
                                  options=options, disable=disable)
     if disable:
         return model
-    ctx = _Enabled(_lookup_backend(backend), fullgraph)
+    _ensure_installed()
+    be = _lookup_backend(backend)
     if isinstance(model, torch.nn.Module):
-        return OptimizedModule(model, ctx)
-
-    @functools.wraps(model)
-    def compiled(*args, **kwargs):
-        with ctx:
-            return model(*args, **kwargs)
-
-    compiled._dynview_orig = model
+        return OptimizedModule(model, _C.CompiledFunction(model, be, fullgraph))
+    compiled = _C.CompiledFunction(model, be, fullgraph)
+    try:
+        functools.update_wrapper(compiled, model)
+    except (AttributeError, TypeError):
+        pass
     return compiled
 
 
 class OptimizedModule(torch.nn.Module):
     """The wrapper dynview.compile returns for an nn.Module (like torch's OptimizedModule)."""
 
-    def __init__(self, mod, ctx):
+    def __init__(self, mod, compiled_call):
         super().__init__()
         self._orig_mod = mod
-        self._dynview_ctx = ctx
+        self.__dict__["_dynview_call"] = compiled_call
 
     def forward(self, *args, **kwargs):
-        with self._dynview_ctx:
-            return self._orig_mod(*args, **kwargs)
+        return self._dynview_call(*args, **kwargs)
 
     def __getattr__(self, name):
         try:

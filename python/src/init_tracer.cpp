@@ -57,9 +57,102 @@ pyb::dict record_dict(const CompileRecord& r) {
                    "transformed_code"_a = r.transformed_code ? pyb::reinterpret_borrow<pyb::object>(r.transformed_code.get()) : pyb::none());
 }
 
+// CompiledFunction: what dynview.compile(fn) returns. Calling it switches capture on for this
+// thread, vectorcalls fn and restores the previous mode: re-entrant, thread-safe, and cheap (no
+// Python frame of its own).
+struct CompiledFunction {
+  PyObject_HEAD
+  PyObject* fn;        // Strong
+  PyObject* backend;   // Strong
+  int fullgraph;
+  vectorcallfunc vectorcall;
+  PyObject* dict;      // Strong: __wrapped__, __name__, ... (functools.update_wrapper)
+};
+
+PyObject* cf_vectorcall(PyObject* self, PyObject* const* args, size_t nargsf, PyObject* kwnames) {
+  auto* c = reinterpret_cast<CompiledFunction*>(self);
+  if (!install_hook()) return nullptr;
+  ThreadMode m;
+  m.enabled = true;
+  m.backend = Ref::borrow(c->backend);
+  m.fullgraph = c->fullgraph != 0;
+  ThreadMode prev = set_thread_mode(std::move(m));
+  PyObject* r = PyObject_Vectorcall(c->fn, args, nargsf, kwnames);
+  set_thread_mode(std::move(prev));
+  return r;
+}
+
+int cf_traverse(PyObject* self, visitproc visit, void* arg) {
+  auto* c = reinterpret_cast<CompiledFunction*>(self);
+  Py_VISIT(c->fn);
+  Py_VISIT(c->backend);
+  Py_VISIT(c->dict);
+  return 0;
+}
+
+int cf_clear(PyObject* self) {
+  auto* c = reinterpret_cast<CompiledFunction*>(self);
+  Py_CLEAR(c->fn);
+  Py_CLEAR(c->backend);
+  Py_CLEAR(c->dict);
+  return 0;
+}
+
+void cf_dealloc(PyObject* self) {
+  PyObject_GC_UnTrack(self);
+  cf_clear(self);
+  Py_TYPE(self)->tp_free(self);
+}
+
+PyObject* cf_new(PyTypeObject* type, PyObject* args, PyObject* kwds) {
+  PyObject *fn, *backend;
+  int fullgraph = 0;
+  static const char* kw[] = {"fn", "backend", "fullgraph", nullptr};
+  if (!PyArg_ParseTupleAndKeywords(args, kwds, "OO|p", const_cast<char**>(kw), &fn, &backend, &fullgraph)) return nullptr;
+  auto* c = reinterpret_cast<CompiledFunction*>(type->tp_alloc(type, 0));
+  if (!c) return nullptr;
+  c->fn = Ref::borrow(fn).release();
+  c->backend = Ref::borrow(backend).release();
+  c->fullgraph = fullgraph;
+  c->vectorcall = cf_vectorcall;
+  c->dict = PyDict_New();
+  return reinterpret_cast<PyObject*>(c);
+}
+
+PyObject* cf_get_fn(PyObject* self, void*) { return Ref::borrow(reinterpret_cast<CompiledFunction*>(self)->fn).release(); }
+PyObject* cf_descr_get(PyObject* self, PyObject* obj, PyObject*) {
+  if (!obj || obj == Py_None) return Ref::borrow(self).release();
+  return PyMethod_New(self, obj);
+}
+
+PyGetSetDef cf_getset[] = {{"_orig_fn", cf_get_fn, nullptr, nullptr, nullptr},
+                           {"__dict__", PyObject_GenericGetDict, PyObject_GenericSetDict, nullptr, nullptr},
+                           {nullptr, nullptr, nullptr, nullptr, nullptr}};
+
+PyTypeObject CompiledFunctionType = [] {
+  PyTypeObject t{PyVarObject_HEAD_INIT(nullptr, 0)};
+  t.tp_name = "dynview._C.CompiledFunction";
+  t.tp_basicsize = sizeof(CompiledFunction);
+  t.tp_flags = Py_TPFLAGS_DEFAULT | Py_TPFLAGS_HAVE_GC | Py_TPFLAGS_HAVE_VECTORCALL | Py_TPFLAGS_METHOD_DESCRIPTOR;
+  t.tp_vectorcall_offset = offsetof(CompiledFunction, vectorcall);
+  t.tp_call = PyVectorcall_Call;
+  t.tp_new = cf_new;
+  t.tp_dealloc = cf_dealloc;
+  t.tp_traverse = cf_traverse;
+  t.tp_clear = cf_clear;
+  t.tp_getset = cf_getset;
+  t.tp_dictoffset = offsetof(CompiledFunction, dict);
+  t.tp_descr_get = cf_descr_get;
+  t.tp_doc = "A function compiled by dynview.compile: calls capture with its backend.";
+  return t;
+}();
+
 }  // namespace
 
 void init_tracer(pyb::module_& m) {
+  if (PyType_Ready(&CompiledFunctionType) < 0) throw pyb::error_already_set();
+  Py_INCREF(&CompiledFunctionType);
+  m.add_object("CompiledFunction", reinterpret_cast<PyObject*>(&CompiledFunctionType));
   m.def("_install", []() {
     if (!install_hook()) throw pyb::error_already_set();
   });

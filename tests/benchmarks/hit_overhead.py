@@ -1,0 +1,70 @@
+"""Per-call overhead over eager on the cache-hit path, dynview against torch.compile, same run.
+
+Two workloads, both with backend "eager" so the graph itself costs what eager costs:
+  add: x + y on small tensors;  mlp: a functional 3-layer MLP with the weights as arguments.
+overhead = (compiled call time - eager call time), median of several timed blocks.
+Last line: hit_overhead_ratio_vs_torch_dynamo = dynview overhead / TorchDynamo overhead (max of the two).
+"""
+import os
+import statistics
+import sys
+import time
+
+import torch
+
+sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "..", "python"))
+import dynview  # noqa: E402
+
+N = int(os.environ.get("DV_BENCH_N", "20000"))
+BLOCKS = 7
+
+
+def add(x, y):
+    return x + y
+
+
+def mlp(x, w1, b1, w2, b2, w3, b3):
+    h = torch.relu(x @ w1 + b1)
+    h = torch.relu(h @ w2 + b2)
+    return h @ w3 + b3
+
+
+def per_call(fn, args):
+    for _ in range(200):
+        fn(*args)
+    samples = []
+    for _ in range(BLOCKS):
+        t0 = time.perf_counter()
+        for _ in range(N):
+            fn(*args)
+        samples.append((time.perf_counter() - t0) / N)
+    return statistics.median(samples)
+
+
+def main():
+    torch.manual_seed(0)
+    cases = {
+        "add": (add, (torch.randn(8), torch.randn(8))),
+        "mlp": (mlp, (torch.randn(4, 16), torch.randn(16, 32), torch.randn(32), torch.randn(32, 32),
+                      torch.randn(32), torch.randn(32, 8), torch.randn(8))),
+    }
+    ratios = []
+    for name, (fn, args) in cases.items():
+        torch._dynamo.reset()
+        dynview.reset()
+        eager = per_call(fn, args)
+        td = torch.compile(fn, backend="eager")
+        dv = dynview.compile(fn, backend="eager")
+        torch.testing.assert_close(td(*args), fn(*args))
+        torch.testing.assert_close(dv(*args), fn(*args))
+        t_td = per_call(td, args)
+        t_dv = per_call(dv, args)
+        o_td, o_dv = t_td - eager, t_dv - eager
+        ratios.append(o_dv / o_td)
+        print(f"{name}: eager {eager * 1e6:.2f} us | torch.compile {t_td * 1e6:.2f} us (overhead {o_td * 1e6:.2f} us)"
+              f" | dynview {t_dv * 1e6:.2f} us (overhead {o_dv * 1e6:.2f} us) | ratio {o_dv / o_td:.3f}")
+    print(f"hit_overhead_ratio_vs_torch_dynamo: {max(ratios):.3f}")
+
+
+if __name__ == "__main__":
+    main()
