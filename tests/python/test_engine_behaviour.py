@@ -1,0 +1,247 @@
+"""Cache, guards and recompiles, limits, reset, fullgraph, threads, exceptions, refcounts, memory
+and DYNVIEW_LOGS -- each checked against eager and, where it is about recompiling, against
+torch.compile counted with a backend that counts its calls."""
+import os
+import subprocess
+import sys
+import threading
+import traceback
+import warnings
+
+import pytest
+import torch
+
+import dynview
+
+ROOT = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", ".."))
+
+
+@pytest.fixture(autouse=True)
+def _reset():
+    dynview.reset()
+    dynview.config.recompile_limit = 8
+    dynview.config.fail_on_recompile_limit = False
+    yield
+    dynview.reset()
+    dynview.config.recompile_limit = 8
+    dynview.config.fail_on_recompile_limit = False
+
+
+def fn(x, k):
+    return torch.sin(x) * k + x.sum(dim=-1, keepdim=True)
+
+
+def counting_dynamo(f):
+    torch._dynamo.reset()
+    n = [0]
+
+    def backend(gm, example_inputs):
+        n[0] += 1
+        return gm.forward
+    return torch.compile(f, backend=backend), n
+
+
+def dynview_compiles():
+    return len([r for r in dynview._C.take_records() if r["graph"] is not None])
+
+
+SEQUENCES = {
+    "repeat": [(torch.randn(3, 4), 2), (torch.randn(3, 4), 2), (torch.randn(3, 4), 2)],
+    "dtype": [(torch.randn(3, 4), 2), (torch.randn(3, 4, dtype=torch.float64), 2)],
+    "shape_once": [(torch.randn(3, 4), 2), (torch.randn(5, 4), 2)],
+    "requires_grad": [(torch.randn(3, 4), 2), (torch.randn(3, 4, requires_grad=True), 2)],
+    "constant": [(torch.randn(3, 4), 2), (torch.randn(3, 4), 3)],
+    "grad_mode": None,
+}
+
+
+@pytest.mark.parametrize("kind", [k for k, v in SEQUENCES.items() if v is not None])
+def test_recompiles_exactly_when_torch_compile_does(kind):
+    calls = SEQUENCES[kind]
+    td, n_td = counting_dynamo(fn)
+    dv = dynview.compile(fn, backend="eager")
+    dynview._C.take_records()
+    for x, k in calls:
+        torch.testing.assert_close(dv(x, k), fn(x, k))
+        torch.testing.assert_close(td(x, k), fn(x, k))
+    assert dynview_compiles() == n_td[0], kind
+    entries = dynview._C.cache_entries(fn.__code__)
+    assert sum(e["hits"] for e in entries) == len(calls) - len(entries)
+
+
+def test_grad_mode_is_guarded():
+    x = torch.randn(3, requires_grad=True)
+    dv = dynview.compile(lambda t: t * 2, backend="eager")
+    dynview._C.take_records()
+    a = dv(x)
+    with torch.no_grad():
+        b = dv(x)
+    assert a.requires_grad and not b.requires_grad
+    recs = dynview._C.take_records()
+    assert len(recs) == 2 and "GLOBAL_STATE" in recs[1]["reason"] and "grad_mode" in recs[1]["reason"]
+
+
+def test_recompile_message_names_the_failing_guard():
+    dv = dynview.compile(fn, backend="eager")
+    dv(torch.randn(3, 4), 2)
+    dv(torch.randn(3, 4, dtype=torch.float64), 2)
+    dv(torch.randn(3, 4, dtype=torch.float64), 5)
+    recs = dynview._C.take_records()
+    assert recs[0]["reason"] == "first call"
+    r1 = recs[1]["reason"].splitlines()
+    assert r1[0] == f"Recompiling function fn in {__file__}:{fn.__code__.co_firstlineno}"
+    assert r1[1].strip() == "triggered by the following guard failure(s):"
+    assert r1[2].strip() == "- 0/0: tensor 'L['x']' dtype mismatch. expected Float, actual Double"
+    assert "L['k'] == 2" in recs[2]["reason"]
+    assert recs[2]["compile_id"] == "[0/2]"
+
+
+def test_recompile_limit_warns_once_and_runs_eagerly():
+    dynview.config.recompile_limit = 2
+    dv = dynview.compile(fn, backend="eager")
+    with warnings.catch_warnings(record=True) as w:
+        warnings.simplefilter("always")
+        for n in range(2, 7):
+            x = torch.randn(n, 4)
+            torch.testing.assert_close(dv(x, 2), fn(x, 2))
+    limit = [x for x in w if "recompile_limit" in str(x.message)]
+    assert len(limit) == 1
+    assert "size mismatch" in str(limit[0].message)
+    assert len(dynview._C.cache_entries(fn.__code__)) == 2
+
+
+def test_fail_on_recompile_limit_raises():
+    dynview.config.recompile_limit = 1
+    dynview.config.fail_on_recompile_limit = True
+    dv = dynview.compile(fn, backend="eager")
+    dv(torch.randn(2, 4), 2)
+    with pytest.raises(RuntimeError, match="recompile_limit"):
+        dv(torch.randn(3, 4), 2)
+
+
+def test_reset_drops_every_cache():
+    dv = dynview.compile(fn, backend="eager")
+    dv(torch.randn(3, 4), 2)
+    assert len(dynview._C.cache_entries(fn.__code__)) == 1
+    dynview.reset()
+    assert dynview._C.cache_entries(fn.__code__) == []
+    dynview._C.take_records()
+    dv(torch.randn(3, 4), 2)
+    assert dynview_compiles() == 1
+
+
+def breaking(x):
+    y = x * 2
+    if y.sum() > 0:
+        return y
+    return -y
+
+
+def test_fullgraph_raises_unsupported_with_location():
+    dv = dynview.compile(breaking, backend="eager", fullgraph=True)
+    with pytest.raises(dynview.Unsupported) as ei:
+        dv(torch.ones(3))
+    e = ei.value
+    assert e.break_id == "DV0002"
+    assert "data-dependent" in e.message and e.hint
+    assert e.lineno == breaking.__code__.co_firstlineno + 2
+    assert f"{__file__}:{e.lineno}" in str(e)
+    # Without fullgraph the same function runs eagerly and gives eager's result.
+    torch.testing.assert_close(dynview.compile(breaking, backend="eager")(torch.ones(3)), breaking(torch.ones(3)))
+
+
+def test_fullgraph_does_not_raise_on_clean_code():
+    dv = dynview.compile(fn, backend="eager", fullgraph=True)
+    torch.testing.assert_close(dv(torch.ones(2, 2), 3), fn(torch.ones(2, 2), 3))
+
+
+def test_four_threads_with_different_dtypes():
+    dv = dynview.compile(fn, backend="eager")
+    dtypes = [torch.float32, torch.float64, torch.bfloat16, torch.float16]
+    errors = []
+
+    def work(dt):
+        try:
+            for i in range(50):
+                x = torch.randn(4, 3).to(dt)
+                torch.testing.assert_close(dv(x, i % 3), fn(x, i % 3))
+        except Exception as e:  # collected and re-raised in the main thread
+            errors.append(e)
+    threads = [threading.Thread(target=work, args=(dt,)) for dt in dtypes]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert not errors, errors
+    assert len(dynview._C.cache_entries(fn.__code__)) >= 4
+
+
+def gather_rows(x, idx):
+    return x[idx] * 2
+
+
+def test_exception_inside_captured_code_propagates_like_eager():
+    x = torch.randn(3, 2)
+    bad = torch.tensor([0, 7])
+    dv = dynview.compile(gather_rows, backend="eager")
+    torch.testing.assert_close(dv(x, torch.tensor([0, 2])), gather_rows(x, torch.tensor([0, 2])))
+    with pytest.raises(IndexError) as eager_err:
+        gather_rows(x, bad)
+    with pytest.raises(IndexError) as ours:
+        dv(x, bad)
+    assert str(ours.value) == str(eager_err.value)
+    frames = traceback.extract_tb(ours.value.__traceback__)
+    assert any(f.filename == __file__ for f in frames)
+
+
+def test_input_refcounts_unchanged_after_many_calls():
+    x, y = torch.randn(4), torch.randn(4)
+    dv = dynview.compile(lambda a, b: a * b + 1, backend="eager")
+    dv(x, y)
+    before = (sys.getrefcount(x), sys.getrefcount(y))
+    for _ in range(10000):
+        dv(x, y)
+    assert (sys.getrefcount(x), sys.getrefcount(y)) == before
+
+
+def rss_kb():
+    with open("/proc/self/statm") as f:
+        return int(f.read().split()[1]) * os.sysconf("SC_PAGE_SIZE") // 1024
+
+
+def test_rss_flat_over_100k_calls():
+    x = torch.randn(8)
+    dv = dynview.compile(lambda a: a + 1, backend="eager")
+    for _ in range(20000):
+        dv(x)
+    start = rss_kb()
+    for _ in range(100000):
+        dv(x)
+    grown = rss_kb() - start
+    assert grown < 2048, f"RSS grew by {grown} KiB over 100k calls"
+
+
+def test_dynview_logs_print_events_in_order():
+    script = (
+        "import torch, dynview\n"
+        "def f(x, k):\n"
+        "    y = torch.relu(x) * k\n"
+        "    if y.sum() > 0:\n"
+        "        return y\n"
+        "    return -y\n"
+        "def g(x):\n"
+        "    return x.cos() + 1\n"
+        "dynview.compile(f, backend='eager')(torch.ones(2), 2)\n"
+        "cg = dynview.compile(g, backend='eager')\n"
+        "cg(torch.ones(2)); cg(torch.ones(3))\n"
+    )
+    env = dict(os.environ, DYNVIEW_LOGS="graph_breaks,recompiles,guards,graph_code,bytecode",
+               PYTHONPATH=os.path.join(ROOT, "python"))
+    out = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, env=env, timeout=120)
+    log = out.stderr
+    assert out.returncode == 0, log
+    assert "Graph break DV0002 in [0/0]" in log and "<string>:4" in log
+    assert "TRACED GRAPH [1/0]" in log and "cos" in log
+    assert "check_tensor(L['x'], Float, cpu, size=[2]" in log
+    assert "Recompiling function g" in log and "size mismatch at index 0. expected 2, actual 3" in log
+    assert log.index("Graph break DV0002") < log.index("TRACED GRAPH [1/0]") < log.index("Recompiling function g")
