@@ -8,6 +8,9 @@
 #include "translator.h"
 
 namespace dv {
+
+Ref pointwise_example(PyObject* target, const std::string& method, const std::vector<Ref>& args, bool has_kwargs);
+
 namespace {
 
 bool module_is_torch(PyObject* fn) {
@@ -192,7 +195,14 @@ Translator::Status Translator::graph_call(Frame& f, Ref target, const std::strin
     }
   }
   Ref result;
-  if (!method.empty()) {
+  {
+    std::vector<Ref> ex;
+    for (Py_ssize_t i = 0; i < PyTuple_GET_SIZE(pargs.get()); ++i) ex.push_back(Ref::borrow(PyTuple_GET_ITEM(pargs.get(), i)));
+    result = pointwise_example(target.get(), method, ex, PyDict_GET_SIZE(pkw.get()) > 0);
+  }
+  if (result) {
+    // Pointwise fast path: the example value came from shape and dtype rules (pointwise.cpp).
+  } else if (!method.empty()) {
     Ref m = Ref::steal(PyObject_GetAttrString(PyTuple_GET_ITEM(pargs.get(), 0), method.c_str()));
     Ref rest = Ref::steal(PyTuple_GetSlice(pargs.get(), 1, PyTuple_GET_SIZE(pargs.get())));
     if (m && rest) result = Ref::steal(PyObject_Call(m.get(), rest.get(), pkw.get()));
@@ -328,8 +338,11 @@ Translator::Status Translator::inline_call(Frame& f, VPtr fn, VPtr self, std::ve
     cells = fn->cells;
   }
   auto* co = reinterpret_cast<PyCodeObject*>(code);
-  if (co->co_flags & (CO_GENERATOR | CO_COROUTINE | CO_ASYNC_GENERATOR))
-    return brk(f, "DV0004", "calling generator function " + str_of(co->co_qualname), "generators are not traced");
+  if (co->co_flags & (CO_COROUTINE | CO_ASYNC_GENERATOR))
+    return brk(f, "DV0004", "calling coroutine function " + str_of(co->co_qualname), "coroutines are not traced");
+  // Generators (generator expressions, simple generator functions) run to completion here and
+  // become an iterator over what they yield.
+  const bool generator = co->co_flags & CO_GENERATOR;
   const CodeFacts* facts = code_facts(code);
   if (!facts) return brk(f, "DV0019", "cannot decode " + str_of(co->co_qualname));
   if (self) args.insert(args.begin(), self);
@@ -387,10 +400,18 @@ Translator::Status Translator::inline_call(Frame& f, VPtr fn, VPtr self, std::ve
   if (varkw) callee.locals[slot++] = extra_kw;
   const int nfree = co->co_nfreevars;
   for (int k = 0; k < nfree && k < static_cast<int>(cells.size()); ++k) callee.locals[nlocalsplus - nfree + k] = cells[k];
+  std::vector<VPtr> yielded;
+  if (generator) callee.yields = &yielded;
   frames_.push_back(&callee);
   Status s = run_frame(callee);
   frames_.pop_back();
   if (s) return s;
+  if (generator) {
+    VPtr it = make(VK::Iter);
+    it->items = std::move(yielded);
+    out = it;
+    return std::nullopt;
+  }
   out = callee.result;
   return std::nullopt;
 }

@@ -542,6 +542,20 @@ Status op_MAKE_FUNCTION(Translator& t, Frame& f, const Instr& in) {  // (default
   return std::nullopt;
 }
 
+// ---- generators (run to completion by inline_call) ----
+Status op_RETURN_GENERATOR(Translator& t, Frame& f, const Instr&) {  // ( -- None): the first resume
+  if (!f.yields) return t.brk(f, "DV0004", "generator outside an inlined call");
+  f.stack.push_back(t.constant(Ref::borrow(Py_None)));
+  return std::nullopt;
+}
+Status op_YIELD_VALUE(Translator& t, Frame& f, const Instr&) {  // (v -- sent)
+  NEED(1);
+  if (!f.yields) return t.brk(f, "DV0004", "yield outside an inlined generator");
+  f.yields->push_back(pop(f));
+  f.stack.push_back(t.constant(Ref::borrow(Py_None)));
+  return std::nullopt;
+}
+
 // ---- context managers ---------------------------------------------------------------------------
 Status op_BEFORE_WITH(Translator& t, Frame& f, const Instr&) {  // (mgr -- exit enter_result)
   NEED(1);
@@ -600,6 +614,7 @@ Handler handler_for(uint8_t op) {
     h[MAKE_CELL] = op_MAKE_CELL; h[COPY_FREE_VARS] = op_COPY_FREE_VARS; h[LOAD_CLOSURE] = op_LOAD_CLOSURE;
     h[LOAD_DEREF] = op_LOAD_DEREF; h[STORE_DEREF] = op_STORE_DEREF; h[MAKE_FUNCTION] = op_MAKE_FUNCTION;
     h[BEFORE_WITH] = op_BEFORE_WITH;
+    h[RETURN_GENERATOR] = op_RETURN_GENERATOR; h[YIELD_VALUE] = op_YIELD_VALUE;
     return h;
   }();
   return table[op];

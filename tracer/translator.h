@@ -44,6 +44,7 @@ struct Frame {
   int depth = 0;
   Ref kw_names;               // pending KW_NAMES tuple
   VPtr result;                // set by RETURN_VALUE
+  std::vector<VPtr>* yields = nullptr;  // generator run to completion: the values it yields
   std::vector<std::pair<bool, bool>> grad_stack;  // with-blocks: (previous grad mode)
 };
 

@@ -504,3 +504,106 @@ module_case(lambda: nn.Sequential(nn.Conv2d(2, 4, 3), nn.BatchNorm2d(4), nn.ReLU
 module_case(lambda: nn.LayerNorm(7), (3, 7))
 module_case(lambda: nn.Sequential(nn.Linear(5, 5), nn.Tanh(), nn.Dropout(0.2), nn.Linear(5, 1), nn.Sigmoid()).eval(), (4, 5))
 module_case(lambda: _BreakingModule().eval(), (2, 3))
+
+
+# ---- more dtypes, requires_grad, broadcasting with scalars (exercise type promotion) ----
+def int_case(*shapes, high=10):
+    def deco(fn):
+        def make(seed):
+            g = torch.Generator().manual_seed(seed)
+            return [torch.randint(-high, high, s, generator=g) for s in shapes]
+        CASES.append((fn.__name__, fn, make, False))
+        return fn
+    return deco
+
+
+def grad_case(*shapes):
+    def deco(fn):
+        def make(seed):
+            g = torch.Generator().manual_seed(seed)
+            return [torch.randn(*s, generator=g).requires_grad_() for s in shapes]
+        CASES.append((fn.__name__, fn, make, False))
+        return fn
+    return deco
+
+
+@int_case((4,))
+def int_promotion(x): return x + 1, x * 1.5, x / 2, x // 3, torch.sin(x), x > 0, x.abs()
+@int_case((3, 3), (3,))
+def int_broadcast(a, b): return a * b - b, torch.maximum(a, b)
+@int_case((5,))
+def int_to_float_ops(x): return torch.sqrt(x.abs().float()) + x.double().exp()
+@int_case((4,))
+def bool_masks(x): return (x > 0) & (x < 5), (x == 3) | (x == -3), ~(x > 0)
+@int_case((6,))
+def int_sum_mean(x): return x.sum(), x.float().mean(), x.max()
+@grad_case((3, 4))
+def grad_elementwise(x): return torch.sin(x) * 2 + x.relu()
+@grad_case((3, 4), (4, 2))
+def grad_matmul(x, w): return torch.tanh(x @ w).sum(0)
+@grad_case((5,))
+def grad_detach_mix(x): return x * 2 + x.detach()
+@grad_case((2, 3))
+def grad_compare(x): return (x > 0).float() * x
+@case((3, 4), dtype=torch.float64)
+def float64_mix(x): return x * torch.ones(3, 4) + 1
+@case((3, 4), dtype=torch.float16)
+def half_ops(x): return (x * 2).float().sum(1)
+@case((2, 5), dtype=torch.bfloat16)
+def bfloat16_ops(x): return (x + 1).to(torch.float32)
+@case((4,), (1,))
+def broadcast_scalar_tensor(x, s): return x * s + s / 2
+@case((3, 1), (1, 4))
+def outer_broadcast(a, b): return a + b, a * b - 1
+@case((2, 3))
+def rsub_rdiv(x): return 1 - x, 2 / (x.abs() + 1), 3 ** x.clamp(-1, 1)
+@case((4,))
+def where_scalars(x): return torch.where(x > 0, x, 0.0)
+@case((3, 3))
+def noncontiguous_input_ops(x):
+    t = x.t()
+    return torch.sin(t) + t * 2, (t + 1).is_contiguous()
+@case((2, 4))
+def stride_query(x): return x * x.stride(0) + x.t().contiguous().stride(1)
+@case((4, 4))
+def triu_tril_diag(x): return torch.triu(x) + torch.tril(x, -1) + torch.diag(torch.diagonal(x)).sum()
+@case((6,))
+def sort_topk(x):
+    v, i = torch.sort(x)
+    t, j = torch.topk(x, 2)
+    return v + i.float(), t.sum() + j.float().sum()
+@case((3, 4))
+def any_all_counts(x): return (x > 0).any(), (x > -10).all(), (x > 0).sum()
+@case((5,))
+def cumulative_and_diff(x): return torch.cummax(x, 0)[0] + torch.diff(x, prepend=x[:1])
+@case((2, 3, 4))
+def einsum_batch(x): return torch.einsum("bij,bkj->bik", x, x)
+@case((4, 4))
+def linalg_ops(x): return torch.linalg.norm(x), (x @ x.T + torch.eye(4)).diagonal().sum()
+@case((3,))
+def tensor_constructor_from_list(x): return x + torch.tensor([1.0, 2.0, 3.0])
+@case((2, 3))
+def method_chain(x): return x.abs().sqrt().log1p().neg().exp().clamp_min(0.1).mean(dim=1)
+@case((4, 3))
+def unbind_stack(x): return torch.stack([r * i for i, r in enumerate(x.unbind(0))])
+@case((3, 4))
+def tensor_iteration(x): return sum(row.sum() for row in x)
+@case((2, 2))
+def nested_helpers_with_kwargs(x):
+    def norm(t, *, eps=1e-5, dim=-1):
+        return t / (t.norm(dim=dim, keepdim=True) + eps)
+    return norm(x) + norm(x, eps=1e-3, dim=0)
+@case((3,))
+def conditional_expression(x): return x * (2 if x.shape[0] == 3 else 3)
+@case((4,))
+def string_ops_const(x):
+    key = "relu".upper().lower()
+    return F.relu(x) if key in ("relu", "gelu") else x
+@case((3,))
+def tuple_concat_shape(x): return x.view(*(x.shape + (1,))).sum(-1)
+@case((2, 3))
+def dict_kwargs_call(x):
+    kw = {"dim": 1, "keepdim": True}
+    return x.sum(**kw) + torch.mean(x, **kw)
+@case((5,))
+def global_function_call(x): return _h1(x) + torch.nn.functional.softplus(x)

@@ -26,6 +26,7 @@ def run(fn, args):
 def close(a, b):
     if isinstance(a, torch.Tensor) or isinstance(b, torch.Tensor):
         torch.testing.assert_close(a, b, equal_nan=True)
+        assert a.requires_grad == b.requires_grad
     elif isinstance(a, (list, tuple)):
         assert type(a) is type(b) and len(a) == len(b)
         for x, y in zip(a, b):
