@@ -1,9 +1,7 @@
-"""dynview demo (for now): disassemble a real PyTorch-style function with dynview's C++ core,
-next to CPython's own `dis`, then re-assemble it and run both versions.
-
-The listing is produced twice by dynview: in-process (dynview._C.disassemble) and by the `dynview`
-executable from a recorded code object (JSON), which runs without Python -- the way the viewer
-will read code objects from a trace.
+"""dynview demo: compile a small PyTorch model with dynview, check it against eager, and print
+dynview.explain -- graphs, graph breaks with their reasons, guards -- next to what
+torch._dynamo.explain reports for the same code. Then show the bytecode model: dynview's C++
+disassembler against CPython's `dis`, with and without Python.
 """
 import dis
 import io
@@ -12,26 +10,47 @@ import shutil
 import subprocess
 import sys
 import tempfile
-import types
+import warnings
 
 import torch
+import torch.nn as nn
+import torch.nn.functional as F
 
 import dynview
 from dynview import _C
 
+warnings.filterwarnings("ignore")
 
-def mlp_block(x, w1, b1, w2, scale=0.5):
-    h = torch.relu(x @ w1 + b1)
-    if h.shape[-1] > 4:
-        h = h * scale
-    out = []
-    for i in range(2):
-        out.append(h[:, i].sum())
-    try:
-        y = h @ w2
-    except RuntimeError as e:
-        raise ValueError(f"bad shapes: {e}") from e
-    return y, out
+
+class Block(nn.Module):
+    def __init__(self, d=32):
+        super().__init__()
+        self.norm = nn.LayerNorm(d)
+        self.proj = nn.Linear(d, d)
+        self.mlp = nn.Sequential(nn.Linear(d, 4 * d), nn.GELU(), nn.Linear(4 * d, d))
+
+    def forward(self, x):
+        x = x + self.proj(self.norm(x))
+        return x + self.mlp(self.norm(x))
+
+
+class TinyModel(nn.Module):
+    def __init__(self, d=32, n=3):
+        super().__init__()
+        self.blocks = nn.ModuleList([Block(d) for _ in range(n)])
+        self.head = nn.Linear(d, 10)
+
+    def forward(self, x):
+        for block in self.blocks:
+            x = block(x)
+        return F.log_softmax(self.head(x.mean(dim=1)), dim=-1)
+
+
+def clip_if_large(x):
+    y = x * 2
+    if y.abs().max() > 3:      # data-dependent: a graph break, as in torch.compile
+        y = y.clamp(-3, 3)
+    return y.sum(dim=-1)
 
 
 def find_cli():
@@ -44,34 +63,49 @@ def find_cli():
 
 
 def main():
-    ref = io.StringIO()
-    dis.dis(mlp_block, file=ref)
-    ours = dynview.disassemble(mlp_block)
-    print("=== dynview.disassemble(mlp_block) ===")
-    print(ours)
-    print(f"identical to dis.dis: {ours == ref.getvalue()}")
+    torch.manual_seed(0)
+    model = TinyModel().eval()
+    x = torch.randn(4, 8, 32)
 
+    print("=== dynview.compile(model) ===")
+    compiled = dynview.compile(model, backend="eager")
+    out = compiled(x)
+    torch.testing.assert_close(out, model(x))
+    compiled(x)
+    hits = sum(e["hits"] for e in _C.cache_entries(TinyModel.forward.__code__))
+    print(f"output matches eager: True; second call was a cache hit: {hits == 1}")
+
+    print("\n=== dynview.explain(model)(x) ===")
+    ours = dynview.explain(model)(x)
+    print(ours)
+    ref = torch._dynamo.explain(model)(x)
+    print(f"torch._dynamo.explain: graph_count={ref.graph_count}, break reasons={len(ref.break_reasons)}"
+          f"  |  dynview: graph_count={ours.graph_count}, graph breaks={ours.graph_break_count}")
+
+    print("\n=== dynview.explain(clip_if_large)(x) -- a data-dependent branch ===")
+    e = dynview.explain(clip_if_large)(torch.randn(3, 5))
+    for b in e.break_reasons:
+        print(f"{b.break_id}: {b.reason}\n  hint: {b.hint}\n  at {b.user_stack[-1]}")
+
+    print("\n=== bytecode model (core/) ===")
+    ref_listing = io.StringIO()
+    dis.dis(clip_if_large, file=ref_listing)
+    ours_listing = dynview.disassemble(clip_if_large)
+    print(ours_listing)
+    same = ours_listing == ref_listing.getvalue()
+    print(f"dynview.disassemble identical to dis.dis: {same}")
     cli = find_cli()
     if cli:
         with tempfile.NamedTemporaryFile("w", suffix=".json", delete=False) as f:
-            f.write(_C.code_json(mlp_block))
+            f.write(_C.code_json(clip_if_large))
         text = subprocess.run([cli, "disasm", f.name], capture_output=True, text=True, check=True).stdout
         os.unlink(f.name)
-        print(f"`dynview disasm` (no Python) identical to dis.dis: {text == ref.getvalue()}")
-
-    code = dynview.reassemble(mlp_block)
-    same = all(getattr(code, a) == getattr(mlp_block.__code__, a)
-               for a in ("co_code", "co_linetable", "co_exceptiontable", "co_stacksize"))
-    print(f"re-assembled code byte-identical: {same}")
-    g = types.FunctionType(code, mlp_block.__globals__, "mlp_block", mlp_block.__defaults__)
-    torch.manual_seed(0)
-    args = (torch.randn(3, 8), torch.randn(8, 6), torch.randn(6), torch.randn(6, 2))
-    y0, o0 = mlp_block(*args)
-    y1, o1 = g(*args)
-    torch.testing.assert_close(y0, y1)
-    torch.testing.assert_close(o0, o1)
-    print("re-assembled function runs and matches eager: True")
-    return 0 if ours == ref.getvalue() and same else 1
+        print(f"`dynview disasm` (no Python) identical to dis.dis: {text == ref_listing.getvalue()}")
+    code = dynview.reassemble(clip_if_large)
+    identical = all(getattr(code, a) == getattr(clip_if_large.__code__, a)
+                    for a in ("co_code", "co_linetable", "co_exceptiontable", "co_stacksize"))
+    print(f"re-assembled code object byte-identical: {identical}")
+    return 0 if same and identical else 1
 
 
 if __name__ == "__main__":
