@@ -11,6 +11,9 @@ namespace dv::py {
 std::shared_ptr<bc::CodeInfo> code_info(pybind11::handle code, bool with_nested = true,
                                         bool with_reprs = true);
 
+// The same, refilling `info` in place (its buffers keep their capacity between calls).
+void fill_code_info(pybind11::handle code, bc::CodeInfo& info, bool with_nested, bool with_reprs);
+
 // Raises ValueError carrying the error's message.
 [[noreturn]] void raise(const dv::Error& e);
 

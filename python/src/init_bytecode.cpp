@@ -77,10 +77,12 @@ size_t decode_count(pyb::handle x) {
 }
 
 pyb::str disassemble(pyb::handle x, bool recursive, int lasti) {
-  auto info = code_info(as_code(x), recursive);
-  thread_local std::string buf;  // reused: large listings would otherwise fault in fresh pages
+  // Both reused per thread: refilling keeps their buffers, so a listing costs few allocations.
+  thread_local bc::CodeInfo info;
+  thread_local std::string buf;
+  fill_code_info(as_code(x), info, recursive, true);
   buf.clear();
-  auto r = bc::disassemble_into(*info, bc::DisOptions{recursive, lasti}, buf);
+  auto r = bc::disassemble_into(info, bc::DisOptions{recursive, lasti}, buf);
   if (!r) raise(r.error());
   pyb::str out(buf.data(), buf.size());
   if (buf.capacity() > (size_t{64} << 20)) std::string().swap(buf);  // don't hold on to huge ones
@@ -185,11 +187,35 @@ pyb::object py_stack_effect(int op, int arg, bool jump) {
   return e ? pyb::object(pyb::int_(*e)) : pyb::none();
 }
 
+// disassemble(x, recursive=True, lasti=-1) as a METH_FASTCALL function: the listing is called
+// per code object in bulk (benchmarks, the corpus test), where pybind11's dispatch is measurable.
+PyObject* disassemble_fast(PyObject*, PyObject* const* args, Py_ssize_t nargs) {
+  if (nargs < 1 || nargs > 3) {
+    PyErr_SetString(PyExc_TypeError, "disassemble(x, recursive=True, lasti=-1)");
+    return nullptr;
+  }
+  try {
+    bool recursive = nargs < 2 || PyObject_IsTrue(args[1]) == 1;
+    int lasti = nargs < 3 ? -1 : static_cast<int>(PyLong_AsLong(args[2]));
+    if (PyErr_Occurred()) return nullptr;
+    return disassemble(args[0], recursive, lasti).release().ptr();
+  } catch (pyb::error_already_set& e) {
+    e.restore();
+  } catch (pyb::builtin_exception& e) {
+    e.set_error();
+  } catch (const std::exception& e) {
+    PyErr_SetString(PyExc_RuntimeError, e.what());
+  }
+  return nullptr;
+}
+
+PyMethodDef kDisassembleDef = {"disassemble", reinterpret_cast<PyCFunction>(reinterpret_cast<void*>(disassemble_fast)),
+                               METH_FASTCALL, "disassemble(x, recursive=True, lasti=-1): the dis.dis listing of x."};
+
 }  // namespace
 
 void init_bytecode(pyb::module_& m) {
-  m.def("disassemble", &disassemble, "x"_a, "recursive"_a = true, "lasti"_a = -1,
-        "The dis.dis listing of a code object (or function), produced by core/.");
+  m.add_object("disassemble", pyb::reinterpret_steal<pyb::object>(PyCFunction_NewEx(&kDisassembleDef, nullptr, m.attr("__name__").ptr())));
   m.def("instructions", &instructions, "x"_a,
         "Decoded instructions as tuples with dis.Instruction's fields.");
   m.def("decode_count", &decode_count, "x"_a, "Decode only; return the number of instructions.");

@@ -2,7 +2,7 @@
 
 Two workloads, both with backend "eager" so the graph itself costs what eager costs:
   add: x + y on small tensors;  mlp: a functional 3-layer MLP with the weights as arguments.
-overhead = (compiled call time - eager call time), median of several timed blocks.
+overhead = (compiled call time - eager call time), medians of interleaved timed blocks.
 Last line: hit_overhead_ratio_vs_torch_dynamo = dynview overhead / TorchDynamo overhead (max of the two).
 """
 import os
@@ -29,16 +29,20 @@ def mlp(x, w1, b1, w2, b2, w3, b3):
     return h @ w3 + b3
 
 
-def per_call(fn, args):
-    for _ in range(200):
-        fn(*args)
-    samples = []
-    for _ in range(BLOCKS):
-        t0 = time.perf_counter()
-        for _ in range(N):
+def per_call(fns, args):
+    """Median seconds per call of each function in `fns`, timed in interleaved blocks so that
+    drift of the machine affects every variant alike."""
+    for fn in fns:
+        for _ in range(200):
             fn(*args)
-        samples.append((time.perf_counter() - t0) / N)
-    return statistics.median(samples)
+    samples = [[] for _ in fns]
+    for _ in range(BLOCKS):
+        for i, fn in enumerate(fns):
+            t0 = time.perf_counter()
+            for _ in range(N):
+                fn(*args)
+            samples[i].append((time.perf_counter() - t0) / N)
+    return [statistics.median(s) for s in samples]
 
 
 def main():
@@ -52,13 +56,11 @@ def main():
     for name, (fn, args) in cases.items():
         torch._dynamo.reset()
         dynview.reset()
-        eager = per_call(fn, args)
         td = torch.compile(fn, backend="eager")
         dv = dynview.compile(fn, backend="eager")
         torch.testing.assert_close(td(*args), fn(*args))
         torch.testing.assert_close(dv(*args), fn(*args))
-        t_td = per_call(td, args)
-        t_dv = per_call(dv, args)
+        eager, t_td, t_dv = per_call([fn, td, dv], args)
         o_td, o_dv = t_td - eager, t_dv - eager
         ratios.append(o_dv / o_td)
         print(f"{name}: eager {eager * 1e6:.2f} us | torch.compile {t_td * 1e6:.2f} us (overhead {o_td * 1e6:.2f} us)"
