@@ -45,6 +45,7 @@ void reset_caches();
 std::vector<CompileRecord> take_records();
 // Cache entries of a code object: (hits, guard texts) per entry.
 std::vector<std::pair<int, std::vector<std::string>>> cache_entries(PyObject* code);
-bool install_hook();  // idempotent
+bool install_hook();  // one-time set-up (idempotent); the hook itself follows set_thread_mode
+bool hook_active();   // the eval-frame hook is installed right now
 
 }  // namespace dv

@@ -316,10 +316,36 @@ PyObject* dv_eval_frame(PyThreadState* ts, _PyInterpreterFrame* frame, int throw
 
 EngineConfig& config() { return g_config; }
 
+// The hook is installed only while some thread has capture enabled: while any eval-frame hook is
+// installed, CPython stops inlining Python-to-Python calls for every thread of the process.
+// (Mode changes happen with the GIL held, so a plain counter suffices.)
+int g_enabled_threads = 0;
+
+void apply_hook() {
+  if (!g_installed) return;
+  PyInterpreterState* interp = PyInterpreterState_Get();
+  _PyFrameEvalFunction current = _PyInterpreterState_GetEvalFrameFunc(interp);
+  if (g_enabled_threads > 0 && current != dv_eval_frame) {
+    g_previous = current;
+    _PyInterpreterState_SetEvalFrameFunc(interp, dv_eval_frame);
+  } else if (g_enabled_threads == 0 && current == dv_eval_frame) {
+    _PyInterpreterState_SetEvalFrameFunc(interp, g_previous);
+  }
+}
+
 ThreadMode set_thread_mode(ThreadMode m) {
   ThreadMode prev = t_mode;
+  const bool was = prev.enabled, now = m.enabled;
   t_mode = std::move(m);
+  if (was != now) {
+    g_enabled_threads += now ? 1 : -1;
+    apply_hook();
+  }
   return prev;
+}
+
+bool hook_active() {
+  return _PyInterpreterState_GetEvalFrameFunc(PyInterpreterState_Get()) == dv_eval_frame;
 }
 
 void set_observer(EngineObserver* obs) { g_observer = obs; }
@@ -380,10 +406,9 @@ bool install_hook() {
     g_skip_prefixes[2] = d.substr(0, d.rfind('/') + 1);
   }
   PyErr_Clear();
-  PyInterpreterState* interp = PyInterpreterState_Get();
-  g_previous = _PyInterpreterState_GetEvalFrameFunc(interp);
-  _PyInterpreterState_SetEvalFrameFunc(interp, dv_eval_frame);
+  g_previous = _PyInterpreterState_GetEvalFrameFunc(PyInterpreterState_Get());
   g_installed = true;
+  apply_hook();  // a thread may have enabled capture before set-up finished
   return true;
 }
 

@@ -164,6 +164,7 @@ void init_tracer(pyb::module_& m) {
     ThreadMode prev = set_thread_mode(std::move(t));
     return pyb::make_tuple(prev.enabled, prev.backend ? pyb::reinterpret_borrow<pyb::object>(prev.backend.get()) : pyb::none(), prev.fullgraph);
   });
+  m.def("_hook_active", &hook_active, "Whether the PEP 523 hook is installed right now.");
   m.def("_set_unsupported", [](pyb::object exc) { set_unsupported_error(exc.ptr()); });
   m.def("reset", &reset_caches, "Drop every cache entry and compile record.");
   m.def("take_records", []() {

@@ -245,3 +245,21 @@ def test_dynview_logs_print_events_in_order():
     assert "check_tensor(L['x'], Float, cpu, size=[2]" in log
     assert "Recompiling function g" in log and "size mismatch at index 0. expected 2, actual 3" in log
     assert log.index("Graph break DV0002") < log.index("TRACED GRAPH [1/0]") < log.index("Recompiling function g")
+
+
+def test_hook_installed_only_while_capturing():
+    assert not dynview._C._hook_active()
+    seen = []
+
+    def f(x):
+        seen.append(dynview._C._hook_active())  # a graph break: runs eagerly, with capture on
+        return x + 1
+    torch.testing.assert_close(dynview.compile(f, backend="eager")(torch.ones(2)), torch.ones(2) + 1)
+    assert seen == [True]
+    assert not dynview._C._hook_active()
+    with dynview.optimize("eager"):
+        assert dynview._C._hook_active()
+        with dynview.disable():
+            assert not dynview._C._hook_active()
+        assert dynview._C._hook_active()
+    assert not dynview._C._hook_active()
