@@ -345,17 +345,18 @@ Translator::Status Translator::run_frame(Frame& f) {
   while (!f.result) {
     if (f.ip < 0 || f.ip >= static_cast<int>(ins.size())) return brk(f, "DV0019", "fell off the end of the code");
     const bc::Instr& in = ins[f.ip++];
-    cur_step_ = steps++;
+    const int step_no = cur_step_ = steps++;
     if (steps > 500000) return brk(f, "DV0014", "too many symbolic steps (500000)", "the loop is probably too long to unroll");
     Handler h = handler_for(bc::op_info(in.opcode).deopt);
     if (!h) return brk(f, "DV0001", "unsupported opcode " + std::string(bc::op_name(in.opcode)),
                        "dynview does not yet trace this bytecode");
     if (Status s = h(*this, f, in)) return s;
+    cur_step_ = step_no;  // an inlined call ran steps of its own
     if (obs_) {
       std::vector<int> ids;
       ids.reserve(f.stack.size());
       for (const VPtr& v : f.stack) ids.push_back(v ? v->id : 0);
-      obs_->on_step(StepEvent{id_, cur_step_, f.depth, in.offset, in.opcode, in.arg, in.pos.line, &ids});
+      obs_->on_step(StepEvent{id_, step_no, f.depth, in.offset, in.opcode, in.arg, in.pos.line, &ids});
     }
   }
   return std::nullopt;

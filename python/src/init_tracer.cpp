@@ -4,6 +4,8 @@
 #include <pybind11/pybind11.h>
 #include <pybind11/stl.h>
 
+#include <tuple>
+
 #include "tracer/engine.h"
 
 namespace dv::py {
@@ -46,6 +48,29 @@ class LogObserver : public EngineObserver {
 };
 
 LogObserver* g_log = nullptr;  // replaced, never destroyed at exit
+
+// Collects every event as a plain tuple, for tests that check the event stream is complete and
+// ordered: (kind, compile_id, step, depth, offset_or_node, detail).
+class CollectingObserver : public EngineObserver {
+ public:
+  std::vector<std::tuple<std::string, std::string, int, int, long, std::string>> events;
+  void add(const char* k, const CompileId& id, int step, int depth, long x, std::string d) {
+    events.emplace_back(k, id.str(), step, depth, x, std::move(d));
+  }
+  void on_compile_start(const CompileStartEvent& e) override { add("compile_start", e.id, -1, 0, 0, e.qualname); }
+  void on_compile_end(const CompileEndEvent& e) override { add("compile_end", e.id, -1, 0, e.graphs, e.outcome); }
+  void on_step(const StepEvent& e) override { add("step", e.id, e.step, e.depth, e.offset, std::to_string(e.stack->size())); }
+  void on_guard(const GuardEvent& e) override { add("guard", e.id, e.step, 0, e.line, e.text); }
+  void on_graph_node(const GraphNodeEvent& e) override { add("node", e.id, e.step, 0, e.node, e.op + " " + e.target); }
+  void on_break(const BreakEvent& e) override { add("break", e.id, e.step, 0, e.line, e.break_id); }
+  void on_graph(const GraphEvent& e) override { add("graph", e.id, -1, 0, e.ops, e.code); }
+  void on_code(const CodeEvent& e) override { add("code", e.id, -1, 0, 0, e.name); }
+  void on_cache(const CacheEvent& e) override {
+    static const char* kinds[] = {"hit", "miss", "recompile", "limit"};
+    add("cache", CompileId{}, -1, 0, e.entry, std::string(kinds[e.kind]) + " " + e.qualname);
+  }
+};
+CollectingObserver* g_collect = nullptr;
 
 pyb::dict record_dict(const CompileRecord& r) {
   return pyb::dict("compile_id"_a = r.id.str(), "qualname"_a = r.qualname, "filename"_a = r.filename,
@@ -180,6 +205,21 @@ void init_tracer(pyb::module_& m) {
   m.def("_set_config", [](int limit, bool fail) {
     config().recompile_limit = limit;
     config().fail_on_recompile_limit = fail;
+  });
+  m.def("_collect_events", [](bool on) {
+    if (on) {
+      g_collect = new CollectingObserver();  // the previous one is dropped below, off the engine
+      set_observer(g_collect);
+    } else {
+      set_observer(g_log);
+    }
+  });
+  m.def("_take_events", []() {
+    pyb::list out;
+    if (!g_collect) return out;
+    for (auto& [k, id, step, depth, x, d] : g_collect->events) out.append(pyb::make_tuple(k, id, step, depth, x, d));
+    g_collect->events.clear();
+    return out;
   });
   m.def("_set_logs", [](std::vector<std::string> channels) {
     if (channels.empty()) {

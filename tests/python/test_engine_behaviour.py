@@ -263,3 +263,56 @@ def test_hook_installed_only_while_capturing():
             assert not dynview._C._hook_active()
         assert dynview._C._hook_active()
     assert not dynview._C._hook_active()
+
+
+def _ev_helper(a):
+    return a.sin() * 2
+
+
+def _ev_fn(x, y):
+    z = x + y
+    for i in range(3):
+        z = z * (i + 1)
+    if z.shape[0] == 2:
+        z = _ev_helper(z)
+    return z.sum(0), z.shape[0]
+
+
+def test_observer_events_are_complete_and_in_order():
+    dynview._C._collect_events(True)
+    try:
+        dynview.compile(_ev_fn, backend="eager")(torch.ones(2, 3), torch.ones(2, 3))
+        events = dynview._C._take_events()
+    finally:
+        dynview._C._collect_events(False)
+    kinds = [e[0] for e in events]
+    assert kinds[0] == "cache" and kinds[1] == "compile_start" and kinds[-1] == "compile_end"
+    assert kinds.index("graph") < kinds.index("code") < len(kinds) - 1
+    steps = sorted((e for e in events if e[0] == "step"), key=lambda e: e[2])
+    assert [e[2] for e in steps] == list(range(len(steps)))  # one event per step, none missing
+    # Independently: the instructions CPython itself executes for the same call (sys.settrace
+    # opcode events), which are the symbolic steps minus the RESUME at each frame entry.
+    codes = {_ev_fn.__code__: 0, _ev_helper.__code__: 1}
+    seen = []
+
+    def tracer(frame, event, arg):
+        if frame.f_code in codes:
+            frame.f_trace_opcodes = True
+            if event == "opcode":
+                seen.append((codes[frame.f_code], frame.f_lasti))
+            return tracer
+        return None
+    sys.settrace(tracer)
+    try:
+        _ev_fn(torch.ones(2, 3), torch.ones(2, 3))
+    finally:
+        sys.settrace(None)
+    ours = [(e[3], e[4]) for e in steps if e[4] != 0]
+    assert ours == seen
+    assert sum(1 for e in steps if e[4] == 0) == 2  # RESUME of _ev_fn and of the inlined helper
+    # Guards and graph nodes name the step that created them, within the trace.
+    for e in events:
+        if e[0] in ("guard", "node") and e[2] >= 0:
+            assert e[2] < len(steps)
+    node_steps = [e[2] for e in events if e[0] == "node" and e[5].startswith("call")]
+    assert node_steps == sorted(node_steps) and len(node_steps) >= 5
