@@ -1,0 +1,132 @@
+// Opcode handlers, containers and strings: BUILD_*, LIST_*, DICT_*, UNPACK_*, FORMAT_VALUE, BUILD_STRING.
+// Each says its stack effect in a comment, checks before it mutates, and returns a Break for what
+// it does not support. The dispatch table is in handlers.cpp.
+#include "handlers_common.h"
+
+namespace dv {
+
+static Status build_seq(Translator& t, Frame& f, int n, VK kind) {
+  NEED(static_cast<size_t>(n));
+  VPtr v = t.make(kind);
+  v->items.assign(f.stack.end() - n, f.stack.end());
+  f.stack.resize(f.stack.size() - n);
+  f.stack.push_back(v);
+  return std::nullopt;
+}
+Status op_BUILD_TUPLE(Translator& t, Frame& f, const Instr& in) { return build_seq(t, f, in.arg, VK::Tuple); }
+Status op_BUILD_LIST(Translator& t, Frame& f, const Instr& in) { return build_seq(t, f, in.arg, VK::List); }
+Status op_BUILD_MAP(Translator& t, Frame& f, const Instr& in) {  // (k1 v1 ... kn vn -- dict)
+  NEED(2u * in.arg);
+  VPtr d = t.make(VK::Dict);
+  for (int i = 0; i < in.arg; ++i) {
+    VPtr k = f.stack[f.stack.size() - 2 * in.arg + 2 * i];
+    if (k->kind != VK::Const) return t.brk(f, "DV0007", "dict keys must be constants");
+    d->keys.push_back(k->obj);
+    d->items.push_back(f.stack[f.stack.size() - 2 * in.arg + 2 * i + 1]);
+  }
+  f.stack.resize(f.stack.size() - 2 * in.arg);
+  f.stack.push_back(d);
+  return std::nullopt;
+}
+Status op_BUILD_CONST_KEY_MAP(Translator& t, Frame& f, const Instr& in) {  // (v1..vn keys -- dict)
+  NEED(in.arg + 1u);
+  VPtr keys = pop(f);
+  VPtr d = t.make(VK::Dict);
+  for (int i = 0; i < in.arg; ++i) {
+    d->keys.push_back(Ref::borrow(PyTuple_GET_ITEM(keys->obj.get(), i)));
+    d->items.push_back(f.stack[f.stack.size() - in.arg + i]);
+  }
+  f.stack.resize(f.stack.size() - in.arg);
+  f.stack.push_back(d);
+  return std::nullopt;
+}
+Status op_LIST_APPEND(Translator& t, Frame& f, const Instr& in) {  // (list .. v -- list ..)
+  NEED(in.arg + 1u);
+  VPtr v = pop(f);
+  top(f, in.arg)->items.push_back(v);
+  return std::nullopt;
+}
+Status op_LIST_EXTEND(Translator& t, Frame& f, const Instr& in) {  // (list .. seq -- list ..)
+  NEED(in.arg + 1u);
+  VPtr seq = pop(f);
+  VPtr it;
+  if (Status s = t.iterate(f, seq, it)) return s;
+  auto& items = top(f, in.arg)->items;
+  items.insert(items.end(), it->items.begin(), it->items.end());
+  return std::nullopt;
+}
+Status op_LIST_TO_TUPLE(Translator& t, Frame& f, const Instr&) {
+  NEED(1);
+  VPtr v = t.make(VK::Tuple);
+  v->items = top(f)->items;
+  top(f) = v;
+  return std::nullopt;
+}
+Status op_DICT_UPDATE(Translator& t, Frame& f, const Instr& in) {  // (dict .. other -- dict ..)
+  NEED(in.arg + 1u);
+  VPtr other = pop(f);
+  if (other->kind != VK::Dict) return t.brk(f, "DV0007", "dict update with a non-dict");
+  VPtr d = top(f, in.arg);
+  for (size_t i = 0; i < other->keys.size(); ++i) {
+    d->keys.push_back(other->keys[i]);
+    d->items.push_back(other->items[i]);
+  }
+  return std::nullopt;
+}
+Status op_UNPACK_SEQUENCE(Translator& t, Frame& f, const Instr& in) {  // (seq -- vn .. v1)
+  NEED(1);
+  VPtr seq = pop(f);
+  VPtr it;
+  if (Status s = t.iterate(f, seq, it)) return s;
+  if (static_cast<int>(it->items.size()) != in.arg)
+    return t.brk(f, "DV0010", "ValueError: expected " + std::to_string(in.arg) + " values to unpack, got " + std::to_string(it->items.size()));
+  for (auto r = it->items.rbegin(); r != it->items.rend(); ++r) f.stack.push_back(*r);
+  return std::nullopt;
+}
+Status op_UNPACK_EX(Translator& t, Frame& f, const Instr& in) {  // (seq -- after.. list before..)
+  NEED(1);
+  const int before = in.arg & 0xFF, after = in.arg >> 8;
+  VPtr seq = pop(f);
+  VPtr it;
+  if (Status s = t.iterate(f, seq, it)) return s;
+  const int n = static_cast<int>(it->items.size());
+  if (n < before + after) return t.brk(f, "DV0010", "ValueError: not enough values to unpack");
+  for (int i = n - 1; i >= n - after; --i) f.stack.push_back(it->items[i]);
+  VPtr mid = t.make(VK::List);
+  mid->items.assign(it->items.begin() + before, it->items.begin() + (n - after));
+  f.stack.push_back(mid);
+  for (int i = before - 1; i >= 0; --i) f.stack.push_back(it->items[i]);
+  return std::nullopt;
+}
+Status op_FORMAT_VALUE(Translator& t, Frame& f, const Instr& in) {  // (v [spec] -- str)
+  const bool spec = in.arg & 4;
+  NEED(spec ? 2u : 1u);
+  VPtr fmt = spec ? pop(f) : nullptr;
+  VPtr v = top(f);
+  if (v->kind != VK::Const || (fmt && fmt->kind != VK::Const)) return t.brk(f, "DV0007", "f-string of a non-constant");
+  Ref val = v->obj;
+  const int conv = in.arg & 3;
+  if (conv == 1) val = Ref::steal(PyObject_Str(val.get()));
+  if (conv == 2) val = Ref::steal(PyObject_Repr(val.get()));
+  if (conv == 3) val = Ref::steal(PyObject_ASCII(val.get()));
+  Ref s = val ? Ref::steal(PyObject_Format(val.get(), fmt ? fmt->obj.get() : nullptr)) : Ref();
+  if (!s) return t.brk(f, "DV0010", "format raised");
+  top(f) = t.constant(s);
+  return std::nullopt;
+}
+Status op_BUILD_STRING(Translator& t, Frame& f, const Instr& in) {  // (s1..sn -- str)
+  NEED(static_cast<size_t>(in.arg));
+  Ref parts = Ref::steal(PyTuple_New(in.arg));
+  for (int i = 0; i < in.arg; ++i) {
+    VPtr p = f.stack[f.stack.size() - in.arg + i];
+    if (p->kind != VK::Const) return t.brk(f, "DV0007", "string of a non-constant");
+    PyTuple_SET_ITEM(parts.get(), i, Ref::borrow(p->obj.get()).release());
+  }
+  Ref empty = Ref::steal(PyUnicode_FromString(""));
+  Ref s = Ref::steal(PyUnicode_Join(empty.get(), parts.get()));
+  f.stack.resize(f.stack.size() - in.arg);
+  f.stack.push_back(t.constant(s));
+  return std::nullopt;
+}
+
+}  // namespace dv

@@ -1,0 +1,91 @@
+// Shared by the opcode handler files (handlers_*.cpp): stack helpers and the handler declarations.
+#pragma once
+#include "core/opcodes.h"
+#include "pycache.h"
+#include "translator.h"
+
+namespace dv {
+
+using Status = Translator::Status;
+using bc::Instr;
+
+inline VPtr pop(Frame& f) {
+  VPtr v = std::move(f.stack.back());
+  f.stack.pop_back();
+  return v;
+}
+inline VPtr& top(Frame& f, size_t k = 1) { return f.stack[f.stack.size() - k]; }
+inline PyCodeObject* code_of(const Frame& f) { return reinterpret_cast<PyCodeObject*>(f.facts->code.get()); }
+inline std::string name_at(const Frame& f, int i) { return str_of(PyTuple_GET_ITEM(code_of(f)->co_names, i)); }
+inline std::string local_name(const Frame& f, int i) {
+  return str_of(PyTuple_GET_ITEM(code_of(f)->co_localsplusnames, i));
+}
+inline void jump_to(Frame& f, const Instr& in) { f.ip = f.facts->index_of.at(static_cast<uint32_t>(in.jump_target)); }
+
+#define NEED(n) \
+  if (f.stack.size() < (n)) return t.brk(f, "DV0019", "stack underflow (dynview bug)");
+
+Status op_NOP(Translator& t, Frame& f, const Instr& in);
+Status op_LOAD_FAST(Translator& t, Frame& f, const Instr& in);
+Status op_STORE_FAST(Translator& t, Frame& f, const Instr& in);
+Status op_DELETE_FAST(Translator& t, Frame& f, const Instr& in);
+Status op_LOAD_CONST(Translator& t, Frame& f, const Instr& in);
+Status op_LOAD_GLOBAL(Translator& t, Frame& f, const Instr& in);
+Status op_LOAD_ATTR(Translator& t, Frame& f, const Instr& in);
+Status op_LOAD_METHOD(Translator& t, Frame& f, const Instr& in);
+Status op_STORE_ATTR(Translator& t, Frame& f, const Instr& in);
+Status op_MAKE_CELL(Translator& t, Frame& f, const Instr& in);
+Status op_COPY_FREE_VARS(Translator& t, Frame& f, const Instr& in);
+Status op_LOAD_CLOSURE(Translator& t, Frame& f, const Instr& in);
+Status op_LOAD_DEREF(Translator& t, Frame& f, const Instr& in);
+Status op_STORE_DEREF(Translator& t, Frame& f, const Instr& in);
+Status op_MAKE_FUNCTION(Translator& t, Frame& f, const Instr& in);
+Status op_POP_TOP(Translator& t, Frame& f, const Instr& in);
+Status op_PUSH_NULL(Translator& t, Frame& f, const Instr& in);
+Status op_COPY(Translator& t, Frame& f, const Instr& in);
+Status op_SWAP(Translator& t, Frame& f, const Instr& in);
+Status op_KW_NAMES(Translator& t, Frame& f, const Instr& in);
+Status op_PRECALL(Translator& t, Frame& f, const Instr& in);
+Status op_CALL(Translator& t, Frame& f, const Instr& in);
+Status op_CALL_FUNCTION_EX(Translator& t, Frame& f, const Instr& in);
+Status op_BINARY_OP(Translator& t, Frame& f, const Instr& in);
+Status op_COMPARE_OP(Translator& t, Frame& f, const Instr& in);
+Status op_IS_OP(Translator& t, Frame& f, const Instr& in);
+Status op_CONTAINS_OP(Translator& t, Frame& f, const Instr& in);
+Status op_UNARY_NEGATIVE(Translator& t, Frame& f, const Instr& in);
+Status op_UNARY_POSITIVE(Translator& t, Frame& f, const Instr& in);
+Status op_UNARY_INVERT(Translator& t, Frame& f, const Instr& in);
+Status op_UNARY_NOT(Translator& t, Frame& f, const Instr& in);
+Status op_BINARY_SUBSCR(Translator& t, Frame& f, const Instr& in);
+Status op_STORE_SUBSCR(Translator& t, Frame& f, const Instr& in);
+Status op_BUILD_SLICE(Translator& t, Frame& f, const Instr& in);
+Status op_BUILD_TUPLE(Translator& t, Frame& f, const Instr& in);
+Status op_BUILD_LIST(Translator& t, Frame& f, const Instr& in);
+Status op_BUILD_MAP(Translator& t, Frame& f, const Instr& in);
+Status op_BUILD_CONST_KEY_MAP(Translator& t, Frame& f, const Instr& in);
+Status op_LIST_APPEND(Translator& t, Frame& f, const Instr& in);
+Status op_LIST_EXTEND(Translator& t, Frame& f, const Instr& in);
+Status op_LIST_TO_TUPLE(Translator& t, Frame& f, const Instr& in);
+Status op_DICT_UPDATE(Translator& t, Frame& f, const Instr& in);
+Status op_UNPACK_SEQUENCE(Translator& t, Frame& f, const Instr& in);
+Status op_UNPACK_EX(Translator& t, Frame& f, const Instr& in);
+Status op_FORMAT_VALUE(Translator& t, Frame& f, const Instr& in);
+Status op_BUILD_STRING(Translator& t, Frame& f, const Instr& in);
+Status op_JUMP(Translator& t, Frame& f, const Instr& in);
+Status op_POP_JUMP_IF_TRUE(Translator& t, Frame& f, const Instr& in);
+Status op_POP_JUMP_IF_FALSE(Translator& t, Frame& f, const Instr& in);
+Status op_POP_JUMP_IF_NONE(Translator& t, Frame& f, const Instr& in);
+Status op_POP_JUMP_IF_NOT_NONE(Translator& t, Frame& f, const Instr& in);
+Status op_JUMP_IF_TRUE_OR_POP(Translator& t, Frame& f, const Instr& in);
+Status op_JUMP_IF_FALSE_OR_POP(Translator& t, Frame& f, const Instr& in);
+Status op_GET_ITER(Translator& t, Frame& f, const Instr& in);
+Status op_FOR_ITER(Translator& t, Frame& f, const Instr& in);
+Status op_RETURN_VALUE(Translator& t, Frame& f, const Instr& in);
+Status op_RAISE_VARARGS(Translator& t, Frame& f, const Instr& in);
+Status op_LOAD_ASSERTION_ERROR(Translator& t, Frame& f, const Instr& in);
+Status op_IMPORT_NAME(Translator& t, Frame& f, const Instr& in);
+Status op_RETURN_GENERATOR(Translator& t, Frame& f, const Instr& in);
+Status op_YIELD_VALUE(Translator& t, Frame& f, const Instr& in);
+Status op_BEFORE_WITH(Translator& t, Frame& f, const Instr& in);
+
+}  // namespace dv

@@ -1,0 +1,114 @@
+// Opcode handlers, control flow: jumps, iteration, return, raise, imports, generators, with-blocks.
+// Each says its stack effect in a comment, checks before it mutates, and returns a Break for what
+// it does not support. The dispatch table is in handlers.cpp.
+#include "handlers_common.h"
+
+namespace dv {
+
+Status op_JUMP(Translator&, Frame& f, const Instr& in) { jump_to(f, in); return std::nullopt; }
+static Status pop_jump_if(Translator& t, Frame& f, const Instr& in, bool when) {  // (cond -- )
+  NEED(1);
+  bool b;
+  if (Status s = t.truth(f, top(f), b)) return s;
+  f.stack.pop_back();
+  if (b == when) jump_to(f, in);
+  return std::nullopt;
+}
+Status op_POP_JUMP_IF_TRUE(Translator& t, Frame& f, const Instr& in) { return pop_jump_if(t, f, in, true); }
+Status op_POP_JUMP_IF_FALSE(Translator& t, Frame& f, const Instr& in) { return pop_jump_if(t, f, in, false); }
+static Status pop_jump_if_none(Translator& t, Frame& f, const Instr& in, bool when_none) {  // (v -- )
+  NEED(1);
+  VPtr v = pop(f);
+  const bool is_none = v->kind == VK::Const && v->obj.get() == Py_None;
+  if (is_none == when_none) jump_to(f, in);
+  return std::nullopt;
+}
+Status op_POP_JUMP_IF_NONE(Translator& t, Frame& f, const Instr& in) { return pop_jump_if_none(t, f, in, true); }
+Status op_POP_JUMP_IF_NOT_NONE(Translator& t, Frame& f, const Instr& in) { return pop_jump_if_none(t, f, in, false); }
+static Status jump_or_pop(Translator& t, Frame& f, const Instr& in, bool when) {  // (cond -- cond | )
+  NEED(1);
+  bool b;
+  if (Status s = t.truth(f, top(f), b)) return s;
+  if (b == when) jump_to(f, in);
+  else f.stack.pop_back();
+  return std::nullopt;
+}
+Status op_JUMP_IF_TRUE_OR_POP(Translator& t, Frame& f, const Instr& in) { return jump_or_pop(t, f, in, true); }
+Status op_JUMP_IF_FALSE_OR_POP(Translator& t, Frame& f, const Instr& in) { return jump_or_pop(t, f, in, false); }
+Status op_GET_ITER(Translator& t, Frame& f, const Instr&) {  // (iterable -- iter)
+  NEED(1);
+  VPtr it;
+  if (Status s = t.iterate(f, top(f), it)) return s;
+  if (it == top(f)) {  // iter(iterator) is itself
+    return std::nullopt;
+  }
+  top(f) = it;
+  return std::nullopt;
+}
+Status op_FOR_ITER(Translator& t, Frame& f, const Instr& in) {  // (iter -- iter next) | (iter -- ) and jump
+  NEED(1);
+  VPtr it = top(f);
+  if (it->kind != VK::Iter) return t.brk(f, "DV0016", "FOR_ITER over a non-iterator");
+  if (it->pos < it->items.size()) {
+    f.stack.push_back(it->items[it->pos++]);
+  } else {
+    f.stack.pop_back();
+    jump_to(f, in);
+  }
+  return std::nullopt;
+}
+Status op_RETURN_VALUE(Translator& t, Frame& f, const Instr&) {  // (v -- )
+  NEED(1);
+  f.result = pop(f);
+  return std::nullopt;
+}
+Status op_RAISE_VARARGS(Translator& t, Frame& f, const Instr&) {
+  return t.brk(f, "DV0010", "raise statement in traced code", "the exception is raised by the eager frame");
+}
+Status op_LOAD_ASSERTION_ERROR(Translator& t, Frame& f, const Instr&) {
+  return t.brk(f, "DV0010", "assertion failed in traced code");
+}
+Status op_IMPORT_NAME(Translator& t, Frame& f, const Instr& in) {
+  return t.brk(f, "DV0011", "import of " + name_at(f, in.arg) + " inside traced code", "import at module level");
+}
+
+Status op_RETURN_GENERATOR(Translator& t, Frame& f, const Instr&) {  // ( -- None): the first resume
+  if (!f.yields) return t.brk(f, "DV0004", "generator outside an inlined call");
+  f.stack.push_back(t.constant(Ref::borrow(Py_None)));
+  return std::nullopt;
+}
+Status op_YIELD_VALUE(Translator& t, Frame& f, const Instr&) {  // (v -- sent)
+  NEED(1);
+  if (!f.yields) return t.brk(f, "DV0004", "yield outside an inlined generator");
+  f.yields->push_back(pop(f));
+  f.stack.push_back(t.constant(Ref::borrow(Py_None)));
+  return std::nullopt;
+}
+
+Status op_BEFORE_WITH(Translator& t, Frame& f, const Instr&) {  // (mgr -- exit enter_result)
+  NEED(1);
+  VPtr mgr = top(f);
+  if (mgr->kind != VK::GradMode)
+    return t.brk(f, "DV0009", "unsupported context manager", "only torch.no_grad/enable_grad/set_grad_enabled are traced");
+  const bool prev = PyObject_IsTrue(Ref::steal(PyObject_CallMethod(py().torch.get(), "is_grad_enabled", nullptr)).get()) == 1;
+  VPtr out;
+  if (Status s = t.graph_call(f, py().set_grad_enabled_fn, "", {t.constant(Ref::borrow(mgr->flag ? Py_True : Py_False))}, {}, out)) return s;
+  Ref r = Ref::steal(PyObject_CallFunctionObjArgs(py().set_grad_enabled_fn.get(), mgr->flag ? Py_True : Py_False, nullptr));
+  VPtr exit = t.make(VK::GradMode);
+  exit->flag = prev;  // the mode to restore
+  top(f) = exit;
+  f.stack.push_back(t.constant(Ref::borrow(Py_None)));
+  return std::nullopt;
+}
+
+// The __exit__ call of a with-block arrives as CALL 2 on (exit, None, None, None) after PRECALL;
+// a GradMode value as callee restores the recorded mode.
+Translator::Status call_grad_exit(Translator& t, Frame& f, const VPtr& exit, VPtr& out) {
+  VPtr r;
+  if (Translator::Status s = t.graph_call(f, py().set_grad_enabled_fn, "", {t.constant(Ref::borrow(exit->flag ? Py_True : Py_False))}, {}, r)) return s;
+  Ref x = Ref::steal(PyObject_CallFunctionObjArgs(py().set_grad_enabled_fn.get(), exit->flag ? Py_True : Py_False, nullptr));
+  out = t.constant(Ref::borrow(Py_None));
+  return std::nullopt;
+}
+
+}  // namespace dv

@@ -1,0 +1,146 @@
+// Opcode handlers, operators: BINARY_OP, COMPARE_OP, IS_OP, CONTAINS_OP, unary ops, subscripts, slices.
+// Each says its stack effect in a comment, checks before it mutates, and returns a Break for what
+// it does not support. The dispatch table is in handlers.cpp.
+#include "handlers_common.h"
+
+namespace dv {
+
+Status op_BINARY_OP(Translator& t, Frame& f, const Instr& in) {  // (lhs rhs -- res)
+  NEED(2);
+  VPtr out;
+  if (Status s = t.binary(f, in.arg, top(f, 2), top(f), out)) return s;
+  f.stack.pop_back();
+  top(f) = out;
+  return std::nullopt;
+}
+Status op_COMPARE_OP(Translator& t, Frame& f, const Instr& in) {  // (lhs rhs -- res)
+  NEED(2);
+  VPtr out;
+  if (Status s = t.compare(f, in.arg, top(f, 2), top(f), out)) return s;
+  f.stack.pop_back();
+  top(f) = out;
+  return std::nullopt;
+}
+Status op_IS_OP(Translator& t, Frame& f, const Instr& in) {  // (lhs rhs -- bool)
+  NEED(2);
+  const VPtr &a = top(f, 2), &b = top(f);
+  bool same;
+  if (a == b) same = true;
+  else if (a->obj && b->obj && (a->kind == VK::Const || a->kind == VK::Object || a->kind == VK::NNModule) &&
+           (b->kind == VK::Const || b->kind == VK::Object || b->kind == VK::NNModule))
+    same = a->obj.get() == b->obj.get();
+  else if (a->kind == VK::Tensor && b->kind == VK::Tensor) same = a->node == b->node;
+  else same = false;  // different kinds (a tensor is not None, a list is not a module ...)
+  VPtr out = t.constant(Ref::borrow((same != (in.arg == 1)) ? Py_True : Py_False));
+  f.stack.pop_back();
+  top(f) = out;
+  return std::nullopt;
+}
+Status op_CONTAINS_OP(Translator& t, Frame& f, const Instr& in) {  // (item container -- bool)
+  NEED(2);
+  VPtr item = top(f, 2), cont = top(f);
+  bool found = false;
+  if (cont->kind == VK::Dict && item->kind == VK::Const) {
+    for (auto& k : cont->keys) found |= PyObject_RichCompareBool(k.get(), item->obj.get(), Py_EQ) == 1;
+  } else if ((cont->kind == VK::List || cont->kind == VK::Tuple) && item->kind == VK::Const) {
+    for (auto& x : cont->items) {
+      if (x->kind == VK::Tensor) return t.brk(f, "DV0002", "'in' over tensors compares their values");
+      found |= x->kind == VK::Const && PyObject_RichCompareBool(x->obj.get(), item->obj.get(), Py_EQ) == 1;
+    }
+  } else if (cont->kind == VK::Const && item->kind == VK::Const) {
+    int r = PySequence_Contains(cont->obj.get(), item->obj.get());
+    if (r < 0) return t.brk(f, "DV0010", "'in' raised");
+    found = r == 1;
+  } else {
+    return t.brk(f, "DV0018", std::string("'in' with a ") + vk_name(item->kind) + " and a " + vk_name(cont->kind));
+  }
+  PyErr_Clear();
+  VPtr out = t.constant(Ref::borrow((found != (in.arg == 1)) ? Py_True : Py_False));
+  f.stack.pop_back();
+  top(f) = out;
+  return std::nullopt;
+}
+static Status unary(Translator& t, Frame& f, const char* op_name, int (*fold)(PyObject*, PyObject**)) {
+  NEED(1);
+  VPtr v = top(f);
+  VPtr out;
+  if (v->kind == VK::Tensor) {
+    if (Status s = t.graph_call(f, Ref::steal(PyObject_GetAttrString(py().operator_mod.get(), op_name)), "", {v}, {}, out)) return s;
+  } else if (v->kind == VK::Const) {
+    PyObject* r = nullptr;
+    if (fold(v->obj.get(), &r) < 0 || !r) return t.brk(f, "DV0010", std::string("operator.") + op_name + " raised");
+    out = t.constant(Ref::steal(r));
+  } else {
+    return t.brk(f, "DV0018", std::string("operator.") + op_name + " of a " + vk_name(v->kind));
+  }
+  top(f) = out;
+  return std::nullopt;
+}
+Status op_UNARY_NEGATIVE(Translator& t, Frame& f, const Instr&) {
+  return unary(t, f, "neg", [](PyObject* o, PyObject** r) { *r = PyNumber_Negative(o); return *r ? 0 : -1; });
+}
+Status op_UNARY_POSITIVE(Translator& t, Frame& f, const Instr&) {
+  return unary(t, f, "pos", [](PyObject* o, PyObject** r) { *r = PyNumber_Positive(o); return *r ? 0 : -1; });
+}
+Status op_UNARY_INVERT(Translator& t, Frame& f, const Instr&) {
+  return unary(t, f, "invert", [](PyObject* o, PyObject** r) { *r = PyNumber_Invert(o); return *r ? 0 : -1; });
+}
+Status op_UNARY_NOT(Translator& t, Frame& f, const Instr&) {  // (v -- not v)
+  NEED(1);
+  bool b;
+  if (Status s = t.truth(f, top(f), b)) return s;
+  top(f) = t.constant(Ref::borrow(b ? Py_False : Py_True));
+  return std::nullopt;
+}
+Status op_BINARY_SUBSCR(Translator& t, Frame& f, const Instr&) {  // (container sub -- res)
+  NEED(2);
+  VPtr out;
+  if (Status s = t.subscr(f, top(f, 2), top(f), out)) return s;
+  f.stack.pop_back();
+  top(f) = out;
+  return std::nullopt;
+}
+Status op_STORE_SUBSCR(Translator& t, Frame& f, const Instr&) {  // (v container sub -- )
+  NEED(3);
+  VPtr sub = top(f), cont = top(f, 2), v = top(f, 3);
+  if (cont->kind == VK::Tensor) {
+    VPtr out;
+    if (Status s = t.graph_call(f, py().setitem, "", {cont, sub, v}, {}, out)) return s;
+  } else if ((cont->kind == VK::List || cont->kind == VK::Dict) && !cont->source && sub->kind == VK::Const) {
+    if (cont->kind == VK::List) {
+      long i = PyLong_AsLong(sub->obj.get());
+      long n = static_cast<long>(cont->items.size());
+      if (i < 0) i += n;
+      if (PyErr_Occurred() || i < 0 || i >= n) return t.brk(f, "DV0010", "list assignment index out of range");
+      cont->items[i] = v;
+    } else {
+      bool found = false;
+      for (size_t k = 0; k < cont->keys.size() && !found; ++k)
+        if (PyObject_RichCompareBool(cont->keys[k].get(), sub->obj.get(), Py_EQ) == 1) {
+          cont->items[k] = v;
+          found = true;
+        }
+      PyErr_Clear();
+      if (!found) {
+        cont->keys.push_back(sub->obj);
+        cont->items.push_back(v);
+      }
+    }
+  } else {
+    return t.brk(f, "DV0008", std::string("item assignment on a ") + (cont->source ? "input " : "") + vk_name(cont->kind));
+  }
+  f.stack.resize(f.stack.size() - 3);
+  return std::nullopt;
+}
+Status op_BUILD_SLICE(Translator& t, Frame& f, const Instr& in) {  // (start stop [step] -- slice)
+  NEED(static_cast<size_t>(in.arg));
+  std::vector<VPtr> parts(f.stack.end() - in.arg, f.stack.end());
+  for (auto& p : parts)
+    if (p->kind != VK::Const) return t.brk(f, "DV0017", "slice bounds must be constants");
+  PyObject* s = PySlice_New(parts[0]->obj.get(), parts[1]->obj.get(), in.arg == 3 ? parts[2]->obj.get() : nullptr);
+  f.stack.resize(f.stack.size() - in.arg);
+  f.stack.push_back(t.constant_steal(s));
+  return std::nullopt;
+}
+
+}  // namespace dv
