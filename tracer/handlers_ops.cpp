@@ -5,21 +5,22 @@
 
 namespace dv {
 
-Status op_BINARY_OP(Translator& t, Frame& f, const Instr& in) {  // (lhs rhs -- res)
+// (lhs rhs -- res) through one Translator operation: the shape BINARY_OP, COMPARE_OP and
+// BINARY_SUBSCR share.
+template <class Op>
+static Status replace_top2(Translator& t, Frame& f, Op op) {
   NEED(2);
   VPtr out;
-  if (Status s = t.binary(f, in.arg, top(f, 2), top(f), out)) return s;
+  if (Status s = op(top(f, 2), top(f), out)) return s;
   f.stack.pop_back();
   top(f) = out;
   return std::nullopt;
 }
+Status op_BINARY_OP(Translator& t, Frame& f, const Instr& in) {  // (lhs rhs -- res)
+  return replace_top2(t, f, [&](VPtr a, VPtr b, VPtr& out) { return t.binary(f, in.arg, a, b, out); });
+}
 Status op_COMPARE_OP(Translator& t, Frame& f, const Instr& in) {  // (lhs rhs -- res)
-  NEED(2);
-  VPtr out;
-  if (Status s = t.compare(f, in.arg, top(f, 2), top(f), out)) return s;
-  f.stack.pop_back();
-  top(f) = out;
-  return std::nullopt;
+  return replace_top2(t, f, [&](VPtr a, VPtr b, VPtr& out) { return t.compare(f, in.arg, a, b, out); });
 }
 Status op_IS_OP(Translator& t, Frame& f, const Instr& in) {  // (lhs rhs -- bool)
   NEED(2);
@@ -93,12 +94,7 @@ Status op_UNARY_NOT(Translator& t, Frame& f, const Instr&) {  // (v -- not v)
   return std::nullopt;
 }
 Status op_BINARY_SUBSCR(Translator& t, Frame& f, const Instr&) {  // (container sub -- res)
-  NEED(2);
-  VPtr out;
-  if (Status s = t.subscr(f, top(f, 2), top(f), out)) return s;
-  f.stack.pop_back();
-  top(f) = out;
-  return std::nullopt;
+  return replace_top2(t, f, [&](VPtr a, VPtr b, VPtr& out) { return t.subscr(f, a, b, out); });
 }
 Status op_STORE_SUBSCR(Translator& t, Frame& f, const Instr&) {  // (v container sub -- )
   NEED(3);
