@@ -53,7 +53,6 @@ Translator::Status call_builtin(Translator& t, Frame& f, PyObject* fn, std::vect
   }
   if (is("isinstance") && n == 2) {
     PyObject* tp = python_type_of(args[0]);
-    auto cls = args[1]->kind == VK::Tuple ? std::optional<Ref>() : std::optional<Ref>(args[1]->obj);
     Ref classes;
     if (args[1]->kind == VK::Tuple) {
       classes = Ref::steal(PyTuple_New(args[1]->items.size()));
@@ -130,7 +129,6 @@ Translator::Status call_builtin(Translator& t, Frame& f, PyObject* fn, std::vect
       if (seqs.size() != 1 || !kwargs.empty()) return t.brk(f, "DV0007", "sorted() with a key is not supported");
       auto items = seqs[0]->items;
       for (auto& x : items) if (x->kind != VK::Const) return t.brk(f, "DV0007", "sorted() of non-constants");
-      std::vector<Ref> objs;
       Ref lst = Ref::steal(PyList_New(0));
       for (auto& x : items) PyList_Append(lst.get(), x->obj.get());
       if (PyList_Sort(lst.get()) < 0) return t.brk(f, "DV0010", "sorted() raised");

@@ -138,12 +138,11 @@ bool Translator::to_arg(const VPtr& v, ArgTree& out) {
   }
 }
 
-VPtr Translator::from_example(Frame& f, Ref example, int node, Ref device) {
+VPtr Translator::from_example(Frame&, Ref example, int node, Ref device) {
   VPtr v = make(VK::Tensor);
   v->obj = std::move(example);
   v->node = node;
   v->device = std::move(device);
-  (void)f;
   if (obs_) obs_->on_value(ValueEvent{v->id, cur_step_, "tensor", repr_of(v->obj.get()), "", node});
   return v;
 }

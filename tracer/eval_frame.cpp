@@ -50,7 +50,6 @@ ThreadMode& mode() {
   if (!t_mode_ptr) t_mode_ptr = new ThreadMode();  // per thread, intentionally not freed (see above)
   return *t_mode_ptr;
 }
-#define t_mode mode()
 thread_local bool t_busy = false;  // compiling or running cached code: do not intercept
 std::string g_skip_prefixes[3];
 
@@ -162,7 +161,7 @@ Entry* compile_frame(CodeState& st, PyCodeObject* co, _PyInterpreterFrame* frame
       if (gm) {
         Ref inputs = Ref::steal(PyList_New(0));
         for (const Ref& o : tr.input_objects) PyList_Append(inputs.get(), o.get());
-        compiled = Ref::steal(PyObject_CallFunctionObjArgs(t_mode.backend.get(), gm.get(), inputs.get(), nullptr));
+        compiled = Ref::steal(PyObject_CallFunctionObjArgs(mode().backend.get(), gm.get(), inputs.get(), nullptr));
       }
       if (!gm || !compiled) {
         // Backend failures are errors of the user's configuration: surface them like torch.compile.
@@ -189,7 +188,7 @@ Entry* compile_frame(CodeState& st, PyCodeObject* co, _PyInterpreterFrame* frame
       g_observer->on_compile_end(CompileEndEvent{id, "break (eager)", 0, static_cast<int>(tr.guards.size()), rec.seconds});
     }
     g_records.push_back(rec);
-    if (t_mode.fullgraph) {
+    if (mode().fullgraph) {
       std::string msg = brk->id + ": " + brk->message + (brk->hint.empty() ? "" : "\n  hint: " + brk->hint) +
                         "\n  at " + brk->filename + ":" + std::to_string(brk->line);
       Ref args = Ref::steal(Py_BuildValue("(s)", msg.c_str()));
@@ -242,7 +241,7 @@ Entry* compile_frame(CodeState& st, PyCodeObject* co, _PyInterpreterFrame* frame
 
 PyObject* dv_eval_frame(PyThreadState* ts, _PyInterpreterFrame* frame, int throwflag) {
   auto fallback = [&]() { return g_previous(ts, frame, throwflag); };
-  if (throwflag || !t_mode.enabled || t_busy || frame->owner != FRAME_OWNED_BY_THREAD) return fallback();
+  if (throwflag || !mode().enabled || t_busy || frame->owner != FRAME_OWNED_BY_THREAD) return fallback();
   PyCodeObject* co = frame->f_code;
   CodeState* st = state_of(co, false);
   if (st && st->action != CodeState::Default) return fallback();
@@ -334,9 +333,9 @@ void apply_hook() {
 }
 
 ThreadMode set_thread_mode(ThreadMode m) {
-  ThreadMode prev = t_mode;
+  ThreadMode prev = mode();
   const bool was = prev.enabled, now = m.enabled;
-  t_mode = std::move(m);
+  mode() = std::move(m);
   if (was != now) {
     g_enabled_threads += now ? 1 : -1;
     apply_hook();

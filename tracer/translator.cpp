@@ -176,7 +176,6 @@ VPtr Translator::wrap(Ref obj, SourcePtr source, Frame& f) {
     auto alias = tensor_by_id_.find(o);
     if (alias != tensor_by_id_.end()) return remember(alias->second);
     if (!source) return nullptr;  // a tensor that cannot be reloaded: the caller breaks
-    Guard g;
     TensorSpec spec;
     tensor_spec(o, spec);
     add_guard(GuardKind::TENSOR_MATCH, source, {}, f, "check_tensor(" + key + ", " + tensor_spec_text(spec) + ")");
@@ -304,7 +303,6 @@ TraceResult Translator::run_root(PyObject* code, PyObject* globals, PyObject* bu
   const int nargs = co->co_argcount + co->co_kwonlyargcount + ((co->co_flags & CO_VARARGS) ? 1 : 0) +
                     ((co->co_flags & CO_VARKEYWORDS) ? 1 : 0);
   // Global state first: it applies to everything the graph computes.
-  Guard gs;
   add_guard(GuardKind::GLOBAL_STATE, nullptr, {}, f, "___check_global_state()");
   guards.back().state = global_state();
   for (int i = 0; i < nargs; ++i) {

@@ -29,7 +29,7 @@ bc::Decoded decode_or_raise(const bc::CodeInfo& info) {
   return std::move(d).value();
 }
 
-pyb::object argval(pyb::handle code, const bc::CodeInfo& info, const bc::Instr& ins) {
+pyb::object argval(pyb::handle code, const bc::Instr& ins) {
   using namespace dv::bc;
   const uint8_t op = op_info(ins.opcode).deopt;
   if (ins.arg == kNone) return pyb::none();
@@ -47,7 +47,6 @@ pyb::object argval(pyb::handle code, const bc::CodeInfo& info, const bc::Instr& 
     if (conv[ins.arg & 3]) fn = pyb::module_::import("builtins").attr(conv[ins.arg & 3]);
     return pyb::make_tuple(fn, pyb::bool_((ins.arg & 4) != 0));
   }
-  (void)info;
   return pyb::int_(ins.arg);
 }
 
@@ -59,7 +58,7 @@ pyb::list instructions(pyb::handle x) {
   for (size_t i = 0; i < d.instrs.size(); ++i) {
     const bc::Instr& ins = d.instrs[i];
     out[i] = pyb::make_tuple(std::string(bc::op_name(ins.opcode)), ins.opcode, opt(ins.arg),
-                             argval(code, *info, ins), bc::argrepr(*info, ins), ins.offset,
+                             argval(code, ins), bc::argrepr(*info, ins), ins.offset,
                              opt(ins.starts_line), ins.is_jump_target, positions(ins.pos));
   }
   return out;

@@ -155,7 +155,8 @@ PyGetSetDef cf_getset[] = {{"_orig_fn", cf_get_fn, nullptr, nullptr, nullptr},
                            {nullptr, nullptr, nullptr, nullptr, nullptr}};
 
 PyTypeObject CompiledFunctionType = [] {
-  PyTypeObject t{PyVarObject_HEAD_INIT(nullptr, 0)};
+  PyTypeObject t{};  // zero-initialised; the head as PyVarObject_HEAD_INIT(nullptr, 0) sets it
+  Py_SET_REFCNT(reinterpret_cast<PyObject*>(&t), 1);
   t.tp_name = "dynview._C.CompiledFunction";
   t.tp_basicsize = sizeof(CompiledFunction);
   t.tp_flags = Py_TPFLAGS_DEFAULT | Py_TPFLAGS_HAVE_GC | Py_TPFLAGS_HAVE_VECTORCALL | Py_TPFLAGS_METHOD_DESCRIPTOR;
