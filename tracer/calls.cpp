@@ -143,7 +143,7 @@ VPtr Translator::from_example(Frame&, Ref example, int node, Ref device) {
   v->obj = std::move(example);
   v->node = node;
   v->device = std::move(device);
-  if (obs_) obs_->on_value(ValueEvent{v->id, cur_step_, "tensor", repr_of(v->obj.get()), "", node});
+  if (obs_) announce(v);
   return v;
 }
 
@@ -401,8 +401,14 @@ Translator::Status Translator::inline_call(Frame& f, VPtr fn, VPtr self, std::ve
   for (int k = 0; k < nfree && k < static_cast<int>(cells.size()); ++k) callee.locals[nlocalsplus - nfree + k] = cells[k];
   std::vector<VPtr> yielded;
   if (generator) callee.yields = &yielded;
+  if (obs_) {
+    if (!f.reported) report_step(f);  // the calling step, before the callee's steps
+    if (!announce_code(obs_, facts)) PyErr_Clear();
+  }
   frames_.push_back(&callee);
+  const int caller_step = cur_step_;
   Status s = run_frame(callee);
+  cur_step_ = caller_step;
   frames_.pop_back();
   if (s) return s;
   if (generator) {

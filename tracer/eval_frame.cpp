@@ -129,6 +129,55 @@ std::string location(PyCodeObject* co) {
   return str_of(co->co_filename) + ":" + std::to_string(co->co_firstlineno);
 }
 
+// The graph as the observer sees it: FX node names, ops, targets, args and example meta, each
+// node with the symbolic step that created it. Python errors are cleared (events are best effort).
+GraphEvent graph_event(CompileId id, PyObject* gm, const Graph& graph) {
+  GraphEvent ev{id, "", graph.num_calls(), {}};
+  Ref code = Ref::steal(PyObject_GetAttrString(gm, "code"));
+  if (code) ev.code = str_of(code.get());
+  Ref g = Ref::steal(PyObject_GetAttrString(gm, "graph"));
+  Ref nodes = g ? Ref::steal(PyObject_GetAttrString(g.get(), "nodes")) : Ref();
+  Ref it = nodes ? Ref::steal(PyObject_GetIter(nodes.get())) : Ref();
+  size_t i = 0;
+  while (it) {
+    Ref n = Ref::steal(PyIter_Next(it.get()));
+    if (!n) break;
+    GraphNodeInfo info;
+    Ref name = Ref::steal(PyObject_GetAttrString(n.get(), "name"));
+    Ref op = Ref::steal(PyObject_GetAttrString(n.get(), "op"));
+    Ref target = Ref::steal(PyObject_GetAttrString(n.get(), "target"));
+    Ref args = Ref::steal(PyObject_GetAttrString(n.get(), "args"));
+    Ref kwargs = Ref::steal(PyObject_GetAttrString(n.get(), "kwargs"));
+    info.name = str_of(name.get());
+    info.op = str_of(op.get());
+    if (target && PyUnicode_Check(target.get())) info.target = str_of(target.get());
+    else if (target) {
+      Ref qn = Ref::steal(PyObject_GetAttrString(target.get(), "__qualname__"));
+      Ref mod = Ref::steal(PyObject_GetAttrString(target.get(), "__module__"));
+      if (qn && PyUnicode_Check(qn.get())) info.target = (mod && PyUnicode_Check(mod.get()) ? str_of(mod.get()) + "." : "") + str_of(qn.get());
+      else info.target = repr_of(target.get());
+    }
+    if (args) info.args = repr_of(args.get());
+    if (kwargs && PyDict_Check(kwargs.get()) && PyDict_Size(kwargs.get()) > 0) info.args += " " + repr_of(kwargs.get());
+    if (i < graph.nodes().size()) {
+      const GraphNode& gn = graph.nodes()[i];
+      info.step = gn.step;
+      if (gn.example) info.meta = tensor_meta_text(gn.example.get(), nullptr);
+    }
+    PyErr_Clear();
+    ev.nodes.push_back(std::move(info));
+    ++i;
+  }
+  PyErr_Clear();
+  return ev;
+}
+
+int code_id(PyCodeObject* co) {
+  const CodeFacts* f = code_facts(reinterpret_cast<PyObject*>(co));
+  if (!f) PyErr_Clear();
+  return f ? f->id : -1;
+}
+
 // Compiles the frame; on success adds an entry and returns it. On a break: eager (or raise when
 // fullgraph). Returns nullptr with *eager=true to run the frame eagerly, or with a Python error set.
 Entry* compile_frame(CodeState& st, PyCodeObject* co, _PyInterpreterFrame* frame, const std::string& reason, bool* eager) {
@@ -142,7 +191,11 @@ Entry* compile_frame(CodeState& st, PyCodeObject* co, _PyInterpreterFrame* frame
   rec.filename = str_of(co->co_filename);
   rec.firstlineno = co->co_firstlineno;
   rec.reason = reason;
-  if (g_observer) g_observer->on_compile_start(CompileStartEvent{id, rec.qualname, rec.filename, rec.firstlineno, reason});
+  if (g_observer) {
+    const CodeFacts* facts = code_facts(reinterpret_cast<PyObject*>(co));
+    if (!facts || !announce_code(g_observer, facts)) PyErr_Clear();
+    g_observer->on_compile_start(CompileStartEvent{id, rec.qualname, rec.filename, rec.firstlineno, reason, facts ? facts->id : -1});
+  }
   PyObject* closure = frame->f_func ? reinterpret_cast<PyFunctionObject*>(frame->f_func)->func_closure : nullptr;
   const bool grad_before = PyObject_IsTrue(Ref::steal(PyObject_CallMethod(py().torch.get(), "is_grad_enabled", nullptr)).get()) == 1;
   Translator tr(id, g_observer);
@@ -184,7 +237,7 @@ Entry* compile_frame(CodeState& st, PyCodeObject* co, _PyInterpreterFrame* frame
     rec.break_stack = brk->user_stack;
     rec.break_line = brk->line;
     if (g_observer) {
-      g_observer->on_break(BreakEvent{id, brk->id, brk->message, brk->hint, brk->filename, brk->step, brk->line, brk->offset});
+      g_observer->on_break(BreakEvent{id, brk->id, brk->message, brk->hint, brk->filename, brk->step, brk->line, brk->offset, brk->user_stack});
       g_observer->on_compile_end(CompileEndEvent{id, "break (eager)", 0, static_cast<int>(tr.guards.size()), rec.seconds});
     }
     g_records.push_back(rec);
@@ -219,12 +272,10 @@ Entry* compile_frame(CodeState& st, PyCodeObject* co, _PyInterpreterFrame* frame
   }
   rec.transformed_code = tf->code;
   if (g_observer) {
-    if (gm) {
-      Ref code = Ref::steal(PyObject_GetAttrString(gm.get(), "code"));
-      if (!code) PyErr_Clear();
-      g_observer->on_graph(GraphEvent{id, code ? str_of(code.get()) : "", tr.graph.num_calls()});
-    }
-    g_observer->on_code(CodeEvent{id, str_of(reinterpret_cast<PyCodeObject*>(tf->code.get())->co_name), ""});
+    if (gm) g_observer->on_graph(graph_event(id, gm.get(), tr.graph));
+    const CodeFacts* gen = code_facts(tf->code.get());
+    if (!gen || !announce_code(g_observer, gen)) PyErr_Clear();
+    g_observer->on_code(CodeEvent{id, str_of(reinterpret_cast<PyCodeObject*>(tf->code.get())->co_name), "", gen ? gen->id : -1});
     g_observer->on_compile_end(CompileEndEvent{id, gm ? "graph" : "no graph", gm ? 1 : 0, static_cast<int>(tr.guards.size()), rec.seconds});
   }
   g_records.push_back(std::move(rec));
@@ -260,7 +311,7 @@ PyObject* dv_eval_frame(PyThreadState* ts, _PyInterpreterFrame* frame, int throw
       Entry& e = *st->entries[i];
       if (e.guards->check(view)) {
         if (i) std::rotate(st->entries.begin(), st->entries.begin() + static_cast<long>(i), st->entries.begin() + static_cast<long>(i) + 1);
-        if (g_observer) g_observer->on_cache(CacheEvent{CacheEvent::Hit, str_of(co->co_qualname), str_of(co->co_filename), co->co_firstlineno, static_cast<int>(i), {}});
+        if (g_observer) g_observer->on_cache(CacheEvent{CacheEvent::Hit, str_of(co->co_qualname), str_of(co->co_filename), co->co_firstlineno, static_cast<int>(i), {}, e.id, {}, code_id(co)});
         return run_entry(*st->entries.front(), frame, nargs);
       }
     }
@@ -270,13 +321,16 @@ PyObject* dv_eval_frame(PyThreadState* ts, _PyInterpreterFrame* frame, int throw
   // Miss: compile (serialised; code run while compiling is not intercepted).
   std::string reason = "first call";
   std::vector<std::string> failures;
+  std::vector<int> failed;
+  CompileId failed_entry;
   if (!st->entries.empty()) {
-    failures = st->entries.front()->guards->failures(view);
+    failures = st->entries.front()->guards->failures(view, &failed);
+    failed_entry = st->entries.front()->id;
     reason = "Recompiling function " + str_of(co->co_name) + " in " + location(co) +
              "\n    triggered by the following guard failure(s):";
     for (const std::string& f : failures) reason += "\n    - " + st->entries.front()->id.str().substr(1, st->entries.front()->id.str().size() - 2) + ": " + f;
     if (static_cast<int>(st->entries.size()) >= g_config.recompile_limit) {
-      if (g_observer) g_observer->on_cache(CacheEvent{CacheEvent::LimitHit, str_of(co->co_qualname), str_of(co->co_filename), co->co_firstlineno, -1, failures});
+      if (g_observer) g_observer->on_cache(CacheEvent{CacheEvent::LimitHit, str_of(co->co_qualname), str_of(co->co_filename), co->co_firstlineno, -1, failures, failed_entry, failed, code_id(co)});
       std::string msg = "dynview: recompile_limit reached (" + std::to_string(g_config.recompile_limit) + ") for " +
                         str_of(co->co_qualname) + " in " + location(co) + "; last failing guard: " +
                         (failures.empty() ? "?" : failures.front()) + ". Running it eagerly from now on.";
@@ -289,9 +343,9 @@ PyObject* dv_eval_frame(PyThreadState* ts, _PyInterpreterFrame* frame, int throw
       if (PyErr_WarnEx(PyExc_UserWarning, msg.c_str(), 1) < 0) return nullptr;
       return fallback();
     }
-    if (g_observer) g_observer->on_cache(CacheEvent{CacheEvent::Recompile, str_of(co->co_qualname), str_of(co->co_filename), co->co_firstlineno, -1, failures});
+    if (g_observer) g_observer->on_cache(CacheEvent{CacheEvent::Recompile, str_of(co->co_qualname), str_of(co->co_filename), co->co_firstlineno, -1, failures, failed_entry, failed, code_id(co)});
   } else if (g_observer) {
-    g_observer->on_cache(CacheEvent{CacheEvent::Miss, str_of(co->co_qualname), str_of(co->co_filename), co->co_firstlineno, -1, {}});
+    g_observer->on_cache(CacheEvent{CacheEvent::Miss, str_of(co->co_qualname), str_of(co->co_filename), co->co_firstlineno, -1, {}, {}, {}, code_id(co)});
   }
   static std::recursive_mutex compile_lock;
   Entry* e = nullptr;

@@ -187,16 +187,21 @@ bool check_node(const Node& n, const FrameView& f, PyObject* obj) {
 }
 
 template <class Node, class FrameView>
-void failures_node(const Node& n, const FrameView& f, PyObject* obj, std::vector<std::string>& out) {
+void failures_node(const Node& n, const FrameView& f, PyObject* obj, std::vector<std::string>& out,
+                   std::vector<const Guard*>& which) {
   for (const Guard* g : n.leaves)
-    if (!leaf_ok(*g, obj)) out.push_back(leaf_failure(*g, obj));
+    if (!leaf_ok(*g, obj)) {
+      out.push_back(leaf_failure(*g, obj));
+      which.push_back(g);
+    }
   for (const auto& c : n.children) {
     PyObject* child = c->access(f, obj);
     if (!child) {
       out.push_back(c->source->text() + " is missing");
+      which.push_back(nullptr);
       continue;
     }
-    failures_node(*c, f, child, out);
+    failures_node(*c, f, child, out, which);
   }
 }
 }  // namespace
@@ -211,18 +216,12 @@ bool GuardTree::check(const FrameView& f) const {
   return true;
 }
 
-std::vector<std::string> GuardTree::failures(const FrameView& f) const {
+std::vector<std::string> GuardTree::failures(const FrameView& f, std::vector<int>* which) const {
   std::vector<std::string> out;
-  for (const Guard* g : root_->leaves)
-    if (!leaf_ok(*g, nullptr)) out.push_back(leaf_failure(*g, nullptr));
-  for (const auto& c : root_->children) {
-    PyObject* child = c->access(f, nullptr);
-    if (!child) {
-      out.push_back(c->source->text() + " is missing");
-      continue;
-    }
-    failures_node(*c, f, child, out);
-  }
+  std::vector<const Guard*> failed;
+  failures_node(*root_, f, nullptr, out, failed);
+  if (which)
+    for (const Guard* g : failed) which->push_back(g ? static_cast<int>(g - guards_.data()) : -1);
   return out;
 }
 

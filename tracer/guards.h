@@ -44,7 +44,9 @@ class GuardTree {
   GuardTree& operator=(const GuardTree&) = delete;
 
   bool check(const FrameView& f) const;                      // hit path
-  std::vector<std::string> failures(const FrameView& f) const;  // verbose, off the hit path
+  // Verbose, off the hit path: why each failing guard fails; `which` gets each one's index in
+  // guards() (-1 when the value a guard reads is missing).
+  std::vector<std::string> failures(const FrameView& f, std::vector<int>* which = nullptr) const;
   const std::vector<Guard>& guards() const { return guards_; }
 
  private:

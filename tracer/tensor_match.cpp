@@ -110,6 +110,51 @@ std::string tensor_spec_text(const TensorSpec& s) {
   return r;
 }
 
+std::string tensor_meta_text(PyObject* o, PyObject* device) {
+  if (!is_tensor(o)) return {};
+  const at::Tensor& t = unpack(o);
+  if (!t.defined()) return "undefined";
+  std::string r;
+  switch (t.scalar_type()) {  // TorchDynamo's short dtype names (f32[2, 3])
+    case c10::ScalarType::Float: r = "f32"; break;
+    case c10::ScalarType::Double: r = "f64"; break;
+    case c10::ScalarType::Half: r = "f16"; break;
+    case c10::ScalarType::BFloat16: r = "bf16"; break;
+    case c10::ScalarType::Long: r = "i64"; break;
+    case c10::ScalarType::Int: r = "i32"; break;
+    case c10::ScalarType::Short: r = "i16"; break;
+    case c10::ScalarType::Char: r = "i8"; break;
+    case c10::ScalarType::Byte: r = "u8"; break;
+    case c10::ScalarType::Bool: r = "b8"; break;
+    case c10::ScalarType::ComplexFloat: r = "c64"; break;
+    case c10::ScalarType::ComplexDouble: r = "c128"; break;
+    default: r = c10::toString(t.scalar_type());
+  }
+  r += "[";
+  const auto sizes = t.sym_sizes();
+  for (size_t i = 0; i < sizes.size(); ++i) {
+    if (i) r += ", ";
+    const auto& s = sizes[i];
+    r += s.is_heap_allocated() ? std::string("s") : std::to_string(s.as_int_unchecked());
+  }
+  r += "] ";
+  if (device) {
+    PyObject* str = PyObject_Str(device);
+    if (str) {
+      const char* c = PyUnicode_AsUTF8(str);
+      r += c ? c : "?";
+      Py_DECREF(str);
+    } else {
+      PyErr_Clear();
+      r += "?";
+    }
+  } else {
+    r += t.device().str();
+  }
+  if (t.requires_grad()) r += " grad";
+  return r;
+}
+
 GlobalState global_state() {
   GlobalState g;
   g.grad_enabled = c10::GradMode::is_enabled();

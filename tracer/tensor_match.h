@@ -28,6 +28,9 @@ bool tensor_matches(const TensorSpec& spec, PyObject* o);  // hit path
 // Why o fails spec, in TorchDynamo's words ("size mismatch at index 0. expected 3, actual 4").
 std::string tensor_mismatch(const TensorSpec& spec, PyObject* o);
 std::string tensor_spec_text(const TensorSpec& spec);  // "Tensor(float32, cpu, [3, 4], ...)"
+// Short meta text of a tensor for events and traces: "f32[2, 3] cpu" (+ " grad" when it requires
+// grad). `device` (a torch.device, may be null) names the real device of a meta example value.
+std::string tensor_meta_text(PyObject* t, PyObject* device);
 
 // Global state that changes what a graph computes (GLOBAL_STATE guard).
 struct GlobalState {

@@ -3,6 +3,8 @@
 // in handlers_*.cpp.
 #include "translator.h"
 
+#include "code_info.h"
+
 #include <frameobject.h>
 
 #include "core/opcodes.h"
@@ -30,6 +32,65 @@ const char* vk_name(VK k) {
   return "?";
 }
 
+namespace {
+void describe_into(const Value& v, std::string& out, int depth) {
+  if (out.size() > 160) return;
+  switch (v.kind) {
+    case VK::Null: out += "NULL"; return;
+    case VK::Tensor: out += v.obj ? tensor_meta_text(v.obj.get(), v.device.get()) : "tensor"; return;
+    case VK::Tuple: case VK::List: {
+      const bool tuple = v.kind == VK::Tuple;
+      out += tuple ? "(" : "[";
+      for (size_t i = 0; i < v.items.size(); ++i) {
+        if (i) out += ", ";
+        if (depth > 2 || out.size() > 160) { out += "..."; break; }
+        if (v.items[i]) describe_into(*v.items[i], out, depth + 1);
+      }
+      if (tuple && v.items.size() == 1) out += ",";
+      out += tuple ? ")" : "]";
+      return;
+    }
+    case VK::Dict: {
+      out += "{";
+      for (size_t i = 0; i < v.items.size(); ++i) {
+        if (i) out += ", ";
+        if (depth > 2 || out.size() > 160) { out += "..."; break; }
+        out += i < v.keys.size() ? repr_of(v.keys[i].get()) : "?";
+        out += ": ";
+        if (v.items[i]) describe_into(*v.items[i], out, depth + 1);
+      }
+      out += "}";
+      return;
+    }
+    case VK::Iter: out += "<iterator of " + std::to_string(v.items.size()) + ">"; return;
+    case VK::Cell: out += "<cell>"; return;
+    case VK::GradMode: out += v.flag ? "<enable_grad>" : "<no_grad>"; return;
+    case VK::Method: out += "<method " + v.name + ">"; return;
+    case VK::NNModule: out += std::string("<") + (v.obj ? Py_TYPE(v.obj.get())->tp_name : "module") + ">"; return;
+    case VK::Function: {
+      PyObject* qn = v.qualname ? v.qualname.get() : nullptr;
+      if (!qn && v.obj && PyFunction_Check(v.obj.get())) qn = reinterpret_cast<PyFunctionObject*>(v.obj.get())->func_qualname;
+      if (!qn && v.obj && PyCode_Check(v.obj.get())) qn = reinterpret_cast<PyCodeObject*>(v.obj.get())->co_qualname;
+      out += "<function " + (qn ? str_of(qn) : std::string("?")) + ">";
+      return;
+    }
+    case VK::Const: case VK::Object: {
+      if (!v.obj) { out += "?"; return; }
+      std::string r = repr_of(v.obj.get());
+      if (r.size() > 120) r = r.substr(0, 117) + "...";
+      out += r;
+      return;
+    }
+  }
+}
+}  // namespace
+
+std::string describe(const Value& v) {
+  std::string out;
+  describe_into(v, out, 0);
+  return out;
+}
+
 // ---- code facts -------------------------------------------------------------------------------
 
 const CodeFacts* code_facts(PyObject* code) {
@@ -52,9 +113,22 @@ const CodeFacts* code_facts(PyObject* code) {
   for (size_t i = 0; i < f->decoded.instrs.size(); ++i) f->index_of[f->decoded.instrs[i].offset] = static_cast<int>(i);
   f->filename = str_of(co->co_filename);
   f->qualname = str_of(co->co_qualname);
+  static int next_id = 1;
+  f->id = next_id++;
   const CodeFacts* out = f.get();
   cache.emplace(code, std::move(f));
   return out;
+}
+
+bool announce_code(EngineObserver* obs, const CodeFacts* facts) {
+  if (!obs || !facts) return true;
+  if (!facts->info) {
+    auto info = std::make_unique<bc::CodeInfo>();
+    if (!fill_code_info(facts->code.get(), *info, /*with_nested=*/true, /*with_reprs=*/true)) return false;
+    facts->info = std::move(info);
+  }
+  obs->on_code_object(CodeObjectEvent{facts->id, facts->info.get()});
+  return true;
 }
 
 // ---- basics -------------------------------------------------------------------------------------
@@ -93,7 +167,7 @@ VPtr Translator::make(VK kind) {
 VPtr Translator::constant(Ref obj) {
   VPtr v = make(VK::Const);
   v->obj = std::move(obj);
-  if (obs_) obs_->on_value(ValueEvent{v->id, cur_step_, "constant", repr_of(v->obj.get()), "", -1});
+  if (obs_) announce(v);
   return v;
 }
 
@@ -169,7 +243,7 @@ VPtr Translator::wrap(Ref obj, SourcePtr source, Frame& f) {
   auto remember = [&](VPtr val) {
     val->source = source;
     if (source) by_source_[key] = val;
-    if (obs_) obs_->on_value(ValueEvent{val->id, cur_step_, vk_name(val->kind), repr_of(o), key, val->node});
+    if (obs_ && !val->announced) announce(val);
     return val;
   };
   if (is_tensor(o)) {
@@ -332,6 +406,7 @@ TraceResult Translator::run_root(PyObject* code, PyObject* globals, PyObject* bu
     }
     f.locals[slot] = cell;
   }
+  if (obs_ && !announce_code(obs_, facts)) PyErr_Clear();
   Status s = run_frame(f);
   if (s) r.brk = std::move(s);
   else r.ret = f.result;
@@ -344,20 +419,58 @@ Translator::Status Translator::run_frame(Frame& f) {
     if (f.ip < 0 || f.ip >= static_cast<int>(ins.size())) return brk(f, "DV0019", "fell off the end of the code");
     const bc::Instr& in = ins[f.ip++];
     const int step_no = cur_step_ = steps++;
+    f.step_no = step_no;
+    f.executing = &in;
+    f.reported = false;
     if (steps > 500000) return brk(f, "DV0014", "too many symbolic steps (500000)", "the loop is probably too long to unroll");
     Handler h = handler_for(bc::op_info(in.opcode).deopt);
     if (!h) return brk(f, "DV0001", "unsupported opcode " + std::string(bc::op_name(in.opcode)),
                        "dynview does not yet trace this bytecode");
     if (Status s = h(*this, f, in)) return s;
     cur_step_ = step_no;  // an inlined call ran steps of its own
-    if (obs_) {
-      std::vector<int> ids;
-      ids.reserve(f.stack.size());
-      for (const VPtr& v : f.stack) ids.push_back(v ? v->id : 0);
-      obs_->on_step(StepEvent{id_, step_no, f.depth, in.offset, in.opcode, in.arg, in.pos.line, &ids});
-    }
+    if (obs_ && !f.reported) report_step(f);
   }
   return std::nullopt;
+}
+
+}  // namespace dv
+
+namespace dv {
+
+void Translator::announce(const VPtr& v) {
+  v->announced = true;
+  std::string type, meta;
+  if (v->obj) type = Py_TYPE(v->obj.get())->tp_name;
+  if (v->kind == VK::Tensor && v->obj) {
+    type = "Tensor";
+    meta = tensor_meta_text(v->obj.get(), v->device.get());
+  }
+  obs_->on_value(ValueEvent{v->id, cur_step_, vk_name(v->kind), describe(*v), v->source ? v->source->text() : "", v->node, std::move(type), std::move(meta)});
+}
+
+void Translator::report_step(Frame& f) {
+  f.reported = true;
+  const bc::Instr& in = *f.executing;
+  const int saved = cur_step_;
+  cur_step_ = f.step_no;
+  std::vector<int> ids;
+  ids.reserve(f.stack.size());
+  for (const VPtr& v : f.stack) {
+    if (v && !v->announced) announce(v);
+    ids.push_back(v ? v->id : 0);
+  }
+  std::vector<std::pair<int, int>> changed;
+  if (f.reported_locals.size() != f.locals.size()) f.reported_locals.assign(f.locals.size(), 0);
+  for (size_t i = 0; i < f.locals.size(); ++i) {
+    const VPtr& v = f.locals[i];
+    const int id = v ? v->id : 0;
+    if (id == f.reported_locals[i]) continue;
+    if (v && !v->announced) announce(v);
+    f.reported_locals[i] = id;
+    changed.emplace_back(static_cast<int>(i), id);
+  }
+  obs_->on_step(StepEvent{id_, f.step_no, f.depth, f.facts->id, in.offset, in.opcode, in.arg, in.pos.line, &ids, &changed});
+  cur_step_ = saved;
 }
 
 }  // namespace dv

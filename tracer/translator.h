@@ -28,11 +28,15 @@ struct Break {
 // A decoded code object, cached per code object for the lifetime of the process.
 struct CodeFacts {
   Ref code;  // Strong reference
+  int id = 0;  // process-wide code object id (events, traces)
+  mutable std::unique_ptr<bc::CodeInfo> info;  // filled when an observer first needs it
   bc::Decoded decoded;
   std::unordered_map<uint32_t, int> index_of;  // byte offset -> instruction index
   std::string filename, qualname;
 };
 const CodeFacts* code_facts(PyObject* code);  // null (Python error set) on failure
+// Announces a code object to an observer (fills its CodeInfo on first use). False: Python error set.
+bool announce_code(EngineObserver* obs, const CodeFacts* facts);
 
 struct Frame {
   const CodeFacts* facts;
@@ -46,6 +50,12 @@ struct Frame {
   VPtr result;                // set by RETURN_VALUE
   std::vector<VPtr>* yields = nullptr;  // generator run to completion: the values it yields
   std::vector<std::pair<bool, bool>> grad_stack;  // with-blocks: (previous grad mode)
+  // Observer bookkeeping: the step being executed, whether it was reported (a step that inlines
+  // a call is reported when the callee starts), and the value ids last reported per local slot.
+  int step_no = -1;
+  const bc::Instr* executing = nullptr;
+  bool reported = false;
+  std::vector<int> reported_locals;
 };
 
 struct TraceResult {
@@ -83,6 +93,8 @@ class Translator {
   Status graph_call(Frame& f, Ref target, const std::string& method, std::vector<VPtr> args,
                     std::vector<std::pair<std::string, VPtr>> kwargs, VPtr& out);
   Status run_frame(Frame& f);
+  void announce(const VPtr& v);            // observer: the value's description, once
+  void report_step(Frame& f);              // observer: the step f is executing, with its stack
   void add_guard(GuardKind kind, SourcePtr source, Ref value, Frame& f, std::string text = {});
   bool is_tensor_value(const VPtr& v) const { return v && v->kind == VK::Tensor; }
   int current_line(const Frame& f) const;

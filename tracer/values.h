@@ -27,6 +27,7 @@ enum class VK : uint8_t {
   GradMode,  // a torch.no_grad()/enable_grad()/set_grad_enabled(b) context: flag
 };
 const char* vk_name(VK k);
+std::string describe(const Value& v);  // short text for events: "f32[2, 3] cpu", "(1, 2)", "<function f>"
 
 struct Value {
   VK kind;
@@ -46,6 +47,7 @@ struct Value {
   Ref globals, qualname;
   bool flag = false;      // GradMode: enable?
   bool mutated = false;   // a container from an input was mutated (side effect)
+  bool announced = false; // described to the observer
 };
 
 }  // namespace dv
