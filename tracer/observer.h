@@ -44,6 +44,7 @@ struct CompileEndEvent {
 struct StepEvent {
   CompileId id;
   int step, depth;
+  bool frame_start;  // the first step of a frame (the root frame or an inlined callee)
   int code;  // code object id (see CodeObjectEvent)
   uint32_t offset;
   uint8_t opcode;

@@ -469,7 +469,9 @@ void Translator::report_step(Frame& f) {
     f.reported_locals[i] = id;
     changed.emplace_back(static_cast<int>(i), id);
   }
-  obs_->on_step(StepEvent{id_, f.step_no, f.depth, f.facts->id, in.offset, in.opcode, in.arg, in.pos.line, &ids, &changed});
+  const bool first = !f.started;
+  f.started = true;
+  obs_->on_step(StepEvent{id_, f.step_no, f.depth, first, f.facts->id, in.offset, in.opcode, in.arg, in.pos.line, &ids, &changed});
   cur_step_ = saved;
 }
 

@@ -55,6 +55,7 @@ struct Frame {
   int step_no = -1;
   const bc::Instr* executing = nullptr;
   bool reported = false;
+  bool started = false;  // a step of this frame was reported
   std::vector<int> reported_locals;
 };
 

@@ -4,15 +4,20 @@
     e = dynview.explain(fn)(*args)        # graphs, graph_count, graph_break_count, break_reasons, ...
     dynview.reset()                       # drop all caches
     dynview.config.recompile_limit = 8
+    with dynview.record("run.dyn"): ...   # every capture into a .dyn trace (or DYNVIEW_TRACE=run.dyn)
+    t = dynview.load_trace("run.dyn")     # read it back; `dynview explain run.dyn` from a shell
 
 The CPython 3.11 bytecode model is in ``dynview.bytecode``.
 """
 import torch  # noqa: F401  (LibTorch must be loaded before the native module)
 
-from . import _C, bytecode
+from . import _C, _trace, bytecode
 from ._engine import (ExplainOutput, Unsupported, compile, config, disable, explain, optimize, reset)
+from ._trace import Trace, load_trace, record
 from .bytecode import Instruction, disassemble, instructions, reassemble
 
+_trace._setup_env_trace()  # DYNVIEW_TRACE=run.dyn records the whole process
+
 __all__ = ["compile", "explain", "reset", "config", "optimize", "disable", "Unsupported", "ExplainOutput",
-           "bytecode", "Instruction", "disassemble", "instructions", "reassemble"]
+           "bytecode", "Instruction", "disassemble", "instructions", "reassemble", "record", "load_trace", "Trace"]
 __version__ = "0.1.0"

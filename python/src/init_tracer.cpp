@@ -71,6 +71,20 @@ class CollectingObserver : public EngineObserver {
   }
 };
 CollectingObserver* g_collect = nullptr;
+EngineObserver* g_recorder = nullptr;  // owned by init_trace.cpp
+FanOut* g_fanout = new FanOut();        // never destroyed (see eval_frame.cpp)
+
+// The engine takes one observer: none, the only one, or a fan-out to all of them.
+void refresh_observer() {
+  std::vector<EngineObserver*> all;
+  for (EngineObserver* o : {static_cast<EngineObserver*>(g_log), static_cast<EngineObserver*>(g_collect), g_recorder})
+    if (o) all.push_back(o);
+  if (all.empty()) return set_observer(nullptr);
+  if (all.size() == 1) return set_observer(all[0]);
+  set_observer(nullptr);
+  g_fanout->to = all;
+  set_observer(g_fanout);
+}
 
 pyb::dict record_dict(const CompileRecord& r) {
   return pyb::dict("compile_id"_a = r.id.str(), "qualname"_a = r.qualname, "filename"_a = r.filename,
@@ -175,6 +189,11 @@ PyTypeObject CompiledFunctionType = [] {
 
 }  // namespace
 
+void set_recorder_observer(EngineObserver* o) {
+  g_recorder = o;
+  refresh_observer();
+}
+
 void init_tracer(pyb::module_& m) {
   if (PyType_Ready(&CompiledFunctionType) < 0) throw pyb::error_already_set();
   Py_INCREF(&CompiledFunctionType);
@@ -208,12 +227,8 @@ void init_tracer(pyb::module_& m) {
     config().fail_on_recompile_limit = fail;
   });
   m.def("_collect_events", [](bool on) {
-    if (on) {
-      g_collect = new CollectingObserver();  // the previous one is dropped below, off the engine
-      set_observer(g_collect);
-    } else {
-      set_observer(g_log);
-    }
+    g_collect = on ? new CollectingObserver() : nullptr;  // the previous one is leaked: events are rare in tests
+    refresh_observer();
   });
   m.def("_take_events", []() {
     pyb::list out;
@@ -223,12 +238,8 @@ void init_tracer(pyb::module_& m) {
     return out;
   });
   m.def("_set_logs", [](std::vector<std::string> channels) {
-    if (channels.empty()) {
-      set_observer(nullptr);
-      return;
-    }
-    g_log = new LogObserver(std::move(channels));
-    set_observer(g_log);
+    g_log = channels.empty() ? nullptr : new LogObserver(std::move(channels));
+    refresh_observer();
   });
 }
 

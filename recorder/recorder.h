@@ -1,0 +1,70 @@
+// The .dyn recorder: an EngineObserver that writes every event into a core/ TraceWriter. Chunks
+// are flushed when full, at each graph break and compile end, and by a background thread when
+// data has been pending for 100 ms. Thread-safe (one mutex); never calls into Python.
+#pragma once
+#include <atomic>
+#include <condition_variable>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <thread>
+#include <unordered_set>
+
+#include "core/trace.h"
+#include "tracer/observer.h"
+
+namespace dv {
+
+struct RecorderStats {
+  uint64_t steps = 0, bytes = 0, chunks = 0, compiles = 0, step_gaps = 0;
+  std::string error;  // first write error, if any
+};
+
+class Recorder final : public EngineObserver {
+ public:
+  // Creates the trace file; `meta` describes the process (versions, command line, ...).
+  static Result<std::unique_ptr<Recorder>> create(const std::string& path, const nlohmann::json& meta,
+                                                  trace::WriterOptions opts = {}, int flush_ms = 100);
+  ~Recorder() override;
+  RecorderStats close();  // flushes, writes the footer; idempotent
+  RecorderStats stats();
+
+  void on_code_object(const CodeObjectEvent&) override;
+  void on_compile_start(const CompileStartEvent&) override;
+  void on_compile_end(const CompileEndEvent&) override;
+  void on_step(const StepEvent&) override;
+  void on_value(const ValueEvent&) override;
+  void on_guard(const GuardEvent&) override;
+  void on_graph_node(const GraphNodeEvent&) override;
+  void on_break(const BreakEvent&) override;
+  void on_graph(const GraphEvent&) override;
+  void on_code(const CodeEvent&) override;
+  void on_cache(const CacheEvent&) override;
+
+ private:
+  Recorder() = default;
+  int64_t global_step(int step) const { return step < 0 ? -1 : static_cast<int64_t>(base_) + step; }
+  int cidx_of(const CompileId& id) const;
+  void flush_locked();
+  void note(const Result<bool>& r);
+  void flusher();
+
+  std::mutex mu_;
+  std::unique_ptr<trace::TraceWriter> w_;
+  std::unordered_set<int> codes_;                 // code ids already written
+  std::map<std::pair<int, int>, int> cidx_;       // (frame, recompile) -> compile index
+  CompileId cur_{-1, -1};
+  int cur_idx_ = -1, next_idx_ = 0, guards_in_compile_ = 0;
+  uint64_t base_ = 0, step_gaps_ = 0;
+  std::map<std::tuple<int, std::string, int>, int> hits_;  // (code, entry compile, entry index) -> count
+  std::map<std::tuple<int, std::string, int>, std::string> hit_names_;
+  std::string error_;
+  bool closed_ = false;
+  int flush_ms_ = 100;
+  std::thread thread_;
+  std::condition_variable cv_;
+  bool stop_ = false;
+};
+
+}  // namespace dv
