@@ -422,11 +422,15 @@ Translator::Status Translator::run_frame(Frame& f) {
     f.step_no = step_no;
     f.executing = &in;
     f.reported = false;
-    if (steps > 500000) return brk(f, "DV0014", "too many symbolic steps (500000)", "the loop is probably too long to unroll");
     Handler h = handler_for(bc::op_info(in.opcode).deopt);
-    if (!h) return brk(f, "DV0001", "unsupported opcode " + std::string(bc::op_name(in.opcode)),
-                       "dynview does not yet trace this bytecode");
-    if (Status s = h(*this, f, in)) return s;
+    Status s;
+    if (steps > 500000) s = brk(f, "DV0014", "too many symbolic steps (500000)", "the loop is probably too long to unroll");
+    else if (!h) s = brk(f, "DV0001", "unsupported opcode " + std::string(bc::op_name(in.opcode)), "dynview does not yet trace this bytecode");
+    else s = h(*this, f, in);
+    if (s) {
+      if (obs_ && !f.reported) report_step(f);  // the breaking step, with the stack it saw
+      return s;
+    }
     cur_step_ = step_no;  // an inlined call ran steps of its own
     if (obs_ && !f.reported) report_step(f);
   }

@@ -1,7 +1,12 @@
-// The `dynview` executable. For now: headless subcommands over core/ (no Python, no LibTorch).
+// The `dynview` executable: headless subcommands over core/ (no Python, no LibTorch).
+//   dynview explain RUN.dyn [--json]            graphs, breaks and guards per compile; totals
+//   dynview recompiles RUN.dyn [--json]         each recompile: failing guard, value seen, where it was made
+//   dynview check RUN.dyn [--max-graph-breaks N] [--max-recompiles N] [--max-graphs N] [--json]
+//   dynview stats RUN.dyn [--json]              steps, compiles, bytes per step, chunks, time to open
+//   dynview export RUN.dyn --format chrome|json [--steps] [-o OUT]
 //   dynview disasm CODE.json [--no-recursive]   print the dis.dis listing of a recorded code object
 //   dynview opcodes                             print the opcode table
-// Exit codes: 0 ok, 1 usage error, 2 unreadable or malformed input.
+// Exit codes: 0 ok; 1 `check` over budget; 2 unreadable or malformed input; 64 usage error.
 #include <cstdio>
 #include <cstring>
 #include <fstream>
@@ -9,7 +14,11 @@
 #include <sstream>
 #include <string>
 
+#include <chrono>
+
 #include "core/bytecode.h"
+#include "core/reports.h"
+#include "core/trace.h"
 #include "core/code_json.h"
 #include "core/opcodes.h"
 
@@ -17,9 +26,115 @@ namespace {
 
 int usage() {
   std::fprintf(stderr,
-               "usage: dynview disasm CODE.json [--no-recursive]\n"
-               "       dynview opcodes\n");
-  return 1;
+               "usage: dynview explain RUN.dyn [--json]\n"
+               "       dynview recompiles RUN.dyn [--json]\n"
+               "       dynview check RUN.dyn [--max-graph-breaks N] [--max-recompiles N] [--max-graphs N] [--json]\n"
+               "       dynview stats RUN.dyn [--json]\n"
+               "       dynview export RUN.dyn --format chrome|json [--steps] [-o OUT]\n"
+               "       dynview disasm CODE.json [--no-recursive]\n"
+               "       dynview opcodes\n"
+               "exit codes: 0 ok, 1 check over budget, 2 unreadable input, 64 usage error\n");
+  return 64;
+}
+
+struct TraceArgs {
+  const char* path = nullptr;
+  bool json = false, steps = false;
+  std::string format, out;
+  dv::reports::Budget budget;
+};
+
+bool parse_int(const char* s, int64_t& out) {
+  char* end = nullptr;
+  long long v = std::strtoll(s, &end, 10);
+  if (!s[0] || *end || v < 0) return false;
+  out = v;
+  return true;
+}
+
+// Parses the arguments shared by the trace subcommands; false on a usage error.
+bool parse_trace_args(int argc, char** argv, TraceArgs& a, bool allow_budget, bool allow_export) {
+  for (int i = 0; i < argc; ++i) {
+    const std::string x = argv[i];
+    auto value = [&](int64_t& dst) { return i + 1 < argc && parse_int(argv[++i], dst); };
+    if (x == "--json") a.json = true;
+    else if (allow_budget && x == "--max-graph-breaks") { if (!value(a.budget.max_graph_breaks)) return false; }
+    else if (allow_budget && x == "--max-recompiles") { if (!value(a.budget.max_recompiles)) return false; }
+    else if (allow_budget && x == "--max-graphs") { if (!value(a.budget.max_graphs)) return false; }
+    else if (allow_export && x == "--format" && i + 1 < argc) a.format = argv[++i];
+    else if (allow_export && x == "--steps") a.steps = true;
+    else if (allow_export && (x == "-o" || x == "--output") && i + 1 < argc) a.out = argv[++i];
+    else if (!x.empty() && x[0] == '-') return false;
+    else if (!a.path) a.path = argv[i];
+    else return false;
+  }
+  return a.path != nullptr;
+}
+
+std::unique_ptr<dv::trace::TraceReader> open_trace(const char* path, double* ms = nullptr) {
+  const auto t0 = std::chrono::steady_clock::now();
+  auto r = dv::trace::TraceReader::open(path);
+  if (ms) *ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
+  if (!r) {
+    std::fprintf(stderr, "dynview: %s\n", r.error().message().c_str());
+    return nullptr;
+  }
+  for (const auto& p : (*r)->problems())
+    std::fprintf(stderr, "dynview: %s: %s (at byte %llu)\n", path, p.what.c_str(), static_cast<unsigned long long>(p.offset));
+  return std::move(*r);
+}
+
+void emit(const nlohmann::json& j, bool as_json, const std::string& text) {
+  if (as_json) std::printf("%s\n", j.dump(2).c_str());
+  else std::fwrite(text.data(), 1, text.size(), stdout);
+}
+
+int cmd_report(const std::string& cmd, int argc, char** argv) {
+  TraceArgs a;
+  if (!parse_trace_args(argc, argv, a, cmd == "check", cmd == "export")) return usage();
+  double ms = 0;
+  auto r = open_trace(a.path, &ms);
+  if (!r) return 2;
+  namespace R = dv::reports;
+  if (cmd == "explain") {
+    auto j = R::explain(*r);
+    emit(j, a.json, R::explain_text(j));
+  } else if (cmd == "recompiles") {
+    auto j = R::recompiles(*r);
+    emit(j, a.json, R::recompiles_text(j));
+  } else if (cmd == "check") {
+    auto j = R::check(*r, a.budget);
+    emit(j, a.json, R::check_text(j));
+    return j["ok"].get<bool>() ? 0 : 1;
+  } else if (cmd == "stats") {
+    auto j = R::stats(*r, ms);
+    emit(j, a.json, R::stats_text(j));
+  } else if (cmd == "export") {
+    nlohmann::json j;
+    if (a.format == "chrome") {
+      j = R::chrome(*r);
+    } else if (a.format == "json") {
+      auto d = R::dump(*r, a.steps);
+      if (!d) {
+        std::fprintf(stderr, "dynview: %s\n", d.error().message().c_str());
+        return 2;
+      }
+      j = std::move(*d);
+    } else {
+      return usage();
+    }
+    const std::string text = j.dump() + "\n";
+    if (a.out.empty()) {
+      std::fwrite(text.data(), 1, text.size(), stdout);
+    } else {
+      std::ofstream f(a.out, std::ios::binary);
+      if (!(f << text)) {
+        std::fprintf(stderr, "dynview: cannot write %s\n", a.out.c_str());
+        return 2;
+      }
+    }
+  }
+  return 0;
 }
 
 int cmd_disasm(int argc, char** argv) {
@@ -68,6 +183,8 @@ int main(int argc, char** argv) {
   const std::string cmd = argv[1];
   if (cmd == "disasm") return cmd_disasm(argc - 2, argv + 2);
   if (cmd == "opcodes") return cmd_opcodes();
+  if (cmd == "explain" || cmd == "recompiles" || cmd == "check" || cmd == "stats" || cmd == "export")
+    return cmd_report(cmd, argc - 2, argv + 2);
   if (cmd == "--help" || cmd == "-h") {
     usage();
     return 0;

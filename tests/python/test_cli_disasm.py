@@ -56,4 +56,4 @@ def test_cli_reports_malformed_input(tmp_path):
     out = subprocess.run([cli(), "disasm", str(tmp_path / "missing.json")], capture_output=True, text=True)
     assert out.returncode == 2 and "cannot open" in out.stderr
     out = subprocess.run([cli(), "frobnicate"], capture_output=True, text=True)
-    assert out.returncode == 1 and "usage" in out.stderr
+    assert out.returncode == 64 and "usage" in out.stderr

@@ -1,0 +1,311 @@
+// Reports over a .dyn trace (see reports.h; schemas in core/TRACE.md).
+#include "reports.h"
+
+#include <algorithm>
+#include <cinttypes>
+#include <cstdarg>
+#include <cstdio>
+#include <map>
+
+namespace dv::reports {
+using nlohmann::json;
+
+namespace {
+
+template <class T>
+T get(const json& j, const char* k, T fallback) {
+  auto it = j.find(k);
+  if (it == j.end() || it->is_null()) return fallback;
+  try {
+    return it->get<T>();
+  } catch (const json::exception&) {
+    return fallback;
+  }
+}
+
+// Compiles with what happened in each, from the trace's events.
+json compiles_of(const trace::TraceReader& r) {
+  json out = json::array();
+  for (const json& ev : r.events()) {
+    const std::string t = get<std::string>(ev, "t", "");
+    if (t == "compile_start") {
+      out.push_back(json{{"index", get<int64_t>(ev, "c", 0)}, {"compile_id", "[" + get<std::string>(ev, "id", "?") + "]"},
+                         {"qualname", get<std::string>(ev, "qualname", "")}, {"filename", get<std::string>(ev, "filename", "")},
+                         {"firstlineno", get<int64_t>(ev, "firstlineno", 0)}, {"reason", get<std::string>(ev, "reason", "")},
+                         {"first_step", get<int64_t>(ev, "step", 0)}, {"start_us", get<int64_t>(ev, "us", 0)},
+                         {"outcome", "incomplete"}, {"steps", 0}, {"seconds", 0.0}, {"end_us", get<int64_t>(ev, "us", 0)},
+                         {"graphs", json::array()}, {"breaks", json::array()}, {"guards", json::array()}});
+      continue;
+    }
+    const int64_t c = get<int64_t>(ev, "c", -1);
+    json* comp = nullptr;
+    for (auto& x : out)
+      if (x["index"] == c) comp = &x;
+    if (!comp) continue;
+    if (t == "compile_end") {
+      (*comp)["outcome"] = get<std::string>(ev, "outcome", "");
+      (*comp)["steps"] = get<int64_t>(ev, "steps", 0);
+      (*comp)["seconds"] = get<double>(ev, "seconds", 0.0);
+      (*comp)["end_us"] = get<int64_t>(ev, "us", 0);
+    } else if (t == "graph") {
+      std::map<std::string, int> counts;
+      if (ev.contains("nodes") && ev["nodes"].is_array())
+        for (const json& n : ev["nodes"]) {
+          const std::string op = get<std::string>(n, "op", "");
+          if (op == "call_function" || op == "call_method" || op == "call_module") ++counts[get<std::string>(n, "target", "?")];
+        }
+      (*comp)["graphs"].push_back(json{{"ops", get<int64_t>(ev, "ops", 0)}, {"op_counts", counts}, {"code", get<std::string>(ev, "code", "")}});
+    } else if (t == "break") {
+      (*comp)["breaks"].push_back(json{{"break_id", get<std::string>(ev, "break_id", "")}, {"reason", get<std::string>(ev, "message", "")},
+                                       {"hint", get<std::string>(ev, "hint", "")}, {"filename", get<std::string>(ev, "filename", "")},
+                                       {"line", get<int64_t>(ev, "line", -1)}, {"step", get<int64_t>(ev, "step", -1)},
+                                       {"user_stack", ev.contains("stack") ? ev["stack"] : json::array()}});
+    } else if (t == "guard") {
+      (*comp)["guards"].push_back(json{{"index", get<int64_t>(ev, "i", -1)}, {"kind", get<std::string>(ev, "kind", "")},
+                                       {"text", get<std::string>(ev, "text", "")}, {"step", get<int64_t>(ev, "step", -1)},
+                                       {"line", get<int64_t>(ev, "line", -1)}});
+    }
+  }
+  return out;
+}
+
+json problems_of(const trace::TraceReader& r) {
+  json p = json::array();
+  for (const auto& x : r.problems()) p.push_back(json{{"what", x.what}, {"offset", x.offset}});
+  return p;
+}
+
+std::string fmt(const char* f, ...) __attribute__((format(printf, 1, 2)));
+std::string fmt(const char* f, ...) {
+  char buf[1024];
+  va_list ap;
+  va_start(ap, f);
+  std::vsnprintf(buf, sizeof buf, f, ap);
+  va_end(ap);
+  return buf;
+}
+
+std::string problems_text(const json& j) {
+  std::string s;
+  if (j.contains("problems"))
+    for (const json& p : j["problems"])
+      s += "warning: " + get<std::string>(p, "what", "") + " (at byte " + std::to_string(get<int64_t>(p, "offset", 0)) + ")\n";
+  return s;
+}
+
+}  // namespace
+
+json explain(const trace::TraceReader& r) {
+  json comps = compiles_of(r);
+  int64_t graphs = 0, breaks = 0, guards = 0, steps = 0, ops = 0, recompiles = 0;
+  for (const json& c : comps) {
+    graphs += static_cast<int64_t>(c["graphs"].size());
+    breaks += static_cast<int64_t>(c["breaks"].size());
+    guards += static_cast<int64_t>(c["guards"].size());
+    steps += get<int64_t>(c, "steps", 0);
+    for (const json& g : c["graphs"]) ops += get<int64_t>(g, "ops", 0);
+    if (get<std::string>(c, "reason", "") != "first call") ++recompiles;
+  }
+  return json{{"compiles", comps},
+              {"totals", {{"compiles", comps.size()}, {"graphs", graphs}, {"graph_breaks", breaks}, {"guards", guards},
+                          {"ops", ops}, {"steps", steps}, {"recompiles", recompiles}}},
+              {"problems", problems_of(r)}};
+}
+
+std::string explain_text(const json& j) {
+  std::string s = problems_text(j);
+  for (const json& c : j["compiles"]) {
+    s += fmt("%s %s (%s:%" PRId64 ") -> %s, %" PRId64 " steps, %.1f ms\n", get<std::string>(c, "compile_id", "").c_str(),
+             get<std::string>(c, "qualname", "").c_str(), get<std::string>(c, "filename", "").c_str(),
+             get<int64_t>(c, "firstlineno", 0), get<std::string>(c, "outcome", "").c_str(), get<int64_t>(c, "steps", 0),
+             get<double>(c, "seconds", 0) * 1e3);
+    const std::string reason = get<std::string>(c, "reason", "");
+    if (reason != "first call") s += "  why: " + reason + "\n";
+    int gi = 0;
+    for (const json& g : c["graphs"]) {
+      s += fmt("  graph %d: %" PRId64 " ops", gi++, get<int64_t>(g, "ops", 0));
+      std::string sep = " (";
+      for (auto& [name, n] : g["op_counts"].items()) {
+        s += sep + name + (n.get<int>() > 1 ? " x" + std::to_string(n.get<int>()) : "");
+        sep = ", ";
+      }
+      s += sep == ", " ? ")\n" : "\n";
+    }
+    for (const json& b : c["breaks"]) {
+      s += "  graph break " + get<std::string>(b, "break_id", "") + ": " + get<std::string>(b, "reason", "") + "\n";
+      s += fmt("    at %s:%" PRId64 " (step %" PRId64 ")\n", get<std::string>(b, "filename", "").c_str(), get<int64_t>(b, "line", -1), get<int64_t>(b, "step", -1));
+      if (!get<std::string>(b, "hint", "").empty()) s += "    hint: " + get<std::string>(b, "hint", "") + "\n";
+    }
+    s += fmt("  guards (%zu):\n", c["guards"].size());
+    for (const json& g : c["guards"]) s += "    " + get<std::string>(g, "kind", "") + ": " + get<std::string>(g, "text", "") + "\n";
+  }
+  const json& t = j["totals"];
+  s += fmt("total: %" PRId64 " compiles, %" PRId64 " graphs, %" PRId64 " graph breaks, %" PRId64 " recompiles, %" PRId64 " guards, %" PRId64 " ops, %" PRId64 " steps\n",
+           get<int64_t>(t, "compiles", 0), get<int64_t>(t, "graphs", 0), get<int64_t>(t, "graph_breaks", 0), get<int64_t>(t, "recompiles", 0),
+           get<int64_t>(t, "guards", 0), get<int64_t>(t, "ops", 0), get<int64_t>(t, "steps", 0));
+  return s;
+}
+
+json recompiles(const trace::TraceReader& r) {
+  json comps = compiles_of(r);
+  json out = json::array();
+  for (const json& ev : r.events()) {
+    if (get<std::string>(ev, "t", "") != "cache") continue;
+    const std::string kind = get<std::string>(ev, "kind", "");
+    if (kind != "recompile" && kind != "limit") continue;
+    const int64_t entry_c = get<int64_t>(ev, "entry_c", -1);
+    const json* entry = nullptr;
+    for (const json& c : comps)
+      if (c["index"] == entry_c) entry = &c;
+    json failures = json::array();
+    const json texts = ev.contains("failures") ? ev["failures"] : json::array();
+    const json idx = ev.contains("guards") ? ev["guards"] : json::array();
+    for (size_t i = 0; i < texts.size(); ++i) {
+      json f{{"failure", texts[i]}, {"guard", nullptr}};
+      const int64_t gi = i < idx.size() && idx[i].is_number_integer() ? idx[i].get<int64_t>() : -1;
+      if (entry && gi >= 0)
+        for (const json& g : (*entry)["guards"])
+          if (g["index"] == gi) f["guard"] = g;
+      failures.push_back(f);
+    }
+    // The compile this recompile caused: the next compile of the same code.
+    json caused = nullptr;
+    for (const json& c : comps)
+      if (get<int64_t>(c, "start_us", 0) >= get<int64_t>(ev, "us", 0) && c["qualname"] == ev.value("qualname", "") && kind == "recompile") {
+        caused = c["compile_id"];
+        break;
+      }
+    out.push_back(json{{"kind", kind}, {"qualname", get<std::string>(ev, "qualname", "")}, {"filename", get<std::string>(ev, "filename", "")},
+                       {"firstlineno", get<int64_t>(ev, "firstlineno", 0)}, {"entry", "[" + get<std::string>(ev, "entry_id", "?") + "]"},
+                       {"compile_id", caused}, {"failures", failures}});
+  }
+  return json{{"recompiles", out}, {"count", out.size()}, {"problems", problems_of(r)}};
+}
+
+std::string recompiles_text(const json& j) {
+  std::string s = problems_text(j);
+  for (const json& x : j["recompiles"]) {
+    const bool limit = get<std::string>(x, "kind", "") == "limit";
+    s += (limit ? "recompile limit hit for " : "recompile of ") + get<std::string>(x, "qualname", "") + " (" +
+         get<std::string>(x, "filename", "") + ":" + std::to_string(get<int64_t>(x, "firstlineno", 0)) + ")";
+    if (!x["compile_id"].is_null()) s += " -> " + x["compile_id"].get<std::string>();
+    s += "\n";
+    for (const json& f : x["failures"]) {
+      s += "  - " + get<std::string>(x, "entry", "") + ": " + get<std::string>(f, "failure", "") + "\n";
+      if (f["guard"].is_object())
+        s += fmt("      guard %s added at step %" PRId64 ", line %" PRId64 ": %s\n", get<std::string>(f["guard"], "kind", "").c_str(),
+                 get<int64_t>(f["guard"], "step", -1), get<int64_t>(f["guard"], "line", -1), get<std::string>(f["guard"], "text", "").c_str());
+    }
+  }
+  s += fmt("%zu recompile(s)\n", j["recompiles"].size());
+  return s;
+}
+
+json check(const trace::TraceReader& r, const Budget& b) {
+  const json e = explain(r);
+  const json rc = recompiles(r);
+  const int64_t breaks = e["totals"]["graph_breaks"], graphs = e["totals"]["graphs"];
+  int64_t nrec = 0;
+  for (const json& x : rc["recompiles"]) nrec += x["kind"] == "recompile";
+  auto item = [](int64_t value, int64_t max) {
+    return json{{"value", value}, {"max", max < 0 ? json(nullptr) : json(max)}, {"ok", max < 0 || value <= max}};
+  };
+  json items{{"graph_breaks", item(breaks, b.max_graph_breaks)}, {"recompiles", item(nrec, b.max_recompiles)},
+             {"graphs", item(graphs, b.max_graphs)}};
+  bool ok = true;
+  for (auto& [k, v] : items.items()) ok &= v["ok"].get<bool>();
+  return json{{"ok", ok}, {"checks", items}, {"compiles", e["totals"]["compiles"]}, {"problems", problems_of(r)}};
+}
+
+std::string check_text(const json& j) {
+  std::string s = problems_text(j);
+  for (const char* k : {"graph_breaks", "recompiles", "graphs"}) {
+    const json& c = j["checks"][k];
+    s += fmt("%-13s %6" PRId64, k, c["value"].get<int64_t>());
+    if (!c["max"].is_null()) s += fmt("  (max %" PRId64 ")  %s", c["max"].get<int64_t>(), c["ok"].get<bool>() ? "ok" : "OVER BUDGET");
+    s += "\n";
+  }
+  s += j["ok"].get<bool>() ? "check: ok\n" : "check: FAILED\n";
+  return s;
+}
+
+json stats(const trace::TraceReader& r, double open_ms) {
+  uint64_t values = 0, compressed = 0;
+  for (const auto& c : r.chunks()) {
+    values += c.h.nvalues;
+    compressed += c.h.steps_zsize;
+  }
+  int64_t compiles = 0;
+  for (const json& ev : r.events()) compiles += get<std::string>(ev, "t", "") == "compile_start";
+  const uint64_t steps = r.total_steps();
+  return json{{"version", std::to_string(r.major()) + "." + std::to_string(r.minor())},
+              {"steps", steps}, {"compiles", compiles}, {"chunks", r.chunks().size()}, {"events", r.events().size()},
+              {"values", values}, {"file_bytes", r.file_size()},
+              {"bytes_per_step", steps ? static_cast<double>(r.file_size()) / static_cast<double>(steps) : 0.0},
+              {"step_bytes_per_step", steps ? static_cast<double>(compressed) / static_cast<double>(steps) : 0.0},
+              {"footer", r.has_footer()}, {"open_ms", open_ms}, {"meta", r.meta()}, {"problems", problems_of(r)}};
+}
+
+std::string stats_text(const json& j) {
+  std::string s = problems_text(j);
+  s += fmt("format     %s%s\n", get<std::string>(j, "version", "").c_str(), j["footer"].get<bool>() ? "" : " (no footer: indexed by scanning)");
+  s += fmt("steps      %" PRIu64 "\n", j["steps"].get<uint64_t>());
+  s += fmt("compiles   %" PRId64 "\n", j["compiles"].get<int64_t>());
+  s += fmt("chunks     %zu\n", static_cast<size_t>(j["chunks"].get<uint64_t>()));
+  s += fmt("events     %zu\n", static_cast<size_t>(j["events"].get<uint64_t>()));
+  s += fmt("values     %" PRIu64 "\n", j["values"].get<uint64_t>());
+  s += fmt("file       %" PRIu64 " bytes, %.2f bytes/step (steps alone %.2f)\n", j["file_bytes"].get<uint64_t>(),
+           j["bytes_per_step"].get<double>(), j["step_bytes_per_step"].get<double>());
+  s += fmt("open       %.2f ms\n", j["open_ms"].get<double>());
+  return s;
+}
+
+json chrome(const trace::TraceReader& r) {
+  const json comps = compiles_of(r);
+  const int64_t pid = get<int64_t>(r.meta(), "pid", 1);
+  json evs = json::array();
+  evs.push_back(json{{"ph", "M"}, {"name", "process_name"}, {"pid", pid}, {"tid", 0}, {"args", {{"name", "dynview"}}}});
+  for (const json& c : comps) {
+    const int64_t ts = get<int64_t>(c, "start_us", 0), end = std::max(get<int64_t>(c, "end_us", 0), ts);
+    evs.push_back(json{{"ph", "X"}, {"name", get<std::string>(c, "qualname", "") + " " + get<std::string>(c, "compile_id", "")},
+                       {"cat", "compile"}, {"ts", ts}, {"dur", end - ts}, {"pid", pid}, {"tid", 0},
+                       {"args", {{"outcome", c["outcome"]}, {"steps", c["steps"]}, {"graphs", c["graphs"].size()},
+                                 {"breaks", c["breaks"].size()}, {"guards", c["guards"].size()}, {"reason", c["reason"]}}}});
+    for (const json& b : c["breaks"])
+      evs.push_back(json{{"ph", "i"}, {"s", "t"}, {"name", "graph break " + get<std::string>(b, "break_id", "")}, {"cat", "break"},
+                         {"ts", end}, {"pid", pid}, {"tid", 0}, {"args", {{"reason", b["reason"]}, {"line", b["line"]}}}});
+  }
+  for (const json& ev : r.events()) {
+    if (get<std::string>(ev, "t", "") != "cache") continue;
+    json args{{"qualname", ev.value("qualname", "")}};
+    if (ev.contains("count")) args["count"] = ev["count"];
+    if (ev.contains("entry_id")) args["entry"] = ev["entry_id"];
+    evs.push_back(json{{"ph", "i"}, {"s", "t"}, {"name", "cache " + get<std::string>(ev, "kind", "")}, {"cat", "cache"},
+                       {"ts", get<int64_t>(ev, "us", 0)}, {"pid", pid}, {"tid", 1}, {"args", args}});
+  }
+  return json{{"traceEvents", evs}, {"displayTimeUnit", "ms"}};
+}
+
+Result<json> dump(const trace::TraceReader& r, bool with_steps) {
+  json out{{"meta", r.meta()}, {"version", std::to_string(r.major()) + "." + std::to_string(r.minor())},
+           {"compiles", compiles_of(r)}, {"events", r.events()}, {"problems", problems_of(r)}, {"total_steps", r.total_steps()}};
+  if (with_steps) {
+    json steps = json::array(), values = json::array();
+    for (size_t k = 0; k < r.chunks().size(); ++k) {
+      auto c = r.chunk(k);
+      if (!c) return c.error();
+      for (size_t i = 0; i < c->size(); ++i)
+        steps.push_back(json{{"step", c->first_step + i}, {"compile", c->compile[i]}, {"depth", c->depth[i]}, {"code", c->code[i]},
+                             {"offset", c->offset[i]}, {"opcode", c->opcode[i]}, {"arg", c->arg[i] == INT32_MIN ? json(nullptr) : json(c->arg[i])},
+                             {"line", c->line[i]}, {"frame_start", c->frame_start[i] != 0}});
+      for (const auto& [key, v] : c->values)
+        values.push_back(json{{"compile", v.compile}, {"id", v.id}, {"step", v.step}, {"kind", v.kind}, {"repr", v.repr},
+                              {"type", v.type}, {"source", v.source}, {"meta", v.meta}, {"node", v.node}});
+    }
+    out["steps"] = std::move(steps);
+    out["values"] = std::move(values);
+  }
+  return out;
+}
+
+}  // namespace dv::reports

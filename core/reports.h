@@ -1,0 +1,39 @@
+// Reports over a .dyn trace, for the dynview executable's subcommands (explain, recompiles, check,
+// stats, export) and anything else that reads traces. Each report is a JSON value whose schema is
+// documented in core/TRACE.md ("Reports"), plus a text rendering of it. Reader only: no Python.
+#pragma once
+#include <cstdint>
+#include <string>
+
+#include <nlohmann/json.hpp>
+
+#include "trace.h"
+
+namespace dv::reports {
+
+// Per compile: graphs with op counts, breaks (id, reason, hint, user line and stack), guards; totals.
+nlohmann::json explain(const trace::TraceReader& r);
+std::string explain_text(const nlohmann::json& j);
+
+// Each recompile (and recompile-limit hit): the failing guards with the value they saw, and the
+// step and user line that created each guard.
+nlohmann::json recompiles(const trace::TraceReader& r);
+std::string recompiles_text(const nlohmann::json& j);
+
+struct Budget {
+  int64_t max_graph_breaks = -1, max_recompiles = -1, max_graphs = -1;  // -1: no limit
+};
+// Counts against the budget; "ok" says whether every count is within it.
+nlohmann::json check(const trace::TraceReader& r, const Budget& b);
+std::string check_text(const nlohmann::json& j);
+
+// Size and shape of the trace; open_ms is measured by the caller.
+nlohmann::json stats(const trace::TraceReader& r, double open_ms);
+std::string stats_text(const nlohmann::json& j);
+
+// Compile-level timeline as Chrome trace-event JSON (Perfetto loads it).
+nlohmann::json chrome(const trace::TraceReader& r);
+// Everything recorded except steps (events, compiles), and the steps when with_steps.
+Result<nlohmann::json> dump(const trace::TraceReader& r, bool with_steps);
+
+}  // namespace dv::reports
