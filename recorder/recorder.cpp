@@ -59,18 +59,9 @@ void Recorder::note(const Result<bool>& r) {
 // Pending cache hits become one event per entry (with a count), then the chunk is written.
 void Recorder::flush_locked() {
   if (closed_) return;
-  for (const auto& [key, n] : hits_) {
-    const auto& [code, entry, index] = key;
-    json ev{{"t", "cache"}, {"kind", "hit"}, {"code", code}, {"entry_id", entry}, {"entry", index}, {"count", n},
-            {"us", w_->micros()}, {"qualname", hit_names_[key]}};
-    ev["entry_c"] = -1;
-    const size_t slash = entry.find('/');
-    if (slash != std::string::npos) {
-      auto c = cidx_.find({std::atoi(entry.c_str()), std::atoi(entry.c_str() + slash + 1)});
-      if (c != cidx_.end()) ev["entry_c"] = c->second;
-    }
-    w_->event(ev);
-  }
+  for (const auto& [key, v] : hits_)
+    w_->event(json{{"t", "cache"}, {"kind", "hit"}, {"code", key.code}, {"entry_id", key.id}, {"entry_c", key.compile},
+                   {"entry", key.entry}, {"count", v.first}, {"qualname", v.second}, {"us", w_->micros()}});
   hits_.clear();
   note(w_->flush());
 }
@@ -177,8 +168,8 @@ void Recorder::on_cache(const CacheEvent& e) {
   std::lock_guard<std::mutex> lock(mu_);
   if (closed_) return;
   if (e.kind == CacheEvent::Hit) {
-    const auto key = std::make_tuple(e.code, id_text(e.entry_id), e.entry);
-    if (++hits_[key] == 1) hit_names_[key] = e.qualname;
+    auto& h = hits_[HitKey{e.code, cidx_of(e.entry_id), id_text(e.entry_id), e.entry}];
+    if (++h.first == 1) h.second = e.qualname;
     return;
   }
   static const char* kinds[] = {"hit", "miss", "recompile", "limit"};

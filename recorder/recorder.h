@@ -57,8 +57,13 @@ class Recorder final : public EngineObserver {
   CompileId cur_{-1, -1};
   int cur_idx_ = -1, next_idx_ = 0, guards_in_compile_ = 0;
   uint64_t base_ = 0, step_gaps_ = 0;
-  std::map<std::tuple<int, std::string, int>, int> hits_;  // (code, entry compile, entry index) -> count
-  std::map<std::tuple<int, std::string, int>, std::string> hit_names_;
+  struct HitKey {
+    int code, compile;  // code id, compile index of the entry
+    std::string id;     // the entry's compile id "f/r"
+    int entry;
+    bool operator<(const HitKey& o) const { return std::tie(code, compile, entry, id) < std::tie(o.code, o.compile, o.entry, o.id); }
+  };
+  std::map<HitKey, std::pair<int, std::string>> hits_;  // -> (count, qualname)
   std::string error_;
   bool closed_ = false;
   int flush_ms_ = 100;

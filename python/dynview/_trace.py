@@ -191,11 +191,11 @@ class Trace:
         return self._f.state(step)
 
     def hits(self):
-        """Cache hits per entry: {entry compile id "f/r": count}."""
+        """Cache hits per entry: {compile index of the entry: count}."""
         out = {}
         for ev in self.runtime:
             if ev["kind"] == "hit":
-                out[ev["entry_id"]] = out.get(ev["entry_id"], 0) + ev["count"]
+                out[ev["entry_c"]] = out.get(ev["entry_c"], 0) + ev["count"]
         return out
 
 
