@@ -115,7 +115,7 @@ class Translator {
   std::unordered_map<PyObject*, VPtr> tensor_by_id_;  // input tensors by identity (aliasing)
   Frame* root_ = nullptr;
   std::vector<Frame*> frames_;
-  int cur_step_ = -1;
+  int cur_step_ = 0;  // set-up (wrapping the arguments) belongs to the first step, the frame entry
 };
 
 bool is_exact_const(PyObject* o);

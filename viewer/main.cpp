@@ -4,6 +4,7 @@
 //   dynview check RUN.dyn [--max-graph-breaks N] [--max-recompiles N] [--max-graphs N] [--json]
 //   dynview stats RUN.dyn [--json]              steps, compiles, bytes per step, chunks, time to open
 //   dynview export RUN.dyn --format chrome|json [--steps] [-o OUT]
+//   dynview seek RUN.dyn [--random N] [--json]  time to reach N random steps (chunk decode + state)
 //   dynview disasm CODE.json [--no-recursive]   print the dis.dis listing of a recorded code object
 //   dynview opcodes                             print the opcode table
 // Exit codes: 0 ok; 1 `check` over budget; 2 unreadable or malformed input; 64 usage error.
@@ -14,7 +15,9 @@
 #include <sstream>
 #include <string>
 
+#include <algorithm>
 #include <chrono>
+#include <vector>
 
 #include "core/bytecode.h"
 #include "core/reports.h"
@@ -167,6 +170,47 @@ int cmd_disasm(int argc, char** argv) {
   return 0;
 }
 
+// Random access: for N random steps, decode the step's chunk and rebuild the frames after it, as a
+// viewer jumping there would (no cache between jumps). Prints p50/p99/max in ms.
+int cmd_seek(int argc, char** argv) {
+  const char* path = nullptr;
+  int64_t n = 1000;
+  bool as_json = false;
+  for (int i = 0; i < argc; ++i) {
+    if (!std::strcmp(argv[i], "--random") && i + 1 < argc) n = std::strtoll(argv[++i], nullptr, 10);
+    else if (!std::strcmp(argv[i], "--json")) as_json = true;
+    else if (!path && argv[i][0] != '-') path = argv[i];
+    else return usage();
+  }
+  if (!path || n <= 0) return usage();
+  auto r = open_trace(path);
+  if (!r) return 2;
+  if (r->total_steps() == 0) {
+    std::fprintf(stderr, "dynview: %s has no steps\n", path);
+    return 2;
+  }
+  std::vector<double> ms;
+  uint64_t x = 88172645463325252ull, frames = 0;
+  for (int64_t i = 0; i < n; ++i) {
+    x ^= x << 13, x ^= x >> 7, x ^= x << 17;  // xorshift: deterministic random steps
+    const uint64_t step = x % r->total_steps();
+    const auto t0 = std::chrono::steady_clock::now();
+    auto c = r->chunk(r->chunk_of(step));
+    if (!c) {
+      std::fprintf(stderr, "dynview: %s\n", c.error().message().c_str());
+      return 2;
+    }
+    frames += c->state_after(static_cast<size_t>(step - c->first_step)).size();
+    ms.push_back(std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count());
+  }
+  std::sort(ms.begin(), ms.end());
+  auto pct = [&](double p) { return ms[std::min(ms.size() - 1, static_cast<size_t>(p * static_cast<double>(ms.size())))]; };
+  nlohmann::json j{{"jumps", n}, {"p50_ms", pct(0.5)}, {"p99_ms", pct(0.99)}, {"max_ms", ms.back()}, {"frames_seen", frames}};
+  if (as_json) std::printf("%s\n", j.dump(2).c_str());
+  else std::printf("%lld jumps: p50 %.3f ms, p99 %.3f ms, max %.3f ms\n", static_cast<long long>(n), pct(0.5), pct(0.99), ms.back());
+  return 0;
+}
+
 int cmd_opcodes() {
   for (int op = 0; op < 256; ++op) {
     const auto& i = dv::bc::op_info(static_cast<uint8_t>(op));
@@ -185,6 +229,7 @@ int main(int argc, char** argv) {
   if (cmd == "opcodes") return cmd_opcodes();
   if (cmd == "explain" || cmd == "recompiles" || cmd == "check" || cmd == "stats" || cmd == "export")
     return cmd_report(cmd, argc - 2, argv + 2);
+  if (cmd == "seek") return cmd_seek(argc - 2, argv + 2);
   if (cmd == "--help" || cmd == "-h") {
     usage();
     return 0;

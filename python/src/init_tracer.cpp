@@ -72,12 +72,13 @@ class CollectingObserver : public EngineObserver {
 };
 CollectingObserver* g_collect = nullptr;
 EngineObserver* g_recorder = nullptr;  // owned by init_trace.cpp
+EngineObserver* g_null = nullptr;      // a do-nothing observer, for the recording benchmark
 FanOut* g_fanout = new FanOut();        // never destroyed (see eval_frame.cpp)
 
 // The engine takes one observer: none, the only one, or a fan-out to all of them.
 void refresh_observer() {
   std::vector<EngineObserver*> all;
-  for (EngineObserver* o : {static_cast<EngineObserver*>(g_log), static_cast<EngineObserver*>(g_collect), g_recorder})
+  for (EngineObserver* o : {static_cast<EngineObserver*>(g_log), static_cast<EngineObserver*>(g_collect), g_recorder, g_null})
     if (o) all.push_back(o);
   if (all.empty()) return set_observer(nullptr);
   if (all.size() == 1) return set_observer(all[0]);
@@ -237,6 +238,11 @@ void init_tracer(pyb::module_& m) {
     g_collect->events.clear();
     return out;
   });
+  m.def("_null_observer", [](bool on) {
+    static EngineObserver* null = new EngineObserver();  // every event ignored
+    g_null = on ? null : nullptr;
+    refresh_observer();
+  }, "Install a do-nothing observer (measures what producing events costs the engine).");
   m.def("_set_logs", [](std::vector<std::string> channels) {
     g_log = channels.empty() ? nullptr : new LogObserver(std::move(channels));
     refresh_observer();
