@@ -105,7 +105,27 @@ def main():
     identical = all(getattr(code, a) == getattr(clip_if_large.__code__, a)
                     for a in ("co_code", "co_linetable", "co_exceptiontable", "co_stacksize"))
     print(f"re-assembled code object byte-identical: {identical}")
-    return 0 if same and identical else 1
+
+    print("\n=== a recorded run: dynview.record -> run.dyn -> `dynview explain` ===")
+    dynview.reset()
+    trace_path = os.path.join(os.environ.get("DYNVIEW_DEMO_DIR", tempfile.gettempdir()), "dynview_demo.dyn")
+    with dynview.record(trace_path) as rec:
+        m = dynview.compile(model, backend="eager")
+        m(x)
+        m(x)
+        m(x.double().float()[:2])          # another batch size: a recompile
+        dynview.compile(clip_if_large, backend="eager")(torch.randn(3, 5))
+    t = dynview.load_trace(trace_path)
+    print(f"recorded {t.num_steps} steps, {len(t.compiles)} compiles, {len(t.chunks)} chunks, "
+          f"{os.path.getsize(trace_path)} bytes -> {trace_path}")
+    ok_trace = t.problems == [] and len(t.compiles) == 3
+    if cli:
+        for args in (["explain", trace_path], ["recompiles", trace_path],
+                     ["check", trace_path, "--max-graph-breaks", "1", "--max-recompiles", "1"]):
+            out = subprocess.run([cli, *args], capture_output=True, text=True)
+            print(f"$ dynview {' '.join(args)}\n{out.stdout}")
+            ok_trace &= out.returncode == 0
+    return 0 if same and identical and ok_trace else 1
 
 
 if __name__ == "__main__":
