@@ -122,6 +122,7 @@ class TraceWriter {
   int32_t prev_line_ = 0;
   std::vector<StoredValue> values_;  // of the current compile, by id
   std::vector<bool> has_value_;
+  std::vector<uint32_t> row_in_;     // by id: 1 + seq of the chunk holding its latest row
   // pending chunk
   bool chunk_open_ = false;
   uint32_t pending_steps_ = 0, pending_values_ = 0, pending_events_ = 0;

@@ -168,7 +168,10 @@ Result<std::unique_ptr<TraceReader>> TraceReader::open(const std::string& path) 
     while (off < r->size_) {
       if (r->size_ - off >= 8) {
         auto m = r->read_at(off, 4, "chunk");
-        if (m && Cursor{*m}.u32() == kSkipFooter) break;  // footer of a closed trace
+        if (m && Cursor{*m}.u32() == kSkipFooter) {  // a footer that did not verify (torn)
+          r->problems_.push_back({"footer is incomplete; chunks were found by scanning", off});
+          break;
+        }
       }
       ChunkInfo ci;
       std::string why;

@@ -96,6 +96,7 @@ uint32_t TraceWriter::intern(std::string_view s) {
 }
 
 void TraceWriter::write_value_row(uint32_t compile, int32_t id, uint64_t step, const StoredValue& v) {
+  if (id > 0 && static_cast<size_t>(id) < row_in_.size()) row_in_[id] = seq_ + 1;
   put_var(vals_, compile);
   put_var(vals_, static_cast<uint32_t>(id));
   put_var(vals_, step);
@@ -114,6 +115,7 @@ void TraceWriter::switch_compile(uint32_t c) {
   frames_.clear();
   values_.clear();
   has_value_.clear();
+  row_in_.clear();
   max_id_ = 0;
 }
 
@@ -175,8 +177,13 @@ void TraceWriter::step(const StepIn& s) {
   put_var(stack_, f.stack.size() - k);
   put_var(stack_, s.nstack - k);
   for (size_t i = k; i < s.nstack; ++i) {
-    put_svar(stack_, static_cast<int64_t>(s.stack[i]) - (static_cast<int64_t>(max_id_) + 1));
-    max_id_ = std::max(max_id_, s.stack[i]);
+    const int32_t id = s.stack[i];
+    put_svar(stack_, static_cast<int64_t>(id) - (static_cast<int64_t>(max_id_) + 1));
+    max_id_ = std::max(max_id_, id);
+    // An older value pushed again (a global or attribute loaded twice): describe it in this
+    // chunk too, so that every chunk decodes on its own.
+    if (id > 0 && static_cast<size_t>(id) < row_in_.size() && row_in_[id] != seq_ + 1 && has_value_[id])
+      write_value_row(s.compile, id, values_[id].step, values_[id]);
   }
   f.stack.assign(s.stack, s.stack + s.nstack);
   put_var(locals_, s.nlocals);
@@ -184,6 +191,8 @@ void TraceWriter::step(const StepIn& s) {
     const auto [slot, id] = s.locals[i];
     put_var(locals_, static_cast<uint32_t>(slot));
     put_var(locals_, static_cast<uint32_t>(id));
+    if (id > 0 && static_cast<size_t>(id) < row_in_.size() && row_in_[id] != seq_ + 1 && has_value_[id])
+      write_value_row(s.compile, id, values_[id].step, values_[id]);
     if (static_cast<size_t>(slot) >= f.locals.size()) f.locals.resize(static_cast<size_t>(slot) + 1, 0);
     f.locals[slot] = id;
   }
@@ -203,6 +212,7 @@ void TraceWriter::value(const ValueIn& v) {
   if (static_cast<size_t>(v.id) >= values_.size()) {
     values_.resize(static_cast<size_t>(v.id) + 1);
     has_value_.resize(static_cast<size_t>(v.id) + 1, false);
+    row_in_.resize(static_cast<size_t>(v.id) + 1, 0);
   }
   StoredValue& s = values_[v.id];
   s = StoredValue{v.step, std::string(v.kind), std::string(v.repr), std::string(v.type), std::string(v.source),
