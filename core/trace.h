@@ -2,6 +2,7 @@
 // Written by recorder/ (from the engine's events) and by tests' synthetic generator; read by the
 // dynview executable (reports, viewer) and by python/ (dynview.load_trace). No Python, no LibTorch.
 #pragma once
+#include <array>
 #include <chrono>
 #include <cstdint>
 #include <map>
@@ -18,7 +19,7 @@
 
 namespace dv::trace {
 
-constexpr uint16_t kMajor = 1;  // readers refuse a newer major version
+constexpr uint16_t kMajor = 2;  // readers refuse a newer major version
 constexpr uint16_t kMinor = 0;  // additions a reader of the same major may ignore
 constexpr char kMagic[8] = {'\x89', 'D', 'Y', 'N', 'V', '\r', '\n', '\x1a'};
 // Frames are zstd skippable frames (magic 0x184D2A5?) so that `zstdcat run.dyn` decodes the data.
@@ -41,8 +42,9 @@ struct ChunkHeader {
   uint16_t min_depth = 0, max_depth = 0;
   uint32_t nguards = 0, nbreaks = 0, ngraphs = 0;
   uint64_t time_us = 0;  // microseconds since the trace started, when flushed
+  uint32_t events_crc = 0;  // crc32 of the chunk's events segment (compressed bytes)
 };
-constexpr size_t kChunkHeaderBytes = 80;  // serialised, tag and crc included
+constexpr size_t kChunkHeaderBytes = 84;  // serialised, tag and crc included
 
 // ---- writer ----------------------------------------------------------------------------------
 
@@ -108,7 +110,8 @@ class TraceWriter {
   void switch_compile(uint32_t c);
 
   int fd_ = -1;
-  void* cctx_ = nullptr;  // ZSTD_CCtx
+  void* cctx_ = nullptr;  // ZSTD_CCtx (steps: one frame per chunk)
+  void* ectx_ = nullptr;  // ZSTD_CCtx (events: one stream for the whole file, flushed per chunk)
   WriterOptions opts_;
   std::chrono::steady_clock::time_point start_, pending_since_;
   uint64_t file_bytes_ = 0, next_step_ = 0;
@@ -119,6 +122,8 @@ class TraceWriter {
   std::vector<FrameState> frames_;
   int32_t max_id_ = 0;
   uint32_t prev_offset_ = 0, prev_size_ = 0;
+  uint8_t prev_op_ = 0;
+  std::array<int64_t, 3> row_prev_{};  // previous value row's compile, id, step (deltas)
   int32_t prev_line_ = 0;
   std::vector<StoredValue> values_;  // of the current compile, by id
   std::vector<bool> has_value_;
@@ -128,9 +133,9 @@ class TraceWriter {
   uint32_t pending_steps_ = 0, pending_values_ = 0, pending_events_ = 0;
   ChunkHeader hdr_;
   std::string keyframe_, ops_, args_, offs_, lines_, flow_, codes_, cmps_, stack_, locals_, vals_, events_;
-  std::unordered_map<std::string, uint32_t> strings_;
-  std::string strtab_;
-  uint32_t nstrings_ = 0;
+  std::unordered_map<std::string, uint32_t> strings_;  // interned for the whole trace
+  std::string strtab_;                                  // strings first seen in the pending chunk
+  uint32_t nstrings_ = 0, new_strings_ = 0;
 };
 
 // ---- reader ----------------------------------------------------------------------------------
@@ -213,6 +218,7 @@ class TraceReader {
   std::vector<ChunkInfo> chunks_;
   std::vector<nlohmann::json> events_;
   std::unordered_map<int32_t, size_t> codes_;  // code id -> index into events_
+  std::vector<std::string> strings_;           // value strings, interned across the trace
   std::vector<Problem> problems_;
 };
 

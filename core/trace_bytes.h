@@ -74,6 +74,7 @@ inline std::string encode_header(const ChunkHeader& h) {
   put_u32(o, h.nbreaks);
   put_u32(o, h.ngraphs);
   put_u64(o, h.time_us);
+  put_u32(o, h.events_crc);
   put_u32(o, crc32(o.data(), o.size()));
   return o;
 }
@@ -94,6 +95,7 @@ inline bool decode_header(std::string_view b, ChunkHeader& h, std::string& why) 
   h.nbreaks = c.u32();
   h.ngraphs = c.u32();
   h.time_us = c.u64();
+  h.events_crc = c.u32();
   const size_t body = c.pos;
   const uint32_t crc = c.u32();
   if (!c.ok) return why = "chunk header truncated", false;

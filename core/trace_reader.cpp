@@ -10,6 +10,7 @@
 #include <cerrno>
 #include <cstring>
 
+#include "opcodes.h"
 #include "trace.h"
 #include "trace_bytes.h"
 
@@ -53,6 +54,38 @@ Result<std::string> decompress(std::string_view z, size_t raw_size, const std::s
   return out;
 }
 
+// A recorded code object's byte strings back to core's JSON form (lower-case hex).
+void binary_to_hex(nlohmann::json& co) {
+  if (!co.is_object()) return;
+  static const char* d = "0123456789abcdef";
+  for (auto it = co.begin(); it != co.end(); ++it) {
+    if (it->is_binary()) {
+      std::string s;
+      for (uint8_t c : it->get_binary()) s += d[c >> 4], s += d[c & 15];
+      *it = std::move(s);
+    } else if (it.key() == "nested" && it->is_array()) {
+      for (auto& c : *it) binary_to_hex(c);
+    }
+  }
+}
+
+// The next segment of the events stream (one zstd stream across all chunks, flushed per chunk).
+Result<std::string> continue_stream(ZSTD_DCtx* d, std::string_view z, size_t raw_size, uint32_t crc) {
+  if (crc32(z.data(), z.size()) != crc) return make_error("events", "checksum mismatch");
+  std::string out(raw_size, '\0');
+  ZSTD_inBuffer in{z.data(), z.size(), 0};
+  ZSTD_outBuffer o{out.data(), out.size(), 0};
+  while (in.pos < in.size) {
+    const size_t pos = o.pos, ipos = in.pos;
+    const size_t n = ZSTD_decompressStream(d, &o, &in);
+    if (ZSTD_isError(n)) return make_error("events", std::string("corrupt compressed data: ") + ZSTD_getErrorName(n));
+    if (o.pos == pos && in.pos == ipos) break;  // output full with input left
+  }
+  if (in.pos != in.size || o.pos != raw_size)
+    return make_error("events", "decompressed size differs from the chunk header");
+  return out;
+}
+
 }  // namespace
 
 TraceReader::~TraceReader() {
@@ -79,8 +112,9 @@ bool TraceReader::read_chunk_header(uint64_t off, ChunkInfo& out, std::string& w
   Cursor c{*b};
   const uint32_t magic = c.u32(), size = c.u32();
   if (magic != kSkipChunk) return why = "no chunk starts here (found " + hex_prefix(std::string_view(*b).substr(0, 4)) + ")", false;
-  if (size != kChunkHeaderBytes) return why = "chunk header has size " + std::to_string(size), false;
   if (!decode_header(std::string_view(*b).substr(8), out.h, why)) return false;
+  if (size != kChunkHeaderBytes + uint64_t{out.h.events_zsize})
+    return why = "chunk frame size " + std::to_string(size) + " disagrees with its header", false;
   out.offset = off;
   const uint64_t end = off + 8 + kChunkHeaderBytes + uint64_t{out.h.events_zsize} + out.h.steps_zsize;
   if (end > size_) {
@@ -112,6 +146,10 @@ Result<std::unique_ptr<TraceReader>> TraceReader::open(const std::string& path) 
     return make_error(path, "trace format version " + std::to_string(r->major_) + "." + std::to_string(r->minor_) +
                                 " is newer than this reader's " + std::to_string(kMajor) + "." + std::to_string(kMinor) +
                                 "; use a newer dynview", 16);
+  if (r->major_ < kMajor)
+    return make_error(path, "trace format version " + std::to_string(r->major_) + "." + std::to_string(r->minor_) +
+                                " is older than this reader's " + std::to_string(kMajor) + "." + std::to_string(kMinor) +
+                                " and no longer read; record it again", 16);
   const uint32_t meta_len = c.u32();
   if (hsize != 8 + 4 + 4 + meta_len + 4) return make_error(path, "inconsistent header size", 4);
   auto head = r->read_at(8, hsize, "header");
@@ -185,6 +223,7 @@ Result<std::unique_ptr<TraceReader>> TraceReader::open(const std::string& path) 
   }
   // Chunk order and events. A chunk whose events do not decode ends the readable prefix.
   uint64_t next_step = 0;
+  std::unique_ptr<ZSTD_DCtx, size_t (*)(ZSTD_DCtx*)> dctx(ZSTD_createDCtx(), ZSTD_freeDCtx);
   for (size_t k = 0; k < r->chunks_.size(); ++k) {
     const ChunkInfo& ci = r->chunks_[k];
     const uint64_t at = ci.offset + 8 + kChunkHeaderBytes;
@@ -197,14 +236,21 @@ Result<std::unique_ptr<TraceReader>> TraceReader::open(const std::string& path) 
       break;
     }
     auto z = r->read_at(at, ci.h.events_zsize, "events");
-    auto raw = z ? decompress(*z, ci.h.events_rsize, "events", static_cast<long>(at)) : Result<std::string>(z.error());
+    auto raw = z ? continue_stream(dctx.get(), *z, ci.h.events_rsize, ci.h.events_crc) : Result<std::string>(z.error());
     if (!raw) {
       bad(raw.error().what, at);
       break;
     }
     Cursor ec{*raw};
     std::vector<nlohmann::json> evs;
-    bool ok = true;
+    const uint64_t nnew = ec.var();
+    bool ok = ec.ok && nnew <= raw->size();
+    std::vector<std::string> strs;
+    for (uint64_t i = 0; i < nnew && ok; ++i) {
+      std::string_view s = ec.bytes(ec.var());
+      ok = ec.ok;
+      strs.emplace_back(s);
+    }
     for (uint32_t i = 0; i < ci.h.nevents && ok; ++i) {
       const uint64_t n = ec.var();
       std::string_view b = ec.bytes(n);
@@ -217,11 +263,19 @@ Result<std::unique_ptr<TraceReader>> TraceReader::open(const std::string& path) 
       bad("events do not decode", at);
       break;
     }
+    for (auto& s : strs) r->strings_.push_back(std::move(s));
     for (auto& j : evs) {
       j["chunk"] = k;
       auto t = j.find("t");
-      if (t != j.end() && *t == "code" && j.contains("id") && j["id"].is_number_integer())
+      if (t != j.end() && *t == "code" && j.contains("id") && j["id"].is_number_integer()) {
         r->codes_[j["id"].get<int32_t>()] = r->events_.size();
+        auto co = j.find("co");
+        if (co != j.end()) {  // the JSON form readers use ("json": core's code JSON text)
+          binary_to_hex(*co);
+          j["json"] = co->dump();
+          j.erase(co);
+        }
+      }
       r->events_.push_back(std::move(j));
     }
     next_step += ci.h.nsteps;
@@ -257,11 +311,9 @@ Result<Chunk> TraceReader::chunk(size_t k) const {
   if (!raw) return raw.error();
   auto fail = [&](const std::string& why) { return make_error(where, why, static_cast<long>(at)); };
   Cursor c{*raw};
-  const uint64_t nsteps = c.var(), nvalues = c.var(), nstrings = c.var();
-  if (!c.ok || nsteps != h.nsteps || nvalues != h.nvalues || nstrings > raw->size()) return fail("bad counts");
-  std::vector<std::string_view> strings;
-  strings.reserve(nstrings);
-  for (uint64_t i = 0; i < nstrings && c.ok; ++i) strings.push_back(c.bytes(c.var()));
+  const uint64_t nsteps = c.var(), nvalues = c.var();
+  if (!c.ok || nsteps != h.nsteps || nvalues != h.nvalues) return fail("bad counts");
+  const std::vector<std::string>& strings = strings_;
   auto section = [&]() -> Cursor { return Cursor{c.bytes(c.var())}; };
   Cursor key = section();
   Cursor ops = section(), args = section(), offs = section(), lines = section(), flow = section(), codes = section(),
@@ -274,6 +326,7 @@ Result<Chunk> TraceReader::chunk(size_t k) const {
   out.key_compile = kc == 0 ? UINT32_MAX : static_cast<uint32_t>(kc - 1);
   int64_t max_id = static_cast<int64_t>(key.var());
   int64_t prev_offset = static_cast<int64_t>(key.var());
+  uint8_t prev_op = key.u8();
   int64_t prev_line = key.svar();
   const uint64_t nframes = key.var();
   if (!key.ok || nframes > 4096) return fail("bad keyframe");
@@ -329,7 +382,8 @@ Result<Chunk> TraceReader::chunk(size_t k) const {
     out.opcode[i] = ops.u8();
     const uint64_t a = args.var();
     out.arg[i] = a == 0 ? INT32_MIN : static_cast<int32_t>(a - 1);
-    prev_offset += 2 + offs.svar();
+    prev_offset += 2 + 2 * bc::op_info(prev_op).caches + offs.svar();
+    prev_op = out.opcode[i];
     prev_line += lines.svar();
     out.offset[i] = static_cast<uint32_t>(prev_offset);
     out.line[i] = static_cast<int32_t>(prev_line);
@@ -359,11 +413,13 @@ Result<Chunk> TraceReader::chunk(size_t k) const {
   if (!cmps.done() || !flow.done() || !codes.done() || !args.done() || !offs.done() || !lines.done() || !stack.done() || !locs.done())
     return fail("step columns have trailing bytes");
   // Values.
+  int64_t prev[3] = {0, 0, static_cast<int64_t>(h.first_step)};
   for (uint64_t i = 0; i < nvalues; ++i) {
     Value v;
-    v.compile = static_cast<uint32_t>(vals.var());
-    v.id = static_cast<int32_t>(vals.var());
-    v.step = vals.var();
+    for (int64_t& p : prev) p += vals.svar();
+    v.compile = static_cast<uint32_t>(prev[0]);
+    v.id = static_cast<int32_t>(prev[1]);
+    v.step = static_cast<uint64_t>(prev[2]);
     std::string* fields[] = {&v.kind, &v.repr, &v.type, &v.source, &v.meta};
     for (std::string* f : fields) {
       const uint64_t s = vals.var();

@@ -10,6 +10,7 @@
 #include <climits>
 #include <cstring>
 
+#include "opcodes.h"
 #include "trace.h"
 #include "trace_bytes.h"
 
@@ -59,6 +60,8 @@ Result<std::unique_ptr<TraceWriter>> TraceWriter::create(const std::string& path
   w->cctx_ = ZSTD_createCCtx();
   ZSTD_CCtx_setParameter(static_cast<ZSTD_CCtx*>(w->cctx_), ZSTD_c_compressionLevel, opts.level);
   ZSTD_CCtx_setParameter(static_cast<ZSTD_CCtx*>(w->cctx_), ZSTD_c_checksumFlag, 1);
+  w->ectx_ = ZSTD_createCCtx();
+  ZSTD_CCtx_setParameter(static_cast<ZSTD_CCtx*>(w->ectx_), ZSTD_c_compressionLevel, opts.level);
   w->start_ = std::chrono::steady_clock::now();
   const std::string m = meta.dump();
   std::string body(kMagic, sizeof kMagic);
@@ -79,6 +82,7 @@ Result<std::unique_ptr<TraceWriter>> TraceWriter::create(const std::string& path
 TraceWriter::~TraceWriter() {
   if (fd_ >= 0) close();
   if (cctx_) ZSTD_freeCCtx(static_cast<ZSTD_CCtx*>(cctx_));
+  if (ectx_) ZSTD_freeCCtx(static_cast<ZSTD_CCtx*>(ectx_));
 }
 
 uint64_t TraceWriter::micros() const {
@@ -89,6 +93,7 @@ uint32_t TraceWriter::intern(std::string_view s) {
   auto it = strings_.find(std::string(s));
   if (it != strings_.end()) return it->second;
   const uint32_t id = nstrings_++;
+  ++new_strings_;
   strings_.emplace(std::string(s), id);
   put_var(strtab_, s.size());
   strtab_.append(s);
@@ -97,9 +102,11 @@ uint32_t TraceWriter::intern(std::string_view s) {
 
 void TraceWriter::write_value_row(uint32_t compile, int32_t id, uint64_t step, const StoredValue& v) {
   if (id > 0 && static_cast<size_t>(id) < row_in_.size()) row_in_[id] = seq_ + 1;
-  put_var(vals_, compile);
-  put_var(vals_, static_cast<uint32_t>(id));
-  put_var(vals_, step);
+  // compile, id and step as deltas from the chunk's previous row (rows mostly follow each other)
+  put_svar(vals_, static_cast<int64_t>(compile) - row_prev_[0]);
+  put_svar(vals_, static_cast<int64_t>(id) - row_prev_[1]);
+  put_svar(vals_, static_cast<int64_t>(step) - row_prev_[2]);
+  row_prev_ = {static_cast<int64_t>(compile), static_cast<int64_t>(id), static_cast<int64_t>(step)};
   put_var(vals_, intern(v.kind));
   put_var(vals_, intern(v.repr));
   put_var(vals_, intern(v.type));
@@ -129,10 +136,12 @@ void TraceWriter::begin_chunk() {
   hdr_.first_step = next_step_;
   hdr_.first_compile = hdr_.last_compile = compile_ == UINT32_MAX ? 0 : compile_;
   hdr_.min_depth = UINT16_MAX;
+  row_prev_ = {0, 0, static_cast<int64_t>(next_step_)};
   keyframe_.clear();
   put_var(keyframe_, compile_ == UINT32_MAX ? 0 : static_cast<uint64_t>(compile_) + 1);
   put_var(keyframe_, static_cast<uint32_t>(max_id_));
   put_var(keyframe_, prev_offset_);
+  keyframe_.push_back(static_cast<char>(prev_op_));
   put_svar(keyframe_, prev_line_);
   put_var(keyframe_, frames_.size());
   std::vector<int32_t> referenced;
@@ -167,9 +176,11 @@ void TraceWriter::step(const StepIn& s) {
   }
   ops_.push_back(static_cast<char>(s.opcode));
   put_var(args_, s.arg == INT32_MIN ? 0 : static_cast<uint64_t>(static_cast<uint32_t>(s.arg)) + 1);
-  put_svar(offs_, static_cast<int64_t>(s.offset) - (static_cast<int64_t>(prev_offset_) + 2));
+  // offset: predicted as the instruction after the previous one (its inline caches skipped)
+  put_svar(offs_, static_cast<int64_t>(s.offset) - (static_cast<int64_t>(prev_offset_) + 2 + 2 * bc::op_info(prev_op_).caches));
   put_svar(lines_, static_cast<int64_t>(s.line) - prev_line_);
   prev_offset_ = s.offset;
+  prev_op_ = s.opcode;
   prev_line_ = s.line;
   FrameState& f = frames_[s.depth];
   size_t k = 0;
@@ -243,8 +254,6 @@ Result<bool> TraceWriter::flush() {
   std::string steps;
   put_var(steps, pending_steps_);
   put_var(steps, pending_values_);
-  put_var(steps, nstrings_);
-  steps += strtab_;
   put_section(steps, keyframe_);
   for (const std::string* col : {&ops_, &args_, &offs_, &lines_, &flow_, &codes_, &cmps_, &stack_, &locals_, &vals_})
     put_section(steps, *col);
@@ -255,13 +264,32 @@ Result<bool> TraceWriter::flush() {
     out.resize(n);
     return true;
   };
+  // Events continue one zstd stream across chunks (compile records repeat names, guard texts and
+  // code from earlier compiles): each chunk holds the stream flushed up to its last event.
+  auto stream = [&](const std::string& raw, std::string& out) -> bool {
+    ZSTD_inBuffer in{raw.data(), raw.size(), 0};
+    std::string buf(ZSTD_CStreamOutSize(), '\0');
+    for (;;) {
+      ZSTD_outBuffer o{buf.data(), buf.size(), 0};
+      const size_t left = ZSTD_compressStream2(static_cast<ZSTD_CCtx*>(ectx_), &o, &in, ZSTD_e_flush);
+      if (ZSTD_isError(left)) return false;
+      out.append(buf.data(), o.pos);
+      if (left == 0 && in.pos == in.size) return true;
+    }
+  };
+  // Strings first seen in this chunk lead its events (ids are global: a string is written once).
+  std::string ev;
+  put_var(ev, new_strings_);
+  ev += strtab_;
+  ev += events_;
   std::string ez, sz;
-  if (!compress(events_, ez) || !compress(steps, sz)) return make_error("trace", "zstd compression failed");
+  if (!stream(ev, ez) || !compress(steps, sz)) return make_error("trace", "zstd compression failed");
+  hdr_.events_crc = crc32(ez.data(), ez.size());
   hdr_.nsteps = pending_steps_;
   hdr_.nvalues = pending_values_;
   hdr_.nevents = pending_events_;
   hdr_.events_zsize = static_cast<uint32_t>(ez.size());
-  hdr_.events_rsize = static_cast<uint32_t>(events_.size());
+  hdr_.events_rsize = static_cast<uint32_t>(ev.size());
   hdr_.steps_zsize = static_cast<uint32_t>(sz.size());
   hdr_.steps_rsize = static_cast<uint32_t>(steps.size());
   if (hdr_.min_depth == UINT16_MAX) hdr_.min_depth = 0;
@@ -269,8 +297,8 @@ Result<bool> TraceWriter::flush() {
   const std::string head = encode_header(hdr_);
   std::string buf;
   buf.reserve(8 + head.size() + ez.size() + sz.size());
-  put_u32(buf, kSkipChunk);
-  put_u32(buf, static_cast<uint32_t>(head.size()));
+  put_u32(buf, kSkipChunk);  // the header and the events segment (not a zstd frame on its own)
+  put_u32(buf, static_cast<uint32_t>(head.size() + ez.size()));
   buf += head;
   buf += ez;
   buf += sz;
@@ -284,9 +312,8 @@ Result<bool> TraceWriter::flush() {
   pending_steps_ = pending_values_ = pending_events_ = 0;
   for (std::string* col : {&keyframe_, &ops_, &args_, &offs_, &lines_, &flow_, &codes_, &cmps_, &stack_, &locals_, &vals_, &events_})
     col->clear();
-  strings_.clear();
   strtab_.clear();
-  nstrings_ = 0;
+  new_strings_ = 0;
   return true;
 }
 

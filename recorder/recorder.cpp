@@ -1,11 +1,38 @@
 // Recorder: engine events -> .dyn trace (see recorder.h and core/TRACE.md for the records).
 #include "recorder.h"
 
+#include <cstring>
+
 #include "core/code_json.h"
 
 namespace dv {
 
 using nlohmann::json;
+
+namespace {
+// Queue records: a tag byte, then the fixed part, then variable data.
+enum : uint8_t { kStep = 1, kValue = 2, kEvent = 3 };
+struct StepRec {
+  uint32_t compile;
+  uint16_t depth;
+  uint8_t frame_start, opcode;
+  int32_t code;
+  uint32_t offset;
+  int32_t arg, line;
+  uint32_t nstack, nlocals;
+};
+struct ValueRec {
+  uint32_t compile;
+  int32_t id, node;
+  uint64_t step;
+  uint32_t len[5];  // kind, repr, type, source, meta
+};
+template <class T>
+void put(std::string& q, const T& v) {
+  q.append(reinterpret_cast<const char*>(&v), sizeof v);
+}
+constexpr size_t kWakeBytes = 1 << 20;  // the flusher is woken when this much is queued
+}  // namespace
 
 Result<std::unique_ptr<Recorder>> Recorder::create(const std::string& path, const json& meta, trace::WriterOptions opts,
                                                    int flush_ms) {
@@ -14,20 +41,32 @@ Result<std::unique_ptr<Recorder>> Recorder::create(const std::string& path, cons
   std::unique_ptr<Recorder> r(new Recorder());
   r->w_ = std::move(*w);
   r->flush_ms_ = flush_ms;
+  // Two queue buffers swapped between the engine and the flusher, touched once here so that the
+  // hot path does not take page faults.
+  for (std::string* b : {&r->queue_, &r->work_}) {
+    b->resize(8 * kWakeBytes);
+    b->clear();
+  }
   r->thread_ = std::thread([p = r.get()] { p->flusher(); });
   return r;
 }
 
 Recorder::~Recorder() { close(); }
 
+// Background thread: drains the queue every few ms (or when woken), writes a chunk when one is
+// full (inside the writer) or when data has been pending for flush_ms.
 void Recorder::flusher() {
   std::unique_lock<std::mutex> lock(mu_);
-  const auto period = std::chrono::milliseconds(std::max(1, flush_ms_ / 4));
+  const auto period = std::chrono::milliseconds(std::max(1, std::min(10, flush_ms_ / 4)));
   while (!stop_) {
     cv_.wait_for(lock, period);
     if (stop_ || closed_) break;
+    drain_locked();
+    lock_q();
+    const bool hits = !hits_.empty();
+    unlock_q();
     const bool due = (w_->has_pending() && std::chrono::steady_clock::now() - w_->pending_since() >= std::chrono::milliseconds(flush_ms_));
-    if (due || !hits_.empty()) flush_locked();
+    if (due || hits) flush_locked();
   }
 }
 
@@ -52,18 +91,89 @@ RecorderStats Recorder::stats() {
   return RecorderStats{w_->steps(), w_->bytes(), w_->chunks(), static_cast<uint64_t>(next_idx_), step_gaps_, error_};
 }
 
+double Recorder::writer_ns_per_step() {
+  std::lock_guard<std::mutex> lock(mu_);
+  return encoded_steps_ ? encode_ns_ / static_cast<double>(encoded_steps_) : 0.0;
+}
+
 void Recorder::note(const Result<bool>& r) {
   if (!r && error_.empty()) error_ = r.error().message();
 }
 
-// Pending cache hits become one event per entry (with a count), then the chunk is written.
+void Recorder::push_event(json ev) {
+  queue_.push_back(static_cast<char>(kEvent));
+  qevents_.push_back(std::move(ev));
+}
+
+// Replays the queued records into the writer, in order.
+void Recorder::drain_locked() {
+  if (closed_) return;
+  lock_q();
+  work_.swap(queue_);
+  wevents_.swap(qevents_);
+  unlock_q();
+  if (work_.empty()) return;
+  const auto t0 = std::chrono::steady_clock::now();
+  uint64_t nsteps = 0;
+  size_t ev = 0;
+  const char* p = work_.data();
+  const char* end = p + work_.size();
+  std::string_view str[5];
+  while (p < end) {
+    const uint8_t tag = static_cast<uint8_t>(*p++);
+    if (tag == kStep) {
+      StepRec r;
+      std::memcpy(&r, p, sizeof r);
+      p += sizeof r;
+      const auto* stack = reinterpret_cast<const int32_t*>(p);  // queue bytes: 4-byte fields, memcpy'd in
+      p += r.nstack * sizeof(int32_t);
+      const auto* locals = reinterpret_cast<const std::pair<int32_t, int32_t>*>(p);
+      p += r.nlocals * sizeof(std::pair<int32_t, int32_t>);
+      thread_local std::vector<int32_t> st;
+      thread_local std::vector<std::pair<int32_t, int32_t>> lo;
+      st.resize(r.nstack);
+      lo.resize(r.nlocals);
+      if (r.nstack) std::memcpy(st.data(), stack, r.nstack * sizeof(int32_t));
+      if (r.nlocals) std::memcpy(static_cast<void*>(lo.data()), locals, r.nlocals * sizeof(std::pair<int32_t, int32_t>));
+      w_->step(trace::StepIn{r.compile, r.depth, r.frame_start != 0, r.code, r.offset, r.opcode, r.arg, r.line,
+                             st.data(), st.size(), lo.data(), lo.size()});
+      ++nsteps;
+    } else if (tag == kValue) {
+      ValueRec r;
+      std::memcpy(&r, p, sizeof r);
+      p += sizeof r;
+      for (int i = 0; i < 5; ++i) {
+        str[i] = std::string_view(p, r.len[i]);
+        p += r.len[i];
+      }
+      w_->value(trace::ValueIn{r.compile, r.id, r.step, str[0], str[1], str[2], str[3], str[4], r.node});
+    } else {
+      w_->event(wevents_[ev++]);
+    }
+  }
+  work_.clear();
+  wevents_.clear();
+  encode_ns_ += std::chrono::duration<double, std::nano>(std::chrono::steady_clock::now() - t0).count();
+  encoded_steps_ += nsteps;
+}
+
+// Drains the queue, turns pending cache hits into one event per entry (with a count), and writes
+// the chunk.
 void Recorder::flush_locked() {
   if (closed_) return;
+  lock_q();
   for (const auto& [key, v] : hits_)
-    w_->event(json{{"t", "cache"}, {"kind", "hit"}, {"code", key.code}, {"entry_id", key.id}, {"entry_c", key.compile},
-                   {"entry", key.entry}, {"count", v.first}, {"qualname", v.second}, {"us", w_->micros()}});
+    push_event(json{{"t", "cache"}, {"kind", "hit"}, {"code", key.code}, {"entry_id", key.id}, {"entry_c", key.compile},
+                    {"entry", key.entry}, {"count", v.first}, {"qualname", v.second}, {"us", w_->micros()}});
   hits_.clear();
+  unlock_q();
+  drain_locked();
   note(w_->flush());
+}
+
+void Recorder::sync_flush() {
+  std::lock_guard<std::mutex> lock(mu_);
+  flush_locked();
 }
 
 int Recorder::cidx_of(const CompileId& id) const {
@@ -74,103 +184,151 @@ int Recorder::cidx_of(const CompileId& id) const {
 
 static std::string id_text(const CompileId& id) { return std::to_string(id.frame) + "/" + std::to_string(id.recompile); }
 
+// core's code JSON with its hex byte fields as CBOR byte strings (half the size; the reader
+// turns them back into the JSON form).
+static void hex_to_binary(json& co) {
+  if (!co.is_object()) return;
+  for (const char* key : {"code", "linetable", "exceptiontable"}) {
+    auto it = co.find(key);
+    if (it == co.end() || !it->is_string()) continue;
+    const std::string& h = it->get_ref<const std::string&>();
+    std::vector<uint8_t> b;
+    b.reserve(h.size() / 2);
+    auto v = [](char c) { return c <= '9' ? c - '0' : c - 'a' + 10; };
+    for (size_t i = 0; i + 1 < h.size(); i += 2) b.push_back(static_cast<uint8_t>(v(h[i]) * 16 + v(h[i + 1])));
+    *it = json::binary(std::move(b));
+  }
+  auto n = co.find("nested");
+  if (n != co.end() && n->is_array())
+    for (json& c : *n) hex_to_binary(c);
+}
+
 void Recorder::on_code_object(const CodeObjectEvent& e) {
-  std::lock_guard<std::mutex> lock(mu_);
-  if (closed_ || !e.info || !codes_.insert(e.code).second) return;
-  w_->event(json{{"t", "code"}, {"id", e.code}, {"qualname", e.info->qualname}, {"filename", e.info->filename},
-                 {"firstlineno", e.info->firstlineno}, {"json", bc::code_to_json(*e.info)}});
+  if (closed_ || !e.info) return;
+  lock_q();
+  const bool fresh = codes_.insert(e.code).second;
+  unlock_q();
+  if (!fresh) return;
+  json co = json::parse(bc::code_to_json(*e.info), nullptr, false);
+  hex_to_binary(co);
+  json ev{{"t", "code"}, {"id", e.code}, {"qualname", e.info->qualname}, {"filename", e.info->filename},
+          {"firstlineno", e.info->firstlineno}, {"co", std::move(co)}};
+  lock_q();
+  push_event(std::move(ev));
+  unlock_q();
 }
 
 void Recorder::on_compile_start(const CompileStartEvent& e) {
-  std::lock_guard<std::mutex> lock(mu_);
   if (closed_) return;
+  lock_q();
   cur_ = e.id;
   cur_idx_ = next_idx_++;
   cidx_[{e.id.frame, e.id.recompile}] = cur_idx_;
-  base_ = w_->steps();
+  base_ = enq_steps_;
   guards_in_compile_ = 0;
-  w_->event(json{{"t", "compile_start"}, {"c", cur_idx_}, {"id", id_text(e.id)}, {"frame", e.id.frame},
-                 {"recompile", e.id.recompile}, {"code", e.code}, {"qualname", e.qualname}, {"filename", e.filename},
-                 {"firstlineno", e.firstlineno}, {"reason", e.reason}, {"step", base_}, {"us", w_->micros()}});
+  push_event(json{{"t", "compile_start"}, {"c", cur_idx_}, {"id", id_text(e.id)}, {"frame", e.id.frame},
+                  {"recompile", e.id.recompile}, {"code", e.code}, {"qualname", e.qualname}, {"filename", e.filename},
+                  {"firstlineno", e.firstlineno}, {"reason", e.reason}, {"step", base_}, {"us", w_->micros()}});
+  unlock_q();
 }
 
 void Recorder::on_compile_end(const CompileEndEvent& e) {
-  std::lock_guard<std::mutex> lock(mu_);
   if (closed_) return;
-  w_->event(json{{"t", "compile_end"}, {"c", cidx_of(e.id)}, {"id", id_text(e.id)}, {"outcome", e.outcome},
-                 {"graphs", e.graphs}, {"guards", e.guards}, {"seconds", e.seconds}, {"steps", w_->steps() - base_},
-                 {"us", w_->micros()}});
-  flush_locked();
+  lock_q();
+  push_event(json{{"t", "compile_end"}, {"c", cidx_of(e.id)}, {"id", id_text(e.id)}, {"outcome", e.outcome},
+                  {"graphs", e.graphs}, {"guards", e.guards}, {"seconds", e.seconds}, {"steps", enq_steps_ - base_},
+                  {"us", w_->micros()}});
+  unlock_q();
+  sync_flush();
 }
 
 void Recorder::on_step(const StepEvent& e) {
-  std::lock_guard<std::mutex> lock(mu_);
   if (closed_) return;
+  lock_q();
   const int c = cidx_of(e.id);
-  if (c < 0) return;
-  if (base_ + static_cast<uint64_t>(e.step) != w_->steps()) ++step_gaps_;
-  thread_local std::vector<int32_t> stack;
-  thread_local std::vector<std::pair<int32_t, int32_t>> locals;
-  stack.assign(e.stack->begin(), e.stack->end());
-  locals.assign(e.locals ? e.locals->begin() : locals.end(), e.locals ? e.locals->end() : locals.end());
-  w_->step(trace::StepIn{static_cast<uint32_t>(c), static_cast<uint16_t>(e.depth), e.frame_start, e.code, e.offset,
-                         e.opcode, e.arg, e.line, stack.data(), stack.size(), locals.data(), locals.size()});
+  if (c < 0) return unlock_q();
+  if (base_ + static_cast<uint64_t>(e.step) != enq_steps_) ++step_gaps_;
+  ++enq_steps_;
+  const uint32_t ns = static_cast<uint32_t>(e.stack->size()), nl = e.locals ? static_cast<uint32_t>(e.locals->size()) : 0;
+  const size_t at = queue_.size();
+  const StepRec r{static_cast<uint32_t>(c), static_cast<uint16_t>(e.depth), e.frame_start, e.opcode, e.code, e.offset,
+                  e.arg, e.line, ns, nl};
+  static_assert(sizeof(int) == sizeof(int32_t) && sizeof(std::pair<int, int>) == sizeof(std::pair<int32_t, int32_t>));
+  queue_.push_back(static_cast<char>(kStep));
+  queue_.append(reinterpret_cast<const char*>(&r), sizeof r);
+  if (ns) queue_.append(reinterpret_cast<const char*>(e.stack->data()), ns * sizeof(int32_t));
+  if (nl) queue_.append(reinterpret_cast<const char*>(e.locals->data()), nl * sizeof(std::pair<int32_t, int32_t>));
+  const bool wake = at < kWakeBytes && queue_.size() >= kWakeBytes;
+  unlock_q();
+  if (wake) cv_.notify_one();
 }
 
 void Recorder::on_value(const ValueEvent& e) {
-  std::lock_guard<std::mutex> lock(mu_);
-  if (closed_ || cur_idx_ < 0) return;
+  if (closed_) return;
+  lock_q();
+  if (cur_idx_ < 0) return unlock_q();
   const int64_t g = global_step(e.step);
-  w_->value(trace::ValueIn{static_cast<uint32_t>(cur_idx_), e.id, static_cast<uint64_t>(g < 0 ? static_cast<int64_t>(base_) : g),
-                           e.kind ? e.kind : "", e.repr, e.type, e.source, e.meta, e.node});
+  const std::string_view kind = e.kind ? e.kind : "";
+  const std::string_view s[5] = {kind, e.repr, e.type, e.source, e.meta};
+  ValueRec r{static_cast<uint32_t>(cur_idx_), e.id, e.node, static_cast<uint64_t>(g < 0 ? static_cast<int64_t>(base_) : g), {}};
+  for (int i = 0; i < 5; ++i) r.len[i] = static_cast<uint32_t>(s[i].size());
+  queue_.push_back(static_cast<char>(kValue));
+  put(queue_, r);
+  for (const auto& x : s) queue_.append(x);
+  unlock_q();
 }
 
 void Recorder::on_guard(const GuardEvent& e) {
-  std::lock_guard<std::mutex> lock(mu_);
   if (closed_) return;
-  w_->event(json{{"t", "guard"}, {"c", cidx_of(e.id)}, {"i", guards_in_compile_++}, {"kind", e.kind},
-                 {"text", e.text}, {"step", global_step(e.step)}, {"line", e.line}});
+  lock_q();
+  push_event(json{{"t", "guard"}, {"c", cidx_of(e.id)}, {"i", guards_in_compile_++}, {"kind", e.kind},
+                  {"text", e.text}, {"step", global_step(e.step)}, {"line", e.line}});
+  unlock_q();
 }
 
 void Recorder::on_graph_node(const GraphNodeEvent& e) {
-  std::lock_guard<std::mutex> lock(mu_);
   if (closed_) return;
-  w_->event(json{{"t", "node"}, {"c", cidx_of(e.id)}, {"node", e.node}, {"step", global_step(e.step)}, {"op", e.op},
-                 {"target", e.target}});
+  lock_q();
+  push_event(json{{"t", "node"}, {"c", cidx_of(e.id)}, {"node", e.node}, {"step", global_step(e.step)}, {"op", e.op},
+                  {"target", e.target}});
+  unlock_q();
 }
 
 void Recorder::on_break(const BreakEvent& e) {
-  std::lock_guard<std::mutex> lock(mu_);
   if (closed_) return;
-  w_->event(json{{"t", "break"}, {"c", cidx_of(e.id)}, {"break_id", e.break_id}, {"message", e.message},
-                 {"hint", e.hint}, {"filename", e.filename}, {"line", e.line}, {"offset", e.offset},
-                 {"step", global_step(e.step)}, {"stack", e.user_stack}});
-  flush_locked();
+  lock_q();
+  push_event(json{{"t", "break"}, {"c", cidx_of(e.id)}, {"break_id", e.break_id}, {"message", e.message},
+                  {"hint", e.hint}, {"filename", e.filename}, {"line", e.line}, {"offset", e.offset},
+                  {"step", global_step(e.step)}, {"stack", e.user_stack}});
+  unlock_q();
+  sync_flush();
 }
 
 void Recorder::on_graph(const GraphEvent& e) {
-  std::lock_guard<std::mutex> lock(mu_);
   if (closed_) return;
+  lock_q();
   json nodes = json::array();
   for (const GraphNodeInfo& n : e.nodes)
     nodes.push_back(json{{"name", n.name}, {"op", n.op}, {"target", n.target}, {"args", n.args}, {"meta", n.meta},
                          {"step", global_step(n.step)}});
-  w_->event(json{{"t", "graph"}, {"c", cidx_of(e.id)}, {"code", e.code}, {"ops", e.ops}, {"nodes", std::move(nodes)}});
+  push_event(json{{"t", "graph"}, {"c", cidx_of(e.id)}, {"code", e.code}, {"ops", e.ops}, {"nodes", std::move(nodes)}});
+  unlock_q();
 }
 
 void Recorder::on_code(const CodeEvent& e) {
-  std::lock_guard<std::mutex> lock(mu_);
   if (closed_) return;
-  w_->event(json{{"t", "gen_code"}, {"c", cidx_of(e.id)}, {"name", e.name}, {"code", e.code}});
+  lock_q();
+  push_event(json{{"t", "gen_code"}, {"c", cidx_of(e.id)}, {"name", e.name}, {"code", e.code}});
+  unlock_q();
 }
 
 void Recorder::on_cache(const CacheEvent& e) {
-  std::lock_guard<std::mutex> lock(mu_);
   if (closed_) return;
+  lock_q();
   if (e.kind == CacheEvent::Hit) {
     auto& h = hits_[HitKey{e.code, cidx_of(e.entry_id), id_text(e.entry_id), e.entry}];
     if (++h.first == 1) h.second = e.qualname;
-    return;
+    return unlock_q();
   }
   static const char* kinds[] = {"hit", "miss", "recompile", "limit"};
   json ev{{"t", "cache"}, {"kind", kinds[e.kind]}, {"code", e.code}, {"qualname", e.qualname}, {"filename", e.filename},
@@ -182,8 +340,12 @@ void Recorder::on_cache(const CacheEvent& e) {
     ev["guards"] = e.failed_guards;
   }
   // Pending hits first: the trace keeps the order in which the cache was used.
-  if (!hits_.empty()) flush_locked();
-  w_->event(ev);
+  for (const auto& [key, v] : hits_)
+    push_event(json{{"t", "cache"}, {"kind", "hit"}, {"code", key.code}, {"entry_id", key.id}, {"entry_c", key.compile},
+                    {"entry", key.entry}, {"count", v.first}, {"qualname", v.second}, {"us", w_->micros()}});
+  hits_.clear();
+  push_event(std::move(ev));
+  unlock_q();
 }
 
 }  // namespace dv

@@ -1,6 +1,11 @@
 // The .dyn recorder: an EngineObserver that writes every event into a core/ TraceWriter. Chunks
 // are flushed when full, at each graph break and compile end, and by a background thread when
-// data has been pending for 100 ms. Thread-safe (one mutex); never calls into Python.
+// data has been pending for 100 ms. Never calls into Python.
+//
+// Hot path: an event is appended, as raw bytes, to a queue under a spinlock (steps: a fixed record
+// plus the stack and the changed locals); the background thread drains the queue into the writer
+// (column encoding, zstd, write()). A compile end or a graph break drains and flushes on the
+// calling thread, so a chunk is on disk when the engine moves on. Thread-safe.
 #pragma once
 #include <atomic>
 #include <condition_variable>
@@ -29,6 +34,7 @@ class Recorder final : public EngineObserver {
   ~Recorder() override;
   RecorderStats close();  // flushes, writes the footer; idempotent
   RecorderStats stats();
+  double writer_ns_per_step();  // background encoding cost so far (ns per step, writer thread)
 
   void on_code_object(const CodeObjectEvent&) override;
   void on_compile_start(const CompileStartEvent&) override;
@@ -46,12 +52,28 @@ class Recorder final : public EngineObserver {
   Recorder() = default;
   int64_t global_step(int step) const { return step < 0 ? -1 : static_cast<int64_t>(base_) + step; }
   int cidx_of(const CompileId& id) const;
-  void flush_locked();
+  void lock_q() { while (qlock_.test_and_set(std::memory_order_acquire)) std::this_thread::yield(); }
+  void unlock_q() { qlock_.clear(std::memory_order_release); }
+  void push_event(nlohmann::json ev);       // caller holds the queue lock
+  void drain_locked();                      // queue -> writer; caller holds mu_
+  void flush_locked();                      // drain, pending hits, write the chunk; caller holds mu_
+  void sync_flush();                        // flush_locked from an engine thread
   void note(const Result<bool>& r);
   void flusher();
 
+  // Queue (engine threads -> writer), under qlock_: raw records and the events they refer to.
+  std::atomic_flag qlock_ = ATOMIC_FLAG_INIT;
+  std::string queue_;
+  std::vector<nlohmann::json> qevents_;
+  uint64_t enq_steps_ = 0;     // steps queued so far (the writer's count once drained)
+  // Writer side, under mu_ (drained by the background thread, or by a compile end / break).
   std::mutex mu_;
   std::unique_ptr<trace::TraceWriter> w_;
+  std::string work_;
+  std::vector<nlohmann::json> wevents_;
+  double encode_ns_ = 0;
+  uint64_t encoded_steps_ = 0;
+  // Engine-side state, under qlock_.
   std::unordered_set<int> codes_;                 // code ids already written
   std::map<std::pair<int, int>, int> cidx_;       // (frame, recompile) -> compile index
   CompileId cur_{-1, -1};
@@ -63,9 +85,9 @@ class Recorder final : public EngineObserver {
     int entry;
     bool operator<(const HitKey& o) const { return std::tie(code, compile, entry, id) < std::tie(o.code, o.compile, o.entry, o.id); }
   };
-  std::map<HitKey, std::pair<int, std::string>> hits_;  // -> (count, qualname)
+  std::map<HitKey, std::pair<int, std::string>> hits_;  // -> (count, qualname); under qlock_
   std::string error_;
-  bool closed_ = false;
+  std::atomic<bool> closed_{false};
   int flush_ms_ = 100;
   std::thread thread_;
   std::condition_variable cv_;
