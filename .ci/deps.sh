@@ -5,7 +5,7 @@
 set -euo pipefail
 PYTHON=${PYTHON:-python3}
 APT_PKGS=(build-essential cmake ninja-build pkg-config libzstd-dev nlohmann-json3-dev catch2 clang-14 libclang-rt-14-dev
-          libimgui-dev libglfw3-dev libgl-dev graphviz libgraphviz-dev xvfb xauth)
+          libimgui-dev libglfw3-dev libgl-dev graphviz libgraphviz-dev libpng-dev xvfb xauth)
 installed=()
 
 missing=()

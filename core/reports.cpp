@@ -1,6 +1,8 @@
 // Reports over a .dyn trace (see reports.h; schemas in core/TRACE.md).
 #include "reports.h"
 
+#include "json_get.h"
+
 #include <algorithm>
 #include <cinttypes>
 #include <cstdarg>
@@ -14,13 +16,7 @@ namespace {
 
 template <class T>
 T get(const json& j, const char* k, T fallback) {
-  auto it = j.find(k);
-  if (it == j.end() || it->is_null()) return fallback;
-  try {
-    return it->get<T>();
-  } catch (const json::exception&) {
-    return fallback;
-  }
+  return json_get<T>(j, k, fallback);
 }
 
 // Compiles with what happened in each, from the trace's events.

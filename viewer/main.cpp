@@ -7,7 +7,11 @@
 //   dynview seek RUN.dyn [--random N] [--json]  time to reach N random steps (chunk decode + state)
 //   dynview disasm CODE.json [--no-recursive]   print the dis.dis listing of a recorded code object
 //   dynview opcodes                             print the opcode table
-// Exit codes: 0 ok; 1 `check` over budget; 2 unreadable or malformed input; 64 usage error.
+//   dynview RUN.dyn [--screenshot OUT.png | --script FILE | ...]   the viewer window (window.h)
+// Exit codes: 0 ok; 1 `check` over budget (or a failed --script command); 2 unreadable or malformed
+// input; 3 no display for the viewer; 64 usage error.
+#include <sys/stat.h>
+
 #include <cstdio>
 #include <cstring>
 #include <fstream>
@@ -24,12 +28,17 @@
 #include "core/trace.h"
 #include "core/code_json.h"
 #include "core/opcodes.h"
+#include "window.h"
 
 namespace {
 
+std::chrono::steady_clock::time_point g_start;
+
 int usage() {
   std::fprintf(stderr,
-               "usage: dynview explain RUN.dyn [--json]\n"
+               "usage: dynview RUN.dyn [--screenshot OUT.png] [--step N] [--select compile:K|guard:I|node:NAME|break:I|recompile:I]\n"
+               "                       [--script FILE] [--scale S] [--size WxH] [--bench-scrub N]   the viewer\n"
+               "       dynview explain RUN.dyn [--json]\n"
                "       dynview recompiles RUN.dyn [--json]\n"
                "       dynview check RUN.dyn [--max-graph-breaks N] [--max-recompiles N] [--max-graphs N] [--json]\n"
                "       dynview stats RUN.dyn [--json]\n"
@@ -222,7 +231,46 @@ int cmd_opcodes() {
 
 }  // namespace
 
+// dynview RUN.dyn [--screenshot OUT.png] [--step N] [--select WHAT:ID]... [--script FILE] [--scale S]
+//                 [--size WxH] [--bench-scrub N]
+int cmd_view(int argc, char** argv) {
+  dv::view::ViewerOptions o;
+  o.start = g_start;
+  for (int i = 0; i < argc; ++i) {
+    const std::string x = argv[i];
+    auto next = [&]() -> const char* { return i + 1 < argc ? argv[++i] : nullptr; };
+    const char* v = nullptr;
+    int64_t n = 0;
+    if (x == "--screenshot" && (v = next())) o.screenshot = v;
+    else if (x == "--script" && (v = next())) o.script = v;
+    else if (x == "--step" && (v = next()) && parse_int(v, n)) o.step = n;
+    else if (x == "--select" && (v = next())) {
+      std::string s = v;
+      const size_t colon = s.find(':');
+      if (colon == std::string::npos) return usage();
+      o.select.push_back(s.substr(0, colon) + " " + s.substr(colon + 1));
+    } else if (x == "--scale" && (v = next())) o.scale = std::strtof(v, nullptr);
+    else if (x == "--size" && (v = next())) {
+      if (std::sscanf(v, "%dx%d", &o.width, &o.height) != 2 || o.width < 200 || o.height < 150) return usage();
+    } else if (x == "--bench-scrub" && (v = next()) && parse_int(v, n)) o.bench_frames = static_cast<int>(n);
+    else if (x[0] == '-') return usage();
+    else if (o.path.empty()) o.path = x;
+    else return usage();
+  }
+  if (o.path.empty()) return usage();
+  struct stat st {};
+  if (::stat(o.path.c_str(), &st) != 0) {
+    // Not a file: a mistyped subcommand is a usage error, a missing trace an input error.
+    const bool looks_like_trace = o.path.size() > 4 && o.path.compare(o.path.size() - 4, 4, ".dyn") == 0;
+    std::fprintf(stderr, "dynview: %s: %s\n", o.path.c_str(), looks_like_trace ? "cannot open: no such file" : "no such subcommand or trace file");
+    if (!looks_like_trace) usage();
+    return looks_like_trace ? 2 : 64;
+  }
+  return dv::view::run_viewer(o);
+}
+
 int main(int argc, char** argv) {
+  g_start = std::chrono::steady_clock::now();
   if (argc < 2) return usage();
   const std::string cmd = argv[1];
   if (cmd == "disasm") return cmd_disasm(argc - 2, argv + 2);
@@ -234,5 +282,6 @@ int main(int argc, char** argv) {
     usage();
     return 0;
   }
+  if (!cmd.empty() && cmd[0] != '-') return cmd_view(argc - 1, argv + 1);
   return usage();
 }

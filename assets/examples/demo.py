@@ -125,7 +125,22 @@ def main():
             out = subprocess.run([cli, *args], capture_output=True, text=True)
             print(f"$ dynview {' '.join(args)}\n{out.stdout}")
             ok_trace &= out.returncode == 0
+        ok_trace &= show_viewer(cli, trace_path)
     return 0 if same and identical and ok_trace else 1
+
+
+def show_viewer(cli, trace_path):
+    """Opens the viewer on the trace; without a display, writes a screenshot of it (xvfb-run)."""
+    if os.environ.get("DISPLAY") and not os.environ.get("DYNVIEW_DEMO_NO_WINDOW"):
+        print(f"$ dynview {trace_path}   (close the window to finish)")
+        return subprocess.run([cli, trace_path]).returncode == 0
+    shot = os.path.splitext(trace_path)[0] + ".png"
+    xvfb = shutil.which("xvfb-run")
+    cmd = [cli, trace_path, "--select", "compile:1", "--screenshot", shot]
+    out = subprocess.run(([xvfb, "-a", "-s", "-screen 0 1600x1000x24"] if xvfb else []) + cmd, capture_output=True, text=True)
+    print(f"$ dynview {' '.join(cmd[1:])}   (no display: the viewer rendered offscreen)\n"
+          f"{out.stderr.strip() or 'wrote ' + shot}")
+    return out.returncode == 0
 
 
 if __name__ == "__main__":

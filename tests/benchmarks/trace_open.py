@@ -24,7 +24,7 @@ STEPS = int(os.environ.get("DV_TRACE_STEPS", "10000000"))
 def main():
     cli = os.environ.get("DYNVIEW_BIN", os.path.join(BUILD, "dynview"))
     synth = os.path.join(BUILD, "dv_synth_trace")
-    path = os.path.join(BUILD, f"synthetic_{STEPS}.dyn")
+    path = os.path.join(BUILD, f"synthetic_{STEPS}_v2.dyn")
     if not os.path.exists(path):
         t0 = time.perf_counter()
         out = subprocess.run([synth, path, "--steps", str(STEPS)], check=True, capture_output=True, text=True)

@@ -1,0 +1,673 @@
+// The viewer's panes (see app.h). Layout: compiles and tables on the left, the timeline on top,
+// source / original bytecode / rewritten bytecode in the middle, stack+locals and the FX graph on
+// the right. Every pane reads the model's cursor; clicks call the model's actions.
+#include "app.h"
+
+#include <graphviz/cgraph.h>
+#include <graphviz/gvc.h>
+#include <imgui.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+#include <sstream>
+
+#include "core/opcodes.h"
+
+namespace dv::view {
+using nlohmann::json;
+
+namespace {
+const ImU32 kAccent = IM_COL32(255, 196, 64, 255);
+const ImU32 kGuardCol = IM_COL32(90, 170, 255, 255);
+const ImU32 kNodeCol = IM_COL32(110, 220, 120, 255);
+const ImU32 kBreakCol = IM_COL32(255, 80, 80, 255);
+
+bool passes(const char* filter, const std::string& s) {
+  if (!filter[0]) return true;
+  std::string a = s, b = filter;
+  std::transform(a.begin(), a.end(), a.begin(), ::tolower);
+  std::transform(b.begin(), b.end(), b.begin(), ::tolower);
+  return a.find(b) != std::string::npos;
+}
+}  // namespace
+
+// ---- FX graph layout (Graphviz dot) ------------------------------------------------------------
+
+GraphLayout layout_graph(const Model& m, int gi) {
+  GraphLayout out;
+  if (gi < 0 || static_cast<size_t>(gi) >= m.graphs().size()) return out;
+  const Graph& g = m.graphs()[gi];
+  GVC_t* gvc = gvContext();
+  Agraph_t* G = agopen(const_cast<char*>("fx"), Agdirected, nullptr);
+  agattr(G, AGRAPH, const_cast<char*>("rankdir"), const_cast<char*>("TB"));
+  agattr(G, AGNODE, const_cast<char*>("shape"), const_cast<char*>("box"));
+  agattr(G, AGNODE, const_cast<char*>("label"), const_cast<char*>(""));
+  std::map<std::string, Agnode_t*> by_name;
+  std::vector<Agnode_t*> gnodes;
+  for (int ni : g.nodes) {
+    const Node& n = m.nodes()[ni];
+    Agnode_t* a = agnode(G, const_cast<char*>(n.name.c_str()), 1);
+    const std::string label = n.name + "\n" + (n.op == "placeholder" || n.op == "output" ? n.op : n.target);
+    agsafeset(a, const_cast<char*>("label"), const_cast<char*>(label.c_str()), const_cast<char*>(""));
+    by_name[n.name] = a;
+    gnodes.push_back(a);
+  }
+  // Edges: a node's args name the nodes it uses.
+  for (int ni : g.nodes) {
+    const Node& n = m.nodes()[ni];
+    std::string tok;
+    auto flush = [&] {
+      auto it = by_name.find(tok);
+      if (!tok.empty() && it != by_name.end() && tok != n.name) agedge(G, it->second, by_name[n.name], nullptr, 1);
+      tok.clear();
+    };
+    for (char c : n.args) {
+      if (std::isalnum(static_cast<unsigned char>(c)) || c == '_') tok += c;
+      else flush();
+    }
+    flush();
+  }
+  if (gvLayout(gvc, G, "dot") != 0) {
+    out.error = "graphviz layout failed";
+  } else {
+    const boxf bb = GD_bb(G);
+    out.width = static_cast<float>(bb.UR.x - bb.LL.x);
+    out.height = static_cast<float>(bb.UR.y - bb.LL.y);
+    auto fy = [&](double y) { return static_cast<float>(bb.UR.y - y); };
+    for (size_t i = 0; i < gnodes.size(); ++i) {
+      Agnode_t* a = gnodes[i];
+      out.nodes.push_back({static_cast<float>(ND_coord(a).x - bb.LL.x), fy(ND_coord(a).y), static_cast<float>(ND_width(a) * 72),
+                           static_cast<float>(ND_height(a) * 72), g.nodes[i]});
+      for (Agedge_t* e = agfstout(G, a); e; e = agnxtout(G, e)) {
+        GraphLayout::E edge;
+        if (ED_spl(e) && ED_spl(e)->size > 0) {
+          const bezier& bz = ED_spl(e)->list[0];
+          for (int k = 0; k < bz.size; ++k) {
+            edge.pts.push_back(static_cast<float>(bz.list[k].x - bb.LL.x));
+            edge.pts.push_back(fy(bz.list[k].y));
+          }
+          if (bz.eflag) {
+            edge.pts.push_back(static_cast<float>(bz.ep.x - bb.LL.x));
+            edge.pts.push_back(fy(bz.ep.y));
+          }
+        }
+        out.edges.push_back(std::move(edge));
+      }
+    }
+    gvFreeLayout(gvc, G);
+  }
+  agclose(G);
+  gvFreeContext(gvc);
+  return out;
+}
+
+// ---- keys and script commands -----------------------------------------------------------------
+
+void App::key(Key k) {
+  switch (k) {
+    case Left: m_.step_by(-1); break;
+    case Right: m_.step_by(1); break;
+    case ShiftLeft: m_.step_over(-1); break;
+    case ShiftRight: m_.step_over(1); break;
+    case AltLeft: m_.back(); break;
+    case AltRight: m_.forward(); break;
+    case CtrlG: goto_popup_ = true; break;
+    case CtrlB: m_.toggle_bookmark(); break;
+    case F3: m_.search_step(1); break;
+    case ShiftF3: m_.search_step(-1); break;
+    case Home: if (m_.selected_compile() >= 0) m_.select_compile(m_.selected_compile()); break;
+    case End:
+      if (m_.selected_compile() >= 0) {
+        const Compile& c = m_.compiles()[m_.selected_compile()];
+        m_.go_to(static_cast<int64_t>(c.first_step + std::max<uint64_t>(c.steps, 1) - 1));
+      }
+      break;
+  }
+  scroll_to_cursor_ = true;
+}
+
+void App::shortcuts() {
+  ImGuiIO& io = ImGui::GetIO();
+  if (io.WantTextInput) return;
+  auto pressed = [](ImGuiKey k) { return ImGui::IsKeyPressed(ImGui::GetKeyIndex(k)); };
+  if (pressed(ImGuiKey_LeftArrow)) key(io.KeyAlt ? AltLeft : io.KeyShift ? ShiftLeft : Left);
+  if (pressed(ImGuiKey_RightArrow)) key(io.KeyAlt ? AltRight : io.KeyShift ? ShiftRight : Right);
+  if (pressed(ImGuiKey_Home)) key(Home);
+  if (pressed(ImGuiKey_End)) key(End);
+  if (io.KeyCtrl && ImGui::IsKeyPressed('G' - 'A' + 65)) key(CtrlG);  // GLFW_KEY_G == 'G'
+  if (io.KeyCtrl && ImGui::IsKeyPressed('B')) key(CtrlB);
+  if (ImGui::IsKeyPressed(292 /* GLFW_KEY_F3 */)) key(io.KeyShift ? ShiftF3 : F3);
+}
+
+std::string App::command(const std::string& line) {
+  std::istringstream in(line);
+  std::string verb, what;
+  in >> verb;
+  auto num = [&](int64_t& v) { return static_cast<bool>(in >> v); };
+  int64_t n = 0;
+  if (verb == "goto" || verb == "step") {
+    if (!num(n)) return "goto needs a step";
+    m_.go_to(n);
+  } else if (verb == "key") {
+    in >> what;
+    static const std::map<std::string, Key> keys{{"Left", Left}, {"Right", Right}, {"Shift+Left", ShiftLeft},
+                                                 {"Shift+Right", ShiftRight}, {"Alt+Left", AltLeft}, {"Alt+Right", AltRight},
+                                                 {"Ctrl+G", CtrlG}, {"Ctrl+B", CtrlB}, {"F3", F3}, {"Shift+F3", ShiftF3},
+                                                 {"Home", Home}, {"End", End}};
+    auto it = keys.find(what);
+    if (it == keys.end()) return "unknown key '" + what + "'";
+    int64_t times = 1;
+    num(times);
+    for (int64_t i = 0; i < times; ++i) key(it->second);
+    if (it->second == CtrlG) {  // Ctrl+G N: the popup's input, then Enter
+      goto_popup_ = false;
+      int64_t s;
+      in.clear();
+      std::istringstream rest(line.substr(line.find("Ctrl+G") + 6));
+      if (rest >> s) m_.go_to(s);
+    }
+  } else if (verb == "click") {
+    in >> what;
+    if (what == "compile") { if (!num(n)) return "click compile needs an index"; m_.select_compile(static_cast<int>(n)); }
+    else if (what == "guard") { if (!num(n)) return "click guard needs an index"; m_.follow_guard(static_cast<int>(n)); }
+    else if (what == "break") { if (!num(n)) return "click break needs an index"; m_.follow_break(static_cast<int>(n)); }
+    else if (what == "recompile") { if (!num(n)) return "click recompile needs an index"; m_.follow_recompile(static_cast<int>(n)); }
+    else if (what == "node") {  // by name (in the selected compile) or by index
+      std::string name;
+      in >> name;
+      int found = -1;
+      for (size_t i = 0; i < m_.nodes().size(); ++i)
+        if (m_.nodes()[i].name == name && (found < 0 || m_.nodes()[i].compile == m_.selected_compile())) found = static_cast<int>(i);
+      if (found < 0 && !name.empty() && std::all_of(name.begin(), name.end(), ::isdigit)) found = std::stoi(name);
+      if (found < 0) return "no graph node '" + name + "'";
+      m_.follow_node(found);
+    } else if (what == "stack") {  // stack slot (0 = bottom) of the innermost frame
+      if (!num(n)) return "click stack needs a slot";
+      const StepState& s = m_.state(true);
+      if (n < 0 || static_cast<size_t>(n) >= s.stack.size()) return "no stack slot " + std::to_string(n);
+      m_.follow_value(s.stack[n].id);
+    } else if (what == "local") {
+      std::string name;
+      in >> name;
+      const StepState& s = m_.state(true);
+      auto cv = m_.code_view(s.code);
+      bool ok = false;
+      for (size_t i = 0; i < s.locals.size() && !ok; ++i)
+        if (cv->error.empty() && static_cast<size_t>(s.local_slots[i]) < cv->info.localsplusnames.size() &&
+            cv->info.localsplusnames[s.local_slots[i]] == name)
+          m_.follow_value(s.locals[i].id), ok = true;
+      if (!ok) return "no local '" + name + "'";
+    } else if (what == "timeline") {  // fraction of the selected compile
+      double f;
+      if (!(in >> f)) return "click timeline needs a fraction";
+      if (m_.selected_compile() < 0) return "no compile";
+      const Compile& c = m_.compiles()[m_.selected_compile()];
+      m_.go_to(static_cast<int64_t>(c.first_step + static_cast<uint64_t>(f * static_cast<double>(std::max<uint64_t>(c.steps, 1) - 1))));
+    } else {
+      return "unknown click target '" + what + "'";
+    }
+  } else if (verb == "back") {
+    m_.back();
+  } else if (verb == "forward") {
+    m_.forward();
+  } else if (verb == "bookmark") {
+    m_.toggle_bookmark();
+  } else if (verb == "next-bookmark" || verb == "prev-bookmark") {
+    m_.next_bookmark(verb == "next-bookmark" ? 1 : -1);
+  } else if (verb == "search") {
+    std::string q;
+    std::getline(in >> std::ws, q);
+    std::snprintf(search_buf_, sizeof search_buf_, "%s", q.c_str());
+    m_.search(q);
+  } else if (verb == "search-next" || verb == "search-prev") {
+    m_.search_step(verb == "search-next" ? 1 : -1);
+  } else if (verb == "tab") {
+    in >> tab_;
+  } else if (verb == "zoom") {
+    double z;
+    if (in >> z) zoom_ = static_cast<float>(z);
+  } else if (verb != "print" && verb != "frame" && !verb.empty() && verb[0] != '#') {
+    return "unknown command '" + verb + "'";
+  }
+  scroll_to_cursor_ = true;
+  return "";
+}
+
+json App::snapshot() {
+  json j = m_.snapshot();
+  sync_graph();
+  j["graph_shown"] = graph_;
+  j["tab"] = tab_;
+  if (graph_ >= 0) {
+    const GraphLayout& l = layouts_.count(graph_) ? layouts_[graph_] : (layouts_[graph_] = layout_graph(m_, graph_));
+    j["graph_layout_nodes"] = l.nodes.size();
+    j["graph_layout_edges"] = l.edges.size();
+  }
+  return j;
+}
+
+// The FX pane shows the graph of the selected node, else the selected compile's first graph.
+void App::sync_graph() {
+  int g = -1;
+  if (m_.selected_node() >= 0 && m_.nodes()[m_.selected_node()].compile == m_.selected_compile()) g = m_.nodes()[m_.selected_node()].graph;
+  else if (m_.selected_compile() >= 0 && !m_.compiles()[m_.selected_compile()].graphs.empty()) g = m_.compiles()[m_.selected_compile()].graphs.front();
+  if (g != graph_) {
+    graph_ = g;
+    pan_x_ = pan_y_ = 0;
+  }
+}
+
+// ---- frame --------------------------------------------------------------------------------------
+
+void App::frame() {
+  shortcuts();
+  const StepState& s = m_.state(false);
+  (void)s;
+  sync_graph();
+  const ImVec2 size = ImGui::GetIO().DisplaySize;
+  const float left = std::round(size.x * 0.24f), right = std::round(size.x * 0.30f), top = std::round(size.y * 0.15f);
+  const float mid = size.x - left - right;
+  auto place = [](float x, float y, float w, float h) {
+    ImGui::SetNextWindowPos(ImVec2(x, y), ImGuiCond_Always);
+    ImGui::SetNextWindowSize(ImVec2(w, h), ImGuiCond_Always);
+  };
+  const ImGuiWindowFlags fixed = ImGuiWindowFlags_NoMove | ImGuiWindowFlags_NoResize | ImGuiWindowFlags_NoCollapse;
+  place(0, 0, left, size.y * 0.45f);
+  if (ImGui::Begin("Compiles", nullptr, fixed)) draw_compiles();
+  ImGui::End();
+  place(0, size.y * 0.45f, left, size.y * 0.55f);
+  if (ImGui::Begin("Guards / breaks / recompiles / search", nullptr, fixed)) draw_tables();
+  ImGui::End();
+  place(left, 0, mid, top);
+  if (ImGui::Begin("Timeline", nullptr, fixed)) draw_timeline();
+  ImGui::End();
+  place(left, top, mid, (size.y - top) * 0.45f);
+  if (ImGui::Begin("Source", nullptr, fixed)) draw_source();
+  ImGui::End();
+  place(left, top + (size.y - top) * 0.45f, mid * 0.5f, (size.y - top) * 0.55f);
+  if (ImGui::Begin("Original bytecode", nullptr, fixed)) draw_bytecode();
+  ImGui::End();
+  place(left + mid * 0.5f, top + (size.y - top) * 0.45f, mid * 0.5f, (size.y - top) * 0.55f);
+  if (ImGui::Begin("Rewritten bytecode", nullptr, fixed)) draw_rewritten();
+  ImGui::End();
+  place(left + mid, 0, right, size.y * 0.40f);
+  if (ImGui::Begin("Stack and locals", nullptr, fixed)) draw_stack();
+  ImGui::End();
+  place(left + mid, size.y * 0.40f, right, size.y * 0.60f);
+  if (ImGui::Begin("FX graph", nullptr, fixed)) draw_graph();
+  ImGui::End();
+  if (goto_popup_) {
+    ImGui::OpenPopup("Go to step");
+    goto_popup_ = false;
+  }
+  if (ImGui::BeginPopupModal("Go to step", nullptr, ImGuiWindowFlags_AlwaysAutoResize)) {
+    ImGui::SetKeyboardFocusHere();
+    if (ImGui::InputText("step", goto_buf_, sizeof goto_buf_, ImGuiInputTextFlags_EnterReturnsTrue | ImGuiInputTextFlags_CharsDecimal)) {
+      m_.go_to(std::strtoll(goto_buf_, nullptr, 10));
+      ImGui::CloseCurrentPopup();
+    }
+    if (ImGui::IsKeyPressed(ImGui::GetKeyIndex(ImGuiKey_Escape))) ImGui::CloseCurrentPopup();
+    ImGui::EndPopup();
+  }
+  if (m_.cursor() != last_cursor_) {
+    last_cursor_ = m_.cursor();
+    scroll_to_cursor_ = true;
+  } else {
+    scroll_to_cursor_ = false;
+  }
+}
+
+void App::draw_compiles() {
+  const std::string& path = m_.path();
+  ImGui::TextDisabled("%s  (%zu compiles, %llu steps)", path.substr(path.find_last_of('/') + 1).c_str(), m_.compiles().size(),
+                      static_cast<unsigned long long>(m_.total_steps()));
+  if (!ImGui::BeginTable("compiles", 6, ImGuiTableFlags_RowBg | ImGuiTableFlags_ScrollY | ImGuiTableFlags_Resizable)) return;
+  ImGui::TableSetupScrollFreeze(0, 1);
+  for (const char* h : {"compile", "function", "outcome", "graphs/breaks/guards", "steps", "hits"}) ImGui::TableSetupColumn(h);
+  ImGui::TableHeadersRow();
+  ImGuiListClipper clip;
+  clip.Begin(static_cast<int>(m_.compiles().size()));
+  while (clip.Step())
+    for (int i = clip.DisplayStart; i < clip.DisplayEnd; ++i) {
+      const Compile& c = m_.compiles()[i];
+      ImGui::TableNextRow();
+      ImGui::TableNextColumn();
+      const std::string label = "[" + c.id + "]##c" + std::to_string(i);
+      if (ImGui::Selectable(label.c_str(), m_.selected_compile() == i, ImGuiSelectableFlags_SpanAllColumns)) m_.select_compile(i);
+      if (ImGui::IsItemHovered() && !c.reason.empty()) ImGui::SetTooltip("why: %s", c.reason.c_str());
+      ImGui::TableNextColumn();
+      ImGui::TextUnformatted(c.qualname.c_str());
+      ImGui::TableNextColumn();
+      ImGui::TextColored(c.outcome.rfind("break", 0) == 0 ? ImVec4(1, .4f, .4f, 1) : ImVec4(.6f, .9f, .6f, 1), "%s", c.outcome.c_str());
+      ImGui::TableNextColumn();
+      ImGui::Text("%zu / %zu / %zu", c.graphs.size(), c.breaks.size(), c.guards.size());
+      ImGui::TableNextColumn();
+      ImGui::Text("%llu", static_cast<unsigned long long>(c.steps));
+      ImGui::TableNextColumn();
+      ImGui::Text("%lld", static_cast<long long>(c.hits));
+    }
+  ImGui::EndTable();
+}
+
+void App::draw_timeline() {
+  const int ci = m_.selected_compile();
+  ImGui::Text("step %lld / %llu", static_cast<long long>(m_.cursor()), static_cast<unsigned long long>(m_.total_steps()));
+  ImGui::SameLine();
+  if (ImGui::SmallButton("<")) m_.back();
+  ImGui::SameLine();
+  if (ImGui::SmallButton(">")) m_.forward();
+  ImGui::SameLine();
+  if (ImGui::SmallButton("bookmark")) m_.toggle_bookmark();
+  ImGui::SameLine();
+  ImGui::TextDisabled("  arrows step, shift steps over calls, alt back/forward, ctrl+G go to, ctrl+B bookmark, F3 next hit");
+  ImDrawList* dl = ImGui::GetWindowDrawList();
+  const float w = ImGui::GetContentRegionAvail().x;
+  // Whole run: compiles as segments.
+  ImVec2 p = ImGui::GetCursorScreenPos();
+  const float h1 = 10;
+  const double total = std::max<double>(1.0, static_cast<double>(m_.total_steps()));
+  for (const Compile& c : m_.compiles()) {
+    const float x0 = p.x + static_cast<float>(c.first_step / total) * w, x1 = p.x + static_cast<float>((c.first_step + c.steps) / total) * w;
+    dl->AddRectFilled(ImVec2(x0, p.y), ImVec2(std::max(x0 + 1, x1 - 1), p.y + h1),
+                      c.index == ci ? IM_COL32(120, 140, 200, 255) : IM_COL32(70, 80, 100, 255));
+  }
+  const float cx = p.x + static_cast<float>(m_.cursor() / total) * w;
+  dl->AddLine(ImVec2(cx, p.y - 1), ImVec2(cx, p.y + h1 + 1), kAccent, 2);
+  ImGui::InvisibleButton("run", ImVec2(w, h1));
+  if (ImGui::IsItemActive()) m_.go_to(static_cast<int64_t>((ImGui::GetIO().MousePos.x - p.x) / w * total), ImGui::IsItemActivated());
+  if (ci < 0) return;
+  // Selected compile: depth band and markers.
+  const Compile& c = m_.compiles()[ci];
+  p = ImGui::GetCursorScreenPos();
+  const float h2 = std::max(24.0f, ImGui::GetContentRegionAvail().y - 4);
+  const int n = std::max(1, static_cast<int>(w / 2));
+  const std::vector<int> depth = m_.depth_samples(static_cast<int64_t>(c.first_step), static_cast<int64_t>(c.first_step + c.steps), n);
+  int maxd = 1;
+  for (int d : depth) maxd = std::max(maxd, d + 1);
+  for (int i = 0; i < n; ++i) {
+    if (depth[i] < 0) continue;
+    const float bh = (h2 * 0.5f) * static_cast<float>(depth[i] + 1) / static_cast<float>(maxd);
+    dl->AddRectFilled(ImVec2(p.x + i * 2, p.y + h2 * 0.5f - bh), ImVec2(p.x + i * 2 + 2, p.y + h2 * 0.5f), IM_COL32(80, 110, 160, 255));
+  }
+  const double cs = std::max<double>(1.0, static_cast<double>(c.steps));
+  auto mark = [&](int64_t step, ImU32 col, float y0, float y1) {
+    if (step < static_cast<int64_t>(c.first_step)) return;
+    const float x = p.x + static_cast<float>((step - c.first_step) / cs) * w;
+    dl->AddLine(ImVec2(x, p.y + y0), ImVec2(x, p.y + y1), col, 1.5f);
+  };
+  for (int g : c.guards) mark(m_.guards()[g].step, kGuardCol, h2 * 0.55f, h2 * 0.70f);
+  for (int nd : c.nodes) mark(m_.nodes()[nd].step, kNodeCol, h2 * 0.72f, h2 * 0.86f);
+  for (int b : c.breaks) mark(m_.breaks()[b].step, kBreakCol, 0, h2);
+  for (int64_t b : m_.bookmarks()) mark(b, IM_COL32(255, 255, 255, 200), h2 * 0.88f, h2);
+  mark(m_.cursor(), kAccent, 0, h2);
+  ImGui::InvisibleButton("compile", ImVec2(w, h2));
+  if (ImGui::IsItemActive())
+    m_.go_to(static_cast<int64_t>(c.first_step) + static_cast<int64_t>(std::clamp((ImGui::GetIO().MousePos.x - p.x) / w, 0.0f, 1.0f) * (cs - 1)),
+             ImGui::IsItemActivated());
+}
+
+void App::draw_source() {
+  const StepState& s = m_.state(false);
+  const int ci = m_.selected_compile();
+  std::string file;
+  int line = 0;
+  if (s.valid) {
+    auto cv = m_.code_view(s.code);
+    file = cv->error.empty() ? cv->info.filename : (ci >= 0 ? m_.compiles()[ci].filename : "");
+    line = s.line;
+  } else if (ci >= 0) {
+    file = m_.compiles()[ci].filename;
+    line = m_.compiles()[ci].firstlineno;
+  }
+  ImGui::TextDisabled("%s:%d", file.c_str(), line);
+  const auto& lines = m_.source(file);
+  if (lines.empty()) {
+    ImGui::TextDisabled("(source not readable from this machine)");
+    return;
+  }
+  ImGui::BeginChild("src");
+  ImGuiListClipper clip;
+  clip.Begin(static_cast<int>(lines.size()));
+  if (scroll_to_cursor_ && line > 0) clip.ForceDisplayRangeByIndices(line - 1, line);
+  while (clip.Step())
+    for (int i = clip.DisplayStart; i < clip.DisplayEnd; ++i) {
+      const bool cur = i + 1 == line;
+      if (cur) ImGui::PushStyleColor(ImGuiCol_Text, kAccent);
+      ImGui::Text("%5d  %s", i + 1, lines[i].c_str());
+      if (cur) {
+        ImGui::PopStyleColor();
+        if (scroll_to_cursor_) ImGui::SetScrollHereY(0.4f);
+      }
+    }
+  ImGui::EndChild();
+}
+
+void App::draw_bytecode() {
+  const StepState& s = m_.state(false);
+  if (!s.valid) return ImGui::TextDisabled("(no step)");
+  auto cv = m_.code_view(s.code);
+  ImGui::TextDisabled("%s  depth %d  %s", cv->error.empty() ? cv->info.qualname.c_str() : "?", s.depth,
+                      std::string(bc::op_name(s.opcode)).c_str());
+  if (!cv->error.empty()) return ImGui::TextDisabled("%s", cv->error.c_str());
+  ImGui::BeginChild("bc");
+  ImGuiListClipper clip;
+  clip.Begin(static_cast<int>(cv->lines.size()));
+  int cur = -1;
+  for (size_t i = 0; i < cv->decoded.instrs.size(); ++i)
+    if (cv->decoded.instrs[i].offset == s.offset) cur = static_cast<int>(i);
+  if (scroll_to_cursor_ && cur >= 0) clip.ForceDisplayRangeByIndices(cur, cur + 1);
+  while (clip.Step())
+    for (int i = clip.DisplayStart; i < clip.DisplayEnd; ++i) {
+      const bool here = i == cur;
+      if (here) ImGui::PushStyleColor(ImGuiCol_Text, kAccent);
+      ImGui::TextUnformatted(((here ? "-->" : "   ") + cv->lines[i]).c_str());
+      if (here) {
+        ImGui::PopStyleColor();
+        if (scroll_to_cursor_) ImGui::SetScrollHereY(0.4f);
+      }
+    }
+  ImGui::EndChild();
+}
+
+void App::draw_rewritten() {
+  const int ci = m_.selected_compile();
+  if (ci < 0) return;
+  const Compile& c = m_.compiles()[ci];
+  if (c.gen_codes.empty()) return ImGui::TextDisabled("(no generated code: %s)", c.outcome.c_str());
+  int brk_offset = -1;
+  if (!c.breaks.empty()) {
+    const Break& b = m_.breaks()[c.breaks.front()];
+    brk_offset = b.offset;
+    ImGui::TextColored(ImVec4(1, .4f, .4f, 1), "break %s at offset %d: %s", b.break_id.c_str(), b.offset, b.message.c_str());
+  }
+  if (!ImGui::BeginTabBar("gen")) return;
+  for (const auto& [name, code] : c.gen_codes) {
+    if (!ImGui::BeginTabItem(name.c_str())) continue;
+    auto cv = m_.code_view(code);
+    ImGui::BeginChild("gc");
+    if (!cv->error.empty()) ImGui::TextDisabled("%s", cv->error.c_str());
+    for (const std::string& l : cv->lines) ImGui::TextUnformatted(l.c_str());
+    ImGui::EndChild();
+    ImGui::EndTabItem();
+  }
+  (void)brk_offset;
+  ImGui::EndTabBar();
+}
+
+void App::draw_stack() {
+  const StepState& s = m_.state(false);
+  if (m_.pending()) ImGui::TextDisabled("(decoding...)");
+  if (!s.valid) return;
+  auto cv = m_.code_view(s.code);
+  auto rows = [&](const char* id, const std::vector<trace::Value>& vals, bool locals) {
+    if (!ImGui::BeginTable(id, 4, ImGuiTableFlags_RowBg | ImGuiTableFlags_Resizable | ImGuiTableFlags_BordersInnerV)) return;
+    for (const char* h : {locals ? "local" : "slot", "value", "source", "made at"}) ImGui::TableSetupColumn(h);
+    ImGui::TableHeadersRow();
+    for (size_t i = vals.size(); i-- > 0;) {  // stack: top first
+      const size_t k = locals ? vals.size() - 1 - i : i;
+      const trace::Value& v = vals[k];
+      ImGui::TableNextRow();
+      ImGui::TableNextColumn();
+      std::string name = std::to_string(k);
+      if (locals && cv->error.empty() && static_cast<size_t>(s.local_slots[k]) < cv->info.localsplusnames.size())
+        name = cv->info.localsplusnames[s.local_slots[k]];
+      const std::string label = name + "##" + id + std::to_string(k);
+      if (ImGui::Selectable(label.c_str(), m_.selected_value() == v.id, ImGuiSelectableFlags_SpanAllColumns)) m_.follow_value(v.id);
+      ImGui::TableNextColumn();
+      ImGui::Text("%s %s", v.kind.c_str(), v.repr.c_str());
+      ImGui::TableNextColumn();
+      ImGui::TextUnformatted(v.source.c_str());
+      ImGui::TableNextColumn();
+      ImGui::Text("%llu", static_cast<unsigned long long>(v.step));
+    }
+    ImGui::EndTable();
+  };
+  ImGui::Text("stack (top first), frame %d of %zu", s.depth, s.frames.size());
+  rows("stack", s.stack, false);
+  ImGui::Separator();
+  ImGui::Text("locals");
+  rows("locals", s.locals, true);
+}
+
+void App::draw_graph() {
+  if (graph_ < 0) return ImGui::TextDisabled("(the selected compile made no graph)");
+  auto it = layouts_.find(graph_);
+  if (it == layouts_.end()) it = layouts_.emplace(graph_, layout_graph(m_, graph_)).first;
+  const GraphLayout& l = it->second;
+  const Graph& g = m_.graphs()[graph_];
+  ImGui::TextDisabled("graph %d: %zu nodes  (drag to pan, wheel to zoom)", graph_, g.nodes.size());
+  if (!l.error.empty()) ImGui::TextDisabled("%s", l.error.c_str());
+  const float avail = ImGui::GetContentRegionAvail().y;
+  ImGui::BeginChild("canvas", ImVec2(0, avail * 0.62f), true, ImGuiWindowFlags_NoScrollbar | ImGuiWindowFlags_NoScrollWithMouse);
+  ImDrawList* dl = ImGui::GetWindowDrawList();
+  const ImVec2 o = ImGui::GetCursorScreenPos(), sz = ImGui::GetContentRegionAvail();
+  ImGui::InvisibleButton("pan", sz);
+  if (ImGui::IsItemActive() && ImGui::IsMouseDragging(ImGuiMouseButton_Left)) {
+    pan_x_ += ImGui::GetIO().MouseDelta.x;
+    pan_y_ += ImGui::GetIO().MouseDelta.y;
+  }
+  if (ImGui::IsItemHovered() && ImGui::GetIO().MouseWheel != 0) zoom_ = std::clamp(zoom_ * (ImGui::GetIO().MouseWheel > 0 ? 1.1f : 0.9f), 0.1f, 4.0f);
+  const float fit = l.width > 0 ? std::min(1.0f, std::min(sz.x / l.width, sz.y / std::max(1.0f, l.height))) : 1.0f;
+  const float z = fit * zoom_;
+  auto P = [&](float x, float y) { return ImVec2(o.x + pan_x_ + x * z + 4, o.y + pan_y_ + y * z + 4); };
+  dl->PushClipRect(o, ImVec2(o.x + sz.x, o.y + sz.y), true);
+  for (const auto& e : l.edges)
+    for (size_t k = 0; k + 7 < e.pts.size(); k += 6)
+      dl->AddBezierCubic(P(e.pts[k], e.pts[k + 1]), P(e.pts[k + 2], e.pts[k + 3]), P(e.pts[k + 4], e.pts[k + 5]), P(e.pts[k + 6], e.pts[k + 7]),
+                         IM_COL32(160, 160, 160, 255), 1.0f);
+  const ImVec2 mouse = ImGui::GetIO().MousePos;
+  for (const auto& n : l.nodes) {
+    const ImVec2 a = P(n.x - n.w / 2, n.y - n.h / 2), b = P(n.x + n.w / 2, n.y + n.h / 2);
+    const Node& nd = m_.nodes()[n.node];
+    const bool sel = m_.selected_node() == n.node;
+    const bool made = nd.step >= 0 && nd.step <= m_.cursor() && nd.compile == m_.selected_compile();
+    dl->AddRectFilled(a, b, sel ? IM_COL32(120, 90, 20, 255) : made ? IM_COL32(40, 70, 50, 255) : IM_COL32(45, 45, 55, 255), 3);
+    dl->AddRect(a, b, sel ? kAccent : IM_COL32(150, 150, 170, 255), 3);
+    if (z > 0.35f) dl->AddText(ImVec2(a.x + 3, a.y + 2), IM_COL32(230, 230, 230, 255), (nd.name + "\n" + (nd.op == "call_function" ? nd.target : nd.op)).c_str());
+    if (ImGui::IsMouseClicked(ImGuiMouseButton_Left) && mouse.x >= a.x && mouse.x <= b.x && mouse.y >= a.y && mouse.y <= b.y)
+      m_.follow_node(n.node);
+  }
+  dl->PopClipRect();
+  ImGui::EndChild();
+  // Node table.
+  if (ImGui::BeginTable("nodes", 4, ImGuiTableFlags_RowBg | ImGuiTableFlags_ScrollY | ImGuiTableFlags_Resizable, ImVec2(0, avail * 0.36f))) {
+    for (const char* h : {"node", "op / target", "args", "meta"}) ImGui::TableSetupColumn(h);
+    ImGui::TableHeadersRow();
+    for (int ni : g.nodes) {
+      const Node& nd = m_.nodes()[ni];
+      ImGui::TableNextRow();
+      ImGui::TableNextColumn();
+      if (ImGui::Selectable((nd.name + "##n").c_str(), m_.selected_node() == ni, ImGuiSelectableFlags_SpanAllColumns)) m_.follow_node(ni);
+      ImGui::TableNextColumn();
+      ImGui::TextUnformatted((nd.op == "call_function" ? nd.target : nd.op).c_str());
+      ImGui::TableNextColumn();
+      ImGui::TextUnformatted(nd.args.c_str());
+      ImGui::TableNextColumn();
+      ImGui::TextUnformatted(nd.meta.c_str());
+    }
+    ImGui::EndTable();
+  }
+}
+
+void App::draw_tables() {
+  ImGui::SetNextItemWidth(-1);
+  ImGui::InputTextWithHint("##filter", "filter", filter_buf_, sizeof filter_buf_);
+  if (!ImGui::BeginTabBar("tables")) return;
+  auto tab = [&](const char* name) {
+    const bool open = ImGui::BeginTabItem(name, nullptr, tab_ == name && ImGui::GetFrameCount() < 3 ? ImGuiTabItemFlags_SetSelected : 0);
+    if (open && ImGui::GetFrameCount() >= 3) tab_ = name;
+    return open;
+  };
+  const int ci = m_.selected_compile();
+  if (tab("guards")) {
+    if (ImGui::BeginTable("g", 3, ImGuiTableFlags_RowBg | ImGuiTableFlags_ScrollY | ImGuiTableFlags_Resizable)) {
+      for (const char* h : {"kind", "guard", "line"}) ImGui::TableSetupColumn(h);
+      ImGui::TableHeadersRow();
+      if (ci >= 0)
+        for (int gi : m_.compiles()[ci].guards) {
+          const Guard& g = m_.guards()[gi];
+          if (!passes(filter_buf_, g.text + " " + g.kind)) continue;
+          ImGui::TableNextRow();
+          ImGui::TableNextColumn();
+          if (ImGui::Selectable((g.kind + "##g" + std::to_string(gi)).c_str(), m_.selected_guard() == gi, ImGuiSelectableFlags_SpanAllColumns)) m_.follow_guard(gi);
+          ImGui::TableNextColumn();
+          ImGui::TextUnformatted(g.text.c_str());
+          ImGui::TableNextColumn();
+          ImGui::Text("%d", g.line);
+        }
+      ImGui::EndTable();
+    }
+    ImGui::EndTabItem();
+  }
+  if (tab("breaks")) {
+    for (size_t i = 0; i < m_.breaks().size(); ++i) {
+      const Break& b = m_.breaks()[i];
+      if (!passes(filter_buf_, b.break_id + " " + b.message)) continue;
+      const std::string label = "[" + m_.compiles()[b.compile].id + "] " + b.break_id + " line " + std::to_string(b.line) + ": " + b.message + "##b" + std::to_string(i);
+      if (ImGui::Selectable(label.c_str(), m_.selected_break() == static_cast<int>(i))) m_.follow_break(static_cast<int>(i));
+      if (!b.hint.empty() && ImGui::IsItemHovered()) ImGui::SetTooltip("%s", b.hint.c_str());
+    }
+    ImGui::EndTabItem();
+  }
+  if (tab("recompiles")) {
+    for (size_t i = 0; i < m_.recompiles().size(); ++i) {
+      const Recompile& r = m_.recompiles()[i];
+      std::string label = r.kind + " " + r.qualname + ": " + (r.failures.empty() ? "" : r.failures.front());
+      if (!passes(filter_buf_, label)) continue;
+      label += "##r" + std::to_string(i);
+      if (ImGui::Selectable(label.c_str(), m_.selected_recompile() == static_cast<int>(i))) m_.follow_recompile(static_cast<int>(i));
+    }
+    ImGui::EndTabItem();
+  }
+  if (tab("search")) {
+    draw_search();
+    ImGui::EndTabItem();
+  }
+  ImGui::EndTabBar();
+}
+
+void App::draw_search() {
+  ImGui::SetNextItemWidth(-1);
+  if (ImGui::InputTextWithHint("##q", "opcode, name, guard text or break id", search_buf_, sizeof search_buf_, ImGuiInputTextFlags_EnterReturnsTrue))
+    m_.search(search_buf_);
+  size_t before = 0;
+  for (const SearchHit& h : m_.hits()) before += h.step < m_.cursor();
+  ImGui::Text("%zu hits: %zu before the cursor, %zu after", m_.hits().size(), before, m_.hits().size() - before);
+  ImGui::SameLine();
+  if (ImGui::SmallButton("prev")) m_.search_step(-1);
+  ImGui::SameLine();
+  if (ImGui::SmallButton("next")) m_.search_step(1);
+  ImGui::BeginChild("hits");
+  ImGuiListClipper clip;
+  clip.Begin(static_cast<int>(m_.hits().size()));
+  while (clip.Step())
+    for (int i = clip.DisplayStart; i < clip.DisplayEnd; ++i) {
+      const SearchHit& h = m_.hits()[i];
+      const std::string label = std::to_string(h.step) + "  " + h.what + "  " + h.label + "##h" + std::to_string(i);
+      if (ImGui::Selectable(label.c_str(), h.step == m_.cursor())) m_.go_to(h.step);
+    }
+  ImGui::EndChild();
+}
+
+}  // namespace dv::view

@@ -1,0 +1,63 @@
+// The viewer window: Dear ImGui panes over a view::Model (one small Draw function per pane, all
+// following the model's cursor), the keyboard map, the FX graph laid out by Graphviz, and the
+// --script commands (which call the same actions a click or a key does).
+#pragma once
+#include <map>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "model.h"
+
+namespace dv::view {
+
+struct GraphLayout {  // Graphviz "dot" positions, in points, y down
+  struct N { float x, y, w, h; int node; };
+  struct E { std::vector<float> pts; };  // bezier control points x0,y0,x1,y1,...
+  std::vector<N> nodes;
+  std::vector<E> edges;
+  float width = 0, height = 0;
+  std::string error;
+};
+GraphLayout layout_graph(const Model& m, int graph);
+
+class App {
+ public:
+  explicit App(Model& m) : m_(m) {}
+  void frame();  // builds one ImGui frame (between NewFrame and Render)
+  // A --script command ("key Right", "click guard 0", "goto 40", ...): "" when done, else why not.
+  std::string command(const std::string& line);
+  nlohmann::json snapshot();  // the model's snapshot plus what the panes show
+  enum Key { Left, Right, ShiftLeft, ShiftRight, AltLeft, AltRight, CtrlG, CtrlB, F3, ShiftF3, Home, End };
+  void key(Key k);
+
+ private:
+  void shortcuts();
+  void draw_compiles();
+  void draw_timeline();
+  void draw_source();
+  void draw_bytecode();
+  void draw_rewritten();
+  void draw_stack();
+  void draw_graph();
+  void draw_tables();
+  void draw_search();
+  void sync_graph();
+
+  Model& m_;
+  int graph_ = -1;  // graph shown in the FX pane
+  std::map<int, GraphLayout> layouts_;
+  float zoom_ = 1.0f;
+  float pan_x_ = 0, pan_y_ = 0;
+  int64_t last_cursor_ = -1;
+  bool scroll_to_cursor_ = true;
+  bool goto_popup_ = false;
+  char goto_buf_[32] = "";
+  char search_buf_[128] = "";
+  char filter_buf_[128] = "";
+  std::string tab_ = "guards";  // the tables pane's tab
+};
+
+}  // namespace dv::view

@@ -1,0 +1,542 @@
+// The viewer's model (see model.h).
+#include "model.h"
+
+#include <algorithm>
+#include <fstream>
+
+#include "core/code_json.h"
+#include "core/json_get.h"
+#include "core/opcodes.h"
+
+namespace dv::view {
+using nlohmann::json;
+
+namespace {
+template <class T>
+T get(const json& j, const char* k, T fallback) {
+  return json_get<T>(j, k, fallback);
+}
+constexpr size_t kCacheChunks = 6;
+
+bool contains_ci(const std::string& hay, const std::string& needle) {
+  if (needle.empty()) return false;
+  auto it = std::search(hay.begin(), hay.end(), needle.begin(), needle.end(),
+                        [](char a, char b) { return std::tolower(static_cast<unsigned char>(a)) == std::tolower(static_cast<unsigned char>(b)); });
+  return it != hay.end();
+}
+}  // namespace
+
+Result<std::unique_ptr<Model>> Model::open(const std::string& path) {
+  auto r = trace::TraceReader::open(path);
+  if (!r) return r.error();
+  std::unique_ptr<Model> m(new Model());
+  m->path_ = path;
+  m->r_ = std::move(*r);
+  m->total_ = m->r_->total_steps();
+  m->index_events();
+  m->thread_ = std::thread([p = m.get()] { p->loader(); });
+  if (!m->compiles_.empty()) m->compile_ = 0;
+  return m;
+}
+
+Model::~Model() {
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    stop_ = true;
+  }
+  cv_.notify_all();
+  if (thread_.joinable()) thread_.join();
+}
+
+// Tables from the trace's events (read once at open).
+void Model::index_events() {
+  auto comp = [&](int64_t c) -> Compile* { return c >= 0 && static_cast<size_t>(c) < compiles_.size() ? &compiles_[c] : nullptr; };
+  std::vector<size_t> pending_recompiles;  // waiting for the compile they cause
+  for (const json& ev : r_->events()) {
+    const std::string t = get<std::string>(ev, "t", "");
+    const int64_t c = get<int64_t>(ev, "c", -1);
+    if (t == "compile_start") {
+      Compile x;
+      x.index = static_cast<int>(compiles_.size());
+      x.id = get<std::string>(ev, "id", "?");
+      x.qualname = get<std::string>(ev, "qualname", "");
+      x.filename = get<std::string>(ev, "filename", "");
+      x.reason = get<std::string>(ev, "reason", "");
+      x.firstlineno = get<int>(ev, "firstlineno", 0);
+      x.code = get<int>(ev, "code", -1);
+      x.first_step = get<uint64_t>(ev, "step", 0);
+      compiles_.push_back(std::move(x));
+      for (size_t i : pending_recompiles) {
+        Recompile& rc = recompiles_[i];
+        if (rc.entry_compile >= 0 && compiles_[rc.entry_compile].code == compiles_.back().code) rc.caused_compile = compiles_.back().index;
+      }
+      pending_recompiles.clear();
+    } else if (t == "compile_end") {
+      if (Compile* x = comp(c)) {
+        x->outcome = get<std::string>(ev, "outcome", "");
+        x->steps = get<uint64_t>(ev, "steps", 0);
+        x->seconds = get<double>(ev, "seconds", 0.0);
+      }
+    } else if (t == "guard") {
+      Guard g{static_cast<int>(c), get<int>(ev, "i", 0), get<int>(ev, "line", 0), get<std::string>(ev, "kind", ""),
+              get<std::string>(ev, "text", ""), get<int64_t>(ev, "step", -1)};
+      if (Compile* x = comp(c)) x->guards.push_back(static_cast<int>(guards_.size()));
+      guards_.push_back(std::move(g));
+    } else if (t == "break") {
+      Break b;
+      b.compile = static_cast<int>(c);
+      b.line = get<int>(ev, "line", 0);
+      b.offset = get<int>(ev, "offset", 0);
+      b.break_id = get<std::string>(ev, "break_id", "");
+      b.message = get<std::string>(ev, "message", "");
+      b.hint = get<std::string>(ev, "hint", "");
+      b.filename = get<std::string>(ev, "filename", "");
+      b.step = get<int64_t>(ev, "step", -1);
+      if (ev.contains("stack") && ev["stack"].is_array())
+        for (const json& s : ev["stack"]) b.stack.push_back(s.is_string() ? s.get<std::string>() : s.dump());
+      if (Compile* x = comp(c)) x->breaks.push_back(static_cast<int>(breaks_.size()));
+      breaks_.push_back(std::move(b));
+    } else if (t == "graph") {
+      Graph g;
+      g.compile = static_cast<int>(c);
+      g.code = get<std::string>(ev, "code", "");
+      const int gi = static_cast<int>(graphs_.size());
+      if (ev.contains("nodes") && ev["nodes"].is_array())
+        for (const json& n : ev["nodes"]) {
+          Node x;
+          x.compile = g.compile;
+          x.graph = gi;
+          x.name = get<std::string>(n, "name", "");
+          x.op = get<std::string>(n, "op", "");
+          x.target = get<std::string>(n, "target", "");
+          x.args = get<std::string>(n, "args", "");
+          x.meta = get<std::string>(n, "meta", "");
+          x.step = get<int64_t>(n, "step", -1);
+          g.nodes.push_back(static_cast<int>(nodes_.size()));
+          if (Compile* cc = comp(c)) cc->nodes.push_back(static_cast<int>(nodes_.size()));
+          nodes_.push_back(std::move(x));
+        }
+      if (Compile* x = comp(c)) x->graphs.push_back(gi);
+      graphs_.push_back(std::move(g));
+    } else if (t == "gen_code") {
+      if (Compile* x = comp(c)) x->gen_codes.emplace_back(get<std::string>(ev, "name", ""), get<int>(ev, "code", -1));
+    } else if (t == "cache") {
+      const std::string kind = get<std::string>(ev, "kind", "");
+      if (kind == "hit") {
+        if (Compile* x = comp(get<int64_t>(ev, "entry_c", -1))) x->hits += get<int64_t>(ev, "count", 0);
+      } else if (kind == "recompile" || kind == "limit") {
+        Recompile rc;
+        rc.kind = kind;
+        rc.qualname = get<std::string>(ev, "qualname", "");
+        rc.entry_compile = get<int>(ev, "entry_c", -1);
+        if (ev.contains("failures") && ev["failures"].is_array())
+          for (const json& f : ev["failures"]) rc.failures.push_back(f.is_string() ? f.get<std::string>() : f.dump());
+        if (const Compile* x = comp(rc.entry_compile); x && ev.contains("guards") && ev["guards"].is_array())
+          for (const json& gi : ev["guards"]) {
+            const int i = gi.is_number_integer() ? gi.get<int>() : -1;
+            if (i >= 0 && static_cast<size_t>(i) < x->guards.size()) rc.guards.push_back(x->guards[i]);
+          }
+        if (kind == "recompile") pending_recompiles.push_back(recompiles_.size());
+        recompiles_.push_back(std::move(rc));
+      }
+    }
+  }
+  // Compiles without an end event (a crashed writer): their steps run to the next compile.
+  for (size_t i = 0; i < compiles_.size(); ++i)
+    if (compiles_[i].steps == 0) {
+      const uint64_t end = i + 1 < compiles_.size() ? compiles_[i + 1].first_step : total_;
+      compiles_[i].steps = end > compiles_[i].first_step ? end - compiles_[i].first_step : 0;
+    }
+}
+
+int Model::compile_of(int64_t step) const {
+  auto it = std::upper_bound(compiles_.begin(), compiles_.end(), step,
+                             [](int64_t s, const Compile& c) { return s < static_cast<int64_t>(c.first_step); });
+  if (it == compiles_.begin()) return compiles_.empty() ? -1 : 0;
+  return static_cast<int>(it - compiles_.begin()) - 1;
+}
+
+// ---- chunk cache ---------------------------------------------------------------------------------
+
+void Model::loader() {
+  std::unique_lock<std::mutex> lock(mu_);
+  while (!stop_) {
+    cv_.wait(lock, [&] { return stop_ || want_.has_value(); });
+    if (stop_) break;
+    const size_t k = *want_;
+    want_.reset();
+    bool have = false;
+    for (auto& e : cache_) have |= e.first == k;
+    if (have) continue;
+    lock.unlock();
+    auto c = r_->chunk(k);
+    std::shared_ptr<const trace::Chunk> p = c ? std::make_shared<trace::Chunk>(std::move(*c)) : std::make_shared<trace::Chunk>();
+    lock.lock();
+    cache_.emplace_front(k, std::move(p));
+    if (cache_.size() > kCacheChunks) cache_.pop_back();
+    done_cv_.notify_all();
+  }
+}
+
+void Model::request(size_t k) {
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    want_ = k;  // the latest request wins: an older one not started yet is dropped
+  }
+  cv_.notify_one();
+}
+
+std::shared_ptr<const trace::Chunk> Model::chunk(size_t k, bool wait) {
+  std::unique_lock<std::mutex> lock(mu_);
+  for (;;) {
+    for (auto it = cache_.begin(); it != cache_.end(); ++it)
+      if (it->first == k) {
+        cache_.splice(cache_.begin(), cache_, it);
+        return cache_.front().second;
+      }
+    if (!wait) {
+      lock.unlock();
+      request(k);
+      return nullptr;
+    }
+    want_ = k;
+    cv_.notify_one();
+    done_cv_.wait(lock);
+  }
+}
+
+bool Model::pending() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return want_.has_value();
+}
+
+// ---- cursor ----------------------------------------------------------------------------------------
+
+void Model::go_to(int64_t step, bool remember) {
+  if (total_ == 0) return;
+  step = std::clamp<int64_t>(step, 0, static_cast<int64_t>(total_) - 1);
+  cursor_ = step;
+  compile_ = compile_of(step);
+  if (remember && history_[hpos_] != step) {
+    history_.resize(hpos_ + 1);
+    history_.push_back(step);
+    hpos_ = history_.size() - 1;
+  }
+}
+
+void Model::step_by(int64_t delta) { go_to(cursor_ + delta, false); }
+
+void Model::step_over(int dir) {
+  const StepState& s = state(true);
+  if (!s.valid) return step_by(dir);
+  const int depth = s.depth;
+  int64_t i = cursor_;
+  for (int guard = 0; guard < 64; ++guard) {  // at most 64 chunks scanned
+    i += dir;
+    if (i < 0 || i >= static_cast<int64_t>(total_)) return;
+    const size_t k = r_->chunk_of(static_cast<uint64_t>(i));
+    auto c = chunk(k, true);
+    if (!c || c->size() == 0) return;
+    const int64_t first = static_cast<int64_t>(c->first_step), last = first + static_cast<int64_t>(c->size()) - 1;
+    for (; i >= first && i <= last; i += dir) {
+      const size_t j = static_cast<size_t>(i - first);
+      if (c->depth[j] <= depth || c->compile[j] != s.compile) return go_to(i, false);
+    }
+    i -= dir;
+  }
+}
+
+void Model::select_compile(int c) {
+  if (c < 0 || static_cast<size_t>(c) >= compiles_.size()) return;
+  go_to(static_cast<int64_t>(compiles_[c].first_step));
+  compile_ = c;
+}
+
+bool Model::back() {
+  if (hpos_ == 0) return false;
+  go_to(history_[--hpos_], false);
+  return true;
+}
+
+bool Model::forward() {
+  if (hpos_ + 1 >= history_.size()) return false;
+  go_to(history_[++hpos_], false);
+  return true;
+}
+
+void Model::toggle_bookmark() {
+  if (!bookmarks_.erase(cursor_)) bookmarks_.insert(cursor_);
+}
+
+bool Model::next_bookmark(int dir) {
+  if (bookmarks_.empty()) return false;
+  if (dir > 0) {
+    auto it = bookmarks_.upper_bound(cursor_);
+    go_to(it == bookmarks_.end() ? *bookmarks_.begin() : *it);
+  } else {
+    auto it = bookmarks_.lower_bound(cursor_);
+    go_to(it == bookmarks_.begin() ? *bookmarks_.rbegin() : *std::prev(it));
+  }
+  return true;
+}
+
+void Model::follow_guard(int i) {
+  if (i < 0 || static_cast<size_t>(i) >= guards_.size()) return;
+  guard_ = i;
+  if (guards_[i].step >= 0) go_to(guards_[i].step);
+  compile_ = guards_[i].compile;
+}
+
+void Model::follow_node(int i) {
+  if (i < 0 || static_cast<size_t>(i) >= nodes_.size()) return;
+  node_ = i;
+  if (nodes_[i].step >= 0) go_to(nodes_[i].step);
+  compile_ = nodes_[i].compile;
+}
+
+void Model::follow_break(int i) {
+  if (i < 0 || static_cast<size_t>(i) >= breaks_.size()) return;
+  break_ = i;
+  if (breaks_[i].step >= 0) go_to(breaks_[i].step);
+  compile_ = breaks_[i].compile;
+}
+
+void Model::follow_value(int id) {
+  const StepState& s = state(true);
+  if (!s.valid) return;
+  const trace::Value* v = value(s.compile, id);
+  if (!v) return;
+  value_ = id;
+  go_to(static_cast<int64_t>(v->step));
+  // The graph node it stands for, if any.
+  for (int n : compiles_[s.compile].nodes)
+    if (nodes_[n].node == v->node && v->node >= 0) node_ = n;
+}
+
+void Model::follow_recompile(int i) {
+  if (i < 0 || static_cast<size_t>(i) >= recompiles_.size()) return;
+  recompile_ = i;
+  if (!recompiles_[i].guards.empty()) follow_guard(recompiles_[i].guards.front());
+  else if (recompiles_[i].entry_compile >= 0) select_compile(recompiles_[i].entry_compile);
+}
+
+// ---- state at the cursor ---------------------------------------------------------------------------
+
+const StepState& Model::state(bool wait) {
+  if (state_step_ == cursor_ && state_.valid) return state_;
+  if (cursor_ < 0 || static_cast<uint64_t>(cursor_) >= total_) {
+    state_ = StepState{};
+    return state_;
+  }
+  const size_t k = r_->chunk_of(static_cast<uint64_t>(cursor_));
+  auto c = chunk(k, wait);
+  if (!c) return state_;  // the previous state stays on screen until the chunk arrives
+  StepState s;
+  const size_t i = static_cast<size_t>(cursor_ - static_cast<int64_t>(c->first_step));
+  if (i >= c->size()) {
+    state_ = StepState{};
+    state_step_ = cursor_;
+    return state_;
+  }
+  s.valid = true;
+  s.step = cursor_;
+  s.compile = c->compile[i];
+  s.depth = c->depth[i];
+  s.code = c->code[i];
+  s.line = c->line[i];
+  s.offset = c->offset[i];
+  s.opcode = c->opcode[i];
+  s.arg = c->arg[i];
+  s.frames = c->state_after(i);
+  auto find = [&](int id) -> const trace::Value* {
+    auto it = c->values.find({s.compile, id});
+    return it == c->values.end() ? nullptr : &it->second;
+  };
+  if (!s.frames.empty()) {
+    const trace::FrameView& f = s.frames.back();
+    for (int id : f.stack) {
+      const trace::Value* v = find(id);
+      trace::Value x = v ? *v : trace::Value{};
+      x.id = id;
+      s.stack.push_back(std::move(x));
+    }
+    for (size_t slot = 0; slot < f.locals.size(); ++slot)
+      if (f.locals[slot] > 0) {
+        const trace::Value* v = find(f.locals[slot]);
+        trace::Value x = v ? *v : trace::Value{};
+        x.id = f.locals[slot];
+        s.locals.push_back(std::move(x));
+        s.local_slots.push_back(static_cast<int>(slot));
+      }
+  }
+  state_ = std::move(s);
+  state_step_ = cursor_;
+  compile_ = static_cast<int>(state_.compile) < static_cast<int>(compiles_.size()) ? static_cast<int>(state_.compile) : compile_;
+  return state_;
+}
+
+const trace::Value* Model::value(uint32_t compile, int id) {
+  const size_t k = r_->chunk_of(static_cast<uint64_t>(std::max<int64_t>(cursor_, 0)));
+  auto c = chunk(k, true);
+  if (!c) return nullptr;
+  auto it = c->values.find({compile, id});
+  return it == c->values.end() ? nullptr : &it->second;
+}
+
+std::shared_ptr<const CodeView> Model::code_view(int id) {
+  auto it = codes_.find(id);
+  if (it != codes_.end()) return it->second;
+  auto v = std::make_shared<CodeView>();
+  v->id = id;
+  const json* ev = r_->code(id);
+  if (!ev || !ev->contains("json") || !(*ev)["json"].is_string()) {
+    v->error = "the trace holds no code object " + std::to_string(id);
+  } else if (auto co = bc::code_from_json((*ev)["json"].get<std::string>()); !co) {
+    v->error = co.error().message();
+  } else if (auto d = bc::decode(*co); !d) {
+    v->error = d.error().message();
+  } else {
+    v->info = std::move(*co);
+    v->decoded = std::move(*d);
+    for (const bc::Instr& ins : v->decoded.instrs) {
+      std::string line = ins.starts_line != bc::kNone ? std::to_string(ins.starts_line) : "";
+      line.resize(6, ' ');
+      line += ins.is_jump_target ? ">> " : "   ";
+      std::string off = std::to_string(ins.offset);
+      line += std::string(off.size() < 5 ? 5 - off.size() : 0, ' ') + off + " ";
+      line += bc::op_name(ins.opcode);
+      if (ins.arg != bc::kNone) {
+        line.resize(std::max<size_t>(line.size() + 1, 38), ' ');
+        line += std::to_string(ins.arg);
+        const std::string rep = bc::argrepr(v->info, ins);
+        if (!rep.empty()) line += " (" + rep + ")";
+      }
+      v->lines.push_back(std::move(line));
+    }
+  }
+  codes_[id] = v;
+  return v;
+}
+
+std::vector<int> Model::depth_samples(int64_t from, int64_t to, int n, bool wait) {
+  std::vector<int> out(static_cast<size_t>(std::max(n, 0)), -1);
+  if (n <= 0 || to <= from) return out;
+  for (int i = 0; i < n; ++i) {
+    const int64_t s = from + (to - from) * i / n;
+    const size_t k = r_->chunk_of(static_cast<uint64_t>(s));
+    if (k >= r_->chunks().size()) continue;
+    // Coarse (the chunk header's depth range) unless the chunk is decoded already.
+    std::shared_ptr<const trace::Chunk> c;
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      for (auto& e : cache_)
+        if (e.first == k) c = e.second;
+    }
+    if (!c && wait) c = chunk(k, true);
+    if (c && s - static_cast<int64_t>(c->first_step) < static_cast<int64_t>(c->size())) out[i] = c->depth[static_cast<size_t>(s - c->first_step)];
+    else out[i] = r_->chunks()[k].h.max_depth;
+  }
+  return out;
+}
+
+const std::vector<std::string>& Model::source(const std::string& filename) {
+  auto it = sources_.find(filename);
+  if (it != sources_.end()) return it->second;
+  std::vector<std::string> lines;
+  std::ifstream f(filename);
+  for (std::string l; f && std::getline(f, l);) lines.push_back(l);
+  return sources_[filename] = std::move(lines);
+}
+
+// ---- search ------------------------------------------------------------------------------------------
+
+const std::vector<SearchHit>& Model::search(const std::string& q) {
+  query_ = q;
+  hits_.clear();
+  if (q.empty()) return hits_;
+  for (size_t i = 0; i < guards_.size(); ++i)
+    if (contains_ci(guards_[i].text, q) || contains_ci(guards_[i].kind, q))
+      hits_.push_back({guards_[i].step, "guard", guards_[i].text, static_cast<int>(i)});
+  for (size_t i = 0; i < breaks_.size(); ++i)
+    if (contains_ci(breaks_[i].break_id, q) || contains_ci(breaks_[i].message, q))
+      hits_.push_back({breaks_[i].step, "break", breaks_[i].break_id + " " + breaks_[i].message, static_cast<int>(i)});
+  for (size_t i = 0; i < nodes_.size(); ++i)
+    if (contains_ci(nodes_[i].name, q) || contains_ci(nodes_[i].target, q))
+      hits_.push_back({nodes_[i].step, "node", nodes_[i].name + " = " + nodes_[i].target, static_cast<int>(i)});
+  // Opcodes (by name) in the selected compile, chunk by chunk (at most 64 chunks).
+  if (compile_ >= 0) {
+    const Compile& c = compiles_[compile_];
+    int64_t s = static_cast<int64_t>(c.first_step);
+    const int64_t end = s + static_cast<int64_t>(c.steps);
+    for (int n = 0; s < end && n < 64; ++n) {
+      const size_t k = r_->chunk_of(static_cast<uint64_t>(s));
+      auto ch = chunk(k, true);
+      if (!ch || ch->size() == 0) break;
+      for (size_t j = static_cast<size_t>(s - static_cast<int64_t>(ch->first_step)); j < ch->size() && s < end; ++j, ++s) {
+        const std::string_view name = bc::op_name(ch->opcode[j]);
+        if (contains_ci(std::string(name), q)) hits_.push_back({s, "opcode", std::string(name), -1});
+      }
+    }
+  }
+  std::stable_sort(hits_.begin(), hits_.end(), [](const SearchHit& a, const SearchHit& b) { return a.step < b.step; });
+  return hits_;
+}
+
+bool Model::search_step(int dir) {
+  if (hits_.empty()) return false;
+  if (dir > 0) {
+    for (const SearchHit& h : hits_)
+      if (h.step > cursor_) return go_to(h.step), true;
+    go_to(hits_.front().step);
+  } else {
+    for (auto it = hits_.rbegin(); it != hits_.rend(); ++it)
+      if (it->step < cursor_) return go_to(it->step), true;
+    go_to(hits_.back().step);
+  }
+  return true;
+}
+
+// ---- snapshot -------------------------------------------------------------------------------------
+
+json Model::snapshot() {
+  const StepState& s = state(true);
+  json j{{"cursor", cursor_}, {"total_steps", total_}, {"compile", compile_}, {"history", history_},
+         {"history_pos", hpos_}, {"bookmarks", json(std::vector<int64_t>(bookmarks_.begin(), bookmarks_.end()))},
+         {"selected_node", node_}, {"selected_guard", guard_}, {"selected_break", break_},
+         {"selected_recompile", recompile_}, {"selected_value", value_}};
+  if (compile_ >= 0) j["compile_id"] = compiles_[compile_].id;
+  if (node_ >= 0) j["node_name"] = nodes_[node_].name;
+  if (s.valid) {
+    json st{{"depth", s.depth}, {"code", s.code}, {"offset", s.offset}, {"opname", std::string(bc::op_name(s.opcode))},
+            {"line", s.line}};
+    if (s.arg != INT32_MIN) st["arg"] = s.arg;
+    auto val = [](const trace::Value& v) {
+      return json{{"id", v.id}, {"kind", v.kind}, {"repr", v.repr}, {"type", v.type}, {"source", v.source},
+                  {"meta", v.meta}, {"step", v.step}, {"node", v.node}};
+    };
+    json stack = json::array(), locals = json::array();
+    for (const auto& v : s.stack) stack.push_back(val(v));
+    for (size_t i = 0; i < s.locals.size(); ++i) {
+      json x = val(s.locals[i]);
+      x["slot"] = s.local_slots[i];
+      if (auto cv = code_view(s.code); cv->error.empty() && static_cast<size_t>(s.local_slots[i]) < cv->info.localsplusnames.size())
+        x["name"] = cv->info.localsplusnames[s.local_slots[i]];
+      locals.push_back(std::move(x));
+    }
+    st["stack"] = std::move(stack);
+    st["locals"] = std::move(locals);
+    st["frames"] = s.frames.size();
+    // The highlighted instruction in the original bytecode pane.
+    if (auto cv = code_view(s.code); cv->error.empty())
+      for (size_t i = 0; i < cv->decoded.instrs.size(); ++i)
+        if (cv->decoded.instrs[i].offset == s.offset) st["instruction"] = cv->lines[i], st["instruction_index"] = i;
+    j["step"] = std::move(st);
+  }
+  if (!query_.empty()) {
+    j["search"] = query_;
+    j["hits"] = hits_.size();
+  }
+  return j;
+}
+
+}  // namespace dv::view

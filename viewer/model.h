@@ -1,0 +1,196 @@
+// The viewer's model: everything the panes show and every action they (or a --script) take, over
+// core's TraceReader. No GL, no ImGui: the panes in app.cpp draw from it, scripted tests drive it
+// through the same actions. One cursor (a global step) that every pane follows; chunks are decoded
+// on demand by a loader thread (the latest request wins) and a few are kept.
+#pragma once
+#include <atomic>
+#include <condition_variable>
+#include <cstdint>
+#include <list>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <set>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "core/bytecode.h"
+#include "core/trace.h"
+
+namespace dv::view {
+
+struct Compile {
+  int index = 0;
+  std::string id, qualname, filename, reason, outcome = "incomplete";
+  int firstlineno = 0, code = -1;
+  uint64_t first_step = 0, steps = 0;
+  double seconds = 0;
+  int64_t hits = 0;
+  std::vector<int> guards, breaks, nodes, graphs;  // indexes into the model's tables
+  std::vector<std::pair<std::string, int>> gen_codes;  // (name, code id) of generated code
+};
+struct Guard {
+  int compile = 0, index = 0, line = 0;
+  std::string kind, text;
+  int64_t step = -1;
+};
+struct Break {
+  int compile = 0, line = 0, offset = 0;
+  std::string break_id, message, hint, filename;
+  int64_t step = -1;
+  std::vector<std::string> stack;
+};
+struct Node {
+  int compile = 0, graph = -1, node = -1;  // node: the engine's node id (values refer to it)
+  std::string name, op, target, args, meta;
+  int64_t step = -1;
+};
+struct Graph {
+  int compile = 0;
+  std::string code;
+  std::vector<int> nodes;  // indexes into nodes()
+};
+struct Recompile {
+  std::string kind, qualname;   // "recompile" | "limit"
+  int entry_compile = -1;       // the compile whose guards failed
+  int caused_compile = -1;      // the compile this recompile started (-1 for limit)
+  std::vector<int> guards;      // indexes into guards() of the failing guards
+  std::vector<std::string> failures;
+};
+struct SearchHit {
+  int64_t step;
+  std::string what;  // "guard", "break", "node", "opcode"
+  std::string label;
+  int index = -1;    // into the table it came from
+};
+// A decoded code object with its instructions (for the bytecode panes).
+struct CodeView {
+  int id = -1;
+  bc::CodeInfo info;
+  bc::Decoded decoded;
+  std::vector<std::string> lines;  // one per instruction: "  12 >>  LOAD_FAST  0 (x)"
+  std::string error;
+};
+// What the cursor shows: the step and the frames after it.
+struct StepState {
+  bool valid = false;
+  int64_t step = -1;
+  uint32_t compile = 0;
+  int depth = 0, code = -1, line = 0;
+  uint32_t offset = 0;
+  uint8_t opcode = 0;
+  int32_t arg = INT32_MIN;
+  std::vector<trace::FrameView> frames;
+  std::vector<trace::Value> stack, locals;  // of the innermost frame (locals: set slots only)
+  std::vector<int> local_slots;
+};
+
+class Model {
+ public:
+  static Result<std::unique_ptr<Model>> open(const std::string& path);
+  ~Model();
+
+  const trace::TraceReader& reader() const { return *r_; }
+  const std::string& path() const { return path_; }
+  uint64_t total_steps() const { return total_; }
+  const std::vector<Compile>& compiles() const { return compiles_; }
+  const std::vector<Guard>& guards() const { return guards_; }
+  const std::vector<Break>& breaks() const { return breaks_; }
+  const std::vector<Node>& nodes() const { return nodes_; }
+  const std::vector<Graph>& graphs() const { return graphs_; }
+  const std::vector<Recompile>& recompiles() const { return recompiles_; }
+
+  // ---- cursor and selection -------------------------------------------------------------------
+  int64_t cursor() const { return cursor_; }
+  int selected_compile() const { return compile_; }
+  int selected_node() const { return node_; }
+  int selected_guard() const { return guard_; }
+  int selected_break() const { return break_; }
+  int selected_recompile() const { return recompile_; }
+  int selected_value() const { return value_; }
+  // Moves the cursor (clamped), selects the compile holding it; `remember` records the jump in
+  // the back/forward history.
+  void go_to(int64_t step, bool remember = true);
+  void step_by(int64_t delta);          // ←/→ (no history entry)
+  void step_over(int dir);              // shift+←/→: the next step at the same or a smaller depth
+  void select_compile(int c);           // cursor to its first step
+  bool back();
+  bool forward();
+  void toggle_bookmark();
+  const std::set<int64_t>& bookmarks() const { return bookmarks_; }
+  bool next_bookmark(int dir);
+  // Links: each moves the cursor to where the thing was made and selects it.
+  void follow_guard(int i);
+  void follow_node(int i);
+  void follow_break(int i);
+  void follow_value(int id);            // a value of the current compile: its producing step
+  void follow_recompile(int i);         // selects the failing guard, cursor where it was created
+  void select_node(int i) { node_ = i; }
+
+  // ---- what the cursor shows --------------------------------------------------------------------
+  // Waits for the chunk holding the cursor when `wait`; else uses what is decoded (the loader
+  // catches up; `pending()` says so).
+  const StepState& state(bool wait = false);
+  bool pending() const;
+  const trace::Value* value(uint32_t compile, int id);
+  std::shared_ptr<const CodeView> code_view(int code_id);
+  // Depth of each step in [from, to) sampled at n points (-1: not decoded yet); for the timeline.
+  std::vector<int> depth_samples(int64_t from, int64_t to, int n, bool wait = false);
+  // Source lines of a file: from disk (the trace holds the path). Empty when unreadable.
+  const std::vector<std::string>& source(const std::string& filename);
+
+  // ---- search -----------------------------------------------------------------------------------
+  // Guards (text/kind), breaks (id/message), graph nodes (name/target) anywhere, and opcode names
+  // in the selected compile's steps.
+  const std::vector<SearchHit>& search(const std::string& query);
+  const std::string& query() const { return query_; }
+  const std::vector<SearchHit>& hits() const { return hits_; }
+  bool search_step(int dir);  // to the next hit after (dir > 0) or before the cursor
+
+  // The viewer state as JSON (for --script output and tests).
+  nlohmann::json snapshot();
+
+ private:
+  Model() = default;
+  void index_events();
+  std::shared_ptr<const trace::Chunk> chunk(size_t k, bool wait);
+  void loader();
+  void request(size_t k);
+  int compile_of(int64_t step) const;
+
+  std::string path_;
+  std::unique_ptr<trace::TraceReader> r_;
+  uint64_t total_ = 0;
+  std::vector<Compile> compiles_;
+  std::vector<Guard> guards_;
+  std::vector<Break> breaks_;
+  std::vector<Node> nodes_;
+  std::vector<Graph> graphs_;
+  std::vector<Recompile> recompiles_;
+
+  int64_t cursor_ = 0;
+  int compile_ = -1, node_ = -1, guard_ = -1, break_ = -1, recompile_ = -1, value_ = -1;
+  std::vector<int64_t> history_{0};
+  size_t hpos_ = 0;
+  std::set<int64_t> bookmarks_;
+  std::string query_;
+  std::vector<SearchHit> hits_;
+
+  StepState state_;
+  int64_t state_step_ = -2;
+  std::map<int, std::shared_ptr<const CodeView>> codes_;
+  std::map<std::string, std::vector<std::string>> sources_;
+
+  // Chunk cache and loader thread.
+  mutable std::mutex mu_;
+  std::condition_variable cv_, done_cv_;
+  std::list<std::pair<size_t, std::shared_ptr<const trace::Chunk>>> cache_;  // most recent first
+  std::optional<size_t> want_;
+  bool stop_ = false;
+  std::thread thread_;
+};
+
+}  // namespace dv::view
