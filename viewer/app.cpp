@@ -238,6 +238,13 @@ json App::snapshot() {
   json j = m_.snapshot();
   sync_graph();
   j["graph_shown"] = graph_;
+  // The break site the original-bytecode pane marks (the compiled frame's instruction).
+  if (const int ci = m_.selected_compile(); ci >= 0 && !m_.compiles()[ci].breaks.empty() && m_.compiles()[ci].code >= 0) {
+    const Break& b = m_.breaks()[m_.compiles()[ci].breaks.front()];
+    auto cv = m_.code_view(m_.compiles()[ci].code);
+    for (size_t i = 0; i < cv->decoded.instrs.size(); ++i)
+      if (static_cast<int>(cv->decoded.instrs[i].offset) == b.offset) j["break_instruction"] = cv->lines[i];
+  }
   j["tab"] = tab_;
   if (graph_ >= 0) {
     const GraphLayout& l = layouts_.count(graph_) ? layouts_[graph_] : (layouts_[graph_] = layout_graph(m_, graph_));
@@ -457,11 +464,20 @@ void App::draw_bytecode() {
   for (size_t i = 0; i < cv->decoded.instrs.size(); ++i)
     if (cv->decoded.instrs[i].offset == s.offset) cur = static_cast<int>(i);
   if (scroll_to_cursor_ && cur >= 0) clip.ForceDisplayRangeByIndices(cur, cur + 1);
+  // The break site: the instruction of the compiled frame where the selected compile broke.
+  int brk = -1;
+  if (const int ci = m_.selected_compile(); ci >= 0 && s.depth == 0 && !m_.compiles()[ci].breaks.empty()) {
+    const Break& b = m_.breaks()[m_.compiles()[ci].breaks.front()];
+    for (size_t i = 0; i < cv->decoded.instrs.size(); ++i)
+      if (static_cast<int>(cv->decoded.instrs[i].offset) == b.offset) brk = static_cast<int>(i);
+  }
   while (clip.Step())
     for (int i = clip.DisplayStart; i < clip.DisplayEnd; ++i) {
       const bool here = i == cur;
       if (here) ImGui::PushStyleColor(ImGuiCol_Text, kAccent);
-      ImGui::TextUnformatted(((here ? "-->" : "   ") + cv->lines[i]).c_str());
+      else if (i == brk) ImGui::PushStyleColor(ImGuiCol_Text, ImVec4(1, .4f, .4f, 1));
+      ImGui::TextUnformatted(((here ? "-->" : i == brk ? "BRK" : "   ") + cv->lines[i]).c_str());
+      if (i == brk && !here) ImGui::PopStyleColor();
       if (here) {
         ImGui::PopStyleColor();
         if (scroll_to_cursor_) ImGui::SetScrollHereY(0.4f);

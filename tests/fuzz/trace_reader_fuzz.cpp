@@ -16,6 +16,7 @@ static std::string g_path;
 
 extern "C" int LLVMFuzzerInitialize(int*, char***) {
   g_path = "/tmp/dv_trace_fuzz_" + std::to_string(getpid()) + ".dyn";
+  std::atexit([] { std::remove(g_path.c_str()); });  // libFuzzer ends with exit()
   if (const char* dir = std::getenv("DV_FUZZ_SEED_DIR")) {  // a valid seed trace with a few chunks
     WriterOptions o;
     o.chunk_steps = 8;

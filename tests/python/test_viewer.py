@@ -155,6 +155,8 @@ def test_break_link(traces, tmp_path):
     st = out[0]["state"]
     assert st["selected_break"] == 0 and st["cursor"] == brk["step"]
     assert st["step"]["line"] == brk["line"] and st["step"]["opname"] in ("POP_JUMP_FORWARD_IF_FALSE", "POP_JUMP_FORWARD_IF_TRUE", "COMPARE_OP")
+    # The original-bytecode pane marks the break site: the instruction at the break's offset.
+    assert f" {brk['offset']} " in st["break_instruction"] and st["step"]["opname"] in st["break_instruction"]
     check_state(st, t)
 
 
