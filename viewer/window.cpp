@@ -100,6 +100,7 @@ int run_viewer(const ViewerOptions& o) {
     std::fprintf(stderr, "dynview: no display to open a window on (set DISPLAY, or run under xvfb-run for --screenshot/--script)\n");
     return 3;
   }
+  phase("display");
   Window win;
   glfwWindowHint(GLFW_CONTEXT_VERSION_MAJOR, 3);
   glfwWindowHint(GLFW_CONTEXT_VERSION_MINOR, 3);
