@@ -14,52 +14,48 @@ using nlohmann::json;
 
 namespace {
 
-template <class T>
-T get(const json& j, const char* k, T fallback) {
-  return json_get<T>(j, k, fallback);
-}
 
 // Compiles with what happened in each, from the trace's events.
 json compiles_of(const trace::TraceReader& r) {
   json out = json::array();
   for (const json& ev : r.events()) {
-    const std::string t = get<std::string>(ev, "t", "");
+    const std::string t = json_get<std::string>(ev, "t", "");
     if (t == "compile_start") {
-      out.push_back(json{{"index", get<int64_t>(ev, "c", 0)}, {"compile_id", "[" + get<std::string>(ev, "id", "?") + "]"},
-                         {"qualname", get<std::string>(ev, "qualname", "")}, {"filename", get<std::string>(ev, "filename", "")},
-                         {"firstlineno", get<int64_t>(ev, "firstlineno", 0)}, {"reason", get<std::string>(ev, "reason", "")},
-                         {"first_step", get<int64_t>(ev, "step", 0)}, {"start_us", get<int64_t>(ev, "us", 0)},
-                         {"outcome", "incomplete"}, {"steps", 0}, {"seconds", 0.0}, {"end_us", get<int64_t>(ev, "us", 0)},
+      out.push_back(json{{"index", json_get<int64_t>(ev, "c", 0)}, {"compile_id", "[" + json_get<std::string>(ev, "id", "?") + "]"},
+                         {"qualname", json_get<std::string>(ev, "qualname", "")}, {"filename", json_get<std::string>(ev, "filename", "")},
+                         {"firstlineno", json_get<int64_t>(ev, "firstlineno", 0)}, {"reason", json_get<std::string>(ev, "reason", "")},
+                         {"first_step", json_get<int64_t>(ev, "step", 0)}, {"start_us", json_get<int64_t>(ev, "us", 0)},
+                         {"outcome", "incomplete"}, {"steps", 0}, {"seconds", 0.0}, {"end_us", json_get<int64_t>(ev, "us", 0)},
                          {"graphs", json::array()}, {"breaks", json::array()}, {"guards", json::array()}});
       continue;
     }
-    const int64_t c = get<int64_t>(ev, "c", -1);
+    const int64_t c = json_get<int64_t>(ev, "c", -1);
     json* comp = nullptr;
     for (auto& x : out)
       if (x["index"] == c) comp = &x;
     if (!comp) continue;
     if (t == "compile_end") {
-      (*comp)["outcome"] = get<std::string>(ev, "outcome", "");
-      (*comp)["steps"] = get<int64_t>(ev, "steps", 0);
-      (*comp)["seconds"] = get<double>(ev, "seconds", 0.0);
-      (*comp)["end_us"] = get<int64_t>(ev, "us", 0);
+      (*comp)["outcome"] = json_get<std::string>(ev, "outcome", "");
+      (*comp)["steps"] = json_get<int64_t>(ev, "steps", 0);
+      (*comp)["seconds"] = json_get<double>(ev, "seconds", 0.0);
+      (*comp)["end_us"] = json_get<int64_t>(ev, "us", 0);
     } else if (t == "graph") {
       std::map<std::string, int> counts;
       if (ev.contains("nodes") && ev["nodes"].is_array())
         for (const json& n : ev["nodes"]) {
-          const std::string op = get<std::string>(n, "op", "");
-          if (op == "call_function" || op == "call_method" || op == "call_module") ++counts[get<std::string>(n, "target", "?")];
+          const std::string op = json_get<std::string>(n, "op", "");
+          if (op == "call_function" || op == "call_method" || op == "call_module") ++counts[json_get<std::string>(n, "target", "?")];
         }
-      (*comp)["graphs"].push_back(json{{"ops", get<int64_t>(ev, "ops", 0)}, {"op_counts", counts}, {"code", get<std::string>(ev, "code", "")}});
+      (*comp)["graphs"].push_back(json{{"ops", json_get<int64_t>(ev, "ops", 0)}, {"op_counts", counts}, {"code", json_get<std::string>(ev, "code", "")}});
     } else if (t == "break") {
-      (*comp)["breaks"].push_back(json{{"break_id", get<std::string>(ev, "break_id", "")}, {"reason", get<std::string>(ev, "message", "")},
-                                       {"hint", get<std::string>(ev, "hint", "")}, {"filename", get<std::string>(ev, "filename", "")},
-                                       {"line", get<int64_t>(ev, "line", -1)}, {"step", get<int64_t>(ev, "step", -1)},
+      (*comp)["breaks"].push_back(json{{"break_id", json_get<std::string>(ev, "break_id", "")}, {"reason", json_get<std::string>(ev, "message", "")},
+                                       {"hint", json_get<std::string>(ev, "hint", "")}, {"filename", json_get<std::string>(ev, "filename", "")},
+                                       {"line", json_get<int64_t>(ev, "line", -1)}, {"step", json_get<int64_t>(ev, "step", -1)},
                                        {"user_stack", ev.contains("stack") ? ev["stack"] : json::array()}});
     } else if (t == "guard") {
-      (*comp)["guards"].push_back(json{{"index", get<int64_t>(ev, "i", -1)}, {"kind", get<std::string>(ev, "kind", "")},
-                                       {"text", get<std::string>(ev, "text", "")}, {"step", get<int64_t>(ev, "step", -1)},
-                                       {"line", get<int64_t>(ev, "line", -1)}});
+      (*comp)["guards"].push_back(json{{"index", json_get<int64_t>(ev, "i", -1)}, {"kind", json_get<std::string>(ev, "kind", "")},
+                                       {"text", json_get<std::string>(ev, "text", "")}, {"step", json_get<int64_t>(ev, "step", -1)},
+                                       {"line", json_get<int64_t>(ev, "line", -1)}});
     }
   }
   return out;
@@ -85,7 +81,7 @@ std::string problems_text(const json& j) {
   std::string s;
   if (j.contains("problems"))
     for (const json& p : j["problems"])
-      s += "warning: " + get<std::string>(p, "what", "") + " (at byte " + std::to_string(get<int64_t>(p, "offset", 0)) + ")\n";
+      s += "warning: " + json_get<std::string>(p, "what", "") + " (at byte " + std::to_string(json_get<int64_t>(p, "offset", 0)) + ")\n";
   return s;
 }
 
@@ -98,9 +94,9 @@ json explain(const trace::TraceReader& r) {
     graphs += static_cast<int64_t>(c["graphs"].size());
     breaks += static_cast<int64_t>(c["breaks"].size());
     guards += static_cast<int64_t>(c["guards"].size());
-    steps += get<int64_t>(c, "steps", 0);
-    for (const json& g : c["graphs"]) ops += get<int64_t>(g, "ops", 0);
-    if (get<std::string>(c, "reason", "") != "first call") ++recompiles;
+    steps += json_get<int64_t>(c, "steps", 0);
+    for (const json& g : c["graphs"]) ops += json_get<int64_t>(g, "ops", 0);
+    if (json_get<std::string>(c, "reason", "") != "first call") ++recompiles;
   }
   return json{{"compiles", comps},
               {"totals", {{"compiles", comps.size()}, {"graphs", graphs}, {"graph_breaks", breaks}, {"guards", guards},
@@ -111,15 +107,15 @@ json explain(const trace::TraceReader& r) {
 std::string explain_text(const json& j) {
   std::string s = problems_text(j);
   for (const json& c : j["compiles"]) {
-    s += fmt("%s %s (%s:%" PRId64 ") -> %s, %" PRId64 " steps, %.1f ms\n", get<std::string>(c, "compile_id", "").c_str(),
-             get<std::string>(c, "qualname", "").c_str(), get<std::string>(c, "filename", "").c_str(),
-             get<int64_t>(c, "firstlineno", 0), get<std::string>(c, "outcome", "").c_str(), get<int64_t>(c, "steps", 0),
-             get<double>(c, "seconds", 0) * 1e3);
-    const std::string reason = get<std::string>(c, "reason", "");
+    s += fmt("%s %s (%s:%" PRId64 ") -> %s, %" PRId64 " steps, %.1f ms\n", json_get<std::string>(c, "compile_id", "").c_str(),
+             json_get<std::string>(c, "qualname", "").c_str(), json_get<std::string>(c, "filename", "").c_str(),
+             json_get<int64_t>(c, "firstlineno", 0), json_get<std::string>(c, "outcome", "").c_str(), json_get<int64_t>(c, "steps", 0),
+             json_get<double>(c, "seconds", 0) * 1e3);
+    const std::string reason = json_get<std::string>(c, "reason", "");
     if (reason != "first call") s += "  why: " + reason + "\n";
     int gi = 0;
     for (const json& g : c["graphs"]) {
-      s += fmt("  graph %d: %" PRId64 " ops", gi++, get<int64_t>(g, "ops", 0));
+      s += fmt("  graph %d: %" PRId64 " ops", gi++, json_get<int64_t>(g, "ops", 0));
       std::string sep = " (";
       for (auto& [name, n] : g["op_counts"].items()) {
         s += sep + name + (n.get<int>() > 1 ? " x" + std::to_string(n.get<int>()) : "");
@@ -128,17 +124,17 @@ std::string explain_text(const json& j) {
       s += sep == ", " ? ")\n" : "\n";
     }
     for (const json& b : c["breaks"]) {
-      s += "  graph break " + get<std::string>(b, "break_id", "") + ": " + get<std::string>(b, "reason", "") + "\n";
-      s += fmt("    at %s:%" PRId64 " (step %" PRId64 ")\n", get<std::string>(b, "filename", "").c_str(), get<int64_t>(b, "line", -1), get<int64_t>(b, "step", -1));
-      if (!get<std::string>(b, "hint", "").empty()) s += "    hint: " + get<std::string>(b, "hint", "") + "\n";
+      s += "  graph break " + json_get<std::string>(b, "break_id", "") + ": " + json_get<std::string>(b, "reason", "") + "\n";
+      s += fmt("    at %s:%" PRId64 " (step %" PRId64 ")\n", json_get<std::string>(b, "filename", "").c_str(), json_get<int64_t>(b, "line", -1), json_get<int64_t>(b, "step", -1));
+      if (!json_get<std::string>(b, "hint", "").empty()) s += "    hint: " + json_get<std::string>(b, "hint", "") + "\n";
     }
     s += fmt("  guards (%zu):\n", c["guards"].size());
-    for (const json& g : c["guards"]) s += "    " + get<std::string>(g, "kind", "") + ": " + get<std::string>(g, "text", "") + "\n";
+    for (const json& g : c["guards"]) s += "    " + json_get<std::string>(g, "kind", "") + ": " + json_get<std::string>(g, "text", "") + "\n";
   }
   const json& t = j["totals"];
   s += fmt("total: %" PRId64 " compiles, %" PRId64 " graphs, %" PRId64 " graph breaks, %" PRId64 " recompiles, %" PRId64 " guards, %" PRId64 " ops, %" PRId64 " steps\n",
-           get<int64_t>(t, "compiles", 0), get<int64_t>(t, "graphs", 0), get<int64_t>(t, "graph_breaks", 0), get<int64_t>(t, "recompiles", 0),
-           get<int64_t>(t, "guards", 0), get<int64_t>(t, "ops", 0), get<int64_t>(t, "steps", 0));
+           json_get<int64_t>(t, "compiles", 0), json_get<int64_t>(t, "graphs", 0), json_get<int64_t>(t, "graph_breaks", 0), json_get<int64_t>(t, "recompiles", 0),
+           json_get<int64_t>(t, "guards", 0), json_get<int64_t>(t, "ops", 0), json_get<int64_t>(t, "steps", 0));
   return s;
 }
 
@@ -146,10 +142,10 @@ json recompiles(const trace::TraceReader& r) {
   json comps = compiles_of(r);
   json out = json::array();
   for (const json& ev : r.events()) {
-    if (get<std::string>(ev, "t", "") != "cache") continue;
-    const std::string kind = get<std::string>(ev, "kind", "");
+    if (json_get<std::string>(ev, "t", "") != "cache") continue;
+    const std::string kind = json_get<std::string>(ev, "kind", "");
     if (kind != "recompile" && kind != "limit") continue;
-    const int64_t entry_c = get<int64_t>(ev, "entry_c", -1);
+    const int64_t entry_c = json_get<int64_t>(ev, "entry_c", -1);
     const json* entry = nullptr;
     for (const json& c : comps)
       if (c["index"] == entry_c) entry = &c;
@@ -167,12 +163,12 @@ json recompiles(const trace::TraceReader& r) {
     // The compile this recompile caused: the next compile of the same code.
     json caused = nullptr;
     for (const json& c : comps)
-      if (get<int64_t>(c, "start_us", 0) >= get<int64_t>(ev, "us", 0) && c["qualname"] == ev.value("qualname", "") && kind == "recompile") {
+      if (json_get<int64_t>(c, "start_us", 0) >= json_get<int64_t>(ev, "us", 0) && c["qualname"] == ev.value("qualname", "") && kind == "recompile") {
         caused = c["compile_id"];
         break;
       }
-    out.push_back(json{{"kind", kind}, {"qualname", get<std::string>(ev, "qualname", "")}, {"filename", get<std::string>(ev, "filename", "")},
-                       {"firstlineno", get<int64_t>(ev, "firstlineno", 0)}, {"entry", "[" + get<std::string>(ev, "entry_id", "?") + "]"},
+    out.push_back(json{{"kind", kind}, {"qualname", json_get<std::string>(ev, "qualname", "")}, {"filename", json_get<std::string>(ev, "filename", "")},
+                       {"firstlineno", json_get<int64_t>(ev, "firstlineno", 0)}, {"entry", "[" + json_get<std::string>(ev, "entry_id", "?") + "]"},
                        {"compile_id", caused}, {"failures", failures}});
   }
   return json{{"recompiles", out}, {"count", out.size()}, {"problems", problems_of(r)}};
@@ -181,16 +177,16 @@ json recompiles(const trace::TraceReader& r) {
 std::string recompiles_text(const json& j) {
   std::string s = problems_text(j);
   for (const json& x : j["recompiles"]) {
-    const bool limit = get<std::string>(x, "kind", "") == "limit";
-    s += (limit ? "recompile limit hit for " : "recompile of ") + get<std::string>(x, "qualname", "") + " (" +
-         get<std::string>(x, "filename", "") + ":" + std::to_string(get<int64_t>(x, "firstlineno", 0)) + ")";
+    const bool limit = json_get<std::string>(x, "kind", "") == "limit";
+    s += (limit ? "recompile limit hit for " : "recompile of ") + json_get<std::string>(x, "qualname", "") + " (" +
+         json_get<std::string>(x, "filename", "") + ":" + std::to_string(json_get<int64_t>(x, "firstlineno", 0)) + ")";
     if (!x["compile_id"].is_null()) s += " -> " + x["compile_id"].get<std::string>();
     s += "\n";
     for (const json& f : x["failures"]) {
-      s += "  - " + get<std::string>(x, "entry", "") + ": " + get<std::string>(f, "failure", "") + "\n";
+      s += "  - " + json_get<std::string>(x, "entry", "") + ": " + json_get<std::string>(f, "failure", "") + "\n";
       if (f["guard"].is_object())
-        s += fmt("      guard %s added at step %" PRId64 ", line %" PRId64 ": %s\n", get<std::string>(f["guard"], "kind", "").c_str(),
-                 get<int64_t>(f["guard"], "step", -1), get<int64_t>(f["guard"], "line", -1), get<std::string>(f["guard"], "text", "").c_str());
+        s += fmt("      guard %s added at step %" PRId64 ", line %" PRId64 ": %s\n", json_get<std::string>(f["guard"], "kind", "").c_str(),
+                 json_get<int64_t>(f["guard"], "step", -1), json_get<int64_t>(f["guard"], "line", -1), json_get<std::string>(f["guard"], "text", "").c_str());
     }
   }
   s += fmt("%zu recompile(s)\n", j["recompiles"].size());
@@ -232,7 +228,7 @@ json stats(const trace::TraceReader& r, double open_ms) {
     compressed += c.h.steps_zsize;
   }
   int64_t compiles = 0;
-  for (const json& ev : r.events()) compiles += get<std::string>(ev, "t", "") == "compile_start";
+  for (const json& ev : r.events()) compiles += json_get<std::string>(ev, "t", "") == "compile_start";
   const uint64_t steps = r.total_steps();
   return json{{"version", std::to_string(r.major()) + "." + std::to_string(r.minor())},
               {"steps", steps}, {"compiles", compiles}, {"chunks", r.chunks().size()}, {"events", r.events().size()},
@@ -244,7 +240,7 @@ json stats(const trace::TraceReader& r, double open_ms) {
 
 std::string stats_text(const json& j) {
   std::string s = problems_text(j);
-  s += fmt("format     %s%s\n", get<std::string>(j, "version", "").c_str(), j["footer"].get<bool>() ? "" : " (no footer: indexed by scanning)");
+  s += fmt("format     %s%s\n", json_get<std::string>(j, "version", "").c_str(), j["footer"].get<bool>() ? "" : " (no footer: indexed by scanning)");
   s += fmt("steps      %" PRIu64 "\n", j["steps"].get<uint64_t>());
   s += fmt("compiles   %" PRId64 "\n", j["compiles"].get<int64_t>());
   s += fmt("chunks     %zu\n", static_cast<size_t>(j["chunks"].get<uint64_t>()));
@@ -258,26 +254,26 @@ std::string stats_text(const json& j) {
 
 json chrome(const trace::TraceReader& r) {
   const json comps = compiles_of(r);
-  const int64_t pid = get<int64_t>(r.meta(), "pid", 1);
+  const int64_t pid = json_get<int64_t>(r.meta(), "pid", 1);
   json evs = json::array();
   evs.push_back(json{{"ph", "M"}, {"name", "process_name"}, {"pid", pid}, {"tid", 0}, {"args", {{"name", "dynview"}}}});
   for (const json& c : comps) {
-    const int64_t ts = get<int64_t>(c, "start_us", 0), end = std::max(get<int64_t>(c, "end_us", 0), ts);
-    evs.push_back(json{{"ph", "X"}, {"name", get<std::string>(c, "qualname", "") + " " + get<std::string>(c, "compile_id", "")},
+    const int64_t ts = json_get<int64_t>(c, "start_us", 0), end = std::max(json_get<int64_t>(c, "end_us", 0), ts);
+    evs.push_back(json{{"ph", "X"}, {"name", json_get<std::string>(c, "qualname", "") + " " + json_get<std::string>(c, "compile_id", "")},
                        {"cat", "compile"}, {"ts", ts}, {"dur", end - ts}, {"pid", pid}, {"tid", 0},
                        {"args", {{"outcome", c["outcome"]}, {"steps", c["steps"]}, {"graphs", c["graphs"].size()},
                                  {"breaks", c["breaks"].size()}, {"guards", c["guards"].size()}, {"reason", c["reason"]}}}});
     for (const json& b : c["breaks"])
-      evs.push_back(json{{"ph", "i"}, {"s", "t"}, {"name", "graph break " + get<std::string>(b, "break_id", "")}, {"cat", "break"},
+      evs.push_back(json{{"ph", "i"}, {"s", "t"}, {"name", "graph break " + json_get<std::string>(b, "break_id", "")}, {"cat", "break"},
                          {"ts", end}, {"pid", pid}, {"tid", 0}, {"args", {{"reason", b["reason"]}, {"line", b["line"]}}}});
   }
   for (const json& ev : r.events()) {
-    if (get<std::string>(ev, "t", "") != "cache") continue;
+    if (json_get<std::string>(ev, "t", "") != "cache") continue;
     json args{{"qualname", ev.value("qualname", "")}};
     if (ev.contains("count")) args["count"] = ev["count"];
     if (ev.contains("entry_id")) args["entry"] = ev["entry_id"];
-    evs.push_back(json{{"ph", "i"}, {"s", "t"}, {"name", "cache " + get<std::string>(ev, "kind", "")}, {"cat", "cache"},
-                       {"ts", get<int64_t>(ev, "us", 0)}, {"pid", pid}, {"tid", 1}, {"args", args}});
+    evs.push_back(json{{"ph", "i"}, {"s", "t"}, {"name", "cache " + json_get<std::string>(ev, "kind", "")}, {"cat", "cache"},
+                       {"ts", json_get<int64_t>(ev, "us", 0)}, {"pid", pid}, {"tid", 1}, {"args", args}});
   }
   return json{{"traceEvents", evs}, {"displayTimeUnit", "ms"}};
 }

@@ -105,6 +105,13 @@ void Recorder::push_event(json ev) {
   qevents_.push_back(std::move(ev));
 }
 
+void Recorder::push_hits() {
+  for (const auto& [key, v] : hits_)
+    push_event(json{{"t", "cache"}, {"kind", "hit"}, {"code", key.code}, {"entry_id", key.id}, {"entry_c", key.compile},
+                    {"entry", key.entry}, {"count", v.first}, {"qualname", v.second}, {"us", w_->micros()}});
+  hits_.clear();
+}
+
 // Replays the queued records into the writer, in order.
 void Recorder::drain_locked() {
   if (closed_) return;
@@ -162,10 +169,7 @@ void Recorder::drain_locked() {
 void Recorder::flush_locked() {
   if (closed_) return;
   lock_q();
-  for (const auto& [key, v] : hits_)
-    push_event(json{{"t", "cache"}, {"kind", "hit"}, {"code", key.code}, {"entry_id", key.id}, {"entry_c", key.compile},
-                    {"entry", key.entry}, {"count", v.first}, {"qualname", v.second}, {"us", w_->micros()}});
-  hits_.clear();
+  push_hits();
   unlock_q();
   drain_locked();
   note(w_->flush());
@@ -339,11 +343,7 @@ void Recorder::on_cache(const CacheEvent& e) {
     ev["failures"] = e.failures;
     ev["guards"] = e.failed_guards;
   }
-  // Pending hits first: the trace keeps the order in which the cache was used.
-  for (const auto& [key, v] : hits_)
-    push_event(json{{"t", "cache"}, {"kind", "hit"}, {"code", key.code}, {"entry_id", key.id}, {"entry_c", key.compile},
-                    {"entry", key.entry}, {"count", v.first}, {"qualname", v.second}, {"us", w_->micros()}});
-  hits_.clear();
+  push_hits();  // pending hits first: the trace keeps the order in which the cache was used
   push_event(std::move(ev));
   unlock_q();
 }

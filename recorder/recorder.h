@@ -55,6 +55,7 @@ class Recorder final : public EngineObserver {
   void lock_q() { while (qlock_.test_and_set(std::memory_order_acquire)) std::this_thread::yield(); }
   void unlock_q() { qlock_.clear(std::memory_order_release); }
   void push_event(nlohmann::json ev);       // caller holds the queue lock
+  void push_hits();                         // pending hits -> one event per entry; caller holds the queue lock
   void drain_locked();                      // queue -> writer; caller holds mu_
   void flush_locked();                      // drain, pending hits, write the chunk; caller holds mu_
   void sync_flush();                        // flush_locked from an engine thread

@@ -157,15 +157,13 @@ std::string App::command(const std::string& line) {
                                                  {"Home", Home}, {"End", End}};
     auto it = keys.find(what);
     if (it == keys.end()) return "unknown key '" + what + "'";
-    int64_t times = 1;
-    num(times);
-    for (int64_t i = 0; i < times; ++i) key(it->second);
     if (it->second == CtrlG) {  // Ctrl+G N: the popup's input, then Enter
-      goto_popup_ = false;
-      int64_t s;
-      in.clear();
-      std::istringstream rest(line.substr(line.find("Ctrl+G") + 6));
-      if (rest >> s) m_.go_to(s);
+      if (!num(n)) return "Ctrl+G needs a step";
+      m_.go_to(n);
+    } else {
+      int64_t times = 1;  // "key Right 3"
+      num(times);
+      for (int64_t i = 0; i < times; ++i) key(it->second);
     }
   } else if (verb == "click") {
     in >> what;
@@ -239,19 +237,33 @@ json App::snapshot() {
   sync_graph();
   j["graph_shown"] = graph_;
   // The break site the original-bytecode pane marks (the compiled frame's instruction).
-  if (const int ci = m_.selected_compile(); ci >= 0 && !m_.compiles()[ci].breaks.empty() && m_.compiles()[ci].code >= 0) {
-    const Break& b = m_.breaks()[m_.compiles()[ci].breaks.front()];
+  if (const int ci = m_.selected_compile(); ci >= 0 && m_.compiles()[ci].code >= 0) {
     auto cv = m_.code_view(m_.compiles()[ci].code);
-    for (size_t i = 0; i < cv->decoded.instrs.size(); ++i)
-      if (static_cast<int>(cv->decoded.instrs[i].offset) == b.offset) j["break_instruction"] = cv->lines[i];
+    if (const int b = break_site(*cv); b >= 0) j["break_instruction"] = cv->lines[b];
   }
   j["tab"] = tab_;
   if (graph_ >= 0) {
-    const GraphLayout& l = layouts_.count(graph_) ? layouts_[graph_] : (layouts_[graph_] = layout_graph(m_, graph_));
+    const GraphLayout& l = layout(graph_);
     j["graph_layout_nodes"] = l.nodes.size();
     j["graph_layout_edges"] = l.edges.size();
   }
   return j;
+}
+
+const GraphLayout& App::layout(int g) {
+  auto it = layouts_.find(g);
+  if (it == layouts_.end()) it = layouts_.emplace(g, layout_graph(m_, g)).first;
+  return it->second;
+}
+
+// Index of the instruction of `cv` where the selected compile broke, if `cv` is its frame's code.
+int App::break_site(const CodeView& cv) const {
+  const int ci = m_.selected_compile();
+  if (ci < 0 || m_.compiles()[ci].breaks.empty() || m_.compiles()[ci].code != cv.id) return -1;
+  const Break& b = m_.breaks()[m_.compiles()[ci].breaks.front()];
+  for (size_t i = 0; i < cv.decoded.instrs.size(); ++i)
+    if (static_cast<int>(cv.decoded.instrs[i].offset) == b.offset) return static_cast<int>(i);
+  return -1;
 }
 
 // The FX pane shows the graph of the selected node, else the selected compile's first graph.
@@ -269,8 +281,7 @@ void App::sync_graph() {
 
 void App::frame() {
   shortcuts();
-  const StepState& s = m_.state(false);
-  (void)s;
+  m_.state(false);  // asks the loader for the cursor's chunk early in the frame
   sync_graph();
   const ImVec2 size = ImGui::GetIO().DisplaySize;
   const float left = std::round(size.x * 0.24f), right = std::round(size.x * 0.30f), top = std::round(size.y * 0.15f);
@@ -464,13 +475,7 @@ void App::draw_bytecode() {
   for (size_t i = 0; i < cv->decoded.instrs.size(); ++i)
     if (cv->decoded.instrs[i].offset == s.offset) cur = static_cast<int>(i);
   if (scroll_to_cursor_ && cur >= 0) clip.ForceDisplayRangeByIndices(cur, cur + 1);
-  // The break site: the instruction of the compiled frame where the selected compile broke.
-  int brk = -1;
-  if (const int ci = m_.selected_compile(); ci >= 0 && s.depth == 0 && !m_.compiles()[ci].breaks.empty()) {
-    const Break& b = m_.breaks()[m_.compiles()[ci].breaks.front()];
-    for (size_t i = 0; i < cv->decoded.instrs.size(); ++i)
-      if (static_cast<int>(cv->decoded.instrs[i].offset) == b.offset) brk = static_cast<int>(i);
-  }
+  const int brk = break_site(*cv);  // the compiled frame's break instruction, when this is its code
   while (clip.Step())
     for (int i = clip.DisplayStart; i < clip.DisplayEnd; ++i) {
       const bool here = i == cur;
@@ -491,10 +496,8 @@ void App::draw_rewritten() {
   if (ci < 0) return;
   const Compile& c = m_.compiles()[ci];
   if (c.gen_codes.empty()) return ImGui::TextDisabled("(no generated code: %s)", c.outcome.c_str());
-  int brk_offset = -1;
   if (!c.breaks.empty()) {
     const Break& b = m_.breaks()[c.breaks.front()];
-    brk_offset = b.offset;
     ImGui::TextColored(ImVec4(1, .4f, .4f, 1), "break %s at offset %d: %s", b.break_id.c_str(), b.offset, b.message.c_str());
   }
   if (!ImGui::BeginTabBar("gen")) return;
@@ -507,7 +510,6 @@ void App::draw_rewritten() {
     ImGui::EndChild();
     ImGui::EndTabItem();
   }
-  (void)brk_offset;
   ImGui::EndTabBar();
 }
 
@@ -548,9 +550,7 @@ void App::draw_stack() {
 
 void App::draw_graph() {
   if (graph_ < 0) return ImGui::TextDisabled("(the selected compile made no graph)");
-  auto it = layouts_.find(graph_);
-  if (it == layouts_.end()) it = layouts_.emplace(graph_, layout_graph(m_, graph_)).first;
-  const GraphLayout& l = it->second;
+  const GraphLayout& l = layout(graph_);
   const Graph& g = m_.graphs()[graph_];
   ImGui::TextDisabled("graph %d: %zu nodes  (drag to pan, wheel to zoom)", graph_, g.nodes.size());
   if (!l.error.empty()) ImGui::TextDisabled("%s", l.error.c_str());

@@ -45,6 +45,8 @@ class App {
   void draw_tables();
   void draw_search();
   void sync_graph();
+  const GraphLayout& layout(int g);         // cached Graphviz layout of graph g
+  int break_site(const CodeView& cv) const;  // instruction index of the selected compile's break, or -1
 
   Model& m_;
   int graph_ = -1;  // graph shown in the FX pane

@@ -12,10 +12,6 @@ namespace dv::view {
 using nlohmann::json;
 
 namespace {
-template <class T>
-T get(const json& j, const char* k, T fallback) {
-  return json_get<T>(j, k, fallback);
-}
 constexpr size_t kCacheChunks = 6;
 
 bool contains_ci(const std::string& hay, const std::string& needle) {
@@ -53,18 +49,18 @@ void Model::index_events() {
   auto comp = [&](int64_t c) -> Compile* { return c >= 0 && static_cast<size_t>(c) < compiles_.size() ? &compiles_[c] : nullptr; };
   std::vector<size_t> pending_recompiles;  // waiting for the compile they cause
   for (const json& ev : r_->events()) {
-    const std::string t = get<std::string>(ev, "t", "");
-    const int64_t c = get<int64_t>(ev, "c", -1);
+    const std::string t = json_get<std::string>(ev, "t", "");
+    const int64_t c = json_get<int64_t>(ev, "c", -1);
     if (t == "compile_start") {
       Compile x;
       x.index = static_cast<int>(compiles_.size());
-      x.id = get<std::string>(ev, "id", "?");
-      x.qualname = get<std::string>(ev, "qualname", "");
-      x.filename = get<std::string>(ev, "filename", "");
-      x.reason = get<std::string>(ev, "reason", "");
-      x.firstlineno = get<int>(ev, "firstlineno", 0);
-      x.code = get<int>(ev, "code", -1);
-      x.first_step = get<uint64_t>(ev, "step", 0);
+      x.id = json_get<std::string>(ev, "id", "?");
+      x.qualname = json_get<std::string>(ev, "qualname", "");
+      x.filename = json_get<std::string>(ev, "filename", "");
+      x.reason = json_get<std::string>(ev, "reason", "");
+      x.firstlineno = json_get<int>(ev, "firstlineno", 0);
+      x.code = json_get<int>(ev, "code", -1);
+      x.first_step = json_get<uint64_t>(ev, "step", 0);
       compiles_.push_back(std::move(x));
       for (size_t i : pending_recompiles) {
         Recompile& rc = recompiles_[i];
@@ -73,25 +69,25 @@ void Model::index_events() {
       pending_recompiles.clear();
     } else if (t == "compile_end") {
       if (Compile* x = comp(c)) {
-        x->outcome = get<std::string>(ev, "outcome", "");
-        x->steps = get<uint64_t>(ev, "steps", 0);
-        x->seconds = get<double>(ev, "seconds", 0.0);
+        x->outcome = json_get<std::string>(ev, "outcome", "");
+        x->steps = json_get<uint64_t>(ev, "steps", 0);
+        x->seconds = json_get<double>(ev, "seconds", 0.0);
       }
     } else if (t == "guard") {
-      Guard g{static_cast<int>(c), get<int>(ev, "i", 0), get<int>(ev, "line", 0), get<std::string>(ev, "kind", ""),
-              get<std::string>(ev, "text", ""), get<int64_t>(ev, "step", -1)};
+      Guard g{static_cast<int>(c), json_get<int>(ev, "i", 0), json_get<int>(ev, "line", 0), json_get<std::string>(ev, "kind", ""),
+              json_get<std::string>(ev, "text", ""), json_get<int64_t>(ev, "step", -1)};
       if (Compile* x = comp(c)) x->guards.push_back(static_cast<int>(guards_.size()));
       guards_.push_back(std::move(g));
     } else if (t == "break") {
       Break b;
       b.compile = static_cast<int>(c);
-      b.line = get<int>(ev, "line", 0);
-      b.offset = get<int>(ev, "offset", 0);
-      b.break_id = get<std::string>(ev, "break_id", "");
-      b.message = get<std::string>(ev, "message", "");
-      b.hint = get<std::string>(ev, "hint", "");
-      b.filename = get<std::string>(ev, "filename", "");
-      b.step = get<int64_t>(ev, "step", -1);
+      b.line = json_get<int>(ev, "line", 0);
+      b.offset = json_get<int>(ev, "offset", 0);
+      b.break_id = json_get<std::string>(ev, "break_id", "");
+      b.message = json_get<std::string>(ev, "message", "");
+      b.hint = json_get<std::string>(ev, "hint", "");
+      b.filename = json_get<std::string>(ev, "filename", "");
+      b.step = json_get<int64_t>(ev, "step", -1);
       if (ev.contains("stack") && ev["stack"].is_array())
         for (const json& s : ev["stack"]) b.stack.push_back(s.is_string() ? s.get<std::string>() : s.dump());
       if (Compile* x = comp(c)) x->breaks.push_back(static_cast<int>(breaks_.size()));
@@ -99,19 +95,19 @@ void Model::index_events() {
     } else if (t == "graph") {
       Graph g;
       g.compile = static_cast<int>(c);
-      g.code = get<std::string>(ev, "code", "");
+      g.code = json_get<std::string>(ev, "code", "");
       const int gi = static_cast<int>(graphs_.size());
       if (ev.contains("nodes") && ev["nodes"].is_array())
         for (const json& n : ev["nodes"]) {
           Node x;
           x.compile = g.compile;
           x.graph = gi;
-          x.name = get<std::string>(n, "name", "");
-          x.op = get<std::string>(n, "op", "");
-          x.target = get<std::string>(n, "target", "");
-          x.args = get<std::string>(n, "args", "");
-          x.meta = get<std::string>(n, "meta", "");
-          x.step = get<int64_t>(n, "step", -1);
+          x.name = json_get<std::string>(n, "name", "");
+          x.op = json_get<std::string>(n, "op", "");
+          x.target = json_get<std::string>(n, "target", "");
+          x.args = json_get<std::string>(n, "args", "");
+          x.meta = json_get<std::string>(n, "meta", "");
+          x.step = json_get<int64_t>(n, "step", -1);
           g.nodes.push_back(static_cast<int>(nodes_.size()));
           if (Compile* cc = comp(c)) cc->nodes.push_back(static_cast<int>(nodes_.size()));
           nodes_.push_back(std::move(x));
@@ -119,16 +115,16 @@ void Model::index_events() {
       if (Compile* x = comp(c)) x->graphs.push_back(gi);
       graphs_.push_back(std::move(g));
     } else if (t == "gen_code") {
-      if (Compile* x = comp(c)) x->gen_codes.emplace_back(get<std::string>(ev, "name", ""), get<int>(ev, "code", -1));
+      if (Compile* x = comp(c)) x->gen_codes.emplace_back(json_get<std::string>(ev, "name", ""), json_get<int>(ev, "code", -1));
     } else if (t == "cache") {
-      const std::string kind = get<std::string>(ev, "kind", "");
+      const std::string kind = json_get<std::string>(ev, "kind", "");
       if (kind == "hit") {
-        if (Compile* x = comp(get<int64_t>(ev, "entry_c", -1))) x->hits += get<int64_t>(ev, "count", 0);
+        if (Compile* x = comp(json_get<int64_t>(ev, "entry_c", -1))) x->hits += json_get<int64_t>(ev, "count", 0);
       } else if (kind == "recompile" || kind == "limit") {
         Recompile rc;
         rc.kind = kind;
-        rc.qualname = get<std::string>(ev, "qualname", "");
-        rc.entry_compile = get<int>(ev, "entry_c", -1);
+        rc.qualname = json_get<std::string>(ev, "qualname", "");
+        rc.entry_compile = json_get<int>(ev, "entry_c", -1);
         if (ev.contains("failures") && ev["failures"].is_array())
           for (const json& f : ev["failures"]) rc.failures.push_back(f.is_string() ? f.get<std::string>() : f.dump());
         if (const Compile* x = comp(rc.entry_compile); x && ev.contains("guards") && ev["guards"].is_array())
@@ -280,26 +276,18 @@ bool Model::next_bookmark(int dir) {
   return true;
 }
 
-void Model::follow_guard(int i) {
-  if (i < 0 || static_cast<size_t>(i) >= guards_.size()) return;
-  guard_ = i;
-  if (guards_[i].step >= 0) go_to(guards_[i].step);
-  compile_ = guards_[i].compile;
+// A row of a table (guards, nodes, breaks): select it, go to the step that made it.
+template <class Row>
+void Model::follow(const std::vector<Row>& table, int i, int& selected) {
+  if (i < 0 || static_cast<size_t>(i) >= table.size()) return;
+  selected = i;
+  if (table[i].step >= 0) go_to(table[i].step);
+  compile_ = table[i].compile;
 }
 
-void Model::follow_node(int i) {
-  if (i < 0 || static_cast<size_t>(i) >= nodes_.size()) return;
-  node_ = i;
-  if (nodes_[i].step >= 0) go_to(nodes_[i].step);
-  compile_ = nodes_[i].compile;
-}
-
-void Model::follow_break(int i) {
-  if (i < 0 || static_cast<size_t>(i) >= breaks_.size()) return;
-  break_ = i;
-  if (breaks_[i].step >= 0) go_to(breaks_[i].step);
-  compile_ = breaks_[i].compile;
-}
+void Model::follow_guard(int i) { follow(guards_, i, guard_); }
+void Model::follow_node(int i) { follow(nodes_, i, node_); }
+void Model::follow_break(int i) { follow(breaks_, i, break_); }
 
 void Model::follow_value(int id) {
   const StepState& s = state(true);
@@ -421,18 +409,23 @@ std::shared_ptr<const CodeView> Model::code_view(int id) {
 std::vector<int> Model::depth_samples(int64_t from, int64_t to, int n, bool wait) {
   std::vector<int> out(static_cast<size_t>(std::max(n, 0)), -1);
   if (n <= 0 || to <= from) return out;
+  size_t last_k = SIZE_MAX;
+  std::shared_ptr<const trace::Chunk> c;
   for (int i = 0; i < n; ++i) {
     const int64_t s = from + (to - from) * i / n;
     const size_t k = r_->chunk_of(static_cast<uint64_t>(s));
     if (k >= r_->chunks().size()) continue;
     // Coarse (the chunk header's depth range) unless the chunk is decoded already.
-    std::shared_ptr<const trace::Chunk> c;
-    {
-      std::lock_guard<std::mutex> lock(mu_);
-      for (auto& e : cache_)
-        if (e.first == k) c = e.second;
+    if (k != last_k) {
+      last_k = k;
+      c.reset();
+      {
+        std::lock_guard<std::mutex> lock(mu_);
+        for (auto& e : cache_)
+          if (e.first == k) c = e.second;
+      }
+      if (!c && wait) c = chunk(k, true);
     }
-    if (!c && wait) c = chunk(k, true);
     if (c && s - static_cast<int64_t>(c->first_step) < static_cast<int64_t>(c->size())) out[i] = c->depth[static_cast<size_t>(s - c->first_step)];
     else out[i] = r_->chunks()[k].h.max_depth;
   }

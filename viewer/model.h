@@ -128,7 +128,6 @@ class Model {
   void follow_break(int i);
   void follow_value(int id);            // a value of the current compile: its producing step
   void follow_recompile(int i);         // selects the failing guard, cursor where it was created
-  void select_node(int i) { node_ = i; }
 
   // ---- what the cursor shows --------------------------------------------------------------------
   // Waits for the chunk holding the cursor when `wait`; else uses what is decoded (the loader
@@ -156,6 +155,8 @@ class Model {
  private:
   Model() = default;
   void index_events();
+  template <class Row>
+  void follow(const std::vector<Row>& table, int i, int& selected);
   std::shared_ptr<const trace::Chunk> chunk(size_t k, bool wait);
   void loader();
   void request(size_t k);

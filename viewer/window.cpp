@@ -112,8 +112,7 @@ int run_viewer(const ViewerOptions& o) {
     if (GLFWmonitor* mon = glfwGetPrimaryMonitor()) glfwGetMonitorContentScale(mon, &sx, &sy);
     scale = std::max(1.0f, sx);
   }
-  const int W = static_cast<int>(o.width * (o.scale > 0 ? 1.0f : 1.0f)), H = o.height;
-  win.w = glfwCreateWindow(W, H, ("dynview - " + o.path).c_str(), nullptr, nullptr);
+  win.w = glfwCreateWindow(o.width, o.height, ("dynview - " + o.path).c_str(), nullptr, nullptr);
   if (!win.w) {
     opening.wait();
     std::fprintf(stderr, "dynview: cannot create an OpenGL 3.3 window\n");

@@ -21,14 +21,23 @@ BUILD = os.environ.get("DV_BUILD", os.path.join(ROOT, "build"))
 STEPS = int(os.environ.get("DV_TRACE_STEPS", "10000000"))
 
 
-def main():
-    cli = os.environ.get("DYNVIEW_BIN", os.path.join(BUILD, "dynview"))
-    synth = os.path.join(BUILD, "dv_synth_trace")
+CLI = os.environ.get("DYNVIEW_BIN", os.path.join(BUILD, "dynview"))
+
+
+def synthetic_trace():
+    """The synthetic STEPS-step trace in the build folder, written by build/dv_synth_trace if missing."""
     path = os.path.join(BUILD, f"synthetic_{STEPS}_v2.dyn")
     if not os.path.exists(path):
         t0 = time.perf_counter()
-        out = subprocess.run([synth, path, "--steps", str(STEPS)], check=True, capture_output=True, text=True)
+        out = subprocess.run([os.path.join(BUILD, "dv_synth_trace"), path, "--steps", str(STEPS)],
+                             check=True, capture_output=True, text=True)
         print(f"wrote {path}: {out.stdout.strip()} in {time.perf_counter() - t0:.1f} s")
+    return path
+
+
+def main():
+    cli = CLI
+    path = synthetic_trace()
     size = os.path.getsize(path)
     t0 = time.perf_counter()
     with open(path, "rb") as f:

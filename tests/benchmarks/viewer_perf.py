@@ -15,19 +15,13 @@ import os
 import shutil
 import statistics
 import subprocess
-import time
 
-HERE = os.path.dirname(os.path.abspath(__file__))
-ROOT = os.path.dirname(os.path.dirname(HERE))
-BUILD = os.environ.get("DV_BUILD", os.path.join(ROOT, "build"))
-STEPS = int(os.environ.get("DV_TRACE_STEPS", "10000000"))
+from trace_open import CLI, synthetic_trace
 
 
 def main():
-    cli = os.environ.get("DYNVIEW_BIN", os.path.join(BUILD, "dynview"))
-    path = os.path.join(BUILD, f"synthetic_{STEPS}_v2.dyn")
-    if not os.path.exists(path):
-        subprocess.run([os.path.join(BUILD, "dv_synth_trace"), path, "--steps", str(STEPS)], check=True, capture_output=True)
+    cli = CLI
+    path = synthetic_trace()
     xvfb = [shutil.which("xvfb-run"), "-a", "-s", "-screen 0 1600x1000x24"] if not os.environ.get("DISPLAY") else []
     stats = []
     for _ in range(5):
