@@ -43,6 +43,8 @@ Translator::Status call_builtin(Translator& t, Frame& f, PyObject* fn, std::vect
     else if (v->kind == VK::Tensor) {
       Ref shape = Ref::steal(PyObject_GetAttrString(v->obj.get(), "shape"));
       if (!shape || PyTuple_GET_SIZE(shape.get()) == 0) return t.brk(f, "DV0010", "len() of a 0-d tensor");
+      if (is_sym(PyTuple_GET_ITEM(shape.get(), 0)))  // a symbolic size: len(x) is l_x_.size(0)
+        return t.meta_result(f, v, "size", {t.constant_steal(PyLong_FromLong(0))}, Ref::borrow(PyTuple_GET_ITEM(shape.get(), 0)), out);
       len = PyLong_AsSsize_t(PyTuple_GET_ITEM(shape.get(), 0));
     } else if (v->kind == VK::Const || v->kind == VK::NNModule) {
       len = PyObject_Length(v->obj.get());

@@ -74,6 +74,21 @@ std::optional<Ref> Translator::to_python(const VPtr& v, bool meta) {
     case VK::Const: case VK::Object: case VK::NNModule: return v->obj;
     case VK::Function: return v->obj && PyFunction_Check(v->obj.get()) ? std::optional<Ref>(v->obj) : std::nullopt;
     case VK::Tensor: return meta ? std::optional<Ref>(v->obj) : std::nullopt;
+    case VK::Sym: {
+      if (meta) return v->obj;
+      Ref r = specialize(v);  // a Python value is needed: the ShapeEnv guards this one
+      if (!r) return std::nullopt;
+      return r;
+    }
+    case VK::Slice: {
+      Ref parts[3];
+      for (size_t i = 0; i < 3 && i < v->items.size(); ++i) {
+        auto x = to_python(v->items[i], meta);
+        if (!x) return std::nullopt;
+        parts[i] = *x;
+      }
+      return Ref::steal(PySlice_New(parts[0].get(), parts[1].get(), parts[2].get()));
+    }
     case VK::Tuple: case VK::List: {
       Ref out = Ref::steal(v->kind == VK::Tuple ? PyTuple_New(v->items.size()) : PyList_New(v->items.size()));
       for (size_t i = 0; i < v->items.size(); ++i) {
@@ -98,7 +113,7 @@ std::optional<Ref> Translator::to_python(const VPtr& v, bool meta) {
 
 bool Translator::to_arg(const VPtr& v, ArgTree& out) {
   switch (v->kind) {
-    case VK::Tensor: out.kind = ArgTree::Kind::Node; out.node = v->node; return true;
+    case VK::Tensor: case VK::Sym: out.kind = ArgTree::Kind::Node; out.node = v->node; return true;
     case VK::Const:
       if (PySlice_Check(v->obj.get())) {
         auto* s = reinterpret_cast<PySliceObject*>(v->obj.get());
@@ -116,6 +131,14 @@ bool Translator::to_arg(const VPtr& v, ArgTree& out) {
     case VK::Object:
       out.kind = ArgTree::Kind::Const;  // dtypes, layouts, memory formats, functions passed to ops
       out.constant = v->obj;
+      return true;
+    case VK::Slice:
+      out.kind = ArgTree::Kind::Slice;
+      for (const VPtr& x : v->items) {
+        ArgTree a;
+        if (!to_arg(x, a)) return false;
+        out.items.push_back(std::move(a));
+      }
       return true;
     case VK::Tuple: case VK::List:
       out.kind = v->kind == VK::Tuple ? ArgTree::Kind::Tuple : ArgTree::Kind::List;
@@ -154,8 +177,9 @@ Translator::Status Translator::graph_call(Frame& f, Ref target, const std::strin
   std::vector<ArgTree> targs;
   std::vector<std::pair<std::string, ArgTree>> tkw;
   Ref device;
-  bool any_tensor = false;
+  bool any_tensor = false, any_sym = false;
   std::function<void(const VPtr&)> find_dev = [&](const VPtr& v) {
+    any_sym |= v->kind == VK::Sym;
     if (v->kind == VK::Tensor) {
       any_tensor = true;
       if (!device) device = v->device;
@@ -197,7 +221,8 @@ Translator::Status Translator::graph_call(Frame& f, Ref target, const std::strin
   {
     std::vector<Ref> ex;
     for (Py_ssize_t i = 0; i < PyTuple_GET_SIZE(pargs.get()); ++i) ex.push_back(Ref::borrow(PyTuple_GET_ITEM(pargs.get(), i)));
-    result = pointwise_example(target.get(), method, ex, PyDict_GET_SIZE(pkw.get()) > 0);
+    // (Shape rules in C++ read static sizes: dynamic compiles run every op on fake tensors.)
+    if (!dyn_) result = pointwise_example(target.get(), method, ex, PyDict_GET_SIZE(pkw.get()) > 0);
   }
   if (result) {
     // Pointwise fast path: the example value came from shape and dtype rules (pointwise.cpp).
@@ -205,6 +230,9 @@ Translator::Status Translator::graph_call(Frame& f, Ref target, const std::strin
     Ref m = Ref::steal(PyObject_GetAttrString(PyTuple_GET_ITEM(pargs.get(), 0), method.c_str()));
     Ref rest = Ref::steal(PyTuple_GetSlice(pargs.get(), 1, PyTuple_GET_SIZE(pargs.get())));
     if (m && rest) result = Ref::steal(PyObject_Call(m.get(), rest.get(), pkw.get()));
+  } else if (!any_tensor && dyn_) {
+    // Dynamic compile: factories and arithmetic on symbolic ints run under the fake mode.
+    result = Ref::steal(PyObject_CallMethod(dyn_.get(), "factory", "OOO", target.get(), pargs.get(), pkw.get()));
   } else if (!any_tensor) {
     // A factory (torch.zeros(3), torch.arange(n)): ask for a meta result; fall back to a real one.
     Ref kw2 = Ref::steal(PyDict_Copy(pkw.get()));
@@ -249,6 +277,10 @@ Translator::Status Translator::graph_call(Frame& f, Ref target, const std::strin
     out = from_example(f, result, add_node(result), device);
     return std::nullopt;
   }
+  if (is_sym(result.get())) {  // x.size(0) * 2, x.numel(), s0 > 4 ...: computed by the graph
+    out = sym_value(result, add_node(result));
+    return std::nullopt;
+  }
   if ((PyTuple_Check(result.get()) || PyList_Check(result.get())) && PySequence_Size(result.get()) > 0) {
     Ref seq = Ref::steal(PySequence_Fast(result.get(), ""));
     const Py_ssize_t n = PySequence_Fast_GET_SIZE(seq.get());
@@ -280,6 +312,46 @@ Translator::Status Translator::graph_call(Frame& f, Ref target, const std::strin
     return brk(f, "DV0006", what + " returned a " + std::string(Py_TYPE(result.get())->tp_name) + ", not a tensor",
                "operators that return Python values depend on tensor data");
   out = constant(result);
+  return std::nullopt;
+}
+
+Translator::Status Translator::meta_result(Frame& f, const VPtr& self, const std::string& method,
+                                           const std::vector<VPtr>& args, Ref r, VPtr& out) {
+  PyObject* o = r.get();
+  if (is_sym(o)) {
+    std::vector<ArgTree> targs(1);
+    targs[0].kind = ArgTree::Kind::Node;
+    targs[0].node = self->node;
+    for (const VPtr& a : args) {
+      ArgTree t;
+      if (!to_arg(a, t)) return brk(f, "DV0013", "unsupported argument to Tensor." + method);
+      targs.push_back(std::move(t));
+    }
+    const int n = graph.add_call_method(method, std::move(targs), {}, r, cur_step_);
+    if (obs_) obs_->on_graph_node(GraphNodeEvent{id_, n, cur_step_, "call_method", "Tensor." + method});
+    out = sym_value(r, n);
+    return std::nullopt;
+  }
+  if (PyTuple_Check(o) && args.empty() && (method == "size" || method == "stride")) {
+    bool symbolic = false;
+    for (Py_ssize_t i = 0; i < PyTuple_GET_SIZE(o); ++i) symbolic |= is_sym(PyTuple_GET_ITEM(o, i));
+    if (symbolic) {  // x.shape with symbolic sizes: a tuple of constants and l_x_.size(i) nodes
+      VPtr tup = make(VK::Tuple);
+      for (Py_ssize_t i = 0; i < PyTuple_GET_SIZE(o); ++i) {
+        PyObject* item = PyTuple_GET_ITEM(o, i);
+        if (!is_sym(item)) {
+          tup->items.push_back(constant(Ref::borrow(item)));
+          continue;
+        }
+        VPtr d;
+        if (Status s = meta_result(f, self, method, {constant_steal(PyLong_FromSsize_t(i))}, Ref::borrow(item), d)) return s;
+        tup->items.push_back(d);
+      }
+      out = tup;
+      return std::nullopt;
+    }
+  }
+  out = constant(r);
   return std::nullopt;
 }
 
@@ -467,8 +539,7 @@ Translator::Status Translator::call(Frame& f, VPtr fn, std::vector<VPtr> args,
           Ref m = Ref::steal(PyObject_GetAttrString(self->obj.get(), name.c_str()));
           Ref r = m ? Ref::steal(PyObject_Call(m.get(), pargs.get(), nullptr)) : Ref();
           if (!r) return brk(f, "DV0006", "Tensor." + name + " failed on the example value");
-          out = constant(r);
-          return std::nullopt;
+          return meta_result(f, self, name, args, r, out);
         }
         std::vector<VPtr> a{self};
         a.insert(a.end(), args.begin(), args.end());
@@ -546,6 +617,16 @@ Translator::Status Translator::call(Frame& f, VPtr fn, std::vector<VPtr> args,
     }
     case VK::Object: {
       PyObject* o = fn->obj.get();
+      if (dyn_ && !module_is_torch(o) && !is_tensor_method_descriptor(o)) {
+        // Python callables see Python values: symbolic ints are specialised (and guarded) here,
+        // as TorchDynamo does for range(n), int(n) and the like.
+        for (VPtr& a : args)
+          if (a->kind == VK::Sym) {
+            Ref r = specialize(a);
+            if (!r) return brk(f, "DV0021", "cannot specialise a symbolic value for " + callable_name(o));
+            a = constant(r);
+          }
+      }
       bool handled = false;
       if (Status s = call_builtin(*this, f, o, args, kwargs, out, handled)) return s;
       if (handled) return std::nullopt;

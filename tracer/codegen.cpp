@@ -13,7 +13,7 @@ std::vector<int> output_nodes(const VPtr& ret) {
   std::vector<int> out;
   std::function<void(const VPtr&)> walk = [&](const VPtr& v) {
     if (!v) return;
-    if (v->kind == VK::Tensor) {
+    if (v->kind == VK::Tensor || v->kind == VK::Sym) {
       if (std::find(out.begin(), out.end(), v->node) == out.end()) out.push_back(v->node);
       return;
     }
@@ -109,7 +109,7 @@ std::optional<Transformed> generate(PyObject* orig_code, PyObject* globals, PyOb
   }
   std::function<bool(const VPtr&)> value = [&](const VPtr& v) -> bool {
     switch (v->kind) {
-      case VK::Tensor: {
+      case VK::Tensor: case VK::Sym: {  // graph outputs (symbolic ints come back as ints)
         auto it = std::find(outputs.begin(), outputs.end(), v->node);
         if (it == outputs.end() || !compiled) return v->source ? e.source(*v->source) : false;
         e.emit(bc::LOAD_FAST, outs_slot);

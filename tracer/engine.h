@@ -37,6 +37,7 @@ struct ThreadMode {
   bool enabled = false;
   Ref backend;
   bool fullgraph = false;
+  int8_t dynamic = -1;  // torch.compile's dynamic=: -1 None (automatic), 0 False, 1 True
 };
 ThreadMode set_thread_mode(ThreadMode m);
 void set_observer(EngineObserver* obs);  // non-owning; null disables events

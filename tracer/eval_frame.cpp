@@ -32,6 +32,7 @@ struct CodeState {
   int frame_id = -1;
   int recompiles = 0;
   std::string eager_reason;
+  FrameState frame_state;  // inputs earlier compiles saw (automatic dynamic shapes)
 };
 
 Py_ssize_t g_extra_index = -1;
@@ -199,6 +200,8 @@ Entry* compile_frame(CodeState& st, PyCodeObject* co, _PyInterpreterFrame* frame
   PyObject* closure = frame->f_func ? reinterpret_cast<PyFunctionObject*>(frame->f_func)->func_closure : nullptr;
   const bool grad_before = PyObject_IsTrue(Ref::steal(PyObject_CallMethod(py().torch.get(), "is_grad_enabled", nullptr)).get()) == 1;
   Translator tr(id, g_observer);
+  tr.frame_state = &st.frame_state;
+  tr.dynamic_mode = static_cast<DynamicMode>(mode().dynamic);
   TraceResult res = tr.run_root(reinterpret_cast<PyObject*>(co), frame->f_globals, frame->f_builtins, frame->localsplus, closure);
   Ref restore = Ref::steal(PyObject_CallFunctionObjArgs(py().set_grad_enabled_fn.get(), grad_before ? Py_True : Py_False, nullptr));
   if (PyErr_Occurred()) PyErr_Clear();
@@ -211,11 +214,7 @@ Entry* compile_frame(CodeState& st, PyCodeObject* co, _PyInterpreterFrame* frame
     if (tr.graph.num_calls() > 0) outputs = output_nodes(res.ret);
     if (tr.graph.num_calls() > 0) {
       gm = Ref::steal(tr.graph.to_fx(outputs));
-      if (gm) {
-        Ref inputs = Ref::steal(PyList_New(0));
-        for (const Ref& o : tr.input_objects) PyList_Append(inputs.get(), o.get());
-        compiled = Ref::steal(PyObject_CallFunctionObjArgs(mode().backend.get(), gm.get(), inputs.get(), nullptr));
-      }
+      if (gm) compiled = Ref::steal(tr.compile_with_backend(mode().backend.get(), gm.get()));
       if (!gm || !compiled) {
         // Backend failures are errors of the user's configuration: surface them like torch.compile.
         const double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
@@ -224,8 +223,12 @@ Entry* compile_frame(CodeState& st, PyCodeObject* co, _PyInterpreterFrame* frame
       }
     }
     std::string why;
-    tf = generate(reinterpret_cast<PyObject*>(co), frame->f_globals, closure, tr, compiled.get(), res.ret, outputs, why);
-    if (!tf) brk = Break{"DV0020", "cannot generate code: " + why, "", rec.filename, -1, 0, -1, {}};
+    if (!tr.add_shape_guards(why)) {
+      brk = Break{"DV0021", "dynamic shapes: a guard cannot be expressed (" + why + ")",
+                  "mark the input static, or compile with dynamic=False", rec.filename, -1, 0, -1, {}};
+    }
+    if (!brk) tf = generate(reinterpret_cast<PyObject*>(co), frame->f_globals, closure, tr, compiled.get(), res.ret, outputs, why);
+    if (!brk && !tf) brk = Break{"DV0020", "cannot generate code: " + why, "", rec.filename, -1, 0, -1, {}};
   }
   rec.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   for (const Guard& g : tr.guards) rec.guards.push_back(g.text);
@@ -414,6 +417,7 @@ void reset_caches() {
     if (s->action == CodeState::Eager) s->action = CodeState::Default;  // Skip is a fixed rule
     s->recompiles = 0;
     s->frame_id = -1;
+    s->frame_state.clear();
   }
   g_next_frame_id = 0;
   g_records.clear();

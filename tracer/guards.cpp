@@ -17,6 +17,7 @@ const char* guard_kind_name(GuardKind k) {
     case GuardKind::DICT_KEYS: return "DICT_KEYS";
     case GuardKind::TENSOR_MATCH: return "TENSOR_MATCH";
     case GuardKind::GLOBAL_STATE: return "GLOBAL_STATE";
+    case GuardKind::SHAPE_ENV: return "SHAPE_ENV";
   }
   return "?";
 }
@@ -27,6 +28,7 @@ struct GuardTree::Node {
   Ref dict_name;                   // ModuleMember: "_parameters" etc.
   std::vector<const Guard*> leaves;
   std::vector<std::unique_ptr<Node>> children;
+  int slot = -1;                   // SHAPE_ENV guards read this node's object
 
   // Borrowed reference to this node's object, or null (no error set) if it cannot be reached.
   PyObject* access(const FrameView& f, PyObject* parent) const {
@@ -133,8 +135,76 @@ bool leaf_ok(const Guard& g, PyObject* o) {
     }
     case GuardKind::TENSOR_MATCH: return tensor_matches(g.tensor, o);
     case GuardKind::GLOBAL_STATE: return global_state() == g.state;
+    case GuardKind::SHAPE_ENV: return true;  // evaluated after the tree (shape_ok)
   }
   return false;
+}
+
+int64_t floordiv(int64_t a, int64_t b) {
+  int64_t q = a / b;
+  if ((a % b != 0) && ((a < 0) != (b < 0))) --q;
+  return q;
+}
+
+// Runs a SHAPE_ENV guard's program over the values its refs read. False when a value cannot be
+// read (not a tensor / not an int) or the arithmetic is undefined (division by zero, overflow).
+bool shape_ok(const Guard& g, const std::vector<int>& slot_of, PyObject* const* slots) {
+  int64_t vals[16], stack[32];
+  if (g.refs.size() > 16) return false;
+  for (size_t i = 0; i < g.refs.size(); ++i) {
+    PyObject* o = slots[slot_of[i]];
+    if (!o) return false;
+    const SymRef& r = g.refs[i];
+    if (r.kind == 2) {
+      if (!PyLong_CheckExact(o)) return false;
+      int overflow = 0;
+      vals[i] = PyLong_AsLongLongAndOverflow(o, &overflow);
+      if (overflow) return false;
+    } else if (!tensor_dim_value(o, r.kind == 1, r.dim, vals[i])) {
+      return false;
+    }
+  }
+  int sp = 0;
+  for (const ShapeInstr& in : g.program) {
+    if (in.op == SO_CONST || in.op == SO_REF) {
+      if (sp >= 32) return false;
+      stack[sp++] = in.op == SO_CONST ? in.arg : vals[in.arg];
+      continue;
+    }
+    if (in.op == SO_NOT) {
+      if (sp < 1) return false;
+      stack[sp - 1] = !stack[sp - 1];
+      continue;
+    }
+    if (sp < 2) return false;
+    const int64_t b = stack[--sp], a = stack[sp - 1];
+    int64_t r = 0;
+    switch (in.op) {
+      case SO_ADD: if (__builtin_add_overflow(a, b, &r)) return false; break;
+      case SO_MUL: if (__builtin_mul_overflow(a, b, &r)) return false; break;
+      case SO_FLOORDIV: if (b == 0) return false; r = floordiv(a, b); break;
+      case SO_MOD: if (b == 0) return false; r = a - floordiv(a, b) * b; break;
+      case SO_POW: {
+        r = 1;
+        for (int64_t k = 0; k < b; ++k)
+          if (__builtin_mul_overflow(r, a, &r)) return false;
+        break;
+      }
+      case SO_EQ: r = a == b; break;
+      case SO_NE: r = a != b; break;
+      case SO_LT: r = a < b; break;
+      case SO_LE: r = a <= b; break;
+      case SO_GT: r = a > b; break;
+      case SO_GE: r = a >= b; break;
+      case SO_AND: r = a && b; break;
+      case SO_OR: r = a || b; break;
+      case SO_MIN: r = a < b ? a : b; break;
+      case SO_MAX: r = a > b ? a : b; break;
+      default: return false;
+    }
+    stack[sp - 1] = r;
+  }
+  return sp == 1 && stack[0] != 0;
 }
 
 std::string leaf_failure(const Guard& g, PyObject* o) {
@@ -166,8 +236,20 @@ GuardTree::GuardTree(std::vector<Guard> guards) : guards_(std::move(guards)), ro
     return raw;
   };
   for (const Guard& g : guards_) {
-    if (!g.source) root_->leaves.push_back(&g);
-    else node_for(g.source)->leaves.push_back(&g);
+    if (g.kind == GuardKind::SHAPE_ENV) {
+      std::vector<int> slots;
+      for (const SymRef& r : g.refs) {
+        Node* n = node_for(r.source);
+        if (n->slot < 0) n->slot = nslots_++;
+        slots.push_back(n->slot);
+      }
+      shape_guards_.push_back(&g);
+      shape_slots_.push_back(std::move(slots));
+    } else if (!g.source) {
+      root_->leaves.push_back(&g);
+    } else {
+      node_for(g.source)->leaves.push_back(&g);
+    }
   }
 }
 
@@ -175,20 +257,22 @@ GuardTree::~GuardTree() = default;
 
 namespace {
 template <class Node, class FrameView>
-bool check_node(const Node& n, const FrameView& f, PyObject* obj) {
+bool check_node(const Node& n, const FrameView& f, PyObject* obj, PyObject** slots) {
+  if (n.slot >= 0) slots[n.slot] = obj;
   for (const Guard* g : n.leaves)
     if (!leaf_ok(*g, obj)) return false;
   for (const auto& c : n.children) {
     PyObject* child = c->access(f, obj);
     if (!child) return false;
-    if (!check_node(*c, f, child)) return false;
+    if (!check_node(*c, f, child, slots)) return false;
   }
   return true;
 }
 
 template <class Node, class FrameView>
 void failures_node(const Node& n, const FrameView& f, PyObject* obj, std::vector<std::string>& out,
-                   std::vector<const Guard*>& which) {
+                   std::vector<const Guard*>& which, PyObject** slots) {
+  if (n.slot >= 0) slots[n.slot] = obj;
   for (const Guard* g : n.leaves)
     if (!leaf_ok(*g, obj)) {
       out.push_back(leaf_failure(*g, obj));
@@ -201,7 +285,7 @@ void failures_node(const Node& n, const FrameView& f, PyObject* obj, std::vector
       which.push_back(nullptr);
       continue;
     }
-    failures_node(*c, f, child, out, which);
+    failures_node(*c, f, child, out, which, slots);
   }
 }
 }  // namespace
@@ -209,17 +293,35 @@ void failures_node(const Node& n, const FrameView& f, PyObject* obj, std::vector
 bool GuardTree::check(const FrameView& f) const {
   for (const Guard* g : root_->leaves)
     if (!leaf_ok(*g, nullptr)) return false;
+  PyObject* small[16];
+  std::vector<PyObject*> big;
+  PyObject** slots = small;
+  if (nslots_ > 16) {
+    big.assign(static_cast<size_t>(nslots_), nullptr);
+    slots = big.data();
+  }
+  for (int i = 0; i < nslots_ && i < 16; ++i) small[i] = nullptr;
   for (const auto& c : root_->children) {
     PyObject* child = c->access(f, nullptr);
-    if (!child || !check_node(*c, f, child)) return false;
+    if (!child || !check_node(*c, f, child, slots)) return false;
   }
+  for (size_t i = 0; i < shape_guards_.size(); ++i)
+    if (!shape_ok(*shape_guards_[i], shape_slots_[i], slots)) return false;
   return true;
 }
 
 std::vector<std::string> GuardTree::failures(const FrameView& f, std::vector<int>* which) const {
   std::vector<std::string> out;
   std::vector<const Guard*> failed;
-  failures_node(*root_, f, nullptr, out, failed);
+  std::vector<PyObject*> slots(static_cast<size_t>(nslots_) + 1, nullptr);
+  failures_node(*root_, f, nullptr, out, failed, slots.data());
+  if (out.empty()) {  // the tree passed: the shape relations decide
+    for (size_t i = 0; i < shape_guards_.size(); ++i)
+      if (!shape_ok(*shape_guards_[i], shape_slots_[i], slots.data())) {
+        out.push_back(shape_guards_[i]->text);
+        failed.push_back(shape_guards_[i]);
+      }
+  }
   if (which)
     for (const Guard* g : failed) which->push_back(g ? static_cast<int>(g - guards_.data()) : -1);
   return out;

@@ -12,7 +12,22 @@
 namespace dv {
 
 enum class GuardKind : uint8_t {
-  TYPE_MATCH, ID_MATCH, EQUALS_MATCH, NONE_MATCH, LENGTH_CHECK, DICT_KEYS, TENSOR_MATCH, GLOBAL_STATE
+  TYPE_MATCH, ID_MATCH, EQUALS_MATCH, NONE_MATCH, LENGTH_CHECK, DICT_KEYS, TENSOR_MATCH, GLOBAL_STATE,
+  SHAPE_ENV,  // a relation between sizes, strides and ints of dynamic inputs ("2 <= L['x'].size()[0]")
+};
+
+// SHAPE_ENV: what a guard program reads, and the program (postfix over int64; python/dynview/_shapes.py
+// writes it, codes below).
+struct SymRef {
+  SourcePtr source;
+  int8_t kind = 0;  // 0 size, 1 stride, 2 int
+  int dim = -1;
+};
+enum ShapeOp : int8_t { SO_CONST, SO_REF, SO_ADD, SO_MUL, SO_FLOORDIV, SO_MOD, SO_POW, SO_EQ, SO_NE, SO_LT, SO_LE,
+                        SO_GT, SO_GE, SO_AND, SO_OR, SO_NOT, SO_MIN, SO_MAX };
+struct ShapeInstr {
+  ShapeOp op;
+  int64_t arg;
 };
 const char* guard_kind_name(GuardKind k);
 
@@ -23,6 +38,8 @@ struct Guard {
   Py_ssize_t length = 0;  // LENGTH_CHECK
   TensorSpec tensor;      // TENSOR_MATCH
   GlobalState state;      // GLOBAL_STATE
+  std::vector<SymRef> refs;        // SHAPE_ENV
+  std::vector<ShapeInstr> program; // SHAPE_ENV
   std::string text;       // code-part text, e.g. "L['b'] == 'Hello'"
   int step = -1;          // symbolic step that created it (-1: set-up)
   int line = -1;          // user source line that created it
@@ -53,6 +70,10 @@ class GuardTree {
   struct Node;
   std::vector<Guard> guards_;
   std::unique_ptr<Node> root_;
+  // SHAPE_ENV guards run after the tree, over the objects their sources reached (slots).
+  std::vector<const Guard*> shape_guards_;
+  std::vector<std::vector<int>> shape_slots_;  // per shape guard: the slot of each ref
+  int nslots_ = 0;
 };
 
 }  // namespace dv

@@ -65,7 +65,7 @@ static Status unary(Translator& t, Frame& f, const char* op_name, int (*fold)(Py
   NEED(1);
   VPtr v = top(f);
   VPtr out;
-  if (v->kind == VK::Tensor) {
+  if (v->kind == VK::Tensor || v->kind == VK::Sym) {
     if (Status s = t.graph_call(f, Ref::steal(PyObject_GetAttrString(py().operator_mod.get(), op_name)), "", {v}, {}, out)) return s;
   } else if (v->kind == VK::Const) {
     PyObject* r = nullptr;
@@ -131,8 +131,19 @@ Status op_STORE_SUBSCR(Translator& t, Frame& f, const Instr&) {  // (v container
 Status op_BUILD_SLICE(Translator& t, Frame& f, const Instr& in) {  // (start stop [step] -- slice)
   NEED(static_cast<size_t>(in.arg));
   std::vector<VPtr> parts(f.stack.end() - in.arg, f.stack.end());
-  for (auto& p : parts)
-    if (p->kind != VK::Const) return t.brk(f, "DV0017", "slice bounds must be constants");
+  bool symbolic = false;
+  for (auto& p : parts) {
+    symbolic |= p->kind == VK::Sym;
+    if (p->kind != VK::Const && p->kind != VK::Sym) return t.brk(f, "DV0017", "slice bounds must be constants");
+  }
+  if (symbolic) {  // x[:n] with a symbolic n: the slice stays symbolic (graph arguments)
+    VPtr sl = t.make(VK::Slice);
+    sl->items = parts;
+    if (in.arg == 2) sl->items.push_back(t.constant(Ref::borrow(Py_None)));
+    f.stack.resize(f.stack.size() - in.arg);
+    f.stack.push_back(sl);
+    return std::nullopt;
+  }
   PyObject* s = PySlice_New(parts[0]->obj.get(), parts[1]->obj.get(), in.arg == 3 ? parts[2]->obj.get() : nullptr);
   f.stack.resize(f.stack.size() - in.arg);
   f.stack.push_back(t.constant_steal(s));

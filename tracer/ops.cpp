@@ -26,6 +26,11 @@ Translator::Status Translator::binary(Frame& f, int nb, VPtr a, VPtr b, VPtr& ou
     // In-place forms on tensors keep their meaning (x += y mutates x); FX records operator.iadd.
     return graph_call(f, op_fn(name), "", {a, b}, {}, out);
   }
+  auto number = [](const VPtr& v) {
+    return v->kind == VK::Sym || (v->kind == VK::Const && (PyLong_Check(v->obj.get()) || PyFloat_Check(v->obj.get())));
+  };
+  if ((a->kind == VK::Sym || b->kind == VK::Sym) && number(a) && number(b))
+    return graph_call(f, op_fn(name), "", {a, b}, {}, out);  // symbolic arithmetic: a graph node
   if (a->kind == VK::Const && b->kind == VK::Const) {
     Ref r = Ref::steal(PyObject_CallFunctionObjArgs(op_fn(name).get(), a->obj.get(), b->obj.get(), nullptr));
     if (!r) return brk(f, "DV0010", std::string("operator.") + name + " raised on constants", "exceptions in traced code end the trace");
@@ -65,6 +70,8 @@ Translator::Status Translator::binary(Frame& f, int nb, VPtr a, VPtr b, VPtr& ou
 Translator::Status Translator::compare(Frame& f, int cmp, VPtr a, VPtr b, VPtr& out) {
   if (cmp < 0 || cmp >= 6) return brk(f, "DV0018", "unknown comparison");
   if (a->kind == VK::Tensor || b->kind == VK::Tensor) return graph_call(f, op_fn(kCmpNames[cmp]), "", {a, b}, {}, out);
+  if ((a->kind == VK::Sym && (b->kind == VK::Sym || b->kind == VK::Const)) || (b->kind == VK::Sym && a->kind == VK::Const))
+    return graph_call(f, op_fn(kCmpNames[cmp]), "", {a, b}, {}, out);  // a SymBool; branching on it adds a guard
   auto pa = to_python(a, false), pb = to_python(b, false);
   if (!pa || !pb) {
     if (cmp == 2 || cmp == 3) {  // identity-based equality of objects
@@ -82,6 +89,11 @@ Translator::Status Translator::compare(Frame& f, int cmp, VPtr a, VPtr b, VPtr& 
 
 Translator::Status Translator::subscr(Frame& f, VPtr obj, VPtr idx, VPtr& out) {
   if (obj->kind == VK::Tensor) return graph_call(f, py().getitem, "", {obj, idx}, {}, out);
+  if ((idx->kind == VK::Sym || idx->kind == VK::Slice) && obj->kind != VK::Tensor) {  // a Python index: specialise it
+    auto r = to_python(idx, false);
+    if (!r) return brk(f, "DV0021", "cannot specialise a symbolic index");
+    idx = constant(*r);
+  }
   if (obj->kind == VK::List || obj->kind == VK::Tuple) {
     if (idx->kind != VK::Const) return brk(f, "DV0017", "indexing a sequence with a non-constant");
     PyObject* i = idx->obj.get();
@@ -154,6 +166,12 @@ Translator::Status Translator::truth(Frame& f, VPtr v, bool& out) {
       return std::nullopt;
     }
     case VK::Tuple: case VK::List: case VK::Dict: out = !v->items.empty(); return std::nullopt;
+    case VK::Sym: {  // the ShapeEnv records the assumption as a guard
+      int r = PyObject_IsTrue(v->obj.get());
+      if (r < 0) return brk(f, "DV0021", "cannot decide a symbolic condition");
+      out = r == 1;
+      return std::nullopt;
+    }
     case VK::NNModule: {
       int r = PyObject_IsTrue(v->obj.get());  // Sequential/ModuleList define __len__
       if (r < 0) return brk(f, "DV0010", "bool() of module raised");
@@ -230,8 +248,10 @@ Translator::Status Translator::getattr(Frame& f, VPtr obj, const std::string& na
           out = constant(Ref::borrow(str_of(t.get()) == "cuda" ? Py_True : Py_False));
           return std::nullopt;
         }
-        out = constant_steal(PyObject_GetAttrString(m, name.c_str()));
-        if (!out) return brk(f, "DV0005", "Tensor." + name);
+        Ref r = Ref::steal(PyObject_GetAttrString(m, name.c_str()));
+        if (!r) return brk(f, "DV0005", "Tensor." + name);
+        if (name == "shape") return meta_result(f, obj, "size", {}, r, out);
+        out = constant(r);
         return std::nullopt;
       }
       if (name == "T" || name == "mT" || name == "H" || name == "mH" || name == "real" || name == "imag")

@@ -30,7 +30,8 @@ bool py_init() {
       !get(p.set_grad_enabled_fn, C.get(), "_set_grad_enabled") || !get(p.tensorbase, C.get(), "TensorBase") ||
       !get(p.functools_partial, functools.get(), "partial") ||
       !get(p.getitem, p.operator_mod.get(), "getitem") || !get(p.setitem, p.operator_mod.get(), "setitem") ||
-      !get(p.getattr_fn, p.builtins.get(), "getattr"))
+      !get(p.getattr_fn, p.builtins.get(), "getattr") || !get(p.sym_int, p.torch.get(), "SymInt") ||
+      !get(p.sym_bool, p.torch.get(), "SymBool") || !get(p.sym_float, p.torch.get(), "SymFloat"))
     return false;
   p.meta_str = Ref::steal(PyUnicode_InternFromString("meta"));
   g_py = std::move(p);
@@ -39,5 +40,10 @@ bool py_init() {
 }
 
 const Py& py() { return g_py; }
+
+bool is_sym(PyObject* o) {
+  PyObject* t = reinterpret_cast<PyObject*>(Py_TYPE(o));
+  return t == g_py.sym_int.get() || t == g_py.sym_bool.get() || t == g_py.sym_float.get();
+}
 
 }  // namespace dv

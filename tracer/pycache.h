@@ -11,8 +11,10 @@ struct Py {
   Ref tensorbase;   // torch._C.TensorBase
   Ref meta_str;     // "meta"
   Ref getitem, setitem, getattr_fn;
+  Ref sym_int, sym_bool, sym_float;  // torch.SymInt ...
 };
 const Py& py();  // aborts the process if torch cannot be imported (caller imported it first)
-bool py_init();  // returns false with a Python error set if something is missing
+bool py_init();
+bool is_sym(PyObject* o);  // torch.SymInt / SymBool / SymFloat  // returns false with a Python error set if something is missing
 
 }  // namespace dv

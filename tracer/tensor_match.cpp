@@ -23,6 +23,8 @@ extern PyObject* THPVariableClass;  // from libtorch_python
 namespace dv {
 namespace {
 
+bool dyn_bit(uint64_t mask, size_t i) { return i < 64 && (mask >> i & 1); }
+
 const at::Tensor& unpack(PyObject* o) { return reinterpret_cast<THPVariable*>(o)->cdata; }
 
 uint64_t effective_keys(const at::Tensor& t) {
@@ -62,14 +64,27 @@ bool tensor_matches(const TensorSpec& s, PyObject* o) {
   const auto sizes = t.sizes();
   if (sizes.size() != s.sizes.size()) return false;
   for (size_t i = 0; i < sizes.size(); ++i)
-    if (sizes[i] != s.sizes[i]) return false;
+    if (sizes[i] != s.sizes[i] && !dyn_bit(s.dyn_sizes, i)) return false;
   if (!s.strides.empty()) {
     if (t.layout() != c10::kStrided) return false;
     const auto strides = t.strides();
     for (size_t i = 0; i < strides.size(); ++i)
-      if (strides[i] != s.strides[i]) return false;
+      if (strides[i] != s.strides[i] && !dyn_bit(s.dyn_strides, i)) return false;
   }
   return effective_keys(t) == s.dispatch_keys;
+}
+
+bool tensor_dim_value(PyObject* o, bool stride, int dim, int64_t& out) {
+  if (!is_tensor(o)) return false;
+  const at::Tensor& t = unpack(o);
+  if (!t.defined() || dim < 0 || dim >= t.dim()) return false;
+  if (stride) {
+    if (t.layout() != c10::kStrided) return false;
+    out = t.strides()[dim];
+  } else {
+    out = t.sizes()[dim];
+  }
+  return true;
 }
 
 std::string tensor_mismatch(const TensorSpec& s, PyObject* o) {
@@ -88,11 +103,11 @@ std::string tensor_mismatch(const TensorSpec& s, PyObject* o) {
   if (t.dim() != static_cast<int64_t>(s.sizes.size()))
     return "rank mismatch. expected " + std::to_string(s.sizes.size()) + ", actual " + std::to_string(t.dim());
   for (size_t i = 0; i < s.sizes.size(); ++i)
-    if (t.sizes()[i] != s.sizes[i])
+    if (t.sizes()[i] != s.sizes[i] && !dyn_bit(s.dyn_sizes, i))
       return "size mismatch at index " + std::to_string(i) + ". expected " + std::to_string(s.sizes[i]) +
              ", actual " + std::to_string(t.sizes()[i]);
   for (size_t i = 0; i < s.strides.size(); ++i)
-    if (t.strides()[i] != s.strides[i])
+    if (t.strides()[i] != s.strides[i] && !dyn_bit(s.dyn_strides, i))
       return "stride mismatch at index " + std::to_string(i) + ". expected " + std::to_string(s.strides[i]) +
              ", actual " + std::to_string(t.strides()[i]);
   if (effective_keys(t) != s.dispatch_keys) return "dispatch key set mismatch";
@@ -102,9 +117,9 @@ std::string tensor_mismatch(const TensorSpec& s, PyObject* o) {
 std::string tensor_spec_text(const TensorSpec& s) {
   std::string r = std::string(c10::toString(static_cast<c10::ScalarType>(s.dtype))) + ", " +
                   c10::Device(static_cast<c10::DeviceType>(s.device_type), s.device_index).str() + ", size=[";
-  for (size_t i = 0; i < s.sizes.size(); ++i) r += (i ? ", " : "") + std::to_string(s.sizes[i]);
+  for (size_t i = 0; i < s.sizes.size(); ++i) r += (i ? ", " : "") + (dyn_bit(s.dyn_sizes, i) ? "None" : std::to_string(s.sizes[i]));
   r += "], stride=[";
-  for (size_t i = 0; i < s.strides.size(); ++i) r += (i ? ", " : "") + std::to_string(s.strides[i]);
+  for (size_t i = 0; i < s.strides.size(); ++i) r += (i ? ", " : "") + (dyn_bit(s.dyn_strides, i) ? "None" : std::to_string(s.strides[i]));
   r += "]";
   if (s.requires_grad) r += ", requires_grad=True";
   return r;

@@ -19,12 +19,15 @@ struct TensorSpec {
   int16_t device_index = -1;
   bool requires_grad = false;
   std::vector<int64_t> sizes, strides;
+  uint64_t dyn_sizes = 0, dyn_strides = 0;  // dynamic dims: not compared (SHAPE_ENV guards cover them)
 };
 
 bool is_tensor(PyObject* o);  // instance of torch.Tensor (subclasses included)
 // Fills spec from a tensor; false (no Python error set) if o is not a tensor.
 bool tensor_spec(PyObject* o, TensorSpec& spec);
 bool tensor_matches(const TensorSpec& spec, PyObject* o);  // hit path
+// A size (or stride) of a tensor, for SHAPE_ENV guards; false if o is not a tensor or has no such dim.
+bool tensor_dim_value(PyObject* o, bool stride, int dim, int64_t& out);
 // Why o fails spec, in TorchDynamo's words ("size mismatch at index 0. expected 3, actual 4").
 std::string tensor_mismatch(const TensorSpec& spec, PyObject* o);
 std::string tensor_spec_text(const TensorSpec& spec);  // "Tensor(float32, cpu, [3, 4], ...)"

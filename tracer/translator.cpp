@@ -28,6 +28,8 @@ const char* vk_name(VK k) {
     case VK::NNModule: return "module";
     case VK::Cell: return "cell";
     case VK::GradMode: return "grad_mode";
+    case VK::Sym: return "symint";
+    case VK::Slice: return "slice";
   }
   return "?";
 }
@@ -72,6 +74,16 @@ void describe_into(const Value& v, std::string& out, int depth) {
       if (!qn && v.obj && PyFunction_Check(v.obj.get())) qn = reinterpret_cast<PyFunctionObject*>(v.obj.get())->func_qualname;
       if (!qn && v.obj && PyCode_Check(v.obj.get())) qn = reinterpret_cast<PyCodeObject*>(v.obj.get())->co_qualname;
       out += "<function " + (qn ? str_of(qn) : std::string("?")) + ">";
+      return;
+    }
+    case VK::Sym: out += v.obj ? repr_of(v.obj.get()) : "sym"; return;
+    case VK::Slice: {
+      out += "slice(";
+      for (size_t i = 0; i < v.items.size(); ++i) {
+        if (i) out += ", ";
+        if (v.items[i]) describe_into(*v.items[i], out, depth + 1);
+      }
+      out += ")";
       return;
     }
     case VK::Const: case VK::Object: {
@@ -252,11 +264,30 @@ VPtr Translator::wrap(Ref obj, SourcePtr source, Frame& f) {
     if (!source) return nullptr;  // a tensor that cannot be reloaded: the caller breaks
     TensorSpec spec;
     tensor_spec(o, spec);
+    Ref example;
+    if (dyn_) {
+      // A fake tensor of this compile's fake mode, symbolic in the planned dims (sizes 0 and 1 stay
+      // static: TorchDynamo's 0/1 specialisation).
+      Ref dims = Ref::steal(PySet_New(nullptr));
+      auto plan = dyn_dims_.find(key);
+      for (size_t d = 0; plan != dyn_dims_.end() && d < spec.sizes.size() && d < 64; ++d)
+        if ((plan->second >> d & 1) && spec.sizes[d] >= 2) PySet_Add(dims.get(), Ref::steal(PyLong_FromSize_t(d)).get());
+      const int slot = static_cast<int>(sym_sources_.size());
+      if (PySet_GET_SIZE(dims.get()) > 0) sym_sources_.push_back(source);
+      Ref r = Ref::steal(PyObject_CallMethod(dyn_.get(), "tensor", "OOsiii", o, dims.get(), key.c_str(), slot,
+                                                 cur_step_, root_ ? current_line(f) : -1));
+      if (!r || !PyTuple_Check(r.get()) || PyTuple_GET_SIZE(r.get()) != 3) return nullptr;
+      example = Ref::borrow(PyTuple_GET_ITEM(r.get(), 0));
+      spec.dyn_sizes = PyLong_AsUnsignedLongLongMask(PyTuple_GET_ITEM(r.get(), 1));
+      spec.dyn_strides = PyLong_AsUnsignedLongLongMask(PyTuple_GET_ITEM(r.get(), 2));
+    } else {
+      example = meta_like(o);
+    }
+    if (!example) return nullptr;
     add_guard(GuardKind::TENSOR_MATCH, source, {}, f, "check_tensor(" + key + ", " + tensor_spec_text(spec) + ")");
     guards.back().tensor = spec;
     v = make(VK::Tensor);
-    v->obj = meta_like(o);
-    if (!v->obj) return nullptr;
+    v->obj = example;
     v->device = Ref::steal(PyObject_GetAttrString(o, "device"));
     v->node = graph.add_placeholder(source, v->obj, cur_step_);
     inputs.emplace_back(source, v->node);
@@ -275,6 +306,23 @@ VPtr Translator::wrap(Ref obj, SourcePtr source, Frame& f) {
     if (source) add_guard(GuardKind::ID_MATCH, source, obj, f, key + " is " + repr_of(o));
     v = make(VK::Const);
     v->obj = obj;
+    return remember(v);
+  }
+  if (dyn_ && source && PyLong_CheckExact(o) && dyn_ints_.count(key)) {
+    // An int that changed between compiles: a graph input of type SymInt.
+    const int slot = static_cast<int>(sym_sources_.size());
+    sym_sources_.push_back(source);
+    Ref s = Ref::steal(PyObject_CallMethod(dyn_.get(), "symint", "Osiii", o, key.c_str(), slot, cur_step_,
+                                                root_ ? current_line(f) : -1));
+    if (!s) return nullptr;
+    add_guard(GuardKind::TYPE_MATCH, source, Ref::borrow(reinterpret_cast<PyObject*>(Py_TYPE(o))), f,
+              "___check_type_id(" + key + ", int)");
+    v = make(VK::Sym);
+    v->obj = s;
+    v->node = graph.add_placeholder(source, s, cur_step_);
+    inputs.emplace_back(source, v->node);
+    input_objects.push_back(obj);
+    if (obs_) obs_->on_graph_node(GraphNodeEvent{id_, v->node, cur_step_, "placeholder", placeholder_name(*source)});
     return remember(v);
   }
   if (is_const_tree(o)) {
@@ -354,6 +402,140 @@ VPtr Translator::wrap(Ref obj, SourcePtr source, Frame& f) {
   return remember(v);
 }
 
+// ---- dynamic shapes -----------------------------------------------------------------------------
+
+void Translator::plan_dynamic(PyObject* o, const std::string& text, int depth) {
+  if (!frame_state || depth > 2) return;
+  const bool force = dynamic_mode == DynamicMode::On;
+  if (is_tensor(o)) {
+    if (PyObject_TypeCheck(o, reinterpret_cast<PyTypeObject*>(py().nn_Parameter.get()))) return;  // parameters stay static
+    TensorSpec spec;
+    if (!tensor_spec(o, spec) || spec.sizes.size() > 64) return;
+    auto [it, fresh] = frame_state->try_emplace(text);
+    SeenInput& seen = it->second;
+    if (fresh || seen.is_int) {
+      seen = SeenInput{};
+      seen.sizes = spec.sizes;
+      if (force) seen.dynamic = spec.sizes.size() == 64 ? ~0ull : (1ull << spec.sizes.size()) - 1;
+    } else if (seen.sizes.size() != spec.sizes.size()) {
+      seen.sizes = spec.sizes;  // the rank changed: every size becomes symbolic (as TorchDynamo)
+      seen.dynamic = spec.sizes.size() == 64 ? ~0ull : (1ull << spec.sizes.size()) - 1;
+    } else {
+      for (size_t d = 0; d < spec.sizes.size(); ++d)
+        if (seen.sizes[d] != spec.sizes[d]) seen.dynamic |= 1ull << d;
+    }
+    if (seen.dynamic) dyn_dims_[text] = seen.dynamic;
+    return;
+  }
+  if (PyLong_CheckExact(o)) {
+    int overflow = 0;
+    const long long v = PyLong_AsLongLongAndOverflow(o, &overflow);
+    if (overflow) return PyErr_Clear();
+    auto [it, fresh] = frame_state->try_emplace(text);
+    SeenInput& seen = it->second;
+    if (fresh || !seen.is_int) {
+      seen = SeenInput{};
+      seen.is_int = true;
+      seen.value = v;
+      seen.int_dynamic = force;
+    } else if (seen.value != v) {
+      seen.int_dynamic = true;
+    }
+    if (seen.int_dynamic) dyn_ints_.insert(text);
+    return;
+  }
+  if (PyTuple_CheckExact(o) || PyList_CheckExact(o)) {
+    const Py_ssize_t n = PySequence_Fast_GET_SIZE(o);
+    for (Py_ssize_t i = 0; i < n && i < 64; ++i)
+      plan_dynamic(PySequence_Fast_GET_ITEM(o, i), text + "[" + std::to_string(i) + "]", depth + 1);
+    return;
+  }
+  if (PyDict_CheckExact(o)) {
+    Py_ssize_t pos = 0;
+    PyObject *k, *v;
+    while (PyDict_Next(o, &pos, &k, &v))
+      if (is_exact_const(k)) plan_dynamic(v, text + "[" + repr_of(k) + "]", depth + 1);
+  }
+}
+
+VPtr Translator::sym_value(Ref example, int node) {
+  VPtr v = make(VK::Sym);
+  v->obj = std::move(example);
+  v->node = node;
+  if (obs_) announce(v);
+  return v;
+}
+
+Ref Translator::specialize(const VPtr& v) {
+  PyObject* o = v->obj.get();
+  if (Py_TYPE(o) == reinterpret_cast<PyTypeObject*>(py().sym_bool.get())) {
+    const int b = PyObject_IsTrue(o);
+    return b < 0 ? Ref() : Ref::borrow(b ? Py_True : Py_False);
+  }
+  if (Py_TYPE(o) == reinterpret_cast<PyTypeObject*>(py().sym_float.get())) return Ref::steal(PyNumber_Float(o));
+  return Ref::steal(PyNumber_Index(o));
+}
+
+PyObject* Translator::compile_with_backend(PyObject* backend, PyObject* gm) {
+  Ref examples = Ref::steal(PyList_New(0));
+  if (!examples) return nullptr;
+  for (size_t i = 0; i < input_objects.size(); ++i) {
+    // Dynamic compiles hand the backend the fakes (with their symbolic sizes); static ones the real inputs.
+    PyObject* ex = dyn_ ? graph.nodes()[static_cast<size_t>(inputs[i].second)].example.get() : input_objects[i].get();
+    if (PyList_Append(examples.get(), ex ? ex : input_objects[i].get()) < 0) return nullptr;
+  }
+  if (dyn_) return PyObject_CallMethod(dyn_.get(), "compile", "OOO", backend, gm, examples.get());
+  return PyObject_CallFunctionObjArgs(backend, gm, examples.get(), nullptr);
+}
+
+bool Translator::add_shape_guards(std::string& why) {
+  if (!dyn_) return true;
+  Ref list = Ref::steal(PyObject_CallMethod(dyn_.get(), "guards", nullptr));
+  if (!list) {
+    PyObject *t, *v, *tb;
+    PyErr_Fetch(&t, &v, &tb);
+    Ref val = Ref::steal(v);
+    Py_XDECREF(t);
+    Py_XDECREF(tb);
+    why = val ? str_of(Ref::steal(PyObject_Str(val.get())).get()) : "unknown error";
+    PyErr_Clear();
+    return false;
+  }
+  for (Py_ssize_t i = 0; i < PyList_GET_SIZE(list.get()); ++i) {
+    PyObject* item = PyList_GET_ITEM(list.get(), i);  // (text, [(slot, kind, dim)], [(op, arg)], step, line)
+    Guard g;
+    g.kind = GuardKind::SHAPE_ENV;
+    g.text = str_of(PyTuple_GET_ITEM(item, 0));
+    PyObject* refs = PyTuple_GET_ITEM(item, 1);
+    for (Py_ssize_t k = 0; k < PyList_GET_SIZE(refs); ++k) {
+      PyObject* r = PyList_GET_ITEM(refs, k);
+      const long slot = PyLong_AsLong(PyTuple_GET_ITEM(r, 0));
+      if (slot < 0 || slot >= static_cast<long>(sym_sources_.size())) {
+        why = "a shape guard reads an unknown input";
+        return false;
+      }
+      g.refs.push_back(SymRef{sym_sources_[slot], static_cast<int8_t>(PyLong_AsLong(PyTuple_GET_ITEM(r, 1))),
+                              static_cast<int>(PyLong_AsLong(PyTuple_GET_ITEM(r, 2)))});
+    }
+    PyObject* prog = PyTuple_GET_ITEM(item, 2);
+    for (Py_ssize_t k = 0; k < PyList_GET_SIZE(prog); ++k) {
+      PyObject* in = PyList_GET_ITEM(prog, k);
+      g.program.push_back(ShapeInstr{static_cast<ShapeOp>(PyLong_AsLong(PyTuple_GET_ITEM(in, 0))),
+                                     PyLong_AsLongLong(PyTuple_GET_ITEM(in, 1))});
+    }
+    if (PyErr_Occurred()) {
+      why = "malformed shape guard";
+      PyErr_Clear();
+      return false;
+    }
+    g.step = static_cast<int>(PyLong_AsLong(PyTuple_GET_ITEM(item, 3)));
+    g.line = static_cast<int>(PyLong_AsLong(PyTuple_GET_ITEM(item, 4)));
+    guards.push_back(std::move(g));
+    if (obs_) obs_->on_guard(GuardEvent{id_, "SHAPE_ENV", guards.back().text, guards.back().step, guards.back().line});
+  }
+  return true;
+}
+
 // ---- root ---------------------------------------------------------------------------------------
 
 TraceResult Translator::run_root(PyObject* code, PyObject* globals, PyObject* builtins, PyObject* const* args,
@@ -379,6 +561,32 @@ TraceResult Translator::run_root(PyObject* code, PyObject* globals, PyObject* bu
   // Global state first: it applies to everything the graph computes.
   add_guard(GuardKind::GLOBAL_STATE, nullptr, {}, f, "___check_global_state()");
   guards.back().state = global_state();
+  // Dynamic shapes: compare the arguments with what earlier compiles saw; anything symbolic makes
+  // this a fake-tensor compile.
+  if (dynamic_mode != DynamicMode::Off) {
+    for (int i = 0; i < nargs; ++i)
+      if (args[i]) plan_dynamic(args[i], "L['" + str_of(PyTuple_GET_ITEM(co->co_localsplusnames, i)) + "']", 0);
+    if (!dyn_dims_.empty() || !dyn_ints_.empty()) {
+      Ref mod = Ref::steal(PyImport_ImportModule("dynview._shapes"));
+      dyn_ = mod ? Ref::steal(PyObject_CallMethod(mod.get(), "DynamicShapes", nullptr)) : Ref();
+      if (!dyn_) {
+        r.brk = brk(f, "DV0021", "cannot set up dynamic shapes: " + repr_of(Ref::steal([] {
+          PyObject *t, *v, *tb;
+          PyErr_Fetch(&t, &v, &tb);
+          Py_XDECREF(t);
+          Py_XDECREF(tb);
+          return v ? v : Py_NewRef(Py_None);
+        }()).get()));
+        return r;
+      }
+      Ref env = Ref::steal(PyObject_GetAttrString(dyn_.get(), "env"));
+      dyn_guards_ = env ? Ref::steal(PyObject_GetAttrString(env.get(), "guards")) : Ref();
+      if (!dyn_guards_ || !PyList_Check(dyn_guards_.get())) {
+        PyErr_Clear();
+        dyn_guards_ = {};
+      }
+    }
+  }
   for (int i = 0; i < nargs; ++i) {
     std::string name = str_of(PyTuple_GET_ITEM(co->co_localsplusnames, i));
     if (!args[i]) continue;
@@ -413,6 +621,12 @@ TraceResult Translator::run_root(PyObject* code, PyObject* globals, PyObject* bu
   return r;
 }
 
+void Translator::note_shape_guards(Frame& f, int step) {
+  dyn_guards_seen_ = PyList_GET_SIZE(dyn_guards_.get());
+  Ref r = Ref::steal(PyObject_CallMethod(dyn_.get(), "note", "ii", step, current_line(f)));
+  if (!r) PyErr_Clear();
+}
+
 Translator::Status Translator::run_frame(Frame& f) {
   const auto& ins = f.facts->decoded.instrs;
   while (!f.result) {
@@ -427,6 +641,7 @@ Translator::Status Translator::run_frame(Frame& f) {
     if (steps > 500000) s = brk(f, "DV0014", "too many symbolic steps (500000)", "the loop is probably too long to unroll");
     else if (!h) s = brk(f, "DV0001", "unsupported opcode " + std::string(bc::op_name(in.opcode)), "dynview does not yet trace this bytecode");
     else s = h(*this, f, in);
+    if (dyn_guards_ && PyList_GET_SIZE(dyn_guards_.get()) != dyn_guards_seen_) note_shape_guards(f, step_no);
     if (s) {
       if (obs_ && !f.reported) report_step(f);  // the breaking step, with the stack it saw
       return s;

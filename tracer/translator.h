@@ -5,6 +5,7 @@
 #include <functional>
 #include <optional>
 #include <unordered_map>
+#include <unordered_set>
 
 #include "core/bytecode.h"
 #include "graph.h"
@@ -59,6 +60,19 @@ struct Frame {
   std::vector<int> reported_locals;
 };
 
+// What earlier compiles of a code object saw of its inputs, by source text (TorchDynamo's automatic
+// dynamic shapes): a size that differs between compiles becomes symbolic from then on (all sizes when
+// the rank changes), and so does an int argument whose value changes.
+struct SeenInput {
+  bool is_int = false;
+  int64_t value = 0;
+  bool int_dynamic = false;
+  std::vector<int64_t> sizes;
+  uint64_t dynamic = 0;  // dims seen with different sizes
+};
+using FrameState = std::unordered_map<std::string, SeenInput>;
+enum class DynamicMode : int8_t { Auto = -1, Off = 0, On = 1 };  // torch.compile(dynamic=None/False/True)
+
 struct TraceResult {
   std::optional<Break> brk;
   VPtr ret;  // the frame's return value when no break
@@ -76,6 +90,14 @@ class Translator {
   std::vector<std::pair<SourcePtr, int>> inputs;  // graph placeholders: (source, node)
   std::vector<Ref> input_objects;                 // the real objects behind the placeholders
   int steps = 0;
+  FrameState* frame_state = nullptr;              // set by the caller: this code object's history
+  DynamicMode dynamic_mode = DynamicMode::Auto;
+
+  // Dynamic shapes: whether this compile has symbolic sizes/ints; the backend call (fake example
+  // inputs, our fake mode current); the shape guards, appended to `guards` once the backend ran.
+  bool dynamic() const { return static_cast<bool>(dyn_); }
+  PyObject* compile_with_backend(PyObject* backend, PyObject* gm);  // new reference or null (error set)
+  bool add_shape_guards(std::string& why);
 
   // --- used by the handlers ---
   using Status = std::optional<Break>;
@@ -94,6 +116,11 @@ class Translator {
   Status graph_call(Frame& f, Ref target, const std::string& method, std::vector<VPtr> args,
                     std::vector<std::pair<std::string, VPtr>> kwargs, VPtr& out);
   Status run_frame(Frame& f);
+  VPtr sym_value(Ref example, int node);   // a symbolic int/bool/float computed by graph node `node`
+  Ref specialize(const VPtr& v);           // a Sym as a Python constant (the ShapeEnv guards its value)
+  // Turns a metadata result (x.size(), x.shape, x.numel() ...) into Values: symbolic parts become
+  // graph nodes (`l_x_.size(0)`), static parts constants.
+  Status meta_result(Frame& f, const VPtr& self, const std::string& method, const std::vector<VPtr>& args, Ref r, VPtr& out);
   void announce(const VPtr& v);            // observer: the value's description, once
   void report_step(Frame& f);              // observer: the step f is executing, with its stack
   void add_guard(GuardKind kind, SourcePtr source, Ref value, Frame& f, std::string text = {});
@@ -115,11 +142,22 @@ class Translator {
   std::unordered_map<PyObject*, VPtr> tensor_by_id_;  // input tensors by identity (aliasing)
   Frame* root_ = nullptr;
   std::vector<Frame*> frames_;
-  int cur_step_ = 0;  // set-up (wrapping the arguments) belongs to the first step, the frame entry
+  int cur_step_ = 0;
+  // Dynamic shapes: which sources are symbolic in this compile, and the Python DynamicShapes
+  // (python/dynview/_shapes.py) that owns the ShapeEnv and fake mode; sym_sources_ numbers the
+  // sources its symbols read (SHAPE_ENV guard refs).
+  void plan_dynamic(PyObject* o, const std::string& text, int depth);
+  std::unordered_map<std::string, uint64_t> dyn_dims_;
+  std::unordered_set<std::string> dyn_ints_;
+  Ref dyn_;
+  std::vector<SourcePtr> sym_sources_;
+  Ref dyn_guards_;             // the ShapeEnv's guard list, watched after each step
+  Py_ssize_t dyn_guards_seen_ = 0;
+  void note_shape_guards(Frame& f, int step);  // attribute new ShapeEnv guards to `step`
 };
 
 bool is_exact_const(PyObject* o);
-bool module_is_torch_mod(PyObject* mod);  // torch or torch.* module object  // immutable constant: numbers, str, None, dtype, device, Size, slice
+bool module_is_torch_mod(PyObject* mod);  // torch or torch.* module object
 
 // Opcode handlers, by family (handlers_*.cpp). Each returns a Break or nothing; `ins` is the
 // instruction being executed; the frame's ip already points past it.

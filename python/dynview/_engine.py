@@ -90,9 +90,10 @@ def _ensure_installed():
 class _Enabled:
     """Enables capture on this thread inside a with-block (re-entrant: one saved mode per entry)."""
 
-    def __init__(self, backend, fullgraph):
+    def __init__(self, backend, fullgraph, dynamic=None):
         self.backend = backend
         self.fullgraph = fullgraph
+        self.dynamic = -1 if dynamic is None else int(bool(dynamic))
         self._saved = threading.local()
 
     def __enter__(self):
@@ -100,7 +101,7 @@ class _Enabled:
         stack = getattr(self._saved, "stack", None)
         if stack is None:
             stack = self._saved.stack = []
-        stack.append(_C._set_mode(True, self.backend, self.fullgraph))
+        stack.append(_C._set_mode(True, self.backend, self.fullgraph, self.dynamic))
 
     def __exit__(self, *exc):
         _C._set_mode(*self._saved.stack.pop())
@@ -109,7 +110,9 @@ class _Enabled:
 
 def compile(model=None, *, backend="inductor", fullgraph=False, dynamic=None, mode=None, options=None,
             disable=False):
-    """Like torch.compile: returns a function (or module wrapper) whose calls are captured."""
+    """Like torch.compile: returns a function (or module wrapper) whose calls are captured.
+    dynamic=None: a size or int that changes between calls becomes symbolic at the recompile
+    (automatic dynamic shapes); True: symbolic from the first compile; False: always specialised."""
     if model is None:
         return functools.partial(compile, backend=backend, fullgraph=fullgraph, dynamic=dynamic, mode=mode,
                                  options=options, disable=disable)
@@ -118,8 +121,8 @@ def compile(model=None, *, backend="inductor", fullgraph=False, dynamic=None, mo
     _ensure_installed()
     be = _lookup_backend(backend)
     if isinstance(model, torch.nn.Module):
-        return OptimizedModule(model, _C.CompiledFunction(model, be, fullgraph))
-    compiled = _C.CompiledFunction(model, be, fullgraph)
+        return OptimizedModule(model, _C.CompiledFunction(model, be, fullgraph, dynamic))
+    compiled = _C.CompiledFunction(model, be, fullgraph, dynamic)
     try:
         functools.update_wrapper(compiled, model)
     except (AttributeError, TypeError):
@@ -145,9 +148,9 @@ class OptimizedModule(torch.nn.Module):
             return getattr(self._orig_mod, name)
 
 
-def optimize(backend="inductor", fullgraph=False):
+def optimize(backend="inductor", fullgraph=False, dynamic=None):
     """Context manager: capture every frame called inside the block."""
-    return _Enabled(_lookup_backend(backend), fullgraph)
+    return _Enabled(_lookup_backend(backend), fullgraph, dynamic)
 
 
 class disable:

@@ -105,6 +105,7 @@ struct CompiledFunction {
   PyObject* fn;        // Strong
   PyObject* backend;   // Strong
   int fullgraph;
+  int dynamic;         // -1 None (automatic), 0 False, 1 True
   vectorcallfunc vectorcall;
   PyObject* dict;      // Strong: __wrapped__, __name__, ... (functools.update_wrapper)
 };
@@ -116,6 +117,7 @@ PyObject* cf_vectorcall(PyObject* self, PyObject* const* args, size_t nargsf, Py
   m.enabled = true;
   m.backend = Ref::borrow(c->backend);
   m.fullgraph = c->fullgraph != 0;
+  m.dynamic = static_cast<int8_t>(c->dynamic);
   ThreadMode prev = set_thread_mode(std::move(m));
   PyObject* r = PyObject_Vectorcall(c->fn, args, nargsf, kwnames);
   set_thread_mode(std::move(prev));
@@ -147,13 +149,15 @@ void cf_dealloc(PyObject* self) {
 PyObject* cf_new(PyTypeObject* type, PyObject* args, PyObject* kwds) {
   PyObject *fn, *backend;
   int fullgraph = 0;
-  static const char* kw[] = {"fn", "backend", "fullgraph", nullptr};
-  if (!PyArg_ParseTupleAndKeywords(args, kwds, "OO|p", const_cast<char**>(kw), &fn, &backend, &fullgraph)) return nullptr;
+  PyObject* dynamic = Py_None;
+  static const char* kw[] = {"fn", "backend", "fullgraph", "dynamic", nullptr};
+  if (!PyArg_ParseTupleAndKeywords(args, kwds, "OO|pO", const_cast<char**>(kw), &fn, &backend, &fullgraph, &dynamic)) return nullptr;
   auto* c = reinterpret_cast<CompiledFunction*>(type->tp_alloc(type, 0));
   if (!c) return nullptr;
   c->fn = Ref::borrow(fn).release();
   c->backend = Ref::borrow(backend).release();
   c->fullgraph = fullgraph;
+  c->dynamic = dynamic == Py_None ? -1 : PyObject_IsTrue(dynamic) == 1 ? 1 : 0;
   c->vectorcall = cf_vectorcall;
   c->dict = PyDict_New();
   return reinterpret_cast<PyObject*>(c);
@@ -202,14 +206,16 @@ void init_tracer(pyb::module_& m) {
   m.def("_install", []() {
     if (!install_hook()) throw pyb::error_already_set();
   });
-  m.def("_set_mode", [](bool enabled, pyb::object backend, bool fullgraph) {
+  m.def("_set_mode", [](bool enabled, pyb::object backend, bool fullgraph, int dynamic) {
     ThreadMode t;
     t.enabled = enabled;
     if (!backend.is_none()) t.backend = Ref::borrow(backend.ptr());
     t.fullgraph = fullgraph;
+    t.dynamic = static_cast<int8_t>(dynamic);
     ThreadMode prev = set_thread_mode(std::move(t));
-    return pyb::make_tuple(prev.enabled, prev.backend ? pyb::reinterpret_borrow<pyb::object>(prev.backend.get()) : pyb::none(), prev.fullgraph);
-  });
+    return pyb::make_tuple(prev.enabled, prev.backend ? pyb::reinterpret_borrow<pyb::object>(prev.backend.get()) : pyb::none(),
+                           prev.fullgraph, static_cast<int>(prev.dynamic));
+  }, pyb::arg("enabled"), pyb::arg("backend"), pyb::arg("fullgraph"), pyb::arg("dynamic") = -1);
   m.def("_hook_active", &hook_active, "Whether the PEP 523 hook is installed right now.");
   m.def("_set_unsupported", [](pyb::object exc) { set_unsupported_error(exc.ptr()); });
   m.def("reset", &reset_caches, "Drop every cache entry and compile record.");

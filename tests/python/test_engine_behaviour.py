@@ -98,7 +98,9 @@ def test_recompile_message_names_the_failing_guard():
 
 def test_recompile_limit_warns_once_and_runs_eagerly():
     dynview.config.recompile_limit = 2
-    dv = dynview.compile(fn, backend="eager")
+    # dynamic=False: every new size is a recompile (with automatic dynamic shapes the second size
+    # would make the batch dimension symbolic and the limit would never be reached).
+    dv = dynview.compile(fn, backend="eager", dynamic=False)
     with warnings.catch_warnings(record=True) as w:
         warnings.simplefilter("always")
         for n in range(2, 7):

@@ -1,0 +1,208 @@
+"""Dynamic shapes for the capture engine, used only while compiling (never on the hit path).
+
+A compile that treats some sizes or ints as symbolic gets one `DynamicShapes`: torch's ShapeEnv and
+a FakeTensorMode over it. The engine (tracer/) asks it for fake example values of its inputs, runs
+the graph's operators on them (the ShapeEnv records every assumption it makes as a guard), hands the
+fakes to the backend inside a TracingContext, and finally asks for the guards as small postfix
+programs over the inputs' sizes, strides and ints, which the C++ guard tree evaluates with no Python.
+
+Every symbol is created here, so each one maps to a `ref`: (input slot, kind, dim) with kind 0 = a
+tensor size, 1 = a tensor stride, 2 = an int input. Slots are the engine's own numbering of the
+sources it asked about."""
+import dataclasses
+
+import sympy
+import torch
+from torch._guards import GuardSource, Source, TracingContext, tracing
+from torch._subclasses.fake_tensor import FakeTensorMode
+from torch.fx.experimental.symbolic_shapes import DimDynamic, ShapeEnv, StatelessSymbolicContext
+
+SIZE, STRIDE, INT = 0, 1, 2
+
+# Postfix program opcodes (tracer/guards.cpp evaluates them over int64 values).
+CONST, REF, ADD, MUL, FLOORDIV, MOD, POW, EQ, NE, LT, LE, GT, GE, AND, OR, NOT, MIN, MAX = range(18)
+
+
+@dataclasses.dataclass(frozen=True)
+class _Src(Source):
+    """A source named by the engine's guard text (L['x'], L['self'].w ...)."""
+    text: str
+
+    @property
+    def _name_template(self):
+        return self.text
+
+    @property
+    def guard_source(self):
+        return GuardSource.LOCAL
+
+
+class Unexpressible(Exception):
+    """A shape guard the C++ evaluator cannot express."""
+
+
+class DynamicShapes:
+    def __init__(self):
+        # duck_shape=False: equal sizes of different inputs are not assumed equal (a fresh symbol
+        # each); relations the graph needs are recorded as guards instead.
+        self.env = ShapeEnv(duck_shape=False)
+        self.mode = FakeTensorMode(shape_env=self.env, allow_non_fake_inputs=True)
+        self.refs = []        # ref index -> (slot, kind, dim)
+        self.names = []       # ref index -> text, e.g. L['x'].size()[0]
+        self.sym_ref = {}     # sympy.Symbol -> ref index
+        self.dynamic = []     # (ref index) of dynamic sizes: 0/1 specialisation gives 2 <= size
+        self.stride_checks = []  # (ref index of the real stride, sympy expr it must equal)
+        self.where = {}       # ref index -> (step, line) of the step that made the input symbolic
+        self.origin = []      # env.guards index -> (step, line) of the step that added it
+
+    def note(self, step, line):
+        """The engine ran `step` and saw env.guards grow: the new guards are that step's."""
+        self.origin.extend([(step, line)] * (len(self.env.guards) - len(self.origin)))
+
+    def _ref(self, slot, kind, dim, text):
+        self.refs.append((slot, kind, dim))
+        self.names.append(text)
+        return len(self.refs) - 1
+
+    def tensor(self, t, dyn_dims, text, slot, step=-1, line=-1):
+        """A fake of real tensor `t`, symbolic in `dyn_dims`. Returns (fake, size_mask, stride_mask):
+        the masks name the sizes and strides TENSOR_MATCH must not compare (guards cover them)."""
+        if not dyn_dims:
+            return self.mode.from_tensor(t, static_shapes=True), 0, 0
+        ctx = StatelessSymbolicContext(
+            dynamic_sizes=[DimDynamic.DYNAMIC if i in dyn_dims else DimDynamic.STATIC for i in range(t.dim())],
+            constraint_sizes=[None] * t.dim())
+        fake = self.mode.from_tensor(t, symbolic_context=ctx, source=_Src(text))
+        size_mask = stride_mask = 0
+        for i, s in enumerate(fake.shape):
+            if isinstance(s, torch.SymInt):
+                expr = s.node.expr
+                if isinstance(expr, sympy.Symbol) and expr not in self.sym_ref:
+                    k = self._ref(slot, SIZE, i, f"{text}.size()[{i}]")
+                    self.where[k] = (step, line)
+                    self.sym_ref[expr] = k
+                    self.dynamic.append(k)
+                size_mask |= 1 << i
+        for i, s in enumerate(fake.stride()):
+            if isinstance(s, torch.SymInt):
+                k = self._ref(slot, STRIDE, i, f"{text}.stride()[{i}]")
+                self.where[k] = (step, line)
+                expr = s.node.expr
+                if isinstance(expr, sympy.Symbol) and expr not in self.sym_ref:
+                    self.sym_ref[expr] = k
+                else:
+                    self.stride_checks.append((k, expr))
+                stride_mask |= 1 << i
+        return fake, size_mask, stride_mask
+
+    def symint(self, value, text, slot, step=-1, line=-1):
+        """A symbolic int for an int input (no 0/1 specialisation, as TorchDynamo)."""
+        s = self.env.create_unspecified_symint_and_symbol(value, _Src(text), DimDynamic.DYNAMIC)
+        k = self.sym_ref[s.node.expr] = self._ref(slot, INT, -1, text)
+        self.where[k] = (step, line)
+        return s
+
+    def factory(self, fn, args, kwargs):
+        """Run a tensor factory (torch.zeros(n, 3) ...) under the fake mode."""
+        with self.mode:
+            return fn(*args, **kwargs)
+
+    def compile(self, backend, gm, example_inputs):
+        """Call the backend as TorchDynamo does: fakes as example inputs, our fake mode current."""
+        with tracing(TracingContext(self.mode)):
+            return backend(gm, example_inputs)
+
+    # ---- guards ---------------------------------------------------------------------------------
+
+    def guards(self):
+        """[(text, [(slot, kind, dim)...], [(op, arg)...], step, line)]: every assumption as a
+        program over refs local to the guard, with the step and user line that made it."""
+        out, seen = [], set()
+
+        def add(expr, at):
+            expr = sympy.sympify(expr)
+            if expr is sympy.true or expr in seen:
+                return
+            seen.add(expr)
+            local, prog = [], []
+            self._emit(expr, prog, local)
+            out.append((self._text(expr), [self.refs[k] for k in local], prog, at[0], at[1]))
+
+        for k in self.dynamic:
+            sym = next(s for s, r in self.sym_ref.items() if r == k)
+            lower = self.env.var_to_range[sym].lower if sym in self.env.var_to_range else 2
+            add(sympy.Le(int(lower) if lower.is_finite else 2, sym), self.where.get(k, (-1, -1)))
+        for k, expr in self.stride_checks:
+            add(sympy.Eq(_StrideSym(k), expr, evaluate=False), self.where.get(k, (-1, -1)))
+        for i, g in enumerate(self.env.guards):
+            add(g.expr, self.origin[i] if i < len(self.origin) else (-1, -1))
+        return out
+
+    def _emit(self, e, prog, local):
+        def ref(k):
+            if k not in local:
+                local.append(k)
+            prog.append((REF, local.index(k)))
+
+        if isinstance(e, _StrideSym):
+            ref(e.ref)
+            return
+        if isinstance(e, sympy.Symbol):
+            if e not in self.sym_ref:
+                raise Unexpressible(f"symbol {e} was not created by dynview")
+            ref(self.sym_ref[e])
+            return
+        if e is sympy.true or e is sympy.false:
+            prog.append((CONST, 1 if e is sympy.true else 0))
+            return
+        if isinstance(e, sympy.Integer) or (e.is_Number and e.is_integer):
+            prog.append((CONST, int(e)))
+            return
+        name = type(e).__name__
+        binary = {"FloorDiv": FLOORDIV, "CleanDiv": FLOORDIV, "Mod": MOD, "PythonMod": MOD, "Pow": POW,
+                  "Equality": EQ, "Unequality": NE, "StrictLessThan": LT, "LessThan": LE,
+                  "StrictGreaterThan": GT, "GreaterThan": GE}
+        nary = {"Add": ADD, "Mul": MUL, "And": AND, "Or": OR, "Min": MIN, "Max": MAX}
+        if name in binary and len(e.args) == 2:
+            if name == "Pow" and not (e.args[1].is_Integer and int(e.args[1]) >= 0):
+                raise Unexpressible(f"power {e}")
+            self._emit(e.args[0], prog, local)
+            self._emit(e.args[1], prog, local)
+            prog.append((binary[name], 0))
+            return
+        if name in nary and e.args:
+            self._emit(e.args[0], prog, local)
+            for a in e.args[1:]:
+                self._emit(a, prog, local)
+                prog.append((nary[name], 0))
+            return
+        if name == "Not":
+            self._emit(e.args[0], prog, local)
+            prog.append((NOT, 0))
+            return
+        raise Unexpressible(f"{name} in {e}")
+
+    def _text(self, e):
+        if isinstance(e, _StrideSym):
+            return self.names[e.ref]
+        if isinstance(e, sympy.Symbol):
+            return self.names[self.sym_ref[e]] if e in self.sym_ref else str(e)
+        if isinstance(e, sympy.Rel):
+            op = {"Equality": "==", "Unequality": "!=", "StrictLessThan": "<", "LessThan": "<=",
+                  "StrictGreaterThan": ">", "GreaterThan": ">="}[type(e).__name__]
+            return f"{self._text(e.args[0])} {op} {self._text(e.args[1])}"
+        if e.args and type(e).__name__ in ("Add", "Mul"):
+            sep = " + " if type(e).__name__ == "Add" else "*"
+            return sep.join(self._text(a) for a in e.args)
+        if e.args:
+            return f"{type(e).__name__}({', '.join(self._text(a) for a in e.args)})"
+        return str(e)
+
+
+class _StrideSym(sympy.Symbol):
+    """The real stride of an input (a ref), standing on the left of a stride guard."""
+
+    def __new__(cls, ref):
+        obj = super().__new__(cls, f"__dv_stride_{ref}", integer=True)
+        obj.ref = ref
+        return obj

@@ -1,0 +1,212 @@
+"""Dynamic shapes: dynview.compile(dynamic=None/True/False) recompiles exactly when torch.compile does
+(automatic dynamic shapes: a size or int that changes becomes symbolic at the recompile, sizes 0 and
+1 stay specialised, a rank change makes every size symbolic), outputs equal eager, and the shape
+guards (2 <= L['x'].size()[0], relations the graph relied on) are checked in C++ on the hit path."""
+import itertools
+
+import pytest
+import torch
+import torch.nn.functional as F
+
+import dynview
+
+R = torch.randn
+
+
+@pytest.fixture(autouse=True)
+def _reset():
+    dynview.reset()
+    dynview._C.take_records()
+    yield
+    dynview.reset()
+
+
+def scale_sum(x, k):
+    return torch.sin(x) * k + x.sum(dim=-1, keepdim=True)
+
+
+def flatten_rows(x, k):
+    return x.view(x.size(0), -1) * k
+
+
+def branch_on_size(x, k):
+    if x.size(0) > 4:
+        return x.reshape(x.shape[0], -1) * 2
+    return x + k
+
+
+def uses_len_and_zeros(x, k):
+    pad = torch.zeros(len(x), 2, dtype=x.dtype)
+    return torch.cat([x, pad], dim=1) + k
+
+
+def pair(x, k):
+    y = x[:, :2]
+    return (y * 2).sum(0), x.shape[0] * k
+
+
+def int_in_range(x, k):
+    for i in range(k):
+        x = x + i
+    return x
+
+
+def slice_by_int(x, k):
+    return x[:k] * 2
+
+
+def broadcast(x, k):
+    return x + x.mean(dim=0) * k
+
+
+def matmul_chain(x, k):
+    w = torch.ones(x.shape[-1], 3)
+    return F.relu(x @ w).softmax(-1) * k
+
+
+def returns_size(x, k):
+    return x.size(0) + k, x.new_ones(x.size(0))
+
+
+FUNCTIONS = [scale_sum, flatten_rows, branch_on_size, uses_len_and_zeros, pair, int_in_range, slice_by_int,
+             broadcast, matmul_chain, returns_size]
+
+SEQUENCES = {
+    "batch": [(R(3, 4), 2), (R(5, 4), 2), (R(7, 4), 2), (R(1, 4), 2), (R(6, 4), 2), (R(7, 6), 2), (R(9, 6), 2)],
+    "ints": [(R(3, 4), 2), (R(3, 4), 3), (R(3, 4), 1), (R(3, 4), 0), (R(3, 4), 3)],
+    "both": [(R(3, 4), 2), (R(5, 4), 3), (R(8, 4), 4), (R(8, 5), 1)],
+    "rank": [(R(3, 4), 2), (R(3, 4, 5), 2), (R(3, 4, 6), 2), (R(4, 5, 6), 2)],
+}
+
+
+def dynamo_counts(fn, calls, **kw):
+    torch._dynamo.reset()
+    n = [0]
+
+    def backend(gm, example_inputs):
+        n[0] += 1
+        return gm.forward
+    c = torch.compile(fn, backend=backend, **kw)
+    out = []
+    for x, k in calls:
+        c(x, k)
+        out.append(n[0])
+    torch._dynamo.reset()
+    return out
+
+
+def dynview_counts(fn, calls, backend="eager", **kw):
+    c = dynview.compile(fn, backend=backend, **kw)
+    counts, total = [], 0
+    for x, k in calls:
+        try:
+            want = fn(x, k)
+        except Exception as e:  # noqa: BLE001 - the compiled call must raise the same
+            with pytest.raises(type(e)):
+                c(x, k)
+        else:
+            torch.testing.assert_close(c(x, k), want)
+        total += len([r for r in dynview._C.take_records() if r["graph"] is not None])
+        counts.append(total)
+    return counts
+
+
+def applicable(fn, calls):
+    try:
+        for x, k in calls:
+            fn(x, k)
+    except Exception:  # noqa: BLE001
+        return False
+    return True
+
+
+CASES = [(f, s) for f, s in itertools.product(FUNCTIONS, SEQUENCES) if applicable(f, SEQUENCES[s])]
+
+
+@pytest.mark.parametrize("fn,seq", CASES, ids=[f"{f.__name__}-{s}" for f, s in CASES])
+def test_recompiles_when_torch_compile_does(fn, seq):
+    calls = SEQUENCES[seq]
+    assert dynview_counts(fn, calls) == dynamo_counts(fn, calls)
+
+
+@pytest.mark.parametrize("dynamic", [True, False])
+@pytest.mark.parametrize("fn", [scale_sum, flatten_rows, branch_on_size, matmul_chain], ids=lambda f: f.__name__)
+def test_dynamic_true_and_false(fn, dynamic):
+    calls = SEQUENCES["both"]
+    assert dynview_counts(fn, calls, dynamic=dynamic) == dynamo_counts(fn, calls, dynamic=dynamic)
+
+
+@pytest.mark.parametrize("backend", ["aot_eager", "inductor"])
+@pytest.mark.parametrize("fn", [scale_sum, flatten_rows, branch_on_size, uses_len_and_zeros, matmul_chain],
+                         ids=lambda f: f.__name__)
+def test_backends_compile_symbolic_graphs(fn, backend):
+    calls = SEQUENCES["batch"][:3] + SEQUENCES["batch"][5:]
+    counts = dynview_counts(fn, calls, backend=backend)
+    # the third distinct batch size and the second distinct width reuse the symbolic graph
+    assert counts[2] == counts[1] and counts[-1] == counts[-2], counts
+
+
+def test_symbolic_graph_has_size_nodes_and_no_baked_sizes():
+    c = dynview.compile(flatten_rows, backend="eager")
+    c(R(3, 4, 2), 2)
+    c(R(5, 4, 2), 2)
+    recs = [r for r in dynview._C.take_records() if r["graph"] is not None]
+    code = recs[-1]["graph"].code
+    assert "size(0)" in code and "view(size, -1)" in code.replace(" ", "").replace("view(size,-1)", "view(size, -1)"), code
+    assert "5" not in code, code
+    guards = dynview._C.cache_entries(flatten_rows.__code__)[0]["guards"]
+    assert "2 <= L['x'].size()[0]" in guards
+    assert any("size=[None, 4, 2]" in g for g in guards)
+
+
+def test_shape_guard_failure_names_the_guard():
+    c = dynview.compile(branch_on_size, backend="eager")
+    c(R(3, 4), 1)
+    c(R(6, 4), 1)   # symbolic dim 0, branch taken on s0 > 4
+    c(R(2, 4), 1)   # fails the s0 > 4 guard: recompiles
+    recs = dynview._C.take_records()
+    assert "L['x'].size()[0] > 4" in recs[-1]["reason"] or "5 <= L['x'].size()[0]" in recs[-1]["reason"], recs[-1]["reason"]
+
+
+def test_mlp_module_batch_sizes_share_one_graph():
+    torch.manual_seed(0)
+    mlp = torch.nn.Sequential(torch.nn.Linear(8, 16), torch.nn.ReLU(), torch.nn.Linear(16, 4))
+    c = dynview.compile(mlp, backend="aot_eager")
+    for b in (2, 3, 5, 8, 13, 21):
+        x = R(b, 8)
+        torch.testing.assert_close(c(x), mlp(x))
+    recs = [r for r in dynview._C.take_records() if r["graph"] is not None]
+    assert len(recs) == 2  # static first, then symbolic batch
+    entries = dynview._C.cache_entries(type(mlp).forward.__code__)
+    assert sum(e["hits"] for e in entries) == 4
+    # parameters stay static
+    assert any("size=[16, 8]" in g for g in entries[0]["guards"])
+
+
+def test_dynamic_entries_hit_with_no_python_and_repeat_counts():
+    c = dynview.compile(scale_sum, backend="eager")
+    for b in (3, 5, 6, 7, 8, 9):
+        c(R(b, 4), 2)
+    entries = dynview._C.cache_entries(scale_sum.__code__)
+    assert [e["hits"] for e in entries] == [4, 0]
+
+
+def test_shape_guards_are_attributed_to_the_step_that_made_them(tmp_path):
+    path = tmp_path / "dyn.dyn"
+    c = dynview.compile(branch_on_size, backend="eager")
+    with dynview.record(str(path)):
+        c(R(3, 4), 1)
+        c(R(6, 4), 1)
+    t = dynview.load_trace(str(path))
+    comp = t.compiles[-1]
+    shape = {g["text"]: g for g in comp.guards if g["kind"] == "SHAPE_ENV"}
+    first = branch_on_size.__code__.co_firstlineno
+    # The branch `if x.size(0) > 4` guards s0 > 4 at the step that evaluated the comparison (line 2).
+    g = shape["L['x'].size()[0] > 4"]
+    assert g["line"] == first + 1
+    assert comp.first_step <= g["step"] < comp.first_step + comp.steps
+    assert t.steps[g["step"]].line == g["line"] and t.steps[g["step"]].compile == comp.index
+    # The 0/1 lower bound belongs to the step that first read x (its TENSOR_MATCH guard's step).
+    lower = next(g for txt, g in shape.items() if txt.endswith("<= L['x'].size()[0]"))
+    tm = next(g for g in comp.guards if g["kind"] == "TENSOR_MATCH")
+    assert lower["step"] == tm["step"] and lower["line"] == tm["line"]
