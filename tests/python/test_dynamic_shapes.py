@@ -68,14 +68,24 @@ def returns_size(x, k):
     return x.size(0) + k, x.new_ones(x.size(0))
 
 
+def reshape_fours(x, k):
+    return x.reshape(-1, 4) * k
+
+
+def floordiv_slice(x, k):
+    return x[: k // 3 + 1] + (k % 5)
+
+
 FUNCTIONS = [scale_sum, flatten_rows, branch_on_size, uses_len_and_zeros, pair, int_in_range, slice_by_int,
-             broadcast, matmul_chain, returns_size]
+             broadcast, matmul_chain, returns_size, reshape_fours, floordiv_slice]
 
 SEQUENCES = {
     "batch": [(R(3, 4), 2), (R(5, 4), 2), (R(7, 4), 2), (R(1, 4), 2), (R(6, 4), 2), (R(7, 6), 2), (R(9, 6), 2)],
     "ints": [(R(3, 4), 2), (R(3, 4), 3), (R(3, 4), 1), (R(3, 4), 0), (R(3, 4), 3)],
     "both": [(R(3, 4), 2), (R(5, 4), 3), (R(8, 4), 4), (R(8, 5), 1)],
     "rank": [(R(3, 4), 2), (R(3, 4, 5), 2), (R(3, 4, 6), 2), (R(4, 5, 6), 2)],
+    # sizes whose product with 6 is (or is not) divisible by 4, and ints crossing multiples of 3
+    "divisible": [(R(2, 6), 7), (R(4, 6), 11), (R(6, 6), 13), (R(10, 6), 30), (R(8, 6), 2), (R(12, 6), 5)],
 }
 
 
@@ -157,6 +167,16 @@ def test_symbolic_graph_has_size_nodes_and_no_baked_sizes():
     guards = dynview._C.cache_entries(flatten_rows.__code__)[0]["guards"]
     assert "2 <= L['x'].size()[0]" in guards
     assert any("size=[None, 4, 2]" in g for g in guards)
+
+
+def test_mod_and_floordiv_guards_fail_when_eager_would_raise():
+    """Guards with Mod/FloorDiv run in C++: a size that breaks divisibility must miss the symbolic
+    entry, recompile, and raise the same error as eager."""
+    calls = SEQUENCES["divisible"] + [(R(3, 6), 2), (R(14, 6), 2)]
+    counts = dynview_counts(reshape_fours, calls)
+    assert counts[2] == counts[1] and counts[-1] == counts[-2], counts
+    guards = dynview._C.cache_entries(reshape_fours.__code__)[-2]["guards"]
+    assert any("Mod(" in g for g in guards), guards
 
 
 def test_shape_guard_failure_names_the_guard():
