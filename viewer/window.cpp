@@ -76,8 +76,11 @@ struct Window {
 int run_viewer(const ViewerOptions& o) {
   const auto t_start = o.start;
   const bool timing = std::getenv("DYNVIEW_TIMING") != nullptr;
+  nlohmann::json phases = nlohmann::json::object();  // ms since start at the end of each phase
   auto phase = [&](const char* what) {
-    if (timing) std::fprintf(stderr, "dynview: %-18s %8.1f ms\n", what, std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t_start).count());
+    const double ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t_start).count();
+    phases[what] = ms;
+    if (timing) std::fprintf(stderr, "dynview: %-18s %8.1f ms\n", what, ms);
   };
   phase("start");
   const bool headless = !o.screenshot.empty() || !o.script.empty() || o.bench_frames > 0;
@@ -211,7 +214,7 @@ int run_viewer(const ViewerOptions& o) {
     std::sort(cpu.begin(), cpu.end());
     rusage ru{};
     getrusage(RUSAGE_SELF, &ru);
-    nlohmann::json j{{"first_frame_ms", first_frame_ms}, {"frames", cpu.size()},
+    nlohmann::json j{{"first_frame_ms", first_frame_ms}, {"phases_ms", phases}, {"frames", cpu.size()},
                      {"frame_cpu_ms_p50", cpu[cpu.size() / 2]}, {"frame_cpu_ms_p95", cpu[cpu.size() * 95 / 100]},
                      {"frame_cpu_ms_max", cpu.back()}, {"peak_rss_mb", ru.ru_maxrss / 1024.0}, {"steps", m.total_steps()}};
     std::cout << j.dump() << std::endl;

@@ -36,6 +36,11 @@ def main():
     print(f"trace: {path} ({os.path.getsize(path)} bytes, {scrub['steps']} steps)")
     print(f"reference: dynview stats opens it in {statistics.median(stats):.1f} ms (median of 5, in-process)")
     print(f"start to first frame: {open_ms:.1f} ms (median of 5; goal <= 150; includes creating the GL window)")
+    ph = {k: statistics.median(r["phases_ms"][k] for r in runs) for k in ("display", "window", "trace open")}
+    print(f"  of which: display connection (GLFW init: X11, input method) {ph['display']:.1f} ms, "
+          f"GL window + context (GLX, Mesa driver) {ph['window'] - ph['display']:.1f} ms, "
+          f"ImGui init + waiting for the trace {ph['trace open'] - ph['window']:.1f} ms, "
+          f"first frame (layout, draw, swap) {open_ms - ph['trace open']:.1f} ms")
     print(f"scrubbing {scrub['frames']} frames: CPU per frame p50 {scrub['frame_cpu_ms_p50']:.2f} ms, "
           f"p95 {scrub['frame_cpu_ms_p95']:.2f} ms (goal <= 6), max {scrub['frame_cpu_ms_max']:.2f} ms")
     print(f"peak RSS: {scrub['peak_rss_mb']:.1f} MB (goal <= 256)")
