@@ -138,6 +138,11 @@ Translator::Status Translator::subscr(Frame& f, VPtr obj, VPtr idx, VPtr& out) {
       if (i < 0) i += n;
       Ref name = Ref::steal(PyUnicode_FromFormat("%ld", i));
       out = wrap(r, Source::module_member(obj->source, "_modules", str_of(name.get())), f);
+    } else if (PyUnicode_Check(idx->obj.get()) && obj->source) {  // ModuleDict["name"]
+      Ref keys = Ref::steal(PyObject_GetAttrString(obj->obj.get(), "_modules"));
+      PyObject* same = keys && PyDict_Check(keys.get()) ? PyDict_GetItem(keys.get(), idx->obj.get()) : nullptr;
+      PyErr_Clear();
+      out = wrap(r, same == r.get() ? Source::module_member(obj->source, "_modules", str_of(idx->obj.get())) : nullptr, f);
     } else {
       out = wrap(r, nullptr, f);
     }

@@ -230,3 +230,101 @@ def test_shape_guards_are_attributed_to_the_step_that_made_them(tmp_path):
     lower = next(g for txt, g in shape.items() if txt.endswith("<= L['x'].size()[0]"))
     tm = next(g for g in comp.guards if g["kind"] == "TENSOR_MATCH")
     assert lower["step"] == tm["step"] and lower["line"] == tm["line"]
+
+
+# ---- real models: a GPT-style decoder (ModuleList of ModuleDicts, causal mask built from T) and a
+# conv net, over changing sequence lengths, batch sizes and image sizes -----------------------------
+
+import math  # noqa: E402
+import torch.nn as nn  # noqa: E402
+
+
+class Attn(nn.Module):
+    def __init__(self, d=32, h=4):
+        super().__init__()
+        self.h, self.d = h, d
+        self.qkv = nn.Linear(d, 3 * d)
+        self.o = nn.Linear(d, d)
+    def forward(self, x):
+        B, T, C = x.shape
+        q, k, v = self.qkv(x).split(C, dim=2)
+        q = q.view(B, T, self.h, C // self.h).transpose(1, 2)
+        k = k.view(B, T, self.h, C // self.h).transpose(1, 2)
+        v = v.view(B, T, self.h, C // self.h).transpose(1, 2)
+        att = (q @ k.transpose(-2, -1)) * (1.0 / math.sqrt(k.size(-1)))
+        mask = torch.tril(torch.ones(T, T, dtype=torch.bool))
+        att = att.masked_fill(~mask, float("-inf"))
+        att = F.softmax(att, dim=-1)
+        y = (att @ v).transpose(1, 2).contiguous().view(B, T, C)
+        return self.o(y)
+
+class GPT(nn.Module):
+    def __init__(self, vocab=50, d=32, n=2, maxlen=64):
+        super().__init__()
+        self.tok = nn.Embedding(vocab, d); self.pos = nn.Embedding(maxlen, d)
+        self.blocks = nn.ModuleList([nn.ModuleDict({"ln1": nn.LayerNorm(d), "attn": Attn(d), "ln2": nn.LayerNorm(d), "mlp": nn.Sequential(nn.Linear(d, 4*d), nn.GELU(), nn.Linear(4*d, d))}) for _ in range(n)])
+        self.head = nn.Linear(d, vocab)
+    def forward(self, idx):
+        B, T = idx.size()
+        pos = torch.arange(0, T, dtype=torch.long)
+        x = self.tok(idx) + self.pos(pos)
+        for b in self.blocks:
+            x = x + b["attn"](b["ln1"](x))
+            x = x + b["mlp"](b["ln2"](x))
+        return self.head(x)
+
+class Conv(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.c1 = nn.Conv2d(3, 8, 3, padding=1); self.bn = nn.BatchNorm2d(8); self.c2 = nn.Conv2d(8, 8, 3, stride=2)
+        self.fc = nn.Linear(8, 10)
+    def forward(self, x):
+        x = F.relu(self.bn(self.c1(x)))
+        x = F.max_pool2d(F.relu(self.c2(x)), 2)
+        x = F.adaptive_avg_pool2d(x, 1).flatten(1)
+        return self.fc(x)
+
+
+def _model_counts(m, inputs, backend):
+    torch._dynamo.reset()
+    n = [0]
+
+    def be(gm, ex):
+        n[0] += 1
+        return gm.forward
+    c = torch.compile(m, backend=be)
+    want = []
+    for x in inputs:
+        c(x)
+        want.append(n[0])
+    torch._dynamo.reset()
+    dynview.reset()
+    dynview._C.take_records()
+    d = dynview.compile(m, backend=backend)
+    got, total = [], 0
+    for x in inputs:
+        torch.testing.assert_close(d(x), m(x))
+        total += len([r for r in dynview._C.take_records() if r["graph"] is not None])
+        got.append(total)
+    return got, want
+
+
+MODELS = {
+    "gpt-seq": (GPT, [(2, t) for t in (5, 7, 9, 12, 3)]),
+    "gpt-batch": (GPT, [(b, 8) for b in (1, 2, 3, 4)]),
+    "conv-hw": (Conv, [(2, 3, s, s) for s in (16, 20, 24, 32)]),
+    "conv-batch": (Conv, [(b, 3, 16, 16) for b in (2, 3, 5)]),
+}
+
+
+@pytest.mark.parametrize("backend", ["eager", "aot_eager"])
+@pytest.mark.parametrize("case", list(MODELS))
+def test_real_models_recompile_like_torch_compile(case, backend):
+    torch.manual_seed(0)
+    cls, shapes = MODELS[case]
+    m = cls().eval()
+    inputs = [torch.randint(0, 50, s) if cls is GPT else torch.randn(*s) for s in shapes]
+    with torch.no_grad():
+        got, want = _model_counts(m, inputs, backend)
+    assert got == want
+    assert got[-1] == 2  # one static graph, then one symbolic graph for everything after
