@@ -81,6 +81,18 @@ Translator::Status call_builtin(Translator& t, Frame& f, PyObject* fn, std::vect
     }
     return s;
   }
+  if (is("next") && (n == 1 || n == 2) && args[0]->kind == VK::Iter) {  // iterators are snapshots
+    VPtr it = args[0];
+    if (it->pos < it->items.size()) {
+      out = it->items[it->pos++];
+      return std::nullopt;
+    }
+    if (n == 2) {
+      out = args[1];
+      return std::nullopt;
+    }
+    return t.brk(f, "DV0010", "next() of an exhausted iterator raises StopIteration");
+  }
   if (is("type") && n == 1) {
     PyObject* tp = python_type_of(args[0]);
     if (!tp) return t.brk(f, "DV0007", "type() of an unsupported value");

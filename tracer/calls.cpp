@@ -1,5 +1,6 @@
 // Calls and the operations handlers share: graph calls with meta example values, inlining of user
 // functions and nn.Module forwards, builtins, attributes, operators, truth and iteration.
+#include <functional>
 #include <cstring>
 
 #include "core/opcodes.h"
@@ -284,9 +285,13 @@ Translator::Status Translator::graph_call(Frame& f, Ref target, const std::strin
   if ((PyTuple_Check(result.get()) || PyList_Check(result.get())) && PySequence_Size(result.get()) > 0) {
     Ref seq = Ref::steal(PySequence_Fast(result.get(), ""));
     const Py_ssize_t n = PySequence_Fast_GET_SIZE(seq.get());
-    bool all_tensors = true;
-    for (Py_ssize_t i = 0; i < n; ++i) all_tensors &= is_tensor(PySequence_Fast_GET_ITEM(seq.get(), i));
-    if (all_tensors) {
+    bool all_tensors = true, some_tensor = false;  // tensors, or None for an output not asked for
+    for (Py_ssize_t i = 0; i < n; ++i) {
+      PyObject* item = PySequence_Fast_GET_ITEM(seq.get(), i);
+      some_tensor |= is_tensor(item);
+      all_tensors &= is_tensor(item) || item == Py_None;
+    }
+    if (all_tensors && some_tensor) {
       const int node = add_node(Ref::borrow(Py_None));
       VPtr tup = make(PyList_Check(result.get()) ? VK::List : VK::Tuple);
       for (Py_ssize_t i = 0; i < n; ++i) {
@@ -296,6 +301,10 @@ Translator::Status Translator::graph_call(Frame& f, Ref target, const std::strin
         ArgTree idx;
         idx.constant = Ref::steal(PyLong_FromSsize_t(i));
         Ref ex = Ref::borrow(PySequence_Fast_GET_ITEM(seq.get(), i));
+        if (ex.get() == Py_None) {
+          tup->items.push_back(constant(ex));
+          continue;
+        }
         int gi = graph.add_call_function(py().getitem, {base, idx}, {}, ex, cur_step_);
         tup->items.push_back(from_example(f, ex, gi, device));
       }
@@ -518,6 +527,11 @@ Translator::Status Translator::call(Frame& f, VPtr fn, std::vector<VPtr> args,
       return inline_call(f, fv, fn, std::move(args), std::move(kwargs), out);
     }
     case VK::Method: {
+      if (fn->self && fn->self->kind == VK::NNModule && fn->obj && PyFunction_Check(fn->obj.get())) {
+        bool handled = false;
+        if (Status s = module_members(f, fn, args, kwargs, out, handled)) return s;
+        if (handled) return std::nullopt;
+      }
       if (fn->obj && PyFunction_Check(fn->obj.get())) {  // bound user method
         VPtr fv = make(VK::Function);
         fv->obj = fn->obj;
@@ -627,6 +641,7 @@ Translator::Status Translator::call(Frame& f, VPtr fn, std::vector<VPtr> args,
             a = constant(r);
           }
       }
+      if (o == reinterpret_cast<PyObject*>(&PySuper_Type)) return call_super(f, args, out);
       bool handled = false;
       if (Status s = call_builtin(*this, f, o, args, kwargs, out, handled)) return s;
       if (handled) return std::nullopt;
@@ -651,6 +666,25 @@ Translator::Status Translator::call(Frame& f, VPtr fn, std::vector<VPtr> args,
         if (nm == "is_grad_enabled") { out = constant_steal(PyObject_CallNoArgs(o)); return std::nullopt; }
         if (nm == "is_tensor") { out = constant(Ref::borrow(args.size() == 1 && args[0]->kind == VK::Tensor ? Py_True : Py_False)); return std::nullopt; }
         if (nm == "get_default_dtype") { out = constant_steal(PyObject_CallNoArgs(o)); return std::nullopt; }
+        if (nm.rfind("_has_torch_function", 0) == 0 || nm.rfind("has_torch_function", 0) == 0) {
+          // torch.overrides' dispatch test: traced tensors are plain tensors (TENSOR_MATCH checks
+          // the exact type), so it is False unless an argument is some other object, which could
+          // define __torch_function__.
+          std::function<bool(const VPtr&)> plain = [&](const VPtr& v) {
+            if (v->kind == VK::Tensor || v->kind == VK::Const || v->kind == VK::Sym) return true;
+            if (v->kind == VK::Tuple || v->kind == VK::List) {
+              for (const VPtr& i : v->items)
+                if (!plain(i)) return false;
+              return true;
+            }
+            return false;
+          };
+          bool all_plain = kwargs.empty();
+          for (const VPtr& a : args) all_plain = all_plain && plain(a);
+          if (!all_plain) return brk(f, "DV0004", "torch." + nm + " over values that may define __torch_function__");
+          out = constant(Ref::borrow(Py_False));
+          return std::nullopt;
+        }
         if (is_tensor_method_descriptor(o) && !args.empty() && args[0]->kind == VK::Tensor) {
           VPtr mv = make(VK::Method);
           mv->self = args[0];
@@ -690,6 +724,116 @@ Translator::Status Translator::call(Frame& f, VPtr fn, std::vector<VPtr> args,
     case VK::GradMode: return call_grad_exit(*this, f, fn, out);  // a with-block's __exit__
     default: return brk(f, "DV0004", std::string("calling a ") + vk_name(fn->kind));
   }
+}
+
+// super() and super(cls, self) in a method: a super object over the real class and instance, whose
+// methods are inlined with the traced `self` (nn.Module forwards calling their base class's forward).
+Translator::Status Translator::call_super(Frame& f, std::vector<VPtr>& args, VPtr& out) {
+  VPtr cls, self;
+  if (args.size() == 2) {
+    cls = args[0];
+    self = args[1];
+  } else if (args.empty()) {
+    auto* co = reinterpret_cast<PyCodeObject*>(f.facts->code.get());
+    const int n = static_cast<int>(PyTuple_GET_SIZE(co->co_localsplusnames));
+    for (int i = n - co->co_nfreevars; i < n && i < static_cast<int>(f.locals.size()); ++i)
+      if (str_of(PyTuple_GET_ITEM(co->co_localsplusnames, i)) == "__class__" && f.locals[i] &&
+          f.locals[i]->kind == VK::Cell && !f.locals[i]->items.empty())
+        cls = f.locals[i]->items[0];
+    if (co->co_argcount > 0 && !f.locals.empty()) self = f.locals[0];
+    if (self && self->kind == VK::Cell) self = self->items.empty() ? nullptr : self->items[0];
+  }
+  if (!cls || !self || !cls->obj || !PyType_Check(cls->obj.get()) || !self->obj ||
+      (self->kind != VK::NNModule && self->kind != VK::Object))
+    return brk(f, "DV0004", "super() outside a method of a module or object", "call the base class's method explicitly");
+  Ref sup = Ref::steal(PyObject_CallFunctionObjArgs(reinterpret_cast<PyObject*>(&PySuper_Type), cls->obj.get(), self->obj.get(), nullptr));
+  if (!sup) {
+    PyErr_Clear();
+    return brk(f, "DV0010", "super() raised");
+  }
+  out = make(VK::Object);
+  out->obj = sup;
+  out->self = self;
+  return std::nullopt;
+}
+
+// nn.Module's own iterators (parameters(), named_children(), modules() ...), not overridden: their
+// results come from the real module, each with its source (L['self'].a.b.weight) so that parameters
+// are graph inputs and submodules can be called. TorchDynamo does the same instead of tracing
+// module.py's generators (which build sets).
+Translator::Status Translator::module_members(Frame& f, const VPtr& fn, const std::vector<VPtr>& args,
+                                              const std::vector<std::pair<std::string, VPtr>>& kwargs, VPtr& out,
+                                              bool& handled) {
+  static const char* kinds[][3] = {
+      {"parameters", "named_parameters", "_parameters"}, {"named_parameters", "named_parameters", "_parameters"},
+      {"buffers", "named_buffers", "_buffers"},          {"named_buffers", "named_buffers", "_buffers"},
+      {"children", "named_children", "_modules"},        {"named_children", "named_children", "_modules"},
+      {"modules", "named_modules", "_modules"},          {"named_modules", "named_modules", "_modules"}};
+  const char* const* kind = nullptr;
+  for (auto& k : kinds)
+    if (fn->name == k[0]) kind = k;
+  if (!kind) return std::nullopt;
+  Ref base = Ref::steal(PyObject_GetAttrString(py().nn_Module.get(), kind[0]));
+  if (!base || base.get() != fn->obj.get()) {  // overridden by the module's class: trace it
+    PyErr_Clear();
+    return std::nullopt;
+  }
+  handled = true;
+  const VPtr& self = fn->self;
+  const bool named = std::string(kind[0]) == kind[1];
+  // Arguments (recurse=False, remove_duplicate ...) are constants; a prefix would change the names.
+  Ref pkw = Ref::steal(PyDict_New());
+  for (auto& [k, v] : kwargs) {
+    if (v->kind != VK::Const || k == "prefix") return brk(f, "DV0004", "Module." + fn->name + "() with argument " + k);
+    PyDict_SetItemString(pkw.get(), k.c_str(), v->obj.get());
+  }
+  if (!args.empty()) return brk(f, "DV0004", "Module." + fn->name + "() with positional arguments");
+  Ref meth = Ref::steal(PyObject_GetAttrString(self->obj.get(), kind[1]));
+  Ref empty = Ref::steal(PyTuple_New(0));
+  Ref gen = meth ? Ref::steal(PyObject_Call(meth.get(), empty.get(), pkw.get())) : Ref();
+  Ref items = gen ? Ref::steal(PySequence_List(gen.get())) : Ref();
+  if (!items) {
+    PyErr_Clear();
+    return brk(f, "DV0010", "Module." + fn->name + "() raised");
+  }
+  VPtr it = make(VK::Iter);
+  for (Py_ssize_t i = 0; i < PyList_GET_SIZE(items.get()); ++i) {
+    PyObject* pair = PyList_GET_ITEM(items.get(), i);  // (dotted name, member)
+    const std::string path = str_of(PyTuple_GET_ITEM(pair, 0));
+    PyObject* member = PyTuple_GET_ITEM(pair, 1);
+    // The member's source: walk the dotted path through _modules, the last part in kind[2].
+    SourcePtr src = self->source;
+    PyObject* owner = self->obj.get();
+    size_t start = 0;
+    while (src && !path.empty()) {
+      const size_t dot = path.find('.', start);
+      const std::string part = path.substr(start, dot == std::string::npos ? std::string::npos : dot - start);
+      const bool last = dot == std::string::npos;
+      const char* dict = last ? kind[2] : "_modules";
+      Ref d = Ref::steal(PyObject_GetAttrString(owner, dict));
+      PyObject* next = d && PyDict_Check(d.get()) ? PyDict_GetItemString(d.get(), part.c_str()) : nullptr;
+      if (!next) {
+        PyErr_Clear();
+        src = nullptr;
+        break;
+      }
+      src = Source::module_member(src, dict, part);
+      owner = next;
+      if (last) break;
+      start = dot + 1;
+    }
+    VPtr v = path.empty() ? self : wrap(Ref::borrow(member), src, f);
+    if (!v) return brk(f, "DV0013", "module member " + path + " cannot be traced");
+    if (named) {
+      VPtr tup = make(VK::Tuple);
+      tup->items = {constant(Ref::borrow(PyTuple_GET_ITEM(pair, 0))), v};
+      it->items.push_back(tup);
+    } else {
+      it->items.push_back(v);
+    }
+  }
+  out = it;
+  return std::nullopt;
 }
 
 }  // namespace dv

@@ -246,11 +246,13 @@ Translator::Status Translator::getattr(Frame& f, VPtr obj, const std::string& na
       PyObject* m = obj->obj.get();
       if (name == "device") { out = constant(obj->device); return std::nullopt; }
       if (name == "shape" || name == "dtype" || name == "ndim" || name == "requires_grad" || name == "is_leaf" ||
-          name == "layout" || name == "is_cuda" || name == "is_sparse" || name == "is_quantized" || name == "is_meta") {
+          name == "layout" || name == "is_cuda" || name == "is_sparse" || name == "is_quantized" || name == "is_meta" ||
+          name == "is_cpu" || name == "is_mps" || name == "is_xpu" || name == "is_nested" || name == "is_mkldnn" ||
+          name == "is_sparse_csr" || name == "itemsize") {
         if (name == "is_meta") { out = constant(Ref::borrow(Py_False)); return std::nullopt; }
-        if (name == "is_cuda") {
+        if (name == "is_cuda" || name == "is_cpu" || name == "is_mps" || name == "is_xpu") {  // the real device, not the example's
           Ref t = Ref::steal(PyObject_GetAttrString(obj->device.get(), "type"));
-          out = constant(Ref::borrow(str_of(t.get()) == "cuda" ? Py_True : Py_False));
+          out = constant(Ref::borrow(str_of(t.get()) == name.substr(3) ? Py_True : Py_False));
           return std::nullopt;
         }
         Ref r = Ref::steal(PyObject_GetAttrString(m, name.c_str()));
@@ -314,6 +316,26 @@ Translator::Status Translator::getattr(Frame& f, VPtr obj, const std::string& na
     case VK::Object: case VK::Const: case VK::Function: {
       PyObject* o = obj->obj.get();
       if (!o) return brk(f, "DV0005", "attribute " + name + " of a local function");
+      if (obj->kind == VK::Object && Py_IS_TYPE(o, &PySuper_Type) && obj->self) {  // super().method
+        Ref r = Ref::steal(PyObject_GetAttrString(o, name.c_str()));
+        if (!r) {
+          PyErr_Clear();
+          return brk(f, "DV0005", "super() has no attribute " + name);
+        }
+        if (PyMethod_Check(r.get()) && PyFunction_Check(PyMethod_GET_FUNCTION(r.get()))) {
+          VPtr mv = make(VK::Method);
+          mv->self = obj->self;
+          mv->obj = Ref::borrow(PyMethod_GET_FUNCTION(r.get()));
+          mv->name = name;
+          out = mv;
+          return std::nullopt;
+        }
+        if (is_exact_const(r.get())) {
+          out = constant(r);
+          return std::nullopt;
+        }
+        return brk(f, "DV0005", "super()." + name + " is not a Python method");
+      }
       if (obj->kind == VK::Const && !PyModule_Check(o)) {
         Ref nm = Ref::steal(PyUnicode_FromString(name.c_str()));
         PyObject* cls_attr = _PyType_Lookup(Py_TYPE(o), nm.get());

@@ -106,6 +106,9 @@ class Translator {
   VPtr constant(Ref obj);
   VPtr constant_steal(PyObject* obj);  // null stays null (error -> caller breaks)
   VPtr wrap(Ref obj, SourcePtr source, Frame& f);     // VariableBuilder: Python object + source -> Value (+guards)
+  Status module_members(Frame& f, const VPtr& fn, const std::vector<VPtr>& args,
+                        const std::vector<std::pair<std::string, VPtr>>& kwargs, VPtr& out, bool& handled);
+  Status call_super(Frame& f, std::vector<VPtr>& args, VPtr& out);
   Status call(Frame& f, VPtr fn, std::vector<VPtr> args, std::vector<std::pair<std::string, VPtr>> kwargs, VPtr& out);
   Status getattr(Frame& f, VPtr obj, const std::string& name, VPtr& out);
   Status binary(Frame& f, int nb_op, VPtr a, VPtr b, VPtr& out);

@@ -506,6 +506,191 @@ module_case(lambda: nn.Sequential(nn.Linear(5, 5), nn.Tanh(), nn.Dropout(0.2), n
 module_case(lambda: _BreakingModule().eval(), (2, 3))
 
 
+# ---- real model code: ResNet blocks (optional downsample, getattr by name), a dataclass config and
+# @property, nn.MultiheadAttention, an LSTMCell loop, super().forward with *args, einsum/unbind,
+# isinstance over a Sequential, a GPT-style decoder (ModuleList of ModuleDicts, causal mask) ----
+import dataclasses  # noqa: E402
+
+
+@dataclasses.dataclass
+class _Cfg:
+    d: int = 16
+    heads: int = 2
+    dropout: float = 0.0
+    use_bias: bool = True
+
+class _BasicBlock(nn.Module):
+    def __init__(self, cin, cout, stride=1):
+        super().__init__()
+        self.conv1 = nn.Conv2d(cin, cout, 3, stride, 1, bias=False); self.bn1 = nn.BatchNorm2d(cout)
+        self.conv2 = nn.Conv2d(cout, cout, 3, 1, 1, bias=False); self.bn2 = nn.BatchNorm2d(cout)
+        self.downsample = None
+        if stride != 1 or cin != cout:
+            self.downsample = nn.Sequential(nn.Conv2d(cin, cout, 1, stride, bias=False), nn.BatchNorm2d(cout))
+    def forward(self, x):
+        identity = x
+        out = F.relu(self.bn1(self.conv1(x)))
+        out = self.bn2(self.conv2(out))
+        if self.downsample is not None:
+            identity = self.downsample(x)
+        return F.relu(out + identity)
+
+class _ResNetish(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.stem = nn.Sequential(nn.Conv2d(3, 8, 3, padding=1), nn.BatchNorm2d(8), nn.ReLU(inplace=True))
+        self.layer1 = _BasicBlock(8, 8); self.layer2 = _BasicBlock(8, 16, 2)
+        self.pool = nn.AdaptiveAvgPool2d((1, 1)); self.fc = nn.Linear(16, 10)
+    def forward(self, x):
+        x = self.stem(x)
+        for i in (1, 2):
+            x = getattr(self, f"layer{i}")(x)
+        return self.fc(torch.flatten(self.pool(x), 1))
+
+class _CfgAttn(nn.Module):
+    def __init__(self, cfg):
+        super().__init__()
+        self.cfg = cfg
+        self.qkv = nn.Linear(cfg.d, 3 * cfg.d, bias=cfg.use_bias)
+        self.proj = nn.Linear(cfg.d, cfg.d)
+    @property
+    def head_dim(self):
+        return self.cfg.d // self.cfg.heads
+    def forward(self, x, mask=None):
+        B, T, _ = x.shape
+        q, k, v = self.qkv(x).chunk(3, dim=-1)
+        q, k, v = (t.reshape(B, T, self.cfg.heads, self.head_dim).transpose(1, 2) for t in (q, k, v))
+        y = F.scaled_dot_product_attention(q, k, v, attn_mask=mask, dropout_p=self.cfg.dropout if self.training else 0.0)
+        return self.proj(y.transpose(1, 2).reshape(B, T, -1))
+
+class _MHA(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.mha = nn.MultiheadAttention(16, 2, batch_first=True)
+        self.norm = nn.LayerNorm(16)
+    def forward(self, x):
+        y, _ = self.mha(x, x, x, need_weights=False)
+        return self.norm(x + y)
+
+class _LSTMLoop(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.cell = nn.LSTMCell(8, 12); self.out = nn.Linear(12, 3)
+    def forward(self, xs):
+        h = xs.new_zeros(xs.size(1), 12); c = torch.zeros_like(h)
+        outs = []
+        for t in range(xs.size(0)):
+            h, c = self.cell(xs[t], (h, c))
+            outs.append(self.out(h))
+        return torch.stack(outs)
+
+class _Base(nn.Module):
+    def __init__(self):
+        super().__init__(); self.lin = nn.Linear(8, 8)
+    def forward(self, x):
+        return self.lin(x)
+
+class _Derived(_Base):
+    def forward(self, x, *args, scale=2.0, **kwargs):
+        return super().forward(x) * scale + sum(a.sum() for a in args)
+
+class _Einsum(nn.Module):
+    def __init__(self):
+        super().__init__(); self.w = nn.Parameter(torch.randn(4, 8, 8)); self.register_buffer("b", torch.zeros(8))
+    def forward(self, x):
+        y = torch.einsum("bi,hij->bhj", x, self.w) + self.b
+        parts = y.unbind(1)
+        return torch.cat([p.softmax(-1) for p in parts], dim=-1).clamp(min=0.01).log()
+
+class _InitLoop(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.layers = nn.Sequential(nn.Linear(8, 8), nn.Tanh(), nn.Linear(8, 4))
+    def forward(self, x):
+        for m in self.layers:
+            if isinstance(m, nn.Linear):
+                x = m(x)
+            else:
+                x = m(x) * 0.5
+        return F.log_softmax(x, dim=-1)
+
+class _CausalAttn(nn.Module):
+    def __init__(self, d=32, h=4):
+        super().__init__()
+        self.h, self.d = h, d
+        self.qkv = nn.Linear(d, 3 * d)
+        self.o = nn.Linear(d, d)
+    def forward(self, x):
+        B, T, C = x.shape
+        q, k, v = self.qkv(x).split(C, dim=2)
+        q = q.view(B, T, self.h, C // self.h).transpose(1, 2)
+        k = k.view(B, T, self.h, C // self.h).transpose(1, 2)
+        v = v.view(B, T, self.h, C // self.h).transpose(1, 2)
+        att = (q @ k.transpose(-2, -1)) * (1.0 / math.sqrt(k.size(-1)))
+        mask = torch.tril(torch.ones(T, T, dtype=torch.bool))
+        att = att.masked_fill(~mask, float("-inf"))
+        att = F.softmax(att, dim=-1)
+        y = (att @ v).transpose(1, 2).contiguous().view(B, T, C)
+        return self.o(y)
+
+class _GPT(nn.Module):
+    def __init__(self, vocab=50, d=32, n=2, maxlen=64):
+        super().__init__()
+        self.tok = nn.Embedding(vocab, d); self.pos = nn.Embedding(maxlen, d)
+        self.blocks = nn.ModuleList([nn.ModuleDict({"ln1": nn.LayerNorm(d), "attn": _CausalAttn(d), "ln2": nn.LayerNorm(d), "mlp": nn.Sequential(nn.Linear(d, 4*d), nn.GELU(), nn.Linear(4*d, d))}) for _ in range(n)])
+        self.head = nn.Linear(d, vocab)
+    def forward(self, idx):
+        B, T = idx.size()
+        pos = torch.arange(0, T, dtype=torch.long)
+        x = self.tok(idx) + self.pos(pos)
+        for b in self.blocks:
+            x = x + b["attn"](b["ln1"](x))
+            x = x + b["mlp"](b["ln2"](x))
+        return self.head(x)
+
+
+class _GPTOnFloats(nn.Module):
+    """_GPT fed by the corpus' float inputs: token ids derived from them."""
+
+    def __init__(self):
+        super().__init__()
+        self.gpt = _GPT()
+
+    def forward(self, x):
+        return self.gpt((x.abs() * 10).long() % 50)
+
+
+module_case(lambda: _ResNetish().eval(), (2, 3, 16, 16), inductor=True)
+module_case(lambda: _ResNetish().train(), (2, 3, 16, 16))
+module_case(lambda: _CfgAttn(_Cfg()).eval(), (2, 5, 16))
+module_case(lambda: _MHA().eval(), (2, 5, 16))
+module_case(lambda: _LSTMLoop(), (4, 3, 8))
+module_case(lambda: _Derived(), (2, 8), (3,))
+module_case(lambda: _Einsum(), (2, 8))
+module_case(lambda: _InitLoop(), (2, 8))
+module_case(lambda: _GPTOnFloats().eval(), (2, 7), inductor=True)
+
+
+class _NamedChildren(nn.Module):
+    """named_children()/parameters()/modules() and next(self.parameters()) as people write them."""
+
+    def __init__(self):
+        super().__init__()
+        self.l1 = nn.Linear(4, 4)
+        self.l2 = nn.Sequential(nn.Linear(4, 4), nn.Tanh())
+
+    def forward(self, x):
+        x = x.to(next(self.parameters()).dtype)
+        for name, m in self.named_children():
+            x = m(x) if name != "l2" else torch.relu(m(x))
+        reg = sum(p.pow(2).sum() for p in self.parameters())
+        n_linear = sum(1 for m in self.modules() if isinstance(m, nn.Linear))
+        return x * n_linear, reg
+
+
+module_case(lambda: _NamedChildren(), (2, 4))
+
+
 # ---- more dtypes, requires_grad, broadcasting with scalars (exercise type promotion) ----
 def int_case(*shapes, high=10):
     def deco(fn):
