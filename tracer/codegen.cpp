@@ -140,6 +140,13 @@ std::optional<Transformed> generate(PyObject* orig_code, PyObject* globals, PyOb
       default: return false;
     }
   };
+  for (const auto& w : t.attr_writes) {  // attribute assignments, replayed in order: (value owner -- )
+    if (!value(w.value) || !value(w.owner)) {
+      why = "cannot replay the assignment to attribute '" + w.name + "'";
+      return std::nullopt;
+    }
+    e.emit(bc::STORE_ATTR, e.name(w.name));
+  }
   if (!value(ret)) {
     why = std::string("cannot rebuild the return value (a ") + vk_name(ret->kind) + " or something inside it)";
     return std::nullopt;

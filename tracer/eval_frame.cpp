@@ -2,6 +2,7 @@
 // Hit path: code extra -> guard tree over the frame's fast locals -> call the transformed function
 // with the frame's argument slots. No Python code runs there besides the cached code itself.
 #define Py_BUILD_CORE 1
+#include <algorithm>
 #include <Python.h>
 #include <internal/pycore_frame.h>
 #undef Py_BUILD_CORE
@@ -211,7 +212,12 @@ Entry* compile_frame(CodeState& st, PyCodeObject* co, _PyInterpreterFrame* frame
   std::optional<Transformed> tf;
   if (!brk) {
     // No operator recorded: no graph (as TorchDynamo); inputs returned as they are are reloaded.
-    if (tr.graph.num_calls() > 0) outputs = output_nodes(res.ret);
+    if (tr.graph.num_calls() > 0) {
+      outputs = output_nodes(res.ret);
+      for (const auto& w : tr.attr_writes)  // values assigned to attributes come out of the graph too
+        for (int n : output_nodes(w.value))
+          if (std::find(outputs.begin(), outputs.end(), n) == outputs.end()) outputs.push_back(n);
+    }
     if (tr.graph.num_calls() > 0) {
       gm = Ref::steal(tr.graph.to_fx(outputs));
       if (gm) compiled = Ref::steal(tr.compile_with_backend(mode().backend.get(), gm.get()));

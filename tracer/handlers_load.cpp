@@ -69,7 +69,12 @@ Status op_LOAD_METHOD(Translator& t, Frame& f, const Instr& in) {  // (owner -- 
   return std::nullopt;
 }
 Status op_STORE_ATTR(Translator& t, Frame& f, const Instr& in) {  // (value owner -- )
-  return t.brk(f, "DV0008", "assignment to attribute '" + name_at(f, in.arg) + "'", "attribute mutation is not replayed yet");
+  NEED(2);
+  VPtr owner = f.stack.back();
+  VPtr value = f.stack[f.stack.size() - 2];
+  if (Status s = t.store_attr(f, owner, name_at(f, in.arg), value)) return s;
+  f.stack.resize(f.stack.size() - 2);
+  return std::nullopt;
 }
 
 Status op_MAKE_CELL(Translator& t, Frame& f, const Instr& in) {  // ( -- )

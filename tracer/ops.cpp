@@ -1,4 +1,5 @@
 // Operators, attributes, subscripts, truth, iteration and builtins over Values.
+#include <functional>
 #include <cstring>
 
 #include "core/opcodes.h"
@@ -240,7 +241,63 @@ Translator::Status Translator::iterate(Frame& f, VPtr v, VPtr& out) {
   return std::nullopt;
 }
 
+Translator::Status Translator::store_attr(Frame& f, const VPtr& owner, const std::string& name, const VPtr& value) {
+  const char* hint = "dynview replays assignments of tensors, numbers, strings and containers of them to attributes "
+                     "of modules and plain objects";
+  if ((owner->kind != VK::NNModule && owner->kind != VK::Object) || !owner->obj)
+    return brk(f, "DV0008", std::string("assignment to attribute '") + name + "' of a " + vk_name(owner->kind), hint);
+  PyObject* o = owner->obj.get();
+  PyTypeObject* tp = Py_TYPE(o);
+  if (PyType_Check(o) || PyModule_Check(o) || !(tp->tp_flags & Py_TPFLAGS_HEAPTYPE))
+    return brk(f, "DV0008", "assignment to attribute '" + name + "' of " + tp->tp_name, hint);
+  // Only plain instance attributes: nn.Module's __setattr__ for names that are not parameters,
+  // buffers or submodules, or object's; no properties or other data descriptors.
+  Ref setattr_fn = Ref::steal(PyObject_GetAttrString(reinterpret_cast<PyObject*>(tp), "__setattr__"));
+  Ref module_setattr = Ref::steal(PyObject_GetAttrString(py().nn_Module.get(), "__setattr__"));
+  Ref object_setattr = Ref::steal(PyObject_GetAttrString(reinterpret_cast<PyObject*>(&PyBaseObject_Type), "__setattr__"));
+  PyErr_Clear();
+  const bool module = owner->kind == VK::NNModule;
+  if (!setattr_fn || setattr_fn.get() != (module ? module_setattr.get() : object_setattr.get()))
+    return brk(f, "DV0008", std::string("assignment to attribute '") + name + "' of " + tp->tp_name + ", which defines __setattr__", hint);
+  Ref nm = Ref::steal(PyUnicode_FromString(name.c_str()));
+  PyObject* descr = _PyType_Lookup(tp, nm.get());
+  if (descr && Py_TYPE(descr)->tp_descr_set)
+    return brk(f, "DV0008", "assignment to property or descriptor '" + name + "' of " + tp->tp_name, hint);
+  if (module) {
+    PyObject** dictptr = _PyObject_GetDictPtr(o);
+    for (const char* member : {"_parameters", "_buffers", "_modules"}) {
+      PyObject* d = dictptr && *dictptr ? PyDict_GetItemString(*dictptr, member) : nullptr;
+      if (d && PyDict_Check(d) && PyDict_GetItemString(d, name.c_str()))
+        return brk(f, "DV0008", "assignment to " + std::string(member + 1) + " entry '" + name + "' of a module", hint);
+    }
+  } else if (!_PyObject_GetDictPtr(o)) {
+    return brk(f, "DV0008", "assignment to attribute '" + name + "' of " + tp->tp_name + " (no __dict__)", hint);
+  }
+  std::function<bool(const VPtr&)> replayable = [&](const VPtr& v) {
+    switch (v->kind) {
+      case VK::Tensor: case VK::Sym: case VK::Const: return true;
+      case VK::Tuple: case VK::List: case VK::Dict:
+        for (const VPtr& x : v->items)
+          if (!replayable(x)) return false;
+        return true;
+      case VK::Object: case VK::NNModule: return v->source || v->obj;
+      default: return false;
+    }
+  };
+  if (!replayable(value))
+    return brk(f, "DV0008", "assignment of a " + std::string(vk_name(value->kind)) + " to attribute '" + name + "'", hint);
+  attr_writes.push_back(AttrWrite{owner, name, value});
+  return std::nullopt;
+}
+
 Translator::Status Translator::getattr(Frame& f, VPtr obj, const std::string& name, VPtr& out) {
+  if ((obj->kind == VK::NNModule || obj->kind == VK::Object) && obj->obj && !attr_writes.empty()) {
+    for (auto w = attr_writes.rbegin(); w != attr_writes.rend(); ++w)  // the latest assignment wins
+      if (w->name == name && w->owner->obj.get() == obj->obj.get()) {
+        out = w->value;
+        return std::nullopt;
+      }
+  }
   switch (obj->kind) {
     case VK::Tensor: {
       PyObject* m = obj->obj.get();
@@ -349,8 +406,11 @@ Translator::Status Translator::getattr(Frame& f, VPtr obj, const std::string& na
       }
       Ref r = Ref::steal(PyObject_GetAttrString(o, name.c_str()));
       if (!r) return brk(f, "DV0005", "no attribute " + name + " on " + Py_TYPE(o)->tp_name);
-      // Attributes of modules (torch.relu, math.pi) and classes are reloaded from their owner.
-      SourcePtr src = (obj->source && (PyModule_Check(o) || PyType_Check(o))) ? Source::attr(obj->source, name) : nullptr;
+      // Attributes of modules (torch.relu, math.pi), classes and instances of user classes (a config
+      // object's cfg.d, o.scale) are reloaded from their owner, and so guarded: they may change
+      // between calls. Immutable constants' attributes (dtype.is_floating_point) need no guard.
+      const bool user_instance = obj->kind == VK::Object && (Py_TYPE(o)->tp_flags & Py_TPFLAGS_HEAPTYPE);
+      SourcePtr src = (obj->source && (PyModule_Check(o) || PyType_Check(o) || user_instance)) ? Source::attr(obj->source, name) : nullptr;
       if (PyModule_Check(o) && module_is_torch_mod(o)) src = nullptr;  // torch.* is fixed: no guard needed
       out = wrap(r, src, f);
       if (!out) return brk(f, "DV0005", "attribute " + name + " cannot be traced");

@@ -88,6 +88,15 @@ class Translator {
   Graph graph;
   std::vector<Guard> guards;
   std::vector<std::pair<SourcePtr, int>> inputs;  // graph placeholders: (source, node)
+  // Attribute assignments to objects that exist outside the frame (self.calls += 1, self.cache = y):
+  // replayed by the transformed code after the graph runs, in order; later reads in the trace see
+  // the assigned value.
+  struct AttrWrite {
+    VPtr owner;
+    std::string name;
+    VPtr value;
+  };
+  std::vector<AttrWrite> attr_writes;
   std::vector<Ref> input_objects;                 // the real objects behind the placeholders
   int steps = 0;
   FrameState* frame_state = nullptr;              // set by the caller: this code object's history
@@ -108,6 +117,7 @@ class Translator {
   VPtr wrap(Ref obj, SourcePtr source, Frame& f);     // VariableBuilder: Python object + source -> Value (+guards)
   Status module_members(Frame& f, const VPtr& fn, const std::vector<VPtr>& args,
                         const std::vector<std::pair<std::string, VPtr>>& kwargs, VPtr& out, bool& handled);
+  Status store_attr(Frame& f, const VPtr& owner, const std::string& name, const VPtr& value);
   Status call_super(Frame& f, std::vector<VPtr>& args, VPtr& out);
   Status call(Frame& f, VPtr fn, std::vector<VPtr> args, std::vector<std::pair<std::string, VPtr>> kwargs, VPtr& out);
   Status getattr(Frame& f, VPtr obj, const std::string& name, VPtr& out);
