@@ -1,4 +1,5 @@
 // Recorder: engine events -> .dyn trace (see recorder.h and core/TRACE.md for the records).
+#include <cstddef>
 #include "recorder.h"
 
 #include <cstring>
@@ -28,7 +29,7 @@ struct ValueRec {
   uint32_t len[5];  // kind, repr, type, source, meta
 };
 template <class T>
-void put(std::string& q, const T& v) {
+void put(ByteQueue& q, const T& v) {
   q.append(reinterpret_cast<const char*>(&v), sizeof v);
 }
 constexpr size_t kWakeBytes = 1 << 20;  // the flusher is woken when this much is queued
@@ -43,10 +44,7 @@ Result<std::unique_ptr<Recorder>> Recorder::create(const std::string& path, cons
   r->flush_ms_ = flush_ms;
   // Two queue buffers swapped between the engine and the flusher, touched once here so that the
   // hot path does not take page faults.
-  for (std::string* b : {&r->queue_, &r->work_}) {
-    b->resize(8 * kWakeBytes);
-    b->clear();
-  }
+  for (ByteQueue* b : {&r->queue_, &r->work_}) b->prefault(8 * kWakeBytes);
   r->thread_ = std::thread([p = r.get()] { p->flusher(); });
   return r;
 }
@@ -255,13 +253,26 @@ void Recorder::on_step(const StepEvent& e) {
   ++enq_steps_;
   const uint32_t ns = static_cast<uint32_t>(e.stack->size()), nl = e.locals ? static_cast<uint32_t>(e.locals->size()) : 0;
   const size_t at = queue_.size();
-  const StepRec r{static_cast<uint32_t>(c), static_cast<uint16_t>(e.depth), e.frame_start, e.opcode, e.code, e.offset,
-                  e.arg, e.line, ns, nl};
   static_assert(sizeof(int) == sizeof(int32_t) && sizeof(std::pair<int, int>) == sizeof(std::pair<int32_t, int32_t>));
-  queue_.push_back(static_cast<char>(kStep));
-  queue_.append(reinterpret_cast<const char*>(&r), sizeof r);
-  if (ns) queue_.append(reinterpret_cast<const char*>(e.stack->data()), ns * sizeof(int32_t));
-  if (nl) queue_.append(reinterpret_cast<const char*>(e.locals->data()), nl * sizeof(std::pair<int32_t, int32_t>));
+  const size_t nstack = ns * sizeof(int32_t), nlocals = nl * sizeof(std::pair<int32_t, int32_t>);
+  char* p = queue_.grow(1 + sizeof(StepRec) + nstack + nlocals);  // one record: tag, fixed part, stack, locals
+  *p = static_cast<char>(kStep);
+  // Fields stored straight into the queue (a StepRec built on the stack and copied whole made the
+  // copy wait on store forwarding: a third of this function's time).
+  char* q = p + 1;
+  auto field = [q](size_t off, auto v) { std::memcpy(q + off, &v, sizeof v); };
+  field(offsetof(StepRec, compile), static_cast<uint32_t>(c));
+  field(offsetof(StepRec, depth), static_cast<uint16_t>(e.depth));
+  field(offsetof(StepRec, frame_start), static_cast<uint8_t>(e.frame_start));
+  field(offsetof(StepRec, opcode), static_cast<uint8_t>(e.opcode));
+  field(offsetof(StepRec, code), static_cast<int32_t>(e.code));
+  field(offsetof(StepRec, offset), static_cast<uint32_t>(e.offset));
+  field(offsetof(StepRec, arg), static_cast<int32_t>(e.arg));
+  field(offsetof(StepRec, line), static_cast<int32_t>(e.line));
+  field(offsetof(StepRec, nstack), ns);
+  field(offsetof(StepRec, nlocals), nl);
+  if (ns) std::memcpy(q + sizeof(StepRec), e.stack->data(), nstack);
+  if (nl) std::memcpy(q + sizeof(StepRec) + nstack, e.locals->data(), nlocals);
   const bool wake = at < kWakeBytes && queue_.size() >= kWakeBytes;
   unlock_q();
   if (wake) cv_.notify_one();

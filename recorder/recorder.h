@@ -9,10 +9,12 @@
 #pragma once
 #include <atomic>
 #include <condition_variable>
+#include <cstring>
 #include <map>
 #include <memory>
 #include <mutex>
 #include <string>
+#include <string_view>
 #include <thread>
 #include <unordered_set>
 
@@ -24,6 +26,48 @@ namespace dv {
 struct RecorderStats {
   uint64_t steps = 0, bytes = 0, chunks = 0, compiles = 0, step_gaps = 0;
   std::string error;  // first write error, if any
+};
+
+// The engine -> flusher queue: raw bytes with one capacity check per record (std::string's
+// push_back/append each check and keep a terminator; a step record was four of them).
+class ByteQueue {
+ public:
+  char* grow(size_t n) {
+    if (size_ + n > cap_) realloc_for(size_ + n);
+    char* p = buf_.get() + size_;
+    size_ += n;
+    return p;
+  }
+  void push_back(char c) { *grow(1) = c; }
+  void append(const char* p, size_t n) {
+    if (n) std::memcpy(grow(n), p, n);
+  }
+  void append(std::string_view s) { append(s.data(), s.size()); }
+  void prefault(size_t n) {  // allocate and touch n bytes so that the hot path takes no page faults
+    realloc_for(n);
+    std::memset(buf_.get(), 0, cap_);
+  }
+  const char* data() const { return buf_.get(); }
+  size_t size() const { return size_; }
+  bool empty() const { return size_ == 0; }
+  void clear() { size_ = 0; }
+  void swap(ByteQueue& o) noexcept {
+    std::swap(buf_, o.buf_);
+    std::swap(size_, o.size_);
+    std::swap(cap_, o.cap_);
+  }
+
+ private:
+  void realloc_for(size_t n) {
+    size_t cap = cap_ ? cap_ : 4096;
+    while (cap < n) cap *= 2;
+    std::unique_ptr<char[]> b(new char[cap]);
+    if (size_) std::memcpy(b.get(), buf_.get(), size_);
+    buf_ = std::move(b);
+    cap_ = cap;
+  }
+  std::unique_ptr<char[]> buf_;
+  size_t size_ = 0, cap_ = 0;
 };
 
 class Recorder final : public EngineObserver {
@@ -64,13 +108,13 @@ class Recorder final : public EngineObserver {
 
   // Queue (engine threads -> writer), under qlock_: raw records and the events they refer to.
   std::atomic_flag qlock_ = ATOMIC_FLAG_INIT;
-  std::string queue_;
+  ByteQueue queue_;
   std::vector<nlohmann::json> qevents_;
   uint64_t enq_steps_ = 0;     // steps queued so far (the writer's count once drained)
   // Writer side, under mu_ (drained by the background thread, or by a compile end / break).
   std::mutex mu_;
   std::unique_ptr<trace::TraceWriter> w_;
-  std::string work_;
+  ByteQueue work_;
   std::vector<nlohmann::json> wevents_;
   double encode_ns_ = 0;
   uint64_t encoded_steps_ = 0;
