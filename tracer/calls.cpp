@@ -251,11 +251,7 @@ Translator::Status Translator::graph_call(Frame& f, Ref target, const std::strin
     result = Ref::steal(PyObject_Call(target.get(), pargs.get(), pkw.get()));
   }
   if (!result) {
-    PyObject *t, *v, *tb;
-    PyErr_Fetch(&t, &v, &tb);
-    Ref rv = Ref::steal(v);
-    Py_XDECREF(t);
-    Py_XDECREF(tb);
+    Ref rv = take_error();
     std::string why = rv ? repr_of(rv.get()) : "unknown error";
     if (why.size() > 300) why = why.substr(0, 300) + "...";
     return brk(f, "DV0006", "could not compute the example value of " + what + ": " + why,

@@ -54,4 +54,14 @@ inline std::string repr_of(PyObject* o) {
   return str_of(r.get());
 }
 
+// Takes the pending Python exception (cleared) and returns its value; null when there was none.
+inline Ref take_error() {
+  PyObject *t, *v, *tb;
+  PyErr_Fetch(&t, &v, &tb);
+  PyErr_NormalizeException(&t, &v, &tb);
+  Py_XDECREF(t);
+  Py_XDECREF(tb);
+  return Ref::steal(v);
+}
+
 }  // namespace dv

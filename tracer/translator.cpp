@@ -492,12 +492,8 @@ bool Translator::add_shape_guards(std::string& why) {
   if (!dyn_) return true;
   Ref list = Ref::steal(PyObject_CallMethod(dyn_.get(), "guards", nullptr));
   if (!list) {
-    PyObject *t, *v, *tb;
-    PyErr_Fetch(&t, &v, &tb);
-    Ref val = Ref::steal(v);
-    Py_XDECREF(t);
-    Py_XDECREF(tb);
-    why = val ? str_of(Ref::steal(PyObject_Str(val.get())).get()) : "unknown error";
+    Ref err = take_error();
+    why = err ? str_of(Ref::steal(PyObject_Str(err.get())).get()) : "unknown error";
     PyErr_Clear();
     return false;
   }
@@ -570,13 +566,8 @@ TraceResult Translator::run_root(PyObject* code, PyObject* globals, PyObject* bu
       Ref mod = Ref::steal(PyImport_ImportModule("dynview._shapes"));
       dyn_ = mod ? Ref::steal(PyObject_CallMethod(mod.get(), "DynamicShapes", nullptr)) : Ref();
       if (!dyn_) {
-        r.brk = brk(f, "DV0021", "cannot set up dynamic shapes: " + repr_of(Ref::steal([] {
-          PyObject *t, *v, *tb;
-          PyErr_Fetch(&t, &v, &tb);
-          Py_XDECREF(t);
-          Py_XDECREF(tb);
-          return v ? v : Py_NewRef(Py_None);
-        }()).get()));
+        Ref err = take_error();
+        r.brk = brk(f, "DV0021", "cannot set up dynamic shapes: " + (err ? repr_of(err.get()) : std::string("unknown error")));
         return r;
       }
       Ref env = Ref::steal(PyObject_GetAttrString(dyn_.get(), "env"));

@@ -10,14 +10,7 @@ import torch.nn as nn
 import dynview
 
 
-@pytest.fixture(autouse=True)
-def _reset():
-    dynview.reset()
-    dynview._C.take_records()
-    torch._dynamo.reset()
-    yield
-    dynview.reset()
-    torch._dynamo.reset()
+pytestmark = pytest.mark.usefixtures("fresh_engine")
 
 
 class Counter(nn.Module):

@@ -13,12 +13,7 @@ import dynview
 R = torch.randn
 
 
-@pytest.fixture(autouse=True)
-def _reset():
-    dynview.reset()
-    dynview._C.take_records()
-    yield
-    dynview.reset()
+pytestmark = pytest.mark.usefixtures("fresh_engine")
 
 
 def scale_sum(x, k):
@@ -235,43 +230,11 @@ def test_shape_guards_are_attributed_to_the_step_that_made_them(tmp_path):
 # ---- real models: a GPT-style decoder (ModuleList of ModuleDicts, causal mask built from T) and a
 # conv net, over changing sequence lengths, batch sizes and image sizes -----------------------------
 
-import math  # noqa: E402
 import torch.nn as nn  # noqa: E402
 
 
-class Attn(nn.Module):
-    def __init__(self, d=32, h=4):
-        super().__init__()
-        self.h, self.d = h, d
-        self.qkv = nn.Linear(d, 3 * d)
-        self.o = nn.Linear(d, d)
-    def forward(self, x):
-        B, T, C = x.shape
-        q, k, v = self.qkv(x).split(C, dim=2)
-        q = q.view(B, T, self.h, C // self.h).transpose(1, 2)
-        k = k.view(B, T, self.h, C // self.h).transpose(1, 2)
-        v = v.view(B, T, self.h, C // self.h).transpose(1, 2)
-        att = (q @ k.transpose(-2, -1)) * (1.0 / math.sqrt(k.size(-1)))
-        mask = torch.tril(torch.ones(T, T, dtype=torch.bool))
-        att = att.masked_fill(~mask, float("-inf"))
-        att = F.softmax(att, dim=-1)
-        y = (att @ v).transpose(1, 2).contiguous().view(B, T, C)
-        return self.o(y)
+from engine_cases import _GPT as GPT  # noqa: E402  (the corpus' GPT-style decoder)
 
-class GPT(nn.Module):
-    def __init__(self, vocab=50, d=32, n=2, maxlen=64):
-        super().__init__()
-        self.tok = nn.Embedding(vocab, d); self.pos = nn.Embedding(maxlen, d)
-        self.blocks = nn.ModuleList([nn.ModuleDict({"ln1": nn.LayerNorm(d), "attn": Attn(d), "ln2": nn.LayerNorm(d), "mlp": nn.Sequential(nn.Linear(d, 4*d), nn.GELU(), nn.Linear(4*d, d))}) for _ in range(n)])
-        self.head = nn.Linear(d, vocab)
-    def forward(self, idx):
-        B, T = idx.size()
-        pos = torch.arange(0, T, dtype=torch.long)
-        x = self.tok(idx) + self.pos(pos)
-        for b in self.blocks:
-            x = x + b["attn"](b["ln1"](x))
-            x = x + b["mlp"](b["ln2"](x))
-        return self.head(x)
 
 class Conv(nn.Module):
     def __init__(self):

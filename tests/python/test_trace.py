@@ -30,12 +30,7 @@ def code_of(fn):
     return (fn.forward.__func__ if isinstance(fn, torch.nn.Module) else fn).__code__
 
 
-@pytest.fixture(autouse=True)
-def _reset():
-    dynview.reset()
-    dynview._C.take_records()
-    yield
-    dynview.reset()
+pytestmark = pytest.mark.usefixtures("fresh_engine")
 
 
 @pytest.fixture(scope="module")
