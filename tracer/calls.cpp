@@ -556,10 +556,15 @@ Translator::Status Translator::call(Frame& f, VPtr fn, std::vector<VPtr> args,
         return graph_call(f, {}, name, std::move(a), std::move(kwargs), out);
       }
       if (self->kind == VK::List || self->kind == VK::Dict || self->kind == VK::Tuple) {
-        if (self->source && (name == "append" || name == "extend" || name == "pop" || name == "insert" || name == "clear" ||
-                             name == "update" || name == "remove" || name == "__setitem__"))
+        if (self->source && self->kind == VK::List && (name == "append" || name == "extend" || name == "pop" || name == "insert")) {
+          // A list that lives outside the frame (an argument, a module's attribute): mutated here,
+          // and its new contents written back by the transformed code (lst[:] = [...]).
+          if (std::find(mutated_lists.begin(), mutated_lists.end(), self) == mutated_lists.end()) mutated_lists.push_back(self);
+        } else if (self->source && (name == "append" || name == "extend" || name == "pop" || name == "insert" || name == "clear" ||
+                                    name == "update" || name == "remove" || name == "__setitem__")) {
           return brk(f, "DV0008", "mutating an input " + std::string(vk_name(self->kind)) + " (" + name + ")",
-                     "side effects on inputs are not replayed yet");
+                     "dynview replays append/extend/pop/insert on input lists; other mutations of inputs are not replayed yet");
+        }
         if (name == "append" && args.size() == 1) { self->items.push_back(args[0]); out = constant(Ref::borrow(Py_None)); return std::nullopt; }
         if (name == "extend" && args.size() == 1) {
           VPtr it;

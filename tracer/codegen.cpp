@@ -147,6 +147,14 @@ std::optional<Transformed> generate(PyObject* orig_code, PyObject* globals, PyOb
     }
     e.emit(bc::STORE_ATTR, e.name(w.name));
   }
+  for (const VPtr& l : t.mutated_lists) {  // lst[:] = [new contents]: (value container key -- )
+    if (!value(l) || !e.source(*l->source)) {
+      why = "cannot write back the mutated list " + l->source->text();
+      return std::nullopt;
+    }
+    e.emit(bc::LOAD_CONST, e.konst(Ref::steal(PySlice_New(nullptr, nullptr, nullptr)).get()));
+    e.emit(bc::STORE_SUBSCR);
+  }
   if (!value(ret)) {
     why = std::string("cannot rebuild the return value (a ") + vk_name(ret->kind) + " or something inside it)";
     return std::nullopt;

@@ -214,8 +214,11 @@ Entry* compile_frame(CodeState& st, PyCodeObject* co, _PyInterpreterFrame* frame
     // No operator recorded: no graph (as TorchDynamo); inputs returned as they are are reloaded.
     if (tr.graph.num_calls() > 0) {
       outputs = output_nodes(res.ret);
-      for (const auto& w : tr.attr_writes)  // values assigned to attributes come out of the graph too
-        for (int n : output_nodes(w.value))
+      std::vector<VPtr> written;  // values assigned to attributes and lists written back come out of the graph too
+      for (const auto& w : tr.attr_writes) written.push_back(w.value);
+      written.insert(written.end(), tr.mutated_lists.begin(), tr.mutated_lists.end());
+      for (const VPtr& v : written)
+        for (int n : output_nodes(v))
           if (std::find(outputs.begin(), outputs.end(), n) == outputs.end()) outputs.push_back(n);
     }
     if (tr.graph.num_calls() > 0) {

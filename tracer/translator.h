@@ -97,6 +97,7 @@ class Translator {
     VPtr value;
   };
   std::vector<AttrWrite> attr_writes;
+  std::vector<VPtr> mutated_lists;  // lists from outside the frame changed by append/extend/pop/insert
   std::vector<Ref> input_objects;                 // the real objects behind the placeholders
   int steps = 0;
   FrameState* frame_state = nullptr;              // set by the caller: this code object's history

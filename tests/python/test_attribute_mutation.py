@@ -171,3 +171,81 @@ def test_assigning_a_registered_parameter_breaks():
     m = nn.Linear(2, 2)
     e = dynview.explain(sets_param)(torch.ones(2), m)
     assert len(e.break_reasons) == 1 and "parameters entry 'weight'" in e.break_reasons[0].reason
+
+
+# ---- lists from outside the frame: append/extend/pop/insert are written back (lst[:] = ...) ----
+
+def fills_list(x, acc):
+    acc.append(x * 2)
+    acc.insert(0, x + 1)
+    y = acc.pop()
+    acc.extend([y.sum(), 3])
+    return x + len(acc)
+
+
+class Recorder(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.l = nn.Linear(3, 3)
+        self.trace = []
+
+    def forward(self, x):
+        h = self.l(x)
+        self.trace.append(h.detach())
+        return h.relu()
+
+
+def _lists_equal(a, b):
+    assert len(a) == len(b)
+    for p, q in zip(a, b):
+        if isinstance(p, torch.Tensor):
+            torch.testing.assert_close(q, p)
+        else:
+            assert p == q
+
+
+def test_input_list_mutations_are_written_back():
+    k = [0]
+
+    def backend(gm, ex):
+        k[0] += 1
+        return gm.forward
+    td = torch.compile(fills_list, backend=backend)
+    dv = dynview.compile(fills_list, backend="eager")
+    a, b = [torch.zeros(3)], [torch.zeros(3)]
+    want, got, total = [], [], 0
+    for _ in range(3):
+        x = torch.randn(3)
+        torch.testing.assert_close(dv(x, b), td(x, a))
+        _lists_equal(a, b)
+        want.append(k[0])
+        total += len([r for r in dynview._C.take_records() if r["graph"] is not None])
+        got.append(total)
+    assert len(b) == 10
+    assert got == want  # the list's length is guarded: it grows every call
+
+
+def test_module_list_attribute_appended_each_call():
+    torch.manual_seed(0)
+    ref = Recorder()
+    torch.manual_seed(0)
+    m = Recorder()
+    c = dynview.compile(m, backend="aot_eager")
+    for _ in range(3):
+        x = torch.randn(2, 3)
+        torch.testing.assert_close(c(x), ref(x))
+    _lists_equal(ref.trace, m.trace)
+
+
+def updates_dict(x, d):
+    d["y"] = x * 2
+    return x + 1
+
+
+def test_other_input_mutations_break_and_run_eagerly():
+    d = {"a": torch.ones(2)}
+    e = dynview.explain(updates_dict)(torch.ones(2), d)
+    assert len(e.break_reasons) == 1 and e.break_reasons[0].break_id == "DV0008"
+    d2 = {"a": torch.ones(2)}
+    dynview.compile(updates_dict, backend="eager")(torch.ones(2), d2)
+    torch.testing.assert_close(d2["y"], torch.ones(2) * 2)
