@@ -119,11 +119,14 @@ std::optional<Transformed> generate(PyObject* orig_code, PyObject* globals, PyOb
       }
       case VK::Const: e.emit(bc::LOAD_CONST, e.konst(v->obj.get())); return true;
       case VK::Tuple: case VK::List:
+        // A container from outside the frame is that object (written back first if it was mutated).
+        if (v->source) return e.source(*v->source);
         for (const VPtr& x : v->items)
           if (!value(x)) return false;
         e.emit(v->kind == VK::Tuple ? bc::BUILD_TUPLE : bc::BUILD_LIST, static_cast<int>(v->items.size()));
         return true;
       case VK::Dict:
+        if (v->source) return e.source(*v->source);
         for (size_t i = 0; i < v->items.size(); ++i) {
           e.emit(bc::LOAD_CONST, e.konst(v->keys[i].get()));
           if (!value(v->items[i])) return false;
@@ -148,8 +151,14 @@ std::optional<Transformed> generate(PyObject* orig_code, PyObject* globals, PyOb
     e.emit(bc::STORE_ATTR, e.name(w.name));
   }
   for (const VPtr& l : t.mutated_lists) {  // lst[:] = [new contents]: (value container key -- )
-    if (!value(l) || !e.source(*l->source)) {
-      why = "cannot write back the mutated list " + l->source->text();
+    for (const VPtr& x : l->items)
+      if (!value(x)) {
+        why = "cannot write back the mutated list " + l->source->text();
+        return std::nullopt;
+      }
+    e.emit(bc::BUILD_LIST, static_cast<int>(l->items.size()));
+    if (!e.source(*l->source)) {
+      why = "cannot reload the mutated list " + l->source->text();
       return std::nullopt;
     }
     e.emit(bc::LOAD_CONST, e.konst(Ref::steal(PySlice_New(nullptr, nullptr, nullptr)).get()));

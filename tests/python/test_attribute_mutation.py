@@ -249,3 +249,19 @@ def test_other_input_mutations_break_and_run_eagerly():
     d2 = {"a": torch.ones(2)}
     dynview.compile(updates_dict, backend="eager")(torch.ones(2), d2)
     torch.testing.assert_close(d2["y"], torch.ones(2) * 2)
+
+
+def appends_and_returns(x, acc):
+    acc.append(x + 1)
+    return acc, (acc, x * 2)
+
+
+def test_returned_input_containers_are_the_same_objects():
+    acc, ref = [torch.zeros(2)], [torch.zeros(2)]
+    c = dynview.compile(appends_and_returns, backend="eager")
+    for _ in range(2):
+        x = torch.randn(2)
+        got, want = c(x, acc), appends_and_returns(x, ref)
+        assert got[0] is acc and got[1][0] is acc  # not a rebuilt copy
+        torch.testing.assert_close(got[1][1], want[1][1])
+    _lists_equal(ref, acc)
