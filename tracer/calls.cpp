@@ -228,6 +228,18 @@ Translator::Status Translator::graph_call(Frame& f, Ref target, const std::strin
   if (result) {
     // Pointwise fast path: the example value came from shape and dtype rules (pointwise.cpp).
   } else if (!method.empty()) {
+    if (!dyn_ && any_tensor && method == "to") {
+      // Meta examples stay on meta: the real device is tracked beside them (`device`).
+      if (has_device_kw) PyDict_SetItemString(pkw.get(), "device", py().meta_str.get());
+      for (Py_ssize_t i = 1; i < PyTuple_GET_SIZE(pargs.get()); ++i) {
+        PyObject* a = PyTuple_GET_ITEM(pargs.get(), i);
+        if (PyObject_TypeCheck(a, reinterpret_cast<PyTypeObject*>(py().torch_device.get())) ||
+            (PyUnicode_Check(a) && i == 1)) {
+          device = Ref::borrow(a);
+          PyTuple_SetItem(pargs.get(), i, Ref::borrow(py().meta_str.get()).release());
+        }
+      }
+    }
     Ref m = Ref::steal(PyObject_GetAttrString(PyTuple_GET_ITEM(pargs.get(), 0), method.c_str()));
     Ref rest = Ref::steal(PyTuple_GetSlice(pargs.get(), 1, PyTuple_GET_SIZE(pargs.get())));
     if (m && rest) result = Ref::steal(PyObject_Call(m.get(), rest.get(), pkw.get()));
@@ -714,7 +726,10 @@ Translator::Status Translator::call(Frame& f, VPtr fn, std::vector<VPtr> args,
           out = wrap(r, nullptr, f);
           if (!out) return brk(f, "DV0013", "unsupported result of " + callable_name(o));
           // Builtin functions and pure value types (range, slice, tuple, torch.Size, ...) only.
-          if (out->kind == VK::Object && PyType_Check(o) && !PyRange_Check(r.get()) && !PyCFunction_Check(o))
+          // torch.finfo/iinfo(dtype) are immutable descriptions of a dtype: fine.
+          const bool dtype_info = PyType_Check(o) && (std::strcmp(reinterpret_cast<PyTypeObject*>(o)->tp_name, "torch.finfo") == 0 ||
+                                                      std::strcmp(reinterpret_cast<PyTypeObject*>(o)->tp_name, "torch.iinfo") == 0);
+          if (out->kind == VK::Object && PyType_Check(o) && !PyRange_Check(r.get()) && !PyCFunction_Check(o) && !dtype_info)
             return brk(f, "DV0004", "constructing " + callable_name(o) + " inside the traced code");
           return std::nullopt;
         }

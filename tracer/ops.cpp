@@ -39,6 +39,14 @@ Translator::Status Translator::binary(Frame& f, int nb, VPtr a, VPtr b, VPtr& ou
     return std::nullopt;
   }
   const bool seq_a = a->kind == VK::List || a->kind == VK::Tuple, seq_b = b->kind == VK::List || b->kind == VK::Tuple;
+  if ((nb == 0 || nb == 13) && seq_b && b->kind == VK::Tuple && a->kind == VK::Const && PyTuple_CheckExact(a->obj.get())) {
+    // () + (h,), (1, 2) + (t,): a constant tuple joined with one holding traced values
+    VPtr r = make(VK::Tuple);
+    for (Py_ssize_t i = 0; i < PyTuple_GET_SIZE(a->obj.get()); ++i) r->items.push_back(constant(Ref::borrow(PyTuple_GET_ITEM(a->obj.get(), i))));
+    r->items.insert(r->items.end(), b->items.begin(), b->items.end());
+    out = r;
+    return std::nullopt;
+  }
   if ((nb == 0 || nb == 13) && seq_a && (seq_b || (b->kind == VK::Const && PyTuple_Check(b->obj.get())))) {
     VPtr r = (nb == 13 && a->kind == VK::List) ? a : make(a->kind);
     if (r != a) r->items = a->items;
@@ -128,6 +136,30 @@ Translator::Status Translator::subscr(Frame& f, VPtr obj, VPtr idx, VPtr& out) {
       PyErr_Clear();
     }
     return brk(f, "DV0010", "KeyError: " + repr_of(idx->obj.get()));
+  }
+  if (obj->kind == VK::NNModule && idx->kind == VK::Const && PySlice_Check(idx->obj.get()) && obj->source) {
+    // ModuleList / Sequential slices (self.layers[:-1]): the children in the slice, each with its
+    // source, as a list (iterate, index, len; calling a sliced Sequential is not supported).
+    Ref mods = Ref::steal(PyObject_GetAttrString(obj->obj.get(), "_modules"));
+    if (!mods || !PyDict_Check(mods.get())) {
+      PyErr_Clear();
+      return brk(f, "DV0017", "slicing a module without children");
+    }
+    Ref keys = Ref::steal(PyDict_Keys(mods.get()));
+    Ref picked = keys ? Ref::steal(PyObject_GetItem(keys.get(), idx->obj.get())) : Ref();
+    if (!picked) {
+      PyErr_Clear();
+      return brk(f, "DV0010", "module slicing raised");
+    }
+    VPtr l = make(VK::List);
+    for (Py_ssize_t i = 0; i < PyList_GET_SIZE(picked.get()); ++i) {
+      PyObject* k = PyList_GET_ITEM(picked.get(), i);
+      VPtr m = wrap(Ref::borrow(PyDict_GetItem(mods.get(), k)), Source::module_member(obj->source, "_modules", str_of(k)), f);
+      if (!m) return brk(f, "DV0013", "unsupported submodule");
+      l->items.push_back(m);
+    }
+    out = l;
+    return std::nullopt;
   }
   if (obj->kind == VK::NNModule && idx->kind == VK::Const) {  // ModuleList / Sequential indexing
     Ref r = Ref::steal(PyObject_GetItem(obj->obj.get(), idx->obj.get()));

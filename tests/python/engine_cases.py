@@ -691,6 +691,68 @@ class _NamedChildren(nn.Module):
 module_case(lambda: _NamedChildren(), (2, 4))
 
 
+# ---- Hugging Face-style code: assert on dim, optional mask with finfo(dtype).min, ModuleList
+# slices, hidden-state tuples built with +, dict outputs, math.prod of a shape; torchvision-style
+# jit.is_scripting()/isinstance checks, interpolate, type_as; star-unpacking and **kwargs ----
+class _HFStyle(nn.Module):
+    def __init__(self, d=16, n=3, p=0.1):
+        super().__init__()
+        self.emb = nn.Embedding(20, d); self.layers = nn.ModuleList([nn.Linear(d, d) for _ in range(n)]); self.p = p
+        self.norm = nn.LayerNorm(d)
+    def forward(self, input_ids, attention_mask=None, output_hidden_states=False, **kwargs):
+        assert input_ids.dim() == 2, "expected (batch, seq)"
+        if input_ids.dim() == 1:
+            input_ids = input_ids.unsqueeze(0)
+        h = self.emb(input_ids)
+        if attention_mask is None:
+            attention_mask = torch.ones_like(input_ids)
+        ext = (1.0 - attention_mask[:, None, :].to(h.dtype)) * torch.finfo(h.dtype).min
+        hidden = () if output_hidden_states else None
+        for i, layer in enumerate(self.layers[:-1]):
+            h = F.dropout(F.gelu(layer(h)), p=self.p, training=self.training)
+            if output_hidden_states:
+                hidden = hidden + (h,)
+        h = self.layers[-1](h) + ext.transpose(1, 2)
+        scores = torch.where(attention_mask[..., None].bool(), h, torch.zeros_like(h))
+        return {"last": self.norm(scores), "hidden": hidden, "n": math.prod(scores.shape[1:])}
+
+class _Vision(nn.Module):
+    def __init__(self):
+        super().__init__(); self.c = nn.Conv2d(3, 4, 3, padding=1)
+    def forward(self, x):
+        if not torch.jit.is_scripting() and isinstance(x, (list, tuple)):
+            x = torch.stack(list(x))
+        y = self.c(x.float())
+        y = F.interpolate(y, scale_factor=2, mode="nearest")
+        return y.type_as(x).flatten(2).mean(-1)
+
+class _Unpack(nn.Module):
+    def __init__(self):
+        super().__init__(); self.l = nn.Linear(4, 4)
+    def forward(self, x, *rest, **kw):
+        first, *others = x.unbind(0)
+        out = self.l(first)
+        for o in others: out = out + o
+        return out.to(device=x.device, dtype=torch.float64), len(rest) + len(kw.get("tag", ""))
+
+
+
+class _HFOnFloats(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.m = _HFStyle().eval()
+
+    def forward(self, x):
+        ids = (x.abs() * 7).long() % 20
+        mask = (x > -1.5).long()
+        return self.m(ids, mask, output_hidden_states=True)
+
+
+module_case(lambda: _HFOnFloats().eval(), (2, 5))
+module_case(lambda: _Vision(), (2, 3, 6, 6), inductor=True)
+module_case(lambda: _Unpack(), (3, 4))
+
+
 # ---- more dtypes, requires_grad, broadcasting with scalars (exercise type promotion) ----
 def int_case(*shapes, high=10):
     def deco(fn):
