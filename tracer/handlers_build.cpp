@@ -46,6 +46,28 @@ Status op_LIST_APPEND(Translator& t, Frame& f, const Instr& in) {  // (list .. v
   top(f, in.arg)->items.push_back(v);
   return std::nullopt;
 }
+Status op_MAP_ADD(Translator& t, Frame& f, const Instr& in) {  // (dict .. key value -- dict ..): dict comprehensions
+  NEED(in.arg + 2u);
+  VPtr v = pop(f);
+  VPtr k = pop(f);
+  VPtr d = top(f, in.arg);
+  if (d->kind != VK::Dict) return t.brk(f, "DV0019", "MAP_ADD to a non-dict");
+  if (k->kind != VK::Const) return t.brk(f, "DV0007", "dict keys must be constants");
+  for (size_t i = 0; i < d->keys.size(); ++i) {
+    const int eq = PyObject_RichCompareBool(d->keys[i].get(), k->obj.get(), Py_EQ);
+    if (eq < 0) {
+      PyErr_Clear();
+      return t.brk(f, "DV0010", "comparing dict keys raised");
+    }
+    if (eq) {
+      d->items[i] = v;
+      return std::nullopt;
+    }
+  }
+  d->keys.push_back(k->obj);
+  d->items.push_back(v);
+  return std::nullopt;
+}
 Status op_LIST_EXTEND(Translator& t, Frame& f, const Instr& in) {  // (list .. seq -- list ..)
   NEED(in.arg + 1u);
   VPtr seq = pop(f);

@@ -64,6 +64,7 @@ Status op_BUILD_LIST(Translator& t, Frame& f, const Instr& in);
 Status op_BUILD_MAP(Translator& t, Frame& f, const Instr& in);
 Status op_BUILD_CONST_KEY_MAP(Translator& t, Frame& f, const Instr& in);
 Status op_LIST_APPEND(Translator& t, Frame& f, const Instr& in);
+Status op_MAP_ADD(Translator& t, Frame& f, const Instr& in);
 Status op_LIST_EXTEND(Translator& t, Frame& f, const Instr& in);
 Status op_LIST_TO_TUPLE(Translator& t, Frame& f, const Instr& in);
 Status op_DICT_UPDATE(Translator& t, Frame& f, const Instr& in);

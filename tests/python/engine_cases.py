@@ -753,6 +753,79 @@ module_case(lambda: _Vision(), (2, 3, 6, 6), inductor=True)
 module_case(lambda: _Unpack(), (3, 4))
 
 
+# ---- more idioms: star-unpacked shapes, buffers, full_like/new_zeros/new_tensor, boolean-mask
+# indexing (a data-dependent break, as in TorchDynamo); dict comprehensions over ModuleDict.items();
+# optional arguments, split with sizes, softmax(dtype=); an embedding + GRUCell loop; no_grad stats ----
+class _Idioms(nn.Module):  # common small idioms
+    def __init__(self):
+        super().__init__(); self.l = nn.Linear(6, 6); self.register_buffer("scale", torch.tensor(2.0))
+        self.act = nn.ReLU()
+    def forward(self, x):
+        b, *rest = x.shape
+        x = x.reshape(b, -1)
+        x = self.act(self.l(x)) * self.scale
+        x = x.clamp(-1, 1).masked_fill(x > 0.9, 0.0)
+        y = torch.full_like(x, 0.5) + x.new_zeros(x.shape) + x.new_tensor([1.0] * 6)
+        idx = torch.arange(x.size(1))
+        z = y[:, idx % 2 == 0]
+        return torch.cat([z, z.flip(-1)], dim=-1).view(b, *rest)
+
+class _Heads(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.blocks = nn.Sequential(*[nn.Sequential(nn.Linear(4, 4), nn.GELU()) for _ in range(2)])
+        self.heads = nn.ModuleDict({"cls": nn.Linear(4, 3), "reg": nn.Linear(4, 1)})
+    def forward(self, x, task="cls"):
+        h = self.blocks(x)
+        outs = {k: head(h) for k, head in self.heads.items()}
+        return outs[task], len(sorted(outs.keys())), max(o.shape[-1] for o in outs.values())
+
+class _OptionalArg(nn.Module):
+    def forward(self, x, y=None):
+        if y is None:
+            y = x
+        out = x @ y.transpose(-1, -2) / math.sqrt(x.size(-1))
+        out = out.softmax(dim=-1, dtype=torch.float32)
+        a, b = torch.split(out, [1, out.size(-1) - 1], dim=-1)
+        return torch.stack((a.squeeze(-1), b.sum(-1)), dim=0).mean(dim=(1,)), x.ndim, x.numel()
+
+class _GRUTokens(nn.Module):
+    def __init__(self):
+        super().__init__(); self.emb = nn.Embedding(10, 4, padding_idx=0); self.gru = nn.GRUCell(4, 4)
+    def forward(self, tokens):
+        h = torch.zeros(tokens.size(0), 4, dtype=torch.float32)
+        for t in range(tokens.size(1)):
+            e = self.emb(tokens[:, t])
+            h = self.gru(e, h)
+        return F.normalize(h, dim=-1), torch.norm(h, p=2, dim=1, keepdim=True)
+
+class _NoGradStats(nn.Module):
+    def __init__(self):
+        super().__init__(); self.w = nn.Parameter(torch.randn(3, 3))
+    def forward(self, x):
+        with torch.no_grad():
+            stats = x.detach().abs().max()
+        out = F.linear(x, self.w)
+        out = out + torch.tanh(stats)
+        return out.chunk(3, dim=-1)[0].contiguous(), out.argmax(-1)
+
+
+class _GRUOnFloats(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.m = _GRUTokens()
+
+    def forward(self, x):
+        return self.m((x.abs() * 5).long() % 10)
+
+
+module_case(lambda: _Idioms(), (2, 2, 3))
+module_case(lambda: _Heads(), (2, 4))
+module_case(lambda: _OptionalArg(), (2, 3, 4))
+module_case(lambda: _GRUOnFloats(), (2, 5))
+module_case(lambda: _NoGradStats(), (4, 3))
+
+
 # ---- more dtypes, requires_grad, broadcasting with scalars (exercise type promotion) ----
 def int_case(*shapes, high=10):
     def deco(fn):
