@@ -9,6 +9,58 @@ namespace dv {
 Translator::Status call_builtin(Translator& t, Frame& f, PyObject* fn, std::vector<VPtr>& args,
                                 std::vector<std::pair<std::string, VPtr>>& kwargs, VPtr& out, bool& handled) {
   if (!PyCFunction_Check(fn) && !PyType_Check(fn)) return std::nullopt;
+  using Status = Translator::Status;
+  static PyObject* functools = PyImport_ImportModule("functools");  // immortal for the process
+  if (!functools) PyErr_Clear();
+  auto from_functools = [&](const char* name) {
+    if (!functools) return false;
+    Ref x = Ref::steal(PyObject_GetAttrString(functools, name));
+    if (!x) PyErr_Clear();
+    return x.get() == fn;
+  };
+  const size_t nargs = args.size();
+  if (from_functools("reduce") && (nargs == 2 || nargs == 3) && kwargs.empty()) {
+    handled = true;
+    VPtr it;
+    if (Status s = t.iterate(f, args[1], it)) return s;
+    size_t i = it->pos;
+    VPtr acc = nargs == 3 ? args[2] : nullptr;
+    if (!acc) {
+      if (i >= it->items.size()) return t.brk(f, "DV0010", "reduce() of an empty sequence with no initial value");
+      acc = it->items[i++];
+    }
+    for (; i < it->items.size(); ++i) {
+      VPtr r;
+      if (Status s = t.call(f, args[0], {acc, it->items[i]}, {}, r)) return s;
+      acc = r;
+    }
+    out = acc;
+    return std::nullopt;
+  }
+  if (from_functools("partial") && nargs >= 1 && args[0]->obj && PyCallable_Check(args[0]->obj.get()) &&
+      (args[0]->kind == VK::Object || args[0]->kind == VK::Const ||
+       (args[0]->kind == VK::Function && PyFunction_Check(args[0]->obj.get()) && !args[0]->source))) {
+    // partial(F.leaky_relu, negative_slope=0.2): made now when its arguments are constants; calls
+    // unwrap it (translator's call).
+    bool consts = true;
+    for (size_t i = 1; i < nargs; ++i) consts &= args[i]->kind == VK::Const;
+    for (auto& kv : kwargs) consts &= kv.second->kind == VK::Const;
+    if (consts) {
+      handled = true;
+      Ref pargs = Ref::steal(PyTuple_New(static_cast<Py_ssize_t>(nargs)));
+      for (size_t i = 0; i < nargs; ++i) PyTuple_SET_ITEM(pargs.get(), i, Ref::borrow(args[i]->obj.get()).release());
+      Ref pkw = Ref::steal(PyDict_New());
+      for (auto& [k, v] : kwargs) PyDict_SetItemString(pkw.get(), k.c_str(), v->obj.get());
+      Ref p = Ref::steal(PyObject_Call(fn, pargs.get(), pkw.get()));
+      if (!p) {
+        PyErr_Clear();
+        return t.brk(f, "DV0010", "functools.partial() raised");
+      }
+      out = t.make(VK::Object);
+      out->obj = p;
+      return std::nullopt;
+    }
+  }
   PyObject* b = py().builtins.get();
   auto is = [&](const char* name) {
     PyObject* x = PyObject_GetAttrString(b, name);
@@ -17,7 +69,6 @@ Translator::Status call_builtin(Translator& t, Frame& f, PyObject* fn, std::vect
     if (!x) PyErr_Clear();
     return r;
   };
-  using Status = Translator::Status;
   handled = true;
   const size_t n = args.size();
   auto python_type_of = [&](const VPtr& v) -> PyObject* {
@@ -92,6 +143,41 @@ Translator::Status call_builtin(Translator& t, Frame& f, PyObject* fn, std::vect
       return std::nullopt;
     }
     return t.brk(f, "DV0010", "next() of an exhausted iterator raises StopIteration");
+  }
+  if ((is("map") || is("filter")) && n >= 2 && kwargs.empty()) {
+    // map(fn, xs...) / filter(fn, xs): applied now over the (snapshot) iterables.
+    std::vector<VPtr> seqs;
+    for (size_t i = 1; i < n; ++i) {
+      VPtr it;
+      if (Status s = t.iterate(f, args[i], it)) return s;
+      seqs.push_back(it);
+    }
+    if (is("filter") && seqs.size() != 1) return t.brk(f, "DV0007", "filter() takes two arguments");
+    size_t m = SIZE_MAX;
+    for (auto& s : seqs) m = std::min(m, s->items.size() - s->pos);
+    VPtr r = t.make(VK::Iter);
+    for (size_t i = 0; i < m; ++i) {
+      std::vector<VPtr> call_args;
+      for (auto& s : seqs) call_args.push_back(s->items[s->pos + i]);
+      if (is("filter")) {
+        VPtr keep = call_args[0];
+        bool yes = false;
+        if (args[0]->kind == VK::Const && args[0]->obj.get() == Py_None) {
+          if (Status s = t.truth(f, keep, yes)) return s;
+        } else {
+          VPtr res;
+          if (Status s = t.call(f, args[0], call_args, {}, res)) return s;
+          if (Status s = t.truth(f, res, yes)) return s;
+        }
+        if (yes) r->items.push_back(keep);
+        continue;
+      }
+      VPtr res;
+      if (Status s = t.call(f, args[0], std::move(call_args), {}, res)) return s;
+      r->items.push_back(res);
+    }
+    out = r;
+    return std::nullopt;
   }
   if (is("type") && n == 1) {
     PyObject* tp = python_type_of(args[0]);

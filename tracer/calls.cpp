@@ -302,6 +302,13 @@ Translator::Status Translator::graph_call(Frame& f, Ref target, const std::strin
     if (all_tensors && some_tensor) {
       const int node = add_node(Ref::borrow(Py_None));
       VPtr tup = make(PyList_Check(result.get()) ? VK::List : VK::Tuple);
+      if (PyTuple_Check(result.get()) && !PyTuple_CheckExact(result.get())) {
+        // torch.return_types (topk(...).values, max(dim=...).indices): field names, in `keys`
+        Ref fields = Ref::steal(PyObject_GetAttrString(reinterpret_cast<PyObject*>(Py_TYPE(result.get())), "__match_args__"));
+        if (fields && PyTuple_Check(fields.get()))
+          for (Py_ssize_t i = 0; i < PyTuple_GET_SIZE(fields.get()); ++i) tup->keys.push_back(Ref::borrow(PyTuple_GET_ITEM(fields.get(), i)));
+        PyErr_Clear();
+      }
       for (Py_ssize_t i = 0; i < n; ++i) {
         ArgTree base;
         base.kind = ArgTree::Kind::Node;
@@ -655,6 +662,31 @@ Translator::Status Translator::call(Frame& f, VPtr fn, std::vector<VPtr> args,
           }
       }
       if (o == reinterpret_cast<PyObject*>(&PySuper_Type)) return call_super(f, args, out);
+      if (fn->kind == VK::Object && std::strcmp(Py_TYPE(o)->tp_name, "functools.partial") == 0) {
+        // A partial made in the trace (constant arguments): call its function with them first.
+        Ref func = Ref::steal(PyObject_GetAttrString(o, "func"));
+        Ref pargs = Ref::steal(PyObject_GetAttrString(o, "args"));
+        Ref pkw = Ref::steal(PyObject_GetAttrString(o, "keywords"));
+        if (!func || !pargs || !pkw || !PyTuple_Check(pargs.get()) || !PyDict_Check(pkw.get())) {
+          PyErr_Clear();
+          return brk(f, "DV0004", "calling a functools.partial");
+        }
+        VPtr fv = wrap(func, nullptr, f);
+        if (!fv) return brk(f, "DV0013", "the function of a functools.partial cannot be traced");
+        std::vector<VPtr> all;
+        for (Py_ssize_t i = 0; i < PyTuple_GET_SIZE(pargs.get()); ++i) all.push_back(constant(Ref::borrow(PyTuple_GET_ITEM(pargs.get(), i))));
+        all.insert(all.end(), args.begin(), args.end());
+        std::vector<std::pair<std::string, VPtr>> kw;
+        Py_ssize_t pos = 0;
+        PyObject *k, *v;
+        while (PyDict_Next(pkw.get(), &pos, &k, &v)) kw.emplace_back(str_of(k), constant(Ref::borrow(v)));
+        for (auto& kv : kwargs) {
+          auto same = std::find_if(kw.begin(), kw.end(), [&](const auto& e) { return e.first == kv.first; });
+          if (same != kw.end()) same->second = kv.second;
+          else kw.push_back(kv);
+        }
+        return call(f, fv, std::move(all), std::move(kw), out);
+      }
       bool handled = false;
       if (Status s = call_builtin(*this, f, o, args, kwargs, out, handled)) return s;
       if (handled) return std::nullopt;
@@ -706,6 +738,15 @@ Translator::Status Translator::call(Frame& f, VPtr fn, std::vector<VPtr> args,
           return call(f, mv, std::move(args), std::move(kwargs), out);
         }
         return graph_call(f, fn->obj, "", std::move(args), std::move(kwargs), out);
+      }
+      if (PyCFunction_Check(o) && reinterpret_cast<PyCFunctionObject*>(o)->m_module &&
+          PyUnicode_Check(reinterpret_cast<PyCFunctionObject*>(o)->m_module) &&
+          str_of(reinterpret_cast<PyCFunctionObject*>(o)->m_module) == "_operator") {
+        // operator.add/mul/getitem ... passed around as values (functools.reduce(operator.add, ts)):
+        // over tensors or symbolic ints they are graph operators; over constants they fold below.
+        bool traced = false;
+        for (const VPtr& a : args) traced |= a->kind == VK::Tensor || a->kind == VK::Sym;
+        if (traced) return graph_call(f, fn->obj, "", std::move(args), std::move(kwargs), out);
       }
       if (o == py().torch_Size.get() || PyType_Check(o) || PyCFunction_Check(o)) {
         // Pure constructors and builtin functions over constants (math.sqrt, slice, torch.Size ...).

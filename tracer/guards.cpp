@@ -46,6 +46,11 @@ struct GuardTree::Node {
       }
       case Source::Kind::Attr: {
         if (!parent) return nullptr;
+        // Descriptors whose value is owned by the parent, read without calling Python:
+        // type(x) and a bound method's self / function (decorated functions' closures reach them).
+        if (source->name == "__class__") return reinterpret_cast<PyObject*>(Py_TYPE(parent));
+        if (PyMethod_Check(parent) && source->name == "__self__") return PyMethod_GET_SELF(parent);
+        if (PyMethod_Check(parent) && source->name == "__func__") return PyMethod_GET_FUNCTION(parent);
         PyObject** dictptr = _PyObject_GetDictPtr(parent);
         if (dictptr && *dictptr) {
           PyObject* v = PyDict_GetItemWithError(*dictptr, name.get());

@@ -449,6 +449,12 @@ Translator::Status Translator::getattr(Frame& f, VPtr obj, const std::string& na
       return std::nullopt;
     }
     case VK::List: case VK::Dict: case VK::Tuple: {  // methods of containers (append, items, get ...)
+      if (obj->kind == VK::Tuple)  // a named result (torch.return_types): its fields
+        for (size_t i = 0; i < obj->keys.size() && i < obj->items.size(); ++i)
+          if (str_of(obj->keys[i].get()) == name) {
+            out = obj->items[i];
+            return std::nullopt;
+          }
       VPtr mv = make(VK::Method);
       mv->self = obj;
       mv->name = name;

@@ -927,3 +927,61 @@ def dict_kwargs_call(x):
     return x.sum(**kw) + torch.mean(x, **kw)
 @case((5,))
 def global_function_call(x): return _h1(x) + torch.nn.functional.softplus(x)
+
+
+# ---- functional idioms: functools.partial/reduce with operator.add, map/filter/any/all over
+# Python values, zip(*pairs) and dict(zip(...)), nonlocal counters, a @torch.no_grad() helper,
+# reversed(range()), math helpers, torch.return_types fields (topk(...).values) ----
+import functools  # noqa: E402
+import operator  # noqa: E402
+
+_SCALES = (1.0, 0.5)
+
+@torch.no_grad()
+def _stats(t):
+    return t.mean(), t.std()
+
+@case((4,))
+def functional_partial(x):
+    act = functools.partial(F.leaky_relu, negative_slope=0.2)
+    return act(x) + functools.reduce(operator.add, [x, x * 2, x * 3])
+
+@case((4, 3))
+def functional_map(x):
+    parts = list(map(lambda t: t * 2, x.unbind(0)))
+    keep = [p for i, p in enumerate(parts, start=1) if i % 2]
+    return torch.stack(keep), any(s > 0.7 for s in _SCALES), all(isinstance(p, torch.Tensor) for p in parts)
+
+@case((4, 2))
+def functional_zip(x):
+    pairs = [(x[i], x[-i - 1]) for i in range(x.size(0) // 2)]
+    a, b = zip(*pairs)
+    d = dict(zip(["a", "b"], [sum(a), sum(b)]))
+    return d["a"] - d["b"], len("-".join(["x", str(x.dim())]))
+
+@case((3,))
+def functional_nonlocal(x):
+    count = 0
+    def bump(t):
+        nonlocal count
+        count += 1
+        return t + count
+    y = bump(bump(x))
+    return y * count
+
+@case((5,))
+def functional_stats(x):
+    m, s = _stats(x)
+    return (x - m) / (s + 1e-5)
+
+@case((2, 2))
+def functional_reversed(x):
+    out = x
+    for i in reversed(range(3)):
+        out = out * (i + 1) + x.T.T
+    return out, math.isclose(1.0, 1.0 + 1e-12), round(2.567, 1), divmod(7, 2)
+
+@case((2, 3))
+def functional_chain(x):
+    return x.unsqueeze(0).expand(3, -1, -1).permute(1, 0, 2).reshape(-1).topk(3).values
+
