@@ -10,16 +10,8 @@ Translator::Status call_builtin(Translator& t, Frame& f, PyObject* fn, std::vect
                                 std::vector<std::pair<std::string, VPtr>>& kwargs, VPtr& out, bool& handled) {
   if (!PyCFunction_Check(fn) && !PyType_Check(fn)) return std::nullopt;
   using Status = Translator::Status;
-  static PyObject* functools = PyImport_ImportModule("functools");  // immortal for the process
-  if (!functools) PyErr_Clear();
-  auto from_functools = [&](const char* name) {
-    if (!functools) return false;
-    Ref x = Ref::steal(PyObject_GetAttrString(functools, name));
-    if (!x) PyErr_Clear();
-    return x.get() == fn;
-  };
   const size_t nargs = args.size();
-  if (from_functools("reduce") && (nargs == 2 || nargs == 3) && kwargs.empty()) {
+  if (fn == py().functools_reduce.get() && (nargs == 2 || nargs == 3) && kwargs.empty()) {
     handled = true;
     VPtr it;
     if (Status s = t.iterate(f, args[1], it)) return s;
@@ -37,7 +29,7 @@ Translator::Status call_builtin(Translator& t, Frame& f, PyObject* fn, std::vect
     out = acc;
     return std::nullopt;
   }
-  if (from_functools("partial") && nargs >= 1 && args[0]->obj && PyCallable_Check(args[0]->obj.get()) &&
+  if (fn == py().functools_partial.get() && nargs >= 1 && args[0]->obj && PyCallable_Check(args[0]->obj.get()) &&
       (args[0]->kind == VK::Object || args[0]->kind == VK::Const ||
        (args[0]->kind == VK::Function && PyFunction_Check(args[0]->obj.get()) && !args[0]->source))) {
     // partial(F.leaky_relu, negative_slope=0.2): made now when its arguments are constants; calls

@@ -1,7 +1,6 @@
 // Calls and the operations handlers share: graph calls with meta example values, inlining of user
 // functions and nn.Module forwards, builtins, attributes, operators, truth and iteration.
 #include <functional>
-#include <cstring>
 
 #include "core/opcodes.h"
 #include "pycache.h"
@@ -662,31 +661,8 @@ Translator::Status Translator::call(Frame& f, VPtr fn, std::vector<VPtr> args,
           }
       }
       if (o == reinterpret_cast<PyObject*>(&PySuper_Type)) return call_super(f, args, out);
-      if (fn->kind == VK::Object && std::strcmp(Py_TYPE(o)->tp_name, "functools.partial") == 0) {
-        // A partial made in the trace (constant arguments): call its function with them first.
-        Ref func = Ref::steal(PyObject_GetAttrString(o, "func"));
-        Ref pargs = Ref::steal(PyObject_GetAttrString(o, "args"));
-        Ref pkw = Ref::steal(PyObject_GetAttrString(o, "keywords"));
-        if (!func || !pargs || !pkw || !PyTuple_Check(pargs.get()) || !PyDict_Check(pkw.get())) {
-          PyErr_Clear();
-          return brk(f, "DV0004", "calling a functools.partial");
-        }
-        VPtr fv = wrap(func, nullptr, f);
-        if (!fv) return brk(f, "DV0013", "the function of a functools.partial cannot be traced");
-        std::vector<VPtr> all;
-        for (Py_ssize_t i = 0; i < PyTuple_GET_SIZE(pargs.get()); ++i) all.push_back(constant(Ref::borrow(PyTuple_GET_ITEM(pargs.get(), i))));
-        all.insert(all.end(), args.begin(), args.end());
-        std::vector<std::pair<std::string, VPtr>> kw;
-        Py_ssize_t pos = 0;
-        PyObject *k, *v;
-        while (PyDict_Next(pkw.get(), &pos, &k, &v)) kw.emplace_back(str_of(k), constant(Ref::borrow(v)));
-        for (auto& kv : kwargs) {
-          auto same = std::find_if(kw.begin(), kw.end(), [&](const auto& e) { return e.first == kv.first; });
-          if (same != kw.end()) same->second = kv.second;
-          else kw.push_back(kv);
-        }
-        return call(f, fv, std::move(all), std::move(kw), out);
-      }
+      if (fn->kind == VK::Object && Py_IS_TYPE(o, reinterpret_cast<PyTypeObject*>(py().functools_partial.get())))
+        return call_partial(f, o, args, kwargs, out);
       bool handled = false;
       if (Status s = call_builtin(*this, f, o, args, kwargs, out, handled)) return s;
       if (handled) return std::nullopt;
@@ -768,8 +744,7 @@ Translator::Status Translator::call(Frame& f, VPtr fn, std::vector<VPtr> args,
           if (!out) return brk(f, "DV0013", "unsupported result of " + callable_name(o));
           // Builtin functions and pure value types (range, slice, tuple, torch.Size, ...) only.
           // torch.finfo/iinfo(dtype) are immutable descriptions of a dtype: fine.
-          const bool dtype_info = PyType_Check(o) && (std::strcmp(reinterpret_cast<PyTypeObject*>(o)->tp_name, "torch.finfo") == 0 ||
-                                                      std::strcmp(reinterpret_cast<PyTypeObject*>(o)->tp_name, "torch.iinfo") == 0);
+          const bool dtype_info = o == py().torch_finfo.get() || o == py().torch_iinfo.get();
           if (out->kind == VK::Object && PyType_Check(o) && !PyRange_Check(r.get()) && !PyCFunction_Check(o) && !dtype_info)
             return brk(f, "DV0004", "constructing " + callable_name(o) + " inside the traced code");
           return std::nullopt;
@@ -891,6 +866,34 @@ Translator::Status Translator::module_members(Frame& f, const VPtr& fn, const st
   }
   out = it;
   return std::nullopt;
+}
+
+// A functools.partial made in the trace (constant arguments, see builtins.cpp): its function called
+// with the stored arguments first; call-site keywords override stored ones.
+Translator::Status Translator::call_partial(Frame& f, PyObject* partial, std::vector<VPtr>& args,
+                                            std::vector<std::pair<std::string, VPtr>>& kwargs, VPtr& out) {
+  Ref func = Ref::steal(PyObject_GetAttrString(partial, "func"));
+  Ref pargs = Ref::steal(PyObject_GetAttrString(partial, "args"));
+  Ref pkw = Ref::steal(PyObject_GetAttrString(partial, "keywords"));
+  if (!func || !pargs || !pkw || !PyTuple_Check(pargs.get()) || !PyDict_Check(pkw.get())) {
+    PyErr_Clear();
+    return brk(f, "DV0004", "calling a functools.partial");
+  }
+  VPtr fv = wrap(func, nullptr, f);
+  if (!fv) return brk(f, "DV0013", "the function of a functools.partial cannot be traced");
+  std::vector<VPtr> all;
+  for (Py_ssize_t i = 0; i < PyTuple_GET_SIZE(pargs.get()); ++i) all.push_back(constant(Ref::borrow(PyTuple_GET_ITEM(pargs.get(), i))));
+  all.insert(all.end(), args.begin(), args.end());
+  std::vector<std::pair<std::string, VPtr>> kw;
+  Py_ssize_t pos = 0;
+  PyObject *k, *v;
+  while (PyDict_Next(pkw.get(), &pos, &k, &v)) kw.emplace_back(str_of(k), constant(Ref::borrow(v)));
+  for (auto& kv : kwargs) {
+    auto same = std::find_if(kw.begin(), kw.end(), [&](const auto& e) { return e.first == kv.first; });
+    if (same != kw.end()) same->second = kv.second;
+    else kw.push_back(kv);
+  }
+  return call(f, fv, std::move(all), std::move(kw), out);
 }
 
 }  // namespace dv

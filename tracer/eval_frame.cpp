@@ -220,8 +220,6 @@ Entry* compile_frame(CodeState& st, PyCodeObject* co, _PyInterpreterFrame* frame
       for (const VPtr& v : written)
         for (int n : output_nodes(v))
           if (std::find(outputs.begin(), outputs.end(), n) == outputs.end()) outputs.push_back(n);
-    }
-    if (tr.graph.num_calls() > 0) {
       gm = Ref::steal(tr.graph.to_fx(outputs));
       if (gm) compiled = Ref::steal(tr.compile_with_backend(mode().backend.get(), gm.get()));
       if (!gm || !compiled) {

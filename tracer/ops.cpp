@@ -38,15 +38,14 @@ Translator::Status Translator::binary(Frame& f, int nb, VPtr a, VPtr b, VPtr& ou
     out = constant(r);
     return std::nullopt;
   }
-  const bool seq_a = a->kind == VK::List || a->kind == VK::Tuple, seq_b = b->kind == VK::List || b->kind == VK::Tuple;
-  if ((nb == 0 || nb == 13) && seq_b && b->kind == VK::Tuple && a->kind == VK::Const && PyTuple_CheckExact(a->obj.get())) {
-    // () + (h,), (1, 2) + (t,): a constant tuple joined with one holding traced values
-    VPtr r = make(VK::Tuple);
-    for (Py_ssize_t i = 0; i < PyTuple_GET_SIZE(a->obj.get()); ++i) r->items.push_back(constant(Ref::borrow(PyTuple_GET_ITEM(a->obj.get(), i))));
-    r->items.insert(r->items.end(), b->items.begin(), b->items.end());
-    out = r;
-    return std::nullopt;
+  if ((nb == 0 || nb == 13) && b->kind == VK::Tuple && a->kind == VK::Const && PyTuple_CheckExact(a->obj.get())) {
+    // () + (h,): the constant tuple taken as a tuple of constants, joined below
+    VPtr it;
+    if (Status s = iterate(f, a, it)) return s;
+    a = make(VK::Tuple);
+    a->items.assign(it->items.begin() + static_cast<long>(it->pos), it->items.end());
   }
+  const bool seq_a = a->kind == VK::List || a->kind == VK::Tuple, seq_b = b->kind == VK::List || b->kind == VK::Tuple;
   if ((nb == 0 || nb == 13) && seq_a && (seq_b || (b->kind == VK::Const && PyTuple_Check(b->obj.get())))) {
     VPtr r = (nb == 13 && a->kind == VK::List) ? a : make(a->kind);
     if (r != a) r->items = a->items;
@@ -285,11 +284,9 @@ Translator::Status Translator::store_attr(Frame& f, const VPtr& owner, const std
   // Only plain instance attributes: nn.Module's __setattr__ for names that are not parameters,
   // buffers or submodules, or object's; no properties or other data descriptors.
   Ref setattr_fn = Ref::steal(PyObject_GetAttrString(reinterpret_cast<PyObject*>(tp), "__setattr__"));
-  Ref module_setattr = Ref::steal(PyObject_GetAttrString(py().nn_Module.get(), "__setattr__"));
-  Ref object_setattr = Ref::steal(PyObject_GetAttrString(reinterpret_cast<PyObject*>(&PyBaseObject_Type), "__setattr__"));
   PyErr_Clear();
   const bool module = owner->kind == VK::NNModule;
-  if (!setattr_fn || setattr_fn.get() != (module ? module_setattr.get() : object_setattr.get()))
+  if (!setattr_fn || setattr_fn.get() != (module ? py().module_setattr.get() : py().object_setattr.get()))
     return brk(f, "DV0008", std::string("assignment to attribute '") + name + "' of " + tp->tp_name + ", which defines __setattr__", hint);
   Ref nm = Ref::steal(PyUnicode_FromString(name.c_str()));
   PyObject* descr = _PyType_Lookup(tp, nm.get());

@@ -28,7 +28,10 @@ bool py_init() {
       !get(p.no_grad, p.torch.get(), "no_grad") || !get(p.enable_grad, p.torch.get(), "enable_grad") ||
       !get(p.set_grad_enabled, p.torch.get(), "set_grad_enabled") ||
       !get(p.set_grad_enabled_fn, C.get(), "_set_grad_enabled") || !get(p.tensorbase, C.get(), "TensorBase") ||
-      !get(p.functools_partial, functools.get(), "partial") ||
+      !get(p.functools_partial, functools.get(), "partial") || !get(p.functools_reduce, functools.get(), "reduce") ||
+      !get(p.torch_finfo, p.torch.get(), "finfo") || !get(p.torch_iinfo, p.torch.get(), "iinfo") ||
+      !get(p.module_setattr, p.nn_Module.get(), "__setattr__") ||
+      !get(p.object_setattr, reinterpret_cast<PyObject*>(&PyBaseObject_Type), "__setattr__") ||
       !get(p.getitem, p.operator_mod.get(), "getitem") || !get(p.setitem, p.operator_mod.get(), "setitem") ||
       !get(p.getattr_fn, p.builtins.get(), "getattr") || !get(p.sym_int, p.torch.get(), "SymInt") ||
       !get(p.sym_bool, p.torch.get(), "SymBool") || !get(p.sym_float, p.torch.get(), "SymFloat"))

@@ -6,7 +6,9 @@ namespace dv {
 
 struct Py {
   Ref torch, torch_Tensor, torch_Size, torch_dtype, torch_device, nn_Module, nn_Parameter;
-  Ref operator_mod, builtins, functools_partial;
+  Ref operator_mod, builtins, functools_partial, functools_reduce;
+  Ref torch_finfo, torch_iinfo;                 // dtype descriptions: pure to construct
+  Ref module_setattr, object_setattr;           // nn.Module.__setattr__, object.__setattr__
   Ref no_grad, enable_grad, set_grad_enabled, set_grad_enabled_fn;
   Ref tensorbase;   // torch._C.TensorBase
   Ref meta_str;     // "meta"
@@ -14,7 +16,7 @@ struct Py {
   Ref sym_int, sym_bool, sym_float;  // torch.SymInt ...
 };
 const Py& py();  // aborts the process if torch cannot be imported (caller imported it first)
-bool py_init();
-bool is_sym(PyObject* o);  // torch.SymInt / SymBool / SymFloat  // returns false with a Python error set if something is missing
+bool py_init();  // returns false with a Python error set if something is missing
+bool is_sym(PyObject* o);  // torch.SymInt / SymBool / SymFloat
 
 }  // namespace dv

@@ -119,6 +119,8 @@ class Translator {
   Status module_members(Frame& f, const VPtr& fn, const std::vector<VPtr>& args,
                         const std::vector<std::pair<std::string, VPtr>>& kwargs, VPtr& out, bool& handled);
   Status store_attr(Frame& f, const VPtr& owner, const std::string& name, const VPtr& value);
+  Status call_partial(Frame& f, PyObject* partial, std::vector<VPtr>& args,
+                      std::vector<std::pair<std::string, VPtr>>& kwargs, VPtr& out);
   Status call_super(Frame& f, std::vector<VPtr>& args, VPtr& out);
   Status call(Frame& f, VPtr fn, std::vector<VPtr> args, std::vector<std::pair<std::string, VPtr>> kwargs, VPtr& out);
   Status getattr(Frame& f, VPtr obj, const std::string& name, VPtr& out);

@@ -50,7 +50,7 @@ class DynamicShapes:
         self.refs = []        # ref index -> (slot, kind, dim)
         self.names = []       # ref index -> text, e.g. L['x'].size()[0]
         self.sym_ref = {}     # sympy.Symbol -> ref index
-        self.dynamic = []     # (ref index) of dynamic sizes: 0/1 specialisation gives 2 <= size
+        self.dynamic = []     # (ref index, symbol) of dynamic sizes: 0/1 specialisation gives 2 <= size
         self.stride_checks = []  # (ref index of the real stride, sympy expr it must equal)
         self.where = {}       # ref index -> (step, line) of the step that made the input symbolic
         self.origin = []      # env.guards index -> (step, line) of the step that added it
@@ -81,7 +81,7 @@ class DynamicShapes:
                     k = self._ref(slot, SIZE, i, f"{text}.size()[{i}]")
                     self.where[k] = (step, line)
                     self.sym_ref[expr] = k
-                    self.dynamic.append(k)
+                    self.dynamic.append((k, expr))
                 size_mask |= 1 << i
         for i, s in enumerate(fake.stride()):
             if isinstance(s, torch.SymInt):
@@ -128,8 +128,7 @@ class DynamicShapes:
             self._emit(expr, prog, local)
             out.append((self._text(expr), [self.refs[k] for k in local], prog, at[0], at[1]))
 
-        for k in self.dynamic:
-            sym = next(s for s, r in self.sym_ref.items() if r == k)
+        for k, sym in self.dynamic:
             lower = self.env.var_to_range[sym].lower if sym in self.env.var_to_range else 2
             add(sympy.Le(int(lower) if lower.is_finite else 2, sym), self.where.get(k, (-1, -1)))
         for k, expr in self.stride_checks:
