@@ -19,7 +19,7 @@
 
 namespace dv::trace {
 
-constexpr uint16_t kMajor = 2;  // readers refuse a newer major version
+constexpr uint16_t kMajor = 3;  // readers refuse a newer major version
 constexpr uint16_t kMinor = 0;  // additions a reader of the same major may ignore
 constexpr char kMagic[8] = {'\x89', 'D', 'Y', 'N', 'V', '\r', '\n', '\x1a'};
 // Frames are zstd skippable frames (magic 0x184D2A5?) so that `zstdcat run.dyn` decodes the data.
@@ -131,6 +131,7 @@ class TraceWriter {
   // pending chunk
   bool chunk_open_ = false;
   uint32_t pending_steps_ = 0, pending_values_ = 0, pending_events_ = 0;
+  uint32_t cmp_mark_ = 0;  // pending_steps_ at the chunk's last compile change
   ChunkHeader hdr_;
   std::string keyframe_, ops_, args_, offs_, lines_, flow_, codes_, cmps_, stack_, locals_, vals_, events_;
   std::unordered_map<std::string, uint32_t> strings_;  // interned for the whole trace

@@ -353,17 +353,20 @@ Result<Chunk> TraceReader::chunk(size_t k) const {
     frame_stack.push_back(f.stack.size());
   }
   uint32_t compile = out.key_compile == UINT32_MAX ? 0 : out.key_compile;
+  uint64_t next_change = cmps.done() ? UINT64_MAX : cmps.var();  // step index of the next compile change
   for (size_t i = 0; i < n; ++i) {
-    const uint64_t dc = cmps.var();
-    if (dc) {
+    if (i == next_change) {
+      const uint64_t dc = cmps.var();
+      if (dc == 0 || dc > UINT32_MAX) return fail("bad compile change at step " + std::to_string(h.first_step + i));
       compile += static_cast<uint32_t>(dc);
       frame_codes.clear();
       frame_stack.clear();
       max_id = 0;
+      next_change = cmps.done() ? UINT64_MAX : next_change + cmps.var();
     }
     const uint64_t fl = flow.var();
-    const size_t depth = static_cast<size_t>(fl >> 1);
-    const bool start = fl & 1;
+    const size_t depth = static_cast<size_t>(fl >> 2);
+    const bool start = fl & 2, has_locals = fl & 1;
     if (start) {
       if (depth > frame_codes.size()) return fail("step " + std::to_string(h.first_step + i) + " enters depth " + std::to_string(depth) + " from depth " + std::to_string(frame_codes.size()));
       frame_codes.resize(depth);
@@ -387,7 +390,7 @@ Result<Chunk> TraceReader::chunk(size_t k) const {
     prev_line += lines.svar();
     out.offset[i] = static_cast<uint32_t>(prev_offset);
     out.line[i] = static_cast<int32_t>(prev_line);
-    const uint64_t pops = stack.var(), pushes = stack.var();
+    const uint64_t sd = stack.var(), pops = sd >> 3, pushes = (sd & 7) == 7 ? stack.var() : sd & 7;
     if (pops > frame_stack[depth] || pushes > 1'000'000) return fail("step " + std::to_string(h.first_step + i) + ": stack delta out of range");
     out.pops[i] = static_cast<uint32_t>(pops);
     out.push_at[i] = static_cast<uint32_t>(out.push_ids.size());
@@ -398,8 +401,8 @@ Result<Chunk> TraceReader::chunk(size_t k) const {
     }
     frame_stack[depth] = frame_stack[depth] - pops + pushes;
     out.local_at[i] = static_cast<uint32_t>(out.local_changes.size());
-    const uint64_t nl = locs.var();
-    if (nl > 1'000'000) return fail("bad locals delta");
+    const uint64_t nl = has_locals ? locs.var() : 0;
+    if (nl > 1'000'000 || (has_locals && nl == 0)) return fail("bad locals delta");
     for (uint64_t j = 0; j < nl && locs.ok; ++j) {
       const uint64_t slot = locs.var(), id = locs.var();
       if (slot > 100000) return fail("local slot out of range");

@@ -134,6 +134,7 @@ void TraceWriter::begin_chunk() {
   hdr_ = ChunkHeader{};
   hdr_.seq = seq_;
   hdr_.first_step = next_step_;
+  cmp_mark_ = 0;
   hdr_.first_compile = hdr_.last_compile = compile_ == UINT32_MAX ? 0 : compile_;
   hdr_.min_depth = UINT16_MAX;
   row_prev_ = {0, 0, static_cast<int64_t>(next_step_)};
@@ -163,9 +164,14 @@ void TraceWriter::step(const StepIn& s) {
   begin_chunk();
   const uint32_t prev_compile = pending_steps_ ? hdr_.last_compile : hdr_.first_compile;
   if (pending_steps_ == 0) hdr_.first_compile = s.compile;
-  put_var(cmps_, s.compile - std::min(prev_compile, s.compile));
+  // Compile changes as (steps since the previous change or the chunk start, delta) pairs.
+  if (const uint32_t dc = s.compile - std::min(prev_compile, s.compile)) {
+    put_var(cmps_, pending_steps_ - cmp_mark_);
+    put_var(cmps_, dc);
+    cmp_mark_ = pending_steps_;
+  }
   hdr_.last_compile = s.compile;
-  put_var(flow_, static_cast<uint64_t>(s.depth) * 2 + (s.frame_start ? 1 : 0));
+  put_var(flow_, (static_cast<uint64_t>(s.depth) * 2 + (s.frame_start ? 1 : 0)) * 2 + (s.nlocals ? 1 : 0));
   // Frames: a frame start pushes a new frame at `depth`; otherwise deeper frames have returned.
   if (s.frame_start) {
     frames_.resize(s.depth);
@@ -185,8 +191,9 @@ void TraceWriter::step(const StepIn& s) {
   FrameState& f = frames_[s.depth];
   size_t k = 0;
   while (k < f.stack.size() && k < s.nstack && f.stack[k] == s.stack[k]) ++k;
-  put_var(stack_, f.stack.size() - k);
-  put_var(stack_, s.nstack - k);
+  const size_t pops = f.stack.size() - k, pushes = s.nstack - k;
+  put_var(stack_, pops * 8 + std::min<size_t>(pushes, 7));  // one byte for most steps
+  if (pushes >= 7) put_var(stack_, pushes);
   for (size_t i = k; i < s.nstack; ++i) {
     const int32_t id = s.stack[i];
     put_svar(stack_, static_cast<int64_t>(id) - (static_cast<int64_t>(max_id_) + 1));
@@ -197,7 +204,7 @@ void TraceWriter::step(const StepIn& s) {
       write_value_row(s.compile, id, values_[id].step, values_[id]);
   }
   f.stack.assign(s.stack, s.stack + s.nstack);
-  put_var(locals_, s.nlocals);
+  if (s.nlocals) put_var(locals_, s.nlocals);
   for (size_t i = 0; i < s.nlocals; ++i) {
     const auto [slot, id] = s.locals[i];
     put_var(locals_, static_cast<uint32_t>(slot));

@@ -26,7 +26,7 @@ CLI = os.environ.get("DYNVIEW_BIN", os.path.join(BUILD, "dynview"))
 
 def synthetic_trace():
     """The synthetic STEPS-step trace in the build folder, written by build/dv_synth_trace if missing."""
-    path = os.path.join(BUILD, f"synthetic_{STEPS}_v2.dyn")
+    path = os.path.join(BUILD, f"synthetic_{STEPS}_v3.dyn")
     if not os.path.exists(path):
         t0 = time.perf_counter()
         out = subprocess.run([os.path.join(BUILD, "dv_synth_trace"), path, "--steps", str(STEPS)],
