@@ -5,7 +5,7 @@ JOBS   ?= $(shell nproc)
 export PYTHONPATH := $(CURDIR)/python$(if $(PYTHONPATH),:$(PYTHONPATH))
 export DYNVIEW_BIN := $(CURDIR)/$(BUILD)/dynview
 
-.PHONY: deps build demo test test-cpp test-python sanitize bench clean
+.PHONY: deps build demo test test-cpp test-python sanitize tsan bench clean
 
 deps:
 	@PYTHON=$(PYTHON) bash .ci/deps.sh
@@ -28,6 +28,12 @@ sanitize: deps
 	cmake -S . -B build-asan -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DDV_SANITIZE=ON -DDV_BUILD_PYTHON=OFF
 	cmake --build build-asan -j$(JOBS) --target core_tests
 	ASAN_OPTIONS=detect_leaks=1 UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 ./build-asan/core_tests
+
+# The recorder's lock-free engine -> flusher stream under ThreadSanitizer.
+tsan: deps
+	cmake -S . -B build-tsan -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DDV_TSAN=ON -DDV_BUILD_PYTHON=OFF
+	cmake --build build-tsan -j$(JOBS) --target core_tests
+	TSAN_OPTIONS=halt_on_error=1 ./build-tsan/core_tests "[recorder]"
 
 bench: build
 	@for b in tests/benchmarks/*.py; do echo "== $$b"; $(PYTHON) $$b || exit 1; done

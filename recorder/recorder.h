@@ -2,11 +2,13 @@
 // are flushed when full, at each graph break and compile end, and by a background thread when
 // data has been pending for 100 ms. Never calls into Python.
 //
-// Hot path: an event is appended, as raw bytes, to a queue under a spinlock (steps: a fixed record
-// plus the stack and the changed locals); the background thread drains the queue into the writer
-// (column encoding, zstd, write()). A compile end or a graph break drains and flushes on the
-// calling thread, so a chunk is on disk when the engine moves on. Thread-safe.
+// Hot path: an event is appended, as raw bytes, to a lock-free single-producer stream (steps: a
+// fixed record plus the stack and the changed locals); the background thread drains the stream
+// into the writer (column encoding, zstd, write()). A compile end or a graph break drains and
+// flushes on the calling thread, so a chunk is on disk when the engine moves on. The on_* calls
+// must be serialised (the engine makes them holding the GIL); stats/close may come from any thread.
 #pragma once
+#include <algorithm>
 #include <atomic>
 #include <condition_variable>
 #include <cstring>
@@ -17,6 +19,7 @@
 #include <string_view>
 #include <thread>
 #include <unordered_set>
+#include <vector>
 
 #include "core/trace.h"
 #include "tracer/observer.h"
@@ -28,46 +31,75 @@ struct RecorderStats {
   std::string error;  // first write error, if any
 };
 
-// The engine -> flusher queue: raw bytes with one capacity check per record (std::string's
-// push_back/append each check and keep a terminator; a step record was four of them).
-class ByteQueue {
+// The engine -> flusher queue: a single-producer single-consumer stream of byte records in a
+// chain of blocks. The producer (the engine; its calls are serialised by the GIL and the compile
+// lock) writes a record at its position and publishes it with one release store of the block's
+// committed size: no lock, no atomic read-modify-write on the step path. A record never spans
+// blocks; a full block is sealed by linking the next one. The consumer (whoever holds the
+// recorder's mutex: the flusher thread, or an engine thread flushing at a compile end) reads each
+// block up to its committed size and hands finished blocks back for reuse.
+class RecordStream {
  public:
-  char* grow(size_t n) {
-    if (size_ + n > cap_) realloc_for(size_ + n);
-    char* p = buf_.get() + size_;
-    size_ += n;
-    return p;
+  static constexpr size_t kBlockBytes = 1 << 20;
+  struct Block {
+    std::atomic<size_t> committed{0};
+    std::atomic<Block*> next{nullptr};
+    size_t cap = 0;
+    std::unique_ptr<char[]> data;
+  };
+  explicit RecordStream(int prefault_blocks);
+  ~RecordStream();
+  RecordStream(const RecordStream&) = delete;
+  RecordStream& operator=(const RecordStream&) = delete;
+
+  // Producer: room for n bytes at the write position, then commit(n) publishes them. True from
+  // commit when a block was sealed since the last commit (the consumer may want waking).
+  [[gnu::always_inline]] char* reserve(size_t n) {
+    if (wpos_ + n > wblk_->cap) [[unlikely]] rotate(n);
+    return wblk_->data.get() + wpos_;
   }
-  void push_back(char c) { *grow(1) = c; }
-  void append(const char* p, size_t n) {
-    if (n) std::memcpy(grow(n), p, n);
+  void commit(size_t n) {
+    wpos_ += n;
+    wblk_->committed.store(wpos_, std::memory_order_release);
   }
-  void append(std::string_view s) { append(s.data(), s.size()); }
-  void prefault(size_t n) {  // allocate and touch n bytes so that the hot path takes no page faults
-    realloc_for(n);
-    std::memset(buf_.get(), 0, cap_);
+  bool take_sealed() {
+    const bool s = sealed_;
+    sealed_ = false;
+    return s;
   }
-  const char* data() const { return buf_.get(); }
-  size_t size() const { return size_; }
-  bool empty() const { return size_ == 0; }
-  void clear() { size_ = 0; }
-  void swap(ByteQueue& o) noexcept {
-    std::swap(buf_, o.buf_);
-    std::swap(size_, o.size_);
-    std::swap(cap_, o.cap_);
+  // Producer's block and committed size, for a consumer snapshot taken under a lock that the
+  // producer also takes (see Recorder's hits).
+  std::pair<Block*, size_t> head() const {
+    Block* b = head_.load(std::memory_order_acquire);
+    return {b, b->committed.load(std::memory_order_acquire)};
+  }
+  // Consumer: calls fn(p, n) for each committed run of records (whole records), up to `limit`
+  // ({nullptr, 0}: everything committed).
+  template <class Fn>
+  void consume(Fn&& fn, std::pair<Block*, size_t> limit = {nullptr, 0}) {
+    for (;;) {
+      Block* nx = rblk_->next.load(std::memory_order_acquire);
+      const size_t end = rblk_ == limit.first ? limit.second : rblk_->committed.load(std::memory_order_acquire);
+      if (end > rpos_) fn(rblk_->data.get() + rpos_, end - rpos_);
+      rpos_ = std::max(rpos_, end);
+      if (rblk_ == limit.first || !nx) return;
+      recycle(rblk_);  // sealed (next was linked after its last commit) and fully read
+      rblk_ = nx;
+      rpos_ = 0;
+    }
   }
 
  private:
-  void realloc_for(size_t n) {
-    size_t cap = cap_ ? cap_ : 4096;
-    while (cap < n) cap *= 2;
-    std::unique_ptr<char[]> b(new char[cap]);
-    if (size_) std::memcpy(b.get(), buf_.get(), size_);
-    buf_ = std::move(b);
-    cap_ = cap;
-  }
-  std::unique_ptr<char[]> buf_;
-  size_t size_ = 0, cap_ = 0;
+  void rotate(size_t n);
+  void recycle(Block* b);
+  Block* wblk_;  // producer's block
+  size_t wpos_ = 0;
+  bool sealed_ = false;
+  std::atomic<Block*> head_;
+  Block* rblk_;  // consumer's block
+  size_t rpos_ = 0;
+  std::mutex free_mu_;  // blocks handed back by the consumer
+  std::vector<Block*> free_;
 };
 
 class Recorder final : public EngineObserver {
@@ -95,42 +127,57 @@ class Recorder final : public EngineObserver {
  private:
   Recorder() = default;
   int64_t global_step(int step) const { return step < 0 ? -1 : static_cast<int64_t>(base_) + step; }
-  int cidx_of(const CompileId& id) const;
-  void lock_q() { while (qlock_.test_and_set(std::memory_order_acquire)) std::this_thread::yield(); }
-  void unlock_q() { qlock_.clear(std::memory_order_release); }
-  void push_event(nlohmann::json ev);       // caller holds the queue lock
-  void push_hits();                         // pending hits -> one event per entry; caller holds the queue lock
-  void drain_locked();                      // queue -> writer; caller holds mu_
-  void flush_locked();                      // drain, pending hits, write the chunk; caller holds mu_
-  void sync_flush();                        // flush_locked from an engine thread
-  void note(const Result<bool>& r);
-  void flusher();
-
-  // Queue (engine threads -> writer), under qlock_: raw records and the events they refer to.
-  std::atomic_flag qlock_ = ATOMIC_FLAG_INIT;
-  ByteQueue queue_;
-  std::vector<nlohmann::json> qevents_;
-  uint64_t enq_steps_ = 0;     // steps queued so far (the writer's count once drained)
-  // Writer side, under mu_ (drained by the background thread, or by a compile end / break).
-  std::mutex mu_;
-  std::unique_ptr<trace::TraceWriter> w_;
-  ByteQueue work_;
-  std::vector<nlohmann::json> wevents_;
-  double encode_ns_ = 0;
-  uint64_t encoded_steps_ = 0;
-  // Engine-side state, under qlock_.
-  std::unordered_set<int> codes_;                 // code ids already written
-  std::map<std::pair<int, int>, int> cidx_;       // (frame, recompile) -> compile index
-  CompileId cur_{-1, -1};
-  int cur_idx_ = -1, next_idx_ = 0, guards_in_compile_ = 0;
-  uint64_t base_ = 0, step_gaps_ = 0;
+  int cidx_of(const CompileId& id) const {
+    return id.frame == cur_.frame && id.recompile == cur_.recompile ? cur_idx_ : cidx_slow(id);
+  }
+  int cidx_slow(const CompileId& id) const;
   struct HitKey {
     int code, compile;  // code id, compile index of the entry
     std::string id;     // the entry's compile id "f/r"
     int entry;
     bool operator<(const HitKey& o) const { return std::tie(code, compile, entry, id) < std::tie(o.code, o.compile, o.entry, o.id); }
   };
-  std::map<HitKey, std::pair<int, std::string>> hits_;  // -> (count, qualname); under qlock_
+  using Hits = std::map<HitKey, std::pair<int, std::string>>;  // -> (count, qualname)
+  void lock_h() { while (hlock_.test_and_set(std::memory_order_acquire)) std::this_thread::yield(); }
+  void unlock_h() { hlock_.clear(std::memory_order_release); }
+  // Producer: room for a record of n bytes after its tag word; commit_record(n) publishes it.
+  // Records are padded to 4 bytes so that their fields never straddle a cache line.
+  static constexpr size_t record_size(size_t n) { return (4 + n + 3) & ~size_t{3}; }
+  [[gnu::always_inline]] char* record(uint8_t tag, size_t n) {
+    char* p = stream_->reserve(record_size(n));
+    *p = static_cast<char>(tag);
+    return p + 4;
+  }
+  void commit_record(size_t n) { stream_->commit(record_size(n)); }
+  void push_event(nlohmann::json ev);       // producer: a JSON event (the stream carries its pointer)
+  void push_hits(Hits& hits);  // producer
+  void write_hits(Hits& hits);  // consumer, holds mu_
+  void drain_locked(std::pair<RecordStream::Block*, size_t> limit = {nullptr, 0});  // stream -> writer; holds mu_
+  void flush_locked();                      // drain, pending hits, write the chunk; caller holds mu_
+  void sync_flush();                        // flush_locked from an engine thread
+  void note(const Result<bool>& r);
+  void flusher();
+
+  // Engine -> writer stream: raw step and value records, JSON events by pointer.
+  std::unique_ptr<RecordStream> stream_;
+  uint64_t enq_steps_ = 0;     // steps queued so far (the writer's count once drained)
+  // Writer side, under mu_ (drained by the background thread, or by a compile end / break).
+  std::mutex mu_;
+  std::unique_ptr<trace::TraceWriter> w_;
+  double encode_ns_ = 0;
+  uint64_t encoded_steps_ = 0;
+  // Engine-side state (producer only).
+  std::unordered_set<int> codes_;                 // code ids already written
+  std::map<std::pair<int, int>, int> cidx_;       // (frame, recompile) -> compile index
+  CompileId cur_{-1, -1};
+  int cur_idx_ = -1, next_idx_ = 0, guards_in_compile_ = 0;
+  uint64_t base_ = 0, step_gaps_ = 0;
+  // Cache hits are counted per entry and written as one event per entry with a count: by the
+  // producer before its next event, or by the flusher (hits are the only thing a program running
+  // compiled code produces). Under hlock_; hits_pending_ is the producer's own note.
+  bool hits_pending_ = false;
+  std::atomic_flag hlock_ = ATOMIC_FLAG_INIT;
+  Hits hits_;
   std::string error_;
   std::atomic<bool> closed_{false};
   int flush_ms_ = 100;
