@@ -8,6 +8,7 @@
 #include <imgui.h>
 
 #include <algorithm>
+#include <cfloat>
 #include <cmath>
 #include <cstring>
 #include <sstream>
@@ -22,6 +23,25 @@ const ImU32 kAccent = IM_COL32(255, 196, 64, 255);
 const ImU32 kGuardCol = IM_COL32(90, 170, 255, 255);
 const ImU32 kNodeCol = IM_COL32(110, 220, 120, 255);
 const ImU32 kBreakCol = IM_COL32(255, 80, 80, 255);
+
+// "torch._C._nn.linear" -> "linear", "<built-in function add>" -> "add": the FX pane's node label.
+std::string short_target(const std::string& t) {
+  std::string s = t;
+  if (s.size() > 2 && s.front() == '<' && s.back() == '>') {
+    s = s.substr(1, s.size() - 2);
+    if (const size_t sp = s.find_last_of(' '); sp != std::string::npos) s = s.substr(sp + 1);
+  }
+  if (const size_t dot = s.find_last_of('.'); dot != std::string::npos && dot + 1 < s.size()) s = s.substr(dot + 1);
+  return s;
+}
+
+std::string node_label(const Node& n) {
+  const std::string what = n.op == "call_function" ? short_target(n.target)
+                           : n.op == "call_method"  ? "." + n.target + "()"
+                           : n.op == "call_module" || n.op == "get_attr" ? n.target
+                                                    : n.op;
+  return what == n.name ? n.name : n.name + "\n" + what;
+}
 
 bool passes(const char* filter, const std::string& s) {
   if (!filter[0]) return true;
@@ -43,12 +63,18 @@ GraphLayout layout_graph(const Model& m, int gi) {
   agattr(G, AGRAPH, const_cast<char*>("rankdir"), const_cast<char*>("TB"));
   agattr(G, AGNODE, const_cast<char*>("shape"), const_cast<char*>("box"));
   agattr(G, AGNODE, const_cast<char*>("label"), const_cast<char*>(""));
+  // Courier 12 pt is ~7.2 pt a character, close to the 7 px of ImGui's default 13 px font.
+  agattr(G, AGNODE, const_cast<char*>("fontname"), const_cast<char*>("Courier"));
+  agattr(G, AGNODE, const_cast<char*>("fontsize"), const_cast<char*>("12"));
+  agattr(G, AGNODE, const_cast<char*>("margin"), const_cast<char*>("0.08,0.04"));
+  agattr(G, AGRAPH, const_cast<char*>("nodesep"), const_cast<char*>("0.2"));
+  agattr(G, AGRAPH, const_cast<char*>("ranksep"), const_cast<char*>("0.3"));
   std::map<std::string, Agnode_t*> by_name;
   std::vector<Agnode_t*> gnodes;
   for (int ni : g.nodes) {
     const Node& n = m.nodes()[ni];
     Agnode_t* a = agnode(G, const_cast<char*>(n.name.c_str()), 1);
-    const std::string label = n.name + "\n" + (n.op == "placeholder" || n.op == "output" ? n.op : n.target);
+    const std::string label = node_label(n);
     agsafeset(a, const_cast<char*>("label"), const_cast<char*>(label.c_str()), const_cast<char*>(""));
     by_name[n.name] = a;
     gnodes.push_back(a);
@@ -222,6 +248,7 @@ std::string App::command(const std::string& line) {
     m_.search_step(verb == "search-next" ? 1 : -1);
   } else if (verb == "tab") {
     in >> tab_;
+    force_tab_ = true;
   } else if (verb == "zoom") {
     double z;
     if (in >> z) zoom_ = static_cast<float>(z);
@@ -242,6 +269,8 @@ json App::snapshot() {
     if (const int b = break_site(*cv); b >= 0) j["break_instruction"] = cv->lines[b];
   }
   j["tab"] = tab_;
+  j["why"] = json::array();
+  for (const auto& w : why()) j["why"].push_back(w.second);
   if (graph_ >= 0) {
     const GraphLayout& l = layout(graph_);
     j["graph_layout_nodes"] = l.nodes.size();
@@ -266,6 +295,22 @@ int App::break_site(const CodeView& cv) const {
   return -1;
 }
 
+// What the Source pane says above the code about the selected compile: its graph break (id, line,
+// message, hint) and, for a recompile, the guard failure that caused it.
+std::vector<std::pair<ImU32, std::string>> App::why() const {
+  std::vector<std::pair<ImU32, std::string>> out;
+  const int ci = m_.selected_compile();
+  if (ci < 0) return out;
+  const Compile& c = m_.compiles()[ci];
+  for (int bi : c.breaks) {
+    const Break& b = m_.breaks()[bi];
+    out.push_back({IM_COL32(255, 115, 115, 255), "graph break " + b.break_id + " at line " + std::to_string(b.line) + ": " + b.message});
+    if (!b.hint.empty()) out.push_back({IM_COL32(217, 190, 140, 255), "hint: " + b.hint});
+  }
+  if (!c.reason.empty() && c.reason != "first call") out.push_back({IM_COL32(255, 196, 64, 255), "recompiled [" + c.id + "]: " + c.reason});
+  return out;
+}
+
 // The FX pane shows the graph of the selected node, else the selected compile's first graph.
 void App::sync_graph() {
   int g = -1;
@@ -281,10 +326,19 @@ void App::sync_graph() {
 
 void App::frame() {
   shortcuts();
+  // A link followed from any pane shows its table: a guard (also a recompile's failing guard), a
+  // break, a recompile.
+  const int sel[3] = {m_.selected_guard(), m_.selected_break(), m_.selected_recompile()};
+  static const char* const tabs[3] = {"guards", "breaks", "recompiles"};
+  for (int i = 3; i-- > 0;)  // a recompile link also selects its failing guard: the guard's table wins
+    if (sel[i] != last_sel_[i]) {
+      if (sel[i] >= 0) tab_ = tabs[i], force_tab_ = true;
+      last_sel_[i] = sel[i];
+    }
   m_.state(false);  // asks the loader for the cursor's chunk early in the frame
   sync_graph();
   const ImVec2 size = ImGui::GetIO().DisplaySize;
-  const float left = std::round(size.x * 0.24f), right = std::round(size.x * 0.30f), top = std::round(size.y * 0.15f);
+  const float left = std::round(size.x * 0.22f), right = std::round(size.x * 0.27f), top = std::round(size.y * 0.15f);
   const float mid = size.x - left - right;
   auto place = [](float x, float y, float w, float h) {
     ImGui::SetNextWindowPos(ImVec2(x, y), ImGuiCond_Always);
@@ -336,36 +390,65 @@ void App::frame() {
   }
 }
 
+// Process -> code object -> compile, as TorchDynamo's compile ids read: [frame/recompile]. The
+// default font is monospaced, so a compile's row is one padded line.
 void App::draw_compiles() {
   const std::string& path = m_.path();
-  ImGui::TextDisabled("%s  (%zu compiles, %llu steps)", path.substr(path.find_last_of('/') + 1).c_str(), m_.compiles().size(),
-                      static_cast<unsigned long long>(m_.total_steps()));
-  if (!ImGui::BeginTable("compiles", 6, ImGuiTableFlags_RowBg | ImGuiTableFlags_ScrollY | ImGuiTableFlags_Resizable)) return;
-  ImGui::TableSetupScrollFreeze(0, 1);
-  for (const char* h : {"compile", "function", "outcome", "graphs/breaks/guards", "steps", "hits"}) ImGui::TableSetupColumn(h);
-  ImGui::TableHeadersRow();
-  ImGuiListClipper clip;
-  clip.Begin(static_cast<int>(m_.compiles().size()));
-  while (clip.Step())
-    for (int i = clip.DisplayStart; i < clip.DisplayEnd; ++i) {
-      const Compile& c = m_.compiles()[i];
-      ImGui::TableNextRow();
-      ImGui::TableNextColumn();
-      const std::string label = "[" + c.id + "]##c" + std::to_string(i);
-      if (ImGui::Selectable(label.c_str(), m_.selected_compile() == i, ImGuiSelectableFlags_SpanAllColumns)) m_.select_compile(i);
-      if (ImGui::IsItemHovered() && !c.reason.empty()) ImGui::SetTooltip("why: %s", c.reason.c_str());
-      ImGui::TableNextColumn();
-      ImGui::TextUnformatted(c.qualname.c_str());
-      ImGui::TableNextColumn();
-      ImGui::TextColored(c.outcome.rfind("break", 0) == 0 ? ImVec4(1, .4f, .4f, 1) : ImVec4(.6f, .9f, .6f, 1), "%s", c.outcome.c_str());
-      ImGui::TableNextColumn();
-      ImGui::Text("%zu / %zu / %zu", c.graphs.size(), c.breaks.size(), c.guards.size());
-      ImGui::TableNextColumn();
-      ImGui::Text("%llu", static_cast<unsigned long long>(c.steps));
-      ImGui::TableNextColumn();
-      ImGui::Text("%lld", static_cast<long long>(c.hits));
+  const auto& meta = m_.reader().meta();
+  const std::string pid = meta.contains("pid") ? meta["pid"].dump() : "?";
+  // Code objects in order of their first compile (grouped once: the compiles are read at open).
+  auto& codes = code_groups_;
+  if (grouped_ != m_.compiles().size()) {
+    codes.clear();
+    std::map<int, size_t> at;
+    for (const Compile& c : m_.compiles()) {
+      auto [it, fresh] = at.emplace(c.code, codes.size());
+      if (fresh) codes.push_back({c.code, {}});
+      codes[it->second].second.push_back(c.index);
     }
-  ImGui::EndTable();
+    grouped_ = m_.compiles().size();
+  }
+  ImGui::SetCursorPosX(ImGui::GetCursorPosX() + 2 * ImGui::GetStyle().IndentSpacing);
+  ImGui::TextDisabled("%-6s%-9s%-7s%4s %4s", "id", "outcome", "g/b/gd", "ms", "hits");
+  if (ImGui::IsItemHovered()) ImGui::SetTooltip("compile id [frame/recompile], outcome, graphs/breaks/guards, compile time, cache hits");
+  ImGui::BeginChild("tree");
+  ImGui::SetNextItemOpen(true, ImGuiCond_Once);
+  const std::string root = "process " + pid + " (" + std::to_string(m_.compiles().size()) + " compiles, " +
+                           std::to_string(m_.total_steps()) + " steps)##root";
+  const bool open = ImGui::TreeNodeEx(root.c_str(), ImGuiTreeNodeFlags_SpanAvailWidth);
+  if (ImGui::IsItemHovered()) ImGui::SetTooltip("%s\n%s", path.c_str(), meta.dump(1).c_str());
+  if (open) {
+    for (const auto& [code, list] : codes) {
+      const Compile& first = m_.compiles()[list.front()];
+      ImGui::SetNextItemOpen(true, ImGuiCond_Once);
+      const std::string file = first.filename.substr(first.filename.find_last_of('/') + 1);
+      const std::string label = first.qualname + "  " + file + ":" + std::to_string(first.firstlineno) + "##code" + std::to_string(code);
+      const bool copen = ImGui::TreeNodeEx(label.c_str(), ImGuiTreeNodeFlags_SpanAvailWidth);
+      if (ImGui::IsItemHovered()) ImGui::SetTooltip("%s\n%s:%d\n%zu compiles", first.qualname.c_str(), first.filename.c_str(), first.firstlineno, list.size());
+      if (!copen) continue;
+      for (int i : list) {
+        const Compile& c = m_.compiles()[i];
+        char row[160];
+        std::snprintf(row, sizeof row, "[%s]", c.id.c_str());
+        const std::string counts = std::to_string(c.graphs.size()) + "/" + std::to_string(c.breaks.size()) + "/" + std::to_string(c.guards.size());
+        const std::string outcome = c.outcome.rfind("break", 0) == 0 ? "break" : c.outcome;
+        std::snprintf(row + std::strlen(row), sizeof row - std::strlen(row), "%*s%-8s %-6s %4.0f %4lld##c%d",
+                      std::max(1, 6 - static_cast<int>(c.id.size() + 2)), "", outcome.c_str(), counts.c_str(), c.seconds * 1e3,
+                      static_cast<long long>(c.hits), i);
+        const bool broke = c.outcome.rfind("break", 0) == 0 || c.outcome == "error";
+        if (broke) ImGui::PushStyleColor(ImGuiCol_Text, ImVec4(1, .5f, .5f, 1));
+        if (ImGui::Selectable(row, m_.selected_compile() == i)) m_.select_compile(i);
+        if (broke) ImGui::PopStyleColor();
+        if (ImGui::IsItemHovered())
+          ImGui::SetTooltip("[%s] %s\nwhy compiled: %s\n%s: %zu graphs, %zu breaks, %zu guards\n%llu steps, %.1f ms, %lld cache hits",
+                            c.id.c_str(), c.qualname.c_str(), c.reason.c_str(), c.outcome.c_str(), c.graphs.size(), c.breaks.size(),
+                            c.guards.size(), static_cast<unsigned long long>(c.steps), c.seconds * 1e3, static_cast<long long>(c.hits));
+      }
+      ImGui::TreePop();
+    }
+    ImGui::TreePop();
+  }
+  ImGui::EndChild();
 }
 
 void App::draw_timeline() {
@@ -439,6 +522,11 @@ void App::draw_source() {
     line = m_.compiles()[ci].firstlineno;
   }
   ImGui::TextDisabled("%s:%d", file.c_str(), line);
+  // Why this compile is what it is, in words, above the code: its break, or what made it recompile.
+  const Break* brk = ci >= 0 && !m_.compiles()[ci].breaks.empty() ? &m_.breaks()[m_.compiles()[ci].breaks.front()] : nullptr;
+  ImGui::PushTextWrapPos(0);
+  for (const auto& [col, text] : why()) ImGui::TextColored(ImGui::ColorConvertU32ToFloat4(col), "%s", text.c_str());
+  ImGui::PopTextWrapPos();
   const auto& lines = m_.source(file);
   if (lines.empty()) {
     ImGui::TextDisabled("(source not readable from this machine)");
@@ -451,10 +539,15 @@ void App::draw_source() {
   while (clip.Step())
     for (int i = clip.DisplayStart; i < clip.DisplayEnd; ++i) {
       const bool cur = i + 1 == line;
-      if (cur) ImGui::PushStyleColor(ImGuiCol_Text, kAccent);
-      ImGui::Text("%5d  %s", i + 1, lines[i].c_str());
+      const bool broke = brk && brk->line == i + 1 && brk->filename == file;
+      if (cur || broke) ImGui::PushStyleColor(ImGuiCol_Text, ImGui::ColorConvertU32ToFloat4(cur ? kAccent : kBreakCol));
+      ImGui::Text("%5d%s %s", i + 1, cur ? ">" : " ", lines[i].c_str());
+      if (broke) {
+        ImGui::SameLine();
+        ImGui::TextColored(ImGui::ColorConvertU32ToFloat4(kBreakCol), "  <- graph break %s", brk->break_id.c_str());
+      }
+      if (cur || broke) ImGui::PopStyleColor();
       if (cur) {
-        ImGui::PopStyleColor();
         if (scroll_to_cursor_) ImGui::SetScrollHereY(0.4f);
       }
     }
@@ -468,7 +561,7 @@ void App::draw_bytecode() {
   ImGui::TextDisabled("%s  depth %d  %s", cv->error.empty() ? cv->info.qualname.c_str() : "?", s.depth,
                       std::string(bc::op_name(s.opcode)).c_str());
   if (!cv->error.empty()) return ImGui::TextDisabled("%s", cv->error.c_str());
-  ImGui::BeginChild("bc");
+  ImGui::BeginChild("bc", ImVec2(0, 0), false, ImGuiWindowFlags_HorizontalScrollbar);
   ImGuiListClipper clip;
   clip.Begin(static_cast<int>(cv->lines.size()));
   int cur = -1;
@@ -481,7 +574,8 @@ void App::draw_bytecode() {
       const bool here = i == cur;
       if (here) ImGui::PushStyleColor(ImGuiCol_Text, kAccent);
       else if (i == brk) ImGui::PushStyleColor(ImGuiCol_Text, ImVec4(1, .4f, .4f, 1));
-      ImGui::TextUnformatted(((here ? "-->" : i == brk ? "BRK" : "   ") + cv->lines[i]).c_str());
+      ImGui::TextUnformatted(((here ? "->" : i == brk ? "!!" : "  ") + cv->lines[i]).c_str());
+      if (i == brk && ImGui::IsItemHovered()) ImGui::SetTooltip("the graph broke at this instruction");
       if (i == brk && !here) ImGui::PopStyleColor();
       if (here) {
         ImGui::PopStyleColor();
@@ -504,7 +598,7 @@ void App::draw_rewritten() {
   for (const auto& [name, code] : c.gen_codes) {
     if (!ImGui::BeginTabItem(name.c_str())) continue;
     auto cv = m_.code_view(code);
-    ImGui::BeginChild("gc");
+    ImGui::BeginChild("gc", ImVec2(0, 0), false, ImGuiWindowFlags_HorizontalScrollbar);
     if (!cv->error.empty()) ImGui::TextDisabled("%s", cv->error.c_str());
     for (const std::string& l : cv->lines) ImGui::TextUnformatted(l.c_str());
     ImGui::EndChild();
@@ -520,7 +614,10 @@ void App::draw_stack() {
   auto cv = m_.code_view(s.code);
   auto rows = [&](const char* id, const std::vector<trace::Value>& vals, bool locals) {
     if (!ImGui::BeginTable(id, 4, ImGuiTableFlags_RowBg | ImGuiTableFlags_Resizable | ImGuiTableFlags_BordersInnerV)) return;
-    for (const char* h : {locals ? "local" : "slot", "value", "source", "made at"}) ImGui::TableSetupColumn(h);
+    ImGui::TableSetupColumn(locals ? "local" : "slot", ImGuiTableColumnFlags_WidthFixed);
+    ImGui::TableSetupColumn("value", ImGuiTableColumnFlags_WidthStretch, 3.0f);
+    ImGui::TableSetupColumn("source", ImGuiTableColumnFlags_WidthStretch, 1.5f);
+    ImGui::TableSetupColumn("made at", ImGuiTableColumnFlags_WidthFixed);
     ImGui::TableHeadersRow();
     for (size_t i = vals.size(); i-- > 0;) {  // stack: top first
       const size_t k = locals ? vals.size() - 1 - i : i;
@@ -534,6 +631,8 @@ void App::draw_stack() {
       if (ImGui::Selectable(label.c_str(), m_.selected_value() == v.id, ImGuiSelectableFlags_SpanAllColumns)) m_.follow_value(v.id);
       ImGui::TableNextColumn();
       ImGui::Text("%s %s", v.kind.c_str(), v.repr.c_str());
+      if (ImGui::IsItemHovered()) ImGui::SetTooltip("%s %s\ntype %s\nsource %s\nmade at step %llu (click the row: go there)", v.kind.c_str(), v.repr.c_str(),
+                                                    v.type.c_str(), v.source.empty() ? "-" : v.source.c_str(), static_cast<unsigned long long>(v.step));
       ImGui::TableNextColumn();
       ImGui::TextUnformatted(v.source.c_str());
       ImGui::TableNextColumn();
@@ -580,7 +679,16 @@ void App::draw_graph() {
     const bool made = nd.step >= 0 && nd.step <= m_.cursor() && nd.compile == m_.selected_compile();
     dl->AddRectFilled(a, b, sel ? IM_COL32(120, 90, 20, 255) : made ? IM_COL32(40, 70, 50, 255) : IM_COL32(45, 45, 55, 255), 3);
     dl->AddRect(a, b, sel ? kAccent : IM_COL32(150, 150, 170, 255), 3);
-    if (z > 0.35f) dl->AddText(ImVec2(a.x + 3, a.y + 2), IM_COL32(230, 230, 230, 255), (nd.name + "\n" + (nd.op == "call_function" ? nd.target : nd.op)).c_str());
+    // The label at the zoom's font size, centred and clipped to its box; hidden when unreadable.
+    const float fs = ImGui::GetFontSize() * std::min(z, 1.6f);
+    if (fs >= 6.0f) {
+      const std::string label = node_label(nd);
+      ImFont* font = ImGui::GetFont();
+      const ImVec2 ts = font->CalcTextSizeA(fs, FLT_MAX, 0, label.c_str());
+      dl->PushClipRect(a, b, true);
+      dl->AddText(font, fs, ImVec2(std::max(a.x + 2, (a.x + b.x - ts.x) / 2), (a.y + b.y - ts.y) / 2), IM_COL32(230, 230, 230, 255), label.c_str());
+      dl->PopClipRect();
+    }
     if (ImGui::IsMouseClicked(ImGuiMouseButton_Left) && mouse.x >= a.x && mouse.x <= b.x && mouse.y >= a.y && mouse.y <= b.y)
       m_.follow_node(n.node);
   }
@@ -588,7 +696,8 @@ void App::draw_graph() {
   ImGui::EndChild();
   // Node table.
   if (ImGui::BeginTable("nodes", 4, ImGuiTableFlags_RowBg | ImGuiTableFlags_ScrollY | ImGuiTableFlags_Resizable, ImVec2(0, avail * 0.36f))) {
-    for (const char* h : {"node", "op / target", "args", "meta"}) ImGui::TableSetupColumn(h);
+    ImGui::TableSetupScrollFreeze(0, 1);
+    for (const char* h : {"node", "op / target", "args", "meta"}) ImGui::TableSetupColumn(h, ImGuiTableColumnFlags_WidthStretch);
     ImGui::TableHeadersRow();
     for (int ni : g.nodes) {
       const Node& nd = m_.nodes()[ni];
@@ -596,7 +705,9 @@ void App::draw_graph() {
       ImGui::TableNextColumn();
       if (ImGui::Selectable((nd.name + "##n").c_str(), m_.selected_node() == ni, ImGuiSelectableFlags_SpanAllColumns)) m_.follow_node(ni);
       ImGui::TableNextColumn();
-      ImGui::TextUnformatted((nd.op == "call_function" ? nd.target : nd.op).c_str());
+      ImGui::TextUnformatted((nd.op == "call_function" ? short_target(nd.target) : nd.op == "placeholder" || nd.op == "output" ? nd.op : nd.target).c_str());
+      if (ImGui::IsItemHovered()) ImGui::SetTooltip("%s %s\nargs %s\nmeta %s\ncreated at step %lld (click the row: go there)", nd.op.c_str(), nd.target.c_str(),
+                                                    nd.args.c_str(), nd.meta.c_str(), static_cast<long long>(nd.step));
       ImGui::TableNextColumn();
       ImGui::TextUnformatted(nd.args.c_str());
       ImGui::TableNextColumn();
@@ -611,14 +722,18 @@ void App::draw_tables() {
   ImGui::InputTextWithHint("##filter", "filter", filter_buf_, sizeof filter_buf_);
   if (!ImGui::BeginTabBar("tables")) return;
   auto tab = [&](const char* name) {
-    const bool open = ImGui::BeginTabItem(name, nullptr, tab_ == name && ImGui::GetFrameCount() < 3 ? ImGuiTabItemFlags_SetSelected : 0);
-    if (open && ImGui::GetFrameCount() >= 3) tab_ = name;
+    const bool force = force_tab_ && tab_ == name;
+    const bool open = ImGui::BeginTabItem(name, nullptr, force ? ImGuiTabItemFlags_SetSelected : 0);
+    if (open && !force_tab_) tab_ = name;
     return open;
   };
   const int ci = m_.selected_compile();
   if (tab("guards")) {
     if (ImGui::BeginTable("g", 3, ImGuiTableFlags_RowBg | ImGuiTableFlags_ScrollY | ImGuiTableFlags_Resizable)) {
-      for (const char* h : {"kind", "guard", "line"}) ImGui::TableSetupColumn(h);
+      ImGui::TableSetupScrollFreeze(0, 1);
+      ImGui::TableSetupColumn("kind", ImGuiTableColumnFlags_WidthFixed);
+      ImGui::TableSetupColumn("guard", ImGuiTableColumnFlags_WidthStretch);
+      ImGui::TableSetupColumn("line", ImGuiTableColumnFlags_WidthFixed);
       ImGui::TableHeadersRow();
       if (ci >= 0)
         for (int gi : m_.compiles()[ci].guards) {
@@ -629,6 +744,7 @@ void App::draw_tables() {
           if (ImGui::Selectable((g.kind + "##g" + std::to_string(gi)).c_str(), m_.selected_guard() == gi, ImGuiSelectableFlags_SpanAllColumns)) m_.follow_guard(gi);
           ImGui::TableNextColumn();
           ImGui::TextUnformatted(g.text.c_str());
+          if (ImGui::IsItemHovered()) ImGui::SetTooltip("%s\nadded at step %lld, line %d (click: go there)", g.text.c_str(), static_cast<long long>(g.step), g.line);
           ImGui::TableNextColumn();
           ImGui::Text("%d", g.line);
         }
@@ -661,6 +777,7 @@ void App::draw_tables() {
     ImGui::EndTabItem();
   }
   ImGui::EndTabBar();
+  force_tab_ = false;
 }
 
 void App::draw_search() {

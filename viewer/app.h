@@ -2,6 +2,7 @@
 // following the model's cursor), the keyboard map, the FX graph laid out by Graphviz, and the
 // --script commands (which call the same actions a click or a key does).
 #pragma once
+#include <cstdint>
 #include <map>
 #include <memory>
 #include <string>
@@ -46,7 +47,8 @@ class App {
   void draw_search();
   void sync_graph();
   const GraphLayout& layout(int g);         // cached Graphviz layout of graph g
-  int break_site(const CodeView& cv) const;  // instruction index of the selected compile's break, or -1
+  int break_site(const CodeView& cv) const;
+  std::vector<std::pair<unsigned, std::string>> why() const;  // (colour, line) shown above the source  // instruction index of the selected compile's break, or -1
 
   Model& m_;
   int graph_ = -1;  // graph shown in the FX pane
@@ -59,7 +61,11 @@ class App {
   char goto_buf_[32] = "";
   char search_buf_[128] = "";
   char filter_buf_[128] = "";
+  std::vector<std::pair<int, std::vector<int>>> code_groups_;  // (code id, its compiles) for the tree
+  size_t grouped_ = SIZE_MAX;                                   // compiles grouped so far
   std::string tab_ = "guards";  // the tables pane's tab
+  bool force_tab_ = true;        // select tab_ in the next frame (a followed link, the "tab" command)
+  int last_sel_[3] = {-1, -1, -1};  // selected guard, break, recompile as of the last frame
 };
 
 }  // namespace dv::view

@@ -387,14 +387,15 @@ std::shared_ptr<const CodeView> Model::code_view(int id) {
     v->info = std::move(*co);
     v->decoded = std::move(*d);
     for (const bc::Instr& ins : v->decoded.instrs) {
+      // dis's columns, narrower: line (4), jump-target mark, offset (5), opname (padded to 20), arg (repr).
       std::string line = ins.starts_line != bc::kNone ? std::to_string(ins.starts_line) : "";
-      line.resize(6, ' ');
-      line += ins.is_jump_target ? ">> " : "   ";
+      line.resize(std::max<size_t>(line.size() + 1, 5), ' ');
+      line += ins.is_jump_target ? ">>" : "  ";
       std::string off = std::to_string(ins.offset);
       line += std::string(off.size() < 5 ? 5 - off.size() : 0, ' ') + off + " ";
       line += bc::op_name(ins.opcode);
       if (ins.arg != bc::kNone) {
-        line.resize(std::max<size_t>(line.size() + 1, 38), ' ');
+        line.resize(std::max<size_t>(line.size() + 1, 33), ' ');
         line += std::to_string(ins.arg);
         const std::string rep = bc::argrepr(v->info, ins);
         if (!rep.empty()) line += " (" + rep + ")";

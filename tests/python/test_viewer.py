@@ -98,7 +98,9 @@ def check_state(state, t):
     for v in s["stack"]:
         ref = t.values[(step.compile, v["id"])]
         assert (v["repr"], v["kind"], v["source"]) == (ref["repr"], ref["kind"], ref["source"])
-    assert s["instruction"].split()[-2 if step.arg is not None and "(" not in s["instruction"] else 0] is not None
+    if step.arg is not None:  # the highlighted line shows the instruction's argument after its name
+        words = s["instruction"].split()
+        assert words[words.index(step.opname) + 1] == str(step.arg), (s["instruction"], step.arg)
     assert f" {step.offset} {step.opname}" in " ".join(s["instruction"].split()).replace(">> ", "") or \
         s["instruction"].split()[s["instruction"].split().index(step.opname) - 1] == str(step.offset)
 
@@ -107,10 +109,12 @@ def test_guard_links_and_highlighted_instruction(traces, tmp_path):
     for name in ("toy", "mlp"):
         path, t = traces[name]
         guards = t.compiles[0].guards
-        out = script(path, [f"click guard {i}" for i in range(len(guards))], tmp_path)
-        for i, (o, g) in enumerate(zip(out, guards)):
+        out = script(path, ["tab breaks"] + [f"click guard {i}" for i in range(len(guards))], tmp_path)
+        assert out[0]["state"]["tab"] == "breaks"
+        for i, (o, g) in enumerate(zip(out[1:], guards)):
             st = o["state"]
             assert st["selected_guard"] == i and st["cursor"] == g["step"] >= 0, (name, g)
+            assert st["tab"] == "guards"  # following a guard shows the guards table
             check_state(st, t)
 
 
@@ -158,6 +162,10 @@ def test_break_link(traces, tmp_path):
     # The original-bytecode pane marks the break site: the instruction at the break's offset.
     assert f" {brk['offset']} " in st["break_instruction"] and st["step"]["opname"] in st["break_instruction"]
     check_state(st, t)
+    # The breaks table is shown, and the source pane says why in words: id, line, message and hint.
+    assert st["tab"] == "breaks"
+    assert st["why"][0] == f"graph break {brk['break_id']} at line {brk['line']}: {brk['message']}"
+    assert brk["hint"] and st["why"][1] == "hint: " + brk["hint"]
 
 
 def test_recompile_link_to_failing_guard(traces, tmp_path):
@@ -171,6 +179,11 @@ def test_recompile_link_to_failing_guard(traces, tmp_path):
     assert st["cursor"] == failing["step"] and "TENSOR_MATCH" in failing["kind"]
     guards_before = sum(len(c.guards) for c in t.compiles[: rc["entry_c"]])
     assert st["selected_guard"] == guards_before + rc["guards"][0]
+    assert st["tab"] == "guards" and st["why"] == []  # the first compile has no break and is no recompile
+    # The recompile itself says which guard failed and with what value.
+    st = script(path, ["click compile 1"], tmp_path)[0]["state"]
+    assert st["compile"] == 1 and len(st["why"]) == 1
+    assert st["why"][0].startswith("recompiled [0/1]: ") and rc["failures"][0] in st["why"][0] and "dtype" in st["why"][0]
 
 
 def test_keys_history_bookmarks(traces, tmp_path):
