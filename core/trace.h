@@ -20,7 +20,7 @@
 namespace dv::trace {
 
 constexpr uint16_t kMajor = 3;  // readers refuse a newer major version
-constexpr uint16_t kMinor = 0;  // additions a reader of the same major may ignore
+constexpr uint16_t kMinor = 1;  // additions a reader of the same major may ignore
 constexpr char kMagic[8] = {'\x89', 'D', 'Y', 'N', 'V', '\r', '\n', '\x1a'};
 // Frames are zstd skippable frames (magic 0x184D2A5?) so that `zstdcat run.dyn` decodes the data.
 constexpr uint32_t kSkipHeader = 0x184D2A50, kSkipChunk = 0x184D2A51, kSkipFooter = 0x184D2A52;

@@ -3,6 +3,7 @@
 #include "recorder.h"
 
 #include <cstring>
+#include <fstream>
 
 #include "core/code_json.h"
 
@@ -317,6 +318,41 @@ static void hex_to_binary(json& co) {
     for (json& c : *n) hex_to_binary(c);
 }
 
+// The lines of the code object's function (first line to its last instruction's line), those not
+// yet in the trace, as `source` records: the viewer shows the code that ran even when the file has
+// changed or is not on the viewing machine. Files are read once; "<stdin>" and the like are skipped.
+void Recorder::record_source(const bc::CodeInfo& co) {
+  if (co.filename.empty() || co.filename[0] == '<') return;
+  SourceFile& f = sources_[co.filename];
+  if (!f.read) {
+    f.read = true;
+    std::ifstream in(co.filename, std::ios::binary);
+    for (std::string l; in && std::getline(in, l) && f.lines.size() < 1000000;) {
+      if (!l.empty() && l.back() == '\r') l.pop_back();
+      f.lines.push_back(std::move(l));
+    }
+    f.sent.assign(f.lines.size(), false);
+  }
+  if (f.lines.empty()) return;
+  auto d = bc::decode(co);
+  if (!d) return;
+  int last = co.firstlineno;
+  for (const bc::LineEntry& le : d->lines)
+    for (const int32_t l : {le.pos.line, le.pos.end_line})
+      if (l != bc::kNone) last = std::max(last, static_cast<int>(l));
+  const int lo = std::max(1, co.firstlineno), hi = std::min<int>(last, static_cast<int>(f.lines.size()));
+  for (int i = lo; i <= hi;) {  // each run of unsent lines is one record
+    if (f.sent[i - 1]) { ++i; continue; }
+    json lines = json::array();
+    const int first = i;
+    for (; i <= hi && !f.sent[i - 1]; ++i) {
+      lines.push_back(f.lines[i - 1]);
+      f.sent[i - 1] = true;
+    }
+    push_event(json{{"t", "source"}, {"filename", co.filename}, {"first", first}, {"lines", std::move(lines)}});
+  }
+}
+
 void Recorder::on_code_object(const CodeObjectEvent& e) {
   if (closed_ || !e.info) return;
   const bool fresh = codes_.insert(e.code).second;
@@ -326,6 +362,7 @@ void Recorder::on_code_object(const CodeObjectEvent& e) {
   json ev{{"t", "code"}, {"id", e.code}, {"qualname", e.info->qualname}, {"filename", e.info->filename},
           {"firstlineno", e.info->firstlineno}, {"co", std::move(co)}};
   push_event(std::move(ev));
+  record_source(*e.info);
 }
 
 void Recorder::on_compile_start(const CompileStartEvent& e) {

@@ -168,6 +168,11 @@ class Recorder final : public EngineObserver {
   uint64_t encoded_steps_ = 0;
   // Engine-side state (producer only).
   std::unordered_set<int> codes_;                 // code ids already written
+  // Source text: per file, its lines as read when its first code object was recorded, and which
+  // of them a `source` record already carries.
+  struct SourceFile { bool read = false; std::vector<std::string> lines; std::vector<bool> sent; };
+  std::map<std::string, SourceFile> sources_;
+  void record_source(const bc::CodeInfo& co);
   std::map<std::pair<int, int>, int> cidx_;       // (frame, recompile) -> compile index
   CompileId cur_{-1, -1};
   int cur_idx_ = -1, next_idx_ = 0, guards_in_compile_ = 0;

@@ -521,7 +521,7 @@ void App::draw_source() {
     file = m_.compiles()[ci].filename;
     line = m_.compiles()[ci].firstlineno;
   }
-  ImGui::TextDisabled("%s:%d", file.c_str(), line);
+  ImGui::TextDisabled("%s:%d   source: %s", file.c_str(), line, m_.source_origin(file).c_str());
   // Why this compile is what it is, in words, above the code: its break, or what made it recompile.
   const Break* brk = ci >= 0 && !m_.compiles()[ci].breaks.empty() ? &m_.breaks()[m_.compiles()[ci].breaks.front()] : nullptr;
   ImGui::PushTextWrapPos(0);

@@ -114,6 +114,14 @@ void Model::index_events() {
         }
       if (Compile* x = comp(c)) x->graphs.push_back(gi);
       graphs_.push_back(std::move(g));
+    } else if (t == "source") {
+      const std::string file = json_get<std::string>(ev, "filename", "");
+      const int first = json_get<int>(ev, "first", 1);
+      if (ev.contains("lines") && ev["lines"].is_array() && first >= 1) {
+        auto& m = trace_sources_[file];
+        int i = first;
+        for (const json& l : ev["lines"]) m[i++] = l.is_string() ? l.get<std::string>() : "";
+      }
     } else if (t == "gen_code") {
       if (Compile* x = comp(c)) x->gen_codes.emplace_back(json_get<std::string>(ev, "name", ""), json_get<int>(ev, "code", -1));
     } else if (t == "cache") {
@@ -437,9 +445,30 @@ const std::vector<std::string>& Model::source(const std::string& filename) {
   auto it = sources_.find(filename);
   if (it != sources_.end()) return it->second;
   std::vector<std::string> lines;
-  std::ifstream f(filename);
-  for (std::string l; f && std::getline(f, l);) lines.push_back(l);
+  std::ifstream f(filename, std::ios::binary);
+  for (std::string l; f && std::getline(f, l);) {
+    if (!l.empty() && l.back() == '\r') l.pop_back();
+    lines.push_back(std::move(l));
+  }
+  std::string origin = lines.empty() ? "none" : "disk";
+  if (auto t = trace_sources_.find(filename); t != trace_sources_.end() && !t->second.empty()) {
+    bool same = !lines.empty();
+    for (const auto& [n, text] : t->second) same = same && n <= static_cast<int>(lines.size()) && lines[n - 1] == text;
+    if (same) {
+      origin = "disk, matching the trace";
+    } else {
+      origin = lines.empty() ? "trace" : "trace; the file on disk has changed";
+      lines.assign(static_cast<size_t>(t->second.rbegin()->first), std::string());
+      for (const auto& [n, text] : t->second) lines[n - 1] = text;
+    }
+  }
+  source_origins_[filename] = origin;
   return sources_[filename] = std::move(lines);
+}
+
+std::string Model::source_origin(const std::string& filename) {
+  source(filename);
+  return source_origins_[filename];
 }
 
 // ---- search ------------------------------------------------------------------------------------------
@@ -521,9 +550,15 @@ json Model::snapshot() {
     st["locals"] = std::move(locals);
     st["frames"] = s.frames.size();
     // The highlighted instruction in the original bytecode pane.
-    if (auto cv = code_view(s.code); cv->error.empty())
+    if (auto cv = code_view(s.code); cv->error.empty()) {
       for (size_t i = 0; i < cv->decoded.instrs.size(); ++i)
         if (cv->decoded.instrs[i].offset == s.offset) st["instruction"] = cv->lines[i], st["instruction_index"] = i;
+      // The source pane: its file, where its text comes from, the highlighted line's text.
+      const auto& src = source(cv->info.filename);
+      st["source_file"] = cv->info.filename;
+      st["source_origin"] = source_origin(cv->info.filename);
+      if (s.line >= 1 && static_cast<size_t>(s.line) <= src.size()) st["source_line"] = src[s.line - 1];
+    }
     j["step"] = std::move(st);
   }
   if (!query_.empty()) {

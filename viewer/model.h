@@ -139,7 +139,10 @@ class Model {
   // Depth of each step in [from, to) sampled at n points (-1: not decoded yet); for the timeline.
   std::vector<int> depth_samples(int64_t from, int64_t to, int n, bool wait = false);
   // Source lines of a file: from disk (the trace holds the path). Empty when unreadable.
+  // The file's lines: the file on disk when it still holds the lines the trace recorded (or the trace
+  // recorded none), else the trace's lines (unrecorded lines empty). source_origin says which.
   const std::vector<std::string>& source(const std::string& filename);
+  std::string source_origin(const std::string& filename);
 
   // ---- search -----------------------------------------------------------------------------------
   // Guards (text/kind), breaks (id/message), graph nodes (name/target) anywhere, and opcode names
@@ -184,6 +187,8 @@ class Model {
   int64_t state_step_ = -2;
   std::map<int, std::shared_ptr<const CodeView>> codes_;
   std::map<std::string, std::vector<std::string>> sources_;
+  std::map<std::string, std::string> source_origins_;
+  std::map<std::string, std::map<int, std::string>> trace_sources_;  // `source` records: file -> line -> text
 
   // Chunk cache and loader thread.
   mutable std::mutex mu_;

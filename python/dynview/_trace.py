@@ -129,10 +129,15 @@ class Trace:
         self.compiles: List[Compile] = []
         self.codes = {}
         self.runtime = []
+        self.sources = {}  # filename -> {line number: text} of the recorded functions' source
         for ev in self.events:
             t = ev["t"]
             if t == "code":
                 self.codes[ev["id"]] = ev
+            elif t == "source":
+                lines = self.sources.setdefault(ev["filename"], {})
+                for i, text in enumerate(ev["lines"]):
+                    lines[ev["first"] + i] = text
             elif t == "compile_start":
                 self.compiles.append(Compile(ev["c"], ev["id"], ev["qualname"], ev["filename"], ev["firstlineno"],
                                              ev["reason"], ev["code"], ev["step"]))

@@ -219,7 +219,8 @@ TEST_CASE("foreign and unreadable files get a message saying what is wrong", "[t
   spit(p, b);
   auto r = TraceReader::open(p);
   REQUIRE(!r);
-  CHECK_THAT(r.error().message(), Catch::Contains(std::to_string(kMajor + 1) + ".0") && Catch::Contains(std::to_string(kMajor) + ".0") && Catch::Contains("newer"));
+  CHECK_THAT(r.error().message(), Catch::Contains("version " + std::to_string(kMajor + 1) + "." + std::to_string(kMinor)) &&
+                                        Catch::Contains("reader's " + std::to_string(kMajor) + "." + std::to_string(kMinor)) && Catch::Contains("newer"));
   // wrong magic
   b = slurp(p);
   b[9] = 'X';

@@ -186,6 +186,48 @@ def test_recompile_link_to_failing_guard(traces, tmp_path):
     assert st["why"][0].startswith("recompiled [0/1]: ") and rc["failures"][0] in st["why"][0] and "dtype" in st["why"][0]
 
 
+MODULE = """import torch
+
+
+def blend(x, w):
+    h = torch.tanh(x @ w)
+    if h.sum() > 0:
+        h = h * 2
+    return h + 1
+"""
+
+
+def test_source_from_the_trace(tmp_path):
+    """The trace carries the recorded functions' lines: the source pane shows the code that ran
+    when the file on disk has changed since, or is gone; the file itself when it still matches."""
+    import importlib.util
+    src = tmp_path / "blendmod.py"
+    src.write_text(MODULE)
+    spec = importlib.util.spec_from_file_location("blendmod", src)
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    path = str(tmp_path / "blend.dyn")
+    dynview.reset()
+    with dynview.record(path):
+        dynview.compile(mod.blend, backend="eager")(torch.randn(3, 4), torch.randn(4, 4))
+    dynview.reset()
+    t = dynview.load_trace(path)
+    lines = MODULE.splitlines()
+    assert t.sources[str(src)] == {n: lines[n - 1] for n in range(4, 9)}  # def blend .. return, nothing else
+    steps = [s.index for s in t.steps if s.line and s.line >= 5][:3]
+    cmds = [f"goto {i}" for i in steps]
+    def shown():
+        return [o["state"]["step"] for o in script(path, cmds, tmp_path)]
+    for st in shown():
+        assert st["source_origin"] == "disk, matching the trace" and st["source_line"] == lines[st["line"] - 1]
+    src.write_text("# edited since\n\n" + MODULE.replace("h * 2", "h * 3"))  # lines moved and changed
+    for st in shown():
+        assert st["source_origin"] == "trace; the file on disk has changed" and st["source_line"] == lines[st["line"] - 1]
+    src.unlink()
+    for st in shown():
+        assert st["source_origin"] == "trace" and st["source_line"] == lines[st["line"] - 1]
+
+
 def test_keys_history_bookmarks(traces, tmp_path):
     path, t = traces["mlp"]
     steps = t.steps
