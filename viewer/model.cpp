@@ -2,6 +2,7 @@
 #include "model.h"
 
 #include <algorithm>
+#include <cctype>
 #include <fstream>
 
 #include "core/code_json.h"
@@ -477,6 +478,32 @@ const std::vector<SearchHit>& Model::search(const std::string& q) {
   query_ = q;
   hits_.clear();
   if (q.empty()) return hits_;
+  // Names: an instruction whose argument (as dis shows it: "fc1", "NULL + relu", "x") holds the
+  // query as a whole identifier. Decided once per instruction of each code object.
+  std::map<int, std::map<uint32_t, std::string>> names;  // code -> offset -> argrepr, matching ones only
+  auto is_id = [](char c) { return std::isalnum(static_cast<unsigned char>(c)) || c == '_'; };
+  std::string lq = q;
+  std::transform(lq.begin(), lq.end(), lq.begin(), ::tolower);
+  auto name_match = [&](int code, uint32_t offset) -> const std::string* {
+    auto it = names.find(code);
+    if (it == names.end()) {
+      it = names.emplace(code, std::map<uint32_t, std::string>()).first;
+      auto cv = code_view(code);
+      if (cv->error.empty())
+        for (const bc::Instr& ins : cv->decoded.instrs) {
+          if (ins.arg == bc::kNone) continue;
+          std::string rep = bc::argrepr(cv->info, ins), low = rep;
+          std::transform(low.begin(), low.end(), low.begin(), ::tolower);
+          for (size_t at = low.find(lq); at != std::string::npos; at = low.find(lq, at + 1))
+            if ((at == 0 || !is_id(low[at - 1])) && (at + lq.size() == low.size() || !is_id(low[at + lq.size()]))) {
+              it->second.emplace(ins.offset, rep);
+              break;
+            }
+        }
+    }
+    auto m = it->second.find(offset);
+    return m == it->second.end() ? nullptr : &m->second;
+  };
   for (size_t i = 0; i < guards_.size(); ++i)
     if (contains_ci(guards_[i].text, q) || contains_ci(guards_[i].kind, q))
       hits_.push_back({guards_[i].step, "guard", guards_[i].text, static_cast<int>(i)});
@@ -497,7 +524,11 @@ const std::vector<SearchHit>& Model::search(const std::string& q) {
       if (!ch || ch->size() == 0) break;
       for (size_t j = static_cast<size_t>(s - static_cast<int64_t>(ch->first_step)); j < ch->size() && s < end; ++j, ++s) {
         const std::string_view name = bc::op_name(ch->opcode[j]);
-        if (contains_ci(std::string(name), q)) hits_.push_back({s, "opcode", std::string(name), -1});
+        if (contains_ci(std::string(name), q)) {
+          hits_.push_back({s, "opcode", std::string(name), -1});
+        } else if (const std::string* rep = name_match(ch->code[j], ch->offset[j])) {
+          hits_.push_back({s, "name", std::string(name) + " " + *rep, -1});
+        }
       }
     }
   }

@@ -62,7 +62,7 @@ struct Recompile {
 };
 struct SearchHit {
   int64_t step;
-  std::string what;  // "guard", "break", "node", "opcode"
+  std::string what;  // "guard", "break", "node", "opcode", "name"
   std::string label;
   int index = -1;    // into the table it came from
 };
@@ -145,8 +145,8 @@ class Model {
   std::string source_origin(const std::string& filename);
 
   // ---- search -----------------------------------------------------------------------------------
-  // Guards (text/kind), breaks (id/message), graph nodes (name/target) anywhere, and opcode names
-  // in the selected compile's steps.
+  // Guards (text/kind), breaks (id/message), graph nodes (name/target) anywhere, and in the
+  // selected compile's steps opcode names and names in arguments (LOAD_ATTR fc1 for "fc1").
   const std::vector<SearchHit>& search(const std::string& query);
   const std::string& query() const { return query_; }
   const std::vector<SearchHit>& hits() const { return hits_; }

@@ -260,6 +260,28 @@ def test_search_hits_before_and_after(traces, tmp_path):
     assert out[5]["state"]["cursor"] == max(i for i in loads if i < mid)
 
 
+def test_search_names_and_break_ids(traces, tmp_path):
+    import dis
+    import re
+    path, t = traces["mlp"]
+    # Instructions of MLP.forward whose argument names fc1 (LOAD_ATTR fc1), as dis shows them.
+    argrepr = {i.offset: i.argrepr for i in dis.get_instructions(MLP.forward)}
+    code = t.compiles[0].code
+    named = [s.index for s in t.steps if s.code == code and re.search(r"\bfc1\b", argrepr.get(s.offset, ""))]
+    assert len(named) >= 1
+    others = [g["step"] for g in t.guards if "fc1" in g["text"].lower() or "fc1" in g["kind"].lower()]
+    others += [n["step"] for c in t.compiles for gr in c.graphs for n in gr["nodes"] if "fc1" in n["name"] or "fc1" in n["target"]]
+    out = script(path, ["click compile 0", "search fc1", "goto 0", "search-next", "search-next"], tmp_path)
+    assert out[1]["state"]["hits"] == len(named) + len(others)
+    after = sorted(set(named + others))
+    assert out[3]["state"]["cursor"] == next(i for i in after if i > 0)
+    assert out[4]["state"]["cursor"] == next(i for i in after if i > out[3]["state"]["cursor"])
+    bpath, bt = traces["break"]
+    brk = bt.breaks[0]
+    out = script(bpath, [f"search {brk['break_id']}", "goto 0", "search-next"], tmp_path)
+    assert out[0]["state"]["hits"] == 1 and out[2]["state"]["cursor"] == brk["step"]
+
+
 def test_script_errors_and_bad_traces(traces, tmp_path):
     path, _ = traces["toy"]
     out = script(path, ["click node nosuchnode", "frobnicate"], tmp_path, expect_ok=False)
