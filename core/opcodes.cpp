@@ -3,6 +3,7 @@
 
 #include <array>
 #include <bit>
+#include <cstdio>
 #include <string>
 
 namespace dv::bc {
@@ -11,8 +12,8 @@ namespace {
 constexpr std::array<OpInfo, 256> build_table() {
   std::array<OpInfo, 256> ops{};
 #define DV_OP(nm, num, caches, flags, k0, c0, s0, k1, c1, s1) \
-  ops[num] = OpInfo{#nm, caches, static_cast<uint16_t>(flags), {k0, c0, s0}, {k1, c1, s1}, num, false};
-#define DV_SPEC(nm, num, base) ops[num] = OpInfo{#nm, 0, 0, {SE_INVALID, 0, 0}, {SE_INVALID, 0, 0}, base, true};
+  ops[num] = OpInfo{#nm, caches, static_cast<uint16_t>(flags), {k0, c0, s0}, {k1, c1, s1}, num, false, 0};
+#define DV_SPEC(nm, num, base) ops[num] = OpInfo{#nm, 0, 0, {SE_INVALID, 0, 0}, {SE_INVALID, 0, 0}, base, true, 0};
 #define DV_BINOP(...)
 #define DV_CMPOP(...)
 #include "opcode_table_311.inc"
@@ -35,7 +36,11 @@ constexpr std::array<OpInfo, 256> kOps = build_table();
 const std::array<std::string, 256>& unnamed() {
   static const std::array<std::string, 256> names = [] {
     std::array<std::string, 256> n;
-    for (int i = 0; i < 256; ++i) n[i] = "<" + std::to_string(i) + ">";
+    for (int i = 0; i < 256; ++i) {
+      char b[8];
+      std::snprintf(b, sizeof b, "<%d>", i);
+      n[i] = b;
+    }
     return n;
   }();
   return names;

@@ -118,29 +118,43 @@ Result<std::unique_ptr<Recorder>> Recorder::create(const std::string& path, cons
   return r;
 }
 
+// Walks the records of one span of the stream: on_step(record, stack bytes, locals bytes),
+// on_value(record, its five strings' bytes back to back), on_event(owned json*).
+template <class OnStep, class OnValue, class OnEvent>
+static void walk_records(const char* p, size_t n, OnStep&& on_step, OnValue&& on_value, OnEvent&& on_event) {
+  for (const char* end = p + n; p < end; p = align4(p)) {
+    const uint8_t tag = static_cast<uint8_t>(*p);
+    p += 4;
+    if (tag == kStep) {
+      StepRec r;
+      std::memcpy(&r, p, sizeof r);
+      p += sizeof r;
+      const char* stack = p;  // 4-byte fields, memcpy'd out
+      p += r.nstack * sizeof(int32_t);
+      const char* locals = p;
+      p += r.nlocals * sizeof(std::pair<int32_t, int32_t>);
+      on_step(r, stack, locals);
+    } else if (tag == kValue) {
+      ValueRec r;
+      std::memcpy(&r, p, sizeof r);
+      p += sizeof r;
+      const char* strs = p;
+      for (uint32_t len : r.len) p += len;
+      on_value(r, strs);
+    } else {
+      json* ev;
+      std::memcpy(&ev, p, sizeof ev);
+      p += sizeof ev;
+      on_event(ev);
+    }
+  }
+}
+
 Recorder::~Recorder() {
   close();
   // Events a racing producer queued after the final drain: free them.
   stream_->consume([](const char* p, size_t n) {
-    for (const char* end = p + n; p < end; p = align4(p)) {
-      const uint8_t tag = static_cast<uint8_t>(*p);
-      p += 4;
-      if (tag == kStep) {
-        StepRec r;
-        std::memcpy(&r, p, sizeof r);
-        p += sizeof r + r.nstack * sizeof(int32_t) + r.nlocals * sizeof(std::pair<int32_t, int32_t>);
-      } else if (tag == kValue) {
-        ValueRec r;
-        std::memcpy(&r, p, sizeof r);
-        p += sizeof r;
-        for (uint32_t len : r.len) p += len;
-      } else {
-        json* ev;
-        std::memcpy(&ev, p, sizeof ev);
-        p += sizeof ev;
-        delete ev;
-      }
-    }
+    walk_records(p, n, [](const StepRec&, const char*, const char*) {}, [](const ValueRec&, const char*) {}, [](json* ev) { delete ev; });
   });
 }
 
@@ -229,43 +243,30 @@ void Recorder::drain_locked(std::pair<RecordStream::Block*, size_t> limit) {
   std::string_view str[5];
   stream_->consume(
       [&](const char* p, size_t n) {
-        for (const char* end = p + n; p < end; p = align4(p)) {
-          const uint8_t tag = static_cast<uint8_t>(*p);
-          p += 4;
-          if (tag == kStep) {
-            StepRec r;
-            std::memcpy(&r, p, sizeof r);
-            p += sizeof r;
-            const char* stack = p;  // stream bytes: 4-byte fields, memcpy'd in
-            p += r.nstack * sizeof(int32_t);
-            const char* locals = p;
-            p += r.nlocals * sizeof(std::pair<int32_t, int32_t>);
-            thread_local std::vector<int32_t> st;
-            thread_local std::vector<std::pair<int32_t, int32_t>> lo;
-            st.resize(r.nstack);
-            lo.resize(r.nlocals);
-            if (r.nstack) std::memcpy(st.data(), stack, r.nstack * sizeof(int32_t));
-            if (r.nlocals) std::memcpy(static_cast<void*>(lo.data()), locals, r.nlocals * sizeof(std::pair<int32_t, int32_t>));
-            w_->step(trace::StepIn{r.compile, r.depth, r.frame_start != 0, r.code, r.offset, r.opcode, r.arg, r.line,
-                                   st.data(), st.size(), lo.data(), lo.size()});
-            ++nsteps;
-          } else if (tag == kValue) {
-            ValueRec r;
-            std::memcpy(&r, p, sizeof r);
-            p += sizeof r;
-            for (int i = 0; i < 5; ++i) {
-              str[i] = std::string_view(p, r.len[i]);
-              p += r.len[i];
-            }
-            w_->value(trace::ValueIn{r.compile, r.id, r.step, str[0], str[1], str[2], str[3], str[4], r.node});
-          } else {
-            json* ev;
-            std::memcpy(&ev, p, sizeof ev);
-            p += sizeof ev;
-            std::unique_ptr<json> own(ev);
-            w_->event(*own);
-          }
-        }
+        walk_records(
+            p, n,
+            [&](const StepRec& r, const char* stack, const char* locals) {
+              thread_local std::vector<int32_t> st;
+              thread_local std::vector<std::pair<int32_t, int32_t>> lo;
+              st.resize(r.nstack);
+              lo.resize(r.nlocals);
+              if (r.nstack) std::memcpy(st.data(), stack, r.nstack * sizeof(int32_t));
+              if (r.nlocals) std::memcpy(static_cast<void*>(lo.data()), locals, r.nlocals * sizeof(std::pair<int32_t, int32_t>));
+              w_->step(trace::StepIn{r.compile, r.depth, r.frame_start != 0, r.code, r.offset, r.opcode, r.arg, r.line,
+                                     st.data(), st.size(), lo.data(), lo.size()});
+              ++nsteps;
+            },
+            [&](const ValueRec& r, const char* p) {
+              for (int i = 0; i < 5; ++i) {
+                str[i] = std::string_view(p, r.len[i]);
+                p += r.len[i];
+              }
+              w_->value(trace::ValueIn{r.compile, r.id, r.step, str[0], str[1], str[2], str[3], str[4], r.node});
+            },
+            [&](json* ev) {
+              std::unique_ptr<json> own(ev);
+              w_->event(*own);
+            });
       },
       limit);
   encode_ns_ += std::chrono::duration<double, std::nano>(std::chrono::steady_clock::now() - t0).count();
