@@ -249,6 +249,10 @@ std::string App::command(const std::string& line) {
   } else if (verb == "tab") {
     in >> tab_;
     force_tab_ = true;
+  } else if (verb == "fxtab") {  // the FX pane's lower tab: nodes | code
+    in >> fx_tab_;
+    if (fx_tab_ != "nodes" && fx_tab_ != "code") return "fxtab is nodes or code";
+    force_fx_tab_ = true;
   } else if (verb == "zoom") {
     double z;
     if (in >> z) zoom_ = static_cast<float>(z);
@@ -269,6 +273,8 @@ json App::snapshot() {
     if (const int b = break_site(*cv); b >= 0) j["break_instruction"] = cv->lines[b];
   }
   j["tab"] = tab_;
+  j["fx_tab"] = fx_tab_;
+  if (graph_ >= 0 && fx_tab_ == "code") j["fx_code"] = m_.graphs()[graph_].code;
   j["why"] = json::array();
   for (const auto& w : why()) j["why"].push_back(w.second);
   if (graph_ >= 0) {
@@ -694,8 +700,13 @@ void App::draw_graph() {
   }
   dl->PopClipRect();
   ImGui::EndChild();
-  // Node table.
-  if (ImGui::BeginTable("nodes", 4, ImGuiTableFlags_RowBg | ImGuiTableFlags_ScrollY | ImGuiTableFlags_Resizable, ImVec2(0, avail * 0.36f))) {
+  // Node table, or the graph's Python code (as FX prints it).
+  if (!ImGui::BeginTabBar("fxtabs")) return;
+  const bool force = force_fx_tab_;
+  force_fx_tab_ = false;
+  const bool nodes_open = ImGui::BeginTabItem("nodes", nullptr, force && fx_tab_ == "nodes" ? ImGuiTabItemFlags_SetSelected : 0);
+  if (nodes_open && !force) fx_tab_ = "nodes";
+  if (nodes_open && ImGui::BeginTable("nodes", 4, ImGuiTableFlags_RowBg | ImGuiTableFlags_ScrollY | ImGuiTableFlags_Resizable)) {
     ImGui::TableSetupScrollFreeze(0, 1);
     for (const char* h : {"node", "op / target", "args", "meta"}) ImGui::TableSetupColumn(h, ImGuiTableColumnFlags_WidthStretch);
     ImGui::TableHeadersRow();
@@ -715,6 +726,15 @@ void App::draw_graph() {
     }
     ImGui::EndTable();
   }
+  if (nodes_open) ImGui::EndTabItem();
+  if (ImGui::BeginTabItem("python code", nullptr, force && fx_tab_ == "code" ? ImGuiTabItemFlags_SetSelected : 0)) {
+    if (!force) fx_tab_ = "code";
+    ImGui::BeginChild("fxcode", ImVec2(0, 0), false, ImGuiWindowFlags_HorizontalScrollbar);
+    ImGui::TextUnformatted(g.code.c_str());
+    ImGui::EndChild();
+    ImGui::EndTabItem();
+  }
+  ImGui::EndTabBar();
 }
 
 void App::draw_tables() {

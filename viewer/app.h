@@ -63,6 +63,8 @@ class App {
   char filter_buf_[128] = "";
   std::vector<std::pair<int, std::vector<int>>> code_groups_;  // (code id, its compiles) for the tree
   size_t grouped_ = SIZE_MAX;                                   // compiles grouped so far
+  std::string fx_tab_ = "nodes";  // the FX pane's lower tab: nodes | code
+  bool force_fx_tab_ = true;
   std::string tab_ = "guards";  // the tables pane's tab
   bool force_tab_ = true;        // select tab_ in the next frame (a followed link, the "tab" command)
   int last_sel_[3] = {-1, -1, -1};  // selected guard, break, recompile as of the last frame

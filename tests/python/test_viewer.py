@@ -132,6 +132,14 @@ def test_node_link_and_graph_pane(traces, tmp_path):
     top = st["step"]["stack"][-1]
     assert top["kind"] == "tensor" and top["node"] >= 0
     assert out[2]["state"]["node_name"] == "linear_1" and out[2]["state"]["cursor"] > st["cursor"]
+    # The pane's other tab shows the graph's Python code as FX printed it at capture.
+    out = script(path, ["click compile 0", "fxtab code", "fxtab nodes"], tmp_path)
+    assert out[0]["state"]["fx_tab"] == "nodes" and "fx_code" not in out[0]["state"]
+    code = out[1]["state"]["fx_code"]
+    assert out[1]["state"]["fx_tab"] == "code" and code == c.graphs[0]["code"]
+    assert "def forward" in code and "relu" in code
+    assert all(name in code for name in names if name != "output")
+    assert out[2]["state"]["fx_tab"] == "nodes"
 
 
 def test_value_link_goes_to_producing_step(traces, tmp_path):
