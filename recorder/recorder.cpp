@@ -219,19 +219,19 @@ void Recorder::push_event(json ev) {
   commit_record(sizeof e);
 }
 
-static json hit_event(const std::tuple<int, int, std::string, int>& key, int count, const std::string& qualname, uint64_t us) {
-  const auto& [code, compile, id, entry] = key;
-  return json{{"t", "cache"}, {"kind", "hit"}, {"code", code}, {"entry_id", id}, {"entry_c", compile},
-              {"entry", entry}, {"count", count}, {"qualname", qualname}, {"us", us}};
+// One cache event per entry hit since the last one, with the count.
+json Recorder::hit_event(const HitKey& k, const std::pair<int, std::string>& count_qualname) const {
+  return json{{"t", "cache"}, {"kind", "hit"}, {"code", k.code}, {"entry_id", k.id}, {"entry_c", k.compile}, {"entry", k.entry},
+              {"count", count_qualname.first}, {"qualname", count_qualname.second}, {"us", w_->micros()}};
 }
 
 void Recorder::push_hits(Hits& hits) {
-  for (const auto& [k, v] : hits) push_event(hit_event({k.code, k.compile, k.id, k.entry}, v.first, v.second, w_->micros()));
+  for (const auto& [k, v] : hits) push_event(hit_event(k, v));
   hits.clear();
 }
 
 void Recorder::write_hits(Hits& hits) {
-  for (const auto& [k, v] : hits) w_->event(hit_event({k.code, k.compile, k.id, k.entry}, v.first, v.second, w_->micros()));
+  for (const auto& [k, v] : hits) w_->event(hit_event(k, v));
   hits.clear();
 }
 

@@ -150,6 +150,7 @@ class Recorder final : public EngineObserver {
   }
   void commit_record(size_t n) { stream_->commit(record_size(n)); }
   void push_event(nlohmann::json ev);       // producer: a JSON event (the stream carries its pointer)
+  nlohmann::json hit_event(const HitKey& k, const std::pair<int, std::string>& count_qualname) const;
   void push_hits(Hits& hits);  // producer
   void write_hits(Hits& hits);  // consumer, holds mu_
   void drain_locked(std::pair<RecordStream::Block*, size_t> limit = {nullptr, 0});  // stream -> writer; holds mu_

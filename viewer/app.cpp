@@ -35,11 +35,16 @@ std::string short_target(const std::string& t) {
   return s;
 }
 
+// What a node does, short: "linear", ".sum()", a module or attribute path, or its op.
+std::string node_what(const Node& n) {
+  if (n.op == "call_function") return short_target(n.target);
+  if (n.op == "call_method") return "." + n.target + "()";
+  if (n.op == "call_module" || n.op == "get_attr") return n.target;
+  return n.op;
+}
+
 std::string node_label(const Node& n) {
-  const std::string what = n.op == "call_function" ? short_target(n.target)
-                           : n.op == "call_method"  ? "." + n.target + "()"
-                           : n.op == "call_module" || n.op == "get_attr" ? n.target
-                                                    : n.op;
+  const std::string what = node_what(n);
   return what == n.name ? n.name : n.name + "\n" + what;
 }
 
@@ -437,14 +442,15 @@ void App::draw_compiles() {
         char row[160];
         std::snprintf(row, sizeof row, "[%s]", c.id.c_str());
         const std::string counts = std::to_string(c.graphs.size()) + "/" + std::to_string(c.breaks.size()) + "/" + std::to_string(c.guards.size());
-        const std::string outcome = c.outcome.rfind("break", 0) == 0 ? "break" : c.outcome;
+        const bool broke = c.outcome.rfind("break", 0) == 0;  // "break (eager)"
+        const std::string outcome = broke ? "break" : c.outcome;
         std::snprintf(row + std::strlen(row), sizeof row - std::strlen(row), "%*s%-8s %-6s %4.0f %4lld##c%d",
                       std::max(1, 6 - static_cast<int>(c.id.size() + 2)), "", outcome.c_str(), counts.c_str(), c.seconds * 1e3,
                       static_cast<long long>(c.hits), i);
-        const bool broke = c.outcome.rfind("break", 0) == 0 || c.outcome == "error";
-        if (broke) ImGui::PushStyleColor(ImGuiCol_Text, ImVec4(1, .5f, .5f, 1));
+        const bool red = broke || c.outcome == "error";
+        if (red) ImGui::PushStyleColor(ImGuiCol_Text, ImVec4(1, .5f, .5f, 1));
         if (ImGui::Selectable(row, m_.selected_compile() == i)) m_.select_compile(i);
-        if (broke) ImGui::PopStyleColor();
+        if (red) ImGui::PopStyleColor();
         if (ImGui::IsItemHovered())
           ImGui::SetTooltip("[%s] %s\nwhy compiled: %s\n%s: %zu graphs, %zu breaks, %zu guards\n%llu steps, %.1f ms, %lld cache hits",
                             c.id.c_str(), c.qualname.c_str(), c.reason.c_str(), c.outcome.c_str(), c.graphs.size(), c.breaks.size(),
@@ -716,7 +722,7 @@ void App::draw_graph() {
       ImGui::TableNextColumn();
       if (ImGui::Selectable((nd.name + "##n").c_str(), m_.selected_node() == ni, ImGuiSelectableFlags_SpanAllColumns)) m_.follow_node(ni);
       ImGui::TableNextColumn();
-      ImGui::TextUnformatted((nd.op == "call_function" ? short_target(nd.target) : nd.op == "placeholder" || nd.op == "output" ? nd.op : nd.target).c_str());
+      ImGui::TextUnformatted(node_what(nd).c_str());
       if (ImGui::IsItemHovered()) ImGui::SetTooltip("%s %s\nargs %s\nmeta %s\ncreated at step %lld (click the row: go there)", nd.op.c_str(), nd.target.c_str(),
                                                     nd.args.c_str(), nd.meta.c_str(), static_cast<long long>(nd.step));
       ImGui::TableNextColumn();
