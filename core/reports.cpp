@@ -96,7 +96,8 @@ json explain(const trace::TraceReader& r) {
     guards += static_cast<int64_t>(c["guards"].size());
     steps += json_get<int64_t>(c, "steps", 0);
     for (const json& g : c["graphs"]) ops += json_get<int64_t>(g, "ops", 0);
-    if (json_get<std::string>(c, "reason", "") != "first call") ++recompiles;
+    const std::string why = json_get<std::string>(c, "reason", "");
+    if (why != "first call" && why.rfind("resume function", 0) != 0) ++recompiles;  // a resume's first compile is not one
   }
   return json{{"compiles", comps},
               {"totals", {{"compiles", comps.size()}, {"graphs", graphs}, {"graph_breaks", breaks}, {"guards", guards},

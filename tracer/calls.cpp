@@ -390,6 +390,8 @@ Translator::Status Translator::inline_call(Frame& f, VPtr fn, VPtr self, std::ve
   std::vector<std::pair<std::string, VPtr>> kwdefaults;
   if (fn->obj && PyFunction_Check(fn->obj.get())) {
     PyObject* func = fn->obj.get();
+    if (PyObject* mod = PyFunction_GET_MODULE(func); mod && PyUnicode_Check(mod) && str_of(mod) == "logging")
+      return brk(f, "DV0015", "call to logging." + callable_name(func) + "()", "logging is a side effect outside the graph");
     code = PyFunction_GET_CODE(func);
     globals = Ref::borrow(PyFunction_GET_GLOBALS(func));
     if (globals.get() != root_->globals.get()) globals_source = Source::held(globals, "G['" + str_of(PyDict_GetItemString(globals.get(), "__name__")) + "'].__dict__");

@@ -2,10 +2,14 @@
 #include "codegen.h"
 
 #include <algorithm>
+#include <cstring>
 #include <functional>
+#include <unordered_map>
 
 #include "core/assembler.h"
 #include "core/opcodes.h"
+#include "pycache.h"
+#include "resume.h"
 
 namespace dv {
 
@@ -19,6 +23,7 @@ std::vector<int> output_nodes(const VPtr& ret) {
     }
     if (v->kind == VK::Tuple || v->kind == VK::List || v->kind == VK::Dict)
       for (const VPtr& x : v->items) walk(x);
+    if (v->kind == VK::Method) walk(v->self);  // a tensor's method crossing a break: its tensor
   };
   walk(ret);
   return out;
@@ -31,15 +36,23 @@ struct Emitter {
   Ref consts = Ref::steal(PyList_New(0));
   Ref names = Ref::steal(PyList_New(0));
   bc::Position pos;
-  int nvarnames = 0;
+  int nfixed = 0;                 // argument slots + ___dv_graph_out
+  int ntemps = 0;                 // temporaries after them
+  std::vector<size_t> free_refs;  // LOAD_DEREF/LOAD_CLOSURE of free variable k: arg fixed up at the end
 
   void emit(uint8_t op, int32_t arg = 0) { ins.push_back(bc::AsmInstr{op, arg, pos}); }
+  void emit_free(uint8_t op, int k) {
+    free_refs.push_back(ins.size());
+    emit(op, k);
+  }
+  int temp() { return nfixed + ntemps++; }
   int konst(PyObject* o) {
     for (Py_ssize_t i = 0; i < PyList_GET_SIZE(consts.get()); ++i)
       if (PyList_GET_ITEM(consts.get(), i) == o) return static_cast<int>(i);
     PyList_Append(consts.get(), o);
     return static_cast<int>(PyList_GET_SIZE(consts.get()) - 1);
   }
+  void load_int(long v) { emit(bc::LOAD_CONST, konst(Ref::steal(PyLong_FromLong(v)).get())); }
   int name(const std::string& n) {
     Ref s = Ref::steal(PyUnicode_FromString(n.c_str()));
     for (Py_ssize_t i = 0; i < PyList_GET_SIZE(names.get()); ++i)
@@ -47,11 +60,16 @@ struct Emitter {
     PyList_Append(names.get(), s.get());
     return static_cast<int>(PyList_GET_SIZE(names.get()) - 1);
   }
+  // f(args...) with `n` arguments already pushed after PUSH_NULL + callable.
+  void call(int n) {
+    emit(bc::PRECALL, n);
+    emit(bc::CALL, n);
+  }
   bool source(const Source& s) {
     using K = Source::Kind;
     switch (s.kind) {
       case K::Local: emit(bc::LOAD_FAST, s.index); return true;
-      case K::Closure: emit(bc::LOAD_DEREF, nvarnames + s.index); return true;
+      case K::Closure: emit_free(bc::LOAD_DEREF, s.index); return true;
       case K::Global: emit(bc::LOAD_GLOBAL, name(s.name) << 1); return true;
       case K::Attr: case K::ModuleMember:
         if (!source(*s.base)) return false;
@@ -65,7 +83,7 @@ struct Emitter {
       case K::FnClosure:
         if (!source(*s.base)) return false;
         emit(bc::LOAD_ATTR, name("__closure__"));
-        emit(bc::LOAD_CONST, konst(Ref::steal(PyLong_FromLong(s.index)).get()));
+        load_int(s.index);
         emit(bc::BINARY_SUBSCR);
         emit(bc::LOAD_ATTR, name("cell_contents"));
         return true;
@@ -75,45 +93,27 @@ struct Emitter {
   }
 };
 
-}  // namespace
+// Rebuilds values after the graph ran: graph outputs from the output tuple, constants, containers
+// built in the trace, objects reloaded from their sources. Values stored in a temporary (memo) are
+// loaded from there, so a value reconstructed twice is still one object.
+struct Rebuilder {
+  Emitter& e;
+  const std::vector<int>& outputs;
+  bool compiled;
+  int outs_slot;
+  std::unordered_map<const Value*, int> memo;
 
-std::optional<Transformed> generate(PyObject* orig_code, PyObject* globals, PyObject* closure, const Translator& t,
-                                    PyObject* compiled, const VPtr& ret, const std::vector<int>& outputs,
-                                    std::string& why) {
-  auto* co = reinterpret_cast<PyCodeObject*>(orig_code);
-  const int nargs = co->co_argcount + co->co_kwonlyargcount + ((co->co_flags & CO_VARARGS) ? 1 : 0) +
-                    ((co->co_flags & CO_VARKEYWORDS) ? 1 : 0);
-  const int nfree = co->co_nfreevars;
-  Ref varnames = Ref::steal(PyTuple_New(nargs + 1));
-  for (int i = 0; i < nargs; ++i) PyTuple_SET_ITEM(varnames.get(), i, Ref::borrow(PyTuple_GET_ITEM(co->co_localsplusnames, i)).release());
-  PyTuple_SET_ITEM(varnames.get(), nargs, PyUnicode_FromString("___dv_graph_out"));
-  const int outs_slot = nargs;
-  Emitter e;
-  e.nvarnames = nargs + 1;
-  e.pos = bc::Position{co->co_firstlineno, co->co_firstlineno, bc::kNone, bc::kNone};
-  if (nfree) e.emit(bc::COPY_FREE_VARS, nfree);
-  e.emit(bc::RESUME, 0);
-  if (compiled) {
-    e.emit(bc::PUSH_NULL);
-    e.emit(bc::LOAD_CONST, e.konst(compiled));
-    for (const auto& [src, node] : t.inputs) {
-      if (!e.source(*src)) {
-        why = "cannot reload input " + src->text();
-        return std::nullopt;
-      }
+  bool value(const VPtr& v) {
+    if (auto it = memo.find(v.get()); it != memo.end()) {
+      e.emit(bc::LOAD_FAST, it->second);
+      return true;
     }
-    const int n = static_cast<int>(t.inputs.size());
-    e.emit(bc::PRECALL, n);
-    e.emit(bc::CALL, n);
-    e.emit(bc::STORE_FAST, outs_slot);
-  }
-  std::function<bool(const VPtr&)> value = [&](const VPtr& v) -> bool {
     switch (v->kind) {
       case VK::Tensor: case VK::Sym: {  // graph outputs (symbolic ints come back as ints)
         auto it = std::find(outputs.begin(), outputs.end(), v->node);
         if (it == outputs.end() || !compiled) return v->source ? e.source(*v->source) : false;
         e.emit(bc::LOAD_FAST, outs_slot);
-        e.emit(bc::LOAD_CONST, e.konst(Ref::steal(PyLong_FromLong(it - outputs.begin())).get()));
+        e.load_int(it - outputs.begin());
         e.emit(bc::BINARY_SUBSCR);
         return true;
       }
@@ -124,7 +124,7 @@ std::optional<Transformed> generate(PyObject* orig_code, PyObject* globals, PyOb
         for (const VPtr& x : v->items)
           if (!value(x)) return false;
         e.emit(v->kind == VK::Tuple ? bc::BUILD_TUPLE : bc::BUILD_LIST, static_cast<int>(v->items.size()));
-        return true;
+        return remember(v);
       case VK::Dict:
         if (v->source) return e.source(*v->source);
         for (size_t i = 0; i < v->items.size(); ++i) {
@@ -132,7 +132,7 @@ std::optional<Transformed> generate(PyObject* orig_code, PyObject* globals, PyOb
           if (!value(v->items[i])) return false;
         }
         e.emit(bc::BUILD_MAP, static_cast<int>(v->items.size()));
-        return true;
+        return remember(v);
       case VK::Object: case VK::NNModule: case VK::Function:
         if (v->source) return e.source(*v->source);
         if (v->obj && (v->kind != VK::Function || PyFunction_Check(v->obj.get()))) {
@@ -140,35 +140,112 @@ std::optional<Transformed> generate(PyObject* orig_code, PyObject* globals, PyOb
           return true;
         }
         return false;
-      default: return false;
+      case VK::Method: {
+        // A bound user method: types.MethodType(function, self); a method of a value: getattr.
+        if (v->source) return e.source(*v->source);
+        if (!v->obj && !v->name.empty() && v->self) {
+          if (!value(v->self)) return false;
+          e.emit(bc::LOAD_ATTR, e.name(v->name));
+          return true;
+        }
+        if (!v->obj || !PyFunction_Check(v->obj.get()) || !v->self) return false;
+        e.emit(bc::PUSH_NULL);
+        e.emit(bc::LOAD_CONST, e.konst(reinterpret_cast<PyObject*>(&PyMethod_Type)));
+        e.emit(bc::LOAD_CONST, e.konst(v->obj.get()));
+        if (!value(v->self)) return false;
+        e.call(2);
+        return true;
+      }
+      case VK::GradMode: {  // a with-block's __exit__: restores the grad mode it recorded
+        PyObject* r = grad_restore_object(v->flag);
+        if (!r) return false;
+        e.emit(bc::LOAD_CONST, e.konst(r));
+        return true;
+      }
+      case VK::Null: case VK::Iter: case VK::Cell: case VK::Slice: return false;
     }
-  };
+    return false;
+  }
+  // Keeps a freshly built mutable container in a temporary, so later uses share it.
+  bool remember(const VPtr& v) {
+    if (v->kind == VK::Tuple) return true;
+    const int slot = e.temp();
+    e.emit(bc::COPY, 1);
+    e.emit(bc::STORE_FAST, slot);
+    memo[v.get()] = slot;
+    return true;
+  }
+  // Evaluates `v` once into a temporary; returns the slot or -1.
+  int stash(const VPtr& v) {
+    if (auto it = memo.find(v.get()); it != memo.end()) return it->second;
+    if (!value(v)) return -1;
+    const int slot = e.temp();
+    e.emit(bc::STORE_FAST, slot);
+    memo[v.get()] = slot;
+    return slot;
+  }
+};
+
+// Common head of a transformed code object: free variables, RESUME, the graph call, the grad mode
+// the rest must run in, and the replayed side effects.
+bool emit_head(Emitter& e, Rebuilder& rb, PyCodeObject* co, const Translator& t, PyObject* compiled,
+               int grad_mode, std::string& why) {
+  if (co->co_nfreevars) e.emit(bc::COPY_FREE_VARS, co->co_nfreevars);
+  e.emit(bc::RESUME, 0);
+  if (compiled) {
+    e.emit(bc::PUSH_NULL);
+    e.emit(bc::LOAD_CONST, e.konst(compiled));
+    for (const auto& [src, node] : t.inputs) {
+      if (!e.source(*src)) {
+        why = "cannot reload input " + src->text();
+        return false;
+      }
+    }
+    e.call(static_cast<int>(t.inputs.size()));
+    e.emit(bc::STORE_FAST, rb.outs_slot);
+  }
+  if (grad_mode >= 0) {  // torch._C._set_grad_enabled(mode)
+    e.emit(bc::PUSH_NULL);
+    e.emit(bc::LOAD_CONST, e.konst(py().set_grad_enabled_fn.get()));
+    e.emit(bc::LOAD_CONST, e.konst(grad_mode ? Py_True : Py_False));
+    e.call(1);
+    e.emit(bc::POP_TOP);
+  }
   for (const auto& w : t.attr_writes) {  // attribute assignments, replayed in order: (value owner -- )
-    if (!value(w.value) || !value(w.owner)) {
+    if (!rb.value(w.value) || !rb.value(w.owner)) {
       why = "cannot replay the assignment to attribute '" + w.name + "'";
-      return std::nullopt;
+      return false;
     }
     e.emit(bc::STORE_ATTR, e.name(w.name));
   }
   for (const VPtr& l : t.mutated_lists) {  // lst[:] = [new contents]: (value container key -- )
     for (const VPtr& x : l->items)
-      if (!value(x)) {
+      if (!rb.value(x)) {
         why = "cannot write back the mutated list " + l->source->text();
-        return std::nullopt;
+        return false;
       }
     e.emit(bc::BUILD_LIST, static_cast<int>(l->items.size()));
     if (!e.source(*l->source)) {
       why = "cannot reload the mutated list " + l->source->text();
-      return std::nullopt;
+      return false;
     }
     e.emit(bc::LOAD_CONST, e.konst(Ref::steal(PySlice_New(nullptr, nullptr, nullptr)).get()));
     e.emit(bc::STORE_SUBSCR);
   }
-  if (!value(ret)) {
-    why = std::string("cannot rebuild the return value (a ") + vk_name(ret->kind) + " or something inside it)";
-    return std::nullopt;
-  }
-  e.emit(bc::RETURN_VALUE);
+  return true;
+}
+
+// Assembles the emitted instructions into a code object like `co` taking its arguments, and a
+// function over `globals` (its closure is set per call by the frame hook).
+std::optional<Transformed> finish(Emitter& e, PyCodeObject* co, PyObject* globals, PyObject* closure, std::string& why) {
+  const int nargs = co->co_argcount + co->co_kwonlyargcount + ((co->co_flags & CO_VARARGS) ? 1 : 0) +
+                    ((co->co_flags & CO_VARKEYWORDS) ? 1 : 0);
+  const int nvarnames = e.nfixed + e.ntemps;
+  for (size_t i : e.free_refs) e.ins[i].arg += nvarnames;
+  Ref varnames = Ref::steal(PyTuple_New(nvarnames));
+  for (int i = 0; i < nargs; ++i) PyTuple_SET_ITEM(varnames.get(), i, Ref::borrow(PyTuple_GET_ITEM(co->co_localsplusnames, i)).release());
+  PyTuple_SET_ITEM(varnames.get(), nargs, PyUnicode_FromString("___dv_graph_out"));
+  for (int i = 0; i < e.ntemps; ++i) PyTuple_SET_ITEM(varnames.get(), e.nfixed + i, PyUnicode_FromFormat("___dv_tmp%d", i));
   bc::AsmInput in;
   in.instrs = e.ins;
   in.firstlineno = co->co_firstlineno;
@@ -179,7 +256,7 @@ std::optional<Transformed> generate(PyObject* orig_code, PyObject* globals, PyOb
   }
   Ref consts = Ref::steal(PyList_AsTuple(e.consts.get()));
   Ref names = Ref::steal(PyList_AsTuple(e.names.get()));
-  Ref replace = Ref::steal(PyObject_GetAttrString(orig_code, "replace"));
+  Ref replace = Ref::steal(PyObject_GetAttrString(reinterpret_cast<PyObject*>(co), "replace"));
   Ref kw = Ref::steal(PyDict_New());
   Ref empty = Ref::steal(PyTuple_New(0));
   auto set = [&](const char* k, PyObject* v) { PyDict_SetItemString(kw.get(), k, v); Py_DECREF(v); };
@@ -191,7 +268,7 @@ std::optional<Transformed> generate(PyObject* orig_code, PyObject* globals, PyOb
   set("co_names", names.release());
   set("co_varnames", varnames.release());
   set("co_cellvars", Ref::borrow(empty.get()).release());
-  set("co_nlocals", PyLong_FromLong(nargs + 1));
+  set("co_nlocals", PyLong_FromLong(nvarnames));
   set("co_argcount", PyLong_FromLong(nargs));
   set("co_posonlyargcount", PyLong_FromLong(0));
   set("co_kwonlyargcount", PyLong_FromLong(0));
@@ -210,7 +287,224 @@ std::optional<Transformed> generate(PyObject* orig_code, PyObject* globals, PyOb
     PyErr_Clear();
     return std::nullopt;
   }
-  return Transformed{code, fn};
+  return Transformed{code, fn, {}};
+}
+
+// A function made in the trace that closes over cells, or a cell itself, anywhere inside `v`.
+bool holds_closure(const VPtr& v, int depth) {
+  if (!v || depth > 8) return false;
+  if (v->kind == VK::Cell || (v->kind == VK::Function && !v->cells.empty())) return true;
+  if (v->self && holds_closure(v->self, depth + 1)) return true;
+  for (const VPtr& x : v->items)
+    if (holds_closure(x, depth + 1)) return true;
+  return false;
+}
+
+int count_args(PyCodeObject* co) {
+  return co->co_argcount + co->co_kwonlyargcount + ((co->co_flags & CO_VARARGS) ? 1 : 0) +
+         ((co->co_flags & CO_VARKEYWORDS) ? 1 : 0);
+}
+
+}  // namespace
+
+std::optional<Transformed> generate(PyObject* orig_code, PyObject* globals, PyObject* closure, const Translator& t,
+                                    PyObject* compiled, const VPtr& ret, const std::vector<int>& outputs,
+                                    std::string& why) {
+  auto* co = reinterpret_cast<PyCodeObject*>(orig_code);
+  Emitter e;
+  e.nfixed = count_args(co) + 1;
+  e.pos = bc::Position{co->co_firstlineno, co->co_firstlineno, bc::kNone, bc::kNone};
+  Rebuilder rb{e, outputs, compiled != nullptr, e.nfixed - 1, {}};
+  if (!emit_head(e, rb, co, t, compiled, -1, why)) return std::nullopt;
+  if (!rb.value(ret)) {
+    why = std::string("cannot rebuild the return value (a ") + vk_name(ret->kind) + " or something inside it)";
+    return std::nullopt;
+  }
+  e.emit(bc::RETURN_VALUE);
+  return finish(e, co, globals, closure, why);
+}
+
+std::optional<Transformed> generate_split(const CodeFacts& facts, PyObject* globals, PyObject* closure,
+                                          const Translator& t, const TraceResult& stop, const SplitPlan& plan,
+                                          PyObject* compiled, const std::vector<int>& outputs, int grad_mode,
+                                          std::string& why) {
+  auto* co = reinterpret_cast<PyCodeObject*>(facts.code.get());
+  const auto& instrs = facts.decoded.instrs;
+  const bc::Instr& brk_in = instrs[static_cast<size_t>(plan.index)];
+  Emitter e;
+  e.nfixed = count_args(co) + 1;
+  e.pos = brk_in.pos.line != bc::kNone ? brk_in.pos : bc::Position{co->co_firstlineno, co->co_firstlineno, bc::kNone, bc::kNone};
+  Rebuilder rb{e, outputs, compiled != nullptr, e.nfixed - 1, {}};
+  if (!emit_head(e, rb, co, t, compiled, grad_mode, why)) return std::nullopt;
+  const size_t S = stop.stack.size();
+  if (static_cast<size_t>(plan.operands) > S) {
+    why = "the stack is shallower than the breaking instruction's operands";
+    return std::nullopt;
+  }
+  const size_t rest = S - static_cast<size_t>(plan.operands);
+  // Every value that crosses the split is evaluated once into a temporary (aliasing is kept).
+  const int nlocals = co->co_nlocals;
+  auto live_at = [&](int target) {
+    std::vector<bool> live = live_locals(facts, target);
+    std::vector<int> out;
+    for (int l = 0; l < nlocals && l < static_cast<int>(stop.locals.size()); ++l)
+      if (live[static_cast<size_t>(l)] && stop.locals[static_cast<size_t>(l)] && stop.locals[static_cast<size_t>(l)]->kind != VK::Cell) out.push_back(l);
+    return out;
+  };
+  auto stash_all = [&](const std::vector<VPtr>& vals) {
+    for (const VPtr& v : vals)
+      if (v && v->kind != VK::Null && rb.stash(v) < 0) {
+        why = std::string("cannot rebuild a ") + vk_name(v->kind) + " that lives across the break (" + describe(*v) + ")";
+        return false;
+      }
+    return true;
+  };
+  // Cell variables cross as their contents (the resume function makes new cells): sound only when
+  // no closure over the old cells is still reachable afterwards.
+  std::vector<int> cells;
+  std::vector<VPtr> local_vals;
+  for (size_t i = 0; i < stop.locals.size(); ++i) {
+    const VPtr& v = stop.locals[i];
+    if (v && v->kind == VK::Cell && !v->items.empty() && v->items[0]) {
+      cells.push_back(static_cast<int>(i));
+      local_vals.push_back(v->items[0]);
+    }
+  }
+  for (int target : {plan.next, plan.target})
+    if (target >= 0)
+      for (int l : live_at(target)) local_vals.push_back(stop.locals[static_cast<size_t>(l)]);
+  if (!cells.empty()) {
+    std::vector<VPtr> crossing = stop.stack;
+    crossing.insert(crossing.end(), local_vals.begin(), local_vals.end());
+    for (const auto& w : t.attr_writes) crossing.push_back(w.value);
+    for (const VPtr& v : crossing)
+      if (holds_closure(v, 0)) {
+        why = "a closure over the frame's cell variables lives across the break";
+        return std::nullopt;
+      }
+  }
+  if (!stash_all(stop.stack) || !stash_all(local_vals)) return std::nullopt;
+
+  // The call of the resume function at `target` with the stack `vals` (bottom first; `result_slot`
+  // stands for the last one when >= 0), then return its result.
+  std::vector<ResumeInfo> made;
+  auto resume = [&](int target, const std::vector<VPtr>& vals, int result_slot) -> bool {
+    ResumeLayout layout;
+    for (const VPtr& v : vals) layout.stack_null.push_back(!v || v->kind == VK::Null);
+    if (result_slot >= 0) layout.stack_null.push_back(false);
+    layout.locals = live_at(target);
+    layout.cells = cells;
+    PyObject* code = resume_code(facts, target, layout, why);
+    if (!code) return false;
+    e.emit(bc::PUSH_NULL);
+    if (co->co_nfreevars) {
+      for (int k = 0; k < co->co_nfreevars; ++k) e.emit_free(bc::LOAD_CLOSURE, k);
+      e.emit(bc::BUILD_TUPLE, co->co_nfreevars);
+      e.emit(bc::LOAD_CONST, e.konst(code));
+      e.emit(bc::MAKE_FUNCTION, 8);
+    } else {
+      Ref fn = Ref::steal(PyFunction_New(code, globals));
+      if (!fn) {
+        PyErr_Clear();
+        why = "cannot build the resume function";
+        return false;
+      }
+      e.emit(bc::LOAD_CONST, e.konst(fn.get()));
+    }
+    int n = 0;
+    for (const VPtr& v : vals)
+      if (v && v->kind != VK::Null) {
+        e.emit(bc::LOAD_FAST, rb.memo.at(v.get()));
+        ++n;
+      }
+    if (result_slot >= 0) {
+      e.emit(bc::LOAD_FAST, result_slot);
+      ++n;
+    }
+    for (int l : layout.locals) {
+      e.emit(bc::LOAD_FAST, rb.memo.at(stop.locals[static_cast<size_t>(l)].get()));
+      ++n;
+    }
+    for (int c : layout.cells) {
+      e.emit(bc::LOAD_FAST, rb.memo.at(stop.locals[static_cast<size_t>(c)]->items[0].get()));
+      ++n;
+    }
+    e.call(n);
+    e.emit(bc::RETURN_VALUE);
+    made.push_back(ResumeInfo{Ref::borrow(code), plan.kind == SplitPlan::Generic, target});
+    return true;
+  };
+  const std::vector<VPtr> below(stop.stack.begin(), stop.stack.begin() + static_cast<long>(rest));
+  auto push_operands = [&]() {
+    for (size_t i = rest; i < S; ++i) {
+      const VPtr& v = stop.stack[i];
+      if (!v || v->kind == VK::Null) e.emit(bc::PUSH_NULL);
+      else e.emit(bc::LOAD_FAST, rb.memo.at(v.get()));
+    }
+  };
+  switch (plan.kind) {
+    case SplitPlan::Call: {
+      push_operands();
+      const uint8_t op = bc::op_info(brk_in.opcode).deopt;
+      if (op == bc::CALL) {
+        if (stop.kw_names) e.emit(bc::KW_NAMES, e.konst(stop.kw_names.get()));
+        e.call(brk_in.arg);
+      } else {
+        e.emit(bc::CALL_FUNCTION_EX, brk_in.arg);
+      }
+      const int result = e.temp();
+      e.emit(bc::STORE_FAST, result);
+      if (!resume(plan.next, below, result)) return std::nullopt;
+      break;
+    }
+    case SplitPlan::Jump: {
+      push_operands();
+      const size_t jump_at = e.ins.size();
+      e.emit(bc::op_info(brk_in.opcode).deopt, 0);
+      if (!resume(plan.next, below, -1)) return std::nullopt;
+      e.ins[jump_at].arg = static_cast<int32_t>(e.ins.size());
+      if (!resume(plan.target, below, -1)) return std::nullopt;
+      break;
+    }
+    case SplitPlan::Generic:
+      if (!resume(plan.index, stop.stack, -1)) return std::nullopt;
+      break;
+  }
+  auto tf = finish(e, co, globals, closure, why);
+  if (tf) tf->resumes = std::move(made);
+  return tf;
+}
+
+}  // namespace dv
+
+namespace dv {
+
+namespace {
+Ref& restore_grad_objects() {
+  static Ref& objs = *new Ref();  // tuple (restore False, restore True); never destroyed
+  if (!objs) {
+    Ref mod = Ref::steal(PyImport_ImportModule("dynview._runtime"));
+    if (mod) objs = Ref::steal(PyObject_GetAttrString(mod.get(), "RESTORE_GRAD"));
+  }
+  return objs;
+}
+}  // namespace
+
+PyObject* grad_restore_object(bool mode) {
+  Ref& objs = restore_grad_objects();
+  return objs ? PyTuple_GET_ITEM(objs.get(), mode ? 1 : 0) : nullptr;
+}
+
+int grad_restore_mode(PyObject* o) {
+  if (std::strcmp(Py_TYPE(o)->tp_name, "GradModeExit") != 0) return -1;
+  Ref& objs = restore_grad_objects();
+  if (!objs) {
+    PyErr_Clear();
+    return -1;
+  }
+  for (int m = 0; m < 2; ++m)
+    if (PyTuple_GET_ITEM(objs.get(), m) == o) return m;
+  return -1;
 }
 
 }  // namespace dv

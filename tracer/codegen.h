@@ -8,15 +8,36 @@
 
 namespace dv {
 
+struct ResumeInfo {
+  Ref code;        // a resume code object (Strong)
+  bool eager = false;  // resumes *at* the breaking instruction: runs eagerly, never captured
+  int target = -1;     // instruction index of the original code it continues at
+};
+
 struct Transformed {
   Ref code;      // the code object (Strong)
   Ref function;  // function built from it with the frame's globals and closure (Strong)
+  std::vector<ResumeInfo> resumes;  // resume functions it calls (split frames)
 };
 
 // `compiled` may be null when the graph is empty. On failure returns nullopt and sets `why`.
 std::optional<Transformed> generate(PyObject* orig_code, PyObject* globals, PyObject* closure, const Translator& t,
                                     PyObject* compiled, const VPtr& ret, const std::vector<int>& outputs,
                                     std::string& why);
+
+struct SplitPlan;
+// The transformed code of a frame split at a break: call the graph, replay side effects, rebuild
+// what crosses the break, run the breaking instruction (a call or a conditional jump) and return
+// the result of the resume function(s). `grad_mode` >= 0: set it after the graph call.
+std::optional<Transformed> generate_split(const CodeFacts& facts, PyObject* globals, PyObject* closure,
+                                          const Translator& t, const TraceResult& stop, const SplitPlan& plan,
+                                          PyObject* compiled, const std::vector<int>& outputs, int grad_mode,
+                                          std::string& why);
+
+// The object standing for a with-block's grad-mode __exit__ across a split (restores `mode` when
+// called); and back: the mode such an object restores, or -1 for any other object.
+PyObject* grad_restore_object(bool mode);  // borrowed; null with a Python error on failure
+int grad_restore_mode(PyObject* o);
 
 // Graph outputs for a return value: the distinct tensor nodes in it, in order.
 std::vector<int> output_nodes(const VPtr& ret);

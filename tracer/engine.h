@@ -21,6 +21,7 @@ struct CompileRecord {
   std::string break_id, break_message, break_hint;
   std::vector<std::string> break_stack;
   int break_line = -1;
+  std::string eager_why;        // a break that did not split the frame: why it runs eagerly
   double seconds = 0;
   Ref transformed_code;
 };
@@ -38,6 +39,7 @@ struct ThreadMode {
   Ref backend;
   bool fullgraph = false;
   int8_t dynamic = -1;  // torch.compile's dynamic=: -1 None (automatic), 0 False, 1 True
+  bool at_top = true;   // no frame entered yet: torch's own nn modules may be roots only here
 };
 ThreadMode set_thread_mode(ThreadMode m);
 void set_observer(EngineObserver* obs);  // non-owning; null disables events

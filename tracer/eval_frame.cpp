@@ -11,6 +11,7 @@
 #include <mutex>
 
 #include "codegen.h"
+#include "resume.h"
 #include "core/bytecode.h"
 #include "engine.h"
 #include "pycache.h"
@@ -29,10 +30,12 @@ struct Entry {
 
 struct CodeState {
   enum Action { Default, Skip, Eager } action = Default;
+  bool top_only = false;   // torch.nn module code: captured only as the first frame of a compiled call
   std::vector<std::unique_ptr<Entry>> entries;  // most recently used first
   int frame_id = -1;
   int recompiles = 0;
   std::string eager_reason;
+  std::string parent;      // resume functions: the compile and break that made it
   FrameState frame_state;  // inputs earlier compiles saw (automatic dynamic shapes)
 };
 
@@ -79,7 +82,9 @@ CodeState* state_of(PyCodeObject* co, bool create) {
   return s;
 }
 
-bool skip_file(PyCodeObject* co) {
+// 0: capture; 1: never capture; 2: capture only as the first frame of a compiled call (torch's nn
+// module forwards: dynview.compile(nn.Linear(...)) captures it, an eager frame's call does not).
+int skip_file(PyCodeObject* co) {
   std::string fn = str_of(co->co_filename);
   if (fn.empty() || fn[0] == '<') return fn.rfind("<frozen", 0) == 0;
   auto under = [&](const std::string& p) { return !p.empty() && fn.rfind(p, 0) == 0; };
@@ -88,28 +93,33 @@ bool skip_file(PyCodeObject* co) {
     // torch: only nn module forwards may be roots (nn.Sequential, nn.Linear ...), not the
     // module-call machinery in module.py, whose hook checks are not guarded yet.
     const std::string rest = fn.substr(g_skip_prefixes[1].size());
-    return rest.rfind("nn/modules/", 0) != 0 || rest == "nn/modules/module.py";
+    return rest.rfind("nn/modules/", 0) != 0 || rest == "nn/modules/module.py" ? 1 : 2;
   }
   return under(g_skip_prefixes[0]) && fn.find("/site-packages/") == std::string::npos;  // the stdlib
 }
 
-bool has_tensor_arg(PyObject* const* args, int n) {
-  for (int i = 0; i < n; ++i) {
-    PyObject* a = args[i];
-    if (!a) continue;
-    if (is_tensor(a) || PyObject_TypeCheck(a, reinterpret_cast<PyTypeObject*>(py().nn_Module.get()))) return true;
-    if (PyTuple_Check(a) || PyList_Check(a)) {
-      Py_ssize_t m = PySequence_Fast_GET_SIZE(a);
-      for (Py_ssize_t k = 0; k < m; ++k)
-        if (is_tensor(PySequence_Fast_GET_ITEM(a, k))) return true;
-    }
-    if (PyDict_Check(a)) {
-      Py_ssize_t pos = 0;
-      PyObject *key, *v;
-      while (PyDict_Next(a, &pos, &key, &v))
-        if (is_tensor(v)) return true;
-    }
+// A tensor or module among the arguments, or inside their tuples, lists and dicts (3 levels deep).
+bool holds_tensor(PyObject* a, int depth) {
+  if (!a) return false;
+  if (is_tensor(a) || PyObject_TypeCheck(a, reinterpret_cast<PyTypeObject*>(py().nn_Module.get()))) return true;
+  if (depth >= 3) return false;
+  if (PyTuple_Check(a) || PyList_Check(a)) {
+    Py_ssize_t m = PySequence_Fast_GET_SIZE(a);
+    for (Py_ssize_t k = 0; k < m; ++k)
+      if (holds_tensor(PySequence_Fast_GET_ITEM(a, k), depth + 1)) return true;
   }
+  if (PyDict_Check(a)) {
+    Py_ssize_t pos = 0;
+    PyObject *key, *v;
+    while (PyDict_Next(a, &pos, &key, &v))
+      if (holds_tensor(v, depth + 1)) return true;
+  }
+  return false;
+}
+
+bool has_tensor_arg(PyObject* const* args, int n) {
+  for (int i = 0; i < n; ++i)
+    if (holds_tensor(args[i], 0)) return true;
   return false;
 }
 
@@ -120,11 +130,49 @@ int nargs_of(PyCodeObject* co) {
 
 PyObject* run_entry(Entry& e, _PyInterpreterFrame* frame, int nargs, bool hit = true) {
   if (hit) ++e.hits;
+  // One entry serves every function object of its code: the transformed function reads the calling
+  // function's closure cells, not those of the function it was compiled for. (The cells are copied
+  // into the new frame as it starts, so a nested call with another closure cannot disturb it.)
+  auto* fn = reinterpret_cast<PyFunctionObject*>(e.fn.get());
+  PyObject* cells = frame->f_func ? reinterpret_cast<PyFunctionObject*>(frame->f_func)->func_closure : nullptr;
+  if (fn->func_closure != cells) {
+    Py_XINCREF(cells);
+    Py_XSETREF(fn->func_closure, cells);
+  }
+  return PyObject_Vectorcall(e.fn.get(), frame->localsplus, static_cast<size_t>(nargs), nullptr);
+}
+
+// The compiled graph as the transformed code calls it: nothing it runs is intercepted (code run by
+// the transformed code itself, such as resume functions, is).
+PyObject* call_graph(PyObject* compiled, PyObject* const* args, Py_ssize_t n) {
   const bool was_busy = t_busy;
   t_busy = true;
-  PyObject* r = PyObject_Vectorcall(e.fn.get(), frame->localsplus, static_cast<size_t>(nargs), nullptr);
+  PyObject* r = PyObject_Vectorcall(compiled, args, static_cast<size_t>(n), nullptr);
   t_busy = was_busy;
   return r;
+}
+PyMethodDef g_call_graph_def = {"__compiled_graph", reinterpret_cast<PyCFunction>(reinterpret_cast<void (*)()>(call_graph)),
+                                METH_FASTCALL, nullptr};
+
+bool grad_enabled() {
+  Ref r = Ref::steal(PyObject_CallMethod(py().torch.get(), "is_grad_enabled", nullptr));
+  if (!r) PyErr_Clear();
+  return r && PyObject_IsTrue(r.get()) == 1;
+}
+void set_grad(bool mode) {
+  Ref r = Ref::steal(PyObject_CallFunctionObjArgs(py().set_grad_enabled_fn.get(), mode ? Py_True : Py_False, nullptr));
+  if (PyErr_Occurred()) PyErr_Clear();
+}
+
+// Graph outputs: the tensor nodes inside `v` (containers walked), appended once each.
+void add_outputs(const VPtr& v, std::vector<int>& outputs) {
+  for (int n : output_nodes(v))
+    if (std::find(outputs.begin(), outputs.end(), n) == outputs.end()) outputs.push_back(n);
+}
+// Values assigned to attributes and lists written back come out of the graph too.
+void add_written_outputs(const Translator& t, std::vector<int>& outputs) {
+  for (const auto& w : t.attr_writes) add_outputs(w.value, outputs);
+  for (const VPtr& l : t.mutated_lists) add_outputs(l, outputs);
 }
 
 std::string location(PyCodeObject* co) {
@@ -199,46 +247,84 @@ Entry* compile_frame(CodeState& st, PyCodeObject* co, _PyInterpreterFrame* frame
     g_observer->on_compile_start(CompileStartEvent{id, rec.qualname, rec.filename, rec.firstlineno, reason, facts ? facts->id : -1});
   }
   PyObject* closure = frame->f_func ? reinterpret_cast<PyFunctionObject*>(frame->f_func)->func_closure : nullptr;
-  const bool grad_before = PyObject_IsTrue(Ref::steal(PyObject_CallMethod(py().torch.get(), "is_grad_enabled", nullptr)).get()) == 1;
+  const bool grad_before = grad_enabled();
   Translator tr(id, g_observer);
   tr.frame_state = &st.frame_state;
   tr.dynamic_mode = static_cast<DynamicMode>(mode().dynamic);
   TraceResult res = tr.run_root(reinterpret_cast<PyObject*>(co), frame->f_globals, frame->f_builtins, frame->localsplus, closure);
-  Ref restore = Ref::steal(PyObject_CallFunctionObjArgs(py().set_grad_enabled_fn.get(), grad_before ? Py_True : Py_False, nullptr));
-  if (PyErr_Occurred()) PyErr_Clear();
+  set_grad(grad_before);
   std::optional<Break> brk = res.brk;
   Ref gm, compiled;
   std::vector<int> outputs;
   std::optional<Transformed> tf;
+  Translator* used = &tr;  // the translator whose graph and guards the entry keeps
+  std::unique_ptr<Translator> tr2;
+  std::string no_split;  // why a break did not split the frame
+  auto build_graph = [&](Translator& t) -> bool {  // gm + compiled; false: backend error (Python error set)
+    if (t.graph.num_calls() == 0) return true;
+    gm = Ref::steal(t.graph.to_fx(outputs));
+    if (gm) compiled = Ref::steal(t.compile_with_backend(mode().backend.get(), gm.get()));
+    if (compiled) compiled = Ref::steal(PyCFunction_New(&g_call_graph_def, compiled.get()));
+    return gm && compiled;
+  };
+  auto backend_error = [&]() {
+    // Backend failures are errors of the user's configuration: surface them like torch.compile.
+    const double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    if (g_observer) g_observer->on_compile_end(CompileEndEvent{id, "error", 0, 0, secs});
+  };
   if (!brk) {
     // No operator recorded: no graph (as TorchDynamo); inputs returned as they are are reloaded.
-    if (tr.graph.num_calls() > 0) {
-      outputs = output_nodes(res.ret);
-      std::vector<VPtr> written;  // values assigned to attributes and lists written back come out of the graph too
-      for (const auto& w : tr.attr_writes) written.push_back(w.value);
-      written.insert(written.end(), tr.mutated_lists.begin(), tr.mutated_lists.end());
-      for (const VPtr& v : written)
-        for (int n : output_nodes(v))
-          if (std::find(outputs.begin(), outputs.end(), n) == outputs.end()) outputs.push_back(n);
-      gm = Ref::steal(tr.graph.to_fx(outputs));
-      if (gm) compiled = Ref::steal(tr.compile_with_backend(mode().backend.get(), gm.get()));
-      if (!gm || !compiled) {
-        // Backend failures are errors of the user's configuration: surface them like torch.compile.
-        const double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-        if (g_observer) g_observer->on_compile_end(CompileEndEvent{id, "error", 0, 0, secs});
-        return nullptr;
-      }
-    }
+    outputs = output_nodes(res.ret);
+    add_written_outputs(tr, outputs);
+    if (!build_graph(tr)) return backend_error(), nullptr;
     std::string why;
     if (!tr.add_shape_guards(why)) {
       brk = Break{"DV0021", "dynamic shapes: a guard cannot be expressed (" + why + ")",
-                  "mark the input static, or compile with dynamic=False", rec.filename, -1, 0, -1, {}};
+                  "mark the input static, or compile with dynamic=False", rec.filename, -1, 0, -1, {}, -1};
     }
     if (!brk) tf = generate(reinterpret_cast<PyObject*>(co), frame->f_globals, closure, tr, compiled.get(), res.ret, outputs, why);
-    if (!brk && !tf) brk = Break{"DV0020", "cannot generate code: " + why, "", rec.filename, -1, 0, -1, {}};
+    if (!brk && !tf) brk = Break{"DV0020", "cannot generate code: " + why, "", rec.filename, -1, 0, -1, {}, -1};
+  } else if (!mode().fullgraph) {
+    // Split the frame at the break: trace again up to the breaking root instruction, compile what
+    // came before it, and continue in resume functions (TorchDynamo's partial graphs).
+    const CodeFacts* facts = code_facts(reinterpret_cast<PyObject*>(co));
+    SplitPlan plan;
+    if (!facts) PyErr_Clear(), no_split = "cannot decode the code object";
+    else if (brk->root_ip < 0) no_split = "the break is before the first instruction";
+    else plan_split(*facts, brk->root_ip, plan, no_split);
+    if (no_split.empty()) {
+      tr2 = std::make_unique<Translator>(id, nullptr);
+      tr2->frame_state = &st.frame_state;
+      tr2->dynamic_mode = tr.dynamic_mode;
+      tr2->stop_at = plan.index;
+      TraceResult stop = tr2->run_root(reinterpret_cast<PyObject*>(co), frame->f_globals, frame->f_builtins, frame->localsplus, closure);
+      const bool grad_at_stop = grad_enabled();
+      set_grad(grad_before);
+      if (!stop.stopped) no_split = "the second trace did not reach the break";
+      else if (plan.kind == SplitPlan::Generic && tr2->graph.num_calls() == 0) no_split = "nothing to compile before the break";
+      if (no_split.empty()) {
+        for (const VPtr& v : stop.stack) add_outputs(v, outputs);
+        for (const VPtr& v : stop.locals) add_outputs(v, outputs);
+        add_written_outputs(*tr2, outputs);
+        // Inputs crossing the break are reloaded from their sources, not passed through the graph.
+        std::erase_if(outputs, [&](int n) { return tr2->graph.nodes()[static_cast<size_t>(n)].op == GraphNode::Op::Placeholder; });
+        if (!build_graph(*tr2)) return backend_error(), nullptr;
+        std::string why;
+        if (!tr2->add_shape_guards(why)) no_split = "dynamic shapes: " + why;
+        else tf = generate_split(*facts, frame->f_globals, closure, *tr2, stop, plan, compiled.get(), outputs,
+                                 grad_at_stop != grad_before ? int(grad_at_stop) : -1, why);
+        if (no_split.empty() && !tf) no_split = why;
+        if (tf) used = tr2.get();
+      }
+      if (!tf) {
+        gm = Ref();
+        compiled = Ref();
+        outputs.clear();
+      }
+    }
   }
   rec.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-  for (const Guard& g : tr.guards) rec.guards.push_back(g.text);
+  for (const Guard& g : used->guards) rec.guards.push_back(g.text);
   if (brk) {
     rec.has_break = true;
     rec.break_id = brk->id;
@@ -246,10 +332,13 @@ Entry* compile_frame(CodeState& st, PyCodeObject* co, _PyInterpreterFrame* frame
     rec.break_hint = brk->hint;
     rec.break_stack = brk->user_stack;
     rec.break_line = brk->line;
-    if (g_observer) {
+    if (g_observer)
       g_observer->on_break(BreakEvent{id, brk->id, brk->message, brk->hint, brk->filename, brk->step, brk->line, brk->offset, brk->user_stack});
+  }
+  if (brk && !tf) {
+    if (!no_split.empty() && !mode().fullgraph) rec.eager_why = no_split;
+    if (g_observer)
       g_observer->on_compile_end(CompileEndEvent{id, "break (eager)", 0, static_cast<int>(tr.guards.size()), rec.seconds});
-    }
     g_records.push_back(rec);
     if (mode().fullgraph) {
       std::string msg = brk->id + ": " + brk->message + (brk->hint.empty() ? "" : "\n  hint: " + brk->hint) +
@@ -266,12 +355,13 @@ Entry* compile_frame(CodeState& st, PyCodeObject* co, _PyInterpreterFrame* frame
       return nullptr;
     }
     st.action = CodeState::Eager;
-    st.eager_reason = brk->id + ": " + brk->message;
+    st.eager_reason = brk->id + ": " + brk->message + (no_split.empty() ? "" : " (" + no_split + ")");
     *eager = true;
     return nullptr;
   }
+  Translator& trk = *used;
   rec.graph_module = gm;
-  for (const GraphNode& n : tr.graph.nodes()) {
+  for (const GraphNode& n : trk.graph.nodes()) {
     if (n.op == GraphNode::Op::CallFunction) {
       Ref nm = Ref::steal(PyObject_GetAttrString(n.target.get(), "__name__"));
       if (!nm) PyErr_Clear();
@@ -282,15 +372,27 @@ Entry* compile_frame(CodeState& st, PyCodeObject* co, _PyInterpreterFrame* frame
   }
   rec.transformed_code = tf->code;
   if (g_observer) {
-    if (gm) g_observer->on_graph(graph_event(id, gm.get(), tr.graph));
+    if (gm) g_observer->on_graph(graph_event(id, gm.get(), trk.graph));
     const CodeFacts* gen = code_facts(tf->code.get());
     if (!gen || !announce_code(g_observer, gen)) PyErr_Clear();
     g_observer->on_code(CodeEvent{id, str_of(reinterpret_cast<PyCodeObject*>(tf->code.get())->co_name), "", gen ? gen->id : -1});
-    g_observer->on_compile_end(CompileEndEvent{id, gm ? "graph" : "no graph", gm ? 1 : 0, static_cast<int>(tr.guards.size()), rec.seconds});
+    for (const ResumeInfo& r : tf->resumes) {
+      const CodeFacts* rf = code_facts(r.code.get());
+      if (!rf || !announce_code(g_observer, rf)) PyErr_Clear();
+      g_observer->on_code(CodeEvent{id, str_of(reinterpret_cast<PyCodeObject*>(r.code.get())->co_name), "", rf ? rf->id : -1});
+    }
+    const char* outcome = brk ? (gm ? "graph + break (split)" : "break (split)") : (gm ? "graph" : "no graph");
+    g_observer->on_compile_end(CompileEndEvent{id, outcome, gm ? 1 : 0, static_cast<int>(trk.guards.size()), rec.seconds});
+  }
+  for (const ResumeInfo& r : tf->resumes) {
+    CodeState* rs = state_of(reinterpret_cast<PyCodeObject*>(r.code.get()), true);
+    if (!rs) continue;
+    if (r.eager) rs->action = CodeState::Skip;  // the rest of the frame runs eagerly
+    if (rs->parent.empty()) rs->parent = "resume function of " + id.str() + " after the graph break at " + rec.filename + ":" + std::to_string(rec.break_line);
   }
   g_records.push_back(std::move(rec));
   auto e = std::make_unique<Entry>();
-  e->guards = std::make_unique<GuardTree>(std::move(tr.guards));
+  e->guards = std::make_unique<GuardTree>(std::move(trk.guards));
   e->fn = tf->function;
   e->id = id;
   // Mark the transformed code so the hook never compiles it.
@@ -300,6 +402,70 @@ Entry* compile_frame(CodeState& st, PyCodeObject* co, _PyInterpreterFrame* frame
   return st.entries.front().get();
 }
 
+// A cache miss: wait for any compile in progress (one at a time, process-wide, as TorchDynamo's
+// compile lock), look at the cache again (another thread may have compiled this code meanwhile),
+// then compile or run eagerly.
+PyObject* miss(PyThreadState* ts, _PyInterpreterFrame* frame, int throwflag, CodeState* st, const FrameView& view, int nargs) {
+  static std::recursive_mutex compile_lock;
+  PyCodeObject* co = frame->f_code;
+  auto fallback = [&]() { return g_previous(ts, frame, throwflag); };
+  std::unique_lock<std::recursive_mutex> lock(compile_lock, std::try_to_lock);
+  if (!lock.owns_lock()) {
+    PyThreadState* save = PyEval_SaveThread();
+    lock.lock();
+    PyEval_RestoreThread(save);
+    if (st->action != CodeState::Default) {
+      lock.unlock();
+      return fallback();
+    }
+    for (size_t i = 0; i < st->entries.size(); ++i) {
+      if (!st->entries[i]->guards->check(view)) continue;
+      if (i) std::rotate(st->entries.begin(), st->entries.begin() + static_cast<long>(i), st->entries.begin() + static_cast<long>(i) + 1);
+      lock.unlock();
+      if (g_observer) g_observer->on_cache(CacheEvent{CacheEvent::Hit, str_of(co->co_qualname), str_of(co->co_filename), co->co_firstlineno, static_cast<int>(i), {}, st->entries.front()->id, {}, code_id(co)});
+      return run_entry(*st->entries.front(), frame, nargs);
+    }
+  }
+  std::string reason = st->parent.empty() ? "first call" : st->parent;
+  std::vector<std::string> failures;
+  std::vector<int> failed;
+  CompileId failed_entry;
+  if (!st->entries.empty()) {
+    failures = st->entries.front()->guards->failures(view, &failed);
+    failed_entry = st->entries.front()->id;
+    reason = "Recompiling function " + str_of(co->co_name) + " in " + location(co) +
+             "\n    triggered by the following guard failure(s):";
+    for (const std::string& f : failures) reason += "\n    - " + st->entries.front()->id.str().substr(1, st->entries.front()->id.str().size() - 2) + ": " + f;
+    if (static_cast<int>(st->entries.size()) >= g_config.recompile_limit) {
+      if (g_observer) g_observer->on_cache(CacheEvent{CacheEvent::LimitHit, str_of(co->co_qualname), str_of(co->co_filename), co->co_firstlineno, -1, failures, failed_entry, failed, code_id(co)});
+      std::string msg = "dynview: recompile_limit reached (" + std::to_string(g_config.recompile_limit) + ") for " +
+                        str_of(co->co_qualname) + " in " + location(co) + "; last failing guard: " +
+                        (failures.empty() ? "?" : failures.front()) + ". Running it eagerly from now on.";
+      lock.unlock();
+      if (g_config.fail_on_recompile_limit) {
+        PyErr_SetString(PyExc_RuntimeError, msg.c_str());
+        return nullptr;
+      }
+      st->action = CodeState::Eager;
+      st->eager_reason = "recompile_limit reached";
+      if (PyErr_WarnEx(PyExc_UserWarning, msg.c_str(), 1) < 0) return nullptr;
+      return fallback();
+    }
+    if (g_observer) g_observer->on_cache(CacheEvent{CacheEvent::Recompile, str_of(co->co_qualname), str_of(co->co_filename), co->co_firstlineno, -1, failures, failed_entry, failed, code_id(co)});
+  } else if (g_observer) {
+    g_observer->on_cache(CacheEvent{CacheEvent::Miss, str_of(co->co_qualname), str_of(co->co_filename), co->co_firstlineno, -1, {}, {}, {}, code_id(co)});
+  }
+  bool eager = false;
+  t_busy = true;  // nothing the compile runs is intercepted
+  Entry* e = compile_frame(*st, co, frame, reason, &eager);
+  t_busy = false;
+  lock.unlock();
+  if (e) return run_entry(*e, frame, nargs, /*hit=*/false);
+  if (eager) return fallback();
+  if (!PyErr_Occurred()) PyErr_SetString(PyExc_RuntimeError, "dynview: compilation failed");
+  return nullptr;
+}
+
 PyObject* dv_eval_frame(PyThreadState* ts, _PyInterpreterFrame* frame, int throwflag) {
   auto fallback = [&]() { return g_previous(ts, frame, throwflag); };
   if (throwflag || !mode().enabled || t_busy || frame->owner != FRAME_OWNED_BY_THREAD) return fallback();
@@ -307,11 +473,16 @@ PyObject* dv_eval_frame(PyThreadState* ts, _PyInterpreterFrame* frame, int throw
   CodeState* st = state_of(co, false);
   if (st && st->action != CodeState::Default) return fallback();
   if (!st) {
-    if ((co->co_flags & (CO_GENERATOR | CO_COROUTINE | CO_ASYNC_GENERATOR)) || skip_file(co)) {
+    const int skip = (co->co_flags & (CO_GENERATOR | CO_COROUTINE | CO_ASYNC_GENERATOR)) ? 1 : skip_file(co);
+    if (skip == 1) {
       if ((st = state_of(co, true))) st->action = CodeState::Skip;
       return fallback();
     }
+    if (skip == 2 && (st = state_of(co, true))) st->top_only = true;
   }
+  const bool top = mode().at_top;
+  mode().at_top = false;
+  if (st && st->top_only && !top) return fallback();
   if (_PyInterpreterFrame_LASTI(frame) >= 0) return fallback();  // a resumed frame
   const int nargs = nargs_of(co);
   PyObject* closure = frame->f_func ? reinterpret_cast<PyFunctionObject*>(frame->f_func)->func_closure : nullptr;
@@ -328,50 +499,16 @@ PyObject* dv_eval_frame(PyThreadState* ts, _PyInterpreterFrame* frame, int throw
   }
   if (!has_tensor_arg(frame->localsplus, nargs)) return fallback();
   if (!st && !(st = state_of(co, true))) return fallback();
-  // Miss: compile (serialised; code run while compiling is not intercepted).
-  std::string reason = "first call";
-  std::vector<std::string> failures;
-  std::vector<int> failed;
-  CompileId failed_entry;
-  if (!st->entries.empty()) {
-    failures = st->entries.front()->guards->failures(view, &failed);
-    failed_entry = st->entries.front()->id;
-    reason = "Recompiling function " + str_of(co->co_name) + " in " + location(co) +
-             "\n    triggered by the following guard failure(s):";
-    for (const std::string& f : failures) reason += "\n    - " + st->entries.front()->id.str().substr(1, st->entries.front()->id.str().size() - 2) + ": " + f;
-    if (static_cast<int>(st->entries.size()) >= g_config.recompile_limit) {
-      if (g_observer) g_observer->on_cache(CacheEvent{CacheEvent::LimitHit, str_of(co->co_qualname), str_of(co->co_filename), co->co_firstlineno, -1, failures, failed_entry, failed, code_id(co)});
-      std::string msg = "dynview: recompile_limit reached (" + std::to_string(g_config.recompile_limit) + ") for " +
-                        str_of(co->co_qualname) + " in " + location(co) + "; last failing guard: " +
-                        (failures.empty() ? "?" : failures.front()) + ". Running it eagerly from now on.";
-      if (g_config.fail_on_recompile_limit) {
-        PyErr_SetString(PyExc_RuntimeError, msg.c_str());
-        return nullptr;
-      }
-      st->action = CodeState::Eager;
-      st->eager_reason = "recompile_limit reached";
-      if (PyErr_WarnEx(PyExc_UserWarning, msg.c_str(), 1) < 0) return nullptr;
-      return fallback();
-    }
-    if (g_observer) g_observer->on_cache(CacheEvent{CacheEvent::Recompile, str_of(co->co_qualname), str_of(co->co_filename), co->co_firstlineno, -1, failures, failed_entry, failed, code_id(co)});
-  } else if (g_observer) {
-    g_observer->on_cache(CacheEvent{CacheEvent::Miss, str_of(co->co_qualname), str_of(co->co_filename), co->co_firstlineno, -1, {}, {}, {}, code_id(co)});
+  try {
+    return miss(ts, frame, throwflag, st, view, nargs);
+  } catch (const std::exception& ex) {
+    PyErr_Format(PyExc_RuntimeError, "dynview: internal error while compiling %U (%U:%d): %s", co->co_qualname,
+                 co->co_filename, co->co_firstlineno, ex.what());
+  } catch (...) {
+    PyErr_Format(PyExc_RuntimeError, "dynview: internal error while compiling %U (%U:%d)", co->co_qualname,
+                 co->co_filename, co->co_firstlineno);
   }
-  static std::recursive_mutex compile_lock;
-  Entry* e = nullptr;
-  bool eager = false;
-  {
-    PyThreadState* save = PyEval_SaveThread();
-    compile_lock.lock();
-    PyEval_RestoreThread(save);
-    t_busy = true;
-    e = compile_frame(*st, co, frame, reason, &eager);
-    t_busy = false;
-    compile_lock.unlock();
-  }
-  if (e) return run_entry(*e, frame, nargs, /*hit=*/false);
-  if (eager) return fallback();
-  if (!PyErr_Occurred()) PyErr_SetString(PyExc_RuntimeError, "dynview: compilation failed");
+  t_busy = false;
   return nullptr;
 }
 

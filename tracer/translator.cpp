@@ -3,7 +3,10 @@
 // in handlers_*.cpp.
 #include "translator.h"
 
+#include <cstring>
+
 #include "code_info.h"
+#include "codegen.h"
 
 #include <frameobject.h>
 
@@ -12,6 +15,8 @@
 #include "tensor_match.h"
 
 namespace dv {
+
+const char* const kStopId = "__stop";
 
 const char* vk_name(VK k) {
   switch (k) {
@@ -165,6 +170,7 @@ Translator::Status Translator::brk(Frame& f, const char* id, std::string msg, st
   b.offset = f.ip > 0 ? f.facts->decoded.instrs[f.ip - 1].offset : 0;
   b.step = cur_step_;
   for (Frame* fr : frames_) b.user_stack.push_back(fr->facts->filename + ":" + std::to_string(current_line(*fr)) + " in " + fr->facts->qualname);
+  if (root_ && root_->executing) b.root_ip = root_->ip - 1;
   if (PyErr_Occurred()) PyErr_Clear();
   return b;
 }
@@ -333,6 +339,8 @@ VPtr Translator::wrap(Ref obj, SourcePtr source, Frame& f) {
     v->obj = obj;
     return remember(v);
   }
+  if (source && (PyList_CheckExact(o) || PyDict_CheckExact(o)) && !containers_seen_.insert(o).second)
+    return nullptr;  // one mutable container under two sources: no alias guard yet, so not traced
   if (PyTuple_CheckExact(o) || PyList_CheckExact(o)) {
     const bool is_list = PyList_CheckExact(o);
     Py_ssize_t n = is_list ? PyList_GET_SIZE(o) : PyTuple_GET_SIZE(o);
@@ -384,9 +392,22 @@ VPtr Translator::wrap(Ref obj, SourcePtr source, Frame& f) {
   }
   if (PyMethod_Check(o) && PyFunction_Check(PyMethod_GET_FUNCTION(o))) {
     v = make(VK::Method);
-    v->self = wrap(Ref::borrow(PyMethod_GET_SELF(o)), source ? Source::attr(source, "__self__") : nullptr, f);
+    // obj.method: its self is obj, already wrapped under the attribute's base source (the method is
+    // made anew by each attribute read, so a guard through it could not read it back).
+    if (source && source->kind == Source::Kind::Attr && source->base) {
+      auto base = by_source_.find(source->base->text());
+      if (base != by_source_.end() && base->second->obj.get() == PyMethod_GET_SELF(o)) v->self = base->second;
+    }
+    if (!v->self) v->self = wrap(Ref::borrow(PyMethod_GET_SELF(o)), source ? Source::attr(source, "__self__") : nullptr, f);
     if (!v->self) return nullptr;
     v->obj = Ref::borrow(PyMethod_GET_FUNCTION(o));
+    return remember(v);
+  }
+  if (std::strcmp(Py_TYPE(o)->tp_name, "numpy.ndarray") == 0) return nullptr;  // NumPy is not traced: the caller breaks
+  if (const int mode = grad_restore_mode(o); mode >= 0) {  // a split with-block's exit (codegen)
+    if (source) add_guard(GuardKind::ID_MATCH, source, obj, f, "___check_obj_id(" + key + ", " + repr_of(o) + ")");
+    v = make(VK::GradMode);
+    v->flag = mode == 1;
     return remember(v);
   }
   // Modules, classes, builtins, torch functions and other objects known by identity.
@@ -607,8 +628,16 @@ TraceResult Translator::run_root(PyObject* code, PyObject* globals, PyObject* bu
   }
   if (obs_ && !announce_code(obs_, facts)) PyErr_Clear();
   Status s = run_frame(f);
-  if (s) r.brk = std::move(s);
-  else r.ret = f.result;
+  if (s && s->id == kStopId) {
+    r.stopped = true;
+    r.stack = f.stack;
+    r.locals = f.locals;
+    r.kw_names = f.kw_names;
+  } else if (s) {
+    r.brk = std::move(s);
+  } else {
+    r.ret = f.result;
+  }
   return r;
 }
 
@@ -621,6 +650,11 @@ void Translator::note_shape_guards(Frame& f, int step) {
 Translator::Status Translator::run_frame(Frame& f) {
   const auto& ins = f.facts->decoded.instrs;
   while (!f.result) {
+    if (stop_at >= 0 && &f == root_ && f.ip == stop_at) {
+      Break b;
+      b.id = kStopId;
+      return b;
+    }
     if (f.ip < 0 || f.ip >= static_cast<int>(ins.size())) return brk(f, "DV0019", "fell off the end of the code");
     const bc::Instr& in = ins[f.ip++];
     const int step_no = cur_step_ = steps++;

@@ -24,6 +24,7 @@ struct Break {
   uint32_t offset = 0;
   int step = -1;
   std::vector<std::string> user_stack;  // "file:line in fn", innermost last
+  int root_ip = -1;  // instruction index of the root frame executing when it broke (-1: before any)
 };
 
 // A decoded code object, cached per code object for the lifetime of the process.
@@ -73,9 +74,16 @@ struct SeenInput {
 using FrameState = std::unordered_map<std::string, SeenInput>;
 enum class DynamicMode : int8_t { Auto = -1, Off = 0, On = 1 };  // torch.compile(dynamic=None/False/True)
 
+extern const char* const kStopId;  // the Break id run_frame returns when it reaches stop_at
+
 struct TraceResult {
   std::optional<Break> brk;
   VPtr ret;  // the frame's return value when no break
+  // Set when the trace stopped before the root instruction `Translator::stop_at` (a restart that
+  // splits the frame at a break): the root frame's stack and locals before that instruction.
+  bool stopped = false;
+  std::vector<VPtr> stack, locals;
+  Ref kw_names;  // a KW_NAMES tuple pending for the stopped CALL
 };
 
 class Translator {
@@ -100,6 +108,7 @@ class Translator {
   std::vector<VPtr> mutated_lists;  // lists from outside the frame changed by append/extend/pop/insert
   std::vector<Ref> input_objects;                 // the real objects behind the placeholders
   int steps = 0;
+  int stop_at = -1;  // stop before this root instruction index (see TraceResult::stopped)
   FrameState* frame_state = nullptr;              // set by the caller: this code object's history
   DynamicMode dynamic_mode = DynamicMode::Auto;
 
@@ -156,6 +165,7 @@ class Translator {
   int next_value_ = 1;
   std::unordered_map<std::string, VPtr> by_source_;  // source text -> value (dedup)
   std::unordered_map<PyObject*, VPtr> tensor_by_id_;  // input tensors by identity (aliasing)
+  std::unordered_set<PyObject*> containers_seen_;     // input lists/dicts wrapped so far
   Frame* root_ = nullptr;
   std::vector<Frame*> frames_;
   int cur_step_ = 0;

@@ -277,6 +277,9 @@ json App::snapshot() {
     auto cv = m_.code_view(m_.compiles()[ci].code);
     if (const int b = break_site(*cv); b >= 0) j["break_instruction"] = cv->lines[b];
   }
+  j["generated_code"] = json::array();  // the rewritten-bytecode pane's tabs: transformed code, resume functions
+  if (const int ci = m_.selected_compile(); ci >= 0)
+    for (const auto& gc : m_.compiles()[ci].gen_codes) j["generated_code"].push_back(gc.first);
   j["tab"] = tab_;
   j["fx_tab"] = fx_tab_;
   if (graph_ >= 0 && fx_tab_ == "code") j["fx_code"] = m_.graphs()[graph_].code;
@@ -318,7 +321,8 @@ std::vector<std::pair<ImU32, std::string>> App::why() const {
     out.push_back({IM_COL32(255, 115, 115, 255), "graph break " + b.break_id + " at line " + std::to_string(b.line) + ": " + b.message});
     if (!b.hint.empty()) out.push_back({IM_COL32(217, 190, 140, 255), "hint: " + b.hint});
   }
-  if (!c.reason.empty() && c.reason != "first call") out.push_back({IM_COL32(255, 196, 64, 255), "recompiled [" + c.id + "]: " + c.reason});
+  if (c.reason.rfind("resume function", 0) == 0) out.push_back({IM_COL32(140, 200, 255, 255), "[" + c.id + "] is a " + c.reason});
+  else if (!c.reason.empty() && c.reason != "first call") out.push_back({IM_COL32(255, 196, 64, 255), "recompiled [" + c.id + "]: " + c.reason});
   return out;
 }
 

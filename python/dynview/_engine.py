@@ -211,8 +211,10 @@ class ExplainOutput:
 
 def _explain_from_records(records):
     graphs = [r["graph"] for r in records if r["graph"] is not None]
+    # As torch._dynamo.explain: a break is reported with the partial graph compiled before it (a break
+    # with nothing compiled before it, or in a frame that runs eagerly, lists no reason).
     breaks = [BreakReason(r["break_message"], r["break_id"], r["break_hint"], r["break_stack"])
-              for r in records if r["has_break"]]
+              for r in records if r["has_break"] and r["graph"] is not None]
     ops = [r["ops"] for r in records if r["graph"] is not None]
     guards = [g for r in records for g in r["guards"]]
     times = "TorchDynamo compilation metrics:\n" + "\n".join(

@@ -93,7 +93,7 @@ pyb::dict record_dict(const CompileRecord& r) {
                    "graph"_a = r.graph_module ? pyb::reinterpret_borrow<pyb::object>(r.graph_module.get()) : pyb::none(),
                    "ops"_a = r.ops, "guards"_a = r.guards, "has_break"_a = r.has_break, "break_id"_a = r.break_id,
                    "break_message"_a = r.break_message, "break_hint"_a = r.break_hint, "break_stack"_a = r.break_stack,
-                   "break_line"_a = r.break_line, "seconds"_a = r.seconds,
+                   "break_line"_a = r.break_line, "eager_why"_a = r.eager_why, "seconds"_a = r.seconds,
                    "transformed_code"_a = r.transformed_code ? pyb::reinterpret_borrow<pyb::object>(r.transformed_code.get()) : pyb::none());
 }
 

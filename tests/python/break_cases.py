@@ -1,0 +1,760 @@
+"""Functions and modules with graph breaks, written the way people write them: print/logging,
+.item()/.tolist()/.numpy(), data-dependent branches, unsupported calls; at the start, middle and end;
+several per frame; inside helpers; inside `with torch.no_grad()`; inside loops and try blocks; with
+lists, dicts, tuples, objects, closures and *args/**kwargs alive across the break. Used by
+test_graph_breaks.py against eager and torch._dynamo.explain."""
+import io
+import logging
+import math
+
+import torch
+import torch.nn as nn
+import torch.nn.functional as F
+
+CASES = []
+SINK = io.StringIO()  # print(..., file=SINK): the break without the noise
+log = logging.getLogger("break_cases")
+log.addHandler(logging.NullHandler())
+log.propagate = False
+
+
+def case(*shapes):
+    def deco(fn):
+        def make(seed):
+            g = torch.Generator().manual_seed(seed)
+            return [torch.randn(*s, generator=g) for s in shapes]
+        CASES.append((fn.__name__, fn, make))
+        return fn
+    return deco
+
+
+def module_case(*shapes):
+    def deco(build):
+        def make(seed):
+            g = torch.Generator().manual_seed(seed)
+            return [torch.randn(*s, generator=g) for s in shapes]
+        torch.manual_seed(0)
+        CASES.append((build.__name__, build(), make))
+        return build
+    return deco
+
+
+def show(*a):
+    print(*a, file=SINK)
+
+
+# ---- one break: where it is -------------------------------------------------------------------
+@case((4,))
+def print_middle(x):
+    y = x * 2
+    print("y", y.shape, file=SINK)
+    return y + 1
+
+@case((4,))
+def print_start(x):
+    print("start", file=SINK)
+    return torch.relu(x) * 3
+
+@case((4,))
+def print_end(x):
+    y = torch.sin(x) + 1
+    print(y.sum().item() > 100, file=SINK)
+    return y
+
+@case((3, 4))
+def item_middle(x):
+    s = x.sum().item()
+    return x * s
+
+@case((3, 4))
+def item_in_expression(x):
+    return x / (x.abs().max().item() + 1.0)
+
+@case((5,))
+def tolist_then_use(x):
+    y = x.relu()
+    vals = y.tolist()
+    return y * len(vals)
+
+@case((2, 3))
+def numpy_roundtrip(x):
+    a = (x + 1).numpy()
+    return torch.from_numpy(a * 2) + x
+
+@case((4,))
+def if_on_tensor(x):
+    if x.sum() > 0:
+        return x + 1
+    return x - 1
+
+@case((4,))
+def if_on_tensor_else(x):
+    y = x * 2
+    if (y > 0).any():
+        y = y + 1
+    else:
+        y = y - 1
+    return y.cos()
+
+@case((4,))
+def while_cond_after(x):
+    y = x.exp()
+    if y.max() > 1.5:
+        y = y / y.max()
+    return y
+
+@case((6,))
+def logging_call(x):
+    y = x.tanh()
+    log.info("value %s", y.shape)
+    return y * 2
+
+@case((4,))
+def show_helper_at_top(x):
+    y = x + 1
+    show(y.shape)
+    return y
+
+
+# ---- several breaks in one frame ---------------------------------------------------------------
+@case((4,))
+def two_prints(x):
+    a = x + 1
+    print("a", file=SINK)
+    b = a * 2
+    print("b", file=SINK)
+    return b - 1
+
+@case((4,))
+def three_breaks(x):
+    a = x.sin()
+    print(1, file=SINK)
+    b = a.cos()
+    n = b.sum().item()
+    c = b * n
+    print(2, file=SINK)
+    return c + 1
+
+@case((3, 3))
+def four_breaks(x):
+    y = x @ x
+    print("a", file=SINK)
+    y = y.relu()
+    print("b", file=SINK)
+    y = y + 1
+    print("c", file=SINK)
+    y = y.sum(0)
+    print("d", file=SINK)
+    return y * 2
+
+@case((4,))
+def item_then_branch(x):
+    m = x.mean().item()
+    if m > 0:
+        return x - m
+    return x + m
+
+@case((4,))
+def branch_then_print(x):
+    y = x * 3
+    if y.sum() > 0:
+        y = y + 1
+    print(y.shape, file=SINK)
+    return y
+
+
+# ---- live values across the break -----------------------------------------------------------------
+@case((4,), (4,))
+def live_list(x, y):
+    outs = [x + 1, y * 2]
+    print(len(outs), file=SINK)
+    outs.append(x - y)
+    return outs
+
+@case((4,), (4,))
+def live_dict(x, y):
+    d = {"a": x + 1, "b": y.relu()}
+    print(sorted(d), file=SINK)
+    return d["a"] * d["b"]
+
+@case((4,))
+def live_tuple(x):
+    t = (x.sin(), x.cos(), 3)
+    print("t", file=SINK)
+    return t[0] + t[1] * t[2]
+
+@case((4,))
+def live_aliased_list(x):
+    a = [x + 1]
+    b = a
+    print(len(a), file=SINK)
+    b.append(x * 2)
+    return len(a), a[0] + a[1]
+
+@case((4,))
+def live_constants(x):
+    scale = 2.5
+    name = "layer"
+    n = 3
+    y = x * scale
+    print(name, file=SINK)
+    return y * n, name
+
+@case((4,))
+def live_unused_tensor(x):
+    tmp = x * 100
+    y = x + 1
+    print("y", file=SINK)
+    tmp = y * 2
+    return tmp
+
+@case((4,))
+def print_receives_graph_value(x):
+    y = (x * 2).sum()
+    print(y, file=SINK)
+    return x + y
+
+@case((4,))
+def break_value_used_after(x):
+    y = x.abs()
+    r = str(y.shape)
+    return y + len(r)
+
+@case((4,), (4,))
+def args_kwargs_alive(x, y):
+    def inner(*args, **kwargs):
+        return args, kwargs
+    a, k = inner(x, y, scale=2)
+    print(len(a), file=SINK)
+    return a[0] * k["scale"] + a[1]
+
+@case((4,))
+def unpack_after_break(x):
+    a, b = x.chunk(2)
+    print("chunks", file=SINK)
+    return torch.cat([b, a])
+
+@case((4,))
+def nested_call_args(x):
+    y = x + 1
+    return torch.add(y, print("inside", file=SINK) or 1.0)
+
+@case((4,))
+def break_inside_expression(x):
+    return (x + 1) * (float(x.sum().item() > 0) + 1)
+
+@case((4,))
+def f_string_of_tensor_value(x):
+    y = x.mean()
+    msg = f"mean={y.item():.3f}"
+    return x - y, msg.startswith("mean")
+
+SCALE = 3.0
+
+@case((4,))
+def global_read_after(x):
+    y = x * 2
+    print("g", file=SINK)
+    return y * SCALE
+
+
+# ---- breaks in helpers (inlined calls break the caller at the call) ------------------------------
+def helper_print(t):
+    t = t * 2
+    print("helper", file=SINK)
+    return t + 1
+
+def helper_item(t):
+    return t * t.sum().item()
+
+def helper_deep2(t):
+    return helper_print(t) - 1
+
+def helper_deep3(t):
+    return helper_deep2(t.exp()) * 2
+
+@case((4,))
+def calls_helper_print(x):
+    y = x.sin()
+    z = helper_print(y)
+    return z.cos()
+
+@case((4,))
+def calls_helper_item(x):
+    return helper_item(x + 1) - 1
+
+@case((4,))
+def calls_helper_two_deep(x):
+    return helper_deep2(x) + 1
+
+@case((4,))
+def calls_helper_three_deep(x):
+    y = x / 2
+    return helper_deep3(y) + y
+
+@case((4,))
+def helper_twice(x):
+    a = helper_print(x)
+    b = helper_print(a)
+    return a + b
+
+def branchy(t):
+    if t.sum() > 0:
+        return t * 2
+    return -t
+
+@case((4,))
+def calls_branchy(x):
+    return branchy(x - 0.1) + 1
+
+
+# ---- blocks -------------------------------------------------------------------------------------
+@case((4,))
+def break_in_no_grad(x):
+    with torch.no_grad():
+        y = x * 2
+        print("in block", file=SINK)
+        y = y + 1
+    return y * x
+
+@case((4,))
+def break_after_no_grad(x):
+    with torch.no_grad():
+        y = x * 2
+    print("after", file=SINK)
+    return y + x
+
+@case((4,))
+def break_in_enable_grad(x):
+    x = x.requires_grad_(False)
+    with torch.enable_grad():
+        y = x + 1
+        print("enable", file=SINK)
+        z = y * 2
+    return z
+
+@case((4,))
+def break_in_for_loop(x):
+    for i in range(3):
+        x = x + i
+        print(i, file=SINK)
+    return x
+
+@case((4,))
+def break_in_while_loop(x):
+    i = 0
+    while i < 2:
+        x = x * 2
+        print(i, file=SINK)
+        i += 1
+    return x
+
+@case((4,))
+def break_after_loop(x):
+    for i in range(3):
+        x = x + i
+    print("done", file=SINK)
+    return x * 2
+
+@case((4,))
+def break_in_try_finally(x):
+    try:
+        y = x + 1
+        print("try", file=SINK)
+    finally:
+        y = y * 2
+    return y
+
+@case((4,))
+def break_in_try_except(x):
+    try:
+        y = x.relu()
+        print("try", file=SINK)
+    except ValueError:
+        y = x
+    return y + 1
+
+@case((4,))
+def break_after_try(x):
+    try:
+        y = x + 1
+    except ValueError:
+        y = x
+    print("after try", file=SINK)
+    return y * 2
+
+
+# ---- closures, cells and globals --------------------------------------------------------------------
+def make_scaled(k):
+    def scaled(x):
+        y = x * k
+        print("scaled", file=SINK)
+        return y + k
+    return scaled
+
+scaled2 = make_scaled(2.0)
+
+@case((4,))
+def closure_break(x):
+    return scaled2(x)
+
+def make_tensor_closure(t):
+    def f(x):
+        y = x + t
+        print("closure", file=SINK)
+        return y * t
+    return f
+
+closure_tensor = make_tensor_closure(torch.linspace(0, 1, 4))
+
+@case((4,))
+def closure_tensor_break(x):
+    return closure_tensor(x)
+
+@case((4,))
+def lambda_after_break(x):
+    y = x + 1
+    print("lambda", file=SINK)
+    f = lambda t: t * 2  # noqa: E731
+    return f(y)
+
+
+# ---- modules --------------------------------------------------------------------------------------
+class PrintingMLP(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.fc1 = nn.Linear(8, 16)
+        self.fc2 = nn.Linear(16, 4)
+
+    def forward(self, x):
+        h = F.relu(self.fc1(x))
+        print("hidden", h.shape, file=SINK)
+        return self.fc2(h)
+
+@module_case((2, 8))
+def printing_mlp():
+    return PrintingMLP()
+
+class Block(nn.Module):
+    def __init__(self, d):
+        super().__init__()
+        self.lin = nn.Linear(d, d)
+        self.norm = nn.LayerNorm(d)
+
+    def forward(self, x):
+        y = self.lin(x)
+        if y.mean() > 10:  # data-dependent: a break in the block's own frame
+            y = y * 0
+        return self.norm(x + y)
+
+class Stack(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.blocks = nn.ModuleList([Block(8) for _ in range(2)])
+        self.head = nn.Linear(8, 3)
+
+    def forward(self, x):
+        for b in self.blocks:
+            x = b(x)
+        return self.head(x)
+
+@module_case((2, 8))
+def nested_module_branch():
+    return Stack()
+
+class ItemGate(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.proj = nn.Linear(6, 6)
+
+    def forward(self, x):
+        y = self.proj(x)
+        gate = torch.sigmoid(y).mean().item()
+        return y * gate
+
+@module_case((3, 6))
+def item_gate():
+    return ItemGate()
+
+class Encoder(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.inner = PrintingMLP()
+        self.out = nn.Linear(4, 2)
+
+    def forward(self, x):
+        h = self.inner(x)
+        return self.out(torch.tanh(h))
+
+@module_case((2, 8))
+def module_calls_breaking_module():
+    return Encoder()
+
+class KwargsModule(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.lin = nn.Linear(4, 4)
+
+    def forward(self, x, **kwargs):
+        y = self.lin(x)
+        print(sorted(kwargs), file=SINK)
+        return y * kwargs.get("scale", 1.0)
+
+@module_case((2, 4))
+def kwargs_module():
+    return KwargsModule()
+
+
+# ---- generators and comprehensions in the caller ---------------------------------------------------
+def gen(xs):
+    for t in xs:
+        yield t * 2
+
+@case((4,), (4,))
+def generator_then_break(x, y):
+    parts = list(gen([x, y]))
+    print(len(parts), file=SINK)
+    return parts[0] + parts[1]
+
+@case((4,))
+def comprehension_then_break(x):
+    ys = [x * i for i in range(3)]
+    print(len(ys), file=SINK)
+    return sum(ys)
+
+
+# ---- misc real idioms ----------------------------------------------------------------------------------
+@case((4, 4))
+def assert_with_item(x):
+    y = x.softmax(-1)
+    total = y.sum().item()
+    assert math.isclose(total, 4.0, rel_tol=1e-4)
+    return y
+
+@case((4,))
+def isfinite_check(x):
+    y = x * 2
+    if not torch.isfinite(y).all():
+        raise ValueError("non-finite")
+    return y
+
+@case((3, 4))
+def shape_print_and_reshape(x):
+    b, n = x.shape
+    print(f"batch {b}", file=SINK)
+    return x.reshape(n, b)
+
+@case((4,))
+def max_item_clamp(x):
+    hi = x.max().item()
+    lo = x.min().item()
+    return x.clamp(lo / 2, hi / 2)
+
+@case((4,))
+def return_from_break_call(x):
+    y = x + 1
+    return print("ret", file=SINK), y
+
+
+# ---- more shapes of the same breaks ------------------------------------------------------------------
+@case((2, 4))
+def print_in_nested_expression(x):
+    return torch.cat([x, x * (print("cat", file=SINK) or 2)], dim=0)
+
+@case((4,))
+def item_used_as_python_number(x):
+    n = int(x.abs().sum().item()) % 3 + 1
+    return x.repeat(n)[:4] * n
+
+@case((4,))
+def tolist_iterated(x):
+    total = 0.0
+    for v in x.tolist():
+        total += v
+    return x - total
+
+@case((4,))
+def branch_on_tensor_bool(x):
+    flag = (x > 0).all()
+    if flag:
+        return x.log()
+    return x.exp()
+
+@case((4,))
+def branch_not_on_tensor(x):
+    y = x * 2
+    if not (y < 100).any():
+        return y
+    return y + 1
+
+@case((4,), (4,))
+def branch_and_print_both_paths(x, y):
+    if (x - y).sum() > 0:
+        print("x wins", file=SINK)
+        return x
+    print("y wins", file=SINK)
+    return y
+
+@case((4,))
+def early_return_after_item(x):
+    if x.max().item() > 100:
+        return x
+    y = x.sigmoid()
+    return y * 2
+
+@case((3, 4))
+def print_with_kwargs_call(x):
+    y = F.softmax(x, dim=-1)
+    print("softmax", y.shape, sep="|", end="\n", file=SINK)
+    return y.sum(-1)
+
+@case((4,))
+def star_args_call_breaks(x):
+    parts = ["a", "b"]
+    print(*parts, file=SINK)
+    return x * len(parts)
+
+@case((4,))
+def dict_comprehension_then_break(x):
+    d = {k: x * i for i, k in enumerate(["a", "b", "c"])}
+    print(list(d), file=SINK)
+    return d["a"] + d["c"]
+
+@case((4,))
+def nested_containers_live(x):
+    state = {"h": [x + 1, (x * 2, "tag")], "n": 2}
+    print("state", file=SINK)
+    return state["h"][0] + state["h"][1][0] * state["n"]
+
+@case((4,))
+def reassigned_argument_live(x):
+    x = x * 3
+    print("x", file=SINK)
+    x = x + 1
+    return x
+
+@case((4,), (4,))
+def unused_argument_dead(x, y):
+    z = x + y
+    print("z", file=SINK)
+    return z * 2
+
+@case((4,))
+def none_and_bool_live(x):
+    mask = None
+    training = False
+    y = x.relu()
+    print("flags", file=SINK)
+    if mask is None and not training:
+        return y
+    return y * 0
+
+@case((4,))
+def break_result_stored(x):
+    y = x.abs()
+    s = str(y.sum().item())
+    return y, len(s) > 0
+
+@case((4,))
+def two_items(x):
+    a = x.min().item()
+    b = x.max().item()
+    return (x - a) / (b - a + 1e-6)
+
+@case((4,))
+def print_then_no_grad(x):
+    print("start", file=SINK)
+    with torch.no_grad():
+        y = x * 2
+    return y + 1
+
+@case((4,))
+def no_grad_item(x):
+    with torch.no_grad():
+        s = (x * 2).sum().item()
+    return x * s
+
+@case((4,))
+def set_grad_enabled_break(x):
+    with torch.set_grad_enabled(False):
+        y = x + 1
+        print("set_grad", file=SINK)
+        y = y * 3
+    return y
+
+def helper_with_kwargs(t, *, scale=1.0, shift=0.0):
+    print("kw", file=SINK)
+    return t * scale + shift
+
+@case((4,))
+def calls_helper_with_kwargs(x):
+    y = x.exp()
+    return helper_with_kwargs(y, scale=2.0, shift=1.0).log()
+
+def helper_returns_pair(t):
+    u = t + 1
+    print("pair", file=SINK)
+    return u, u * 2
+
+@case((4,))
+def unpack_helper_result(x):
+    a, b = helper_returns_pair(x.sin())
+    return a * b
+
+class Helper:
+    def __init__(self, k):
+        self.k = k
+
+    def apply(self, t):
+        t = t * self.k
+        print("method", file=SINK)
+        return t - self.k
+
+helper_obj = Helper(3.0)
+
+@case((4,))
+def calls_method_that_breaks(x):
+    return helper_obj.apply(x + 1) * 2
+
+class Residual(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.a = nn.Linear(4, 4)
+        self.b = nn.Linear(4, 4)
+
+    def forward(self, x):
+        h = self.a(x)
+        n = h.norm().item()
+        return x + self.b(h) / (n + 1)
+
+@module_case((2, 4))
+def residual_item():
+    return Residual()
+
+class Tower(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.left = PrintingMLP()
+        self.right = nn.Linear(8, 4)
+
+    def forward(self, x):
+        return self.left(x) + self.right(x)
+
+@module_case((2, 8))
+def two_branch_module_one_breaks():
+    return Tower()
+
+class Gated(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.lin = nn.Linear(5, 5)
+
+    def forward(self, x, use_gate=True):
+        y = self.lin(x)
+        if use_gate and y.mean() > 0:
+            y = y * torch.sigmoid(y)
+        return y
+
+@module_case((3, 5))
+def gated_module():
+    return Gated()

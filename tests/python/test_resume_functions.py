@@ -1,0 +1,198 @@
+"""Frames split at graph breaks: cache soundness across closures, globals and defaults of one code
+object; one compile per code object across threads; tracebacks through resume functions; the
+recorded resume chain; fullgraph still raising."""
+import io
+import threading
+import traceback
+
+import pytest
+import torch
+
+import dynview
+
+pytestmark = pytest.mark.usefixtures("fresh_engine")
+SINK = io.StringIO()
+
+
+def make_adder(t):
+    def f(x):
+        return x + t
+    return f
+
+
+def make_adder_with_break(t):
+    def f(x):
+        y = x + t
+        print("between", file=SINK)
+        return y * t
+    return f
+
+
+def test_closure_of_another_function_object_is_not_reused():
+    a = dynview.compile(make_adder(torch.ones(3)), backend="eager")
+    b = dynview.compile(make_adder(torch.full((3,), 10.0)), backend="eager")
+    torch.testing.assert_close(a(torch.zeros(3)), torch.ones(3))
+    torch.testing.assert_close(b(torch.zeros(3)), torch.full((3,), 10.0))
+    torch.testing.assert_close(a(torch.zeros(3)), torch.ones(3))
+
+
+def test_closure_constant_and_split_frame():
+    for k in (2.0, 5.0, 2.0):
+        t = torch.full((3,), k)
+        f = make_adder_with_break(t)
+        torch.testing.assert_close(dynview.compile(f, backend="eager")(torch.ones(3)), f(torch.ones(3)))
+
+    def make_scale(k):
+        def g(x):
+            return x * k
+        return g
+    for k in (2, 3, 2):
+        torch.testing.assert_close(dynview.compile(make_scale(k), backend="eager")(torch.ones(2)), torch.full((2,), float(k)))
+
+
+G = torch.ones(3)
+
+
+def add_global(x):
+    return x + G
+
+
+def test_global_changed_between_calls():
+    global G
+    f = dynview.compile(add_global, backend="eager")
+    torch.testing.assert_close(f(torch.zeros(3)), torch.ones(3))
+    G = torch.full((3,), 10.0)
+    try:
+        torch.testing.assert_close(f(torch.zeros(3)), torch.full((3,), 10.0))
+    finally:
+        G = torch.ones(3)
+
+
+def make_default(t):
+    def f(x, s=t):
+        return x + s
+    return f
+
+
+def test_default_argument_of_another_function_object():
+    a = dynview.compile(make_default(torch.ones(3)), backend="eager")
+    b = dynview.compile(make_default(torch.full((3,), 7.0)), backend="eager")
+    torch.testing.assert_close(a(torch.zeros(3)), torch.ones(3))
+    torch.testing.assert_close(b(torch.zeros(3)), torch.full((3,), 7.0))
+
+
+def mlp_like(x):
+    return torch.relu(x @ x.T).sum(0) + 1
+
+
+def test_one_compile_across_threads():
+    f = dynview.compile(mlp_like, backend="eager")
+    x = torch.randn(8, 8)
+    dynview._C.take_records()
+    results, errors = [], []
+    start = threading.Barrier(4)
+
+    def worker():
+        try:
+            start.wait()
+            results.append(f(x))
+        except Exception as e:  # pragma: no cover - reported below
+            errors.append(e)
+    threads = [threading.Thread(target=worker) for _ in range(4)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(60)
+    assert not errors
+    for r in results:
+        torch.testing.assert_close(r, mlp_like(x))
+    records = dynview._C.take_records()
+    assert [r["compile_id"] for r in records] == ["[0/0]"], records
+    assert len(dynview._C.cache_entries(mlp_like.__code__)) == 1
+
+
+def raises_on_negative(t):
+    if t < 0:
+        raise ValueError("negative")
+    return t
+
+
+def split_then_raise(x):
+    y = x.sum()
+    print("checking", file=SINK)
+    return raises_on_negative(y.item())
+
+
+def test_traceback_through_resume_function_points_at_user_lines():
+    f = dynview.compile(split_then_raise, backend="eager")
+    assert f(torch.ones(2)) == 2.0
+    with pytest.raises(ValueError) as info:
+        f(-torch.ones(2))
+    frames = traceback.extract_tb(info.value.__traceback__)
+    mine = [(fs.name, fs.lineno) for fs in frames if fs.filename == __file__]
+    call_line = split_then_raise.__code__.co_firstlineno + 3
+    raise_line = raises_on_negative.__code__.co_firstlineno + 2
+    assert ("raises_on_negative", raise_line) in mine
+    assert any(line == call_line for _, line in mine), mine
+
+
+def two_breaks(x):
+    a = x + 1
+    print("one", file=SINK)
+    b = a * 2
+    print("two", file=SINK)
+    return b - 1
+
+
+def test_trace_holds_the_resume_chain(tmp_path):
+    path = tmp_path / "chain.dyn"
+    with dynview.record(path):
+        f = dynview.compile(two_breaks, backend="eager")
+        f(torch.ones(3))
+        f(torch.ones(3))
+    t = dynview.load_trace(path)
+    ids = [c.id for c in t.compiles]
+    assert ids == ["0/0", "1/0", "2/0"], ids
+    assert t.compiles[1].reason.startswith("resume function of [0/0] after the graph break at " + __file__)
+    assert t.compiles[2].reason.startswith("resume function of [1/0] after the graph break at " + __file__)
+    assert all(len(c.graphs) == 1 for c in t.compiles)
+    assert [len(c.breaks) for c in t.compiles] == [1, 1, 0]
+    assert t.compiles[1].qualname.startswith("__resume_at_") and t.compiles[2].qualname.startswith("__resume_at_")
+    hits = [e for e in t.runtime if e.get("kind") == "hit"]
+    assert len(hits) >= 3, "the repeat call hits the frame and both resume functions"
+
+
+def test_fullgraph_still_raises_at_the_first_break():
+    f = dynview.compile(two_breaks, backend="eager", fullgraph=True)
+    with pytest.raises(dynview.Unsupported) as info:
+        f(torch.ones(3))
+    assert info.value.break_id == "DV0015"
+    assert info.value.lineno == two_breaks.__code__.co_firstlineno + 2
+
+
+def test_resume_functions_hit_their_caches():
+    f = dynview.compile(two_breaks, backend="eager")
+    f(torch.ones(3))
+    dynview._C.take_records()
+    for _ in range(3):
+        torch.testing.assert_close(f(torch.ones(3)), two_breaks(torch.ones(3)))
+    assert dynview._C.take_records() == []
+    (entry,) = dynview._C.cache_entries(two_breaks.__code__)
+    assert entry["hits"] == 3
+
+
+def test_viewer_shows_the_resume_chain(tmp_path):
+    from test_viewer import script
+    path = str(tmp_path / "viewer_chain.dyn")
+    with dynview.record(path):
+        dynview.compile(two_breaks, backend="eager")(torch.ones(3))
+    t = dynview.load_trace(path)
+    out = script(path, ["click compile 0", "click compile 1", "click compile 2"], tmp_path)
+    first, second, third = (o["state"] for o in out)
+    # the rewritten-bytecode pane of a split frame: its transformed code and the resume function it calls
+    assert first["generated_code"][0] == "__transformed_code_two_breaks"
+    assert first["generated_code"][1] == t.compiles[1].qualname
+    assert any("graph break DV0015" in w for w in first["why"])
+    assert any(w.startswith("[1/0] is a resume function of [0/0] after the graph break at") for w in second["why"])
+    assert second["generated_code"][1] == t.compiles[2].qualname
+    assert any(w.startswith("[2/0] is a resume function of [1/0]") for w in third["why"])

@@ -1,0 +1,269 @@
+// Split points, liveness and resume code objects (see resume.h).
+#include "resume.h"
+
+#include <map>
+#include <tuple>
+
+#include "core/assembler.h"
+#include "core/opcodes.h"
+
+namespace dv {
+namespace {
+
+using bc::Instr;
+
+const bc::ExcEntry* handler_of(const bc::Decoded& d, uint32_t offset) {
+  for (const bc::ExcEntry& e : d.exceptions)
+    if (offset >= e.start && offset < e.end) return &e;
+  return nullptr;
+}
+
+int index_at(const CodeFacts& facts, uint32_t offset) {
+  auto it = facts.index_of.find(offset);
+  return it == facts.index_of.end() ? -1 : it->second;
+}
+
+uint8_t base(const Instr& in) { return bc::op_info(in.opcode).deopt; }
+constexpr uint8_t kFastCell = 0x40;  // CO_FAST_CELL (CPython 3.11 internal/pycore_code.h)
+
+// A `with` block's handler: PUSH_EXC_INFO; WITH_EXCEPT_START (CPython 3.11's compiler).
+bool is_with_handler(const CodeFacts& facts, uint32_t target) {
+  const int i = index_at(facts, target);
+  const auto& ins = facts.decoded.instrs;
+  return i >= 0 && i + 1 < static_cast<int>(ins.size()) && base(ins[i]) == bc::PUSH_EXC_INFO &&
+         base(ins[i + 1]) == bc::WITH_EXCEPT_START;
+}
+
+bool ends_block(uint8_t op) { return bc::has_flag(op, bc::F_NOFALL); }
+
+}  // namespace
+
+bool plan_split(const CodeFacts& facts, int index, SplitPlan& plan, std::string& why) {
+  const auto& ins = facts.decoded.instrs;
+  if (index < 0 || index >= static_cast<int>(ins.size())) {
+    why = "the break is not at an instruction of the frame";
+    return false;
+  }
+  const Instr& in = ins[index];
+  const uint8_t op = base(in);
+  plan = SplitPlan{};
+  plan.index = index;
+  if (op == bc::CALL) {
+    plan.kind = SplitPlan::Call;
+    plan.operands = in.arg + 2;
+    plan.next = index + 1;
+  } else if (op == bc::CALL_FUNCTION_EX) {
+    plan.kind = SplitPlan::Call;
+    plan.operands = 3 + (in.arg & 1);
+    plan.next = index + 1;
+  } else if (op == bc::POP_JUMP_FORWARD_IF_TRUE || op == bc::POP_JUMP_FORWARD_IF_FALSE ||
+             op == bc::POP_JUMP_BACKWARD_IF_TRUE || op == bc::POP_JUMP_BACKWARD_IF_FALSE) {
+    plan.kind = SplitPlan::Jump;
+    plan.operands = 1;
+    plan.next = index + 1;
+    plan.target = index_at(facts, static_cast<uint32_t>(in.jump_target));
+    if (plan.target < 0) {
+      why = "jump target is not an instruction";
+      return false;
+    }
+  } else {
+    plan.kind = SplitPlan::Generic;
+    plan.next = index;
+  }
+  // A loop around the break (TorchDynamo's backedge heuristic: a jump back to before the break
+  // before the next return) runs the whole frame eagerly.
+  if (bc::is_jump(op) && in.jump_target >= 0 && static_cast<uint32_t>(in.jump_target) <= in.offset) {
+    why = "graph break in a loop";
+    return false;
+  }
+  for (size_t i = static_cast<size_t>(index) + 1; i < ins.size(); ++i) {
+    const uint8_t o = base(ins[i]);
+    if (o == bc::RETURN_VALUE) break;
+    if (bc::is_jump(o) && ins[i].jump_target >= 0 && static_cast<uint32_t>(ins[i].jump_target) < in.offset) {
+      why = "graph break in a loop";
+      return false;
+    }
+  }
+  // Blocks: a `with` block (grad mode) can be continued; a try block cannot.
+  if (const bc::ExcEntry* e = handler_of(facts.decoded, in.offset)) {
+    if (!is_with_handler(facts, e->target)) {
+      why = "graph break in a try block";
+      return false;
+    }
+    // The with block must not sit inside another block: its handler's cleanup is not protected.
+    const int h = index_at(facts, e->target);
+    const bc::ExcEntry* cleanup = handler_of(facts.decoded, ins[h + 1].offset);
+    if (!cleanup || handler_of(facts.decoded, cleanup->target)) {
+      why = "graph break in nested blocks";
+      return false;
+    }
+  }
+  return true;
+}
+
+std::vector<bool> live_locals(const CodeFacts& facts, int index) {
+  const auto& ins = facts.decoded.instrs;
+  const auto* co = reinterpret_cast<PyCodeObject*>(facts.code.get());
+  const size_t n = ins.size();
+  const size_t nloc = static_cast<size_t>(co->co_nlocals);
+  std::vector<std::vector<bool>> in(n, std::vector<bool>(nloc, false));
+  // Successors of each instruction: fall-through, jump target, exception handler.
+  std::vector<std::vector<int>> succ(n);
+  for (size_t i = 0; i < n; ++i) {
+    const uint8_t op = base(ins[i]);
+    if (!ends_block(op) && i + 1 < n) succ[i].push_back(static_cast<int>(i) + 1);
+    if (bc::is_jump(op) && ins[i].jump_target >= 0) {
+      const int t = index_at(facts, static_cast<uint32_t>(ins[i].jump_target));
+      if (t >= 0) succ[i].push_back(t);
+    }
+    if (const bc::ExcEntry* e = handler_of(facts.decoded, ins[i].offset)) {
+      const int t = index_at(facts, e->target);
+      if (t >= 0) succ[i].push_back(t);
+    }
+  }
+  bool changed = true;
+  while (changed) {
+    changed = false;
+    for (size_t k = n; k-- > 0;) {
+      std::vector<bool> live(nloc, false);
+      for (int s : succ[k])
+        for (size_t j = 0; j < nloc; ++j)
+          if (in[static_cast<size_t>(s)][j]) live[j] = true;
+      const uint8_t op = base(ins[k]);
+      const size_t a = ins[k].arg >= 0 ? static_cast<size_t>(ins[k].arg) : nloc;
+      if ((op == bc::STORE_FAST || op == bc::DELETE_FAST) && a < nloc) live[a] = false;
+      if (op == bc::LOAD_FAST && a < nloc) live[a] = true;
+      if (live != in[k]) {
+        in[k] = std::move(live);
+        changed = true;
+      }
+    }
+  }
+  return index >= 0 && static_cast<size_t>(index) < n ? in[static_cast<size_t>(index)] : std::vector<bool>(nloc, false);
+}
+
+PyObject* resume_code(const CodeFacts& facts, int target, const ResumeLayout& layout, std::string& why) {
+  // Shared per (code, target, layout); never destroyed (holds code objects past Py_Finalize).
+  using Key = std::tuple<PyObject*, int, std::vector<bool>, std::vector<int>, std::vector<int>>;
+  static auto& cache = *new std::map<Key, Ref>();
+  static auto& counter = *new std::map<PyObject*, int>();
+  Key key{facts.code.get(), target, layout.stack_null, layout.locals, layout.cells};
+  if (auto it = cache.find(key); it != cache.end()) return it->second.get();
+
+  auto* co = reinterpret_cast<PyCodeObject*>(facts.code.get());
+  const auto& ins = facts.decoded.instrs;
+  auto orig = bc::to_asm_input(facts.decoded, co->co_firstlineno);
+  if (!orig) {
+    why = orig.error().message();
+    return nullptr;
+  }
+  // Decoded index -> assembler index (EXTENDED_ARGs are folded away by to_asm_input).
+  std::vector<int> asm_index(ins.size() + 1);
+  int k = 0;
+  for (size_t i = 0; i < ins.size(); ++i) {
+    asm_index[i] = k;
+    if (base(ins[i]) != bc::EXTENDED_ARG) ++k;
+  }
+  asm_index[ins.size()] = k;
+  // New layout. varnames: [stack args][live locals][passed cells][other varnames]; cellvars: [passed
+  // cells][other cells] (code.replace puts the cells not among varnames after them, then freevars).
+  const int nplus = static_cast<int>(PyTuple_GET_SIZE(co->co_localsplusnames));
+  const int nfree = co->co_nfreevars;
+  const auto* kinds = reinterpret_cast<const uint8_t*>(PyBytes_AS_STRING(co->co_localspluskinds));
+  auto is_cell = [&](int i) { return (kinds[i] & kFastCell) != 0; };
+  int nstack = 0;
+  for (bool isnull : layout.stack_null) nstack += isnull ? 0 : 1;
+  std::vector<int> new_index(static_cast<size_t>(nplus), -1);
+  Ref varnames = Ref::steal(PyList_New(0)), cellvars = Ref::steal(PyList_New(0)), pure_cells = Ref::steal(PyList_New(0));
+  auto name_of = [&](int i) { return PyTuple_GET_ITEM(co->co_localsplusnames, i); };
+  auto add_var = [&](int i) {
+    new_index[static_cast<size_t>(i)] = static_cast<int>(PyList_GET_SIZE(varnames.get()));
+    PyList_Append(varnames.get(), name_of(i));
+  };
+  for (int i = 0; i < nstack; ++i)
+    PyList_Append(varnames.get(), Ref::steal(PyUnicode_FromFormat("___stack%d", i)).get());
+  for (int l : layout.locals) add_var(l);
+  for (int c : layout.cells) {
+    add_var(c);
+    PyList_Append(cellvars.get(), name_of(c));
+  }
+  for (int i = 0; i < nplus - nfree; ++i)
+    if (new_index[static_cast<size_t>(i)] < 0 && !is_cell(i)) add_var(i);
+  const int nvar = static_cast<int>(PyList_GET_SIZE(varnames.get()));
+  for (int i = 0; i < nplus - nfree; ++i)
+    if (new_index[static_cast<size_t>(i)] < 0 && is_cell(i)) {
+      new_index[static_cast<size_t>(i)] = nvar + static_cast<int>(PyList_GET_SIZE(pure_cells.get()));
+      PyList_Append(pure_cells.get(), name_of(i));
+      PyList_Append(cellvars.get(), name_of(i));
+    }
+  const int nnew = nvar + static_cast<int>(PyList_GET_SIZE(pure_cells.get())) + nfree;
+  auto remap = [&](int idx) { return idx < nplus - nfree ? new_index[static_cast<size_t>(idx)] : idx - (nplus - nfree) + (nnew - nfree); };
+
+  bc::AsmInput in;
+  in.firstlineno = co->co_firstlineno;
+  bc::Position pos{co->co_firstlineno, co->co_firstlineno, bc::kNone, bc::kNone};
+  if (target < static_cast<int>(ins.size())) pos = ins[static_cast<size_t>(target)].pos;
+  auto emit = [&](uint8_t op, int arg = 0) { in.instrs.push_back(bc::AsmInstr{op, arg, pos}); };
+  for (int i = 0; i < nplus - nfree; ++i)
+    if (is_cell(i)) emit(bc::MAKE_CELL, new_index[static_cast<size_t>(i)]);
+  if (nfree) emit(bc::COPY_FREE_VARS, nfree);
+  emit(bc::RESUME, 0);
+  int passed = 0;
+  for (bool isnull : layout.stack_null) {
+    if (isnull) emit(bc::PUSH_NULL);
+    else emit(bc::LOAD_FAST, passed++);
+  }
+  const int shift = static_cast<int>(in.instrs.size()) + 1;  // prologue + its jump
+  emit(bc::JUMP_FORWARD, asm_index[static_cast<size_t>(target)] + shift);
+  for (bc::AsmInstr a : orig->instrs) {
+    const uint8_t op = a.opcode;
+    if (bc::is_jump(op)) a.arg += shift;
+    else if (op == bc::LOAD_FAST || op == bc::STORE_FAST || op == bc::DELETE_FAST || op == bc::LOAD_DEREF ||
+             op == bc::STORE_DEREF || op == bc::DELETE_DEREF || op == bc::LOAD_CLOSURE || op == bc::LOAD_CLASSDEREF ||
+             op == bc::MAKE_CELL)
+      a.arg = remap(a.arg);
+    in.instrs.push_back(a);
+  }
+  for (bc::AsmExcRange r : orig->ranges) {
+    r.start += shift;
+    r.end += shift;
+    r.handler += shift;
+    in.ranges.push_back(r);
+  }
+  auto out = bc::assemble(in);
+  if (!out) {
+    why = out.error().message();
+    return nullptr;
+  }
+  const int n = ++counter[facts.code.get()];
+  const uint32_t offset = target < static_cast<int>(ins.size()) ? ins[static_cast<size_t>(target)].offset : 0;
+  Ref name = Ref::steal(PyUnicode_FromFormat("__resume_at_%u_%d", offset, n));
+  Ref replace = Ref::steal(PyObject_GetAttrString(facts.code.get(), "replace"));
+  Ref kw = Ref::steal(PyDict_New());
+  Ref empty = Ref::steal(PyTuple_New(0));
+  auto set = [&](const char* key_name, PyObject* v) { PyDict_SetItemString(kw.get(), key_name, v); Py_XDECREF(v); };
+  set("co_code", PyBytes_FromStringAndSize(out->code.data(), static_cast<Py_ssize_t>(out->code.size())));
+  set("co_linetable", PyBytes_FromStringAndSize(out->linetable.data(), static_cast<Py_ssize_t>(out->linetable.size())));
+  set("co_exceptiontable", PyBytes_FromStringAndSize(out->exceptiontable.data(), static_cast<Py_ssize_t>(out->exceptiontable.size())));
+  set("co_stacksize", PyLong_FromLong(out->stacksize));
+  set("co_varnames", PyList_AsTuple(varnames.get()));
+  set("co_cellvars", PyList_AsTuple(cellvars.get()));
+  set("co_nlocals", PyLong_FromLong(nvar));
+  set("co_argcount", PyLong_FromLong(nstack + static_cast<long>(layout.locals.size() + layout.cells.size())));
+  set("co_posonlyargcount", PyLong_FromLong(0));
+  set("co_kwonlyargcount", PyLong_FromLong(0));
+  set("co_flags", PyLong_FromLong(co->co_flags & ~(CO_VARARGS | CO_VARKEYWORDS)));
+  set("co_name", Ref::borrow(name.get()).release());
+  set("co_qualname", Ref::borrow(name.get()).release());
+  Ref code = Ref::steal(PyObject_Call(replace.get(), empty.get(), kw.get()));
+  if (!code) {
+    Ref err = take_error();
+    why = "code.replace failed: " + (err ? repr_of(err.get()) : std::string("?"));
+    PyErr_Clear();
+    return nullptr;
+  }
+  cache.emplace(std::move(key), code);
+  return code.get();
+}
+
+}  // namespace dv

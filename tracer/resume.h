@@ -1,0 +1,45 @@
+// Splitting a frame at a graph break (TorchDynamo's partial graphs and resume functions): where a
+// root frame may be split, which locals are live after the split point, and the resume code objects
+// (a copy of the original code with a prologue that rebuilds the stack and jumps to the split point).
+// Read by the compile driver (eval_frame.cpp) and codegen (codegen.cpp).
+#pragma once
+#include <string>
+#include <vector>
+
+#include "translator.h"
+
+namespace dv {
+
+// How the root frame continues after a break at root instruction `index`.
+struct SplitPlan {
+  enum Kind {
+    Call,     // CALL / CALL_FUNCTION_EX: the transformed code runs the call, then resumes after it
+    Jump,     // a conditional jump on a tensor: one resume function per branch
+    Generic,  // any other instruction: resume *at* it, and run the rest of the frame eagerly
+  } kind = Generic;
+  int index = -1;      // the breaking root instruction (decoded index)
+  int operands = 0;    // stack items the breaking instruction consumes (Call, Jump)
+  int next = -1;       // resume target(s): Call/Generic: next (Generic: == index); Jump: fallthrough
+  int target = -1;     // Jump: the jump target
+};
+
+// Whether the root frame can be split at instruction `index`, and how; on false `why` says why
+// not (as TorchDynamo: a break inside a loop or a try block runs the whole frame eagerly).
+bool plan_split(const CodeFacts& facts, int index, SplitPlan& plan, std::string& why);
+
+// Locals (varnames slots, by localsplus index) read before written on some path from `index`.
+std::vector<bool> live_locals(const CodeFacts& facts, int index);
+
+// Stack items the resume function takes: position in the stack and whether it is NULL (re-pushed
+// by the prologue, not passed).
+struct ResumeLayout {
+  std::vector<bool> stack_null;  // one per stack slot at the resume point, bottom first
+  std::vector<int> locals;       // localsplus indexes of the live locals passed, in order
+  std::vector<int> cells;        // localsplus indexes of the cell variables whose contents are passed
+};
+
+// A resume code object `__resume_at_<offset>_<n>` for instruction `target` of `facts`' code,
+// shared by every split that resumes there with the same layout. nullptr with `why` on failure.
+PyObject* resume_code(const CodeFacts& facts, int target, const ResumeLayout& layout, std::string& why);
+
+}  // namespace dv
