@@ -449,11 +449,16 @@ std::optional<Transformed> generate_split(const CodeFacts& facts, PyObject* glob
       if (op == bc::CALL) {
         if (stop.kw_names) e.emit(bc::KW_NAMES, e.konst(stop.kw_names.get()));
         e.call(brk_in.arg);
-      } else {
-        e.emit(bc::CALL_FUNCTION_EX, brk_in.arg);
+      } else if (op == bc::STORE_ATTR) {
+        e.emit(bc::STORE_ATTR, e.name(str_of(PyTuple_GET_ITEM(co->co_names, brk_in.arg))));
+      } else {  // CALL_FUNCTION_EX, BINARY_SUBSCR, COMPARE_OP, STORE_SUBSCR: operands on the stack
+        e.emit(op, brk_in.arg == bc::kNone ? 0 : brk_in.arg);
       }
-      const int result = e.temp();
-      e.emit(bc::STORE_FAST, result);
+      int result = -1;
+      if (plan.pushes) {
+        result = e.temp();
+        e.emit(bc::STORE_FAST, result);
+      }
       if (!resume(plan.next, below, result)) return std::nullopt;
       break;
     }

@@ -56,6 +56,11 @@ bool plan_split(const CodeFacts& facts, int index, SplitPlan& plan, std::string&
     plan.kind = SplitPlan::Call;
     plan.operands = 3 + (in.arg & 1);
     plan.next = index + 1;
+  } else if (op == bc::BINARY_SUBSCR || op == bc::COMPARE_OP || op == bc::STORE_SUBSCR || op == bc::STORE_ATTR) {
+    plan.kind = SplitPlan::Call;
+    plan.operands = op == bc::STORE_SUBSCR ? 3 : 2;
+    plan.pushes = op == bc::STORE_SUBSCR || op == bc::STORE_ATTR ? 0 : 1;
+    plan.next = index + 1;
   } else if (op == bc::POP_JUMP_FORWARD_IF_TRUE || op == bc::POP_JUMP_FORWARD_IF_FALSE ||
              op == bc::POP_JUMP_BACKWARD_IF_TRUE || op == bc::POP_JUMP_BACKWARD_IF_FALSE) {
     plan.kind = SplitPlan::Jump;

@@ -13,12 +13,14 @@ namespace dv {
 // How the root frame continues after a break at root instruction `index`.
 struct SplitPlan {
   enum Kind {
-    Call,     // CALL / CALL_FUNCTION_EX: the transformed code runs the call, then resumes after it
+    Call,     // CALL, CALL_FUNCTION_EX, BINARY_SUBSCR, COMPARE_OP, STORE_SUBSCR, STORE_ATTR (as TorchDynamo's
+              // break_graph_if_unsupported): the transformed code runs it, then resumes after it
     Jump,     // a conditional jump on a tensor: one resume function per branch
     Generic,  // any other instruction: resume *at* it, and run the rest of the frame eagerly
   } kind = Generic;
   int index = -1;      // the breaking root instruction (decoded index)
   int operands = 0;    // stack items the breaking instruction consumes (Call, Jump)
+  int pushes = 1;      // Call: items it leaves (0 or 1)
   int next = -1;       // resume target(s): Call/Generic: next (Generic: == index); Jump: fallthrough
   int target = -1;     // Jump: the jump target
 };

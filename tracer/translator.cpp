@@ -641,6 +641,20 @@ TraceResult Translator::run_root(PyObject* code, PyObject* globals, PyObject* bu
   return r;
 }
 
+// The fake mode made a size that depends on tensor values (boolean indexing, nonzero, unique): the
+// graph would need unbacked symbols, which dynview does not bind.
+bool Translator::has_unbacked_symbols() {
+  Ref env = Ref::steal(PyObject_GetAttrString(dyn_.get(), "env"));
+  Ref pending = env ? Ref::steal(PyObject_GetAttrString(env.get(), "pending_fresh_unbacked_symbols")) : Ref();
+  if (!pending) {
+    PyErr_Clear();
+    return false;
+  }
+  const int n = PyObject_IsTrue(pending.get());
+  if (n < 0) PyErr_Clear();
+  return n == 1;
+}
+
 void Translator::note_shape_guards(Frame& f, int step) {
   dyn_guards_seen_ = PyList_GET_SIZE(dyn_guards_.get());
   Ref r = Ref::steal(PyObject_CallMethod(dyn_.get(), "note", "ii", step, current_line(f)));
@@ -667,6 +681,9 @@ Translator::Status Translator::run_frame(Frame& f) {
     else if (!h) s = brk(f, "DV0001", "unsupported opcode " + std::string(bc::op_name(in.opcode)), "dynview does not yet trace this bytecode");
     else s = h(*this, f, in);
     if (dyn_guards_ && PyList_GET_SIZE(dyn_guards_.get()) != dyn_guards_seen_) note_shape_guards(f, step_no);
+    if (!s && dyn_ && has_unbacked_symbols())
+      s = brk(f, "DV0003", "data-dependent output size (" + std::string(bc::op_name(in.opcode)) + ")",
+              "the size depends on tensor values; dynview breaks the graph here like torch.compile");
     if (s) {
       if (obs_ && !f.reported) report_step(f);  // the breaking step, with the stack it saw
       return s;

@@ -179,7 +179,8 @@ class Translator {
   std::vector<SourcePtr> sym_sources_;
   Ref dyn_guards_;             // the ShapeEnv's guard list, watched after each step
   Py_ssize_t dyn_guards_seen_ = 0;
-  void note_shape_guards(Frame& f, int step);  // attribute new ShapeEnv guards to `step`
+  void note_shape_guards(Frame& f, int step);
+  bool has_unbacked_symbols();  // attribute new ShapeEnv guards to `step`
 };
 
 bool is_exact_const(PyObject* o);
