@@ -7,6 +7,7 @@
 #include <climits>
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -105,6 +106,17 @@ Result<Decoded> decode(std::string_view code, std::string_view linetable,
                        std::string_view exceptiontable, int firstlineno,
                        Version version = Version::py311);
 Result<Decoded> decode(const CodeInfo& co);
+// The call made by d.instrs[i], the same on every version: 3.11's KW_NAMES + PRECALL + CALL,
+// 3.12's KW_NAMES + CALL, 3.13's CALL_KW after the LOAD_CONST of its names tuple. nullopt if
+// instrs[i] is not CALL or CALL_KW (3.11: the CALL, not the PRECALL, is the call).
+struct CallForm {
+  int32_t nargs = 0;              // arguments on the stack after callable and self/NULL, keywords included
+  int32_t kwnames = kNone;        // co_consts index of the keyword names tuple (kNone: no keywords,
+                                  // or CALL_KW's names not loaded by the instruction just before)
+  bool kwnames_on_stack = false;  // 3.13 CALL_KW: the names tuple is on the stack above the args
+};
+std::optional<CallForm> call_form(const Decoded& d, size_t i);
+
 // Operand indexes (consts, names, locals, BINARY_OP/COMPARE_OP tables) are within range.
 Result<bool> check_operands(const CodeInfo& co, const Decoded& d);
 

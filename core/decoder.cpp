@@ -157,6 +157,25 @@ Result<Decoded> decode(const CodeInfo& co) {
   return decode(co.code, co.linetable, co.exceptiontable, co.firstlineno, co.version);
 }
 
+std::optional<CallForm> call_form(const Decoded& d, size_t i) {
+  if (i >= d.instrs.size()) return std::nullopt;
+  const Instr& call = d.instrs[i];
+  if (call.name != Name::CALL && call.name != Name::CALL_KW) return std::nullopt;
+  CallForm f;
+  f.nargs = call.arg;
+  f.kwnames_on_stack = call.name == Name::CALL_KW;
+  // The instruction before, skipping this call's EXTENDED_ARGs and (3.11) its PRECALL.
+  size_t j = i;
+  while (j > 0 && (d.instrs[j - 1].name == Name::EXTENDED_ARG || d.instrs[j - 1].name == Name::PRECALL)) --j;
+  while (j > 0 && d.instrs[j - 1].name == Name::EXTENDED_ARG) --j;
+  if (j == 0) return f;
+  size_t k = j - 1;  // the previous real instruction (its own EXTENDED_ARGs come before it)
+  const Instr& prev = d.instrs[k];
+  if (call.name == Name::CALL && prev.name == Name::KW_NAMES) f.kwnames = prev.arg;
+  if (call.name == Name::CALL_KW && prev.name == Name::LOAD_CONST) f.kwnames = prev.arg;
+  return f;
+}
+
 Result<bool> check_operands(const CodeInfo& co, const Decoded& d) {
   const Version v = d.version;
   for (const Instr& ins : d.instrs) {

@@ -134,3 +134,31 @@ TEST_CASE("3.13: labels, super-instructions, COMPARE_OP's bool bit", "[versions]
   CHECK(out->code == code);
   CHECK(out->stacksize == 2);
 }
+
+TEST_CASE("call forms are the same on every version", "[versions]") {
+  auto build = [](Version v, std::initializer_list<std::pair<Name, int>> seq) {
+    std::string code;
+    for (auto [n, arg] : seq) {
+      code.push_back(static_cast<char>(op(n, v)));
+      code.push_back(static_cast<char>(arg));
+      code.append(2 * op_info(op(n, v), v).caches, '\0');
+    }
+    auto d = decode(code, {}, {}, 1, v);
+    REQUIRE(d);
+    return std::move(d).value();
+  };
+  // f(a, k=b): 3 arguments, keyword names in co_consts[2]
+  auto d311 = build(Version::py311, {{Name::LOAD_FAST, 0}, {Name::KW_NAMES, 2}, {Name::PRECALL, 2}, {Name::CALL, 2}});
+  auto d312 = build(Version::py312, {{Name::LOAD_FAST, 0}, {Name::KW_NAMES, 2}, {Name::CALL, 2}});
+  auto d313 = build(Version::py313, {{Name::LOAD_FAST, 0}, {Name::LOAD_CONST, 2}, {Name::CALL_KW, 2}});
+  for (const Decoded* d : {&d311, &d312, &d313}) {
+    auto f = call_form(*d, d->instrs.size() - 1);
+    REQUIRE(f);
+    CHECK(f->nargs == 2);
+    CHECK(f->kwnames == 2);
+    CHECK(f->kwnames_on_stack == (d->version == Version::py313));
+  }
+  CHECK_FALSE(call_form(d311, 2).has_value());  // the PRECALL
+  auto plain = build(Version::py312, {{Name::LOAD_FAST, 0}, {Name::CALL, 1}});
+  CHECK(call_form(plain, 1)->kwnames == kNone);
+}
