@@ -1,4 +1,4 @@
-// Assembler and stack-depth analysis for CPython 3.11 code (see assembler.h for the contract).
+// Assembler and stack-depth analysis for CPython 3.11-3.13 code (see assembler.h for the contract).
 #include "assembler.h"
 
 #include <algorithm>
@@ -64,18 +64,21 @@ struct Handler {
 }  // namespace
 
 Result<AsmOutput> assemble(const AsmInput& in) {
+  const Version v = in.version;
+  const OpTable& table = op_table(v);
+  const uint8_t extended_arg = table.extended_arg;
   const size_t n = in.instrs.size();
   const auto err = [](std::string what, long at = -1) { return make_error("assembler", std::move(what), at); };
   std::vector<uint8_t> ops(n);
   for (size_t i = 0; i < n; ++i) {
     const AsmInstr& a = in.instrs[i];
-    if (!is_valid_opcode(a.opcode) || a.opcode == EXTENDED_ARG || a.opcode == CACHE)
+    if (!is_valid_opcode(a.opcode, v) || a.opcode == extended_arg || name_of(a.opcode, v) == Name::CACHE)
       return err("instruction " + std::to_string(i) + ": opcode " + std::to_string(a.opcode) +
                  " cannot be assembled");
-    if (is_jump(a.opcode) && (a.arg < 0 || static_cast<size_t>(a.arg) >= n))
+    if (is_jump(a.opcode, v) && (a.arg < 0 || static_cast<size_t>(a.arg) >= n))
       return err("instruction " + std::to_string(i) + ": jump target " + std::to_string(a.arg) +
                  " is not an instruction index");
-    if (!is_jump(a.opcode) && a.arg < 0)
+    if (!is_jump(a.opcode, v) && a.arg < 0)
       return err("instruction " + std::to_string(i) + ": negative oparg " + std::to_string(a.arg));
     ops[i] = a.opcode;
   }
@@ -97,29 +100,32 @@ Result<AsmOutput> assemble(const AsmInput& in) {
   // Jump offsets to a fixed point (compile.c assemble_jump_offsets), sizes in code units.
   std::vector<uint32_t> args(n), size(n), start(n + 1);
   for (size_t i = 0; i < n; ++i) {
-    args[i] = is_jump(ops[i]) ? 0 : static_cast<uint32_t>(in.instrs[i].arg);
-    size[i] = 1 + op_info(ops[i]).caches + (has_arg(ops[i]) ? ext_count(args[i]) : 0);
+    // A jump's first size: 3.13's assembler starts from the oparg holding the target's index, the
+    // older ones from 0. The fixed point reached (sizes only change when an oparg needs more or
+    // fewer EXTENDED_ARGs) depends on it, so this matches their EXTENDED_ARGs exactly.
+    args[i] = !is_jump(ops[i], v) || v == Version::py313 ? static_cast<uint32_t>(in.instrs[i].arg) : 0;
+    size[i] = 1 + op_info(ops[i], v).caches + (has_arg(ops[i], v) ? ext_count(args[i]) : 0);
   }
   for (bool changed = true; changed;) {
     start[0] = 0;
     for (size_t i = 0; i < n; ++i) start[i + 1] = start[i] + size[i];
     changed = false;
     for (size_t i = 0; i < n; ++i) {
-      if (!is_jump(ops[i])) continue;
+      if (!is_jump(ops[i], v)) continue;
       const uint32_t next = start[i] + size[i];
       const uint32_t target = start[in.instrs[i].arg];
       const bool backward = target < next;
       uint8_t op = in.instrs[i].opcode;
-      if (backward != has_flag(op, F_BACKWARD)) {
-        auto other = jump_other_direction(op);
+      if (backward != has_flag(op, F_BACKWARD, v)) {
+        auto other = jump_other_direction(op, v);
         if (!other)
-          return err("instruction " + std::to_string(i) + ": " + std::string(op_name(op)) + " cannot jump " +
+          return err("instruction " + std::to_string(i) + ": " + std::string(op_name(op, v)) + " cannot jump " +
                      (backward ? "backward" : "forward"));
         op = *other;
       }
       ops[i] = op;
       args[i] = backward ? next - target : target - next;
-      const uint32_t s = 1 + op_info(op).caches + ext_count(args[i]);
+      const uint32_t s = 1 + op_info(op, v).caches + ext_count(args[i]);
       if (s != size[i]) {
         size[i] = s;
         changed = true;
@@ -132,27 +138,42 @@ Result<AsmOutput> assemble(const AsmInput& in) {
   for (size_t i = 0; i < n; ++i) {
     out.offsets[i] = start[i] * 2;
     const uint32_t a = args[i];
-    if (has_arg(ops[i])) {
+    if (has_arg(ops[i], v)) {
       for (int k = ext_count(a); k > 0; --k) {
-        out.code.push_back(static_cast<char>(EXTENDED_ARG));
+        out.code.push_back(static_cast<char>(extended_arg));
         out.code.push_back(static_cast<char>((a >> (8 * k)) & 0xFF));
       }
       out.code.push_back(static_cast<char>(ops[i]));
       out.code.push_back(static_cast<char>(a & 0xFF));
     } else {
       if (a != 0)
-        return err("instruction " + std::to_string(i) + ": " + std::string(op_name(ops[i])) + " takes no oparg");
+        return err("instruction " + std::to_string(i) + ": " + std::string(op_name(ops[i], v)) + " takes no oparg");
       out.code.push_back(static_cast<char>(ops[i]));
       out.code.push_back(0);
     }
-    out.code.append(2 * op_info(ops[i]).caches, '\0');
+    out.code.append(2 * op_info(ops[i], v).caches, '\0');
   }
-  // Line table: one entry per instruction, split into pieces of at most 8 code units.
+  // Line table: one entry per instruction (3.11) or per run of instructions with the same
+  // location (3.12+), split into pieces of at most 8 code units.
   int32_t cur_line = in.firstlineno;
-  for (size_t i = 0; i < n; ++i) {
-    int units = static_cast<int>(size[i]);
-    for (; units > 8; units -= 8) write_location(out.linetable, cur_line, in.instrs[i].pos, 8);
-    write_location(out.linetable, cur_line, in.instrs[i].pos, units);
+  auto emit_location = [&](const Position& pos, int units) {
+    for (; units > 8; units -= 8) write_location(out.linetable, cur_line, pos, 8);
+    if (units > 0) write_location(out.linetable, cur_line, pos, units);
+  };
+  if (v == Version::py311) {
+    for (size_t i = 0; i < n; ++i) emit_location(in.instrs[i].pos, static_cast<int>(size[i]));
+  } else {
+    Position run_pos;
+    int run_units = 0;
+    for (size_t i = 0; i < n; ++i) {
+      if (run_units > 0 && !(in.instrs[i].pos == run_pos)) {
+        emit_location(run_pos, run_units);
+        run_units = 0;
+      }
+      if (run_units == 0) run_pos = in.instrs[i].pos;
+      run_units += static_cast<int>(size[i]);
+    }
+    emit_location(run_pos, run_units);
   }
   // Exception table: consecutive instructions with the same handler form one entry.
   std::vector<ExcEntry> entries;
@@ -174,14 +195,15 @@ Result<AsmOutput> assemble(const AsmInput& in) {
   }
   if (cur.target >= 0) emit(start[n]);
 
-  auto depth = compute_stacksize(out.code, entries);
+  auto depth = compute_stacksize(out.code, entries, v);
   if (!depth) return depth.error();
   out.stacksize = *depth;
   return out;
 }
 
-Result<int32_t> compute_stacksize(std::string_view code, const std::vector<ExcEntry>& exceptions) {
-  auto d = decode(code, {}, {}, 1);
+Result<int32_t> compute_stacksize(std::string_view code, const std::vector<ExcEntry>& exceptions,
+                                  Version v) {
+  auto d = decode(code, {}, {}, 1, v);
   if (!d) return d.error();
   const auto& ins = d->instrs;
   const size_t n = ins.size();
@@ -226,20 +248,22 @@ Result<int32_t> compute_stacksize(std::string_view code, const std::vector<ExcEn
         if (auto r = push(h->second, static_cast<int32_t>(ex.depth) + (ex.lasti ? 1 : 0) + 1); !r)
           return r.error();
       }
-      const uint8_t op = op_info(x.opcode).deopt;
-      auto eff = stack_effect(op, x.arg == kNone ? 0 : x.arg, false);
+      const uint8_t op = op_info(x.opcode, v).deopt;
+      auto eff = stack_effect(op, x.arg == kNone ? 0 : x.arg, false, v);
       if (!eff) return make_error("co_code", "opcode without a stack effect", static_cast<long>(x.offset));
       // RETURN_GENERATOR returns the new generator; when resumed, execution continues with the
       // sent value pushed (the compiler inserts it and its POP_TOP after its own depth analysis).
-      const int32_t next_dep = dep + (op == RETURN_GENERATOR ? 1 : *eff);
+      const int32_t next_dep = dep + (x.name == Name::RETURN_GENERATOR && v != Version::py313 ? 1 : *eff);
       maxdepth = std::max(maxdepth, next_dep);
-      if (is_jump(op)) {
-        auto je = stack_effect(op, x.arg, true);
+      // 3.13's compiler counts the depth before it folds LOAD_CONST + RETURN_VALUE into RETURN_CONST.
+      if (v == Version::py313 && x.name == Name::RETURN_CONST) maxdepth = std::max(maxdepth, dep + 1);
+      if (is_jump(op, v)) {
+        auto je = stack_effect(op, x.arg, true, v);
         auto t = at.find(static_cast<uint32_t>(x.jump_target));
         if (!je || t == at.end()) return make_error("co_code", "bad jump", static_cast<long>(x.offset));
         if (auto r = push(t->second, dep + *je); !r) return r.error();
       }
-      if (has_flag(op, F_NOFALL) || i + 1 >= n) break;
+      if (has_flag(op, F_NOFALL, v) || i + 1 >= n) break;
       if (next_dep < 0) return make_error("co_code", "stack underflow", static_cast<long>(x.offset));
       if (depth[i + 1] >= 0) {
         if (auto r = push(i + 1, next_dep); !r) return r.error();
@@ -253,6 +277,7 @@ Result<int32_t> compute_stacksize(std::string_view code, const std::vector<ExcEn
 
 Result<AsmInput> to_asm_input(const Decoded& d, int firstlineno) {
   AsmInput in;
+  in.version = d.version;
   in.firstlineno = firstlineno;
   std::unordered_map<uint32_t, int32_t> index_at;  // byte offset (incl. EXTENDED_ARG prefix) -> index
   index_at.reserve(d.instrs.size() * 2);
@@ -261,7 +286,7 @@ Result<AsmInput> to_asm_input(const Decoded& d, int firstlineno) {
   bool in_prefix = false;
   std::vector<const Instr*> real;
   for (const Instr& x : d.instrs) {
-    if (op_info(x.opcode).deopt == EXTENDED_ARG) {
+    if (op_info(x.opcode, d.version).deopt == op_table(d.version).extended_arg) {
       if (!in_prefix) prefix_pos = x.pos;
       in_prefix = true;
       prefix_offsets.push_back(x.offset);
@@ -271,7 +296,7 @@ Result<AsmInput> to_asm_input(const Decoded& d, int firstlineno) {
     for (uint32_t o : prefix_offsets) index_at[o] = idx;
     index_at[x.offset] = idx;
     AsmInstr a;
-    a.opcode = op_info(x.opcode).deopt;
+    a.opcode = op_info(x.opcode, d.version).deopt;
     a.arg = x.arg == kNone ? 0 : x.arg;
     a.pos = in_prefix ? prefix_pos : x.pos;
     in.instrs.push_back(a);

@@ -31,7 +31,7 @@ bool from_hex(std::string_view h, std::string& out) {
 }
 
 json to_j(const CodeInfo& c) {
-  json j = {{"name", c.name}, {"qualname", c.qualname}, {"filename", c.filename},
+  json j = {{"version", std::string(version_str(c.version))}, {"name", c.name}, {"qualname", c.qualname}, {"filename", c.filename},
             {"firstlineno", c.firstlineno}, {"argcount", c.argcount}, {"posonlyargcount", c.posonlyargcount},
             {"kwonlyargcount", c.kwonlyargcount}, {"flags", c.flags}, {"stacksize", c.stacksize},
             {"code", to_hex(c.code)}, {"linetable", to_hex(c.linetable)},
@@ -49,6 +49,11 @@ Result<CodeInfo> from_j(const json& j, const std::string& path) {
   if (!j.is_object()) return err("expected an object");
   CodeInfo c;
   try {
+    if (j.contains("version")) {  // absent: recorded before versions existed, 3.11
+      auto v = version_from_str(j.at("version").get<std::string>());
+      if (!v) return err("field 'version' is not a supported CPython version (3.11, 3.12, 3.13)");
+      c.version = *v;
+    }
     c.name = j.at("name").get<std::string>();
     c.qualname = j.value("qualname", c.name);
     c.filename = j.value("filename", std::string());
@@ -74,6 +79,7 @@ Result<CodeInfo> from_j(const json& j, const std::string& path) {
       for (size_t i = 0; i < nested.size(); ++i) {
         auto n = from_j(nested[i], path + ".nested[" + std::to_string(i) + "]");
         if (!n) return n.error();
+        if (n->version != c.version) return err("nested code object of another version");
         c.nested.push_back(std::make_shared<CodeInfo>(std::move(n).value()));
       }
     }

@@ -1,5 +1,6 @@
 // CodeInfo <-> JSON, the interchange form of a recorded code object (read by `dynview disasm`
-// and, later, embedded in traces). Byte fields are lower-case hex strings.
+// and, later, embedded in traces). Byte fields are lower-case hex strings; "version" ("3.11",
+// "3.12", "3.13"; absent = 3.11) says whose bytecode it is.
 #pragma once
 #include <string>
 

@@ -1,6 +1,7 @@
-// Opcode table lookups, built once from core/opcode_table_311.inc.
+// Opcode table lookups, built at compile time from core/opcode_table_3XX.inc (one OpTable per version).
 #include "opcodes.h"
 
+#include <algorithm>
 #include <array>
 #include <bit>
 #include <cstdio>
@@ -9,29 +10,38 @@
 namespace dv::bc {
 namespace {
 
-constexpr std::array<OpInfo, 256> build_table() {
-  std::array<OpInfo, 256> ops{};
-#define DV_OP(nm, num, caches, flags, k0, c0, s0, k1, c1, s1) \
-  ops[num] = OpInfo{#nm, caches, static_cast<uint16_t>(flags), {k0, c0, s0}, {k1, c1, s1}, num, false, 0};
-#define DV_SPEC(nm, num, base) ops[num] = OpInfo{#nm, 0, 0, {SE_INVALID, 0, 0}, {SE_INVALID, 0, 0}, base, true, 0};
-#define DV_BINOP(...)
-#define DV_CMPOP(...)
-#include "opcode_table_311.inc"
-#undef DV_OP
-#undef DV_SPEC
-#undef DV_BINOP
-#undef DV_CMPOP
-  for (auto& o : ops) {  // specialised forms share their base's caches and flags
-    if (o.name) o.name_len = static_cast<uint8_t>(std::char_traits<char>::length(o.name));
-    if (o.specialized) {
-      o.caches = ops[o.deopt].caches;
-      o.flags = ops[o.deopt].flags;
-    }
-  }
-  return ops;
-}
+#define DV_TABLE_FILE "opcode_table_311.inc"
+#define DV_TABLE_NS t311
+#define DV_TABLE_VERSION Version::py311
+#include "opcode_build.inc"
+#undef DV_TABLE_FILE
+#undef DV_TABLE_NS
+#undef DV_TABLE_VERSION
+#define DV_TABLE_FILE "opcode_table_312.inc"
+#define DV_TABLE_NS t312
+#define DV_TABLE_VERSION Version::py312
+#include "opcode_build.inc"
+#undef DV_TABLE_FILE
+#undef DV_TABLE_NS
+#undef DV_TABLE_VERSION
+#define DV_TABLE_FILE "opcode_table_313.inc"
+#define DV_TABLE_NS t313
+#define DV_TABLE_VERSION Version::py313
+#include "opcode_build.inc"
+#undef DV_TABLE_FILE
+#undef DV_TABLE_NS
+#undef DV_TABLE_VERSION
 
-constexpr std::array<OpInfo, 256> kOps = build_table();
+constexpr OpTable kTables[kVersionCount] = {t311::build(), t312::build(), t313::build()};
+
+constexpr const char* kNames[] = {
+#define DV_NAME(n) #n,
+#include "opcode_names.inc"
+#undef DV_NAME
+};
+static_assert(std::size(kNames) == kNameCount);
+
+
 
 const std::array<std::string, 256>& unnamed() {
   static const std::array<std::string, 256> names = [] {
@@ -46,29 +56,10 @@ const std::array<std::string, 256>& unnamed() {
   return names;
 }
 
-struct NamedOp { const char* name; const char* symbol; };
-constexpr NamedOp kBinOps[] = {
-#define DV_OP(...)
-#define DV_SPEC(...)
-#define DV_BINOP(i, nm, sym) {#nm, sym},
-#define DV_CMPOP(...)
-#include "opcode_table_311.inc"
-#undef DV_OP
-#undef DV_SPEC
-#undef DV_BINOP
-#undef DV_CMPOP
-};
-constexpr const char* kCmpOps[] = {
-#define DV_OP(...)
-#define DV_SPEC(...)
-#define DV_BINOP(...)
-#define DV_CMPOP(i, sym) sym,
-#include "opcode_table_311.inc"
-#undef DV_OP
-#undef DV_SPEC
-#undef DV_BINOP
-#undef DV_CMPOP
-};
+constexpr const NamedOp* kBinOps = t311::binops;
+constexpr int kNBinOps = static_cast<int>(std::size(t311::binops));
+constexpr const char* const* kCmpOps = t311::cmpops;
+constexpr int kNCmpOps = static_cast<int>(std::size(t311::cmpops));
 
 std::optional<int> eval(StackEffect e, int arg) {
   switch (e.kind) {
@@ -86,7 +77,7 @@ std::optional<int> eval(StackEffect e, int arg) {
 
 }  // namespace
 
-constinit const std::array<OpInfo, 256> kOpTable = kOps;
+constinit const std::array<OpInfo, 256> kOpTable = kTables[0].ops;
 
 std::string_view op_name(uint8_t op) {
   const OpInfo& i = op_info(op);
@@ -121,8 +112,8 @@ std::optional<uint8_t> jump_other_direction(uint8_t op) {
   }
 }
 
-int binary_op_count() { return static_cast<int>(std::size(kBinOps)); }
-int compare_op_count() { return static_cast<int>(std::size(kCmpOps)); }
+int binary_op_count() { return kNBinOps; }
+int compare_op_count() { return kNCmpOps; }
 
 std::optional<std::string_view> binary_op_symbol(int arg) {
   if (arg < 0 || arg >= binary_op_count()) return std::nullopt;
@@ -135,6 +126,101 @@ std::optional<std::string_view> binary_op_name(int arg) {
 std::optional<std::string_view> compare_op_symbol(int arg) {
   if (arg < 0 || arg >= compare_op_count()) return std::nullopt;
   return kCmpOps[arg];
+}
+
+// ---- any version ----
+
+const OpTable& op_table(Version v) { return kTables[static_cast<int>(v)]; }
+
+std::string_view version_str(Version v) {
+  switch (v) {
+    case Version::py311: return "3.11";
+    case Version::py312: return "3.12";
+    case Version::py313: return "3.13";
+  }
+  return "?";
+}
+
+std::optional<Version> version_from_minor(int major, int minor) {
+  if (major != 3) return std::nullopt;
+  switch (minor) {
+    case 11: return Version::py311;
+    case 12: return Version::py312;
+    case 13: return Version::py313;
+    default: return std::nullopt;
+  }
+}
+
+std::optional<Version> version_from_str(std::string_view s) {
+  for (Version v : kAllVersions) {
+    std::string_view d = version_str(v);
+    if (s == d || (s.size() == 3 && s[0] == d[0] && s.substr(1) == d.substr(2))) return v;
+  }
+  return std::nullopt;
+}
+
+std::string_view name_str(Name n) {
+  const int i = static_cast<int>(n);
+  return i >= 0 && i < kNameCount ? std::string_view(kNames[i]) : std::string_view();
+}
+
+std::optional<Name> name_by_str(std::string_view s) {
+  auto it = std::lower_bound(std::begin(kNames), std::end(kNames), s,
+                             [](const char* a, std::string_view b) { return std::string_view(a) < b; });
+  if (it == std::end(kNames) || s != *it) return std::nullopt;
+  return static_cast<Name>(it - std::begin(kNames));
+}
+
+std::optional<uint8_t> opcode_of(Name n, Version v) {
+  const int i = static_cast<int>(n);
+  if (i < 0 || i >= kNameCount) return std::nullopt;
+  const int16_t op = op_table(v).number[i];
+  if (op < 0) return std::nullopt;
+  return static_cast<uint8_t>(op);
+}
+
+std::string_view op_name(uint8_t op, Version v) {
+  const OpInfo& i = op_info(op, v);
+  return i.name ? std::string_view(i.name, i.name_len) : std::string_view(unnamed()[op]);
+}
+
+std::optional<uint8_t> op_by_name(std::string_view name, Version v) {
+  auto n = name_by_str(name);
+  return n ? opcode_of(*n, v) : std::nullopt;
+}
+
+std::optional<int> stack_effect(uint8_t op, int arg, bool jump, Version v) {
+  const OpInfo& i = op_info(op, v);
+  if (!i.name || i.specialized) return std::nullopt;
+  return eval(jump ? i.jump_effect : i.effect, has_arg(op, v) ? arg : 0);
+}
+
+std::optional<uint8_t> jump_other_direction(uint8_t op, Version v) {
+  if (v == Version::py311) return jump_other_direction(op);
+  switch (name_of(op, v)) {  // 3.12+: only the unconditional jump has both directions
+    case Name::JUMP_FORWARD: return opcode_of(Name::JUMP_BACKWARD, v);
+    case Name::JUMP_BACKWARD: return opcode_of(Name::JUMP_FORWARD, v);
+    default: return std::nullopt;
+  }
+}
+
+std::optional<std::string_view> binary_op_symbol(int arg, Version v) {
+  const OpTable& t = op_table(v);
+  if (arg < 0 || arg >= t.n_binops) return std::nullopt;
+  return t.binops[arg].symbol;
+}
+
+std::optional<std::string_view> compare_op_symbol(int arg, Version v) {
+  const OpTable& t = op_table(v);
+  if (arg < 0 || arg >= t.n_cmpops) return std::nullopt;
+  return t.cmpops[arg];
+}
+
+std::optional<std::string_view> intrinsic_name(int which, int arg, Version v) {
+  const OpTable& t = op_table(v);
+  const int n = which == 1 ? t.n_intrinsic1 : t.n_intrinsic2;
+  if (arg < 0 || arg >= n) return std::nullopt;
+  return (which == 1 ? t.intrinsic1 : t.intrinsic2)[arg];
 }
 
 }  // namespace dv::bc

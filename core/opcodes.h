@@ -1,6 +1,8 @@
-// The CPython 3.11 opcode table: names, numbers, inline caches, operand kinds, stack effects.
-// All facts come from core/opcode_table_311.inc, generated from a real interpreter by
+// The CPython opcode tables (3.11, 3.12, 3.13): names, numbers, inline caches, operand kinds, stack
+// effects. All facts come from core/opcode_table_3XX.inc, each generated from its own interpreter by
 // core/tools/gen_opcode_table.py; everything else in dynview reads them through this header.
+// Two views: the 3.11 one (enum Op, op_info(op), ...: the engine's numbering today) and the
+// version-parametrised one (op_info(op, v), ..., and the version-neutral Name enum shared by all).
 #pragma once
 #include <array>
 #include <cstdint>
@@ -24,6 +26,30 @@ enum Op : uint8_t {
 constexpr int kHaveArgument = DV_HAVE_ARGUMENT;
 constexpr uint32_t kPythonVersionHex = DV_PYTHON_VERSION_HEX;
 constexpr const char* kOpcodeTableId = "cpython-3.11";
+#undef DV_HAVE_ARGUMENT
+#undef DV_PYTHON_VERSION_HEX
+#undef DV_EXTENDED_ARG_OP
+
+// The CPython version whose bytecode a code object holds. Code recorded before versions existed
+// (code JSON without "version", traces of format 3.0) is 3.11.
+enum class Version : uint8_t { py311 = 0, py312 = 1, py313 = 2 };
+constexpr int kVersionCount = 3;
+constexpr Version kAllVersions[] = {Version::py311, Version::py312, Version::py313};
+std::string_view version_str(Version v);                       // "3.12"
+std::optional<Version> version_from_str(std::string_view s);   // "3.12" or "312"
+std::optional<Version> version_from_minor(int major, int minor);
+
+// Opcode names of every version, once (core/opcode_names.inc): handlers and tools written against
+// a Name work on every version; each version maps it to its own number (or has no such opcode).
+enum class Name : uint16_t {
+#define DV_NAME(n) n,
+#include "opcode_names.inc"
+#undef DV_NAME
+  kNone_,  // no opcode (unused numbers)
+};
+constexpr int kNameCount = static_cast<int>(Name::kNone_);
+std::string_view name_str(Name n);
+std::optional<Name> name_by_str(std::string_view s);
 
 enum OpFlag : uint16_t {
   F_ARG = 1 << 0,       // takes an oparg (opcode >= HAVE_ARGUMENT)
@@ -65,7 +91,23 @@ struct OpInfo {
   uint8_t deopt;        // base opcode (itself for base opcodes)
   bool specialized;     // adaptive form; never appears in co_code
   uint8_t name_len;     // strlen(name)
+  Name id = Name::kNone_;  // version-neutral name
 };
+
+// One version's table: every opcode number, the number of each Name, the oparg tables.
+struct NamedOp { const char* name; const char* symbol; };
+struct OpTable {
+  Version version;
+  uint32_t python_version_hex;  // of the interpreter that generated it
+  uint8_t have_argument, extended_arg;
+  std::array<OpInfo, 256> ops;
+  std::array<int16_t, kNameCount> number;  // Name -> opcode number, -1 if this version has none
+  const NamedOp* binops; int n_binops;
+  const char* const* cmpops; int n_cmpops;
+  const char* const* intrinsic1; int n_intrinsic1;  // CALL_INTRINSIC_1 (none on 3.11)
+  const char* const* intrinsic2; int n_intrinsic2;
+};
+const OpTable& op_table(Version v);
 
 extern const std::array<OpInfo, 256> kOpTable;  // constant-initialised: no guard on access
 inline const OpInfo& op_info(uint8_t op) { return kOpTable[op]; }
@@ -89,5 +131,22 @@ std::optional<std::string_view> binary_op_name(int arg);
 std::optional<std::string_view> compare_op_symbol(int arg);
 int binary_op_count();
 int compare_op_count();
+
+// ---- the same questions for any version ----
+inline const OpInfo& op_info(uint8_t op, Version v) { return op_table(v).ops[op]; }
+inline bool is_valid_opcode(uint8_t op, Version v) { return op_info(op, v).name && !op_info(op, v).specialized; }
+inline bool has_flag(uint8_t op, OpFlag f, Version v) { return (op_info(op, v).flags & f) != 0; }
+inline bool has_arg(uint8_t op, Version v) { return has_flag(op, F_ARG, v); }
+inline bool is_jump(uint8_t op, Version v) { return has_flag(op, F_JREL, v) || has_flag(op, F_JABS, v); }
+inline Name name_of(uint8_t op, Version v) { return op_info(op, v).id; }  // of the number itself
+inline Name base_name_of(uint8_t op, Version v) { return op_info(op_info(op, v).deopt, v).id; }
+std::optional<uint8_t> opcode_of(Name n, Version v);
+std::string_view op_name(uint8_t op, Version v);
+std::optional<uint8_t> op_by_name(std::string_view name, Version v);
+std::optional<int> stack_effect(uint8_t op, int arg, bool jump, Version v);
+std::optional<uint8_t> jump_other_direction(uint8_t op, Version v);
+std::optional<std::string_view> binary_op_symbol(int arg, Version v);
+std::optional<std::string_view> compare_op_symbol(int arg, Version v);  // index into cmp_op
+std::optional<std::string_view> intrinsic_name(int which, int arg, Version v);  // which = 1 or 2
 
 }  // namespace dv::bc

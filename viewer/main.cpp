@@ -6,7 +6,8 @@
 //   dynview export RUN.dyn --format chrome|json [--steps] [-o OUT]
 //   dynview seek RUN.dyn [--random N] [--json]  time to reach N random steps (chunk decode + state)
 //   dynview disasm CODE.json [--no-recursive]   print the dis.dis listing of a recorded code object
-//   dynview opcodes                             print the opcode table
+//                                               (of the version it records: 3.11, 3.12 or 3.13)
+//   dynview opcodes [--version 3.12]            print the opcode table (default 3.11)
 //   dynview RUN.dyn [--screenshot OUT.png | --script FILE | ...]   the viewer window (window.h)
 // Exit codes: 0 ok; 1 `check` over budget (or a failed --script command); 2 unreadable or malformed
 // input; 3 no display for the viewer; 64 usage error.
@@ -44,7 +45,7 @@ int usage() {
                "       dynview stats RUN.dyn [--json]\n"
                "       dynview export RUN.dyn --format chrome|json [--steps] [-o OUT]\n"
                "       dynview disasm CODE.json [--no-recursive]\n"
-               "       dynview opcodes\n"
+               "       dynview opcodes [--version 3.11|3.12|3.13]\n"
                "exit codes: 0 ok, 1 check over budget, 2 unreadable input, 64 usage error\n");
   return 64;
 }
@@ -220,9 +221,17 @@ int cmd_seek(int argc, char** argv) {
   return 0;
 }
 
-int cmd_opcodes() {
+int cmd_opcodes(int argc, char** argv) {
+  dv::bc::Version v = dv::bc::Version::py311;
+  if (argc == 2 && !std::strcmp(argv[0], "--version")) {
+    auto r = dv::bc::version_from_str(argv[1]);
+    if (!r) return usage();
+    v = *r;
+  } else if (argc != 0) {
+    return usage();
+  }
   for (int op = 0; op < 256; ++op) {
-    const auto& i = dv::bc::op_info(static_cast<uint8_t>(op));
+    const auto& i = dv::bc::op_info(static_cast<uint8_t>(op), v);
     if (!i.name || i.specialized) continue;
     std::printf("%3d %-28s caches=%d\n", op, i.name, i.caches);
   }
@@ -274,7 +283,7 @@ int main(int argc, char** argv) {
   if (argc < 2) return usage();
   const std::string cmd = argv[1];
   if (cmd == "disasm") return cmd_disasm(argc - 2, argv + 2);
-  if (cmd == "opcodes") return cmd_opcodes();
+  if (cmd == "opcodes") return cmd_opcodes(argc - 2, argv + 2);
   if (cmd == "explain" || cmd == "recompiles" || cmd == "check" || cmd == "stats" || cmd == "export")
     return cmd_report(cmd, argc - 2, argv + 2);
   if (cmd == "seek") return cmd_seek(argc - 2, argv + 2);

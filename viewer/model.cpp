@@ -395,6 +395,7 @@ std::shared_ptr<const CodeView> Model::code_view(int id) {
   } else {
     v->info = std::move(*co);
     v->decoded = std::move(*d);
+    const auto labels = bc::labels_313(v->decoded, false);  // 3.13's jumps say "to L<n>"
     for (const bc::Instr& ins : v->decoded.instrs) {
       // dis's columns, narrower: line (4), jump-target mark, offset (5), opname (padded to 20), arg (repr).
       std::string line = ins.starts_line != bc::kNone ? std::to_string(ins.starts_line) : "";
@@ -402,11 +403,11 @@ std::shared_ptr<const CodeView> Model::code_view(int id) {
       line += ins.is_jump_target ? ">>" : "  ";
       std::string off = std::to_string(ins.offset);
       line += std::string(off.size() < 5 ? 5 - off.size() : 0, ' ') + off + " ";
-      line += bc::op_name(ins.opcode);
+      line += bc::op_name(ins.opcode, v->info.version);
       if (ins.arg != bc::kNone) {
         line.resize(std::max<size_t>(line.size() + 1, 33), ' ');
         line += std::to_string(ins.arg);
-        const std::string rep = bc::argrepr(v->info, ins);
+        const std::string rep = bc::argrepr(v->info, ins, labels);
         if (!rep.empty()) line += " (" + rep + ")";
       }
       v->lines.push_back(std::move(line));
@@ -489,10 +490,11 @@ const std::vector<SearchHit>& Model::search(const std::string& q) {
     if (it == names.end()) {
       it = names.emplace(code, std::map<uint32_t, std::string>()).first;
       auto cv = code_view(code);
+      const auto labels = cv->error.empty() ? bc::labels_313(cv->decoded, false) : std::vector<uint32_t>{};
       if (cv->error.empty())
         for (const bc::Instr& ins : cv->decoded.instrs) {
           if (ins.arg == bc::kNone) continue;
-          std::string rep = bc::argrepr(cv->info, ins), low = rep;
+          std::string rep = bc::argrepr(cv->info, ins, labels), low = rep;
           std::transform(low.begin(), low.end(), low.begin(), ::tolower);
           for (size_t at = low.find(lq); at != std::string::npos; at = low.find(lq, at + 1))
             if ((at == 0 || !is_id(low[at - 1])) && (at + lq.size() == low.size() || !is_id(low[at + lq.size()]))) {

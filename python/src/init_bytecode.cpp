@@ -4,6 +4,8 @@
 #include <pybind11/pybind11.h>
 #include <pybind11/stl.h>
 
+#include <chrono>
+
 #include "code_info.h"
 #include "core/assembler.h"
 #include "core/code_json.h"
@@ -164,26 +166,104 @@ std::string code_json(pyb::handle x, int indent) {
   return bc::code_to_json(*info, indent);
 }
 
-pyb::list opcode_table() {
+bc::Version version_arg(const std::string& v) {
+  auto r = bc::version_from_str(v);
+  if (!r) throw pyb::value_error("unsupported CPython version '" + v + "' (3.11, 3.12, 3.13)");
+  return *r;
+}
+
+pyb::list opcode_table(const std::string& version) {
+  const bc::Version v = version_arg(version);
   pyb::list out;
   for (int op = 0; op < 256; ++op) {
-    const bc::OpInfo& i = bc::op_info(static_cast<uint8_t>(op));
+    const bc::OpInfo& i = bc::op_info(static_cast<uint8_t>(op), v);
     if (!i.name) continue;
     using namespace dv::bc;
+    const auto f = [&](OpFlag fl) { return has_flag(static_cast<uint8_t>(op), fl, v); };
     out.append(pyb::dict("name"_a = i.name, "opcode"_a = op, "caches"_a = i.caches, "specialized"_a = i.specialized,
-                         "deopt"_a = i.deopt, "has_arg"_a = has_arg(op), "const"_a = has_flag(op, F_CONST),
-                         "name_op"_a = has_flag(op, F_NAME), "jrel"_a = has_flag(op, F_JREL),
-                         "jabs"_a = has_flag(op, F_JABS), "local"_a = has_flag(op, F_LOCAL),
-                         "free"_a = has_flag(op, F_FREE), "compare"_a = has_flag(op, F_COMPARE),
-                         "backward"_a = has_flag(op, F_BACKWARD), "no_fallthrough"_a = has_flag(op, F_NOFALL)));
+                         "deopt"_a = i.deopt, "has_arg"_a = f(F_ARG), "const"_a = f(F_CONST),
+                         "name_op"_a = f(F_NAME), "jrel"_a = f(F_JREL), "jabs"_a = f(F_JABS), "local"_a = f(F_LOCAL),
+                         "free"_a = f(F_FREE), "compare"_a = f(F_COMPARE), "backward"_a = f(F_BACKWARD),
+                         "no_fallthrough"_a = f(F_NOFALL), "neutral_name"_a = std::string(name_str(i.id))));
   }
   return out;
 }
 
-pyb::object py_stack_effect(int op, int arg, bool jump) {
+pyb::object py_stack_effect(int op, int arg, bool jump, const std::string& version) {
   if (op < 0 || op > 255) throw pyb::value_error("opcode out of range");
-  auto e = bc::stack_effect(static_cast<uint8_t>(op), arg, jump);
+  auto e = bc::stack_effect(static_cast<uint8_t>(op), arg, jump, version_arg(version));
   return e ? pyb::object(pyb::int_(*e)) : pyb::none();
+}
+
+// Everything core/ says about a code object recorded as code JSON (any version): its
+// instructions with dis.get_instructions' fields for that version, the dis.dis listing, the
+// exception table and the re-assembled bytes. Lets the 3.11 test suite check 3.12/3.13 code.
+pyb::dict from_json(const std::string& text, bool recursive, bool details) {
+  auto co = bc::code_from_json(text);
+  if (!co) raise(co.error());
+  bc::Decoded d = decode_or_raise(*co);
+  pyb::dict original("code"_a = pyb::bytes(co->code), "linetable"_a = pyb::bytes(co->linetable),
+                     "exceptiontable"_a = pyb::bytes(co->exceptiontable), "stacksize"_a = co->stacksize);
+  auto in = bc::to_asm_input(d, co->firstlineno);
+  if (!in) raise(in.error());
+  auto out = bc::assemble(*in);
+  if (!out) raise(out.error());
+  if (!details) return pyb::dict("original"_a = original, "reassembled"_a = to_dict(*out));
+  const bool v313 = co->version == bc::Version::py313;
+  const auto labels = v313 ? bc::labels_313(d, false) : std::vector<uint32_t>{};
+  pyb::list instrs(d.instrs.size());
+  for (size_t i = 0; i < d.instrs.size(); ++i) {
+    const bc::Instr& ins = d.instrs[i];
+    pyb::object starts = v313 ? pyb::object(pyb::bool_(ins.line_start)) : opt(ins.starts_line);
+    instrs[i] = pyb::make_tuple(std::string(bc::op_name(ins.opcode, co->version)), ins.opcode, opt(ins.arg),
+                                v313 ? bc::argrepr(*co, ins, labels) : bc::argrepr(*co, ins), ins.offset, starts,
+                                opt(ins.line_number), ins.is_jump_target, positions(ins.pos),
+                                ins.jump_target < 0 ? pyb::none() : pyb::object(pyb::int_(ins.jump_target)),
+                                std::string(bc::name_str(ins.name)), opt(ins.index), opt(ins.index2), ins.push_null);
+  }
+  pyb::list exc;
+  for (const bc::ExcEntry& x : d.exceptions) exc.append(pyb::make_tuple(x.start, x.end, x.target, x.depth, x.lasti));
+  auto listing = bc::disassemble(*co, bc::DisOptions{recursive, -1});
+  if (!listing) raise(listing.error());
+  return pyb::dict("version"_a = std::string(bc::version_str(co->version)), "instructions"_a = instrs,
+                   "exception_table"_a = exc, "listing"_a = *listing, "original"_a = original,
+                   "reassembled"_a = to_dict(*out));
+}
+
+// Benchmark helper: parse code JSON texts once, then time `repeat` rounds of decode and of listing
+// over all of them (best round of each). Returns (decode_s, listing_s, instructions).
+pyb::tuple time_json_corpus(const std::vector<std::string>& texts, int repeat) {
+  std::vector<bc::CodeInfo> codes;
+  codes.reserve(texts.size());
+  for (const auto& t : texts) {
+    auto co = bc::code_from_json(t);
+    if (!co) raise(co.error());
+    codes.push_back(std::move(co).value());
+  }
+  using clock = std::chrono::steady_clock;
+  double best_decode = 1e300, best_listing = 1e300;
+  size_t n_ins = 0;
+  std::string buf;
+  for (int r = 0; r < repeat; ++r) {
+    auto t0 = clock::now();
+    size_t n = 0;
+    for (const auto& co : codes) {
+      auto d = bc::decode(co);
+      if (!d) raise(d.error());
+      n += d->instrs.size();
+    }
+    auto t1 = clock::now();
+    for (const auto& co : codes) {
+      buf.clear();
+      auto ok = bc::disassemble_into(co, bc::DisOptions{false, -1}, buf);
+      if (!ok) raise(ok.error());
+    }
+    auto t2 = clock::now();
+    n_ins = n;
+    best_decode = std::min(best_decode, std::chrono::duration<double>(t1 - t0).count());
+    best_listing = std::min(best_listing, std::chrono::duration<double>(t2 - t1).count());
+  }
+  return pyb::make_tuple(best_decode, best_listing, n_ins);
 }
 
 // disassemble(x, recursive=True, lasti=-1) as a METH_FASTCALL function: the listing is called
@@ -226,8 +306,14 @@ void init_bytecode(pyb::module_& m) {
         "firstlineno"_a = 1, "Decode raw tables; ValueError says what and where if malformed.");
   m.def("code_json", &code_json, "x"_a, "indent"_a = -1,
         "The code object as recorded (JSON), readable by `dynview disasm` without Python.");
-  m.def("opcode_table", &opcode_table, "The generated 3.11 opcode table.");
-  m.def("stack_effect", &py_stack_effect, "op"_a, "arg"_a = 0, "jump"_a = false);
+  m.def("opcode_table", &opcode_table, "version"_a = "3.11", "The generated opcode table of a CPython version.");
+  m.def("stack_effect", &py_stack_effect, "op"_a, "arg"_a = 0, "jump"_a = false, "version"_a = "3.11");
+  m.def("from_json", &from_json, "text"_a, "recursive"_a = false, "details"_a = true,
+        "Decode, list and re-assemble a code object recorded as code JSON (any supported version);\n"
+        "details=False: only the original and re-assembled tables.");
+  m.def("time_json_corpus", &time_json_corpus, "texts"_a, "repeat"_a = 3,
+        "Benchmark: best-of-repeat seconds to decode and to list code JSON texts, and the instruction count.");
+  m.attr("VERSIONS") = pyb::make_tuple("3.11", "3.12", "3.13");
   m.attr("OPCODE_TABLE_ID") = bc::kOpcodeTableId;
   m.attr("PYTHON_VERSION_HEX") = bc::kPythonVersionHex;
 }

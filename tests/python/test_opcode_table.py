@@ -1,10 +1,15 @@
-"""The checked-in opcode table equals the running interpreter's opcode/dis data."""
+"""The checked-in opcode tables equal each interpreter's opcode/dis data: 3.11 in process, 3.12 and
+3.13 by subprocess when they are installed (other_pythons.py finds them)."""
 import dis
+import json
 import opcode
 import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
+import other_pythons
 from dynview import _C
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -77,3 +82,73 @@ def test_binary_and_compare_argument_tables():
         return (a + b, a - b, a @ b, a ** b, a // b, a < b, a == b, a >= b)
     for ins, ref in zip(_C.instructions(f), dis.get_instructions(f)):
         assert ins[4] == ref.argrepr
+
+
+# Run under the other interpreter: its opcode/dis facts and dis.stack_effect for every opcode.
+FACTS = r"""
+import dis, json, opcode
+hasarg = set(opcode.hasarg)
+caches = opcode._inline_cache_entries
+deopt = {s: b for b, fam in opcode._specializations.items() for s in fam}
+ops = {}
+for op, name in enumerate(opcode.opname[:256]):
+    if name.startswith("<"):
+        continue
+    eff = {}
+    for arg in (range(600) if op in hasarg else [None]):
+        for jump in (False, True):
+            try:
+                eff[f"{arg or 0},{int(jump)}"] = dis.stack_effect(op, arg, jump=jump)
+            except ValueError:
+                eff[f"{arg or 0},{int(jump)}"] = None
+    ops[op] = dict(name=name, caches=caches.get(name, 0) if isinstance(caches, dict) else caches[op],
+                   has_arg=op in hasarg, const=op in opcode.hasconst, name_op=op in opcode.hasname,
+                   jrel=op in opcode.hasjrel, jabs=op in opcode.hasjabs, local=op in opcode.haslocal,
+                   free=op in opcode.hasfree, compare=op in opcode.hascompare, effects=eff)
+spec = {n: [num, deopt[n]] for n, num in dis._all_opmap.items() if n not in opcode.opmap and num < 256}
+print(json.dumps({"ops": ops, "spec": spec}))
+"""
+
+
+@pytest.mark.parametrize("version", other_pythons.OTHER_VERSIONS)
+def test_other_versions_table_equals_their_interpreter(version):
+    python = other_pythons.find(version)
+    if not python:
+        pytest.skip(f"CPython {version} not found")
+    tag = version.replace(".", "")
+    out = subprocess.run([python, str(ROOT / "core/tools/gen_opcode_table.py")],
+                         capture_output=True, text=True, check=True).stdout
+    checked_in = (ROOT / f"core/opcode_table_{tag}.inc").read_text()
+    strip = lambda s: [l for l in s.splitlines() if not l.startswith(("// GENERATED", "#define DV_PYTHON_VERSION_HEX"))]
+    assert strip(out) == strip(checked_in)
+
+    facts = json.loads(subprocess.run([python, "-c", FACTS], capture_output=True, text=True, check=True).stdout)
+    t = {e["opcode"]: e for e in _C.opcode_table(version)}
+    checked = 0
+    for op, ref in facts["ops"].items():
+        e = t[int(op)]
+        for k in ("name", "caches", "has_arg", "const", "name_op", "jrel", "jabs", "local", "free", "compare"):
+            assert e[k] == ref[k], (version, ref["name"], k)
+        assert e["neutral_name"] == ref["name"]
+        assert e["backward"] == (ref["jrel"] and "JUMP_BACKWARD" in ref["name"])
+        for key, want in ref["effects"].items():
+            arg, jump = map(int, key.split(","))
+            assert _C.stack_effect(int(op), arg, bool(jump), version) == want, (version, ref["name"], arg, jump)
+            checked += 1
+    for name, (num, base) in facts["spec"].items():
+        e = t[num]
+        assert e["name"] == name and e["specialized"] and t[e["deopt"]]["name"] == base
+    named = {e["opcode"] for e in t.values()}
+    assert named == {int(o) for o in facts["ops"]} | {num for num, _ in facts["spec"].values()}
+    assert checked > 50000
+
+
+def test_version_neutral_name_list_is_current():
+    tables = [str(ROOT / f"core/opcode_table_{t}.inc") for t in ("311", "312", "313")]
+    out = subprocess.run([sys.executable, str(ROOT / "core/tools/gen_opcode_table.py"), "--names", *tables],
+                         capture_output=True, text=True, check=True).stdout
+    assert out == (ROOT / "core/opcode_names.inc").read_text()
+    # One name, one meaning: a name common to versions is the same opcode family in each.
+    for v in _C.VERSIONS:
+        for e in _C.opcode_table(v):
+            assert e["neutral_name"] == e["name"]
