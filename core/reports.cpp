@@ -152,11 +152,22 @@ json recompiles(const trace::TraceReader& r) {
     json failures = json::array();
     const json texts = ev.contains("failures") ? ev["failures"] : json::array();
     const json idx = ev.contains("guards") ? ev["guards"] : json::array();
+    // Imported traces (TORCH_TRACE) name each failure's own cache entry: failure_entry_c, failure_guards.
+    const json fe = ev.contains("failure_entry_c") ? ev["failure_entry_c"] : json::array();
+    const json fg = ev.contains("failure_guards") ? ev["failure_guards"] : json::array();
     for (size_t i = 0; i < texts.size(); ++i) {
       json f{{"failure", texts[i]}, {"guard", nullptr}};
-      const int64_t gi = i < idx.size() && idx[i].is_number_integer() ? idx[i].get<int64_t>() : -1;
-      if (entry && gi >= 0)
-        for (const json& g : (*entry)["guards"])
+      int64_t gi = i < idx.size() && idx[i].is_number_integer() ? idx[i].get<int64_t>() : -1;
+      const json* owner = entry;
+      if (i < fe.size() && fe[i].is_number_integer() && i < fg.size() && fg[i].is_number_integer()) {
+        owner = nullptr;
+        for (const json& c : comps)
+          if (c["index"] == fe[i]) owner = &c;
+        gi = fg[i].get<int64_t>();
+        if (owner) f["entry"] = (*owner)["compile_id"];
+      }
+      if (owner && gi >= 0)
+        for (const json& g : (*owner)["guards"])
           if (g["index"] == gi) f["guard"] = g;
       failures.push_back(f);
     }
@@ -183,7 +194,7 @@ std::string recompiles_text(const json& j) {
     if (!x["compile_id"].is_null()) s += " -> " + x["compile_id"].get<std::string>();
     s += "\n";
     for (const json& f : x["failures"]) {
-      s += "  - " + json_get<std::string>(x, "entry", "") + ": " + json_get<std::string>(f, "failure", "") + "\n";
+      s += "  - " + json_get<std::string>(f, "entry", json_get<std::string>(x, "entry", "")) + ": " + json_get<std::string>(f, "failure", "") + "\n";
       if (f["guard"].is_object())
         s += fmt("      guard %s added at step %" PRId64 ", line %" PRId64 ": %s\n", json_get<std::string>(f["guard"], "kind", "").c_str(),
                  json_get<int64_t>(f["guard"], "step", -1), json_get<int64_t>(f["guard"], "line", -1), json_get<std::string>(f["guard"], "text", "").c_str());
