@@ -173,11 +173,14 @@ json recompiles(const trace::TraceReader& r) {
     }
     // The compile this recompile caused: the next compile of the same code.
     json caused = nullptr;
-    for (const json& c : comps)
-      if (json_get<int64_t>(c, "start_us", 0) >= json_get<int64_t>(ev, "us", 0) && c["qualname"] == ev.value("qualname", "") && kind == "recompile") {
+    if (const int64_t cc = json_get<int64_t>(ev, "caused_c", -1); cc >= 0)  // imported traces name it
+      for (const json& c : comps)
+        if (c["index"] == cc) caused = c["compile_id"];
+    for (const json& c : comps) {
+      if (!caused.is_null()) break;
+      if (json_get<int64_t>(c, "start_us", 0) >= json_get<int64_t>(ev, "us", 0) && c["qualname"] == ev.value("qualname", "") && kind == "recompile")
         caused = c["compile_id"];
-        break;
-      }
+    }
     out.push_back(json{{"kind", kind}, {"qualname", json_get<std::string>(ev, "qualname", "")}, {"filename", json_get<std::string>(ev, "filename", "")},
                        {"firstlineno", json_get<int64_t>(ev, "firstlineno", 0)}, {"entry", "[" + json_get<std::string>(ev, "entry_id", "?") + "]"},
                        {"compile_id", caused}, {"failures", failures}});

@@ -25,8 +25,6 @@
 namespace dv::torch_trace {
 using nlohmann::json;
 
-namespace {
-
 // ---- md5 (RFC 1321), to check that the last payload of a log is whole ------------------------
 std::string md5_hex(std::string_view data) {
   static const uint32_t K[64] = {
@@ -79,6 +77,8 @@ std::string md5_hex(std::string_view data) {
     }
   return out;
 }
+
+namespace {
 
 // ---- what one log holds, by compile ----------------------------------------------------------
 
@@ -174,8 +174,8 @@ std::vector<Guard> parse_guards(std::string_view payload) {
     std::string_view text = hash == std::string_view::npos ? rest : rest.substr(0, hash);
     g.text = std::string(trim(text));
     if (g.text.empty()) g.text = g.kind;
-    if (hash != std::string_view::npos) {
-      // the last comment is "file:line in fn"
+    if (hash != std::string_view::npos && rest.rfind("  # ") != hash) {
+      // "  # user code  # file:line in fn": the user line (a lone "# file:line" is torch's own code)
       std::string_view where = rest.substr(rest.rfind("  # ") + 4);
       const size_t in = where.find(" in ");
       std::string_view fl = in == std::string_view::npos ? where : where.substr(0, in);
@@ -786,7 +786,7 @@ Result<ImportStats> import(const std::vector<std::string>& logs, const std::stri
         tw.event(json{{"t", "cache"}, {"kind", "recompile"}, {"code", code}, {"qualname", c.qualname}, {"filename", c.filename},
                       {"firstlineno", c.firstlineno}, {"us", us}, {"entry_id", entry_id},
                       {"entry_c", e == cidx_of.end() ? -1 : e->second}, {"failures", failures}, {"guards", guards},
-                      {"failure_entries", entries}, {"failure_entry_c", entry_cs}, {"failure_guards", any_guards},
+                      {"caused_c", cidx}, {"failure_entries", entries}, {"failure_entry_c", entry_cs}, {"failure_guards", any_guards},
                       {"process", pi}});
       }
       cidx_of[{c.frame, c.fcid}] = cidx;

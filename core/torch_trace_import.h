@@ -6,6 +6,7 @@
 #include <cstdint>
 #include <map>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include <nlohmann/json.hpp>
@@ -33,5 +34,8 @@ bool looks_like_torch_trace(const std::string& path);
 // Imports the logs into a new .dyn at out. Damaged logs import their intact prefix and add a
 // problem; an Error only when nothing usable was read or the output cannot be written.
 Result<ImportStats> import(const std::vector<std::string>& logs, const std::string& out);
+
+// md5 of the payload text as torch writes it in "has_payload" (hex), to tell a whole payload from a cut one.
+std::string md5_hex(std::string_view data);
 
 }  // namespace dv::torch_trace

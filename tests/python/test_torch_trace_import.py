@@ -104,7 +104,7 @@ EDITED = r'''
 import sys
 import torch
 
-variant = sys.argv[1]
+variant = sys.argv[1] if __name__ == "__main__" else "base"
 
 
 def step(x):
@@ -117,10 +117,11 @@ def step(x):
     return y.relu()
 
 
-f = torch.compile(step, backend="eager")
-f(torch.randn(8))
-if variant == "dtype":
-    f(torch.randn(8, dtype=torch.float64))
+if __name__ == "__main__":
+    f = torch.compile(step, backend="eager")
+    f(torch.randn(8))
+    if variant == "dtype":
+        f(torch.randn(8, dtype=torch.float64))
 '''
 PRINT_LINE = EDITED.splitlines().index('        print("step")') + 1
 
@@ -303,6 +304,15 @@ def test_explain_matches_torch_dynamo_explain(runs, tmp_path):
     torch._dynamo.reset()
 
 
+def script_out(src, lines, tmp_path):
+    script = tmp_path / "s2.txt"
+    script.write_text("\n".join(lines) + "\n")
+    p = subprocess.run([shutil.which("xvfb-run"), "-a", "-s", "-screen 0 1600x1000x24", cli(), src, "--script", str(script)],
+                       capture_output=True, text=True, timeout=120)
+    assert p.returncode == 0, p.stderr
+    return [json.loads(line) for line in p.stdout.splitlines() if line.startswith("{")]
+
+
 def test_viewer_and_reports_open_the_log_directly(runs, tmp_path):
     # `dynview DIR` imports and opens; headless the script prints the model's state
     script = tmp_path / "s.txt"
@@ -315,9 +325,21 @@ def test_viewer_and_reports_open_the_log_directly(runs, tmp_path):
     out = [json.loads(line) for line in p.stdout.splitlines() if line.startswith("{")]
     assert len(out) == 2
     st = out[0]["state"]
-    assert st["compile"] == 0
+    assert st["compile"] == 0 and st["total_steps"] == 0
+    # the step panes say in words why they are empty
+    assert "TORCH_TRACE" in st["no_step_data"] and "no steps" in st["no_step_data"]
     st = out[1]["state"]
     assert st["selected_recompile"] == 0 and st["compile"] == 0 and st["selected_guard"] >= 0
+    # the failing guard is the TENSOR_MATCH of the entry that failed (the guards table of compile 0)
+    e = explain(import_json(runs["dtype"], tmp_path / "d.dyn")[0]["output"])
+    guards0 = e["compiles"][0]["guards"]
+    assert st["selected_guard"] < len(guards0) and guards0[st["selected_guard"]]["kind"] == "TENSOR_MATCH"
+    assert "torch.float32" in guards0[st["selected_guard"]]["text"]
+    # the FX graph of a compile opens (its nodes laid out), and the resume function shows the
+    # log's bytecode in words
+    st = script_out(runs["dtype"], ["click compile 1", "fxtab code"], tmp_path)
+    assert st[0]["state"]["graph_shown"] >= 0 and st[0]["state"]["graph_layout_nodes"] >= 3
+    assert "def forward" in st[1]["state"]["fx_code"]
     assert "imported" in p.stderr
 
 
@@ -443,3 +465,27 @@ def test_diff_removed_break(runs, tmp_path):
     # usage errors
     run_cli("diff", tmp_path / "base.dyn", ok=(64,))
     run_cli("diff", tmp_path / "base.dyn", tmp_path / "nobreak.dyn", "--fail-on", "bogus", ok=(64,))
+
+
+def test_diff_between_engines_and_between_recorded_traces(runs, tmp_path):
+    """dynview's own capture of the same function (recorded) against torch.compile's (imported)."""
+    import torch
+    import dynview
+    spec = importlib.util.spec_from_file_location("tt_edited", runs["dir"] / "edited.py")
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    rec = tmp_path / "recorded.dyn"
+    dynview.reset()
+    with dynview.record(str(rec)):
+        dynview.compile(mod.step, backend="eager")(torch.randn(8))
+    dynview.reset()
+    import_json(runs["base"], tmp_path / "base.dyn")
+    j, rc = diff(tmp_path / "base.dyn", rec)
+    assert rc == 0 and j["before"]["source"] == "TORCH_TRACE" and j["after"]["source"] == "dynview"
+    step = [c for c in j["code_objects"] if c["qualname"] == "step"]
+    assert len(step) == 1 and step[0]["status"] == "both" and step[0]["compiles"]["after"] >= 1
+    j, rc = diff(rec, tmp_path / "base.dyn", "--fail-on", "new-breaks,new-recompiles,more-graphs", ok=(0, 1))
+    assert j["before"]["source"] == "dynview" and j["after"]["source"] == "TORCH_TRACE"
+    # two recorded traces: the same run, nothing changed
+    j, rc = diff(rec, rec, "--fail-on", "new-breaks,new-recompiles,more-graphs")
+    assert rc == 0 and not any(c["changed"] for c in j["code_objects"]) and j["totals"]["new_breaks"] == 0
