@@ -338,7 +338,7 @@ Break parse_break(std::string_view payload) {
   // torch.compile counts (counters["graph_break"], explain's break_reasons): keep that text.
   if (starts(reason, "Encountered graph break") && reason.find("\n\n") != std::string::npos) reason = reason.substr(reason.find("\n\n") + 2);
   b.message = std::string(trim(reason));
-  if (b.break_id.empty()) b.break_id = "GB";
+  // break_id stays empty when the reason has no gbNNNN link (older torch, or an unregistered break)
   return b;
 }
 
