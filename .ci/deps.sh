@@ -33,6 +33,8 @@ for mod, pkg in (("pybind11", "pybind11"), ("pytest", "pytest"),
                  ("scikit_build_core", "scikit-build-core"), ("numpy", "numpy")):
     if importlib.util.find_spec(mod) is None:
         need.append(pkg)
+if shutil.which("tlparse") is None:  # TORCH_TRACE reference parser: the import tests compare with it
+    need.append("tlparse")
 print(" ".join(need))
 PY
 )

@@ -153,21 +153,35 @@ json recompiles(const trace::TraceReader& r) {
     json failures = json::array();
     const json texts = ev.contains("failures") ? ev["failures"] : json::array();
     const json idx = ev.contains("guards") ? ev["guards"] : json::array();
+    // Imported traces (TORCH_TRACE) name each failure's own cache entry: failure_entry_c, failure_guards.
+    const json fe = ev.contains("failure_entry_c") ? ev["failure_entry_c"] : json::array();
+    const json fg = ev.contains("failure_guards") ? ev["failure_guards"] : json::array();
     for (size_t i = 0; i < texts.size(); ++i) {
       json f{{"failure", texts[i]}, {"guard", nullptr}};
-      const int64_t gi = i < idx.size() && idx[i].is_number_integer() ? idx[i].get<int64_t>() : -1;
-      if (entry && gi >= 0)
-        for (const json& g : (*entry)["guards"])
+      int64_t gi = i < idx.size() && idx[i].is_number_integer() ? idx[i].get<int64_t>() : -1;
+      const json* owner = entry;
+      if (i < fe.size() && fe[i].is_number_integer() && i < fg.size() && fg[i].is_number_integer()) {
+        owner = nullptr;
+        for (const json& c : comps)
+          if (c["index"] == fe[i]) owner = &c;
+        gi = fg[i].get<int64_t>();
+        if (owner) f["entry"] = (*owner)["compile_id"];
+      }
+      if (owner && gi >= 0)
+        for (const json& g : (*owner)["guards"])
           if (g["index"] == gi) f["guard"] = g;
       failures.push_back(f);
     }
     // The compile this recompile caused: the next compile of the same code.
     json caused = nullptr;
-    for (const json& c : comps)
-      if (json_get<int64_t>(c, "start_us", 0) >= json_get<int64_t>(ev, "us", 0) && c["qualname"] == ev.value("qualname", "") && kind == "recompile") {
+    if (const int64_t cc = json_get<int64_t>(ev, "caused_c", -1); cc >= 0)  // imported traces name it
+      for (const json& c : comps)
+        if (c["index"] == cc) caused = c["compile_id"];
+    for (const json& c : comps) {
+      if (!caused.is_null()) break;
+      if (json_get<int64_t>(c, "start_us", 0) >= json_get<int64_t>(ev, "us", 0) && c["qualname"] == ev.value("qualname", "") && kind == "recompile")
         caused = c["compile_id"];
-        break;
-      }
+    }
     out.push_back(json{{"kind", kind}, {"qualname", json_get<std::string>(ev, "qualname", "")}, {"filename", json_get<std::string>(ev, "filename", "")},
                        {"firstlineno", json_get<int64_t>(ev, "firstlineno", 0)}, {"entry", "[" + json_get<std::string>(ev, "entry_id", "?") + "]"},
                        {"compile_id", caused}, {"failures", failures}});
@@ -184,7 +198,7 @@ std::string recompiles_text(const json& j) {
     if (!x["compile_id"].is_null()) s += " -> " + x["compile_id"].get<std::string>();
     s += "\n";
     for (const json& f : x["failures"]) {
-      s += "  - " + json_get<std::string>(x, "entry", "") + ": " + json_get<std::string>(f, "failure", "") + "\n";
+      s += "  - " + json_get<std::string>(f, "entry", json_get<std::string>(x, "entry", "")) + ": " + json_get<std::string>(f, "failure", "") + "\n";
       if (f["guard"].is_object())
         s += fmt("      guard %s added at step %" PRId64 ", line %" PRId64 ": %s\n", json_get<std::string>(f["guard"], "kind", "").c_str(),
                  json_get<int64_t>(f["guard"], "step", -1), json_get<int64_t>(f["guard"], "line", -1), json_get<std::string>(f["guard"], "text", "").c_str());

@@ -285,6 +285,8 @@ json App::snapshot() {
   if (graph_ >= 0 && fx_tab_ == "code") j["fx_code"] = m_.graphs()[graph_].code;
   j["why"] = json::array();
   for (const auto& w : why()) j["why"].push_back(w.second);
+  if (const std::string note = no_steps_note(); !note.empty()) j["no_step_data"] = note;
+  if (const std::string* bc = imported_bytecode("original")) j["imported_bytecode"] = *bc;
   if (graph_ >= 0) {
     const GraphLayout& l = layout(graph_);
     j["graph_layout_nodes"] = l.nodes.size();
@@ -324,6 +326,23 @@ std::vector<std::pair<ImU32, std::string>> App::why() const {
   if (c.reason.rfind("resume function", 0) == 0) out.push_back({IM_COL32(140, 200, 255, 255), "[" + c.id + "] is a " + c.reason});
   else if (!c.reason.empty() && c.reason != "first call") out.push_back({IM_COL32(255, 196, 64, 255), "recompiled [" + c.id + "]: " + c.reason});
   return out;
+}
+
+std::string App::no_steps_note() const {
+  if (m_.total_steps() > 0) return "";
+  const auto& meta = m_.reader().meta();
+  if (meta.is_object() && meta.value("source", "") == "TORCH_TRACE")
+    return "no step data: this trace was imported from torch.compile's TORCH_TRACE log, which records compiles, guards, graphs and "
+           "breaks but not the symbolic execution (no steps, stack or locals)";
+  return "no step data: this trace holds no recorded steps";
+}
+
+const std::string* App::imported_bytecode(const char* which) const {
+  const int ci = m_.selected_compile();
+  if (ci < 0) return nullptr;
+  for (const auto& [w, text] : m_.compiles()[ci].bytecode)
+    if (w == which) return &text;
+  return nullptr;
 }
 
 // The FX pane shows the graph of the selected node, else the selected compile's first graph.
@@ -478,6 +497,10 @@ void App::draw_timeline() {
   if (ImGui::SmallButton("bookmark")) m_.toggle_bookmark();
   ImGui::SameLine();
   ImGui::TextDisabled("  arrows step, shift steps over calls, alt back/forward, ctrl+G go to, ctrl+B bookmark, F3 next hit");
+  if (const std::string note = no_steps_note(); !note.empty()) {
+    ImGui::TextWrapped("%s", note.c_str());
+    return;
+  }
   ImDrawList* dl = ImGui::GetWindowDrawList();
   const float w = ImGui::GetContentRegionAvail().x;
   // Whole run: compiles as segments.
@@ -572,7 +595,20 @@ void App::draw_source() {
 
 void App::draw_bytecode() {
   const StepState& s = m_.state(false);
-  if (!s.valid) return ImGui::TextDisabled("(no step)");
+  if (!s.valid) {
+    const std::string note = no_steps_note();
+    if (note.empty()) return ImGui::TextDisabled("(no step)");
+    // An imported trace: the log's dis text of the original bytecode, where it has one.
+    const std::string* text = imported_bytecode("original");
+    ImGui::PushTextWrapPos(0);
+    ImGui::TextDisabled("%s", text ? "original bytecode as the TORCH_TRACE log printed it (no steps to follow)" : note.c_str());
+    ImGui::PopTextWrapPos();
+    if (!text) return;
+    ImGui::BeginChild("bc", ImVec2(0, 0), false, ImGuiWindowFlags_HorizontalScrollbar);
+    ImGui::TextUnformatted(text->c_str());
+    ImGui::EndChild();
+    return;
+  }
   auto cv = m_.code_view(s.code);
   ImGui::TextDisabled("%s  depth %d  %s", cv->error.empty() ? cv->info.qualname.c_str() : "?", s.depth,
                       std::string(bc::op_name(s.opcode)).c_str());
@@ -605,7 +641,18 @@ void App::draw_rewritten() {
   const int ci = m_.selected_compile();
   if (ci < 0) return;
   const Compile& c = m_.compiles()[ci];
-  if (c.gen_codes.empty()) return ImGui::TextDisabled("(no generated code: %s)", c.outcome.c_str());
+  if (c.gen_codes.empty()) {
+    if (const std::string* text = imported_bytecode("modified")) {  // imported: the log's dis text
+      ImGui::TextDisabled("transformed bytecode as the TORCH_TRACE log printed it");
+      ImGui::BeginChild("gc", ImVec2(0, 0), false, ImGuiWindowFlags_HorizontalScrollbar);
+      ImGui::TextUnformatted(text->c_str());
+      ImGui::EndChild();
+      return;
+    }
+    if (m_.total_steps() == 0 && m_.reader().meta().is_object() && m_.reader().meta().value("source", "") == "TORCH_TRACE")
+      return ImGui::TextDisabled("(no generated code in the TORCH_TRACE log for this compile)");
+    return ImGui::TextDisabled("(no generated code: %s)", c.outcome.c_str());
+  }
   if (!c.breaks.empty()) {
     const Break& b = m_.breaks()[c.breaks.front()];
     ImGui::TextColored(ImVec4(1, .4f, .4f, 1), "break %s at offset %d: %s", b.break_id.c_str(), b.offset, b.message.c_str());
@@ -626,7 +673,14 @@ void App::draw_rewritten() {
 void App::draw_stack() {
   const StepState& s = m_.state(false);
   if (m_.pending()) ImGui::TextDisabled("(decoding...)");
-  if (!s.valid) return;
+  if (!s.valid) {
+    if (const std::string note = no_steps_note(); !note.empty()) {
+      ImGui::PushTextWrapPos(0);
+      ImGui::TextDisabled("%s", note.c_str());
+      ImGui::PopTextWrapPos();
+    }
+    return;
+  }
   auto cv = m_.code_view(s.code);
   auto rows = [&](const char* id, const std::vector<trace::Value>& vals, bool locals) {
     if (!ImGui::BeginTable(id, 4, ImGuiTableFlags_RowBg | ImGuiTableFlags_Resizable | ImGuiTableFlags_BordersInnerV)) return;

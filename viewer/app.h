@@ -48,6 +48,10 @@ class App {
   void sync_graph();
   const GraphLayout& layout(int g);         // cached Graphviz layout of graph g
   int break_site(const CodeView& cv) const;
+  // Why the step panes are empty, in words, for a trace without steps (imported from TORCH_TRACE); "" otherwise.
+  std::string no_steps_note() const;
+  // The selected compile's bytecode as dis text from an imported log ("original"|"modified"), or null.
+  const std::string* imported_bytecode(const char* which) const;
   std::vector<std::pair<unsigned, std::string>> why() const;  // (colour, line) shown above the source  // instruction index of the selected compile's break, or -1
 
   Model& m_;

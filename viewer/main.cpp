@@ -8,7 +8,9 @@
 //   dynview disasm CODE.json [--no-recursive]   print the dis.dis listing of a recorded code object
 //                                               (of the version it records: 3.11, 3.12 or 3.13)
 //   dynview opcodes [--version 3.12]            print the opcode table (default 3.11)
-//   dynview RUN.dyn [--screenshot OUT.png | --script FILE | ...]   the viewer window (window.h)
+//   dynview import DIR_OR_LOG -o RUN.dyn        torch.compile's TORCH_TRACE logs -> .dyn (cli_import.cpp)
+//   dynview diff BEFORE.dyn AFTER.dyn [--json] [--fail-on new-breaks,new-recompiles,more-graphs]
+//   dynview RUN.dyn|DIR_OR_LOG [--screenshot OUT.png | --script FILE | ...]   the viewer window (window.h)
 // Exit codes: 0 ok; 1 `check` over budget (or a failed --script command); 2 unreadable or malformed
 // input; 3 no display for the viewer; 64 usage error.
 #include <sys/stat.h>
@@ -29,6 +31,7 @@
 #include "core/trace.h"
 #include "core/code_json.h"
 #include "core/opcodes.h"
+#include "cli_import.h"
 #include "window.h"
 
 namespace {
@@ -44,9 +47,11 @@ int usage() {
                "       dynview check RUN.dyn [--max-graph-breaks N] [--max-recompiles N] [--max-graphs N] [--json]\n"
                "       dynview stats RUN.dyn [--json]\n"
                "       dynview export RUN.dyn --format chrome|json [--steps] [-o OUT]\n"
+               "       dynview import TORCH_TRACE_DIR_OR_LOG -o RUN.dyn [--json]\n"
+               "       dynview diff BEFORE.dyn AFTER.dyn [--json] [--fail-on new-breaks,new-recompiles,more-graphs]\n"
                "       dynview disasm CODE.json [--no-recursive]\n"
                "       dynview opcodes [--version 3.11|3.12|3.13]\n"
-               "exit codes: 0 ok, 1 check over budget, 2 unreadable input, 64 usage error\n");
+               "exit codes: 0 ok, 1 check over budget (diff: a --fail-on condition), 2 unreadable input, 64 usage error\n");
   return 64;
 }
 
@@ -275,7 +280,14 @@ int cmd_view(int argc, char** argv) {
     if (!looks_like_trace) usage();
     return looks_like_trace ? 2 : 64;
   }
-  return dv::view::run_viewer(o);
+  std::string imported;  // a TORCH_TRACE directory or log: import it first, then view the .dyn
+  if (dv::cli::is_torch_trace_input(o.path)) {
+    if (int rc = dv::cli::import_for_viewer(o.path, imported)) return rc;
+    o.path = imported;
+  }
+  const int rc = dv::view::run_viewer(o);
+  if (!imported.empty()) std::remove(imported.c_str());
+  return rc;
 }
 
 int main(int argc, char** argv) {
@@ -287,6 +299,8 @@ int main(int argc, char** argv) {
   if (cmd == "explain" || cmd == "recompiles" || cmd == "check" || cmd == "stats" || cmd == "export")
     return cmd_report(cmd, argc - 2, argv + 2);
   if (cmd == "seek") return cmd_seek(argc - 2, argv + 2);
+  if (cmd == "import") return dv::cli::cmd_import(argc - 2, argv + 2);
+  if (cmd == "diff") return dv::cli::cmd_diff(argc - 2, argv + 2);
   if (cmd == "--help" || cmd == "-h") {
     usage();
     return 0;

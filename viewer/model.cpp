@@ -123,6 +123,8 @@ void Model::index_events() {
         int i = first;
         for (const json& l : ev["lines"]) m[i++] = l.is_string() ? l.get<std::string>() : "";
       }
+    } else if (t == "bytecode") {  // imported from TORCH_TRACE: dis text, no code object
+      if (Compile* x = comp(c)) x->bytecode.emplace_back(json_get<std::string>(ev, "which", ""), json_get<std::string>(ev, "text", ""));
     } else if (t == "gen_code") {
       if (Compile* x = comp(c)) x->gen_codes.emplace_back(json_get<std::string>(ev, "name", ""), json_get<int>(ev, "code", -1));
     } else if (t == "cache") {

@@ -31,6 +31,7 @@ struct Compile {
   int64_t hits = 0;
   std::vector<int> guards, breaks, nodes, graphs;  // indexes into the model's tables
   std::vector<std::pair<std::string, int>> gen_codes;  // (name, code id) of generated code
+  std::vector<std::pair<std::string, std::string>> bytecode;  // imported traces: (original|modified, dis text)
 };
 struct Guard {
   int compile = 0, index = 0, line = 0;
