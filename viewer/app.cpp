@@ -8,6 +8,7 @@
 #include <imgui.h>
 
 #include <algorithm>
+#include <cerrno>
 #include <cfloat>
 #include <cmath>
 #include <cstring>
@@ -198,17 +199,36 @@ std::string App::command(const std::string& line) {
     }
   } else if (verb == "click") {
     in >> what;
-    if (what == "compile") { if (!num(n)) return "click compile needs an index"; m_.select_compile(static_cast<int>(n)); }
-    else if (what == "guard") { if (!num(n)) return "click guard needs an index"; m_.follow_guard(static_cast<int>(n)); }
-    else if (what == "break") { if (!num(n)) return "click break needs an index"; m_.follow_break(static_cast<int>(n)); }
-    else if (what == "recompile") { if (!num(n)) return "click recompile needs an index"; m_.follow_recompile(static_cast<int>(n)); }
+    // An index out of range is said (with how many there are), never clamped or ignored.
+    auto index = [&](const char* kind, size_t count, int64_t& i) -> std::string {
+      std::string tok;
+      if (!(in >> tok)) return std::string("click ") + kind + " needs an index";
+      char* end = nullptr;
+      errno = 0;
+      const long long v = std::strtoll(tok.c_str(), &end, 10);
+      if (*end || errno == ERANGE || v < 0 || static_cast<unsigned long long>(v) >= count)
+        return std::string("no ") + kind + " '" + tok + "' (the trace has " + std::to_string(count) + ", numbered from 0)";
+      i = v;
+      return "";
+    };
+    std::string bad;
+    if (what == "compile") { if ((bad = index("compile", m_.compiles().size(), n)).empty()) m_.select_compile(static_cast<int>(n)); }
+    else if (what == "guard") { if ((bad = index("guard", m_.guards().size(), n)).empty()) m_.follow_guard(static_cast<int>(n)); }
+    else if (what == "break") { if ((bad = index("break", m_.breaks().size(), n)).empty()) m_.follow_break(static_cast<int>(n)); }
+    else if (what == "recompile") { if ((bad = index("recompile", m_.recompiles().size(), n)).empty()) m_.follow_recompile(static_cast<int>(n)); }
     else if (what == "node") {  // by name (in the selected compile) or by index
       std::string name;
       in >> name;
       int found = -1;
       for (size_t i = 0; i < m_.nodes().size(); ++i)
         if (m_.nodes()[i].name == name && (found < 0 || m_.nodes()[i].compile == m_.selected_compile())) found = static_cast<int>(i);
-      if (found < 0 && !name.empty() && std::all_of(name.begin(), name.end(), ::isdigit)) found = std::stoi(name);
+      if (found < 0 && !name.empty() && std::all_of(name.begin(), name.end(), ::isdigit)) {
+        errno = 0;
+        const unsigned long long v = std::strtoull(name.c_str(), nullptr, 10);
+        if (errno == ERANGE || v >= m_.nodes().size())
+          return "no graph node '" + name + "' (the trace has " + std::to_string(m_.nodes().size()) + " nodes, numbered from 0)";
+        found = static_cast<int>(v);
+      }
       if (found < 0) return "no graph node '" + name + "'";
       m_.follow_node(found);
     } else if (what == "stack") {  // stack slot (0 = bottom) of the innermost frame
@@ -234,8 +254,9 @@ std::string App::command(const std::string& line) {
       const Compile& c = m_.compiles()[m_.selected_compile()];
       m_.go_to(static_cast<int64_t>(c.first_step + static_cast<uint64_t>(f * static_cast<double>(std::max<uint64_t>(c.steps, 1) - 1))));
     } else {
-      return "unknown click target '" + what + "'";
+      return "unknown click target '" + what + "' (compile, guard, break, recompile, node, stack, local, timeline)";
     }
+    if (!bad.empty()) return bad;
   } else if (verb == "back") {
     m_.back();
   } else if (verb == "forward") {
@@ -260,7 +281,8 @@ std::string App::command(const std::string& line) {
     force_fx_tab_ = true;
   } else if (verb == "zoom") {
     double z;
-    if (in >> z) zoom_ = static_cast<float>(z);
+    if (!(in >> z) || !std::isfinite(z) || z <= 0 || z > 64) return "zoom needs a factor above 0 and at most 64";
+    zoom_ = static_cast<float>(z);
   } else if (verb != "print" && verb != "frame" && !verb.empty() && verb[0] != '#') {
     return "unknown command '" + verb + "'";
   }

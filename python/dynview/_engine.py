@@ -118,6 +118,8 @@ def compile(model=None, *, backend="inductor", fullgraph=False, dynamic=None, mo
                                  options=options, disable=disable)
     if disable:
         return model
+    if not callable(model):  # as torch.compile says it
+        raise AssertionError(f"A callable function is expected, but {type(model)} is provided.")
     _ensure_installed()
     be = _lookup_backend(backend)
     if isinstance(model, torch.nn.Module):
