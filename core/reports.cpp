@@ -122,6 +122,8 @@ std::string problems_text(const json& j) {
 
 }  // namespace
 
+json counts(const trace::TraceReader& r) { return counts_of(r, compiles_of(r)); }
+
 json explain(const trace::TraceReader& r) {
   json comps = compiles_of(r);
   json totals = counts_of(r, comps);

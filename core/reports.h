@@ -20,6 +20,11 @@ std::string explain_text(const nlohmann::json& j);
 nlohmann::json recompiles(const trace::TraceReader& r);
 std::string recompiles_text(const nlohmann::json& j);
 
+// The counts every report and the viewer give (explain's totals, stats' counts, check's values):
+// compiles, graphs, graph_breaks, guards, ops, steps, recompiles, recompile_limit_hits,
+// eager_fallbacks, incomplete_compiles.
+nlohmann::json counts(const trace::TraceReader& r);
+
 struct Budget {
   int64_t max_graph_breaks = -1, max_recompiles = -1, max_graphs = -1;  // -1: no limit
   int64_t max_limit_hits = -1, max_eager_fallbacks = -1;

@@ -158,3 +158,15 @@ def test_bad_dynview_trace_path_is_one_line(tmp_path):
     assert p.returncode == 0 and p.stdout.strip() == "imported"
     assert "Traceback" not in p.stderr and len(p.stderr.strip().splitlines()) == 1, p.stderr
     assert "DYNVIEW_TRACE=" in p.stderr and "cannot record" in p.stderr and "not recorded" in p.stderr
+
+
+def test_log_names_and_unknown_channels(tmp_path):
+    code = ("import torch, dynview\n"
+            "def brk(x):\n    y = x * 2\n    if y.sum() > 0:\n        return y + 1\n    return -y\n"
+            "dynview.compile(brk, backend='eager')(torch.ones(3))\n")
+    env = dict(os.environ, PYTHONPATH=os.path.join(ROOT, "python"), DYNVIEW_LOGS="graph_breaks,steps,nosuch")
+    p = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=120)
+    assert p.returncode == 0, p.stderr
+    assert "[dynview.graph_breaks] Graph break" in p.stderr and "dynview.dynview" not in p.stderr
+    assert "DYNVIEW_LOGS: unknown channel 'nosuch' (known: graph_breaks" in p.stderr
+    assert "[dynview.steps] TRACE" in p.stderr and " LOAD_FAST " in p.stderr  # opcode names, not numbers

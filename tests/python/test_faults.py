@@ -299,3 +299,60 @@ def test_check_refuses_flipped_bytes_and_reports_corrupt_steps(good_trace, tmp_p
         out = dv("check", str(bad))
         assert out.returncode == 2 and "check: ok" not in out.stdout, (i, out.stdout, out.stderr)
         assert "flip.dyn" in out.stderr, (i, out.stderr)
+
+
+COUNTS = """
+    import torch, dynview
+    dynview.config.recompile_limit = 2
+    def two(x):
+        return torch.relu(x) * 2 + x.mean()
+    def brk(x):
+        y = x * 2
+        if y.sum() > 0:
+            return y + 1
+        return -y
+    def long(x):
+        for k in range(40):
+            x = x.sin() + k
+        return x
+    with dynview.record("counts.dyn", chunk_steps=16):
+        t = dynview.compile(two, backend="eager")
+        for dt in (torch.float32, torch.float64, torch.float16, torch.bfloat16):
+            t(torch.ones(3, dtype=dt))   # 2 compiles, then the recompile limit (said once)
+        dynview.compile(brk, backend="eager")(torch.ones(3))   # an eager fallback
+        dynview.compile(long, backend="eager")(torch.ones(3))  # many chunks
+"""
+
+
+def test_counts_agree_across_reports_and_viewer(tmp_path):
+    out = py(tmp_path, COUNTS)
+    assert out.returncode == 0, out.stderr
+    full = str(tmp_path / "counts.dyn")
+    t = dynview.load_trace(full)
+    # cut the file where the last compile's last chunk starts: that compile has no end (as after
+    # kill -9 during a compile)
+    last = t.compiles[-1]
+    cut_at = max(c["offset"] for c in t.chunks if c["first_step"] > last.first_step)
+    killed = tmp_path / "killed.dyn"
+    killed.write_bytes((tmp_path / "counts.dyn").read_bytes()[:cut_at])
+    for path, complete in ((full, True), (str(killed), False)):
+        ex = json.loads(dv("explain", path, "--json").stdout)["totals"]
+        st = json.loads(dv("stats", path, "--json").stdout)
+        rc = json.loads(dv("recompiles", path, "--json").stdout)
+        chk = dv("check", path, "--json", *([] if complete else ["--allow-incomplete"]))
+        assert chk.returncode == 0, chk.stderr
+        ck = json.loads(chk.stdout)
+        assert ex == st["counts"]
+        assert ex["recompiles"] == ck["checks"]["recompiles"]["value"] == rc["recompile_count"] == 1
+        assert ex["recompile_limit_hits"] == ck["checks"]["recompile_limit_hits"]["value"] == rc["limit_hits"] == 1
+        assert rc["count"] == 2 and len(rc["recompiles"]) == 2
+        assert ex["eager_fallbacks"] == ck["checks"]["eager_fallbacks"]["value"] >= 1
+        assert ex["steps"] == st["steps"]  # a compile cut off counts the steps recorded for it
+        assert ex["incomplete_compiles"] == (0 if complete else 1)
+        if not complete:
+            assert dv("check", path).returncode == 2
+        (tmp_path / "print.txt").write_text("print\n")
+        v = subprocess.run(["xvfb-run", "-a", "-s", "-screen 0 1600x1000x24", cli(), path, "--script", str(tmp_path / "print.txt")],
+                           capture_output=True, text=True, timeout=TIMEOUT)
+        assert v.returncode == 0, v.stderr
+        assert json.loads(v.stdout.splitlines()[-1])["state"]["counts"] == ex
