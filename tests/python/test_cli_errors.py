@@ -170,3 +170,17 @@ def test_log_names_and_unknown_channels(tmp_path):
     assert "[dynview.graph_breaks] Graph break" in p.stderr and "dynview.dynview" not in p.stderr
     assert "DYNVIEW_LOGS: unknown channel 'nosuch' (known: graph_breaks" in p.stderr
     assert "[dynview.steps] TRACE" in p.stderr and " LOAD_FAST " in p.stderr  # opcode names, not numbers
+
+
+def test_readme_is_self_contained():
+    """The README points only at files inside the repository, and documents every exit code."""
+    import re
+    text = open(os.path.join(ROOT, "README.md")).read()
+    assert "../" not in text
+    for ref in re.findall(r"\]\(([^)#]+)\)", text):  # markdown links
+        assert ref.startswith("http") or os.path.exists(os.path.join(ROOT, ref)), ref
+    for ref in re.findall(r"`((?:core|tracer|recorder|viewer|python|tests|assets)/[\w./-]+)`", text):
+        assert os.path.exists(os.path.join(ROOT, ref)), ref
+    for code in ("**0** ok", "**1** `check` over budget", "**2** unreadable", "**3** no display", "**64** usage error"):
+        assert code in text
+    assert "--help-script" in text
