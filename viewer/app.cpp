@@ -71,7 +71,7 @@ GraphLayout layout_graph(const Model& m, int gi) {
   agattr(G, AGNODE, const_cast<char*>("label"), const_cast<char*>(""));
   // Courier 12 pt is ~7.2 pt a character, close to the 7 px of ImGui's default 13 px font.
   agattr(G, AGNODE, const_cast<char*>("fontname"), const_cast<char*>("Courier"));
-  agattr(G, AGNODE, const_cast<char*>("fontsize"), const_cast<char*>("12"));
+  agattr(G, AGNODE, const_cast<char*>("fontsize"), const_cast<char*>("12"));  // kLayoutFontPt
   agattr(G, AGNODE, const_cast<char*>("margin"), const_cast<char*>("0.08,0.04"));
   agattr(G, AGRAPH, const_cast<char*>("nodesep"), const_cast<char*>("0.2"));
   agattr(G, AGRAPH, const_cast<char*>("ranksep"), const_cast<char*>("0.3"));
@@ -308,6 +308,10 @@ json App::snapshot() {
     const GraphLayout& l = layout(graph_);
     j["graph_layout_nodes"] = l.nodes.size();
     j["graph_layout_edges"] = l.edges.size();
+    // As last drawn: the label pixel height against the UI font's, and whether the selected node
+    // is inside the canvas.
+    j["graph_view"] = json{{"zoom", zoom_}, {"label_px", view_label_px_}, {"font_px", ImGui::GetFontSize()},
+                           {"selected_visible", view_selected_visible_}};
   }
   return j;
 }
@@ -697,9 +701,28 @@ void App::draw_graph() {
     pan_y_ += ImGui::GetIO().MouseDelta.y;
   }
   if (ImGui::IsItemHovered() && ImGui::GetIO().MouseWheel != 0) zoom_ = std::clamp(zoom_ * (ImGui::GetIO().MouseWheel > 0 ? 1.1f : 0.9f), 0.1f, 4.0f);
-  const float fit = l.width > 0 ? std::min(1.0f, std::min(sz.x / l.width, sz.y / std::max(1.0f, l.height))) : 1.0f;
-  const float z = fit * zoom_;
+  // Readable by default: at zoom 1 the layout's 12 pt labels are drawn at the UI font size (a big
+  // graph does not shrink to fit; it opens centred on the selected node, or its top, and the view
+  // follows the selection).
+  const float font_px = ImGui::GetFontSize();
+  const float z = font_px / kLayoutFontPt * zoom_;
+  const int sel_node = m_.selected_node();
+  if (graph_ != view_graph_ || sel_node != view_node_ || zoom_ != view_zoom_) {
+    view_graph_ = graph_, view_node_ = sel_node, view_zoom_ = zoom_;
+    const GraphLayout::N* at = nullptr;
+    for (const auto& n : l.nodes)
+      if (n.node == sel_node) at = &n;
+    if (at) {  // the selected node in the middle
+      pan_x_ = sz.x / 2 - at->x * z - 4;
+      pan_y_ = sz.y / 2 - at->y * z - 4;
+    } else {  // the graph's top, centred when it fits across
+      pan_x_ = l.width * z < sz.x ? (sz.x - l.width * z) / 2 - 4 : 0;
+      pan_y_ = 0;
+    }
+  }
   auto P = [&](float x, float y) { return ImVec2(o.x + pan_x_ + x * z + 4, o.y + pan_y_ + y * z + 4); };
+  view_label_px_ = 0;
+  view_selected_visible_ = false;
   dl->PushClipRect(o, ImVec2(o.x + sz.x, o.y + sz.y), true);
   for (const auto& e : l.edges)
     for (size_t k = 0; k + 7 < e.pts.size(); k += 6)
@@ -713,9 +736,12 @@ void App::draw_graph() {
     const bool made = nd.step >= 0 && nd.step <= m_.cursor() && nd.compile == m_.selected_compile();
     dl->AddRectFilled(a, b, sel ? IM_COL32(120, 90, 20, 255) : made ? IM_COL32(40, 70, 50, 255) : IM_COL32(45, 45, 55, 255), 3);
     dl->AddRect(a, b, sel ? kAccent : IM_COL32(150, 150, 170, 255), 3);
-    // The label at the zoom's font size, centred and clipped to its box; hidden when unreadable.
-    const float fs = ImGui::GetFontSize() * std::min(z, 1.6f);
-    if (fs >= 6.0f) {
+    // The label at the zoom's size, never below the UI font size (zoomed out, it is clipped to its
+    // box rather than shrunk), centred.
+    const float fs = std::max(font_px, kLayoutFontPt * z);
+    view_label_px_ = fs;
+    if (sel) view_selected_visible_ = a.x >= o.x && b.x <= o.x + sz.x && a.y >= o.y && b.y <= o.y + sz.y;
+    {
       const std::string label = node_label(nd);
       ImFont* font = ImGui::GetFont();
       const ImVec2 ts = font->CalcTextSizeA(fs, FLT_MAX, 0, label.c_str());

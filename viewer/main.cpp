@@ -34,6 +34,7 @@
 #include "core/trace.h"
 #include "core/code_json.h"
 #include "core/opcodes.h"
+#include "cli_args.h"
 #include "window.h"
 
 namespace {
@@ -107,59 +108,6 @@ int usage_error(const std::string& cmd, const std::string& what) {
   return 64;
 }
 
-struct TraceArgs {
-  const char* path = nullptr;
-  bool json = false, steps = false, allow_incomplete = false, verify = true;
-  std::string format, out;
-  dv::reports::Budget budget;
-};
-
-bool parse_int(const char* s, int64_t& out) {
-  char* end = nullptr;
-  errno = 0;
-  long long v = std::strtoll(s, &end, 10);
-  if (!s[0] || *end || v < 0 || errno == ERANGE) return false;
-  out = v;
-  return true;
-}
-
-// Parses the arguments of the trace subcommands; an empty string or the usage error's text.
-std::string parse_trace_args(const std::string& cmd, int argc, char** argv, TraceArgs& a) {
-  const bool budget = cmd == "check", exp = cmd == "export";
-  for (int i = 0; i < argc; ++i) {
-    const std::string x = argv[i];
-    auto value = [&](int64_t& dst) -> std::string {
-      if (i + 1 >= argc) return x + " needs a value (an integer >= 0)";
-      if (!parse_int(argv[++i], dst)) return x + " must be an integer >= 0, not '" + argv[i] + "'";
-      return "";
-    };
-    std::string err;
-    if (x == "--json") a.json = true;
-    else if (budget && x == "--max-graph-breaks") err = value(a.budget.max_graph_breaks);
-    else if (budget && x == "--max-recompiles") err = value(a.budget.max_recompiles);
-    else if (budget && x == "--max-graphs") err = value(a.budget.max_graphs);
-    else if (budget && x == "--max-limit-hits") err = value(a.budget.max_limit_hits);
-    else if (budget && x == "--max-eager-fallbacks") err = value(a.budget.max_eager_fallbacks);
-    else if (budget && x == "--allow-incomplete") a.allow_incomplete = true;
-    else if (cmd == "stats" && x == "--no-verify") a.verify = false;
-    else if (exp && x == "--format") {
-      if (i + 1 >= argc) return "--format needs a value (chrome|json)";
-      a.format = argv[++i];
-      if (a.format != "chrome" && a.format != "json") return "--format must be chrome or json, not '" + a.format + "'";
-    } else if (exp && x == "--steps") a.steps = true;
-    else if (exp && (x == "-o" || x == "--output")) {
-      if (i + 1 >= argc) return x + " needs a file name";
-      a.out = argv[++i];
-    } else if (!x.empty() && x[0] == '-') return "unknown option " + x;
-    else if (!a.path) a.path = argv[i];
-    else return "unexpected argument '" + x + "' (one trace at a time)";
-    if (!err.empty()) return err;
-  }
-  if (!a.path) return "a trace file (RUN.dyn) or a directory of traces is required";
-  if (exp && a.format.empty()) return "--format is required (chrome|json)";
-  return "";
-}
-
 std::unique_ptr<dv::trace::TraceReader> open_trace(const char* path, double* ms = nullptr) {
   const auto t0 = std::chrono::steady_clock::now();
   auto r = dv::trace::TraceReader::open(path);
@@ -217,8 +165,8 @@ void add_counts(nlohmann::json& into, const nlohmann::json& from) {
 }
 
 int cmd_report(const std::string& cmd, int argc, char** argv) {
-  TraceArgs a;
-  if (const std::string err = parse_trace_args(cmd, argc, argv, a); !err.empty()) return usage_error(cmd, err);
+  dv::cli::TraceArgs a;
+  if (const std::string err = dv::cli::parse_trace_args(cmd, argc, argv, a); !err.empty()) return usage_error(cmd, err);
   std::vector<std::string> paths;
   if (!trace_paths(a.path, paths)) return 2;
   namespace R = dv::reports;
@@ -389,7 +337,7 @@ int cmd_seek(int argc, char** argv) {
   bool as_json = false;
   for (int i = 0; i < argc; ++i) {
     if (!std::strcmp(argv[i], "--random")) {
-      if (i + 1 >= argc || !parse_int(argv[++i], n) || n < 1 || n > 100000000)
+      if (i + 1 >= argc || !dv::cli::parse_int(argv[++i], n) || n < 1 || n > 100000000)
         return usage_error("seek", "--random needs an integer from 1 to 100000000");
     } else if (!std::strcmp(argv[i], "--json")) as_json = true;
     else if (argv[i][0] == '-') return usage_error("seek", std::string("unknown option ") + argv[i]);
@@ -459,42 +407,7 @@ constexpr const char* kScriptHelp =
 int cmd_view(int argc, char** argv) {
   dv::view::ViewerOptions o;
   o.start = g_start;
-  for (int i = 0; i < argc; ++i) {
-    const std::string x = argv[i];
-    const bool takes_value = x == "--screenshot" || x == "--script" || x == "--step" || x == "--select" || x == "--scale" ||
-                             x == "--size" || x == "--bench-scrub";
-    if (takes_value && i + 1 >= argc) return usage_error("", x + " needs a value");
-    const char* v = takes_value ? argv[++i] : nullptr;
-    int64_t n = 0;
-    if (x == "--screenshot") o.screenshot = v;
-    else if (x == "--script") o.script = v;
-    else if (x == "--step") {
-      if (!parse_int(v, n)) return usage_error("", std::string("--step must be an integer >= 0, not '") + v + "'");
-      o.step = n;
-    } else if (x == "--select") {
-      std::string sel = v;
-      const size_t colon = sel.find(':');
-      if (colon == std::string::npos || colon == 0 || colon + 1 == sel.size())
-        return usage_error("", "--select takes WHAT:ID (compile:K, guard:I, node:NAME, break:I, recompile:I), not '" + sel + "'");
-      o.select.push_back(sel.substr(0, colon) + " " + sel.substr(colon + 1));
-    } else if (x == "--scale") {
-      char* end = nullptr;
-      const float f = std::strtof(v, &end);
-      if (!v[0] || *end || !std::isfinite(f) || f < 0.5f || f > 4.0f)
-        return usage_error("", std::string("--scale must be a number from 0.5 to 4, not '") + v + "'");
-      o.scale = f;
-    } else if (x == "--size") {
-      char tail = 0;
-      if (std::sscanf(v, "%dx%d%c", &o.width, &o.height, &tail) != 2 || o.width < 200 || o.height < 150 || o.width > 16384 || o.height > 16384)
-        return usage_error("", std::string("--size must be WxH from 200x150 to 16384x16384, not '") + v + "'");
-    } else if (x == "--bench-scrub") {
-      if (!parse_int(v, n) || n < 1 || n > 1000000) return usage_error("", std::string("--bench-scrub must be an integer from 1 to 1000000, not '") + v + "'");
-      o.bench_frames = static_cast<int>(n);
-    } else if (x[0] == '-') return usage_error("", "unknown option " + x);
-    else if (o.path.empty()) o.path = x;
-    else return usage_error("", "unexpected argument '" + x + "' (one trace at a time)");
-  }
-  if (o.path.empty()) return usage_error("", "a trace file (RUN.dyn) is required");
+  if (const std::string err = dv::cli::parse_view_args(argc, argv, o); !err.empty()) return usage_error("", err);
   struct stat st {};
   if (::stat(o.path.c_str(), &st) != 0) {
     // Not a file: a mistyped subcommand is a usage error, a missing trace an input error.
