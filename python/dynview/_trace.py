@@ -73,6 +73,7 @@ class record:
         if isinstance(chunk_steps, bool) or not isinstance(chunk_steps, int) or not 1 <= chunk_steps <= 1 << 24:
             raise ValueError(f"dynview.record: chunk_steps must be an int from 1 to {1 << 24}, got {chunk_steps!r}")
         self.path = self.spec
+        self.env = False  # started by DYNVIEW_TRACE
         self.flush_ms = flush_ms
         self.chunk_steps = chunk_steps
         self.stats = None
@@ -81,6 +82,11 @@ class record:
         global _active
         from ._engine import _ensure_installed
         _ensure_installed()
+        if _C._record_stats() is not None:  # one recording per process: say which one wins
+            where = _active.path if _active is not None else _C._record_stats()["path"]
+            env = " (DYNVIEW_TRACE)" if _active is not None and _active.env else ""
+            raise RuntimeError(f"dynview is already recording to {where}{env}; captures go there, not to "
+                               f"{self.spec} (one recording per process)")
         self.path = _process_path(self.spec)
         try:
             _C._record_start(self.path, _meta(), self.flush_ms, self.chunk_steps)
@@ -122,6 +128,7 @@ def _setup_env_trace():
     if not path or _C._record_stats() is not None:
         return
     rec = record(path)
+    rec.env = True
     try:
         rec.start()
     except OSError as e:

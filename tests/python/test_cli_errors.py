@@ -184,3 +184,12 @@ def test_readme_is_self_contained():
     for code in ("**0** ok", "**1** `check` over budget", "**2** unreadable", "**3** no display", "**64** usage error"):
         assert code in text
     assert "--help-script" in text
+
+
+def test_record_while_dynview_trace_says_which_wins(tmp_path):
+    code = ("import dynview\n"
+            "try:\n    dynview.record('other.dyn').start()\nexcept RuntimeError as e:\n    print(e)\n")
+    env = dict(os.environ, PYTHONPATH=os.path.join(ROOT, "python"), DYNVIEW_TRACE="env.dyn")
+    p = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=120, cwd=str(tmp_path))
+    assert p.returncode == 0, p.stderr
+    assert "already recording to env.dyn (DYNVIEW_TRACE); captures go there, not to other.dyn" in p.stdout
