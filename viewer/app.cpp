@@ -301,6 +301,7 @@ json App::snapshot() {
   }
   j["tab"] = tab_;
   j["fx_tab"] = fx_tab_;
+  j["trace_warnings"] = trace_warnings();
   if (graph_ >= 0 && fx_tab_ == "code") j["fx_code"] = m_.graphs()[graph_].code;
   j["why"] = json::array();
   for (const auto& w : why()) j["why"].push_back(w.second);
@@ -429,7 +430,18 @@ void App::frame() {
 
 // Process -> code object -> compile, as TorchDynamo's compile ids read: [frame/recompile]. The
 // default font is monospaced, so a compile's row is one padded line.
+// What is wrong with the trace as a whole (a damaged tail, no footer), for the banner above the
+// compiles and the --script state: the same facts `dynview check` refuses a trace for.
+std::vector<std::string> App::trace_warnings() const {
+  std::vector<std::string> w;
+  for (const auto& p : m_.reader().problems()) w.push_back(p.what + " (at byte " + std::to_string(p.offset) + "); showing what precedes it");
+  if (!m_.reader().has_footer())
+    w.push_back("incomplete trace: no footer (the recording was killed, is still running, or a write failed)");
+  return w;
+}
+
 void App::draw_compiles() {
+  for (const std::string& w : trace_warnings()) ImGui::TextColored(ImVec4(1.0f, 0.45f, 0.35f, 1), "%s", w.c_str());
   const std::string& path = m_.path();
   const auto& meta = m_.reader().meta();
   const std::string pid = meta.contains("pid") ? meta["pid"].dump() : "?";

@@ -33,6 +33,7 @@ class App {
   nlohmann::json snapshot();  // the model's snapshot plus what the panes show
   enum Key { Left, Right, ShiftLeft, ShiftRight, AltLeft, AltRight, CtrlG, CtrlB, F3, ShiftF3, Home, End };
   void key(Key k);
+  std::vector<std::string> trace_warnings() const;  // damaged tail, no footer: shown as a banner
 
  private:
   void shortcuts();
