@@ -8,6 +8,7 @@
 #include <cstdarg>
 #include <cstdio>
 #include <map>
+#include <set>
 
 namespace dv::reports {
 using nlohmann::json;
@@ -18,6 +19,7 @@ namespace {
 // Compiles with what happened in each, from the trace's events.
 json compiles_of(const trace::TraceReader& r) {
   json out = json::array();
+  std::set<int64_t> ended;
   for (const json& ev : r.events()) {
     const std::string t = json_get<std::string>(ev, "t", "");
     if (t == "compile_start") {
@@ -30,6 +32,7 @@ json compiles_of(const trace::TraceReader& r) {
       continue;
     }
     const int64_t c = json_get<int64_t>(ev, "c", -1);
+    if (t == "compile_end") ended.insert(c);
     json* comp = nullptr;
     for (auto& x : out)
       if (x["index"] == c) comp = &x;
@@ -58,7 +61,39 @@ json compiles_of(const trace::TraceReader& r) {
                                        {"line", json_get<int64_t>(ev, "line", -1)}});
     }
   }
+  // A compile cut off before its end (the process was killed): its steps are those recorded from
+  // its first step to the next compile's first step (or the end of the trace).
+  for (size_t i = 0; i < out.size(); ++i) {
+    if (ended.count(json_get<int64_t>(out[i], "index", -1))) continue;
+    const int64_t first = json_get<int64_t>(out[i], "first_step", 0);
+    const int64_t next = i + 1 < out.size() ? json_get<int64_t>(out[i + 1], "first_step", 0) : static_cast<int64_t>(r.total_steps());
+    out[i]["steps"] = std::max<int64_t>(0, std::min<int64_t>(next, static_cast<int64_t>(r.total_steps())) - first);
+  }
   return out;
+}
+
+// The counts every report gives (explain, recompiles, check, stats: one definition).
+json counts_of(const trace::TraceReader& r, const json& comps) {
+  int64_t graphs = 0, breaks = 0, guards = 0, steps = 0, ops = 0, recompiles = 0, limit_hits = 0, eager = 0, incomplete = 0;
+  for (const json& c : comps) {
+    graphs += static_cast<int64_t>(c["graphs"].size());
+    breaks += static_cast<int64_t>(c["breaks"].size());
+    guards += static_cast<int64_t>(c["guards"].size());
+    steps += json_get<int64_t>(c, "steps", 0);
+    for (const json& g : c["graphs"]) ops += json_get<int64_t>(g, "ops", 0);
+    const std::string outcome = json_get<std::string>(c, "outcome", "");
+    eager += outcome == "break (eager)" || outcome == "error";
+    incomplete += outcome == "incomplete";
+  }
+  for (const json& ev : r.events()) {
+    if (json_get<std::string>(ev, "t", "") != "cache") continue;
+    const std::string kind = json_get<std::string>(ev, "kind", "");
+    recompiles += kind == "recompile";
+    limit_hits += kind == "limit";
+  }
+  return json{{"compiles", comps.size()}, {"graphs", graphs}, {"graph_breaks", breaks}, {"guards", guards}, {"ops", ops},
+              {"steps", steps}, {"recompiles", recompiles}, {"recompile_limit_hits", limit_hits}, {"eager_fallbacks", eager},
+              {"incomplete_compiles", incomplete}};
 }
 
 json problems_of(const trace::TraceReader& r) {
@@ -87,22 +122,12 @@ std::string problems_text(const json& j) {
 
 }  // namespace
 
+json counts(const trace::TraceReader& r) { return counts_of(r, compiles_of(r)); }
+
 json explain(const trace::TraceReader& r) {
   json comps = compiles_of(r);
-  int64_t graphs = 0, breaks = 0, guards = 0, steps = 0, ops = 0, recompiles = 0;
-  for (const json& c : comps) {
-    graphs += static_cast<int64_t>(c["graphs"].size());
-    breaks += static_cast<int64_t>(c["breaks"].size());
-    guards += static_cast<int64_t>(c["guards"].size());
-    steps += json_get<int64_t>(c, "steps", 0);
-    for (const json& g : c["graphs"]) ops += json_get<int64_t>(g, "ops", 0);
-    const std::string why = json_get<std::string>(c, "reason", "");
-    if (why != "first call" && why.rfind("resume function", 0) != 0) ++recompiles;  // a resume's first compile is not one
-  }
-  return json{{"compiles", comps},
-              {"totals", {{"compiles", comps.size()}, {"graphs", graphs}, {"graph_breaks", breaks}, {"guards", guards},
-                          {"ops", ops}, {"steps", steps}, {"recompiles", recompiles}}},
-              {"problems", problems_of(r)}};
+  json totals = counts_of(r, comps);
+  return json{{"compiles", comps}, {"totals", totals}, {"problems", problems_of(r)}};
 }
 
 std::string explain_text(const json& j) {
@@ -133,8 +158,10 @@ std::string explain_text(const json& j) {
     for (const json& g : c["guards"]) s += "    " + json_get<std::string>(g, "kind", "") + ": " + json_get<std::string>(g, "text", "") + "\n";
   }
   const json& t = j["totals"];
-  s += fmt("total: %" PRId64 " compiles, %" PRId64 " graphs, %" PRId64 " graph breaks, %" PRId64 " recompiles, %" PRId64 " guards, %" PRId64 " ops, %" PRId64 " steps\n",
+  s += fmt("total: %" PRId64 " compiles, %" PRId64 " graphs, %" PRId64 " graph breaks, %" PRId64 " recompiles, %" PRId64
+           " recompile limit hits, %" PRId64 " eager fallbacks, %" PRId64 " guards, %" PRId64 " ops, %" PRId64 " steps\n",
            json_get<int64_t>(t, "compiles", 0), json_get<int64_t>(t, "graphs", 0), json_get<int64_t>(t, "graph_breaks", 0), json_get<int64_t>(t, "recompiles", 0),
+           json_get<int64_t>(t, "recompile_limit_hits", 0), json_get<int64_t>(t, "eager_fallbacks", 0),
            json_get<int64_t>(t, "guards", 0), json_get<int64_t>(t, "ops", 0), json_get<int64_t>(t, "steps", 0));
   return s;
 }
@@ -186,7 +213,9 @@ json recompiles(const trace::TraceReader& r) {
                        {"firstlineno", json_get<int64_t>(ev, "firstlineno", 0)}, {"entry", "[" + json_get<std::string>(ev, "entry_id", "?") + "]"},
                        {"compile_id", caused}, {"failures", failures}});
   }
-  return json{{"recompiles", out}, {"count", out.size()}, {"problems", problems_of(r)}};
+  const json counts = counts_of(r, comps);
+  return json{{"recompiles", out}, {"count", out.size()}, {"recompile_count", counts["recompiles"]},
+              {"limit_hits", counts["recompile_limit_hits"]}, {"problems", problems_of(r)}};
 }
 
 std::string recompiles_text(const json& j) {
@@ -204,31 +233,32 @@ std::string recompiles_text(const json& j) {
                  json_get<int64_t>(f["guard"], "step", -1), json_get<int64_t>(f["guard"], "line", -1), json_get<std::string>(f["guard"], "text", "").c_str());
     }
   }
-  s += fmt("%zu recompile(s)\n", j["recompiles"].size());
+  s += fmt("%" PRId64 " recompile(s), %" PRId64 " recompile limit hit(s)\n", json_get<int64_t>(j, "recompile_count", 0),
+           json_get<int64_t>(j, "limit_hits", 0));
   return s;
 }
 
 json check(const trace::TraceReader& r, const Budget& b) {
-  const json e = explain(r);
-  const json rc = recompiles(r);
-  const int64_t breaks = e["totals"]["graph_breaks"], graphs = e["totals"]["graphs"];
-  int64_t nrec = 0;
-  for (const json& x : rc["recompiles"]) nrec += x["kind"] == "recompile";
-  auto item = [](int64_t value, int64_t max) {
+  const json comps = compiles_of(r);
+  const json t = counts_of(r, comps);
+  auto item = [&](const char* key, int64_t max) {
+    const int64_t value = t[key].get<int64_t>();
     return json{{"value", value}, {"max", max < 0 ? json(nullptr) : json(max)}, {"ok", max < 0 || value <= max}};
   };
-  json items{{"graph_breaks", item(breaks, b.max_graph_breaks)}, {"recompiles", item(nrec, b.max_recompiles)},
-             {"graphs", item(graphs, b.max_graphs)}};
+  json items{{"graph_breaks", item("graph_breaks", b.max_graph_breaks)}, {"recompiles", item("recompiles", b.max_recompiles)},
+             {"graphs", item("graphs", b.max_graphs)}, {"recompile_limit_hits", item("recompile_limit_hits", b.max_limit_hits)},
+             {"eager_fallbacks", item("eager_fallbacks", b.max_eager_fallbacks)}};
   bool ok = true;
   for (auto& [k, v] : items.items()) ok &= v["ok"].get<bool>();
-  return json{{"ok", ok}, {"checks", items}, {"compiles", e["totals"]["compiles"]}, {"problems", problems_of(r)}};
+  return json{{"ok", ok}, {"checks", items}, {"compiles", t["compiles"]}, {"problems", problems_of(r)}};
 }
 
 std::string check_text(const json& j) {
   std::string s = problems_text(j);
-  for (const char* k : {"graph_breaks", "recompiles", "graphs"}) {
+  for (const char* k : {"graph_breaks", "recompiles", "graphs", "recompile_limit_hits", "eager_fallbacks"}) {
+    if (!j["checks"].contains(k)) continue;
     const json& c = j["checks"][k];
-    s += fmt("%-13s %6" PRId64, k, c["value"].get<int64_t>());
+    s += fmt("%-21s %6" PRId64, k, c["value"].get<int64_t>());
     if (!c["max"].is_null()) s += fmt("  (max %" PRId64 ")  %s", c["max"].get<int64_t>(), c["ok"].get<bool>() ? "ok" : "OVER BUDGET");
     s += "\n";
   }
@@ -242,11 +272,10 @@ json stats(const trace::TraceReader& r, double open_ms) {
     values += c.h.nvalues;
     compressed += c.h.steps_zsize;
   }
-  int64_t compiles = 0;
-  for (const json& ev : r.events()) compiles += json_get<std::string>(ev, "t", "") == "compile_start";
+  const json counts = counts_of(r, compiles_of(r));
   const uint64_t steps = r.total_steps();
   return json{{"version", std::to_string(r.major()) + "." + std::to_string(r.minor())},
-              {"steps", steps}, {"compiles", compiles}, {"chunks", r.chunks().size()}, {"events", r.events().size()},
+              {"steps", steps}, {"compiles", counts["compiles"]}, {"counts", counts}, {"chunks", r.chunks().size()}, {"events", r.events().size()},
               {"values", values}, {"file_bytes", r.file_size()},
               {"bytes_per_step", steps ? static_cast<double>(r.file_size()) / static_cast<double>(steps) : 0.0},
               {"step_bytes_per_step", steps ? static_cast<double>(compressed) / static_cast<double>(steps) : 0.0},
@@ -258,6 +287,12 @@ std::string stats_text(const json& j) {
   s += fmt("format     %s%s\n", json_get<std::string>(j, "version", "").c_str(), j["footer"].get<bool>() ? "" : " (no footer: indexed by scanning)");
   s += fmt("steps      %" PRIu64 "\n", j["steps"].get<uint64_t>());
   s += fmt("compiles   %" PRId64 "\n", j["compiles"].get<int64_t>());
+  if (j.contains("counts")) {
+    const json& c = j["counts"];
+    s += fmt("graphs     %" PRId64 " (%" PRId64 " graph breaks, %" PRId64 " recompiles, %" PRId64 " recompile limit hits, %" PRId64
+             " eager fallbacks)\n", json_get<int64_t>(c, "graphs", 0), json_get<int64_t>(c, "graph_breaks", 0), json_get<int64_t>(c, "recompiles", 0),
+             json_get<int64_t>(c, "recompile_limit_hits", 0), json_get<int64_t>(c, "eager_fallbacks", 0));
+  }
   s += fmt("chunks     %zu\n", static_cast<size_t>(j["chunks"].get<uint64_t>()));
   s += fmt("events     %zu\n", static_cast<size_t>(j["events"].get<uint64_t>()));
   s += fmt("values     %" PRIu64 "\n", j["values"].get<uint64_t>());
@@ -265,6 +300,19 @@ std::string stats_text(const json& j) {
            j["bytes_per_step"].get<double>(), j["step_bytes_per_step"].get<double>());
   s += fmt("open       %.2f ms\n", j["open_ms"].get<double>());
   return s;
+}
+
+json integrity(const trace::TraceReader& r) {
+  json problems = problems_of(r);
+  for (size_t k = 0; k < r.chunks().size(); ++k) {
+    if (const std::string why = r.check_chunk_header(k); !why.empty())
+      problems.push_back(json{{"what", "chunk " + std::to_string(k) + ": " + why}, {"offset", r.chunks()[k].offset}});
+    auto c = r.chunk(k);
+    if (!c)
+      problems.push_back(json{{"what", "chunk " + std::to_string(k) + ": step data is corrupt: " + c.error().message()},
+                              {"offset", r.chunks()[k].offset}});
+  }
+  return json{{"complete", r.has_footer()}, {"problems", problems}};
 }
 
 json chrome(const trace::TraceReader& r) {

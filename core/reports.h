@@ -20,16 +20,28 @@ std::string explain_text(const nlohmann::json& j);
 nlohmann::json recompiles(const trace::TraceReader& r);
 std::string recompiles_text(const nlohmann::json& j);
 
+// The counts every report and the viewer give (explain's totals, stats' counts, check's values):
+// compiles, graphs, graph_breaks, guards, ops, steps, recompiles, recompile_limit_hits,
+// eager_fallbacks, incomplete_compiles.
+nlohmann::json counts(const trace::TraceReader& r);
+
 struct Budget {
   int64_t max_graph_breaks = -1, max_recompiles = -1, max_graphs = -1;  // -1: no limit
+  int64_t max_limit_hits = -1, max_eager_fallbacks = -1;
 };
-// Counts against the budget; "ok" says whether every count is within it.
+// Counts against the budget; "ok" says whether every count is within it. The counts are those of
+// explain's totals, stats' counts and recompiles' recompile_count/limit_hits (one definition).
 nlohmann::json check(const trace::TraceReader& r, const Budget& b);
 std::string check_text(const nlohmann::json& j);
 
 // Size and shape of the trace; open_ms is measured by the caller.
 nlohmann::json stats(const trace::TraceReader& r, double open_ms);
 std::string stats_text(const nlohmann::json& j);
+
+// The trace's integrity, for `check` (which refuses a damaged trace) and the other reports:
+// `complete` (a footer: the recording process closed it), and every problem, the reader's and
+// those of chunks whose steps do not decode (each decoded once). Reads every chunk.
+nlohmann::json integrity(const trace::TraceReader& r);
 
 // Compile-level timeline as Chrome trace-event JSON (Perfetto loads it).
 nlohmann::json chrome(const trace::TraceReader& r);

@@ -76,7 +76,12 @@ struct WriterOptions {
 
 class TraceWriter {
  public:
-  // Creates (truncates) path and writes the file header with `meta` (process description).
+  // The error's `what` when another process (or writer) holds the file: see create.
+  static constexpr const char* kBusy = "is being written by another process";
+  // Creates path, locks it (flock; a path another writer holds is refused with kBusy rather than
+  // overwritten), truncates it and writes the file header with `meta` (process description).
+  // After a failed write nothing more is written: the file keeps the chunks written before it,
+  // without a footer, and flush/close return the first failure.
   static Result<std::unique_ptr<TraceWriter>> create(const std::string& path, const nlohmann::json& meta,
                                                      WriterOptions opts = {});
   ~TraceWriter();
@@ -85,6 +90,7 @@ class TraceWriter {
   void event(const nlohmann::json& ev);  // compile-level record; "t" names its type
   Result<bool> flush();                  // pending data -> one chunk (no-op when nothing pending)
   Result<bool> close();                  // flush, footer index, close the file
+  void abandon();                        // closes the file as it is, writing nothing (a forked child's copy)
   bool has_pending() const { return pending_steps_ || pending_values_ || pending_events_; }
   std::chrono::steady_clock::time_point pending_since() const { return pending_since_; }
   uint64_t steps() const { return next_step_; }
@@ -108,6 +114,8 @@ class TraceWriter {
   void write_value_row(uint32_t compile, int32_t id, uint64_t step, const StoredValue& v);
   void begin_chunk();
   void switch_compile(uint32_t c);
+  void reset_chunk();  // drops the pending chunk's data
+  std::string failed_;  // the first write failure (nothing is written after it)
 
   int fd_ = -1;
   void* cctx_ = nullptr;  // ZSTD_CCtx (steps: one frame per chunk)
@@ -204,6 +212,9 @@ class TraceReader {
   bool has_footer() const { return footer_; }
   Result<Chunk> chunk(size_t k) const;
   size_t chunk_of(uint64_t step) const;  // chunks().size() if out of range
+  // The chunk's header as stored before its data, against the index (the footer's copy is what
+  // open() uses when the footer verifies): empty when they agree, else what is wrong.
+  std::string check_chunk_header(size_t k) const;
   // The code object with this id, as core's CodeInfo JSON (from its "code" event), or null.
   const nlohmann::json* code(int32_t id) const;
 

@@ -295,6 +295,15 @@ size_t TraceReader::chunk_of(uint64_t step) const {
   return step < chunks_[k].h.first_step + chunks_[k].h.nsteps ? k : chunks_.size();
 }
 
+std::string TraceReader::check_chunk_header(size_t k) const {
+  if (k >= chunks_.size()) return "no chunk " + std::to_string(k);
+  ChunkInfo stored;
+  std::string why;
+  if (!read_chunk_header(chunks_[k].offset, stored, why)) return why;
+  if (encode_header(stored.h) != encode_header(chunks_[k].h)) return "header differs from the footer index's copy";
+  return "";
+}
+
 const nlohmann::json* TraceReader::code(int32_t id) const {
   auto it = codes_.find(id);
   return it == codes_.end() ? nullptr : &events_[it->second];

@@ -1,6 +1,7 @@
 // TraceWriter: builds chunks in columns, compresses each part as an independent zstd frame and
 // appends the chunk with one write() (see core/TRACE.md). Not thread-safe: the recorder locks.
 #include <fcntl.h>
+#include <sys/file.h>
 #include <unistd.h>
 #include <zstd.h>
 
@@ -55,8 +56,17 @@ Result<std::unique_ptr<TraceWriter>> TraceWriter::create(const std::string& path
                                                          WriterOptions opts) {
   std::unique_ptr<TraceWriter> w(new TraceWriter());
   w->opts_ = opts;
-  w->fd_ = ::open(path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+  // Opened without O_TRUNC and locked before truncating: a second process recording to the same
+  // path is refused (kBusy) instead of overwriting the first one's trace.
+  w->fd_ = ::open(path.c_str(), O_WRONLY | O_CREAT | O_CLOEXEC, 0644);
   if (w->fd_ < 0) return make_error(path, std::string("cannot create trace: ") + std::strerror(errno));
+  if (::flock(w->fd_, LOCK_EX | LOCK_NB) != 0) {
+    const int e = errno;
+    ::close(w->fd_);
+    w->fd_ = -1;
+    return make_error(path, e == EWOULDBLOCK ? kBusy : std::string("cannot lock trace: ") + std::strerror(e));
+  }
+  if (::ftruncate(w->fd_, 0) != 0) return make_error(path, std::string("cannot truncate trace: ") + std::strerror(errno));
   w->cctx_ = ZSTD_createCCtx();
   ZSTD_CCtx_setParameter(static_cast<ZSTD_CCtx*>(w->cctx_), ZSTD_c_compressionLevel, opts.level);
   ZSTD_CCtx_setParameter(static_cast<ZSTD_CCtx*>(w->cctx_), ZSTD_c_checksumFlag, 1);
@@ -258,6 +268,10 @@ void TraceWriter::event(const nlohmann::json& ev) {
 Result<bool> TraceWriter::flush() {
   if (fd_ < 0) return make_error("trace", "flush after close");
   if (!chunk_open_) return true;
+  if (!failed_.empty()) {  // a write failed: nothing more is written (the file stays a clean prefix)
+    reset_chunk();
+    return make_error("trace", failed_);
+  }
   std::string steps;
   put_var(steps, pending_steps_);
   put_var(steps, pending_values_);
@@ -310,23 +324,43 @@ Result<bool> TraceWriter::flush() {
   buf += ez;
   buf += sz;
   const uint64_t at = file_bytes_;
-  if (!write_all(fd_, buf)) return make_error("trace", std::string("write failed: ") + std::strerror(errno));
+  if (!write_all(fd_, buf)) {
+    failed_ = std::string("write failed at byte ") + std::to_string(file_bytes_) + ": " + std::strerror(errno);
+    // Cut a torn chunk off: what stays is every chunk written before, without a footer.
+    if (::ftruncate(fd_, static_cast<off_t>(file_bytes_)) != 0) failed_ += " (and the torn chunk could not be cut off)";
+    reset_chunk();
+    return make_error("trace", failed_);
+  }
   file_bytes_ += buf.size();
   index_.emplace_back(at, head);
   ++seq_;
-  // Reset the pending chunk.
+  reset_chunk();
+  return true;
+}
+
+void TraceWriter::reset_chunk() {
   chunk_open_ = false;
   pending_steps_ = pending_values_ = pending_events_ = 0;
   for (std::string* col : {&keyframe_, &ops_, &args_, &offs_, &lines_, &flow_, &codes_, &cmps_, &stack_, &locals_, &vals_, &events_})
     col->clear();
   strtab_.clear();
   new_strings_ = 0;
-  return true;
+}
+
+void TraceWriter::abandon() {
+  if (fd_ >= 0) ::close(fd_);
+  fd_ = -1;
+  reset_chunk();
 }
 
 Result<bool> TraceWriter::close() {
   if (fd_ < 0) return true;
   Result<bool> f = flush();
+  if (!failed_.empty()) {  // no footer: readers see a trace that did not finish
+    ::close(fd_);
+    fd_ = -1;
+    return make_error("trace", failed_);
+  }
   // Footer: the chunk index, so that a reader need not scan (a crashed writer leaves none).
   std::string body;
   put_u32(body, kFooterTag);

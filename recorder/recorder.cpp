@@ -2,6 +2,10 @@
 #include <cstddef>
 #include "recorder.h"
 
+#include <iconv.h>
+
+#include <cctype>
+#include <cstdio>
 #include <cstring>
 #include <fstream>
 
@@ -112,6 +116,7 @@ Result<std::unique_ptr<Recorder>> Recorder::create(const std::string& path, cons
   if (!w) return w.error();
   std::unique_ptr<Recorder> r(new Recorder());
   r->w_ = std::move(*w);
+  r->path_ = path;
   r->flush_ms_ = flush_ms;
   r->stream_ = std::make_unique<RecordStream>(kPrefaultBlocks);
   r->thread_ = std::thread([p = r.get()] { p->flusher(); });
@@ -201,8 +206,21 @@ double Recorder::writer_ns_per_step() {
   return encoded_steps_ ? encode_ns_ / static_cast<double>(encoded_steps_) : 0.0;
 }
 
+// The first write failure (disk full, RLIMIT_FSIZE, ...) stops the recording: it is said on stderr
+// now, from whichever thread saw it, and the writer leaves the file without a footer, so that
+// readers and `dynview check` see an incomplete trace. Holds mu_ (or runs in close()).
 void Recorder::note(const Result<bool>& r) {
-  if (!r && error_.empty()) error_ = r.error().message();
+  if (r || !error_.empty()) return;
+  error_ = r.error().message();
+  std::fprintf(stderr, "dynview: warning: recording to %s stopped: %s; the trace is incomplete (what was written before stays readable)\n",
+               path_.c_str(), error_.c_str());
+  closed_ = true;
+}
+
+void Recorder::after_fork_child() {
+  closed_ = true;
+  stop_ = true;
+  w_->abandon();
 }
 
 void Recorder::push_event(json ev) {
@@ -319,6 +337,85 @@ static void hex_to_binary(json& co) {
     for (json& c : *n) hex_to_binary(c);
 }
 
+// PEP 263: the encoding a `# -*- coding: NAME -*-` comment on line 1 or 2 declares ("" if none).
+static std::string declared_encoding(const std::vector<std::string>& lines) {
+  for (size_t i = 0; i < lines.size() && i < 2; ++i) {
+    const std::string& l = lines[i];
+    const size_t start = l.find_first_not_of(" \t\f");
+    if (start == std::string::npos || l[start] != '#') {
+      if (start == std::string::npos) continue;  // a blank first line: the second may declare it
+      break;
+    }
+    const size_t at = l.find("coding", start);
+    if (at == std::string::npos || at + 6 >= l.size() || (l[at + 6] != ':' && l[at + 6] != '=')) continue;
+    size_t b = at + 7;
+    while (b < l.size() && (l[b] == ' ' || l[b] == '\t')) ++b;
+    size_t e = b;
+    while (e < l.size() && (std::isalnum(static_cast<unsigned char>(l[e])) || l[e] == '-' || l[e] == '_' || l[e] == '.')) ++e;
+    std::string name = l.substr(b, e - b);
+    for (char& c : name) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+    return name;
+  }
+  return "";
+}
+
+// Invalid UTF-8 sequences -> U+FFFD, so that every string reaching the trace's JSON is valid.
+static std::string valid_utf8(std::string_view s) {
+  std::string out;
+  out.reserve(s.size());
+  for (size_t i = 0; i < s.size();) {
+    const unsigned char c = static_cast<unsigned char>(s[i]);
+    size_t n = c < 0x80 ? 1 : (c >> 5) == 6 && c >= 0xc2 ? 2 : (c >> 4) == 14 ? 3 : (c >> 3) == 30 && c <= 0xf4 ? 4 : 0;
+    for (size_t k = 1; n && k < n; ++k)
+      if (i + k >= s.size() || (static_cast<unsigned char>(s[i + k]) >> 6) != 2) n = 0;
+    if (n == 0) {
+      out += "\xef\xbf\xbd";
+      ++i;
+    } else {
+      out.append(s.substr(i, n));
+      i += n;
+    }
+  }
+  return out;
+}
+
+// Source lines as UTF-8: decoded from the file's declared encoding (Latin-1 directly, others
+// through iconv), a UTF-8 BOM dropped, anything undecodable replaced by U+FFFD.
+static void to_utf8(std::vector<std::string>& lines) {
+  if (!lines.empty() && lines[0].rfind("\xef\xbb\xbf", 0) == 0) lines[0].erase(0, 3);
+  const std::string enc = declared_encoding(lines);
+  const bool latin1 = enc == "latin-1" || enc == "latin1" || enc == "iso-8859-1" || enc == "iso8859-1" || enc == "l1" ||
+                      enc.rfind("latin-1-", 0) == 0 || enc.rfind("iso-8859-1-", 0) == 0;
+  const bool utf8 = enc.empty() || enc == "utf-8" || enc == "utf8" || enc.rfind("utf-8-", 0) == 0;
+  iconv_t cd = latin1 || utf8 ? reinterpret_cast<iconv_t>(-1) : iconv_open("UTF-8", enc.c_str());
+  for (std::string& l : lines) {
+    if (latin1) {
+      std::string u;
+      u.reserve(l.size() + l.size() / 4);
+      for (const char ch : l) {
+        const unsigned char c = static_cast<unsigned char>(ch);
+        if (c < 0x80) u += ch;
+        else u += static_cast<char>(0xc0 | (c >> 6)), u += static_cast<char>(0x80 | (c & 0x3f));
+      }
+      l = std::move(u);
+      continue;
+    }
+    if (cd != reinterpret_cast<iconv_t>(-1)) {
+      std::string u(l.size() * 4 + 4, '\0');
+      char* in = l.data();
+      char* out = u.data();
+      size_t inleft = l.size(), outleft = u.size();
+      iconv(cd, nullptr, nullptr, nullptr, nullptr);
+      if (iconv(cd, &in, &inleft, &out, &outleft) != static_cast<size_t>(-1)) {
+        u.resize(u.size() - outleft);
+        l = std::move(u);
+      }
+    }
+    l = valid_utf8(l);
+  }
+  if (cd != reinterpret_cast<iconv_t>(-1)) iconv_close(cd);
+}
+
 // The lines of the code object's function (first line to its last instruction's line), those not
 // yet in the trace, as `source` records: the viewer shows the code that ran even when the file has
 // changed or is not on the viewing machine. Files are read once; "<stdin>" and the like are skipped.
@@ -332,6 +429,7 @@ void Recorder::record_source(const bc::CodeInfo& co) {
       if (!l.empty() && l.back() == '\r') l.pop_back();
       f.lines.push_back(std::move(l));
     }
+    to_utf8(f.lines);
     f.sent.assign(f.lines.size(), false);
   }
   if (f.lines.empty()) return;

@@ -109,6 +109,14 @@ class Recorder final : public EngineObserver {
                                                   trace::WriterOptions opts = {}, int flush_ms = 100);
   ~Recorder() override;
   RecorderStats close();  // flushes, writes the footer; idempotent
+  // fork(): prepare_fork() just before (waits for the flusher to finish what it is writing and
+  // holds it off, so that no chunk is half-written in the copy), then after_fork_parent() in the
+  // parent, or after_fork_child() in the child. The child's copy has no flusher thread: it closes
+  // its copy of the file descriptor, writes nothing more, and must be leaked (never destroyed:
+  // its std::thread and condition variable belong to the parent).
+  void prepare_fork() { mu_.lock(); }
+  void after_fork_parent() { mu_.unlock(); }
+  void after_fork_child();
   RecorderStats stats();
   double writer_ns_per_step();  // background encoding cost so far (ns per step, writer thread)
 
@@ -185,6 +193,7 @@ class Recorder final : public EngineObserver {
   std::atomic_flag hlock_ = ATOMIC_FLAG_INIT;
   Hits hits_;
   std::string error_;
+  std::string path_;
   std::atomic<bool> closed_{false};
   int flush_ms_ = 100;
   std::thread thread_;

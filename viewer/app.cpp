@@ -8,6 +8,7 @@
 #include <imgui.h>
 
 #include <algorithm>
+#include <cerrno>
 #include <cfloat>
 #include <cmath>
 #include <cstring>
@@ -70,7 +71,7 @@ GraphLayout layout_graph(const Model& m, int gi) {
   agattr(G, AGNODE, const_cast<char*>("label"), const_cast<char*>(""));
   // Courier 12 pt is ~7.2 pt a character, close to the 7 px of ImGui's default 13 px font.
   agattr(G, AGNODE, const_cast<char*>("fontname"), const_cast<char*>("Courier"));
-  agattr(G, AGNODE, const_cast<char*>("fontsize"), const_cast<char*>("12"));
+  agattr(G, AGNODE, const_cast<char*>("fontsize"), const_cast<char*>("12"));  // kLayoutFontPt
   agattr(G, AGNODE, const_cast<char*>("margin"), const_cast<char*>("0.08,0.04"));
   agattr(G, AGRAPH, const_cast<char*>("nodesep"), const_cast<char*>("0.2"));
   agattr(G, AGRAPH, const_cast<char*>("ranksep"), const_cast<char*>("0.3"));
@@ -198,17 +199,36 @@ std::string App::command(const std::string& line) {
     }
   } else if (verb == "click") {
     in >> what;
-    if (what == "compile") { if (!num(n)) return "click compile needs an index"; m_.select_compile(static_cast<int>(n)); }
-    else if (what == "guard") { if (!num(n)) return "click guard needs an index"; m_.follow_guard(static_cast<int>(n)); }
-    else if (what == "break") { if (!num(n)) return "click break needs an index"; m_.follow_break(static_cast<int>(n)); }
-    else if (what == "recompile") { if (!num(n)) return "click recompile needs an index"; m_.follow_recompile(static_cast<int>(n)); }
+    // An index out of range is said (with how many there are), never clamped or ignored.
+    auto index = [&](const char* kind, size_t count, int64_t& i) -> std::string {
+      std::string tok;
+      if (!(in >> tok)) return std::string("click ") + kind + " needs an index";
+      char* end = nullptr;
+      errno = 0;
+      const long long v = std::strtoll(tok.c_str(), &end, 10);
+      if (*end || errno == ERANGE || v < 0 || static_cast<unsigned long long>(v) >= count)
+        return std::string("no ") + kind + " '" + tok + "' (the trace has " + std::to_string(count) + ", numbered from 0)";
+      i = v;
+      return "";
+    };
+    std::string bad;
+    if (what == "compile") { if ((bad = index("compile", m_.compiles().size(), n)).empty()) m_.select_compile(static_cast<int>(n)); }
+    else if (what == "guard") { if ((bad = index("guard", m_.guards().size(), n)).empty()) m_.follow_guard(static_cast<int>(n)); }
+    else if (what == "break") { if ((bad = index("break", m_.breaks().size(), n)).empty()) m_.follow_break(static_cast<int>(n)); }
+    else if (what == "recompile") { if ((bad = index("recompile", m_.recompiles().size(), n)).empty()) m_.follow_recompile(static_cast<int>(n)); }
     else if (what == "node") {  // by name (in the selected compile) or by index
       std::string name;
       in >> name;
       int found = -1;
       for (size_t i = 0; i < m_.nodes().size(); ++i)
         if (m_.nodes()[i].name == name && (found < 0 || m_.nodes()[i].compile == m_.selected_compile())) found = static_cast<int>(i);
-      if (found < 0 && !name.empty() && std::all_of(name.begin(), name.end(), ::isdigit)) found = std::stoi(name);
+      if (found < 0 && !name.empty() && std::all_of(name.begin(), name.end(), ::isdigit)) {
+        errno = 0;
+        const unsigned long long v = std::strtoull(name.c_str(), nullptr, 10);
+        if (errno == ERANGE || v >= m_.nodes().size())
+          return "no graph node '" + name + "' (the trace has " + std::to_string(m_.nodes().size()) + " nodes, numbered from 0)";
+        found = static_cast<int>(v);
+      }
       if (found < 0) return "no graph node '" + name + "'";
       m_.follow_node(found);
     } else if (what == "stack") {  // stack slot (0 = bottom) of the innermost frame
@@ -234,8 +254,9 @@ std::string App::command(const std::string& line) {
       const Compile& c = m_.compiles()[m_.selected_compile()];
       m_.go_to(static_cast<int64_t>(c.first_step + static_cast<uint64_t>(f * static_cast<double>(std::max<uint64_t>(c.steps, 1) - 1))));
     } else {
-      return "unknown click target '" + what + "'";
+      return "unknown click target '" + what + "' (compile, guard, break, recompile, node, stack, local, timeline)";
     }
+    if (!bad.empty()) return bad;
   } else if (verb == "back") {
     m_.back();
   } else if (verb == "forward") {
@@ -260,7 +281,8 @@ std::string App::command(const std::string& line) {
     force_fx_tab_ = true;
   } else if (verb == "zoom") {
     double z;
-    if (in >> z) zoom_ = static_cast<float>(z);
+    if (!(in >> z) || !std::isfinite(z) || z <= 0 || z > 64) return "zoom needs a factor above 0 and at most 64";
+    zoom_ = static_cast<float>(z);
   } else if (verb != "print" && verb != "frame" && !verb.empty() && verb[0] != '#') {
     return "unknown command '" + verb + "'";
   }
@@ -282,6 +304,7 @@ json App::snapshot() {
     for (const auto& gc : m_.compiles()[ci].gen_codes) j["generated_code"].push_back(gc.first);
   j["tab"] = tab_;
   j["fx_tab"] = fx_tab_;
+  j["trace_warnings"] = trace_warnings();
   if (graph_ >= 0 && fx_tab_ == "code") j["fx_code"] = m_.graphs()[graph_].code;
   j["why"] = json::array();
   for (const auto& w : why()) j["why"].push_back(w.second);
@@ -291,6 +314,10 @@ json App::snapshot() {
     const GraphLayout& l = layout(graph_);
     j["graph_layout_nodes"] = l.nodes.size();
     j["graph_layout_edges"] = l.edges.size();
+    // As last drawn: the label pixel height against the UI font's, and whether the selected node
+    // is inside the canvas.
+    j["graph_view"] = json{{"zoom", zoom_}, {"label_px", view_label_px_}, {"font_px", ImGui::GetFontSize()},
+                           {"selected_visible", view_selected_visible_}};
   }
   return j;
 }
@@ -426,7 +453,18 @@ void App::frame() {
 
 // Process -> code object -> compile, as TorchDynamo's compile ids read: [frame/recompile]. The
 // default font is monospaced, so a compile's row is one padded line.
+// What is wrong with the trace as a whole (a damaged tail, no footer), for the banner above the
+// compiles and the --script state: the same facts `dynview check` refuses a trace for.
+std::vector<std::string> App::trace_warnings() const {
+  std::vector<std::string> w;
+  for (const auto& p : m_.reader().problems()) w.push_back(p.what + " (at byte " + std::to_string(p.offset) + "); showing what precedes it");
+  if (!m_.reader().has_footer())
+    w.push_back("incomplete trace: no footer (the recording was killed, is still running, or a write failed)");
+  return w;
+}
+
 void App::draw_compiles() {
+  for (const std::string& w : trace_warnings()) ImGui::TextColored(ImVec4(1.0f, 0.45f, 0.35f, 1), "%s", w.c_str());
   const std::string& path = m_.path();
   const auto& meta = m_.reader().meta();
   const std::string pid = meta.contains("pid") ? meta["pid"].dump() : "?";
@@ -733,9 +771,28 @@ void App::draw_graph() {
     pan_y_ += ImGui::GetIO().MouseDelta.y;
   }
   if (ImGui::IsItemHovered() && ImGui::GetIO().MouseWheel != 0) zoom_ = std::clamp(zoom_ * (ImGui::GetIO().MouseWheel > 0 ? 1.1f : 0.9f), 0.1f, 4.0f);
-  const float fit = l.width > 0 ? std::min(1.0f, std::min(sz.x / l.width, sz.y / std::max(1.0f, l.height))) : 1.0f;
-  const float z = fit * zoom_;
+  // Readable by default: at zoom 1 the layout's 12 pt labels are drawn at the UI font size (a big
+  // graph does not shrink to fit; it opens centred on the selected node, or its top, and the view
+  // follows the selection).
+  const float font_px = ImGui::GetFontSize();
+  const float z = font_px / kLayoutFontPt * zoom_;
+  const int sel_node = m_.selected_node();
+  if (graph_ != view_graph_ || sel_node != view_node_ || zoom_ != view_zoom_) {
+    view_graph_ = graph_, view_node_ = sel_node, view_zoom_ = zoom_;
+    const GraphLayout::N* at = nullptr;
+    for (const auto& n : l.nodes)
+      if (n.node == sel_node) at = &n;
+    if (at) {  // the selected node in the middle
+      pan_x_ = sz.x / 2 - at->x * z - 4;
+      pan_y_ = sz.y / 2 - at->y * z - 4;
+    } else {  // the graph's top, centred when it fits across
+      pan_x_ = l.width * z < sz.x ? (sz.x - l.width * z) / 2 - 4 : 0;
+      pan_y_ = 0;
+    }
+  }
   auto P = [&](float x, float y) { return ImVec2(o.x + pan_x_ + x * z + 4, o.y + pan_y_ + y * z + 4); };
+  view_label_px_ = 0;
+  view_selected_visible_ = false;
   dl->PushClipRect(o, ImVec2(o.x + sz.x, o.y + sz.y), true);
   for (const auto& e : l.edges)
     for (size_t k = 0; k + 7 < e.pts.size(); k += 6)
@@ -749,9 +806,12 @@ void App::draw_graph() {
     const bool made = nd.step >= 0 && nd.step <= m_.cursor() && nd.compile == m_.selected_compile();
     dl->AddRectFilled(a, b, sel ? IM_COL32(120, 90, 20, 255) : made ? IM_COL32(40, 70, 50, 255) : IM_COL32(45, 45, 55, 255), 3);
     dl->AddRect(a, b, sel ? kAccent : IM_COL32(150, 150, 170, 255), 3);
-    // The label at the zoom's font size, centred and clipped to its box; hidden when unreadable.
-    const float fs = ImGui::GetFontSize() * std::min(z, 1.6f);
-    if (fs >= 6.0f) {
+    // The label at the zoom's size, never below the UI font size (zoomed out, it is clipped to its
+    // box rather than shrunk), centred.
+    const float fs = std::max(font_px, kLayoutFontPt * z);
+    view_label_px_ = fs;
+    if (sel) view_selected_visible_ = a.x >= o.x && b.x <= o.x + sz.x && a.y >= o.y && b.y <= o.y + sz.y;
+    {
       const std::string label = node_label(nd);
       ImFont* font = ImGui::GetFont();
       const ImVec2 ts = font->CalcTextSizeA(fs, FLT_MAX, 0, label.c_str());

@@ -33,6 +33,7 @@ class App {
   nlohmann::json snapshot();  // the model's snapshot plus what the panes show
   enum Key { Left, Right, ShiftLeft, ShiftRight, AltLeft, AltRight, CtrlG, CtrlB, F3, ShiftF3, Home, End };
   void key(Key k);
+  std::vector<std::string> trace_warnings() const;  // damaged tail, no footer: shown as a banner
 
  private:
   void shortcuts();
@@ -58,6 +59,11 @@ class App {
   int graph_ = -1;  // graph shown in the FX pane
   std::map<int, GraphLayout> layouts_;
   float zoom_ = 1.0f;
+  static constexpr float kLayoutFontPt = 12;  // the labels' font size in the Graphviz layout
+  // The FX view: re-centred when the graph, the selected node or the zoom changes; what it drew.
+  int view_graph_ = -2, view_node_ = -2;
+  float view_zoom_ = 0, view_label_px_ = 0;
+  bool view_selected_visible_ = false;
   float pan_x_ = 0, pan_y_ = 0;
   int64_t last_cursor_ = -1;
   bool scroll_to_cursor_ = true;

@@ -8,6 +8,7 @@
 #include "core/code_json.h"
 #include "core/json_get.h"
 #include "core/opcodes.h"
+#include "core/reports.h"
 
 namespace dv::view {
 using nlohmann::json;
@@ -558,7 +559,8 @@ bool Model::search_step(int dir) {
 
 json Model::snapshot() {
   const StepState& s = state(true);
-  json j{{"cursor", cursor_}, {"total_steps", total_}, {"compile", compile_}, {"history", history_},
+  if (counts_.is_null()) counts_ = reports::counts(*r_);  // the reports' counts, one definition
+  json j{{"cursor", cursor_}, {"total_steps", total_}, {"compile", compile_}, {"counts", counts_}, {"history", history_},
          {"history_pos", hpos_}, {"bookmarks", json(std::vector<int64_t>(bookmarks_.begin(), bookmarks_.end()))},
          {"selected_node", node_}, {"selected_guard", guard_}, {"selected_break", break_},
          {"selected_recompile", recompile_}, {"selected_value", value_}};

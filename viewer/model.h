@@ -168,6 +168,7 @@ class Model {
 
   std::string path_;
   std::unique_ptr<trace::TraceReader> r_;
+  nlohmann::json counts_;  // reports::counts, computed at the first snapshot
   uint64_t total_ = 0;
   std::vector<Compile> compiles_;
   std::vector<Guard> guards_;

@@ -241,7 +241,7 @@ int run_viewer(const ViewerOptions& o) {
       glfwSwapBuffers(win.w);
       nlohmann::json out{{"command", line}, {"state", app.snapshot()}};
       if (!err.empty()) out["error"] = err, ++bad;
-      std::cout << out.dump() << std::endl;
+      std::cout << out.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace) << std::endl;
     }
     if (!o.screenshot.empty() && !shoot(o.screenshot)) return 2;
     return bad ? 1 : 0;

@@ -5,6 +5,7 @@ import dataclasses
 import functools
 import logging
 import os
+import sys
 import threading
 import types
 
@@ -50,14 +51,22 @@ class _Config:
 config = _Config()
 
 
+_LOG_CHANNELS = ("graph_breaks", "recompiles", "guards", "graph_code", "bytecode", "steps", "all")
+
+
 def _setup_logs():
     spec = os.environ.get("DYNVIEW_LOGS", "")
     channels = [c.strip().lstrip("+") for c in spec.split(",") if c.strip()]
+    unknown = [c for c in channels if c not in _LOG_CHANNELS]
+    if unknown:
+        sys.stderr.write(f"dynview: DYNVIEW_LOGS: unknown channel{'s' if len(unknown) > 1 else ''} "
+                         f"{', '.join(repr(c) for c in unknown)} (known: {', '.join(_LOG_CHANNELS)})\n")
+        channels = [c for c in channels if c in _LOG_CHANNELS]
     if channels:
         logging.getLogger("dynview").setLevel(logging.INFO)
         if not logging.getLogger("dynview").handlers and not logging.getLogger().handlers:
             h = logging.StreamHandler()
-            h.setFormatter(logging.Formatter("[dynview.%(name)s] %(message)s"))
+            h.setFormatter(logging.Formatter("[%(name)s] %(message)s"))  # loggers are dynview.<channel>
             logging.getLogger("dynview").addHandler(h)
         _C._set_logs(channels)
 
@@ -118,6 +127,8 @@ def compile(model=None, *, backend="inductor", fullgraph=False, dynamic=None, mo
                                  options=options, disable=disable)
     if disable:
         return model
+    if not callable(model):  # as torch.compile says it
+        raise AssertionError(f"A callable function is expected, but {type(model)} is provided.")
     _ensure_installed()
     be = _lookup_backend(backend)
     if isinstance(model, torch.nn.Module):

@@ -8,6 +8,7 @@ The format is core/TRACE.md; the reader is core's (the same code as the dynview 
 """
 import atexit
 import dis
+import errno
 import json
 import os
 import sys
@@ -34,28 +35,76 @@ def _meta():
     })
 
 
-class record:
-    """Context manager (or decorator-free start/stop pair) that records every capture to `path`.
+def _process_path(spec):
+    """Where this process records for a user-given path: `dir/` (or an existing directory) holds one
+    trace per process, named by pid (and torch.distributed's RANK when set)."""
+    if spec.endswith(os.sep) or os.path.isdir(spec):
+        os.makedirs(spec, exist_ok=True)
+        rank = os.environ.get("RANK")
+        name = (f"rank{rank}-" if rank is not None else "") + f"pid{os.getpid()}.dyn"
+        return os.path.join(spec, name)
+    return spec
 
-    Chunks are flushed when full, at each graph break and compile end, and at least every 100 ms,
-    so a killed process loses at most the last chunk."""
+
+def _sibling(path):
+    """run.dyn -> run.<pid>.dyn: the name a process records to when `path` is another's."""
+    root, ext = os.path.splitext(path)
+    return f"{root}.{os.getpid()}{ext or '.dyn'}"
+
+
+_active = None  # the record running in this process
+
+
+class record:
+    """Context manager (or start/stop pair) that records every capture to `path`.
+
+    Chunks are flushed when full, at each graph break and compile end, and at least every
+    `flush_ms`, so a killed process loses at most the last chunk. `path` may be a directory (one
+    trace per process in it). A path another live process is recording to is not overwritten:
+    this process records to `run.<pid>.dyn` beside it and says so. A process forked while
+    recording records on to its own file (`run.<pid>.dyn`, or its own name in the directory)."""
 
     def __init__(self, path, *, flush_ms=100, chunk_steps=32768):
-        self.path = os.fspath(path)
+        self.spec = os.fspath(path)
+        if not isinstance(self.spec, str):
+            raise TypeError(f"dynview.record: path must be str or os.PathLike[str], not {type(self.spec).__name__}")
+        if isinstance(flush_ms, bool) or not isinstance(flush_ms, int) or not 1 <= flush_ms <= 3_600_000:
+            raise ValueError(f"dynview.record: flush_ms must be an int from 1 to 3600000 (ms), got {flush_ms!r}")
+        if isinstance(chunk_steps, bool) or not isinstance(chunk_steps, int) or not 1 <= chunk_steps <= 1 << 24:
+            raise ValueError(f"dynview.record: chunk_steps must be an int from 1 to {1 << 24}, got {chunk_steps!r}")
+        self.path = self.spec
+        self.env = False  # started by DYNVIEW_TRACE
         self.flush_ms = flush_ms
         self.chunk_steps = chunk_steps
         self.stats = None
 
     def start(self):
+        global _active
         from ._engine import _ensure_installed
         _ensure_installed()
-        _C._record_start(self.path, _meta(), self.flush_ms, self.chunk_steps)
+        if _C._record_stats() is not None:  # one recording per process: say which one wins
+            where = _active.path if _active is not None else _C._record_stats()["path"]
+            env = " (DYNVIEW_TRACE)" if _active is not None and _active.env else ""
+            raise RuntimeError(f"dynview is already recording to {where}{env}; captures go there, not to "
+                               f"{self.spec} (one recording per process)")
+        self.path = _process_path(self.spec)
+        try:
+            _C._record_start(self.path, _meta(), self.flush_ms, self.chunk_steps)
+        except BlockingIOError:
+            alt = _sibling(self.path)
+            sys.stderr.write(f"dynview: {self.path} is being written by another process; recording to {alt}\n")
+            _C._record_start(alt, _meta(), self.flush_ms, self.chunk_steps)
+            self.path = alt
+        _active = self
         return self
 
     def stop(self):
+        global _active
+        if _active is self:
+            _active = None
         self.stats = _C._record_stop()
         if self.stats and self.stats["error"]:
-            raise OSError(f"dynview: writing {self.path} failed: {self.stats['error']}")
+            raise OSError(f"dynview: writing {self.path} failed: {self.stats['error']}; the trace is incomplete")
         return self.stats
 
     def __enter__(self):
@@ -66,13 +115,64 @@ class record:
         return False
 
 
+def _stop_at_exit(rec):
+    """DYNVIEW_TRACE's end of process: a failed trace is one warning line, not a traceback."""
+    try:
+        rec.stop()
+    except OSError as e:
+        sys.stderr.write(f"{e}\n")
+
+
 def _setup_env_trace():
     path = os.environ.get("DYNVIEW_TRACE")
     if not path or _C._record_stats() is not None:
         return
     rec = record(path)
-    rec.start()
-    atexit.register(rec.stop)
+    rec.env = True
+    try:
+        rec.start()
+    except OSError as e:
+        sys.stderr.write(f"dynview: DYNVIEW_TRACE={path}: cannot record ({e}); this process is not recorded\n")
+        return
+    atexit.register(_stop_at_exit, rec)
+
+
+def _before_fork():
+    _C._record_fork_prepare()
+
+
+def _after_fork_in_parent():
+    _C._record_fork_parent()
+
+
+def _after_fork_in_child():
+    """The child never writes the parent's file: it records on to its own."""
+    global _active
+    settings = _C._record_fork_child()
+    rec = _active
+    if settings is None or rec is None:
+        return
+    parent_path = rec.path
+    rec.path = _process_path(rec.spec)
+    if rec.path == parent_path:
+        rec.path = _sibling(rec.spec)
+    try:
+        _C._record_start(rec.path, _meta(), rec.flush_ms, rec.chunk_steps)
+    except OSError as e:
+        _active = None
+        sys.stderr.write(f"dynview: forked process {os.getpid()} is not recorded: {e}\n")
+        return
+    # multiprocessing's forked workers end with os._exit (no atexit): threading's shutdown hook
+    # still runs there, so the child's trace gets its footer.
+    try:
+        import threading
+        threading._register_atexit(_stop_at_exit, rec)
+    except Exception:  # noqa: BLE001 (a private hook; atexit below still covers ordinary exits)
+        pass
+    atexit.register(_stop_at_exit, rec)
+
+
+os.register_at_fork(before=_before_fork, after_in_parent=_after_fork_in_parent, after_in_child=_after_fork_in_child)
 
 
 @dataclass
@@ -206,5 +306,9 @@ class Trace:
 
 def load_trace(path) -> Trace:
     """Reads a .dyn trace. Raises ValueError naming what is wrong and where for a file that is not
-    a readable trace; a damaged tail is listed in `.problems` and the intact prefix is returned."""
+    a readable trace, FileNotFoundError for a missing one; a damaged tail is listed in `.problems`
+    and the intact prefix is returned."""
+    path = os.fspath(path)
+    if not os.path.exists(path):
+        raise FileNotFoundError(errno.ENOENT, "no such trace file", path)
     return Trace(path)

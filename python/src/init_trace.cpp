@@ -21,6 +21,8 @@ namespace {
 
 std::unique_ptr<Recorder> g_recorder;
 std::string g_path;
+int g_flush_ms = 100;
+uint32_t g_chunk_steps = 32768;
 
 pyb::dict stats_dict(const RecorderStats& s, const std::string& path) {
   return pyb::dict("path"_a = path, "steps"_a = s.steps, "bytes"_a = s.bytes, "chunks"_a = s.chunks,
@@ -114,16 +116,43 @@ class TraceFile {
 }  // namespace
 
 void init_trace(pyb::module_& m) {
+  // Raises BlockingIOError when another process holds `path` (the caller picks another name),
+  // OSError for any other failure to create it.
   m.def("_record_start", [](const std::string& path, const std::string& meta, int flush_ms, uint32_t chunk_steps) {
     if (g_recorder) throw std::runtime_error("dynview is already recording to " + g_path);
     trace::WriterOptions opts;
     opts.chunk_steps = chunk_steps;
     auto r = Recorder::create(path, nlohmann::json::parse(meta), opts, flush_ms);
-    if (!r) throw std::runtime_error(r.error().message());
+    if (!r) {
+      if (r.error().what == trace::TraceWriter::kBusy) {
+        PyErr_SetString(PyExc_BlockingIOError, r.error().message().c_str());
+        throw pyb::error_already_set();
+      }
+      PyErr_SetString(PyExc_OSError, r.error().message().c_str());
+      throw pyb::error_already_set();
+    }
     g_recorder = std::move(*r);
     g_path = path;
+    g_flush_ms = flush_ms;
+    g_chunk_steps = chunk_steps;
     set_recorder_observer(g_recorder.get());
   }, "path"_a, "meta"_a, "flush_ms"_a = 100, "chunk_steps"_a = 32768);
+  // os.register_at_fork hooks (dynview/_trace.py). The child gives up the parent's recorder
+  // without touching its thread (there is none in the child) and returns the settings it had,
+  // (path, flush_ms, chunk_steps), so that Python starts the child's own trace; None when idle.
+  m.def("_record_fork_prepare", []() {
+    if (g_recorder) g_recorder->prepare_fork();
+  });
+  m.def("_record_fork_parent", []() {
+    if (g_recorder) g_recorder->after_fork_parent();
+  });
+  m.def("_record_fork_child", []() -> pyb::object {
+    if (!g_recorder) return pyb::none();
+    set_recorder_observer(nullptr);
+    g_recorder->after_fork_child();
+    (void)g_recorder.release();  // leaked on purpose: its thread and condition variable are the parent's
+    return pyb::make_tuple(g_path, g_flush_ms, g_chunk_steps);
+  });
   m.def("_record_stop", []() -> pyb::object {
     if (!g_recorder) return pyb::none();
     set_recorder_observer(nullptr);

@@ -6,6 +6,7 @@
 
 #include <tuple>
 
+#include "core/opcodes.h"
 #include "tracer/engine.h"
 
 namespace dv::py {
@@ -13,6 +14,11 @@ namespace pyb = pybind11;
 using namespace pybind11::literals;
 
 namespace {
+
+std::string op_name(int opcode) {
+  const char* n = dv::bc::op_info(static_cast<uint8_t>(opcode)).name;
+  return n ? n : "<" + std::to_string(opcode) + ">";
+}
 
 // DYNVIEW_LOGS: prints the selected events through logging.getLogger("dynview.<channel>").
 class LogObserver : public EngineObserver {
@@ -34,7 +40,7 @@ class LogObserver : public EngineObserver {
     if (on("recompiles") && e.reason != "first call") log("recompiles", e.reason);
   }
   void on_step(const StepEvent& e) override {
-    if (on("steps")) log("steps", "TRACE " + e.id.str() + " depth=" + std::to_string(e.depth) + " offset=" + std::to_string(e.offset) + " op=" + std::to_string(e.opcode) + " stack=" + std::to_string(e.stack->size()));
+    if (on("steps")) log("steps", "TRACE " + e.id.str() + " depth=" + std::to_string(e.depth) + " offset=" + std::to_string(e.offset) + " " + op_name(e.opcode) + " stack=" + std::to_string(e.stack->size()));
   }
   void on_guard(const GuardEvent& e) override { if (on("guards")) log("guards", e.id.str() + " " + e.kind + ": " + e.text); }
   void on_break(const BreakEvent& e) override {

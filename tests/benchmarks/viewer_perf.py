@@ -25,7 +25,7 @@ def main():
     xvfb = [shutil.which("xvfb-run"), "-a", "-s", "-screen 0 1600x1000x24"] if not os.environ.get("DISPLAY") else []
     stats = []
     for _ in range(5):
-        out = subprocess.run([cli, "stats", path, "--json"], capture_output=True, text=True, check=True)
+        out = subprocess.run([cli, "stats", path, "--json", "--no-verify"], capture_output=True, text=True, check=True)
         stats.append(json.loads(out.stdout)["open_ms"])
     runs = []
     for i in range(5):

@@ -10,6 +10,7 @@ import threading
 import time
 
 import dynview
+from test_cli_disasm import cli
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(os.path.dirname(HERE))
@@ -49,6 +50,9 @@ def one_kill(tmp, k, rng, results):
     chunks_logged, steps_logged = logged[-1] if logged else (0, 0)
     t = dynview.load_trace(path)  # must open
     steps = t.steps                # every chunk decodes
+    # a killed recording has no footer: check refuses it (exit 2), and checks its readable part on request
+    assert subprocess.run([cli(), "check", path], capture_output=True, timeout=60).returncode == 2
+    assert subprocess.run([cli(), "check", path, "--allow-incomplete"], capture_output=True, timeout=60).returncode == 0
     results.append((k, delay, chunks_logged, steps_logged, len(t.chunks), t.num_steps, len(steps), t.problems))
 
 

@@ -372,3 +372,29 @@ def test_screenshot(traces, tmp_path, layout):
     assert frac < 0.03, f"{layout}: {frac:.2%} of pixels differ from {golden}"
     # Not blank: the panes drew text and boxes.
     assert len({rows[y][x * bpp:(x + 1) * bpp] for y in range(0, h, 16) for x in range(0, w, 16)}) > 8
+
+
+def test_demo_fx_graph_is_readable_at_default_zoom(tmp_path):
+    """The demo model's FX graph (~50 nodes): at the default zoom node labels are at least the UI
+    font's pixel height, the view opens on the graph's top and follows the selected node."""
+    import importlib.util
+    spec = importlib.util.spec_from_file_location("demo", os.path.join(HERE, "..", "..", "assets", "examples", "demo.py"))
+    demo = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(demo)
+    torch.manual_seed(0)
+    dynview.reset()
+    path = str(tmp_path / "demo.dyn")
+    with dynview.record(path):
+        dynview.compile(demo.TinyModel(), backend="eager")(torch.randn(2, 5, 32))
+    dynview.reset()
+    t = dynview.load_trace(path)
+    nodes = t.compiles[0].graphs[0]["nodes"]
+    assert len(nodes) >= 40
+    last = nodes[-2]["name"]
+    shot = tmp_path / "demo_graph.png"
+    out = script(path, ["click compile 0", f"click node {last}", "zoom 2", "zoom 0.5", f"screenshot {shot}"], tmp_path)
+    for o in out:  # zoomed out too: labels are clipped to their boxes, never shrunk
+        v = o["state"]["graph_view"]
+        assert v["label_px"] >= v["font_px"] > 0, (o["command"], v)
+    assert out[1]["state"]["graph_view"]["selected_visible"] and out[2]["state"]["graph_view"]["selected_visible"]
+    assert shot.exists()
