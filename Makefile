@@ -28,6 +28,17 @@ sanitize: deps
 	cmake -S . -B build-asan -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DDV_SANITIZE=ON -DDV_BUILD_PYTHON=OFF
 	cmake --build build-asan -j$(JOBS) --target core_tests
 	ASAN_OPTIONS=detect_leaks=1 UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 ./build-asan/core_tests
+	@# The engine: dynview._C built with ASan + UBSan and the checked interpreter (every step's stack
+	@# effect against the opcode table) into a package copy, and the engine suites run on it.
+	rm -rf build-asan-py/pkg && mkdir -p build-asan-py/pkg/dynview && cp python/dynview/*.py build-asan-py/pkg/dynview/
+	cmake -S . -B build-asan-py -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DDV_SANITIZE=ON -DDV_BUILD_TESTS=OFF \
+	    -DDV_PY_PACKAGE_DIR=$(CURDIR)/build-asan-py/pkg/dynview -DPython3_EXECUTABLE=$$(command -v $(PYTHON))
+	cmake --build build-asan-py -j$(JOBS) --target _C
+	LD_PRELOAD="$$($(CXX) -print-file-name=libasan.so) $$($(CXX) -print-file-name=libubsan.so)" \
+	    ASAN_OPTIONS=detect_leaks=0:halt_on_error=1 UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 \
+	    PYTHONPATH=$(CURDIR)/build-asan-py/pkg DYNVIEW_BIN=$(CURDIR)/$(BUILD)/dynview \
+	    $(PYTHON) -m pytest -q -p no:cacheprovider tests/python/test_graph_breaks.py tests/python/test_resume_functions.py \
+	    tests/python/test_engine_cases.py tests/python/test_attribute_mutation.py -k "not inductor and not viewer"
 
 # The recorder's lock-free engine -> flusher stream under ThreadSanitizer.
 tsan: deps

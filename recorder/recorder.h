@@ -22,7 +22,7 @@
 #include <vector>
 
 #include "core/trace.h"
-#include "tracer/observer.h"
+#include "core/observer.h"
 
 namespace dv {
 

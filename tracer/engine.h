@@ -4,7 +4,7 @@
 #include <string>
 #include <vector>
 
-#include "observer.h"
+#include "core/observer.h"
 #include "pyref.h"
 
 namespace dv {

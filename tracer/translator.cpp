@@ -3,6 +3,8 @@
 // in handlers_*.cpp.
 #include "translator.h"
 
+#include <cstdio>
+#include <cstdlib>
 #include <cstring>
 
 #include "code_info.h"
@@ -641,6 +643,22 @@ TraceResult Translator::run_root(PyObject* code, PyObject* globals, PyObject* bu
   return r;
 }
 
+#ifdef DV_CHECK_STACK
+// Checked builds (make sanitize): every step moves the stack by the opcode table's stack effect
+// (PRECALL's share is taken by the CALL after it, whose handler does the call's work).
+void Translator::check_stack_effect(Frame& f, const bc::Instr& in, size_t before, bool jumped) {
+  if (f.result) return;  // RETURN_VALUE ended the frame
+  const uint8_t op = bc::op_info(in.opcode).deopt;
+  const auto want = bc::stack_effect(op, in.arg == bc::kNone ? 0 : in.arg, jumped);
+  if (!want) return;
+  f.stack_drift += static_cast<int>(f.stack.size()) - static_cast<int>(before) - *want;
+  if (op == bc::PRECALL || f.stack_drift == 0) return;
+  std::fprintf(stderr, "dynview: stack effect of %s (arg %d) at offset %u of %s is off by %d\n",
+               std::string(bc::op_name(op)).c_str(), in.arg, in.offset, f.facts->qualname.c_str(), f.stack_drift);
+  std::abort();
+}
+#endif
+
 // The fake mode made a size that depends on tensor values (boolean indexing, nonzero, unique): the
 // graph would need unbacked symbols, which dynview does not bind.
 bool Translator::has_unbacked_symbols() {
@@ -676,6 +694,10 @@ Translator::Status Translator::run_frame(Frame& f) {
     f.executing = &in;
     f.reported = false;
     Handler h = handler_for(bc::op_info(in.opcode).deopt);
+#ifdef DV_CHECK_STACK
+    const size_t depth_before = f.stack.size();
+    const int next_ip = f.ip;
+#endif
     Status s;
     if (steps > 500000) s = brk(f, "DV0014", "too many symbolic steps (500000)", "the loop is probably too long to unroll");
     else if (!h) s = brk(f, "DV0001", "unsupported opcode " + std::string(bc::op_name(in.opcode)), "dynview does not yet trace this bytecode");
@@ -688,6 +710,9 @@ Translator::Status Translator::run_frame(Frame& f) {
       if (obs_ && !f.reported) report_step(f);  // the breaking step, with the stack it saw
       return s;
     }
+#ifdef DV_CHECK_STACK
+    check_stack_effect(f, in, depth_before, f.ip != next_ip);
+#endif
     cur_step_ = step_no;  // an inlined call ran steps of its own
     if (obs_ && !f.reported) report_step(f);
   }

@@ -10,7 +10,7 @@
 #include "core/bytecode.h"
 #include "graph.h"
 #include "guards.h"
-#include "observer.h"
+#include "core/observer.h"
 #include "values.h"
 
 namespace dv {
@@ -52,6 +52,7 @@ struct Frame {
   VPtr result;                // set by RETURN_VALUE
   std::vector<VPtr>* yields = nullptr;  // generator run to completion: the values it yields
   std::vector<std::pair<bool, bool>> grad_stack;  // with-blocks: (previous grad mode)
+  int stack_drift = 0;        // checked builds: stack moves minus the table's stack effects
   // Observer bookkeeping: the step being executed, whether it was reported (a step that inlines
   // a call is reported when the callee starts), and the value ids last reported per local slot.
   int step_no = -1;
@@ -180,7 +181,10 @@ class Translator {
   Ref dyn_guards_;             // the ShapeEnv's guard list, watched after each step
   Py_ssize_t dyn_guards_seen_ = 0;
   void note_shape_guards(Frame& f, int step);
-  bool has_unbacked_symbols();  // attribute new ShapeEnv guards to `step`
+  bool has_unbacked_symbols();
+#ifdef DV_CHECK_STACK
+  void check_stack_effect(Frame& f, const bc::Instr& in, size_t before, bool jumped);
+#endif  // attribute new ShapeEnv guards to `step`
 };
 
 bool is_exact_const(PyObject* o);

@@ -53,7 +53,7 @@ def trace(tmp_path_factory):
     (["stats", "{t}", "--max-graphs", "1"], "stats: unknown option --max-graphs"),
     (["seek", "{t}", "--random", "0"], "seek: --random needs an integer from 1"),
     (["disasm"], "disasm: a code object file (CODE.json) is required"),
-    (["opcodes", "x"], "opcodes: takes no arguments"),
+    (["opcodes", "x"], "opcodes: takes only --version 3.11|3.12|3.13"),
     (["--foo"], "unknown option --foo"),
     (["nosuchcommand"], "no such subcommand or trace file 'nosuchcommand'"),
     (["{t}", "--scale", "0.01"], "--scale must be a number from 0.5 to 4, not '0.01'"),

@@ -307,10 +307,11 @@ COUNTS = """
     def two(x):
         return torch.relu(x) * 2 + x.mean()
     def brk(x):
-        y = x * 2
-        if y.sum() > 0:
-            return y + 1
-        return -y
+        for _ in range(2):  # a graph break inside a loop: the frame runs eagerly
+            x = x * 2
+            if x.sum() > 0:
+                x = x + 1
+        return x
     def long(x):
         for k in range(40):
             x = x.sin() + k
