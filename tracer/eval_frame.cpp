@@ -435,7 +435,12 @@ PyObject* miss(PyThreadState* ts, _PyInterpreterFrame* frame, int throwflag, Cod
     failed_entry = st->entries.front()->id;
     reason = "Recompiling function " + str_of(co->co_name) + " in " + location(co) +
              "\n    triggered by the following guard failure(s):";
-    for (const std::string& f : failures) reason += "\n    - " + st->entries.front()->id.str().substr(1, st->entries.front()->id.str().size() - 2) + ": " + f;
+    // Every cache entry's failure, most recently used first (as torch.compile lists them).
+    for (const auto& entry : st->entries) {
+      const std::string id = entry->id.str().substr(1, entry->id.str().size() - 2);
+      for (const std::string& f : entry.get() == st->entries.front().get() ? failures : entry->guards->failures(view))
+        reason += "\n    - " + id + ": " + f;
+    }
     if (static_cast<int>(st->entries.size()) >= g_config.recompile_limit) {
       if (g_observer) g_observer->on_cache(CacheEvent{CacheEvent::LimitHit, str_of(co->co_qualname), str_of(co->co_filename), co->co_firstlineno, -1, failures, failed_entry, failed, code_id(co)});
       std::string msg = "dynview: recompile_limit reached (" + std::to_string(g_config.recompile_limit) + ") for " +

@@ -167,9 +167,18 @@ Translator::Status Translator::brk(Frame& f, const char* id, std::string msg, st
   b.id = id;
   b.message = std::move(msg);
   b.hint = std::move(hint);
-  b.filename = f.facts->filename;
-  b.line = current_line(f);
-  b.offset = f.ip > 0 ? f.facts->decoded.instrs[f.ip - 1].offset : 0;
+  // Reported at the innermost frame in the user's files (as torch.compile does); a break inside
+  // torch's own code names the library location in the message.
+  const Frame* at = &f;
+  auto in_torch = [](const std::string& file) {
+    return file.find("/site-packages/torch/") != std::string::npos || file.find("/dist-packages/torch/") != std::string::npos;
+  };
+  for (size_t k = frames_.size(); k-- > 0 && in_torch(at->facts->filename);)
+    if (!in_torch(frames_[k]->facts->filename)) at = frames_[k];
+  if (at != &f) b.message += " (in " + f.facts->filename + ":" + std::to_string(current_line(f)) + ")";
+  b.filename = at->facts->filename;
+  b.line = current_line(*at);
+  b.offset = at->ip > 0 ? at->facts->decoded.instrs[at->ip - 1].offset : 0;
   b.step = cur_step_;
   for (Frame* fr : frames_) b.user_stack.push_back(fr->facts->filename + ":" + std::to_string(current_line(*fr)) + " in " + fr->facts->qualname);
   if (root_ && root_->executing) b.root_ip = root_->ip - 1;
@@ -649,8 +658,9 @@ TraceResult Translator::run_root(PyObject* code, PyObject* globals, PyObject* bu
 void Translator::check_stack_effect(Frame& f, const bc::Instr& in, size_t before, bool jumped) {
   if (f.result) return;  // RETURN_VALUE ended the frame
   const uint8_t op = bc::op_info(in.opcode).deopt;
-  const auto want = bc::stack_effect(op, in.arg == bc::kNone ? 0 : in.arg, jumped);
+  auto want = bc::stack_effect(op, in.arg == bc::kNone ? 0 : in.arg, jumped);
   if (!want) return;
+  if (op == bc::RETURN_GENERATOR) *want += 1;  // the value a resumed generator receives (popped next)
   f.stack_drift += static_cast<int>(f.stack.size()) - static_cast<int>(before) - *want;
   if (op == bc::PRECALL || f.stack_drift == 0) return;
   std::fprintf(stderr, "dynview: stack effect of %s (arg %d) at offset %u of %s is off by %d\n",

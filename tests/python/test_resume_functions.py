@@ -196,3 +196,38 @@ def test_viewer_shows_the_resume_chain(tmp_path):
     assert any(w.startswith("[1/0] is a resume function of [0/0] after the graph break at") for w in second["why"])
     assert second["generated_code"][1] == t.compiles[2].qualname
     assert any(w.startswith("[2/0] is a resume function of [1/0]") for w in third["why"])
+
+
+class WrapsGRU(torch.nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.gru = torch.nn.GRU(4, 4)
+
+    def forward(self, x):
+        out, h = self.gru(x)
+        return out.relu()
+
+
+def test_break_inside_torch_code_is_reported_at_the_users_line():
+    torch.manual_seed(0)
+    m = WrapsGRU()
+    x = torch.randn(3, 2, 4)
+    dynview._C.take_records()
+    torch.testing.assert_close(dynview.compile(m, backend="eager")(x), m(x))
+    r = next(r for r in dynview._C.take_records() if r["has_break"])
+    assert r["break_line"] == WrapsGRU.forward.__code__.co_firstlineno + 1  # `out, h = self.gru(x)`
+    assert "torch/nn/modules/rnn.py:" in r["break_message"]  # where in the library it broke
+    assert r["break_stack"][0].startswith(__file__ + ":")
+
+
+def scaled(x):
+    return x * 2
+
+
+def test_recompile_reason_lists_every_cache_entry():
+    f = dynview.compile(scaled, backend="eager")
+    for dt in (torch.float32, torch.float64, torch.float16):
+        f(torch.ones(2, dtype=dt))
+    reason = dynview._C.take_records()[-1]["reason"]
+    assert "- 0/1: " in reason and "- 0/0: " in reason, reason
+    assert reason.index("- 0/1: ") < reason.index("- 0/0: ")  # most recently used first
