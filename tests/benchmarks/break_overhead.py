@@ -9,17 +9,16 @@ overhead = (compiled call time - eager call time), medians of interleaved timed 
 Last line: break_overhead_ratio_vs_torch_dynamo = dynview overhead / TorchDynamo overhead (max of the two).
 """
 import os
-import statistics
 import sys
-import time
 
 import torch
 
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "..", "python"))
+sys.path.insert(0, os.path.dirname(__file__))
 import dynview  # noqa: E402
+from hit_overhead import per_call  # noqa: E402
 
 N = int(os.environ.get("DV_BENCH_N", "5000"))
-BLOCKS = 7
 NULL = open(os.devnull, "w")
 
 
@@ -36,20 +35,6 @@ def mlp_item(x, w1, b1, w2, b2, w3, b3):
         raise ValueError("diverged")
     h = torch.relu(h @ w2 + b2)
     return h @ w3 + b3
-
-
-def per_call(fns, args):
-    for fn in fns:
-        for _ in range(100):
-            fn(*args)
-    samples = [[] for _ in fns]
-    for _ in range(BLOCKS):
-        for i, fn in enumerate(fns):
-            t0 = time.perf_counter()
-            for _ in range(N):
-                fn(*args)
-            samples[i].append((time.perf_counter() - t0) / N)
-    return [statistics.median(s) for s in samples]
 
 
 def main():
@@ -72,7 +57,7 @@ def main():
         td(*args)
         dv = dynview.compile(fn, backend="eager")
         dv(*args)
-        eager, t_td, t_dv = per_call([fn, td, dv], args)
+        eager, t_td, t_dv = per_call([fn, td, dv], args, N)
         o_td, o_dv = t_td - eager, t_dv - eager
         ratios.append(o_dv / o_td)
         print(f"{fn.__name__}: graphs dynview {e.graph_count} / TorchDynamo {te.graph_count} | eager {eager * 1e6:.2f} us"

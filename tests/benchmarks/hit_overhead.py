@@ -31,9 +31,9 @@ def mlp(x, w1, b1, w2, b2, w3, b3):
     return h @ w3 + b3
 
 
-def per_call(fns, args):
+def per_call(fns, args, n=N):
     """Median seconds per call of each function in `fns`, timed in interleaved blocks so that
-    drift of the machine affects every variant alike."""
+    drift of the machine affects every variant alike (also used by break_overhead.py)."""
     for fn in fns:
         for _ in range(200):
             fn(*args)
@@ -41,9 +41,9 @@ def per_call(fns, args):
     for _ in range(BLOCKS):
         for i, fn in enumerate(fns):
             t0 = time.perf_counter()
-            for _ in range(N):
+            for _ in range(n):
                 fn(*args)
-            samples[i].append((time.perf_counter() - t0) / N)
+            samples[i].append((time.perf_counter() - t0) / n)
     return [statistics.median(s) for s in samples]
 
 
