@@ -68,15 +68,7 @@ std::map<Key, CodeSide> by_code(const json& explain) {
 json num(double b, double a) { return json{{"before", b}, {"after", a}, {"delta", a - b}}; }
 json num(int64_t b, int64_t a) { return json{{"before", b}, {"after", a}, {"delta", a - b}}; }
 
-std::string fmt(const char* f, ...) __attribute__((format(printf, 1, 2)));
-std::string fmt(const char* f, ...) {
-  char buf[2048];
-  va_list ap;
-  va_start(ap, f);
-  std::vsnprintf(buf, sizeof buf, f, ap);
-  va_end(ap);
-  return buf;
-}
+using reports::fmt;
 
 json side_summary(const trace::TraceReader& r, const json& e) {
   const json& t = e["totals"];

@@ -11,6 +11,15 @@
 #include <set>
 
 namespace dv::reports {
+
+std::string fmt(const char* f, ...) {
+  char buf[2048];
+  va_list ap;
+  va_start(ap, f);
+  std::vsnprintf(buf, sizeof buf, f, ap);
+  va_end(ap);
+  return buf;
+}
 using nlohmann::json;
 
 namespace {
@@ -100,16 +109,6 @@ json problems_of(const trace::TraceReader& r) {
   json p = json::array();
   for (const auto& x : r.problems()) p.push_back(json{{"what", x.what}, {"offset", x.offset}});
   return p;
-}
-
-std::string fmt(const char* f, ...) __attribute__((format(printf, 1, 2)));
-std::string fmt(const char* f, ...) {
-  char buf[1024];
-  va_list ap;
-  va_start(ap, f);
-  std::vsnprintf(buf, sizeof buf, f, ap);
-  va_end(ap);
-  return buf;
 }
 
 std::string problems_text(const json& j) {

@@ -11,6 +11,9 @@
 
 namespace dv::reports {
 
+// printf into a std::string (report text; lines are cut at 2 KB).
+std::string fmt(const char* f, ...) __attribute__((format(printf, 1, 2)));
+
 // Per compile: graphs with op counts, breaks (id, reason, hint, user line and stack), guards; totals.
 nlohmann::json explain(const trace::TraceReader& r);
 std::string explain_text(const nlohmann::json& j);
