@@ -30,7 +30,8 @@ try:
 except ImportError:
     need.append("torch==2.13.0")
 for mod, pkg in (("pybind11", "pybind11"), ("pytest", "pytest"),
-                 ("scikit_build_core", "scikit-build-core"), ("numpy", "numpy")):
+                 ("scikit_build_core", "scikit-build-core"), ("numpy", "numpy"),
+                 ("transformers", "transformers")):  # real model code for the engine tests (tiny configs, offline)
     if importlib.util.find_spec(mod) is None:
         need.append(pkg)
 if shutil.which("tlparse") is None:  # TORCH_TRACE reference parser: the import tests compare with it

@@ -4,6 +4,7 @@
 #include <algorithm>
 #include <cstring>
 #include <functional>
+#include <map>
 #include <unordered_map>
 
 #include "core/assembler.h"
@@ -344,12 +345,14 @@ std::optional<Transformed> generate_split(const CodeFacts& facts, PyObject* glob
   const size_t rest = S - static_cast<size_t>(plan.operands);
   // Every value that crosses the split is evaluated once into a temporary (aliasing is kept).
   const int nlocals = co->co_nlocals;
-  auto live_at = [&](int target) {
+  std::map<int, std::vector<int>> live_memo;  // target -> live bound locals (one liveness pass each)
+  auto live_at = [&](int target) -> const std::vector<int>& {
+    if (auto it = live_memo.find(target); it != live_memo.end()) return it->second;
     std::vector<bool> live = live_locals(facts, target);
     std::vector<int> out;
     for (int l = 0; l < nlocals && l < static_cast<int>(stop.locals.size()); ++l)
       if (live[static_cast<size_t>(l)] && stop.locals[static_cast<size_t>(l)] && stop.locals[static_cast<size_t>(l)]->kind != VK::Cell) out.push_back(l);
-    return out;
+    return live_memo[target] = std::move(out);
   };
   auto stash_all = [&](const std::vector<VPtr>& vals) {
     for (const VPtr& v : vals)
@@ -363,7 +366,8 @@ std::optional<Transformed> generate_split(const CodeFacts& facts, PyObject* glob
   // no closure over the old cells is still reachable afterwards.
   std::vector<int> cells;
   std::vector<VPtr> local_vals;
-  for (size_t i = 0; i < stop.locals.size(); ++i) {
+  const size_t ncells_end = static_cast<size_t>(PyTuple_GET_SIZE(co->co_localsplusnames) - co->co_nfreevars);
+  for (size_t i = 0; i < stop.locals.size() && i < ncells_end; ++i) {  // free variables stay in the closure
     const VPtr& v = stop.locals[i];
     if (v && v->kind == VK::Cell && !v->items.empty() && v->items[0]) {
       cells.push_back(static_cast<int>(i));

@@ -185,8 +185,16 @@ PyObject* resume_code(const CodeFacts& facts, int target, const ResumeLayout& la
     new_index[static_cast<size_t>(i)] = static_cast<int>(PyList_GET_SIZE(varnames.get()));
     PyList_Append(varnames.get(), name_of(i));
   };
+  // Stack arguments get names the code does not use (a resume function's own ___stackN may be live).
+  std::string prefix = "___stack";
+  auto taken = [&](const std::string& p) {
+    for (int i = 0; i < nplus; ++i)
+      if (str_of(name_of(i)).rfind(p, 0) == 0) return true;
+    return false;
+  };
+  while (taken(prefix)) prefix += "_";
   for (int i = 0; i < nstack; ++i)
-    PyList_Append(varnames.get(), Ref::steal(PyUnicode_FromFormat("___stack%d", i)).get());
+    PyList_Append(varnames.get(), Ref::steal(PyUnicode_FromFormat("%s%d", prefix.c_str(), i)).get());
   for (int l : layout.locals) add_var(l);
   for (int c : layout.cells) {
     add_var(c);

@@ -231,3 +231,33 @@ def test_recompile_reason_lists_every_cache_entry():
     reason = dynview._C.take_records()[-1]["reason"]
     assert "- 0/1: " in reason and "- 0/0: " in reason, reason
     assert reason.index("- 0/1: ") < reason.index("- 0/0: ")  # most recently used first
+
+
+def keeps_kwargs(func):
+    def wrapper(self, *args, **kwargs):  # self and kwargs are cells (the comprehension), func is free
+        kwargs.pop("return_dict", True)
+        print("first", file=SINK)
+        keys = {k: kwargs.get(k, self) for k in ("scale",)}
+        print("second", file=SINK)
+        try:
+            out = func(self, *args, **kwargs)
+        finally:
+            keys.clear()
+        return out
+    return wrapper
+
+
+@keeps_kwargs
+def scaled_relu(self, x, scale=1.0):
+    return torch.relu(x) * scale
+
+
+def test_decorator_wrapper_with_cells_free_variables_and_two_breaks():
+    """Arguments that are cells, a free variable and a resume function that breaks again (its own
+    stack arguments stay distinct): the shape of transformers' output-capturing wrappers (a crash
+    before the free variable was kept out of the cells passed across the break)."""
+    f = dynview.compile(scaled_relu, backend="eager")
+    x = torch.randn(5)
+    for _ in range(2):
+        torch.testing.assert_close(f(1, x, return_dict=False, scale=2.0), scaled_relu(1, x, return_dict=False, scale=2.0))
+    assert len(dynview._C.cache_entries(scaled_relu.__code__)) == 1  # the wrapper frame: one entry, hit
