@@ -402,6 +402,18 @@ Entry* compile_frame(CodeState& st, PyCodeObject* co, _PyInterpreterFrame* frame
   return st.entries.front().get();
 }
 
+// The first entry whose guards pass, moved to the front (most recently used first); null if none.
+Entry* find_entry(CodeState& st, PyCodeObject* co, const FrameView& view) {
+  for (size_t i = 0; i < st.entries.size(); ++i) {
+    if (!st.entries[i]->guards->check(view)) continue;
+    if (i) std::rotate(st.entries.begin(), st.entries.begin() + static_cast<long>(i), st.entries.begin() + static_cast<long>(i) + 1);
+    Entry* e = st.entries.front().get();
+    if (g_observer) g_observer->on_cache(CacheEvent{CacheEvent::Hit, str_of(co->co_qualname), str_of(co->co_filename), co->co_firstlineno, static_cast<int>(i), {}, e->id, {}, code_id(co)});
+    return e;
+  }
+  return nullptr;
+}
+
 // A cache miss: wait for any compile in progress (one at a time, process-wide, as TorchDynamo's
 // compile lock), look at the cache again (another thread may have compiled this code meanwhile),
 // then compile or run eagerly.
@@ -418,12 +430,9 @@ PyObject* miss(PyThreadState* ts, _PyInterpreterFrame* frame, int throwflag, Cod
       lock.unlock();
       return fallback();
     }
-    for (size_t i = 0; i < st->entries.size(); ++i) {
-      if (!st->entries[i]->guards->check(view)) continue;
-      if (i) std::rotate(st->entries.begin(), st->entries.begin() + static_cast<long>(i), st->entries.begin() + static_cast<long>(i) + 1);
+    if (Entry* e = find_entry(*st, co, view)) {
       lock.unlock();
-      if (g_observer) g_observer->on_cache(CacheEvent{CacheEvent::Hit, str_of(co->co_qualname), str_of(co->co_filename), co->co_firstlineno, static_cast<int>(i), {}, st->entries.front()->id, {}, code_id(co)});
-      return run_entry(*st->entries.front(), frame, nargs);
+      return run_entry(*e, frame, nargs);
     }
   }
   std::string reason = st->parent.empty() ? "first call" : st->parent;
@@ -493,14 +502,7 @@ PyObject* dv_eval_frame(PyThreadState* ts, _PyInterpreterFrame* frame, int throw
   PyObject* closure = frame->f_func ? reinterpret_cast<PyFunctionObject*>(frame->f_func)->func_closure : nullptr;
   FrameView view{frame->localsplus, frame->f_globals, frame->f_builtins, closure};
   if (st) {
-    for (size_t i = 0; i < st->entries.size(); ++i) {
-      Entry& e = *st->entries[i];
-      if (e.guards->check(view)) {
-        if (i) std::rotate(st->entries.begin(), st->entries.begin() + static_cast<long>(i), st->entries.begin() + static_cast<long>(i) + 1);
-        if (g_observer) g_observer->on_cache(CacheEvent{CacheEvent::Hit, str_of(co->co_qualname), str_of(co->co_filename), co->co_firstlineno, static_cast<int>(i), {}, e.id, {}, code_id(co)});
-        return run_entry(*st->entries.front(), frame, nargs);
-      }
-    }
+    if (Entry* e = find_entry(*st, co, view)) return run_entry(*e, frame, nargs);
   }
   if (!has_tensor_arg(frame->localsplus, nargs)) return fallback();
   if (!st && !(st = state_of(co, true))) return fallback();
