@@ -310,13 +310,13 @@ int count_args(PyCodeObject* co) {
 
 std::optional<Transformed> generate(PyObject* orig_code, PyObject* globals, PyObject* closure, const Translator& t,
                                     PyObject* compiled, const VPtr& ret, const std::vector<int>& outputs,
-                                    std::string& why) {
+                                    int grad_mode, std::string& why) {
   auto* co = reinterpret_cast<PyCodeObject*>(orig_code);
   Emitter e;
   e.nfixed = count_args(co) + 1;
   e.pos = bc::Position{co->co_firstlineno, co->co_firstlineno, bc::kNone, bc::kNone};
   Rebuilder rb{e, outputs, compiled != nullptr, e.nfixed - 1, {}};
-  if (!emit_head(e, rb, co, t, compiled, -1, why)) return std::nullopt;
+  if (!emit_head(e, rb, co, t, compiled, grad_mode, why)) return std::nullopt;
   if (!rb.value(ret)) {
     why = std::string("cannot rebuild the return value (a ") + vk_name(ret->kind) + " or something inside it)";
     return std::nullopt;

@@ -20,10 +20,12 @@ struct Transformed {
   std::vector<ResumeInfo> resumes;  // resume functions it calls (split frames)
 };
 
-// `compiled` may be null when the graph is empty. On failure returns nullopt and sets `why`.
+// `compiled` may be null when the graph is empty; `grad_mode` >= 0: the grad mode the frame ends in
+// (a resume function leaving a with-block entered before the split). On failure returns nullopt and
+// sets `why`.
 std::optional<Transformed> generate(PyObject* orig_code, PyObject* globals, PyObject* closure, const Translator& t,
                                     PyObject* compiled, const VPtr& ret, const std::vector<int>& outputs,
-                                    std::string& why);
+                                    int grad_mode, std::string& why);
 
 struct SplitPlan;
 // The transformed code of a frame split at a break: call the graph, replay side effects, rebuild

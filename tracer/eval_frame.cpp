@@ -252,6 +252,7 @@ Entry* compile_frame(CodeState& st, PyCodeObject* co, _PyInterpreterFrame* frame
   tr.frame_state = &st.frame_state;
   tr.dynamic_mode = static_cast<DynamicMode>(mode().dynamic);
   TraceResult res = tr.run_root(reinterpret_cast<PyObject*>(co), frame->f_globals, frame->f_builtins, frame->localsplus, closure);
+  const bool grad_at_end = grad_enabled();  // a resume function may leave a with-block the frame entered in
   set_grad(grad_before);
   std::optional<Break> brk = res.brk;
   Ref gm, compiled;
@@ -282,7 +283,8 @@ Entry* compile_frame(CodeState& st, PyCodeObject* co, _PyInterpreterFrame* frame
       brk = Break{"DV0021", "dynamic shapes: a guard cannot be expressed (" + why + ")",
                   "mark the input static, or compile with dynamic=False", rec.filename, -1, 0, -1, {}, -1};
     }
-    if (!brk) tf = generate(reinterpret_cast<PyObject*>(co), frame->f_globals, closure, tr, compiled.get(), res.ret, outputs, why);
+    if (!brk) tf = generate(reinterpret_cast<PyObject*>(co), frame->f_globals, closure, tr, compiled.get(), res.ret, outputs,
+                            grad_at_end != grad_before ? int(grad_at_end) : -1, why);
     if (!brk && !tf) brk = Break{"DV0020", "cannot generate code: " + why, "", rec.filename, -1, 0, -1, {}, -1};
   } else if (!mode().fullgraph) {
     // Split the frame at the break: trace again up to the breaking root instruction, compile what

@@ -54,6 +54,7 @@ def test_breaks_match_eager_and_torch_dynamo(name, fn, make, report):
     cf = dynview.compile(fn, backend="eager")
     for args in (a0, a1):
         assert same(run(cf, [a.clone() for a in args]), run(fn, [a.clone() for a in args]))
+        assert torch.is_grad_enabled(), "grad mode after the call is eager's (a with-block left in a resume function)"
     dynview._C.take_records()
     assert same(run(cf, [a.clone() for a in a0]), run(fn, [a.clone() for a in a0]))
     assert dynview._C.take_records() == [], "a repeat call compiles nothing"
