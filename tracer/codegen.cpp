@@ -189,20 +189,21 @@ struct Rebuilder {
 
 // Common head of a transformed code object: free variables, RESUME, the graph call, the grad mode
 // the rest must run in, and the replayed side effects.
-bool emit_head(Emitter& e, Rebuilder& rb, PyCodeObject* co, const Translator& t, PyObject* compiled,
-               int grad_mode, std::string& why) {
+bool emit_head(Emitter& e, Rebuilder& rb, PyCodeObject* co, const CaptureResult& c, int grad_mode, std::string& why) {
+  PyObject* compiled = c.compiled.get();
+  const OutputGraph& og = c.out;
   if (co->co_nfreevars) e.emit(bc::COPY_FREE_VARS, co->co_nfreevars);
   e.emit(bc::RESUME, 0);
   if (compiled) {
     e.emit(bc::PUSH_NULL);
     e.emit(bc::LOAD_CONST, e.konst(compiled));
-    for (const auto& [src, node] : t.inputs) {
+    for (const auto& [src, node] : og.inputs) {
       if (!e.source(*src)) {
         why = "cannot reload input " + src->text();
         return false;
       }
     }
-    e.call(static_cast<int>(t.inputs.size()));
+    e.call(static_cast<int>(og.inputs.size()));
     e.emit(bc::STORE_FAST, rb.outs_slot);
   }
   if (grad_mode >= 0) {  // torch._C._set_grad_enabled(mode)
@@ -212,14 +213,14 @@ bool emit_head(Emitter& e, Rebuilder& rb, PyCodeObject* co, const Translator& t,
     e.call(1);
     e.emit(bc::POP_TOP);
   }
-  for (const auto& w : t.attr_writes) {  // attribute assignments, replayed in order: (value owner -- )
+  for (const auto& w : og.side_effects.attr_writes) {  // attribute assignments, replayed in order: (value owner -- )
     if (!rb.value(w.value) || !rb.value(w.owner)) {
       why = "cannot replay the assignment to attribute '" + w.name + "'";
       return false;
     }
     e.emit(bc::STORE_ATTR, e.name(w.name));
   }
-  for (const VPtr& l : t.mutated_lists) {  // lst[:] = [new contents]: (value container key -- )
+  for (const VPtr& l : og.side_effects.mutated_lists) {  // lst[:] = [new contents]: (value container key -- )
     for (const VPtr& x : l->items)
       if (!rb.value(x)) {
         why = "cannot write back the mutated list " + l->source->text();
@@ -308,15 +309,15 @@ int count_args(PyCodeObject* co) {
 
 }  // namespace
 
-std::optional<Transformed> generate(PyObject* orig_code, PyObject* globals, PyObject* closure, const Translator& t,
-                                    PyObject* compiled, const VPtr& ret, const std::vector<int>& outputs,
+std::optional<Transformed> generate(PyObject* orig_code, PyObject* globals, PyObject* closure, const CaptureResult& c,
                                     int grad_mode, std::string& why) {
+  const VPtr& ret = c.ret;
   auto* co = reinterpret_cast<PyCodeObject*>(orig_code);
   Emitter e;
   e.nfixed = count_args(co) + 1;
   e.pos = bc::Position{co->co_firstlineno, co->co_firstlineno, bc::kNone, bc::kNone};
-  Rebuilder rb{e, outputs, compiled != nullptr, e.nfixed - 1, {}};
-  if (!emit_head(e, rb, co, t, compiled, grad_mode, why)) return std::nullopt;
+  Rebuilder rb{e, c.outputs, static_cast<bool>(c.compiled), e.nfixed - 1, {}};
+  if (!emit_head(e, rb, co, c, grad_mode, why)) return std::nullopt;
   if (!rb.value(ret)) {
     why = std::string("cannot rebuild the return value (a ") + vk_name(ret->kind) + " or something inside it)";
     return std::nullopt;
@@ -326,8 +327,7 @@ std::optional<Transformed> generate(PyObject* orig_code, PyObject* globals, PyOb
 }
 
 std::optional<Transformed> generate_split(const CodeFacts& facts, PyObject* globals, PyObject* closure,
-                                          const Translator& t, const TraceResult& stop, const SplitPlan& plan,
-                                          PyObject* compiled, const std::vector<int>& outputs, int grad_mode,
+                                          const CaptureResult& stop, const SplitPlan& plan, int grad_mode,
                                           std::string& why) {
   auto* co = reinterpret_cast<PyCodeObject*>(facts.code.get());
   const auto& instrs = facts.decoded.instrs;
@@ -335,8 +335,8 @@ std::optional<Transformed> generate_split(const CodeFacts& facts, PyObject* glob
   Emitter e;
   e.nfixed = count_args(co) + 1;
   e.pos = brk_in.pos.line != bc::kNone ? brk_in.pos : bc::Position{co->co_firstlineno, co->co_firstlineno, bc::kNone, bc::kNone};
-  Rebuilder rb{e, outputs, compiled != nullptr, e.nfixed - 1, {}};
-  if (!emit_head(e, rb, co, t, compiled, grad_mode, why)) return std::nullopt;
+  Rebuilder rb{e, stop.outputs, static_cast<bool>(stop.compiled), e.nfixed - 1, {}};
+  if (!emit_head(e, rb, co, stop, grad_mode, why)) return std::nullopt;
   const size_t S = stop.stack.size();
   if (static_cast<size_t>(plan.operands) > S) {
     why = "the stack is shallower than the breaking instruction's operands";
@@ -380,7 +380,7 @@ std::optional<Transformed> generate_split(const CodeFacts& facts, PyObject* glob
   if (!cells.empty()) {
     std::vector<VPtr> crossing = stop.stack;
     crossing.insert(crossing.end(), local_vals.begin(), local_vals.end());
-    for (const auto& w : t.attr_writes) crossing.push_back(w.value);
+    for (const auto& w : stop.out.side_effects.attr_writes) crossing.push_back(w.value);
     for (const VPtr& v : crossing)
       if (holds_closure(v, 0)) {
         why = "a closure over the frame's cell variables lives across the break";
