@@ -66,6 +66,7 @@ struct GuardEvent {
   CompileId id;
   std::string kind, text;
   int step, line;
+  std::string filename;  // the file `line` is in (the frame, possibly inlined, that added the guard)
 };
 struct GraphNodeEvent {
   CompileId id;

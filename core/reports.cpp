@@ -67,7 +67,7 @@ json compiles_of(const trace::TraceReader& r) {
     } else if (t == "guard") {
       (*comp)["guards"].push_back(json{{"index", json_get<int64_t>(ev, "i", -1)}, {"kind", json_get<std::string>(ev, "kind", "")},
                                        {"text", json_get<std::string>(ev, "text", "")}, {"step", json_get<int64_t>(ev, "step", -1)},
-                                       {"line", json_get<int64_t>(ev, "line", -1)}});
+                                       {"line", json_get<int64_t>(ev, "line", -1)}, {"filename", json_get<std::string>(ev, "filename", "")}});
     }
   }
   // A compile cut off before its end (the process was killed): its steps are those recorded from
@@ -227,9 +227,12 @@ std::string recompiles_text(const json& j) {
     s += "\n";
     for (const json& f : x["failures"]) {
       s += "  - " + json_get<std::string>(f, "entry", json_get<std::string>(x, "entry", "")) + ": " + json_get<std::string>(f, "failure", "") + "\n";
-      if (f["guard"].is_object())
-        s += fmt("      guard %s added at step %" PRId64 ", line %" PRId64 ": %s\n", json_get<std::string>(f["guard"], "kind", "").c_str(),
-                 json_get<int64_t>(f["guard"], "step", -1), json_get<int64_t>(f["guard"], "line", -1), json_get<std::string>(f["guard"], "text", "").c_str());
+      if (f["guard"].is_object()) {
+        const std::string file = json_get<std::string>(f["guard"], "filename", "");
+        s += fmt("      guard %s added at step %" PRId64 ", %s%s%" PRId64 ": %s\n", json_get<std::string>(f["guard"], "kind", "").c_str(),
+                 json_get<int64_t>(f["guard"], "step", -1), file.empty() ? "line " : file.c_str(), file.empty() ? "" : ":",
+                 json_get<int64_t>(f["guard"], "line", -1), json_get<std::string>(f["guard"], "text", "").c_str());
+      }
     }
   }
   s += fmt("%" PRId64 " recompile(s), %" PRId64 " recompile limit hit(s)\n", json_get<int64_t>(j, "recompile_count", 0),

@@ -534,7 +534,7 @@ void Recorder::on_value(const ValueEvent& e) {
 
 void Recorder::on_guard(const GuardEvent& e) {
   if (closed_) return;
-  push_event(json{{"t", "guard"}, {"c", cidx_of(e.id)}, {"i", guards_in_compile_++}, {"kind", e.kind},
+  push_event(json{{"t", "guard"}, {"c", cidx_of(e.id)}, {"i", guards_in_compile_++}, {"kind", e.kind}, {"filename", e.filename},
                   {"text", e.text}, {"step", global_step(e.step)}, {"line", e.line}});
 }
 

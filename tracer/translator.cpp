@@ -217,7 +217,7 @@ void Translator::add_guard(GuardKind kind, SourcePtr source, Ref value, Frame& f
   g.line = root_ ? current_line(f) : -1;
   g.text = std::move(text);
   guards.push_back(std::move(g));
-  if (obs_) obs_->on_guard(GuardEvent{id_, guard_kind_name(kind), guards.back().text, guards.back().step, guards.back().line});
+  if (obs_) obs_->on_guard(GuardEvent{id_, guard_kind_name(kind), guards.back().text, guards.back().step, guards.back().line, f.facts->filename});
 }
 
 bool function_is_torch(PyObject* fn) {
@@ -559,7 +559,11 @@ bool Translator::add_shape_guards(std::string& why) {
     g.step = static_cast<int>(PyLong_AsLong(PyTuple_GET_ITEM(item, 3)));
     g.line = static_cast<int>(PyLong_AsLong(PyTuple_GET_ITEM(item, 4)));
     guards.push_back(std::move(g));
-    if (obs_) obs_->on_guard(GuardEvent{id_, "SHAPE_ENV", guards.back().text, guards.back().step, guards.back().line});
+    if (obs_) {
+      auto file = shape_files_.find(guards.back().step);
+      obs_->on_guard(GuardEvent{id_, "SHAPE_ENV", guards.back().text, guards.back().step, guards.back().line,
+                                file != shape_files_.end() ? file->second : root_file_});
+    }
   }
   return true;
 }
@@ -576,6 +580,7 @@ TraceResult Translator::run_root(PyObject* code, PyObject* globals, PyObject* bu
   f.globals = Ref::borrow(globals);
   f.builtins = Ref::borrow(builtins);
   root_ = &f;
+  if (obs_ && facts) root_file_ = facts->filename;
   frames_.push_back(&f);
   if (!facts) {
     r.brk = Break{"DV0019", "cannot decode code object", "", "", -1, 0, -1, {}};
@@ -685,6 +690,7 @@ bool Translator::has_unbacked_symbols() {
 
 void Translator::note_shape_guards(Frame& f, int step) {
   dyn_guards_seen_ = PyList_GET_SIZE(dyn_guards_.get());
+  if (obs_) shape_files_[step] = f.facts->filename;  // the file of the line noted with the step
   Ref r = Ref::steal(PyObject_CallMethod(dyn_.get(), "note", "ii", step, current_line(f)));
   if (!r) PyErr_Clear();
 }

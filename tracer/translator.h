@@ -3,6 +3,7 @@
 // an unsupported construct is a Break (a value, not an exception).
 #pragma once
 #include <functional>
+#include <map>
 #include <optional>
 #include <unordered_map>
 #include <unordered_set>
@@ -180,6 +181,8 @@ class Translator {
   std::vector<SourcePtr> sym_sources_;
   Ref dyn_guards_;             // the ShapeEnv's guard list, watched after each step
   Py_ssize_t dyn_guards_seen_ = 0;
+  std::map<int, std::string> shape_files_;  // observer only: step -> file of the frame that noted shape guards
+  std::string root_file_;                   // observer only: the root frame's file
   void note_shape_guards(Frame& f, int step);
   bool has_unbacked_symbols();
 #ifdef DV_CHECK_STACK

@@ -302,9 +302,15 @@ json App::snapshot() {
   j["generated_code"] = json::array();  // the rewritten-bytecode pane's tabs: transformed code, resume functions
   if (const int ci = m_.selected_compile(); ci >= 0)
     for (const auto& gc : m_.compiles()[ci].gen_codes) j["generated_code"].push_back(gc.first);
+  j["guards_shown"] = json::array();  // the guards pane's rows for the selected compile
+  if (const int ci = m_.selected_compile(); ci >= 0)
+    for (int gi : m_.compiles()[ci].guards) {
+      const Guard& g = m_.guards()[gi];
+      j["guards_shown"].push_back(json{{"kind", g.kind}, {"text", g.text}, {"where", guard_where(g)}, {"file", guard_file(g)}, {"line", g.line}});
+    }
   j["tab"] = tab_;
   j["fx_tab"] = fx_tab_;
-  j["trace_warnings"] = trace_warnings();
+  j["trace_warnings"] = trace_warnings(true);
   if (graph_ >= 0 && fx_tab_ == "code") j["fx_code"] = m_.graphs()[graph_].code;
   j["why"] = json::array();
   for (const auto& w : why()) j["why"].push_back(w.second);
@@ -326,6 +332,18 @@ const GraphLayout& App::layout(int g) {
   auto it = layouts_.find(g);
   if (it == layouts_.end()) it = layouts_.emplace(g, layout_graph(m_, g)).first;
   return it->second;
+}
+
+// The file a guard's line is in: its own (the frame, possibly inlined, that added it), else (older or
+// imported traces) its compile's. The pane shows the base name: "model.py:12"; "-" for set-up guards.
+std::string App::guard_file(const Guard& g) const {
+  if (!g.filename.empty()) return g.filename;
+  return g.compile >= 0 && static_cast<size_t>(g.compile) < m_.compiles().size() ? m_.compiles()[g.compile].filename : "";
+}
+std::string App::guard_where(const Guard& g) const {
+  if (g.line <= 0) return "-";
+  const std::string f = guard_file(g);
+  return f.substr(f.find_last_of('/') + 1) + ":" + std::to_string(g.line);
 }
 
 // Index of the instruction of `cv` where the selected compile broke, if `cv` is its frame's code.
@@ -877,7 +895,7 @@ void App::draw_tables() {
       ImGui::TableSetupScrollFreeze(0, 1);
       ImGui::TableSetupColumn("kind", ImGuiTableColumnFlags_WidthFixed);
       ImGui::TableSetupColumn("guard", ImGuiTableColumnFlags_WidthStretch);
-      ImGui::TableSetupColumn("line", ImGuiTableColumnFlags_WidthFixed);
+      ImGui::TableSetupColumn("where", ImGuiTableColumnFlags_WidthFixed);
       ImGui::TableHeadersRow();
       if (ci >= 0)
         for (int gi : m_.compiles()[ci].guards) {
@@ -888,9 +906,12 @@ void App::draw_tables() {
           if (ImGui::Selectable((g.kind + "##g" + std::to_string(gi)).c_str(), m_.selected_guard() == gi, ImGuiSelectableFlags_SpanAllColumns)) m_.follow_guard(gi);
           ImGui::TableNextColumn();
           ImGui::TextUnformatted(g.text.c_str());
-          if (ImGui::IsItemHovered()) ImGui::SetTooltip("%s\nadded at step %lld, line %d (click: go there)", g.text.c_str(), static_cast<long long>(g.step), g.line);
+          const std::string where = guard_where(g);
+          if (ImGui::IsItemHovered())
+            ImGui::SetTooltip("%s\nadded at step %lld, %s (click: go there)", g.text.c_str(), static_cast<long long>(g.step),
+                              g.line > 0 ? (guard_file(g) + ":" + std::to_string(g.line)).c_str() : "set-up");
           ImGui::TableNextColumn();
-          ImGui::Text("%d", g.line);
+          ImGui::TextUnformatted(where.c_str());
         }
       ImGui::EndTable();
     }

@@ -49,6 +49,8 @@ class App {
   void sync_graph();
   const GraphLayout& layout(int g);         // cached Graphviz layout of graph g
   int break_site(const CodeView& cv) const;
+  std::string guard_file(const Guard& g) const;   // the file of a guard's line
+  std::string guard_where(const Guard& g) const;  // "model.py:12" as the guards pane shows it
   // Why the step panes are empty, in words, for a trace without steps (imported from TORCH_TRACE); "" otherwise.
   std::string no_steps_note() const;
   // The selected compile's bytecode as dis text from an imported log ("original"|"modified"), or null.

@@ -37,6 +37,7 @@ struct Guard {
   int compile = 0, index = 0, line = 0;
   std::string kind, text;
   int64_t step = -1;
+  std::string filename;  // the file `line` is in (older and imported traces: empty)
 };
 struct Break {
   int compile = 0, line = 0, offset = 0;
