@@ -84,6 +84,7 @@ json compiles_of(const trace::TraceReader& r) {
 // The counts every report gives (explain, recompiles, check, stats: one definition).
 json counts_of(const trace::TraceReader& r, const json& comps) {
   int64_t graphs = 0, breaks = 0, guards = 0, steps = 0, ops = 0, recompiles = 0, limit_hits = 0, eager = 0, incomplete = 0;
+  int64_t hits = 0, eager_runs = 0;
   for (const json& c : comps) {
     graphs += static_cast<int64_t>(c["graphs"].size());
     breaks += static_cast<int64_t>(c["breaks"].size());
@@ -99,10 +100,12 @@ json counts_of(const trace::TraceReader& r, const json& comps) {
     const std::string kind = json_get<std::string>(ev, "kind", "");
     recompiles += kind == "recompile";
     limit_hits += kind == "limit";
+    if (kind == "hit") hits += json_get<int64_t>(ev, "count", 0);
+    if (kind == "eager") eager_runs += json_get<int64_t>(ev, "count", 0);
   }
   return json{{"compiles", comps.size()}, {"graphs", graphs}, {"graph_breaks", breaks}, {"guards", guards}, {"ops", ops},
               {"steps", steps}, {"recompiles", recompiles}, {"recompile_limit_hits", limit_hits}, {"eager_fallbacks", eager},
-              {"incomplete_compiles", incomplete}};
+              {"incomplete_compiles", incomplete}, {"cache_hits", hits}, {"eager_runs", eager_runs}};
 }
 
 json problems_of(const trace::TraceReader& r) {
@@ -295,6 +298,9 @@ std::string stats_text(const json& j) {
              " eager fallbacks)\n", json_get<int64_t>(c, "graphs", 0), json_get<int64_t>(c, "graph_breaks", 0), json_get<int64_t>(c, "recompiles", 0),
              json_get<int64_t>(c, "recompile_limit_hits", 0), json_get<int64_t>(c, "eager_fallbacks", 0));
   }
+  if (j.contains("counts"))
+    s += fmt("runs       %" PRId64 " cache hits, %" PRId64 " eager runs (calls of frames that run eagerly)\n",
+             json_get<int64_t>(j["counts"], "cache_hits", 0), json_get<int64_t>(j["counts"], "eager_runs", 0));
   s += fmt("chunks     %zu\n", static_cast<size_t>(j["chunks"].get<uint64_t>()));
   s += fmt("events     %zu\n", static_cast<size_t>(j["events"].get<uint64_t>()));
   s += fmt("values     %" PRIu64 "\n", j["values"].get<uint64_t>());

@@ -487,7 +487,12 @@ PyObject* dv_eval_frame(PyThreadState* ts, _PyInterpreterFrame* frame, int throw
   if (throwflag || !mode().enabled || t_busy || frame->owner != FRAME_OWNED_BY_THREAD) return fallback();
   PyCodeObject* co = frame->f_code;
   CodeState* st = state_of(co, false);
-  if (st && st->action != CodeState::Default) return fallback();
+  if (st && st->action != CodeState::Default) {
+    // Calls of a frame that runs eagerly are runtime events, as cache hits are.
+    if (st->action == CodeState::Eager && g_observer)
+      g_observer->on_cache(CacheEvent{CacheEvent::EagerRun, str_of(co->co_qualname), str_of(co->co_filename), co->co_firstlineno, -1, {}, {}, {}, code_id(co)});
+    return fallback();
+  }
   if (!st) {
     const int skip = (co->co_flags & (CO_GENERATOR | CO_COROUTINE | CO_ASYNC_GENERATOR)) ? 1 : skip_file(co);
     if (skip == 1) {

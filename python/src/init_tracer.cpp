@@ -100,7 +100,7 @@ class CollectingObserver : public EngineObserver {
   void on_graph(const GraphEvent& e) override { add("graph", e.id, -1, 0, e.ops, e.code); }
   void on_code(const CodeEvent& e) override { add("code", e.id, -1, 0, 0, e.name); }
   void on_cache(const CacheEvent& e) override {
-    static const char* kinds[] = {"hit", "miss", "recompile", "limit"};
+    static const char* kinds[] = {"hit", "miss", "recompile", "limit", "eager"};
     add("cache", CompileId{}, -1, 0, e.entry, std::string(kinds[e.kind]) + " " + e.qualname);
   }
 };

@@ -318,9 +318,11 @@ COUNTS = """
         return x
     with dynview.record("counts.dyn", chunk_steps=16):
         t = dynview.compile(two, backend="eager")
-        for dt in (torch.float32, torch.float64, torch.float16, torch.bfloat16):
-            t(torch.ones(3, dtype=dt))   # 2 compiles, then the recompile limit (said once)
-        dynview.compile(brk, backend="eager")(torch.ones(3))   # an eager fallback
+        for dt in (torch.float32, torch.float64, torch.float16, torch.bfloat16, torch.float32):
+            t(torch.ones(3, dtype=dt))   # 2 compiles, then the recompile limit (said once), 2 eager runs
+        b = dynview.compile(brk, backend="eager")
+        for _ in range(4):
+            b(torch.ones(3))   # an eager fallback, then 3 eager runs
         dynview.compile(long, backend="eager")(torch.ones(3))  # many chunks
 """
 
@@ -350,6 +352,9 @@ def test_counts_agree_across_reports_and_viewer(tmp_path):
         assert ex["eager_fallbacks"] == ck["checks"]["eager_fallbacks"]["value"] >= 1
         assert ex["steps"] == st["steps"]  # a compile cut off counts the steps recorded for it
         assert ex["incomplete_compiles"] == (0 if complete else 1)
+        if complete:  # calls of frames that run eagerly are runtime events, as cache hits are
+            assert ex["eager_runs"] == 5 and ex["cache_hits"] == 0
+            assert "5 eager runs" in dv("stats", path).stdout
         if not complete:
             assert dv("check", path).returncode == 2
         (tmp_path / "print.txt").write_text("print\n")
