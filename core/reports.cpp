@@ -310,16 +310,17 @@ std::string stats_text(const json& j) {
   return s;
 }
 
+std::vector<std::string> chunk_problems(const trace::TraceReader& r, size_t k) {
+  std::vector<std::string> out;
+  if (const std::string why = r.check_chunk_header(k); !why.empty()) out.push_back("chunk " + std::to_string(k) + ": " + why);
+  if (auto c = r.chunk(k); !c) out.push_back("chunk " + std::to_string(k) + ": step data is corrupt: " + c.error().message());
+  return out;
+}
+
 json integrity(const trace::TraceReader& r) {
   json problems = problems_of(r);
-  for (size_t k = 0; k < r.chunks().size(); ++k) {
-    if (const std::string why = r.check_chunk_header(k); !why.empty())
-      problems.push_back(json{{"what", "chunk " + std::to_string(k) + ": " + why}, {"offset", r.chunks()[k].offset}});
-    auto c = r.chunk(k);
-    if (!c)
-      problems.push_back(json{{"what", "chunk " + std::to_string(k) + ": step data is corrupt: " + c.error().message()},
-                              {"offset", r.chunks()[k].offset}});
-  }
+  for (size_t k = 0; k < r.chunks().size(); ++k)
+    for (const std::string& what : chunk_problems(r, k)) problems.push_back(json{{"what", what}, {"offset", r.chunks()[k].offset}});
   return json{{"complete", r.has_footer()}, {"problems", problems}};
 }
 

@@ -473,26 +473,34 @@ void App::frame() {
 // default font is monospaced, so a compile's row is one padded line.
 // What is wrong with the trace as a whole (a damaged tail, no footer), for the banner above the
 // compiles and the --script state: the same facts `dynview check` refuses a trace for.
-std::vector<std::string> App::trace_warnings() const {
+// In a directory each line starts with the process's file name. Corrupt chunks are found by the
+// model's background verification (`wait`: wait for it).
+std::vector<std::string> App::trace_warnings(bool wait) const {
   std::vector<std::string> w;
-  for (const auto& p : m_.reader().problems()) w.push_back(p.what + " (at byte " + std::to_string(p.offset) + "); showing what precedes it");
-  if (!m_.reader().has_footer())
-    w.push_back("incomplete trace: no footer (the recording was killed, is still running, or a write failed)");
+  auto who = [&](size_t p) {
+    const std::string& f = m_.processes()[p].path;
+    return m_.is_directory() ? f.substr(f.find_last_of('/') + 1) + ": " : std::string();
+  };
+  for (size_t i = 0; i < m_.processes().size(); ++i) {
+    for (const auto& p : m_.reader(i).problems())
+      w.push_back(who(i) + p.what + " (at byte " + std::to_string(p.offset) + "); showing what precedes it");
+    if (!m_.reader(i).has_footer())
+      w.push_back(who(i) + "incomplete trace: no footer (the recording was killed, is still running, or a write failed)");
+  }
+  for (const auto& [p, what] : m_.verify_problems(wait)) w.push_back(who(static_cast<size_t>(p)) + what + "; its steps cannot be shown");
   return w;
 }
 
 void App::draw_compiles() {
-  for (const std::string& w : trace_warnings()) ImGui::TextColored(ImVec4(1.0f, 0.45f, 0.35f, 1), "%s", w.c_str());
-  const std::string& path = m_.path();
-  const auto& meta = m_.reader().meta();
-  const std::string pid = meta.contains("pid") ? meta["pid"].dump() : "?";
-  // Code objects in order of their first compile (grouped once: the compiles are read at open).
-  auto& codes = code_groups_;
+  for (const std::string& w : trace_warnings(false)) ImGui::TextColored(ImVec4(1.0f, 0.45f, 0.35f, 1), "%s", w.c_str());
+  // Per process, code objects in order of their first compile (grouped once: the compiles are read at open).
+  auto& groups = code_groups_;
   if (grouped_ != m_.compiles().size()) {
-    codes.clear();
-    std::map<int, size_t> at;
+    groups.assign(m_.processes().size(), {});
+    std::vector<std::map<int, size_t>> at(m_.processes().size());
     for (const Compile& c : m_.compiles()) {
-      auto [it, fresh] = at.emplace(c.code, codes.size());
+      auto& codes = groups[static_cast<size_t>(c.process)];
+      auto [it, fresh] = at[static_cast<size_t>(c.process)].emplace(c.code, codes.size());
       if (fresh) codes.push_back({c.code, {}});
       codes[it->second].second.push_back(c.index);
     }
@@ -500,15 +508,20 @@ void App::draw_compiles() {
   }
   ImGui::SetCursorPosX(ImGui::GetCursorPosX() + 2 * ImGui::GetStyle().IndentSpacing);
   ImGui::TextDisabled("%-6s%-9s%-7s%4s %4s", "id", "outcome", "g/b/gd", "ms", "hits");
-  if (ImGui::IsItemHovered()) ImGui::SetTooltip("compile id [frame/recompile], outcome, graphs/breaks/guards, compile time, cache hits");
+  if (ImGui::IsItemHovered()) ImGui::SetTooltip("compile id [frame/recompile], outcome, graphs/breaks/guards, compile time, runs (cache hits + eager runs)");
   ImGui::BeginChild("tree");
+  for (size_t pi = 0; pi < m_.processes().size(); ++pi) {
+  const Process& proc = m_.processes()[pi];
+  const auto& meta = m_.reader(pi).meta();
   ImGui::SetNextItemOpen(true, ImGuiCond_Once);
-  const std::string root = "process " + pid + " (" + std::to_string(m_.compiles().size()) + " compiles, " +
-                           std::to_string(m_.total_steps()) + " steps)##root";
+  const std::string root = "process " + (proc.pid >= 0 ? std::to_string(proc.pid) : std::string("?")) +
+                           (proc.rank >= 0 ? " rank " + std::to_string(proc.rank) : std::string()) + " (" +
+                           std::to_string(proc.compiles.size()) + " compiles, " + std::to_string(proc.steps) + " steps)##root" +
+                           std::to_string(pi);
   const bool open = ImGui::TreeNodeEx(root.c_str(), ImGuiTreeNodeFlags_SpanAvailWidth);
-  if (ImGui::IsItemHovered()) ImGui::SetTooltip("%s\n%s", path.c_str(), meta.dump(1).c_str());
+  if (ImGui::IsItemHovered()) ImGui::SetTooltip("%s\n%s", proc.path.c_str(), meta.dump(1).c_str());
   if (open) {
-    for (const auto& [code, list] : codes) {
+    for (const auto& [code, list] : groups[pi]) {
       const Compile& first = m_.compiles()[list.front()];
       ImGui::SetNextItemOpen(true, ImGuiCond_Once);
       const std::string file = first.filename.substr(first.filename.find_last_of('/') + 1);
@@ -525,19 +538,21 @@ void App::draw_compiles() {
         const std::string outcome = broke ? "break" : c.outcome;
         std::snprintf(row + std::strlen(row), sizeof row - std::strlen(row), "%*s%-8s %-6s %4.0f %4lld##c%d",
                       std::max(1, 6 - static_cast<int>(c.id.size() + 2)), "", outcome.c_str(), counts.c_str(), c.seconds * 1e3,
-                      static_cast<long long>(c.hits), i);
+                      static_cast<long long>(c.hits + c.eager_runs), i);
         const bool red = broke || c.outcome == "error";
         if (red) ImGui::PushStyleColor(ImGuiCol_Text, ImVec4(1, .5f, .5f, 1));
         if (ImGui::Selectable(row, m_.selected_compile() == i)) m_.select_compile(i);
         if (red) ImGui::PopStyleColor();
         if (ImGui::IsItemHovered())
-          ImGui::SetTooltip("[%s] %s\nwhy compiled: %s\n%s: %zu graphs, %zu breaks, %zu guards\n%llu steps, %.1f ms, %lld cache hits",
+          ImGui::SetTooltip("[%s] %s\nwhy compiled: %s\n%s: %zu graphs, %zu breaks, %zu guards\n%llu steps, %.1f ms, %lld cache hits, %lld eager runs",
                             c.id.c_str(), c.qualname.c_str(), c.reason.c_str(), c.outcome.c_str(), c.graphs.size(), c.breaks.size(),
-                            c.guards.size(), static_cast<unsigned long long>(c.steps), c.seconds * 1e3, static_cast<long long>(c.hits));
+                            c.guards.size(), static_cast<unsigned long long>(c.steps), c.seconds * 1e3, static_cast<long long>(c.hits),
+                            static_cast<long long>(c.eager_runs));
       }
       ImGui::TreePop();
     }
     ImGui::TreePop();
+  }
   }
   ImGui::EndChild();
 }

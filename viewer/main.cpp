@@ -432,17 +432,12 @@ int cmd_view(int argc, char** argv) {
     std::fprintf(stderr, "dynview: %s: cannot open: no such file\n", o.path.c_str());
     return 2;
   }
-  if (S_ISDIR(st.st_mode) && !dv::cli::is_torch_trace_input(o.path)) {
-    // DYNVIEW_TRACE=dir/: the viewer shows one process's trace at a time; list them.
-    std::vector<std::string> paths;
-    if (!trace_paths(o.path.c_str(), paths)) return 2;
-    if (paths.size() > 1) {
-      std::fprintf(stderr, "dynview: %s holds %zu traces (one per process); the viewer opens one of them:\n", o.path.c_str(), paths.size());
-      for (const auto& p : paths) std::fprintf(stderr, "  dynview %s\n", p.c_str());
-      std::fprintf(stderr, "(the reports read them all: dynview explain|check|stats %s)\n", o.path.c_str());
-      return 64;
-    }
-    o.path = paths[0];
+  // DYNVIEW_TRACE=dir/ (a directory with .dyn traces, one per process) opens as one trace, process ->
+  // code object -> compile; any other directory is a TORCH_TRACE log directory (imported below).
+  bool dyn_dir = false;
+  if (S_ISDIR(st.st_mode)) {
+    std::error_code ec;
+    for (const auto& e : std::filesystem::directory_iterator(o.path, ec)) dyn_dir |= e.path().extension() == ".dyn";
   }
   if (!o.script.empty()) {  // a script that is not text is refused before anything runs
     std::ifstream in(o.script, std::ios::binary);
@@ -458,7 +453,7 @@ int cmd_view(int argc, char** argv) {
       }
   }
   std::string imported;  // a TORCH_TRACE directory or log: import it first, then view the .dyn
-  if (dv::cli::is_torch_trace_input(o.path)) {
+  if (!dyn_dir && dv::cli::is_torch_trace_input(o.path)) {
     if (int rc = dv::cli::import_for_viewer(o.path, imported)) return rc;
     o.path = imported;
   }
