@@ -140,6 +140,12 @@ def test_dir_trace_with_forked_workers_reads_as_one(tmp_path):
     assert len(rc["processes"]) == 5 and rc["totals"]["recompile_count"] == 4  # each forked worker recompiles g
     dump = json.loads(dv("export", d, "--format", "json").stdout)
     assert {p["pid"] for p in dump["processes"]} == pids
+    sk = dv("seek", d, "--random", "50", "--json")
+    assert sk.returncode == 0 and json.loads(sk.stdout)["jumps"] == 50, sk.stderr
+    df = dv("diff", d, d, "--json", "--fail-on", "new-breaks,more-graphs")
+    assert df.returncode == 0, df.stderr
+    dj = json.loads(df.stdout)
+    assert dj["ok"] and len(dj["processes"]) == 5 and all(p["before"] == p["after"] for p in dj["processes"])
     # the viewer opens the directory as one trace: process -> code object -> compile
     states = view(tmp_path, d, "print", "click compile 4", "goto 0")
     s = states[0]
