@@ -262,7 +262,7 @@ int code_id(PyCodeObject* co) {
 // restarted trace, which stops before the break).
 void report_guards(CompileId id, const std::vector<Guard>& guards) {
   if (!g_observer) return;
-  for (const Guard& g : guards) g_observer->on_guard(GuardEvent{id, guard_kind_name(g.kind), g.text, g.step, g.line});
+  for (const Guard& g : guards) g_observer->on_guard(GuardEvent{id, guard_kind_name(g.kind), g.text, g.step, g.line, g.file});
 }
 
 // fullgraph=True: the break becomes a dynview.Unsupported exception.
@@ -525,7 +525,12 @@ PyObject* dv_eval_frame(PyThreadState* ts, _PyInterpreterFrame* frame, int throw
   if (throwflag || !mode().enabled || t_busy || frame->owner != FRAME_OWNED_BY_THREAD) return fallback();
   PyCodeObject* co = frame->f_code;
   CodeState* st = state_of(co, false);
-  if (st && st->action != CodeState::Default) return fallback();
+  if (st && st->action != CodeState::Default) {
+    // Calls of a frame that runs eagerly are runtime events, as cache hits are.
+    if (st->action == CodeState::Eager && g_observer)
+      g_observer->on_cache(CacheEvent{CacheEvent::EagerRun, str_of(co->co_qualname), str_of(co->co_filename), co->co_firstlineno, -1, {}, {}, {}, code_id(co)});
+    return fallback();
+  }
   if (!st) {
     const int skip = (co->co_flags & (CO_GENERATOR | CO_COROUTINE | CO_ASYNC_GENERATOR)) ? 1 : skip_file(co);
     if (skip == 1) {

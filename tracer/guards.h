@@ -47,6 +47,7 @@ struct Guard {
   std::string text;       // code-part text, e.g. "L['b'] == 'Hello'"
   int step = -1;          // symbolic step that created it (-1: set-up)
   int line = -1;          // user source line that created it
+  std::string file;       // the file of that line (an inlined function's may be another file)
 };
 
 // What the accessors read: the frame being entered.

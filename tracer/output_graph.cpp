@@ -4,7 +4,8 @@
 
 namespace dv {
 
-Guard* OutputGraph::add_guard(GuardKind kind, SourcePtr source, Ref value, int step, int line, std::string text) {
+Guard* OutputGraph::add_guard(GuardKind kind, SourcePtr source, Ref value, int step, int line, std::string file,
+                              std::string text) {
   const std::string src = source ? source->text() : "";
   for (const Guard& g : guards)
     if (g.kind == kind && (g.source ? g.source->text() : "") == src) return nullptr;
@@ -14,6 +15,7 @@ Guard* OutputGraph::add_guard(GuardKind kind, SourcePtr source, Ref value, int s
   g.value = std::move(value);
   g.step = step;
   g.line = line;
+  g.file = std::move(file);
   g.text = std::move(text);
   guards.push_back(std::move(g));
   return &guards.back();
@@ -50,9 +52,10 @@ int OutputGraph::sym_slot(SourcePtr source) {
   return static_cast<int>(sym_sources_.size()) - 1;
 }
 
-void OutputGraph::watch_shape_guards(int step, int line) {
+void OutputGraph::watch_shape_guards(int step, int line, const std::string& file) {
   if (!shape_guard_list_ || PyList_GET_SIZE(shape_guard_list_.get()) == shape_guards_seen_) return;
   shape_guards_seen_ = PyList_GET_SIZE(shape_guard_list_.get());
+  shape_files_[step] = file;
   Ref r = Ref::steal(PyObject_CallMethod(shapes_.get(), "note", "ii", step, line));
   if (!r) PyErr_Clear();
 }
@@ -122,6 +125,8 @@ bool OutputGraph::add_shape_guards(std::string& why) {
     }
     g.step = static_cast<int>(PyLong_AsLong(PyTuple_GET_ITEM(item, 3)));
     g.line = static_cast<int>(PyLong_AsLong(PyTuple_GET_ITEM(item, 4)));
+    auto file = shape_files_.find(g.step);
+    g.file = file != shape_files_.end() ? file->second : root_file;
     guards.push_back(std::move(g));
   }
   return true;

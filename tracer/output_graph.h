@@ -5,6 +5,7 @@
 // later stages (backend, shape guards, codegen, the cache entry) read it from there.
 #pragma once
 #include <string>
+#include <unordered_map>
 #include <utility>
 #include <vector>
 
@@ -36,7 +37,7 @@ class OutputGraph {
   SideEffects side_effects;
 
   // Adds a guard unless one of the same kind on the same source exists; returns it (null: a duplicate).
-  Guard* add_guard(GuardKind kind, SourcePtr source, Ref value, int step, int line, std::string text);
+  Guard* add_guard(GuardKind kind, SourcePtr source, Ref value, int step, int line, std::string file, std::string text);
   // A graph input read from `source`: `example` is what the graph sees (meta or fake), `real` the object.
   int add_input(SourcePtr source, Ref example, Ref real, int step);
 
@@ -45,11 +46,12 @@ class OutputGraph {
   PyObject* shapes() const { return shapes_.get(); }  // the DynamicShapes object (borrowed) or null
   bool start_dynamic(std::string& why);               // creates the DynamicShapes
   int sym_slot(SourcePtr source);                     // numbers a source its symbols read
-  // After each step: ShapeEnv guards added by that step are attributed to it (step, line).
+  // After each step: ShapeEnv guards added by that step are attributed to it (step, file:line).
   bool shape_guards_pending() const {
     return shape_guard_list_ && PyList_GET_SIZE(shape_guard_list_.get()) != shape_guards_seen_;
   }
-  void watch_shape_guards(int step, int line);
+  void watch_shape_guards(int step, int line, const std::string& file);
+  std::string root_file;  // where set-up shape guards are reported
   bool has_unbacked_symbols() const;  // a size depends on tensor values (unbacked symbols)
 
   // The backend call: fake example inputs (dynamic) or the real ones; new reference or null (error set).
@@ -62,6 +64,7 @@ class OutputGraph {
   std::vector<SourcePtr> sym_sources_;
   Ref shape_guard_list_;  // the ShapeEnv's guard list, watched after each step
   Py_ssize_t shape_guards_seen_ = 0;
+  std::unordered_map<int, std::string> shape_files_;  // step -> the file of the line noted with it
 };
 
 }  // namespace dv

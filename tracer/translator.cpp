@@ -207,7 +207,8 @@ VPtr Translator::constant_steal(PyObject* obj) {
 
 Guard* Translator::add_guard(GuardKind kind, SourcePtr source, Ref value, Frame& f, std::string text) {
   // Guard events are reported once the compile knows which guards its cache entry keeps.
-  return output.add_guard(kind, std::move(source), std::move(value), cur_step_, root_ ? current_line(f) : -1, std::move(text));
+  return output.add_guard(kind, std::move(source), std::move(value), cur_step_, root_ ? current_line(f) : -1,
+                          f.facts ? f.facts->filename : std::string(), std::move(text));
 }
 
 bool is_exact_const(PyObject* o) {
@@ -256,7 +257,7 @@ CaptureResult capture(const CaptureRequest& req) {
     text += (text.empty() ? "" : ", ") + r.out.inputs[i].first->text();
   }
   if (tensors.size() >= 2) {
-    if (Guard* g = r.out.add_guard(GuardKind::TENSOR_ALIASING, nullptr, {}, -1, -1, "___check_no_aliasing(" + text + ")")) {
+    if (Guard* g = r.out.add_guard(GuardKind::TENSOR_ALIASING, nullptr, {}, -1, -1, {}, "___check_no_aliasing(" + text + ")")) {
       g->length = 0;
       g->refs = std::move(tensors);
     }
@@ -273,6 +274,7 @@ void Translator::run_root(PyObject* code, PyObject* globals, PyObject* builtins,
   f.globals = Ref::borrow(globals);
   f.builtins = Ref::borrow(builtins);
   root_ = &f;
+  if (facts) output.root_file = facts->filename;
   frames_.push_back(&f);
   if (!facts) {
     r.brk = Break{"DV0019", "cannot decode code object", "", "", -1, 0, -1, {}};
@@ -378,7 +380,7 @@ Translator::Status Translator::run_frame(Frame& f) {
     if (steps > 500000) s = brk(f, "DV0014", "too many symbolic steps (500000)", "the loop is probably too long to unroll");
     else if (!h) s = brk(f, "DV0001", "unsupported opcode " + std::string(bc::op_name(in.opcode)), "dynview does not yet trace this bytecode");
     else s = h(*this, f, in);
-    if (output.shape_guards_pending()) output.watch_shape_guards(step_no, current_line(f));
+    if (output.shape_guards_pending()) output.watch_shape_guards(step_no, current_line(f), f.facts->filename);
     if (!s && output.has_unbacked_symbols())
       s = brk(f, "DV0003", "data-dependent output size (" + std::string(bc::op_name(in.opcode)) + ")",
               "the size depends on tensor values; dynview breaks the graph here like torch.compile");
