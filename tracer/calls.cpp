@@ -690,6 +690,14 @@ Translator::Status Translator::call(Frame& f, VPtr fn, std::vector<VPtr> args,
         if (nm == "is_grad_enabled") { out = constant_steal(PyObject_CallNoArgs(o)); return std::nullopt; }
         if (nm == "is_tensor") { out = constant(Ref::borrow(args.size() == 1 && args[0]->kind == VK::Tensor ? Py_True : Py_False)); return std::nullopt; }
         if (nm == "get_default_dtype") { out = constant_steal(PyObject_CallNoArgs(o)); return std::nullopt; }
+        if (nm == "is_compiling" || nm == "is_dynamo_compiling") {  // torch.compiler/_dynamo/_utils: model code takes its compile path
+          out = constant(Ref::borrow(Py_True));
+          return std::nullopt;
+        }
+        if (nm == "is_scripting" || nm == "is_tracing") {  // torch.jit: neither while capturing
+          out = constant(Ref::borrow(Py_False));
+          return std::nullopt;
+        }
         if (nm.rfind("_has_torch_function", 0) == 0 || nm.rfind("has_torch_function", 0) == 0) {
           // torch.overrides' dispatch test: traced tensors are plain tensors (TENSOR_MATCH checks
           // the exact type), so it is False unless an argument is some other object, which could

@@ -248,7 +248,8 @@ CaptureResult capture(const CaptureRequest& req) {
   t.run_root(req.code, req.globals, req.builtins, req.args, req.closure, r);
   r.steps = t.steps;
   // Distinct tensor inputs must stay distinct objects (TorchDynamo's NO_TENSOR_ALIASING): the graph
-  // treats them as separate values, which an in-place op on one of them would contradict.
+  // treats them as separate values, which an in-place op on one of them would contradict. A set-up
+  // guard, like the global state's: shown at the first step.
   std::vector<SymRef> tensors;
   std::string text;
   for (size_t i = 0; i < r.out.inputs.size(); ++i) {
@@ -257,7 +258,8 @@ CaptureResult capture(const CaptureRequest& req) {
     text += (text.empty() ? "" : ", ") + r.out.inputs[i].first->text();
   }
   if (tensors.size() >= 2) {
-    if (Guard* g = r.out.add_guard(GuardKind::TENSOR_ALIASING, nullptr, {}, -1, -1, {}, "___check_no_aliasing(" + text + ")")) {
+    if (Guard* g = r.out.add_guard(GuardKind::TENSOR_ALIASING, nullptr, {}, 0, -1, r.out.root_file,
+                                   "___check_no_aliasing(" + text + ")")) {
       g->length = 0;
       g->refs = std::move(tensors);
     }
