@@ -576,11 +576,15 @@ Translator::Status Translator::call(Frame& f, VPtr fn, std::vector<VPtr> args,
         return graph_call(f, {}, name, std::move(a), std::move(kwargs), out);
       }
       if (self->kind == VK::List || self->kind == VK::Dict || self->kind == VK::Tuple) {
-        if (self->source && self->kind == VK::List && (name == "append" || name == "extend" || name == "pop" || name == "insert")) {
-          // A list that lives outside the frame (an argument, a module's attribute): mutated here,
-          // and its new contents written back by the transformed code (lst[:] = [...]).
-          auto& lists = output.side_effects.mutated_lists;
-          if (std::find(lists.begin(), lists.end(), self) == lists.end()) lists.push_back(self);
+        const bool dict_mutation = self->kind == VK::Dict && (name == "pop" || name == "popitem" || name == "setdefault" ||
+                                                              name == "update" || name == "clear" || name == "__setitem__" ||
+                                                              name == "__delitem__");
+        if (self->source && ((self->kind == VK::List && (name == "append" || name == "extend" || name == "pop" || name == "insert")) ||
+                             dict_mutation)) {
+          // A list or dict that lives outside the frame (an argument, the frame's **kwargs, a
+          // module's attribute): mutated here, and its new contents written back by the transformed
+          // code (lst[:] = [...]; d.clear(); d.update({...})).
+          output.side_effects.note_mutation(self);
         } else if (self->source && (name == "append" || name == "extend" || name == "pop" || name == "insert" || name == "clear" ||
                                     name == "update" || name == "remove" || name == "__setitem__")) {
           return brk(f, "DV0008", "mutating an input " + std::string(vk_name(self->kind)) + " (" + name + ")",
@@ -616,13 +620,10 @@ Translator::Status Translator::call(Frame& f, VPtr fn, std::vector<VPtr> args,
           out = l;
           return std::nullopt;
         }
-        if (self->kind == VK::Dict && name == "get" && !args.empty() && args[0]->kind == VK::Const) {
-          for (size_t i = 0; i < self->keys.size(); ++i) {
-            if (PyObject_RichCompareBool(self->keys[i].get(), args[0]->obj.get(), Py_EQ) == 1) { out = self->items[i]; return std::nullopt; }
-          }
-          PyErr_Clear();
-          out = args.size() > 1 ? args[1] : constant(Ref::borrow(Py_None));
-          return std::nullopt;
+        if (self->kind == VK::Dict) {
+          bool handled = false;
+          if (Status s = dict_method(f, self, name, args, kwargs, out, handled)) return s;
+          if (handled) return std::nullopt;
         }
         if ((name == "index" || name == "count") && args.size() == 1 && args[0]->kind == VK::Const) {
           long count = 0, first = -1;

@@ -234,6 +234,29 @@ bool emit_head(Emitter& e, Rebuilder& rb, PyCodeObject* co, const CaptureResult&
     e.emit(bc::LOAD_CONST, e.konst(Ref::steal(PySlice_New(nullptr, nullptr, nullptr)).get()));
     e.emit(bc::STORE_SUBSCR);
   }
+  for (const VPtr& d : og.side_effects.mutated_dicts) {  // dict.clear(d); dict.update(d, {new contents})
+    for (const char* method : {"clear", "update"}) {
+      Ref fn = Ref::steal(PyObject_GetAttrString(reinterpret_cast<PyObject*>(&PyDict_Type), method));
+      e.emit(bc::PUSH_NULL);
+      e.emit(bc::LOAD_CONST, e.konst(fn.get()));
+      if (!e.source(*d->source)) {
+        why = "cannot reload the mutated dict " + d->source->text();
+        return false;
+      }
+      if (method[0] == 'u') {
+        for (size_t i = 0; i < d->items.size(); ++i) {
+          e.emit(bc::LOAD_CONST, e.konst(d->keys[i].get()));
+          if (!rb.value(d->items[i])) {
+            why = "cannot write back the mutated dict " + d->source->text();
+            return false;
+          }
+        }
+        e.emit(bc::BUILD_MAP, static_cast<int>(d->items.size()));
+      }
+      e.call(method[0] == 'u' ? 2 : 1);
+      e.emit(bc::POP_TOP);
+    }
+  }
   return true;
 }
 

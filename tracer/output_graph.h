@@ -4,6 +4,7 @@
 // mode of python/dynview/_shapes.py). It outlives the interpreter: a CaptureResult owns it, and the
 // later stages (backend, shape guards, codegen, the cache entry) read it from there.
 #pragma once
+#include <algorithm>
 #include <string>
 #include <unordered_map>
 #include <utility>
@@ -25,7 +26,12 @@ struct SideEffects {
   };
   std::vector<AttrWrite> attr_writes;
   std::vector<VPtr> mutated_lists;  // lists from outside the frame changed by append/extend/pop/insert
-  bool empty() const { return attr_writes.empty() && mutated_lists.empty(); }
+  std::vector<VPtr> mutated_dicts;  // dicts from outside the frame (the frame's **kwargs too) changed
+  bool empty() const { return attr_writes.empty() && mutated_lists.empty() && mutated_dicts.empty(); }
+  void note_mutation(const VPtr& container) {  // a list or dict from outside the frame was changed
+    auto& v = container->kind == VK::Dict ? mutated_dicts : mutated_lists;
+    if (std::find(v.begin(), v.end(), container) == v.end()) v.push_back(container);
+  }
 };
 
 class OutputGraph {

@@ -125,6 +125,9 @@ class Translator {
   Status module_members(Frame& f, const VPtr& fn, const std::vector<VPtr>& args,
                         const std::vector<std::pair<std::string, VPtr>>& kwargs, VPtr& out, bool& handled);
   Status store_attr(Frame& f, const VPtr& owner, const std::string& name, const VPtr& value);
+  // Methods of dict values (dicts.cpp); `handled` false: not one of them (the caller goes on).
+  Status dict_method(Frame& f, const VPtr& self, const std::string& name, std::vector<VPtr>& args,
+                     std::vector<std::pair<std::string, VPtr>>& kwargs, VPtr& out, bool& handled);
   Status call_partial(Frame& f, PyObject* partial, std::vector<VPtr>& args,
                       std::vector<std::pair<std::string, VPtr>>& kwargs, VPtr& out);
   Status call_super(Frame& f, std::vector<VPtr>& args, VPtr& out);
@@ -171,6 +174,8 @@ class Translator {
 };
 
 bool is_exact_const(PyObject* o);
+void dict_set(Value& d, Ref key, VPtr value);  // d[key] = value (keys compared by ==)
+bool dict_erase(Value& d, PyObject* key);      // del d[key]; false when absent
 bool module_is_torch_mod(PyObject* mod);  // torch or torch.* module object
 
 // Opcode handlers, by family (handlers_*.cpp). Each returns a Break or nothing; `ins` is the

@@ -10,7 +10,6 @@ import pytest
 import torch
 
 import dynview
-import python_cases  # noqa: F401  (registers its cases into CASES)
 from engine_cases import CASES
 
 warnings.filterwarnings("ignore")
