@@ -462,6 +462,21 @@ Translator::Status Translator::getattr(Frame& f, VPtr obj, const std::string& na
           return std::nullopt;
         }
       }
+      if (obj->kind == VK::Object && (Py_TYPE(o)->tp_flags & Py_TPFLAGS_HEAPTYPE) && !PyType_Check(o)) {
+        // A property of a Python class: its getter is inlined (reading it here would run it
+        // unguarded, and the guard could not read it back).
+        Ref nm = Ref::steal(PyUnicode_FromString(name.c_str()));
+        PyObject* cls_attr = _PyType_Lookup(Py_TYPE(o), nm.get());
+        if (cls_attr && Py_IS_TYPE(cls_attr, &PyProperty_Type)) {
+          Ref getter = Ref::steal(PyObject_GetAttrString(cls_attr, "fget"));
+          if (getter && PyFunction_Check(getter.get())) {
+            VPtr fv = make(VK::Function);
+            fv->obj = getter;
+            return call(f, fv, {obj}, {}, out);
+          }
+          PyErr_Clear();
+        }
+      }
       Ref r = Ref::steal(PyObject_GetAttrString(o, name.c_str()));
       if (!r) {
         const bool missing = PyErr_ExceptionMatches(PyExc_AttributeError);

@@ -325,6 +325,44 @@ def set_returned(x):
     return x + 1, s
 
 
+# ---- properties of Python objects (model configs) ----
+class _Config:
+    def __init__(self):
+        self._output_attentions = False
+        self.hidden = 4
+        self.layer_types = ["full", "sliding", "full"]
+
+    @property
+    def output_attentions(self):
+        return self._output_attentions
+
+    @property
+    def is_sliding(self):
+        return [t == "sliding" for t in self.layer_types]
+
+    @property
+    def is_linear(self):
+        return [False for _ in self.layer_types]
+
+
+_CONFIG = _Config()
+
+
+@case((3,))
+def config_property_branch(x):
+    if _CONFIG.output_attentions:
+        return x - 1
+    return x * _CONFIG.hidden
+
+
+@case((3,))
+def two_list_properties_zipped(x):
+    # masking_utils.find_first_full_attention_index over a cache's properties
+    is_full = [not s and not lin for s, lin in zip(_CONFIG.is_sliding, _CONFIG.is_linear)]
+    idx = is_full.index(True) if True in is_full else 0
+    return x + idx
+
+
 class ImportInForward(nn.Module):
     def __init__(self):
         super().__init__()

@@ -119,3 +119,36 @@ def test_a_set_made_in_the_trace_is_a_new_set_per_call():
     assert second == {"a", "b"} and second is not first
     (entry,) = dynview._C.cache_entries(make_set.__code__)
     assert entry["hits"] == 1
+
+
+class Settings:
+    def __init__(self):
+        self._scale = 2.0
+
+    @property
+    def scale(self):
+        return self._scale
+
+
+SETTINGS = Settings()
+
+
+def scaled(x):
+    return x * SETTINGS.scale
+
+
+def test_property_is_guarded_through_its_getter():
+    # The getter is inlined, so the guard reads SETTINGS._scale: repeat calls hit the cache (a
+    # guard on the property itself could never pass), and a change is seen (a recompile).
+    cf = dynview.compile(scaled, backend="eager")
+    x = torch.ones(3)
+    for _ in range(3):
+        torch.testing.assert_close(cf(x), scaled(x))
+    (entry,) = dynview._C.cache_entries(scaled.__code__)
+    assert entry["hits"] == 2
+    SETTINGS._scale = 5.0
+    try:
+        torch.testing.assert_close(cf(x), x * 5)
+        assert len(dynview._C.cache_entries(scaled.__code__)) == 2
+    finally:
+        SETTINGS._scale = 2.0
