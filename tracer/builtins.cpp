@@ -75,6 +75,7 @@ Translator::Status call_builtin(Translator& t, Frame& f, PyObject* fn, std::vect
       case VK::Dict: return reinterpret_cast<PyObject*>(&PyDict_Type);
       case VK::Const: case VK::Object: case VK::NNModule: return reinterpret_cast<PyObject*>(Py_TYPE(v->obj.get()));
       case VK::Function: return reinterpret_cast<PyObject*>(&PyFunction_Type);
+      case VK::Instance: return v->obj.get();
       default: return nullptr;
     }
   };

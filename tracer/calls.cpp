@@ -737,6 +737,8 @@ Translator::Status Translator::call(Frame& f, VPtr fn, std::vector<VPtr> args,
         for (const VPtr& a : args) traced |= a->kind == VK::Tensor || a->kind == VK::Sym;
         if (traced) return graph_call(f, fn->obj, "", std::move(args), std::move(kwargs), out);
       }
+      if (PyType_Check(o) && !module_is_torch(o) && plain_class(reinterpret_cast<PyTypeObject*>(o)))
+        return construct(f, fn, std::move(args), std::move(kwargs), out);  // a user class: __init__ inlined
       if (o == py().torch_Size.get() || PyType_Check(o) || PyCFunction_Check(o)) {
         // Pure constructors and builtin functions over constants (math.sqrt, slice, torch.Size ...).
         bool all_const = true;

@@ -194,6 +194,48 @@ Translator::Status Translator::subscr(Frame& f, VPtr obj, VPtr idx, VPtr& out) {
   return brk(f, "DV0017", std::string("subscript of a ") + vk_name(obj->kind));
 }
 
+bool plain_class(PyTypeObject* tp) {
+  if (Py_TYPE(tp) != &PyType_Type || !(tp->tp_flags & Py_TPFLAGS_HEAPTYPE) || tp->tp_dictoffset == 0) return false;
+  PyObject* mro = tp->tp_mro;
+  if (!mro || !PyTuple_Check(mro)) return false;
+  for (Py_ssize_t i = 0; i < PyTuple_GET_SIZE(mro); ++i) {
+    auto* b = reinterpret_cast<PyTypeObject*>(PyTuple_GET_ITEM(mro, i));
+    if (b == &PyBaseObject_Type) continue;
+    if (!(b->tp_flags & Py_TPFLAGS_HEAPTYPE) || Py_TYPE(b) != &PyType_Type) return false;
+  }
+  static PyObject* names[3] = {PyUnicode_InternFromString("__new__"), PyUnicode_InternFromString("__setattr__"),
+                               PyUnicode_InternFromString("__getattribute__")};
+  for (PyObject* n : names)
+    if (_PyType_Lookup(tp, n) != _PyType_Lookup(&PyBaseObject_Type, n)) return false;
+  static PyObject* getattr_name = PyUnicode_InternFromString("__getattr__");
+  return _PyType_Lookup(tp, getattr_name) == nullptr;
+}
+
+Translator::Status Translator::construct(Frame& f, const VPtr& cls, std::vector<VPtr> args,
+                                         std::vector<std::pair<std::string, VPtr>> kwargs, VPtr& out) {
+  auto* tp = reinterpret_cast<PyTypeObject*>(cls->obj.get());
+  VPtr inst = make(VK::Instance);
+  inst->obj = cls->obj;
+  inst->self = cls;
+  static PyObject* init_name = PyUnicode_InternFromString("__init__");
+  PyObject* init = _PyType_Lookup(tp, init_name);
+  if (init == _PyType_Lookup(&PyBaseObject_Type, init_name)) {
+    if (!args.empty() || !kwargs.empty())
+      return brk(f, "DV0010", std::string(tp->tp_name) + "() takes no arguments", "the eager frame raises it");
+  } else if (init && PyFunction_Check(init)) {
+    VPtr mv = make(VK::Method);
+    mv->self = inst;
+    mv->obj = Ref::borrow(init);
+    mv->name = "__init__";
+    VPtr r;
+    if (Status s = call(f, mv, std::move(args), std::move(kwargs), r)) return s;
+  } else {
+    return brk(f, "DV0004", std::string("constructing ") + tp->tp_name + ": its __init__ is not a Python function");
+  }
+  out = inst;
+  return std::nullopt;
+}
+
 Translator::Status Translator::call_dunder(Frame& f, const VPtr& obj, const char* name, std::vector<VPtr> args, VPtr& out,
                                            bool& handled) {
   handled = false;
@@ -233,6 +275,15 @@ Translator::Status Translator::truth(Frame& f, VPtr v, bool& out) {
       int r = PyObject_IsTrue(v->obj.get());  // Sequential/ModuleList define __len__
       if (r < 0) return brk(f, "DV0010", "bool() of module raised");
       out = r == 1;
+      return std::nullopt;
+    }
+    case VK::Instance: {  // True unless its class says otherwise
+      static PyObject* bool_name = PyUnicode_InternFromString("__bool__");
+      static PyObject* len_name = PyUnicode_InternFromString("__len__");
+      auto* tp = reinterpret_cast<PyTypeObject*>(v->obj.get());
+      if (_PyType_Lookup(tp, bool_name) || _PyType_Lookup(tp, len_name))
+        return brk(f, "DV0007", std::string("bool() of a ") + tp->tp_name + " defining __bool__ or __len__");
+      out = true;
       return std::nullopt;
     }
     default: out = true; return std::nullopt;
@@ -293,6 +344,15 @@ Translator::Status Translator::iterate(Frame& f, VPtr v, VPtr& out) {
 }
 
 Translator::Status Translator::store_attr(Frame& f, const VPtr& owner, const std::string& name, const VPtr& value) {
+  if (owner->kind == VK::Instance) {  // made in the trace: its attributes are values (no replay needed)
+    auto* tp = reinterpret_cast<PyTypeObject*>(owner->obj.get());
+    Ref nm = Ref::steal(PyUnicode_FromString(name.c_str()));
+    PyObject* descr = _PyType_Lookup(tp, nm.get());
+    if (descr && Py_TYPE(descr)->tp_descr_set)
+      return brk(f, "DV0008", "assignment to property or descriptor '" + name + "' of " + tp->tp_name);
+    dict_set(*owner, nm, value);
+    return std::nullopt;
+  }
   const char* hint = "dynview replays assignments of tensors, numbers, strings and containers of them to attributes "
                      "of modules and plain objects";
   if ((owner->kind != VK::NNModule && owner->kind != VK::Object) || !owner->obj)
@@ -489,9 +549,69 @@ Translator::Status Translator::getattr(Frame& f, VPtr obj, const std::string& na
       const bool user_instance = obj->kind == VK::Object && (Py_TYPE(o)->tp_flags & Py_TPFLAGS_HEAPTYPE);
       SourcePtr src = (obj->source && (PyModule_Check(o) || PyType_Check(o) || user_instance)) ? Source::attr(obj->source, name) : nullptr;
       if (PyModule_Check(o) && module_is_torch_mod(o)) src = nullptr;  // torch.* is fixed: no guard needed
+      if (PyType_Check(o)) {
+        // A class attribute is guarded as the class (or a base) holds it: the raw object, which
+        // differs from the value read for staticmethods and classmethods. The metaclass's own
+        // attributes (__name__) belong to the class, which is guarded by identity.
+        PyObject* raw = _PyType_Lookup(reinterpret_cast<PyTypeObject*>(o), Ref::steal(PyUnicode_FromString(name.c_str())).get());
+        if (!raw) {
+          src = nullptr;
+        } else if (raw != r.get()) {
+          if (src) add_guard(GuardKind::ID_MATCH, src, Ref::borrow(raw), f, "___check_obj_id(" + src->text() + ", " + repr_of(raw) + ")");
+          src = nullptr;
+        }
+      }
       out = wrap(r, src, f);
       if (!out) return brk(f, "DV0005", "attribute " + name + " cannot be traced");
       return std::nullopt;
+    }
+    case VK::Instance: {
+      auto* tp = reinterpret_cast<PyTypeObject*>(obj->obj.get());
+      Ref nm = Ref::steal(PyUnicode_FromString(name.c_str()));
+      PyObject* cls_attr = _PyType_Lookup(tp, nm.get());
+      if (name == "__class__") {
+        out = obj->self;
+        return std::nullopt;
+      }
+      if (cls_attr && Py_TYPE(cls_attr)->tp_descr_set) {  // data descriptors first: properties
+        if (Py_IS_TYPE(cls_attr, &PyProperty_Type)) {
+          Ref getter = Ref::steal(PyObject_GetAttrString(cls_attr, "fget"));
+          if (getter && PyFunction_Check(getter.get())) {
+            VPtr fv = make(VK::Function);
+            fv->obj = getter;
+            return call(f, fv, {obj}, {}, out);
+          }
+          PyErr_Clear();
+        }
+        return brk(f, "DV0005", "descriptor " + name + " of " + tp->tp_name);
+      }
+      for (size_t i = 0; i < obj->keys.size(); ++i)  // the instance's own attributes
+        if (str_of(obj->keys[i].get()) == name) {
+          out = obj->items[i];
+          return std::nullopt;
+        }
+      if (!cls_attr) return brk(f, kNoAttributeId, "'" + std::string(tp->tp_name) + "' object has no attribute '" + name + "'");
+      if (PyFunction_Check(cls_attr)) {  // a method, bound to the instance
+        VPtr mv = make(VK::Method);
+        mv->self = obj;
+        mv->obj = Ref::borrow(cls_attr);
+        mv->name = name;
+        out = mv;
+        return std::nullopt;
+      }
+      if (Py_IS_TYPE(cls_attr, &PyClassMethod_Type)) {  // bound to the class
+        Ref fn = Ref::steal(PyObject_GetAttrString(cls_attr, "__func__"));
+        if (!fn || !PyFunction_Check(fn.get())) return PyErr_Clear(), brk(f, "DV0005", "classmethod " + name + " of " + tp->tp_name);
+        VPtr mv = make(VK::Method);
+        mv->self = obj->self;
+        mv->obj = fn;
+        mv->name = name;
+        out = mv;
+        return std::nullopt;
+      }
+      // Anything else the class holds (staticmethods, constants, registries): read through the class
+      // as loaded, so it is guarded like any class attribute.
+      return getattr(f, obj->self, name, out);
     }
     case VK::List: case VK::Dict: case VK::Tuple: {  // methods of containers (append, items, get ...)
       if (obj->kind == VK::Tuple)  // a named result (torch.return_types): its fields
