@@ -399,6 +399,20 @@ Translator::Status Translator::store_attr(Frame& f, const VPtr& owner, const std
   return std::nullopt;
 }
 
+// The getter of a property whose fget is a Python function (inlined by the trace), or null.
+static Ref python_getter(PyObject* descr) {
+  if (!descr || !PyObject_TypeCheck(descr, &PyProperty_Type)) return {};
+  Ref getter = Ref::steal(PyObject_GetAttrString(descr, "fget"));
+  if (!getter) PyErr_Clear();
+  return getter && PyFunction_Check(getter.get()) ? getter : Ref();
+}
+
+Translator::Status Translator::call_python(Frame& f, Ref fn, std::vector<VPtr> args, VPtr& out) {
+  VPtr fv = make(VK::Function);
+  fv->obj = std::move(fn);
+  return call(f, fv, std::move(args), {}, out);
+}
+
 Translator::Status Translator::getattr(Frame& f, VPtr obj, const std::string& name, VPtr& out) {
   if ((obj->kind == VK::NNModule || obj->kind == VK::Object) && obj->obj && !output.side_effects.attr_writes.empty()) {
     for (auto w = output.side_effects.attr_writes.rbegin(); w != output.side_effects.attr_writes.rend(); ++w)  // the latest assignment wins
@@ -470,12 +484,7 @@ Translator::Status Translator::getattr(Frame& f, VPtr obj, const std::string& na
         out = mv;
         return std::nullopt;
       }
-      if (cls_attr && PyObject_TypeCheck(cls_attr, &PyProperty_Type)) {
-        Ref getter = Ref::steal(PyObject_GetAttrString(cls_attr, "fget"));
-        VPtr fv = make(VK::Function);
-        fv->obj = getter;
-        return call(f, fv, {obj}, {}, out);
-      }
+      if (Ref getter = python_getter(cls_attr)) return call_python(f, getter, {obj}, out);
       if (cls_attr && is_exact_const(cls_attr)) {
         out = constant(Ref::borrow(cls_attr));
         return std::nullopt;
@@ -527,15 +536,7 @@ Translator::Status Translator::getattr(Frame& f, VPtr obj, const std::string& na
         // unguarded, and the guard could not read it back).
         Ref nm = Ref::steal(PyUnicode_FromString(name.c_str()));
         PyObject* cls_attr = _PyType_Lookup(Py_TYPE(o), nm.get());
-        if (cls_attr && Py_IS_TYPE(cls_attr, &PyProperty_Type)) {
-          Ref getter = Ref::steal(PyObject_GetAttrString(cls_attr, "fget"));
-          if (getter && PyFunction_Check(getter.get())) {
-            VPtr fv = make(VK::Function);
-            fv->obj = getter;
-            return call(f, fv, {obj}, {}, out);
-          }
-          PyErr_Clear();
-        }
+        if (Ref getter = python_getter(cls_attr)) return call_python(f, getter, {obj}, out);
       }
       Ref r = Ref::steal(PyObject_GetAttrString(o, name.c_str()));
       if (!r) {
@@ -574,15 +575,7 @@ Translator::Status Translator::getattr(Frame& f, VPtr obj, const std::string& na
         return std::nullopt;
       }
       if (cls_attr && Py_TYPE(cls_attr)->tp_descr_set) {  // data descriptors first: properties
-        if (Py_IS_TYPE(cls_attr, &PyProperty_Type)) {
-          Ref getter = Ref::steal(PyObject_GetAttrString(cls_attr, "fget"));
-          if (getter && PyFunction_Check(getter.get())) {
-            VPtr fv = make(VK::Function);
-            fv->obj = getter;
-            return call(f, fv, {obj}, {}, out);
-          }
-          PyErr_Clear();
-        }
+        if (Ref getter = python_getter(cls_attr)) return call_python(f, getter, {obj}, out);
         return brk(f, "DV0005", "descriptor " + name + " of " + tp->tp_name);
       }
       for (size_t i = 0; i < obj->keys.size(); ++i)  // the instance's own attributes
