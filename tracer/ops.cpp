@@ -22,6 +22,9 @@ Ref op_fn(const char* name) { return Ref::steal(PyObject_GetAttrString(py().oper
 
 Translator::Status Translator::binary(Frame& f, int nb, VPtr a, VPtr b, VPtr& out) {
   if (nb < 0 || nb >= 26) return brk(f, "DV0018", "unknown binary operator");
+  // `s += x` where s is not a tensor (s = 0; s += t * 2) is s = s + x: numbers have no in-place
+  // forms (and the FX code of operator.iadd on a literal would not even parse).
+  if (nb >= 13 && a->kind != VK::Tensor) nb -= 13;
   const char* name = kBinOpNames[nb];
   if (a->kind == VK::Tensor || b->kind == VK::Tensor) {
     // In-place forms on tensors keep their meaning (x += y mutates x); FX records operator.iadd.
@@ -236,12 +239,29 @@ Translator::Status Translator::construct(Frame& f, const VPtr& cls, std::vector<
   return std::nullopt;
 }
 
+// A class defined by a module of the standard library (sys.stdlib_module_names).
+static bool stdlib_class(PyTypeObject* tp) {
+  static PyObject* names = [] {
+    PyObject* n = PySys_GetObject("stdlib_module_names");  // borrowed
+    Py_XINCREF(n);
+    return n;
+  }();
+  Ref mod = Ref::steal(PyObject_GetAttrString(reinterpret_cast<PyObject*>(tp), "__module__"));
+  if (!mod || !PyUnicode_Check(mod.get()) || !names) return PyErr_Clear(), false;
+  std::string m = str_of(mod.get());
+  Ref top = Ref::steal(PyUnicode_FromString(m.substr(0, m.find('.')).c_str()));
+  const int r = top ? PySet_Contains(names, top.get()) : -1;
+  if (r < 0) PyErr_Clear();
+  return r == 1;
+}
+
 Translator::Status Translator::call_dunder(Frame& f, const VPtr& obj, const char* name, std::vector<VPtr> args, VPtr& out,
                                            bool& handled) {
   handled = false;
   if (obj->kind != VK::Object || !obj->obj) return std::nullopt;
   PyTypeObject* tp = Py_TYPE(obj->obj.get());
   if (!(tp->tp_flags & Py_TPFLAGS_HEAPTYPE)) return std::nullopt;  // builtin types: not Python code
+  if (stdlib_class(tp)) return std::nullopt;  // typing.List[int] and the like: pure, evaluated as they are
   Ref nm = Ref::steal(PyUnicode_FromString(name));
   PyObject* fn = _PyType_Lookup(tp, nm.get());
   if (!fn || !PyFunction_Check(fn)) return std::nullopt;
@@ -290,10 +310,43 @@ Translator::Status Translator::truth(Frame& f, VPtr v, bool& out) {
   }
 }
 
-Translator::Status Translator::iterate(Frame& f, VPtr v, VPtr& out) {
+Translator::Status Translator::pull(Frame& f, const VPtr& it, size_t want) {
+  if (it->kind != VK::Iter || !it->flag) return std::nullopt;  // not lazy: every item is there
+  while (it->flag && it->items.size() < want) {
+    std::vector<VPtr> call_args;
+    for (const VPtr& src : it->cells) {
+      if (Status s = pull(f, src, src->pos + 1)) return s;
+      if (src->pos >= src->items.size()) {  // a source ran out: so did this iterator
+        it->flag = false;
+        return std::nullopt;
+      }
+      call_args.push_back(src->items[src->pos++]);
+    }
+    if (it->name == "filter") {
+      VPtr keep = call_args[0], res = keep;
+      const bool none = it->self->kind == VK::Const && it->self->obj.get() == Py_None;
+      if (!none)
+        if (Status s = call(f, it->self, call_args, {}, res)) return s;
+      bool yes = false;
+      if (Status s = truth(f, res, yes)) return s;
+      if (yes) it->items.push_back(keep);
+      continue;
+    }
+    VPtr res;
+    if (Status s = call(f, it->self, std::move(call_args), {}, res)) return s;
+    it->items.push_back(res);
+  }
+  return std::nullopt;
+}
+
+Translator::Status Translator::iterate(Frame& f, VPtr v, VPtr& out, bool materialize) {
   VPtr it = make(VK::Iter);
   switch (v->kind) {
-    case VK::Iter: out = v; return std::nullopt;
+    case VK::Iter:
+      if (materialize)
+        if (Status s = pull(f, v, SIZE_MAX)) return s;
+      out = v;
+      return std::nullopt;
     case VK::Tuple: case VK::List: it->items = v->items; break;
     case VK::Dict: for (auto& k : v->keys) it->items.push_back(constant(k)); break;
     case VK::Const: case VK::Object: {

@@ -146,7 +146,12 @@ class Translator {
   // (`handled` false otherwise: the caller goes on).
   Status call_dunder(Frame& f, const VPtr& obj, const char* name, std::vector<VPtr> args, VPtr& out, bool& handled);
   Status truth(Frame& f, VPtr v, bool& out);
-  Status iterate(Frame& f, VPtr v, VPtr& out);
+  // An iterator over v (v itself when it is one; a lazy one is run to its end unless `materialize`
+  // is false).
+  Status iterate(Frame& f, VPtr v, VPtr& out, bool materialize = true);
+  // Makes a lazy iterator's (map, filter) items up to index `want` (or its end): their functions run
+  // now, in the order Python runs them.
+  Status pull(Frame& f, const VPtr& it, size_t want);
   Status graph_call(Frame& f, Ref target, const std::string& method, std::vector<VPtr> args,
                     std::vector<std::pair<std::string, VPtr>> kwargs, VPtr& out);
   Status run_frame(Frame& f);

@@ -463,6 +463,72 @@ def instance_refers_to_itself(x):
     return n.me.me.value, n.me is n
 
 
+# ---- regressions: each was a wrong result or an error where eager works ----
+import typing  # noqa: E402
+
+
+@case((3,))
+def augmented_assign_onto_int(x):
+    # T5 / DeBERTa-v2: an accumulator that starts as a Python number
+    s = 0
+    s += x * 2
+    t = 0.5
+    t += x
+    return s, t
+
+
+@case((3,), (3,), (3,))
+def sum_with_start(a, b, c):
+    return sum([b, c], start=a), sum([b, c], a), sum((b, c))
+
+
+@case((3,))
+def jit_annotate(x):
+    y = torch.jit.annotate(typing.Any, x + 1)
+    return torch.jit.annotate(typing.List[torch.Tensor], [y, x])
+
+
+@case((3,))
+def map_taken_twice(x):
+    m = map(lambda t: t + 1, [x, x * 2])
+    return list(m), list(m)
+
+
+@case((3,))
+def extend_with_lazy_map(x):
+    y = [x]
+    y.extend(map(lambda t: t * len(y), [x, x]))
+    return y
+
+
+@case((3,))
+def nonlocal_counter_in_closure(x):
+    count = 0
+
+    def inc():
+        nonlocal count
+        count += 1
+
+    inc()
+    inc()
+    return x + count
+
+
+@case((4,))
+def filter_then_next_and_iter(x):
+    it = filter(lambda n: n % 2 == 0, range(7))
+    first = next(it)
+    same = iter(it) is it
+    return x * first + sum(it), same
+
+
+@case((3,))
+def zip_consumes_iterators(x):
+    a, b = iter([1, 2, 3]), iter([10])
+    pairs = list(zip(a, b))
+    return x * len(pairs), list(a)
+
+
 class ImportInForward(nn.Module):
     def __init__(self):
         super().__init__()
