@@ -1,15 +1,136 @@
 // Python builtins over Values: len, isinstance, getattr, range, min/max, abs, tuple/list/dict,
 // enumerate, zip, sum, sorted, reversed, int/float/bool/str, type, print (a break).
+#include <algorithm>
+#include <functional>
+
 #include "pycache.h"
 #include "tensor_match.h"
 #include "translator.h"
 
 namespace dv {
 
+namespace {
+
+// itertools over traced values, by their structure: the same itertools function runs on tokens that
+// stand for the items ((argument, index) tuples), and its output is mapped back to the values, so
+// product/permutations/chain/... of tensors give exactly what they give eagerly, in the same order.
+// Iterators passed in are consumed; other arguments (r, start, stop, fillvalue) must be constants.
+// (combinations_with_replacement is left out: TorchDynamo 2.13 breaks the graph on it.)
+Translator::Status call_itertools(Translator& t, Frame& f, PyObject* fn, std::vector<VPtr>& args,
+                                  std::vector<std::pair<std::string, VPtr>>& kwargs, VPtr& out, bool& handled) {
+  using Status = Translator::Status;
+  static PyObject* itertools = PyImport_ImportModule("itertools");  // never released (process lifetime)
+  if (!itertools) return PyErr_Clear(), std::nullopt;
+  struct Spec { const char* name; int iterables; PyObject* fn; };  // iterables -1: every positional argument
+  static std::vector<Spec>& specs = *[&] {  // resolved once; the objects live as long as the process
+    auto* v = new std::vector<Spec>{{"product", -1, nullptr}, {"permutations", 1, nullptr}, {"combinations", 1, nullptr},
+                                    {"pairwise", 1, nullptr},
+                                    {"zip_longest", -1, nullptr}, {"chain", -1, nullptr}, {"islice", 1, nullptr},
+                                    {"from_iterable", 1, nullptr}};
+    for (Spec& sp : *v) {
+      PyObject* owner = std::string(sp.name) == "from_iterable" ? PyObject_GetAttrString(itertools, "chain") : nullptr;
+      sp.fn = PyObject_GetAttrString(owner ? owner : itertools, sp.name);
+      Py_XDECREF(owner);
+      PyErr_Clear();
+    }
+    return v;
+  }();
+  const Spec* spec = nullptr;
+  for (const Spec& sp : specs) {
+    if (!sp.fn) continue;
+    if (sp.fn == fn) spec = &sp;
+    else if (PyCFunction_Check(fn) && PyCFunction_Check(sp.fn) && PyCFunction_GET_SELF(fn) == PyCFunction_GET_SELF(sp.fn) &&
+             PyCFunction_GET_FUNCTION(fn) == PyCFunction_GET_FUNCTION(sp.fn))
+      spec = &sp;  // a bound builtin method made anew by each attribute read (chain.from_iterable)
+    if (spec) break;
+  }
+  if (!spec) return std::nullopt;
+  handled = true;
+  const std::string name = spec->name;
+  std::vector<std::vector<VPtr>> seqs;
+  Ref pargs = Ref::steal(PyTuple_New(static_cast<Py_ssize_t>(args.size())));
+  for (size_t a = 0; a < args.size(); ++a) {
+    const bool iterable = spec->iterables < 0 || static_cast<int>(a) < spec->iterables;
+    if (!iterable) {
+      if (args[a]->kind != VK::Const) return t.brk(f, "DV0007", "itertools." + name + " with a non-constant argument");
+      PyTuple_SET_ITEM(pargs.get(), a, Ref::borrow(args[a]->obj.get()).release());
+      continue;
+    }
+    VPtr it;
+    if (Status s = t.iterate(f, args[a], it)) return s;
+    std::vector<VPtr> items(it->items.begin() + static_cast<long>(it->pos), it->items.end());
+    it->pos = it->items.size();
+    if (name == "from_iterable") {  // chain.from_iterable(xs): every x of xs is an iterable too
+      std::vector<VPtr> flat;
+      for (const VPtr& x : items) {
+        VPtr xi;
+        if (Status s = t.iterate(f, x, xi)) return s;
+        flat.insert(flat.end(), xi->items.begin() + static_cast<long>(xi->pos), xi->items.end());
+        xi->pos = xi->items.size();
+      }
+      VPtr r = t.make(VK::Iter);
+      r->items = std::move(flat);
+      out = r;
+      return std::nullopt;
+    }
+    Ref tokens = Ref::steal(PyTuple_New(static_cast<Py_ssize_t>(items.size())));
+    for (size_t k = 0; k < items.size(); ++k)
+      PyTuple_SET_ITEM(tokens.get(), k, Py_BuildValue("(nn)", static_cast<Py_ssize_t>(seqs.size()), static_cast<Py_ssize_t>(k)));
+    PyTuple_SET_ITEM(pargs.get(), a, tokens.release());
+    seqs.push_back(std::move(items));
+  }
+  Ref fill_token = Ref::steal(PyTuple_Pack(0));  // zip_longest's fillvalue, mapped back below
+  Ref pkw = Ref::steal(PyDict_New());
+  VPtr fill;
+  for (auto& [k, v] : kwargs) {
+    if (name == "zip_longest" && k == "fillvalue") {
+      fill = v;
+      PyDict_SetItemString(pkw.get(), k.c_str(), fill_token.get());
+    } else if (v->kind == VK::Const) {
+      PyDict_SetItemString(pkw.get(), k.c_str(), v->obj.get());
+    } else {
+      return t.brk(f, "DV0007", "itertools." + name + " with a non-constant keyword argument");
+    }
+  }
+  if (name == "zip_longest" && !fill) {
+    PyDict_SetItemString(pkw.get(), "fillvalue", fill_token.get());
+    fill = t.constant(Ref::borrow(Py_None));
+  }
+  Ref res = Ref::steal(PyObject_Call(fn, pargs.get(), pkw.get()));
+  Ref lst = res ? Ref::steal(PySequence_List(res.get())) : Ref();
+  if (!lst) return PyErr_Clear(), t.brk(f, "DV0010", "itertools." + name + " raised");
+  std::function<VPtr(PyObject*)> back = [&](PyObject* tok) -> VPtr {
+    if (tok == fill_token.get()) return fill;
+    if (PyTuple_Check(tok) && PyTuple_GET_SIZE(tok) == 2 && PyLong_Check(PyTuple_GET_ITEM(tok, 0))) {
+      const Py_ssize_t a = PyLong_AsSsize_t(PyTuple_GET_ITEM(tok, 0)), k = PyLong_AsSsize_t(PyTuple_GET_ITEM(tok, 1));
+      return seqs[static_cast<size_t>(a)][static_cast<size_t>(k)];
+    }
+    VPtr tup = t.make(VK::Tuple);  // a combination: a tuple of tokens
+    for (Py_ssize_t j = 0; j < PyTuple_GET_SIZE(tok); ++j) tup->items.push_back(back(PyTuple_GET_ITEM(tok, j)));
+    return tup;
+  };
+  VPtr r = t.make(VK::Iter);
+  const bool flat = name == "chain" || name == "islice";
+  for (Py_ssize_t j = 0; j < PyList_GET_SIZE(lst.get()); ++j) {
+    PyObject* tok = PyList_GET_ITEM(lst.get(), j);
+    if (flat) r->items.push_back(back(tok));
+    else {  // tuples of items
+      VPtr tup = t.make(VK::Tuple);
+      for (Py_ssize_t q = 0; q < PyTuple_GET_SIZE(tok); ++q) tup->items.push_back(back(PyTuple_GET_ITEM(tok, q)));
+      r->items.push_back(tup);
+    }
+  }
+  out = r;
+  return std::nullopt;
+}
+
+}  // namespace
+
 Translator::Status call_builtin(Translator& t, Frame& f, PyObject* fn, std::vector<VPtr>& args,
                                 std::vector<std::pair<std::string, VPtr>>& kwargs, VPtr& out, bool& handled) {
   if (!PyCFunction_Check(fn) && !PyType_Check(fn)) return std::nullopt;
   using Status = Translator::Status;
+  if (Status s = call_itertools(t, f, fn, args, kwargs, out, handled); s || handled) return s;
   const size_t nargs = args.size();
   if (fn == py().functools_reduce.get() && (nargs == 2 || nargs == 3) && kwargs.empty()) {
     handled = true;
@@ -224,14 +345,37 @@ Translator::Status call_builtin(Translator& t, Frame& f, PyObject* fn, std::vect
       if (seqs.size() != 1) return t.brk(f, "DV0007", "reversed() takes one argument");
       r->items.assign(seqs[0]->items.rbegin(), seqs[0]->items.rend());
     } else if (is("sorted")) {
-      if (seqs.size() != 1 || !kwargs.empty()) return t.brk(f, "DV0007", "sorted() with a key is not supported");
-      auto items = seqs[0]->items;
-      for (auto& x : items) if (x->kind != VK::Const) return t.brk(f, "DV0007", "sorted() of non-constants");
-      Ref lst = Ref::steal(PyList_New(0));
-      for (auto& x : items) PyList_Append(lst.get(), x->obj.get());
-      if (PyList_Sort(lst.get()) < 0) return t.brk(f, "DV0010", "sorted() raised");
+      // sorted(xs, key=k, reverse=b): by constant keys (the items themselves, or what k gives for
+      // each, a tensor included), stable as Python's sort.
+      if (seqs.size() != 1) return t.brk(f, "DV0007", "sorted() takes one iterable");
+      VPtr key_fn;
+      bool reverse = false;
+      for (auto& [k, v] : kwargs) {
+        if (k == "key" && !(v->kind == VK::Const && v->obj.get() == Py_None)) key_fn = v;
+        else if (k == "reverse" && v->kind == VK::Const) reverse = PyObject_IsTrue(v->obj.get()) == 1;
+        else if (k != "key") return t.brk(f, "DV0007", "sorted() with keyword " + k);
+      }
+      const auto& items = seqs[0]->items;
+      std::vector<VPtr> keys;
+      for (const VPtr& x : items) {
+        VPtr kv = x;
+        if (key_fn)
+          if (Status s = t.call(f, key_fn, {x}, {}, kv)) return s;
+        if (kv->kind != VK::Const) return t.brk(f, "DV0007", "sorted() by values that are not constants (tensor values?)");
+        keys.push_back(kv);
+      }
+      std::vector<size_t> order(items.size());
+      for (size_t i = 0; i < order.size(); ++i) order[i] = i;
+      bool raised = false;
+      auto less = [&](size_t a, size_t b) {
+        const int lt = PyObject_RichCompareBool(keys[reverse ? b : a]->obj.get(), keys[reverse ? a : b]->obj.get(), Py_LT);
+        if (lt < 0) raised = true, PyErr_Clear();
+        return lt == 1;
+      };
+      std::stable_sort(order.begin(), order.end(), less);
+      if (raised) return t.brk(f, "DV0010", "sorted() raised comparing keys");
       r = t.make(VK::List);
-      for (Py_ssize_t i = 0; i < PyList_GET_SIZE(lst.get()); ++i) r->items.push_back(t.constant(Ref::borrow(PyList_GET_ITEM(lst.get(), i))));
+      for (size_t i : order) r->items.push_back(items[i]);
     } else {
       if (seqs.size() > 1) return t.brk(f, "DV0007", "too many arguments");
       if (!seqs.empty()) r->items = seqs[0]->items;

@@ -529,6 +529,53 @@ def zip_consumes_iterators(x):
     return x * len(pairs), list(a)
 
 
+# ---- itertools over tensors and constants ----
+import itertools  # noqa: E402
+
+
+@case((2,), (2,), (2,))
+def itertools_product_and_combinations(a, b, c):
+    out = [x * y for x, y in itertools.product([a, b], [c, 2])]
+    out += [x - y for x, y in itertools.combinations([a, b, c], 2)]
+    out += [x + y for x, y in itertools.permutations([a, b], 2)]
+    return out
+
+
+@case((2,), (2,), (2,))
+def itertools_chain_islice_pairwise(a, b, c):
+    flat = list(itertools.chain([a, b], (c,)))
+    nested = list(itertools.chain.from_iterable([[a], [b, c]]))
+    head = list(itertools.islice(flat, 2))
+    diffs = [y - x for x, y in itertools.pairwise(flat)]
+    return flat, nested, head, diffs
+
+
+@case((2,), (2,))
+def itertools_zip_longest(a, b):
+    pairs = list(itertools.zip_longest([a, b, a], [b], fillvalue=0))
+    return [x + y for x, y in pairs], list(itertools.zip_longest([1, 2], [a]))
+
+
+# ---- sorted with a key ----
+@case((2,), (3,), (1,))
+def sorted_tensors_by_size(a, b, c):
+    ts = sorted([a, b, c], key=lambda t: t.numel())
+    names = sorted(["b", "a", "c"], reverse=True)
+    return [t.sum() for t in ts], names
+
+
+@case((3,))
+def sorted_dict_items_by_key(x):
+    d = {"w2": x * 2, "w1": x, "w3": x * 3}
+    return [v for _, v in sorted(d.items(), key=lambda kv: kv[0])]
+
+
+@case((3,))
+def sorted_stable_reverse(x):
+    pairs = [(1, "a"), (0, "b"), (1, "c"), (0, "d")]
+    return x, sorted(pairs, key=lambda p: p[0], reverse=True)
+
+
 class ImportInForward(nn.Module):
     def __init__(self):
         super().__init__()
