@@ -23,6 +23,15 @@ bool module_is_torch(PyObject* fn) {
   return m == "torch" || m.rfind("torch.", 0) == 0;
 }
 
+// operator.itemgetter objects: 1; attrgetter objects: 2; else 0 (pure to construct from constants).
+int operator_getter(PyObject* o) {
+  static PyObject* item = PyObject_GetAttrString(py().operator_mod.get(), "itemgetter");
+  static PyObject* attr = PyObject_GetAttrString(py().operator_mod.get(), "attrgetter");
+  if (!item || !attr) return PyErr_Clear(), 0;
+  PyObject* tp = PyType_Check(o) ? o : reinterpret_cast<PyObject*>(Py_TYPE(o));
+  return tp == item ? 1 : tp == attr ? 2 : 0;
+}
+
 bool is_tensor_method_descriptor(PyObject* fn) {
   Ref cls = Ref::steal(PyObject_GetAttrString(fn, "__objclass__"));
   if (!cls) {
@@ -580,16 +589,17 @@ Translator::Status Translator::call(Frame& f, VPtr fn, std::vector<VPtr> args,
         const bool dict_mutation = self->kind == VK::Dict && (name == "pop" || name == "popitem" || name == "setdefault" ||
                                                               name == "update" || name == "clear" || name == "__setitem__" ||
                                                               name == "__delitem__");
-        if (self->source && ((self->kind == VK::List && (name == "append" || name == "extend" || name == "pop" || name == "insert")) ||
-                             dict_mutation)) {
+        const bool list_mutation = self->kind == VK::List && (name == "append" || name == "extend" || name == "pop" ||
+                                                              name == "insert" || name == "remove" || name == "clear" ||
+                                                              name == "reverse");
+        if (self->source && (list_mutation || dict_mutation)) {
           // A list or dict that lives outside the frame (an argument, the frame's **kwargs, a
           // module's attribute): mutated here, and its new contents written back by the transformed
           // code (lst[:] = [...]; d.clear(); d.update({...})).
           output.side_effects.note_mutation(self);
-        } else if (self->source && (name == "append" || name == "extend" || name == "pop" || name == "insert" || name == "clear" ||
-                                    name == "update" || name == "remove" || name == "__setitem__")) {
+        } else if (self->source && (name == "sort" || name == "__setitem__" || name == "__delitem__" || name == "__iadd__")) {
           return brk(f, "DV0008", "mutating an input " + std::string(vk_name(self->kind)) + " (" + name + ")",
-                     "dynview replays append/extend/pop/insert on input lists; other mutations of inputs are not replayed yet");
+                     "dynview replays the list and dict methods it follows on inputs; this one is not followed yet");
         }
         if (name == "append" && args.size() == 1) { self->items.push_back(args[0]); out = constant(Ref::borrow(Py_None)); return std::nullopt; }
         if (name == "extend" && args.size() == 1) {  // item by item: a lazy map sees the list grow
@@ -629,6 +639,31 @@ Translator::Status Translator::call(Frame& f, VPtr fn, std::vector<VPtr> args,
           bool handled = false;
           if (Status s = dict_method(f, self, name, args, kwargs, out, handled)) return s;
           if (handled) return std::nullopt;
+        }
+        if (self->kind == VK::List && name == "remove" && args.size() == 1 && args[0]->kind == VK::Const) {
+          for (size_t i = 0; i < self->items.size(); ++i) {
+            const VPtr& x = self->items[i];
+            if (x->kind != VK::Const) return brk(f, "DV0002", "list.remove compares a " + std::string(vk_name(x->kind)) + " by value");
+            const int eq = PyObject_RichCompareBool(x->obj.get(), args[0]->obj.get(), Py_EQ);
+            if (eq < 0) return PyErr_Clear(), brk(f, "DV0010", "list.remove raised comparing");
+            if (eq == 1) {
+              self->items.erase(self->items.begin() + static_cast<long>(i));
+              out = constant(Ref::borrow(Py_None));
+              return std::nullopt;
+            }
+          }
+          return brk(f, "DV0010", "list.remove(x): x not in list", "the eager frame raises it");
+        }
+        if (self->kind == VK::List && (name == "clear" || name == "reverse" || name == "copy") && args.empty()) {
+          if (name == "copy") {
+            out = make(VK::List);
+            out->items = self->items;
+            return std::nullopt;
+          }
+          if (name == "clear") self->items.clear();
+          else std::reverse(self->items.begin(), self->items.end());
+          out = constant(Ref::borrow(Py_None));
+          return std::nullopt;
         }
         if ((name == "index" || name == "count") && args.size() == 1 && args[0]->kind == VK::Const) {
           long count = 0, first = -1;
@@ -670,6 +705,37 @@ Translator::Status Translator::call(Frame& f, VPtr fn, std::vector<VPtr> args,
           }
       }
       if (o == reinterpret_cast<PyObject*>(&PySuper_Type)) return call_super(f, args, out);
+      if (const int kind = operator_getter(o); kind && args.size() == 1 && kwargs.empty()) {
+        // operator.itemgetter(k...)(x) / attrgetter("a.b"...)(x): x[k] / x.a.b, one or a tuple
+        Ref red = Ref::steal(PyObject_CallMethod(o, "__reduce__", nullptr));
+        if (!red || !PyTuple_Check(red.get()) || PyTuple_GET_SIZE(red.get()) < 2 || !PyTuple_Check(PyTuple_GET_ITEM(red.get(), 1)))
+          return PyErr_Clear(), brk(f, "DV0004", "call of an operator getter");
+        PyObject* keys = PyTuple_GET_ITEM(red.get(), 1);
+        std::vector<VPtr> got;
+        for (Py_ssize_t i = 0; i < PyTuple_GET_SIZE(keys); ++i) {
+          PyObject* k = PyTuple_GET_ITEM(keys, i);
+          VPtr v = args[0];
+          if (kind == 1) {
+            if (Status s = subscr(f, v, constant(Ref::borrow(k)), v)) return s;
+          } else {
+            std::string path = str_of(k);
+            for (size_t start = 0; start <= path.size();) {
+              const size_t dot = path.find('.', start);
+              if (Status s = getattr(f, v, path.substr(start, dot - start), v)) return s;
+              if (dot == std::string::npos) break;
+              start = dot + 1;
+            }
+          }
+          got.push_back(v);
+        }
+        if (got.size() == 1) {
+          out = got[0];
+        } else {
+          out = make(VK::Tuple);
+          out->items = std::move(got);
+        }
+        return std::nullopt;
+      }
       if (fn->kind == VK::Object && Py_IS_TYPE(o, reinterpret_cast<PyTypeObject*>(py().functools_partial.get())))
         return call_partial(f, o, args, kwargs, out);
       bool handled = false;
@@ -768,7 +834,8 @@ Translator::Status Translator::call(Frame& f, VPtr fn, std::vector<VPtr> args,
           // Builtin functions and pure value types (range, slice, tuple, torch.Size, ...) only.
           // torch.finfo/iinfo(dtype) are immutable descriptions of a dtype: fine.
           const bool dtype_info = o == py().torch_finfo.get() || o == py().torch_iinfo.get();
-          if (out->kind == VK::Object && PyType_Check(o) && !PyRange_Check(r.get()) && !PyCFunction_Check(o) && !dtype_info)
+          if (out->kind == VK::Object && PyType_Check(o) && !PyRange_Check(r.get()) && !PyCFunction_Check(o) && !dtype_info &&
+              !operator_getter(r.get()))
             return brk(f, "DV0004", "constructing " + callable_name(o) + " inside the traced code");
           return std::nullopt;
         }

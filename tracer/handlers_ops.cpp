@@ -108,7 +108,18 @@ Status op_STORE_SUBSCR(Translator& t, Frame& f, const Instr&) {  // (v container
     if (Status s = t.graph_call(f, py().setitem, "", {cont, sub, v}, {}, out)) return s;
   } else if ((cont->kind == VK::List || cont->kind == VK::Dict) && sub->kind == VK::Const) {
     if (cont->source) t.output.side_effects.note_mutation(cont);  // written back after the graph
-    if (cont->kind == VK::List) {
+    if (cont->kind == VK::List && PySlice_Check(sub->obj.get())) {  // lst[a:b] = iterable
+      Py_ssize_t start, stop, step, len, n = static_cast<Py_ssize_t>(cont->items.size());
+      if (PySlice_GetIndicesEx(sub->obj.get(), n, &start, &stop, &step, &len) < 0 || step != 1)
+        return PyErr_Clear(), t.brk(f, "DV0018", "list slice assignment with a step");
+      VPtr it;
+      if (Status s = t.iterate(f, v, it)) return s;
+      std::vector<VPtr> repl(it->items.begin() + static_cast<long>(it->pos), it->items.end());
+      it->pos = it->items.size();
+      if (stop < start) stop = start;
+      cont->items.erase(cont->items.begin() + start, cont->items.begin() + stop);
+      cont->items.insert(cont->items.begin() + start, repl.begin(), repl.end());
+    } else if (cont->kind == VK::List) {
       long i = PyLong_AsLong(sub->obj.get());
       long n = static_cast<long>(cont->items.size());
       if (i < 0) i += n;

@@ -576,6 +576,119 @@ def sorted_stable_reverse(x):
     return x, sorted(pairs, key=lambda p: p[0], reverse=True)
 
 
+# ---- statements and builtins on constants, the way model code uses them ----
+import math  # noqa: E402
+import operator  # noqa: E402
+import os  # noqa: E402
+
+_LAYERS = 3
+
+
+@case((3,))
+def fstring_and_format_keys(x):
+    d = {f"layer_{i}": x * i for i in range(_LAYERS)}
+    key = "layer_{}".format(_LAYERS - 1)
+    return d[key] + d["layer_%d" % 1]
+
+
+@case((3,))
+def walrus_and_conditional_expression(x):
+    if (n := len(x.shape)) > 0:
+        x = x * n
+    return x if n == 1 else -x
+
+
+@case((4,))
+def str_methods_on_constants(x):
+    name = "model.layers.0.attn"
+    parts = name.split(".")
+    idx = int(parts[2]) if parts[2].isdigit() else -1
+    ok = name.startswith("model.") and name.endswith("attn") and "-".join(parts[:2]) == "model-layers"
+    return x + idx + ok, name.upper().replace(".", "/")
+
+
+@case((3,))
+def math_functions(x):
+    scale = math.sqrt(64) / math.log(math.e) + math.floor(2.7) + math.ceil(0.2) + math.inf * 0 if False else math.sqrt(64)
+    return x * scale + math.pi + math.cos(0.0) + math.pow(2, 3)
+
+
+@case((3,), (3,))
+def list_methods_and_slices(a, b):
+    xs = [a, b, a * 2, b * 2]
+    last = xs.pop()
+    xs[1:1] = [last]
+    del xs[0]
+    sizes = [3, 1, 4, 1]
+    sizes.remove(1)
+    n = sizes.count(1) + sizes.index(4)
+    ys = [0] * 3
+    ys[1] = 5
+    return xs, last * n, ys, sizes
+
+
+def _sizes(seed):
+    return [[3, 1, 4, 1, 5]]
+
+
+@case((3,), extra=_sizes)
+def input_list_remove_reverse_clear(x, sizes):
+    sizes.remove(1)
+    sizes.reverse()
+    first = sizes[0]
+    kept = sizes.copy()
+    sizes.clear()
+    return x * first, kept
+
+
+@case((3,))
+def min_max_any_all_constants(x):
+    sizes = [4, 2, 9]
+    flags = [True, False]
+    return x * max(sizes) - min(sizes, default=0) + any(flags) + all(flags) + max(3, 5, 1)
+
+
+@case((3,))
+def operator_module_helpers(x):
+    get1 = operator.itemgetter(1)
+    get02 = operator.itemgetter(0, 2)
+    shape_of = operator.attrgetter("shape")
+    triple = (x, x * 2, x * 3)
+    a, c = get02(triple)
+    return get1(triple) + a + c + operator.mul(x, 3) + operator.neg(x), shape_of(x)
+
+
+@case((3,))
+def environ_get_default(x):
+    mode = os.environ.get("DYNVIEW_TEST_UNSET_VARIABLE", "add")
+    return x + 1 if mode == "add" else x - 1
+
+
+_TOTAL = 0
+
+
+@case((3,))
+def global_statement_and_del(x):
+    y = x * 2
+    z = y + 1
+    del y
+    return z
+
+
+@case((2, 3))
+def unpacking_star_and_swap(x):
+    a, *rest = x.shape + (5, 6)
+    b, c = rest[0], rest[-1]
+    b, c = c, b
+    return x * a + b - c
+
+
+@case((3,))
+def bool_int_float_str_of_constants(x):
+    n = int("3") + int(2.9) + float("0.5") + bool(0) + len(str(12345))
+    return x * n, repr("a"), str(None)
+
+
 class ImportInForward(nn.Module):
     def __init__(self):
         super().__init__()
