@@ -308,7 +308,11 @@ def test_observer_events_are_complete_and_in_order():
                 seen.append((codes[frame.f_code], frame.f_lasti))
             return tracer
         return None
+    # CPython 3.12.1 turns on opcode events only if some frame asked for them before settrace.
+    me = sys._getframe()
+    me.f_trace_opcodes = True
     sys.settrace(tracer)
+    me.f_trace_opcodes = False
     try:
         _ev_fn(torch.ones(2, 3), torch.ones(2, 3))
     finally:
