@@ -66,6 +66,7 @@ struct GuardEvent {
   CompileId id;
   std::string kind, text;
   int step, line;
+  std::string filename;  // the file `line` is in (the frame, possibly inlined, that added the guard)
 };
 struct GraphNodeEvent {
   CompileId id;
@@ -94,8 +95,11 @@ struct CodeEvent {
   std::string name, listing;   // generated code object and its disassembly (may be empty)
   int code = -1;               // id of the generated code object (announced just before)
 };
+// EagerRun: a call of a frame the engine runs eagerly (a break that could not split it, the recompile
+// limit), after the call that decided it; counted like hits (the recorder attributes it to the code's
+// latest compile).
 struct CacheEvent {
-  enum Kind { Hit, Miss, Recompile, LimitHit } kind;
+  enum Kind { Hit, Miss, Recompile, LimitHit, EagerRun } kind;
   std::string qualname, filename;
   int firstlineno;
   int entry;                          // Hit: index of the entry

@@ -67,7 +67,7 @@ json compiles_of(const trace::TraceReader& r) {
     } else if (t == "guard") {
       (*comp)["guards"].push_back(json{{"index", json_get<int64_t>(ev, "i", -1)}, {"kind", json_get<std::string>(ev, "kind", "")},
                                        {"text", json_get<std::string>(ev, "text", "")}, {"step", json_get<int64_t>(ev, "step", -1)},
-                                       {"line", json_get<int64_t>(ev, "line", -1)}});
+                                       {"line", json_get<int64_t>(ev, "line", -1)}, {"filename", json_get<std::string>(ev, "filename", "")}});
     }
   }
   // A compile cut off before its end (the process was killed): its steps are those recorded from
@@ -84,6 +84,7 @@ json compiles_of(const trace::TraceReader& r) {
 // The counts every report gives (explain, recompiles, check, stats: one definition).
 json counts_of(const trace::TraceReader& r, const json& comps) {
   int64_t graphs = 0, breaks = 0, guards = 0, steps = 0, ops = 0, recompiles = 0, limit_hits = 0, eager = 0, incomplete = 0;
+  int64_t hits = 0, eager_runs = 0;
   for (const json& c : comps) {
     graphs += static_cast<int64_t>(c["graphs"].size());
     breaks += static_cast<int64_t>(c["breaks"].size());
@@ -99,10 +100,12 @@ json counts_of(const trace::TraceReader& r, const json& comps) {
     const std::string kind = json_get<std::string>(ev, "kind", "");
     recompiles += kind == "recompile";
     limit_hits += kind == "limit";
+    if (kind == "hit") hits += json_get<int64_t>(ev, "count", 0);
+    if (kind == "eager") eager_runs += json_get<int64_t>(ev, "count", 0);
   }
   return json{{"compiles", comps.size()}, {"graphs", graphs}, {"graph_breaks", breaks}, {"guards", guards}, {"ops", ops},
               {"steps", steps}, {"recompiles", recompiles}, {"recompile_limit_hits", limit_hits}, {"eager_fallbacks", eager},
-              {"incomplete_compiles", incomplete}};
+              {"incomplete_compiles", incomplete}, {"cache_hits", hits}, {"eager_runs", eager_runs}};
 }
 
 json problems_of(const trace::TraceReader& r) {
@@ -227,9 +230,12 @@ std::string recompiles_text(const json& j) {
     s += "\n";
     for (const json& f : x["failures"]) {
       s += "  - " + json_get<std::string>(f, "entry", json_get<std::string>(x, "entry", "")) + ": " + json_get<std::string>(f, "failure", "") + "\n";
-      if (f["guard"].is_object())
-        s += fmt("      guard %s added at step %" PRId64 ", line %" PRId64 ": %s\n", json_get<std::string>(f["guard"], "kind", "").c_str(),
-                 json_get<int64_t>(f["guard"], "step", -1), json_get<int64_t>(f["guard"], "line", -1), json_get<std::string>(f["guard"], "text", "").c_str());
+      if (f["guard"].is_object()) {
+        const std::string file = json_get<std::string>(f["guard"], "filename", "");
+        s += fmt("      guard %s added at step %" PRId64 ", %s%s%" PRId64 ": %s\n", json_get<std::string>(f["guard"], "kind", "").c_str(),
+                 json_get<int64_t>(f["guard"], "step", -1), file.empty() ? "line " : file.c_str(), file.empty() ? "" : ":",
+                 json_get<int64_t>(f["guard"], "line", -1), json_get<std::string>(f["guard"], "text", "").c_str());
+      }
     }
   }
   s += fmt("%" PRId64 " recompile(s), %" PRId64 " recompile limit hit(s)\n", json_get<int64_t>(j, "recompile_count", 0),
@@ -292,6 +298,9 @@ std::string stats_text(const json& j) {
              " eager fallbacks)\n", json_get<int64_t>(c, "graphs", 0), json_get<int64_t>(c, "graph_breaks", 0), json_get<int64_t>(c, "recompiles", 0),
              json_get<int64_t>(c, "recompile_limit_hits", 0), json_get<int64_t>(c, "eager_fallbacks", 0));
   }
+  if (j.contains("counts"))
+    s += fmt("runs       %" PRId64 " cache hits, %" PRId64 " eager runs (calls of frames that run eagerly)\n",
+             json_get<int64_t>(j["counts"], "cache_hits", 0), json_get<int64_t>(j["counts"], "eager_runs", 0));
   s += fmt("chunks     %zu\n", static_cast<size_t>(j["chunks"].get<uint64_t>()));
   s += fmt("events     %zu\n", static_cast<size_t>(j["events"].get<uint64_t>()));
   s += fmt("values     %" PRIu64 "\n", j["values"].get<uint64_t>());
@@ -301,16 +310,17 @@ std::string stats_text(const json& j) {
   return s;
 }
 
+std::vector<std::string> chunk_problems(const trace::TraceReader& r, size_t k) {
+  std::vector<std::string> out;
+  if (const std::string why = r.check_chunk_header(k); !why.empty()) out.push_back("chunk " + std::to_string(k) + ": " + why);
+  if (auto c = r.chunk(k); !c) out.push_back("chunk " + std::to_string(k) + ": step data is corrupt: " + c.error().message());
+  return out;
+}
+
 json integrity(const trace::TraceReader& r) {
   json problems = problems_of(r);
-  for (size_t k = 0; k < r.chunks().size(); ++k) {
-    if (const std::string why = r.check_chunk_header(k); !why.empty())
-      problems.push_back(json{{"what", "chunk " + std::to_string(k) + ": " + why}, {"offset", r.chunks()[k].offset}});
-    auto c = r.chunk(k);
-    if (!c)
-      problems.push_back(json{{"what", "chunk " + std::to_string(k) + ": step data is corrupt: " + c.error().message()},
-                              {"offset", r.chunks()[k].offset}});
-  }
+  for (size_t k = 0; k < r.chunks().size(); ++k)
+    for (const std::string& what : chunk_problems(r, k)) problems.push_back(json{{"what", what}, {"offset", r.chunks()[k].offset}});
   return json{{"complete", r.has_footer()}, {"problems", problems}};
 }
 

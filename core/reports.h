@@ -4,6 +4,7 @@
 #pragma once
 #include <cstdint>
 #include <string>
+#include <vector>
 
 #include <nlohmann/json.hpp>
 
@@ -45,6 +46,9 @@ std::string stats_text(const nlohmann::json& j);
 // `complete` (a footer: the recording process closed it), and every problem, the reader's and
 // those of chunks whose steps do not decode (each decoded once). Reads every chunk.
 nlohmann::json integrity(const trace::TraceReader& r);
+// What is wrong with chunk k beyond the reader's own problems: its stored header against the index,
+// its step data not decoding ("chunk 1: step data is corrupt: ..."). Empty when whole. Decodes it.
+std::vector<std::string> chunk_problems(const trace::TraceReader& r, size_t k);
 
 // Compile-level timeline as Chrome trace-event JSON (Perfetto loads it).
 nlohmann::json chrome(const trace::TraceReader& r);

@@ -239,7 +239,7 @@ void Recorder::push_event(json ev) {
 
 // One cache event per entry hit since the last one, with the count.
 json Recorder::hit_event(const HitKey& k, const std::pair<int, std::string>& count_qualname) const {
-  return json{{"t", "cache"}, {"kind", "hit"}, {"code", k.code}, {"entry_id", k.id}, {"entry_c", k.compile}, {"entry", k.entry},
+  return json{{"t", "cache"}, {"kind", k.entry < 0 ? "eager" : "hit"}, {"code", k.code}, {"entry_id", k.id}, {"entry_c", k.compile}, {"entry", k.entry},
               {"count", count_qualname.first}, {"qualname", count_qualname.second}, {"us", w_->micros()}};
 }
 
@@ -468,6 +468,7 @@ void Recorder::on_compile_start(const CompileStartEvent& e) {
   if (closed_) return;
   cur_ = e.id;
   cur_idx_ = next_idx_++;
+  if (e.code >= 0) last_compile_[e.code] = e.id;
   cidx_[{e.id.frame, e.id.recompile}] = cur_idx_;
   base_ = enq_steps_;
   guards_in_compile_ = 0;
@@ -534,7 +535,7 @@ void Recorder::on_value(const ValueEvent& e) {
 
 void Recorder::on_guard(const GuardEvent& e) {
   if (closed_) return;
-  push_event(json{{"t", "guard"}, {"c", cidx_of(e.id)}, {"i", guards_in_compile_++}, {"kind", e.kind},
+  push_event(json{{"t", "guard"}, {"c", cidx_of(e.id)}, {"i", guards_in_compile_++}, {"kind", e.kind}, {"filename", e.filename},
                   {"text", e.text}, {"step", global_step(e.step)}, {"line", e.line}});
 }
 
@@ -568,8 +569,13 @@ void Recorder::on_code(const CodeEvent& e) {
 
 void Recorder::on_cache(const CacheEvent& e) {
   if (closed_) return;
-  if (e.kind == CacheEvent::Hit) {
-    HitKey key{e.code, cidx_of(e.entry_id), id_text(e.entry_id), e.entry};
+  if (e.kind == CacheEvent::Hit || e.kind == CacheEvent::EagerRun) {
+    // An eager run counts for the code's latest compile (the one that ended eager, or the last
+    // before the recompile limit), as entry -1.
+    const auto last = last_compile_.find(e.code);
+    if (e.kind == CacheEvent::EagerRun && last == last_compile_.end()) return;
+    const CompileId id = e.kind == CacheEvent::Hit ? e.entry_id : last->second;
+    HitKey key{e.code, cidx_of(id), id_text(id), e.kind == CacheEvent::Hit ? e.entry : -1};
     lock_h();
     auto& h = hits_[std::move(key)];
     if (++h.first == 1) h.second = e.qualname;
@@ -577,7 +583,7 @@ void Recorder::on_cache(const CacheEvent& e) {
     hits_pending_ = true;
     return;
   }
-  static const char* kinds[] = {"hit", "miss", "recompile", "limit"};
+  static const char* kinds[] = {"hit", "miss", "recompile", "limit", "eager"};
   json ev{{"t", "cache"}, {"kind", kinds[e.kind]}, {"code", e.code}, {"qualname", e.qualname}, {"filename", e.filename},
           {"firstlineno", e.firstlineno}, {"us", w_->micros()}};
   if (e.kind != CacheEvent::Miss) {

@@ -183,6 +183,7 @@ class Recorder final : public EngineObserver {
   std::map<std::string, SourceFile> sources_;
   void record_source(const bc::CodeInfo& co);
   std::map<std::pair<int, int>, int> cidx_;       // (frame, recompile) -> compile index
+  std::map<int, CompileId> last_compile_;          // code id -> its latest compile (eager runs count there)
   CompileId cur_{-1, -1};
   int cur_idx_ = -1, next_idx_ = 0, guards_in_compile_ = 0;
   uint64_t base_ = 0, step_gaps_ = 0;

@@ -66,8 +66,8 @@ Translator::Status call_builtin(Translator& t, Frame& f, PyObject* fn, std::vect
   auto python_type_of = [&](const VPtr& v) -> PyObject* {
     switch (v->kind) {
       case VK::Tensor: {
-        for (size_t i = 0; i < t.inputs.size(); ++i)
-          if (t.inputs[i].second == v->node) return reinterpret_cast<PyObject*>(Py_TYPE(t.input_objects[i].get()));
+        for (size_t i = 0; i < t.output.inputs.size(); ++i)
+          if (t.output.inputs[i].second == v->node) return reinterpret_cast<PyObject*>(Py_TYPE(t.output.input_objects[i].get()));
         return py().torch_Tensor.get();
       }
       case VK::Tuple: return reinterpret_cast<PyObject*>(&PyTuple_Type);

@@ -222,12 +222,12 @@ Translator::Status Translator::graph_call(Frame& f, Ref target, const std::strin
     std::vector<Ref> ex;
     for (Py_ssize_t i = 0; i < PyTuple_GET_SIZE(pargs.get()); ++i) ex.push_back(Ref::borrow(PyTuple_GET_ITEM(pargs.get(), i)));
     // (Shape rules in C++ read static sizes: dynamic compiles run every op on fake tensors.)
-    if (!dyn_) result = pointwise_example(target.get(), method, ex, PyDict_GET_SIZE(pkw.get()) > 0);
+    if (!output.dynamic()) result = pointwise_example(target.get(), method, ex, PyDict_GET_SIZE(pkw.get()) > 0);
   }
   if (result) {
     // Pointwise fast path: the example value came from shape and dtype rules (pointwise.cpp).
   } else if (!method.empty()) {
-    if (!dyn_ && any_tensor && method == "to") {
+    if (!output.dynamic() && any_tensor && method == "to") {
       // Meta examples stay on meta: the real device is tracked beside them (`device`).
       if (has_device_kw) PyDict_SetItemString(pkw.get(), "device", py().meta_str.get());
       for (Py_ssize_t i = 1; i < PyTuple_GET_SIZE(pargs.get()); ++i) {
@@ -242,9 +242,9 @@ Translator::Status Translator::graph_call(Frame& f, Ref target, const std::strin
     Ref m = Ref::steal(PyObject_GetAttrString(PyTuple_GET_ITEM(pargs.get(), 0), method.c_str()));
     Ref rest = Ref::steal(PyTuple_GetSlice(pargs.get(), 1, PyTuple_GET_SIZE(pargs.get())));
     if (m && rest) result = Ref::steal(PyObject_Call(m.get(), rest.get(), pkw.get()));
-  } else if (!any_tensor && dyn_) {
+  } else if (!any_tensor && output.dynamic()) {
     // Dynamic compile: factories and arithmetic on symbolic ints run under the fake mode.
-    result = Ref::steal(PyObject_CallMethod(dyn_.get(), "factory", "OOO", target.get(), pargs.get(), pkw.get()));
+    result = Ref::steal(PyObject_CallMethod(output.shapes(), "factory", "OOO", target.get(), pargs.get(), pkw.get()));
   } else if (!any_tensor) {
     // A factory (torch.zeros(3), torch.arange(n)): ask for a meta result; fall back to a real one.
     Ref kw2 = Ref::steal(PyDict_Copy(pkw.get()));
@@ -276,8 +276,8 @@ Translator::Status Translator::graph_call(Frame& f, Ref target, const std::strin
     device = Ref::borrow(Py_None);
   }
   auto add_node = [&](Ref example) {
-    int n = method.empty() ? graph.add_call_function(target, targs, tkw, example, cur_step_)
-                           : graph.add_call_method(method, targs, tkw, example, cur_step_);
+    int n = method.empty() ? output.graph.add_call_function(target, targs, tkw, example, cur_step_)
+                           : output.graph.add_call_method(method, targs, tkw, example, cur_step_);
     if (obs_) obs_->on_graph_node(GraphNodeEvent{id_, n, cur_step_, method.empty() ? "call_function" : "call_method", what});
     return n;
   };
@@ -319,7 +319,7 @@ Translator::Status Translator::graph_call(Frame& f, Ref target, const std::strin
           tup->items.push_back(constant(ex));
           continue;
         }
-        int gi = graph.add_call_function(py().getitem, {base, idx}, {}, ex, cur_step_);
+        int gi = output.graph.add_call_function(py().getitem, {base, idx}, {}, ex, cur_step_);
         tup->items.push_back(from_example(f, ex, gi, device));
       }
       out = tup;
@@ -350,7 +350,7 @@ Translator::Status Translator::meta_result(Frame& f, const VPtr& self, const std
       if (!to_arg(a, t)) return brk(f, "DV0013", "unsupported argument to Tensor." + method);
       targs.push_back(std::move(t));
     }
-    const int n = graph.add_call_method(method, std::move(targs), {}, r, cur_step_);
+    const int n = output.graph.add_call_method(method, std::move(targs), {}, r, cur_step_);
     if (obs_) obs_->on_graph_node(GraphNodeEvent{id_, n, cur_step_, "call_method", "Tensor." + method});
     out = sym_value(r, n);
     return std::nullopt;
@@ -576,10 +576,15 @@ Translator::Status Translator::call(Frame& f, VPtr fn, std::vector<VPtr> args,
         return graph_call(f, {}, name, std::move(a), std::move(kwargs), out);
       }
       if (self->kind == VK::List || self->kind == VK::Dict || self->kind == VK::Tuple) {
-        if (self->source && self->kind == VK::List && (name == "append" || name == "extend" || name == "pop" || name == "insert")) {
-          // A list that lives outside the frame (an argument, a module's attribute): mutated here,
-          // and its new contents written back by the transformed code (lst[:] = [...]).
-          if (std::find(mutated_lists.begin(), mutated_lists.end(), self) == mutated_lists.end()) mutated_lists.push_back(self);
+        const bool dict_mutation = self->kind == VK::Dict && (name == "pop" || name == "popitem" || name == "setdefault" ||
+                                                              name == "update" || name == "clear" || name == "__setitem__" ||
+                                                              name == "__delitem__");
+        if (self->source && ((self->kind == VK::List && (name == "append" || name == "extend" || name == "pop" || name == "insert")) ||
+                             dict_mutation)) {
+          // A list or dict that lives outside the frame (an argument, the frame's **kwargs, a
+          // module's attribute): mutated here, and its new contents written back by the transformed
+          // code (lst[:] = [...]; d.clear(); d.update({...})).
+          output.side_effects.note_mutation(self);
         } else if (self->source && (name == "append" || name == "extend" || name == "pop" || name == "insert" || name == "clear" ||
                                     name == "update" || name == "remove" || name == "__setitem__")) {
           return brk(f, "DV0008", "mutating an input " + std::string(vk_name(self->kind)) + " (" + name + ")",
@@ -615,13 +620,10 @@ Translator::Status Translator::call(Frame& f, VPtr fn, std::vector<VPtr> args,
           out = l;
           return std::nullopt;
         }
-        if (self->kind == VK::Dict && name == "get" && !args.empty() && args[0]->kind == VK::Const) {
-          for (size_t i = 0; i < self->keys.size(); ++i) {
-            if (PyObject_RichCompareBool(self->keys[i].get(), args[0]->obj.get(), Py_EQ) == 1) { out = self->items[i]; return std::nullopt; }
-          }
-          PyErr_Clear();
-          out = args.size() > 1 ? args[1] : constant(Ref::borrow(Py_None));
-          return std::nullopt;
+        if (self->kind == VK::Dict) {
+          bool handled = false;
+          if (Status s = dict_method(f, self, name, args, kwargs, out, handled)) return s;
+          if (handled) return std::nullopt;
         }
         if ((name == "index" || name == "count") && args.size() == 1 && args[0]->kind == VK::Const) {
           long count = 0, first = -1;
@@ -652,7 +654,7 @@ Translator::Status Translator::call(Frame& f, VPtr fn, std::vector<VPtr> args,
     }
     case VK::Object: {
       PyObject* o = fn->obj.get();
-      if (dyn_ && !module_is_torch(o) && !is_tensor_method_descriptor(o)) {
+      if (output.dynamic() && !module_is_torch(o) && !is_tensor_method_descriptor(o)) {
         // Python callables see Python values: symbolic ints are specialised (and guarded) here,
         // as TorchDynamo does for range(n), int(n) and the like.
         for (VPtr& a : args)
@@ -689,6 +691,14 @@ Translator::Status Translator::call(Frame& f, VPtr fn, std::vector<VPtr> args,
         if (nm == "is_grad_enabled") { out = constant_steal(PyObject_CallNoArgs(o)); return std::nullopt; }
         if (nm == "is_tensor") { out = constant(Ref::borrow(args.size() == 1 && args[0]->kind == VK::Tensor ? Py_True : Py_False)); return std::nullopt; }
         if (nm == "get_default_dtype") { out = constant_steal(PyObject_CallNoArgs(o)); return std::nullopt; }
+        if (nm == "is_compiling" || nm == "is_dynamo_compiling") {  // torch.compiler/_dynamo/_utils: model code takes its compile path
+          out = constant(Ref::borrow(Py_True));
+          return std::nullopt;
+        }
+        if (nm == "is_scripting" || nm == "is_tracing") {  // torch.jit: neither while capturing
+          out = constant(Ref::borrow(Py_False));
+          return std::nullopt;
+        }
         if (nm.rfind("_has_torch_function", 0) == 0 || nm.rfind("has_torch_function", 0) == 0) {
           // torch.overrides' dispatch test: traced tensors are plain tensors (TENSOR_MATCH checks
           // the exact type), so it is False unless an argument is some other object, which could

@@ -213,19 +213,20 @@ struct Rebuilder {
 
 // Common head of a transformed code object: free variables, RESUME, the graph call, the grad mode
 // the rest must run in, and the replayed side effects.
-bool emit_head(Emitter& e, Rebuilder& rb, PyCodeObject* co, const Translator& t, PyObject* compiled,
-               int grad_mode, std::string& why) {
+bool emit_head(Emitter& e, Rebuilder& rb, PyCodeObject* co, const CaptureResult& c, int grad_mode, std::string& why) {
+  PyObject* compiled = c.compiled.get();
+  const OutputGraph& og = c.out;
   if (co->co_nfreevars) e.emit(N::COPY_FREE_VARS, co->co_nfreevars);
   e.emit(N::RESUME, 0);
   if (compiled) {
     e.callable_const(compiled);
-    for (const auto& [src, node] : t.inputs) {
+    for (const auto& [src, node] : og.inputs) {
       if (!e.source(*src)) {
         why = "cannot reload input " + src->text();
         return false;
       }
     }
-    e.call(static_cast<int>(t.inputs.size()));
+    e.call(static_cast<int>(og.inputs.size()));
     e.emit(N::STORE_FAST, rb.outs_slot);
   }
   if (grad_mode >= 0) {  // torch._C._set_grad_enabled(mode)
@@ -234,14 +235,14 @@ bool emit_head(Emitter& e, Rebuilder& rb, PyCodeObject* co, const Translator& t,
     e.call(1);
     e.emit(N::POP_TOP);
   }
-  for (const auto& w : t.attr_writes) {  // attribute assignments, replayed in order: (value owner -- )
+  for (const auto& w : og.side_effects.attr_writes) {  // attribute assignments, replayed in order: (value owner -- )
     if (!rb.value(w.value) || !rb.value(w.owner)) {
       why = "cannot replay the assignment to attribute '" + w.name + "'";
       return false;
     }
     e.emit(N::STORE_ATTR, e.name(w.name));
   }
-  for (const VPtr& l : t.mutated_lists) {  // lst[:] = [new contents]: (value container key -- )
+  for (const VPtr& l : og.side_effects.mutated_lists) {  // lst[:] = [new contents]: (value container key -- )
     for (const VPtr& x : l->items)
       if (!rb.value(x)) {
         why = "cannot write back the mutated list " + l->source->text();
@@ -254,6 +255,28 @@ bool emit_head(Emitter& e, Rebuilder& rb, PyCodeObject* co, const Translator& t,
     }
     e.emit(N::LOAD_CONST, e.konst(Ref::steal(PySlice_New(nullptr, nullptr, nullptr)).get()));
     e.emit(N::STORE_SUBSCR);
+  }
+  for (const VPtr& d : og.side_effects.mutated_dicts) {  // dict.clear(d); dict.update(d, {new contents})
+    for (const char* method : {"clear", "update"}) {
+      Ref fn = Ref::steal(PyObject_GetAttrString(reinterpret_cast<PyObject*>(&PyDict_Type), method));
+      e.callable_const(fn.get());
+      if (!e.source(*d->source)) {
+        why = "cannot reload the mutated dict " + d->source->text();
+        return false;
+      }
+      if (method[0] == 'u') {
+        for (size_t i = 0; i < d->items.size(); ++i) {
+          e.emit(N::LOAD_CONST, e.konst(d->keys[i].get()));
+          if (!rb.value(d->items[i])) {
+            why = "cannot write back the mutated dict " + d->source->text();
+            return false;
+          }
+        }
+        e.emit(N::BUILD_MAP, static_cast<int>(d->items.size()));
+      }
+      e.call(method[0] == 'u' ? 2 : 1);
+      e.emit(N::POP_TOP);
+    }
   }
   return true;
 }
@@ -331,15 +354,15 @@ int count_args(PyCodeObject* co) {
 
 }  // namespace
 
-std::optional<Transformed> generate(PyObject* orig_code, PyObject* globals, PyObject* closure, const Translator& t,
-                                    PyObject* compiled, const VPtr& ret, const std::vector<int>& outputs,
+std::optional<Transformed> generate(PyObject* orig_code, PyObject* globals, PyObject* closure, const CaptureResult& c,
                                     int grad_mode, std::string& why) {
+  const VPtr& ret = c.ret;
   auto* co = reinterpret_cast<PyCodeObject*>(orig_code);
   Emitter e;
   e.nfixed = count_args(co) + 1;
   e.pos = bc::Position{co->co_firstlineno, co->co_firstlineno, bc::kNone, bc::kNone};
-  Rebuilder rb{e, outputs, compiled != nullptr, e.nfixed - 1, {}};
-  if (!emit_head(e, rb, co, t, compiled, grad_mode, why)) return std::nullopt;
+  Rebuilder rb{e, c.outputs, static_cast<bool>(c.compiled), e.nfixed - 1, {}};
+  if (!emit_head(e, rb, co, c, grad_mode, why)) return std::nullopt;
   if (!rb.value(ret)) {
     why = std::string("cannot rebuild the return value (a ") + vk_name(ret->kind) + " or something inside it)";
     return std::nullopt;
@@ -349,8 +372,7 @@ std::optional<Transformed> generate(PyObject* orig_code, PyObject* globals, PyOb
 }
 
 std::optional<Transformed> generate_split(const CodeFacts& facts, PyObject* globals, PyObject* closure,
-                                          const Translator& t, const TraceResult& stop, const SplitPlan& plan,
-                                          PyObject* compiled, const std::vector<int>& outputs, int grad_mode,
+                                          const CaptureResult& stop, const SplitPlan& plan, int grad_mode,
                                           std::string& why) {
   auto* co = reinterpret_cast<PyCodeObject*>(facts.code.get());
   const auto& instrs = facts.decoded.instrs;
@@ -358,8 +380,8 @@ std::optional<Transformed> generate_split(const CodeFacts& facts, PyObject* glob
   Emitter e;
   e.nfixed = count_args(co) + 1;
   e.pos = brk_in.pos.line != bc::kNone ? brk_in.pos : bc::Position{co->co_firstlineno, co->co_firstlineno, bc::kNone, bc::kNone};
-  Rebuilder rb{e, outputs, compiled != nullptr, e.nfixed - 1, {}};
-  if (!emit_head(e, rb, co, t, compiled, grad_mode, why)) return std::nullopt;
+  Rebuilder rb{e, stop.outputs, static_cast<bool>(stop.compiled), e.nfixed - 1, {}};
+  if (!emit_head(e, rb, co, stop, grad_mode, why)) return std::nullopt;
   const size_t S = stop.stack.size();
   if (static_cast<size_t>(plan.operands) > S) {
     why = "the stack is shallower than the breaking instruction's operands";
@@ -403,7 +425,7 @@ std::optional<Transformed> generate_split(const CodeFacts& facts, PyObject* glob
   if (!cells.empty()) {
     std::vector<VPtr> crossing = stop.stack;
     crossing.insert(crossing.end(), local_vals.begin(), local_vals.end());
-    for (const auto& w : t.attr_writes) crossing.push_back(w.value);
+    for (const auto& w : stop.out.side_effects.attr_writes) crossing.push_back(w.value);
     for (const VPtr& v : crossing)
       if (holds_closure(v, 0)) {
         why = "a closure over the frame's cell variables lives across the break";

@@ -20,11 +20,12 @@ struct Transformed {
   std::vector<ResumeInfo> resumes;  // resume functions it calls (split frames)
 };
 
-// `compiled` may be null when the graph is empty; `grad_mode` >= 0: the grad mode the frame ends in
-// (a resume function leaving a with-block entered before the split). On failure returns nullopt and
+// The transformed code of a capture that ran to its return: call the graph (`c.compiled`, null when
+// nothing was recorded) on the inputs reloaded from their sources, replay the side effects, rebuild
+// the return value from the graph outputs. `grad_mode` >= 0: the grad mode the frame ends in (a
+// resume function leaving a with-block entered before the split). On failure returns nullopt and
 // sets `why`.
-std::optional<Transformed> generate(PyObject* orig_code, PyObject* globals, PyObject* closure, const Translator& t,
-                                    PyObject* compiled, const VPtr& ret, const std::vector<int>& outputs,
+std::optional<Transformed> generate(PyObject* orig_code, PyObject* globals, PyObject* closure, const CaptureResult& c,
                                     int grad_mode, std::string& why);
 
 struct SplitPlan;
@@ -32,8 +33,7 @@ struct SplitPlan;
 // what crosses the break, run the breaking instruction (a call or a conditional jump) and return
 // the result of the resume function(s). `grad_mode` >= 0: set it after the graph call.
 std::optional<Transformed> generate_split(const CodeFacts& facts, PyObject* globals, PyObject* closure,
-                                          const Translator& t, const TraceResult& stop, const SplitPlan& plan,
-                                          PyObject* compiled, const std::vector<int>& outputs, int grad_mode,
+                                          const CaptureResult& stop, const SplitPlan& plan, int grad_mode,
                                           std::string& why);
 
 // The object standing for a with-block's grad-mode __exit__ across a split (restores `mode` when

@@ -168,10 +168,41 @@ void add_outputs(const VPtr& v, std::vector<int>& outputs) {
   for (int n : output_nodes(v))
     if (std::find(outputs.begin(), outputs.end(), n) == outputs.end()) outputs.push_back(n);
 }
-// Values assigned to attributes and lists written back come out of the graph too.
-void add_written_outputs(const Translator& t, std::vector<int>& outputs) {
-  for (const auto& w : t.attr_writes) add_outputs(w.value, outputs);
-  for (const VPtr& l : t.mutated_lists) add_outputs(l, outputs);
+
+// ---- the compile pipeline: capture -> outputs -> FX + backend -> shape guards -> codegen -------
+
+// The graph outputs of a capture: the tensors in its return value or, for a capture stopped at a
+// break, in the stack and locals that cross it (inputs among those are reloaded from their
+// sources, not passed through the graph); then the values written to outside objects.
+void plan_outputs(CaptureResult& c) {
+  std::vector<int>& outputs = c.outputs;
+  if (c.stopped) {
+    for (const VPtr& v : c.stack) add_outputs(v, outputs);
+    for (const VPtr& v : c.locals) add_outputs(v, outputs);
+  } else {
+    add_outputs(c.ret, outputs);
+  }
+  for (const auto& w : c.out.side_effects.attr_writes) add_outputs(w.value, outputs);
+  for (const VPtr& l : c.out.side_effects.mutated_lists) add_outputs(l, outputs);
+  for (const VPtr& d : c.out.side_effects.mutated_dicts) add_outputs(d, outputs);
+  if (c.stopped) {
+    const auto& nodes = c.out.graph.nodes();
+    std::erase_if(outputs, [&](int n) { return nodes[static_cast<size_t>(n)].op == GraphNode::Op::Placeholder; });
+  }
+}
+
+// FX module and the backend's callable (wrapped so the transformed code's call of it is never
+// intercepted), then the ShapeEnv's guards. No operator recorded: no graph (as TorchDynamo).
+// False with a Python error set: the backend failed (the user's error, raised as torch.compile
+// does); false with `why` set: a shape guard cannot be expressed.
+bool lower(CaptureResult& c, PyObject* backend, std::string& why) {
+  if (c.out.graph.num_calls() > 0) {
+    c.gm = Ref::steal(c.out.graph.to_fx(c.outputs));
+    if (c.gm) c.compiled = Ref::steal(c.out.compile_with_backend(backend, c.gm.get()));
+    if (c.compiled) c.compiled = Ref::steal(PyCFunction_New(&g_call_graph_def, c.compiled.get()));
+    if (!c.gm || !c.compiled) return false;
+  }
+  return c.out.add_shape_guards(why);
 }
 
 std::string location(PyCodeObject* co) {
@@ -227,108 +258,127 @@ int code_id(PyCodeObject* co) {
   return f ? f->id : -1;
 }
 
-// Compiles the frame; on success adds an entry and returns it. On a break: eager (or raise when
-// fullgraph). Returns nullptr with *eager=true to run the frame eagerly, or with a Python error set.
+// The guards a compile keeps, reported once it knows them (a split compile keeps those of its
+// restarted trace, which stops before the break).
+void report_guards(CompileId id, const std::vector<Guard>& guards) {
+  if (!g_observer) return;
+  for (const Guard& g : guards) g_observer->on_guard(GuardEvent{id, guard_kind_name(g.kind), g.text, g.step, g.line, g.file});
+}
+
+// fullgraph=True: the break becomes a dynview.Unsupported exception.
+void raise_unsupported(const Break& brk) {
+  std::string msg = brk.id + ": " + brk.message + (brk.hint.empty() ? "" : "\n  hint: " + brk.hint) + "\n  at " +
+                    brk.filename + ":" + std::to_string(brk.line);
+  Ref args = Ref::steal(Py_BuildValue("(s)", msg.c_str()));
+  Ref exc = Ref::steal(PyObject_Call(g_unsupported.get(), args.get(), nullptr));
+  if (!exc) return;
+  PyObject_SetAttrString(exc.get(), "break_id", Ref::steal(PyUnicode_FromString(brk.id.c_str())).get());
+  PyObject_SetAttrString(exc.get(), "message", Ref::steal(PyUnicode_FromString(brk.message.c_str())).get());
+  PyObject_SetAttrString(exc.get(), "hint", Ref::steal(PyUnicode_FromString(brk.hint.c_str())).get());
+  PyObject_SetAttrString(exc.get(), "lineno", Ref::steal(PyLong_FromLong(brk.line)).get());
+  PyErr_SetObject(g_unsupported.get(), exc.get());
+}
+
+// Compiles the frame as a pipeline of values: capture -> CaptureResult -> outputs -> FX + backend
+// -> shape guards -> codegen -> cache entry. A break splits the frame: a second capture stops
+// before the breaking root instruction, and its result is compiled and continued in resume
+// functions. On success adds an entry and returns it; returns nullptr with *eager=true to run the
+// frame eagerly, or with a Python error set (a backend error; fullgraph's Unsupported).
 Entry* compile_frame(CodeState& st, PyCodeObject* co, _PyInterpreterFrame* frame, const std::string& reason, bool* eager) {
   *eager = false;
   if (st.frame_id < 0) st.frame_id = g_next_frame_id++;
   CompileId id{st.frame_id, static_cast<int>(st.entries.size()) + st.recompiles};
   const auto t0 = std::chrono::steady_clock::now();
+  auto elapsed = [&]() { return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count(); };
   CompileRecord rec;
   rec.id = id;
   rec.qualname = str_of(co->co_qualname);
   rec.filename = str_of(co->co_filename);
   rec.firstlineno = co->co_firstlineno;
   rec.reason = reason;
+  auto* code = reinterpret_cast<PyObject*>(co);
+  const CodeFacts* facts = code_facts(code);
+  if (!facts) PyErr_Clear();
   if (g_observer) {
-    const CodeFacts* facts = code_facts(reinterpret_cast<PyObject*>(co));
-    if (!facts || !announce_code(g_observer, facts)) PyErr_Clear();
+    if (facts && !announce_code(g_observer, facts)) PyErr_Clear();
     g_observer->on_compile_start(CompileStartEvent{id, rec.qualname, rec.filename, rec.firstlineno, reason, facts ? facts->id : -1});
   }
   PyObject* closure = shim::frame_closure(frame);
   PyObject* const globals = shim::frame_globals(frame);
-  PyObject* const builtins = shim::frame_builtins(frame);
-  PyObject* const* const locals = shim::frame_locals(frame);
+  CaptureRequest req;
+  req.id = id;
+  req.obs = g_observer;
+  req.code = code;
+  req.globals = globals;
+  req.builtins = shim::frame_builtins(frame);
+  req.args = shim::frame_locals(frame);
+  req.closure = closure;
+  req.frame_state = &st.frame_state;
+  req.dynamic_mode = static_cast<DynamicMode>(mode().dynamic);
+  // Each capture runs from the grad mode the frame starts in; the mode it ends in is what the
+  // transformed code must leave (a resume function may leave a with-block the frame entered).
   const bool grad_before = grad_enabled();
-  Translator tr(id, g_observer);
-  tr.frame_state = &st.frame_state;
-  tr.dynamic_mode = static_cast<DynamicMode>(mode().dynamic);
-  TraceResult res = tr.run_root(reinterpret_cast<PyObject*>(co), globals, builtins, locals, closure);
-  const bool grad_at_end = grad_enabled();  // a resume function may leave a with-block the frame entered in
-  set_grad(grad_before);
-  std::optional<Break> brk = res.brk;
-  Ref gm, compiled;
-  std::vector<int> outputs;
-  std::optional<Transformed> tf;
-  Translator* used = &tr;  // the translator whose graph and guards the entry keeps
-  std::unique_ptr<Translator> tr2;
-  std::string no_split;  // why a break did not split the frame
-  auto build_graph = [&](Translator& t) -> bool {  // gm + compiled; false: backend error (Python error set)
-    if (t.graph.num_calls() == 0) return true;
-    gm = Ref::steal(t.graph.to_fx(outputs));
-    if (gm) compiled = Ref::steal(t.compile_with_backend(mode().backend.get(), gm.get()));
-    if (compiled) compiled = Ref::steal(PyCFunction_New(&g_call_graph_def, compiled.get()));
-    return gm && compiled;
+  auto run_capture = [&](const CaptureRequest& r, int& grad_change) {
+    CaptureResult c = capture(r);
+    const bool grad_after = grad_enabled();
+    set_grad(grad_before);
+    grad_change = grad_after != grad_before ? int(grad_after) : -1;
+    return c;
   };
-  auto backend_error = [&]() {
+  auto backend_error = [&]() -> Entry* {
     // Backend failures are errors of the user's configuration: surface them like torch.compile.
-    const double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-    if (g_observer) g_observer->on_compile_end(CompileEndEvent{id, "error", 0, 0, secs});
+    if (g_observer) g_observer->on_compile_end(CompileEndEvent{id, "error", 0, 0, elapsed()});
+    return nullptr;
   };
+  int grad_change = -1;
+  CaptureResult first = run_capture(req, grad_change);
+  std::optional<Break> brk = first.brk;
+  std::optional<CaptureResult> split;  // the restarted capture of a split frame
+  const CaptureResult* kept = &first;  // the capture whose graph and guards the entry keeps
+  std::optional<Transformed> tf;
+  std::string no_split;  // why a break did not split the frame
   if (!brk) {
-    // No operator recorded: no graph (as TorchDynamo); inputs returned as they are are reloaded.
-    outputs = output_nodes(res.ret);
-    add_written_outputs(tr, outputs);
-    if (!build_graph(tr)) return backend_error(), nullptr;
+    plan_outputs(first);
     std::string why;
-    if (!tr.add_shape_guards(why)) {
+    if (!lower(first, mode().backend.get(), why)) {
+      if (PyErr_Occurred()) return backend_error();
       brk = Break{"DV0021", "dynamic shapes: a guard cannot be expressed (" + why + ")",
                   "mark the input static, or compile with dynamic=False", rec.filename, -1, 0, -1, {}, -1};
     }
-    if (!brk) tf = generate(reinterpret_cast<PyObject*>(co), globals, closure, tr, compiled.get(), res.ret, outputs,
-                            grad_at_end != grad_before ? int(grad_at_end) : -1, why);
+    if (!brk) tf = generate(code, globals, closure, first, grad_change, why);
     if (!brk && !tf) brk = Break{"DV0020", "cannot generate code: " + why, "", rec.filename, -1, 0, -1, {}, -1};
   } else if (!mode().fullgraph) {
-    // Split the frame at the break: trace again up to the breaking root instruction, compile what
+    // Split the frame at the break: capture again up to the breaking root instruction, compile what
     // came before it, and continue in resume functions (TorchDynamo's partial graphs).
-    const CodeFacts* facts = code_facts(reinterpret_cast<PyObject*>(co));
     SplitPlan plan;
-    if (!facts) PyErr_Clear(), no_split = "cannot decode the code object";
+    if (!facts) no_split = "cannot decode the code object";
     else if (brk->root_ip < 0) no_split = "the break is before the first instruction";
     else plan_split(*facts, brk->root_ip, plan, no_split);
     if (no_split.empty()) {
-      tr2 = std::make_unique<Translator>(id, nullptr);
-      tr2->frame_state = &st.frame_state;
-      tr2->dynamic_mode = tr.dynamic_mode;
-      tr2->stop_at = plan.index;
-      TraceResult stop = tr2->run_root(reinterpret_cast<PyObject*>(co), globals, builtins, locals, closure);
-      const bool grad_at_stop = grad_enabled();
-      set_grad(grad_before);
-      if (!stop.stopped) no_split = "the second trace did not reach the break";
-      else if (plan.kind == SplitPlan::Generic && tr2->graph.num_calls() == 0) no_split = "nothing to compile before the break";
+      CaptureRequest again = req;
+      again.obs = nullptr;  // the steps up to the break were recorded by the first capture
+      again.stop_at = plan.index;
+      split.emplace(run_capture(again, grad_change));
+      CaptureResult& c = *split;
+      if (!c.stopped) no_split = "the second trace did not reach the break";
+      else if (plan.kind == SplitPlan::Generic && c.out.graph.num_calls() == 0) no_split = "nothing to compile before the break";
       if (no_split.empty()) {
-        for (const VPtr& v : stop.stack) add_outputs(v, outputs);
-        for (const VPtr& v : stop.locals) add_outputs(v, outputs);
-        add_written_outputs(*tr2, outputs);
-        // Inputs crossing the break are reloaded from their sources, not passed through the graph.
-        std::erase_if(outputs, [&](int n) { return tr2->graph.nodes()[static_cast<size_t>(n)].op == GraphNode::Op::Placeholder; });
-        if (!build_graph(*tr2)) return backend_error(), nullptr;
+        plan_outputs(c);
         std::string why;
-        if (!tr2->add_shape_guards(why)) no_split = "dynamic shapes: " + why;
-        else tf = generate_split(*facts, globals, closure, *tr2, stop, plan, compiled.get(), outputs,
-                                 grad_at_stop != grad_before ? int(grad_at_stop) : -1, why);
-        if (no_split.empty() && !tf) no_split = why;
-        if (tf) used = tr2.get();
-      }
-      if (!tf) {
-        gm = Ref();
-        compiled = Ref();
-        outputs.clear();
+        if (!lower(c, mode().backend.get(), why)) {
+          if (PyErr_Occurred()) return backend_error();
+          no_split = "dynamic shapes: " + why;
+        } else if (!(tf = generate_split(*facts, globals, closure, c, plan, grad_change, why))) {
+          no_split = why;
+        } else {
+          kept = &c;
+        }
       }
     }
   }
-  rec.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-  for (const Guard& g : used->guards) rec.guards.push_back(g.text);
+  rec.seconds = elapsed();
+  for (const Guard& g : kept->out.guards) rec.guards.push_back(g.text);
+  report_guards(id, kept->out.guards);
   if (brk) {
     rec.has_break = true;
     rec.break_id = brk->id;
@@ -342,30 +392,17 @@ Entry* compile_frame(CodeState& st, PyCodeObject* co, _PyInterpreterFrame* frame
   if (brk && !tf) {
     if (!no_split.empty() && !mode().fullgraph) rec.eager_why = no_split;
     if (g_observer)
-      g_observer->on_compile_end(CompileEndEvent{id, "break (eager)", 0, static_cast<int>(tr.guards.size()), rec.seconds});
+      g_observer->on_compile_end(CompileEndEvent{id, "break (eager)", 0, static_cast<int>(kept->out.guards.size()), rec.seconds});
     g_records.push_back(rec);
-    if (mode().fullgraph) {
-      std::string msg = brk->id + ": " + brk->message + (brk->hint.empty() ? "" : "\n  hint: " + brk->hint) +
-                        "\n  at " + brk->filename + ":" + std::to_string(brk->line);
-      Ref args = Ref::steal(Py_BuildValue("(s)", msg.c_str()));
-      Ref exc = Ref::steal(PyObject_Call(g_unsupported.get(), args.get(), nullptr));
-      if (exc) {
-        PyObject_SetAttrString(exc.get(), "break_id", Ref::steal(PyUnicode_FromString(brk->id.c_str())).get());
-        PyObject_SetAttrString(exc.get(), "message", Ref::steal(PyUnicode_FromString(brk->message.c_str())).get());
-        PyObject_SetAttrString(exc.get(), "hint", Ref::steal(PyUnicode_FromString(brk->hint.c_str())).get());
-        PyObject_SetAttrString(exc.get(), "lineno", Ref::steal(PyLong_FromLong(brk->line)).get());
-        PyErr_SetObject(g_unsupported.get(), exc.get());
-      }
-      return nullptr;
-    }
+    if (mode().fullgraph) return raise_unsupported(*brk), nullptr;
     st.action = CodeState::Eager;
     st.eager_reason = brk->id + ": " + brk->message + (no_split.empty() ? "" : " (" + no_split + ")");
     *eager = true;
     return nullptr;
   }
-  Translator& trk = *used;
-  rec.graph_module = gm;
-  for (const GraphNode& n : trk.graph.nodes()) {
+  const CaptureResult& c = *kept;
+  rec.graph_module = c.gm;
+  for (const GraphNode& n : c.out.graph.nodes()) {
     if (n.op == GraphNode::Op::CallFunction) {
       Ref nm = Ref::steal(PyObject_GetAttrString(n.target.get(), "__name__"));
       if (!nm) PyErr_Clear();
@@ -376,7 +413,7 @@ Entry* compile_frame(CodeState& st, PyCodeObject* co, _PyInterpreterFrame* frame
   }
   rec.transformed_code = tf->code;
   if (g_observer) {
-    if (gm) g_observer->on_graph(graph_event(id, gm.get(), trk.graph));
+    if (c.gm) g_observer->on_graph(graph_event(id, c.gm.get(), c.out.graph));
     const CodeFacts* gen = code_facts(tf->code.get());
     if (!gen || !announce_code(g_observer, gen)) PyErr_Clear();
     g_observer->on_code(CodeEvent{id, str_of(reinterpret_cast<PyCodeObject*>(tf->code.get())->co_name), "", gen ? gen->id : -1});
@@ -385,8 +422,8 @@ Entry* compile_frame(CodeState& st, PyCodeObject* co, _PyInterpreterFrame* frame
       if (!rf || !announce_code(g_observer, rf)) PyErr_Clear();
       g_observer->on_code(CodeEvent{id, str_of(reinterpret_cast<PyCodeObject*>(r.code.get())->co_name), "", rf ? rf->id : -1});
     }
-    const char* outcome = brk ? (gm ? "graph + break (split)" : "break (split)") : (gm ? "graph" : "no graph");
-    g_observer->on_compile_end(CompileEndEvent{id, outcome, gm ? 1 : 0, static_cast<int>(trk.guards.size()), rec.seconds});
+    const char* outcome = brk ? (c.gm ? "graph + break (split)" : "break (split)") : (c.gm ? "graph" : "no graph");
+    g_observer->on_compile_end(CompileEndEvent{id, outcome, c.gm ? 1 : 0, static_cast<int>(c.out.guards.size()), rec.seconds});
   }
   for (const ResumeInfo& r : tf->resumes) {
     CodeState* rs = state_of(reinterpret_cast<PyCodeObject*>(r.code.get()), true);
@@ -396,7 +433,7 @@ Entry* compile_frame(CodeState& st, PyCodeObject* co, _PyInterpreterFrame* frame
   }
   g_records.push_back(std::move(rec));
   auto e = std::make_unique<Entry>();
-  e->guards = std::make_unique<GuardTree>(std::move(trk.guards));
+  e->guards = std::make_unique<GuardTree>(c.out.guards);
   e->fn = tf->function;
   e->id = id;
   // Mark the transformed code so the hook never compiles it.
@@ -490,7 +527,12 @@ PyObject* dv_eval_frame(PyThreadState* ts, _PyInterpreterFrame* frame, int throw
   if (throwflag || !mode().enabled || t_busy || !shim::owned_by_thread(frame)) return fallback();
   PyCodeObject* co = shim::frame_code(frame);
   CodeState* st = state_of(co, false);
-  if (st && st->action != CodeState::Default) return fallback();
+  if (st && st->action != CodeState::Default) {
+    // Calls of a frame that runs eagerly are runtime events, as cache hits are.
+    if (st->action == CodeState::Eager && g_observer)
+      g_observer->on_cache(CacheEvent{CacheEvent::EagerRun, str_of(co->co_qualname), str_of(co->co_filename), co->co_firstlineno, -1, {}, {}, {}, code_id(co)});
+    return fallback();
+  }
   if (!st) {
     const int skip = (co->co_flags & (CO_GENERATOR | CO_COROUTINE | CO_ASYNC_GENERATOR)) ? 1 : skip_file(co);
     if (skip == 1) {

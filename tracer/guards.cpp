@@ -2,6 +2,7 @@
 // dict, nn.Module member dicts, constant item) with leaf checks; leaves run before children.
 #include "guards.h"
 
+#include <algorithm>
 #include <functional>
 #include <unordered_map>
 
@@ -18,6 +19,7 @@ const char* guard_kind_name(GuardKind k) {
     case GuardKind::TENSOR_MATCH: return "TENSOR_MATCH";
     case GuardKind::GLOBAL_STATE: return "GLOBAL_STATE";
     case GuardKind::SHAPE_ENV: return "SHAPE_ENV";
+    case GuardKind::TENSOR_ALIASING: return "TENSOR_ALIASING";
   }
   return "?";
 }
@@ -140,7 +142,7 @@ bool leaf_ok(const Guard& g, PyObject* o) {
     }
     case GuardKind::TENSOR_MATCH: return tensor_matches(g.tensor, o);
     case GuardKind::GLOBAL_STATE: return global_state() == g.state;
-    case GuardKind::SHAPE_ENV: return true;  // evaluated after the tree (shape_ok)
+    case GuardKind::SHAPE_ENV: case GuardKind::TENSOR_ALIASING: return true;  // after the tree (relation_ok)
   }
   return false;
 }
@@ -212,6 +214,30 @@ bool shape_ok(const Guard& g, const std::vector<int>& slot_of, PyObject* const* 
   return sp == 1 && stack[0] != 0;
 }
 
+// TENSOR_ALIASING: the objects are one object, or pairwise distinct.
+bool aliasing_ok(const Guard& g, const std::vector<int>& slot_of, PyObject* const* slots) {
+  PyObject* small[16];
+  std::vector<PyObject*> big;
+  PyObject** objs = small;
+  const size_t n = slot_of.size();
+  if (n > 16) {
+    big.resize(n);
+    objs = big.data();
+  }
+  for (size_t i = 0; i < n; ++i) {
+    objs[i] = slots[slot_of[i]];
+    if (!objs[i]) return false;
+  }
+  if (g.length == 1) return std::all_of(objs, objs + n, [&](PyObject* o) { return o == objs[0]; });
+  std::sort(objs, objs + n);
+  return std::adjacent_find(objs, objs + n) == objs + n;
+}
+
+// The guards evaluated after the tree, over the objects it reached.
+bool relation_ok(const Guard& g, const std::vector<int>& slot_of, PyObject* const* slots) {
+  return g.kind == GuardKind::TENSOR_ALIASING ? aliasing_ok(g, slot_of, slots) : shape_ok(g, slot_of, slots);
+}
+
 std::string leaf_failure(const Guard& g, PyObject* o) {
   if (g.kind == GuardKind::TENSOR_MATCH) {
     std::string why = tensor_mismatch(g.tensor, o);
@@ -241,7 +267,7 @@ GuardTree::GuardTree(std::vector<Guard> guards) : guards_(std::move(guards)), ro
     return raw;
   };
   for (const Guard& g : guards_) {
-    if (g.kind == GuardKind::SHAPE_ENV) {
+    if (g.kind == GuardKind::SHAPE_ENV || g.kind == GuardKind::TENSOR_ALIASING) {
       std::vector<int> slots;
       for (const SymRef& r : g.refs) {
         Node* n = node_for(r.source);
@@ -311,7 +337,7 @@ bool GuardTree::check(const FrameView& f) const {
     if (!child || !check_node(*c, f, child, slots)) return false;
   }
   for (size_t i = 0; i < shape_guards_.size(); ++i)
-    if (!shape_ok(*shape_guards_[i], shape_slots_[i], slots)) return false;
+    if (!relation_ok(*shape_guards_[i], shape_slots_[i], slots)) return false;
   return true;
 }
 
@@ -322,7 +348,7 @@ std::vector<std::string> GuardTree::failures(const FrameView& f, std::vector<int
   failures_node(*root_, f, nullptr, out, failed, slots.data());
   if (out.empty()) {  // the tree passed: the shape relations decide
     for (size_t i = 0; i < shape_guards_.size(); ++i)
-      if (!shape_ok(*shape_guards_[i], shape_slots_[i], slots.data())) {
+      if (!relation_ok(*shape_guards_[i], shape_slots_[i], slots.data())) {
         out.push_back(shape_guards_[i]->text);
         failed.push_back(shape_guards_[i]);
       }

@@ -14,6 +14,10 @@ namespace dv {
 enum class GuardKind : uint8_t {
   TYPE_MATCH, ID_MATCH, EQUALS_MATCH, NONE_MATCH, LENGTH_CHECK, DICT_KEYS, TENSOR_MATCH, GLOBAL_STATE,
   SHAPE_ENV,  // a relation between sizes, strides and ints of dynamic inputs ("2 <= L['x'].size()[0]")
+  // Identity between tensor inputs: the objects its refs read are one object (one tensor reached
+  // from two sources, TorchDynamo's DUPLICATE_INPUT: `length` 1) or all distinct (the graph's
+  // inputs, NO_TENSOR_ALIASING: `length` 0).
+  TENSOR_ALIASING,
 };
 
 // SHAPE_ENV: what a guard program reads, and the program (postfix over int64; python/dynview/_shapes.py
@@ -35,14 +39,15 @@ struct Guard {
   GuardKind kind;
   SourcePtr source;       // null for GLOBAL_STATE
   Ref value;              // ID_MATCH / EQUALS_MATCH: the object; TYPE_MATCH: the type; DICT_KEYS: key tuple
-  Py_ssize_t length = 0;  // LENGTH_CHECK
+  Py_ssize_t length = 0;  // LENGTH_CHECK; TENSOR_ALIASING: 1 same object, 0 distinct objects
   TensorSpec tensor;      // TENSOR_MATCH
   GlobalState state;      // GLOBAL_STATE
-  std::vector<SymRef> refs;        // SHAPE_ENV
+  std::vector<SymRef> refs;        // SHAPE_ENV, TENSOR_ALIASING
   std::vector<ShapeInstr> program; // SHAPE_ENV
   std::string text;       // code-part text, e.g. "L['b'] == 'Hello'"
   int step = -1;          // symbolic step that created it (-1: set-up)
   int line = -1;          // user source line that created it
+  std::string file;       // the file of that line (an inlined function's may be another file)
 };
 
 // What the accessors read: the frame being entered.
@@ -70,7 +75,8 @@ class GuardTree {
   struct Node;
   std::vector<Guard> guards_;
   std::unique_ptr<Node> root_;
-  // SHAPE_ENV guards run after the tree, over the objects their sources reached (slots).
+  // SHAPE_ENV and TENSOR_ALIASING guards run after the tree, over the objects their sources
+  // reached (slots).
   std::vector<const Guard*> shape_guards_;
   std::vector<std::vector<int>> shape_slots_;  // per shape guard: the slot of each ref
   int nslots_ = 0;

@@ -67,6 +67,8 @@ Status op_UNARY_INVERT(Translator& t, Frame& f, const Instr& in);
 Status op_UNARY_NOT(Translator& t, Frame& f, const Instr& in);
 Status op_BINARY_SUBSCR(Translator& t, Frame& f, const Instr& in);
 Status op_STORE_SUBSCR(Translator& t, Frame& f, const Instr& in);
+Status op_IMPORT_FROM(Translator& t, Frame& f, const Instr& in);
+Status op_DELETE_SUBSCR(Translator& t, Frame& f, const Instr& in);
 Status op_BUILD_SLICE(Translator& t, Frame& f, const Instr& in);
 Status op_BUILD_TUPLE(Translator& t, Frame& f, const Instr& in);
 Status op_BUILD_LIST(Translator& t, Frame& f, const Instr& in);

@@ -89,8 +89,64 @@ Status op_RAISE_VARARGS(Translator& t, Frame& f, const Instr&) {
 Status op_LOAD_ASSERTION_ERROR(Translator& t, Frame& f, const Instr&) {
   return t.brk(f, "DV0010", "assertion failed in traced code");
 }
-Status op_IMPORT_NAME(Translator& t, Frame& f, const Instr& in) {
-  return t.brk(f, "DV0011", "import of " + name_at(f, in.arg) + " inside traced code", "import at module level");
+// An import inside a function of a module that is already imported (its submodules in the from-list
+// too) has no effect besides the lookup: the module is a constant, read back as __import__(name).
+// Importing a module for the first time runs its code, so that breaks the graph.
+Status op_IMPORT_NAME(Translator& t, Frame& f, const Instr& in) {  // (level fromlist -- module)
+  NEED(2);
+  const std::string name = name_at(f, in.arg);
+  const VPtr& level = top(f, 2);
+  const VPtr& fromlist = top(f, 1);
+  auto refuse = [&](const std::string& why) { return t.brk(f, "DV0011", "import of " + name + " inside traced code: " + why, "import at module level"); };
+  if (level->kind != VK::Const || fromlist->kind != VK::Const) return refuse("computed import arguments");
+  const long lvl = PyLong_AsLong(level->obj.get());
+  if (lvl < 0) return PyErr_Clear(), refuse("bad level");
+  std::string full = name;
+  if (lvl > 0) {  // relative: resolved against the frame's package
+    PyObject* pkg = PyDict_GetItemString(f.globals.get(), "__package__");
+    if (!pkg || !PyUnicode_Check(pkg)) return refuse("relative import without __package__");
+    std::string base = str_of(pkg);
+    for (long k = 1; k < lvl; ++k) {
+      const size_t dot = base.rfind('.');
+      if (dot == std::string::npos) return refuse("relative import beyond the top-level package");
+      base.resize(dot);
+    }
+    full = name.empty() ? base : base + "." + name;
+  }
+  PyObject* modules = PyImport_GetModuleDict();
+  auto imported = [&](const std::string& n) { return PyDict_GetItemString(modules, n.c_str()) != nullptr; };
+  if (!imported(full)) return refuse("the module is not imported yet (importing it runs its code)");
+  PyObject* fl = fromlist->obj.get();
+  if (PyTuple_Check(fl)) {
+    PyObject* mod = PyDict_GetItemString(modules, full.c_str());
+    for (Py_ssize_t i = 0; i < PyTuple_GET_SIZE(fl); ++i) {
+      const std::string item = str_of(PyTuple_GET_ITEM(fl, i));
+      if (item == "*") return refuse("import *");
+      if (!imported(full + "." + item) && !PyObject_HasAttrString(mod, item.c_str()))
+        return refuse("'" + item + "' is a submodule not imported yet");
+    }
+  }
+  Ref name_obj = Ref::steal(PyUnicode_FromString(name.c_str()));
+  Ref mod = Ref::steal(PyImport_ImportModuleLevelObject(name_obj.get(), f.globals.get(), nullptr, fl, static_cast<int>(lvl)));
+  if (!mod) {
+    PyErr_Clear();
+    return refuse("the import failed");
+  }
+  Ref mod_name = Ref::steal(PyObject_GetAttrString(mod.get(), "__name__"));
+  if (!mod_name) PyErr_Clear();
+  VPtr v = t.make(VK::Object);
+  v->obj = mod;
+  v->source = Source::held(mod, "__import__(" + repr_of(mod_name ? mod_name.get() : name_obj.get()) + ")");
+  pop(f);
+  top(f) = v;
+  return std::nullopt;
+}
+Status op_IMPORT_FROM(Translator& t, Frame& f, const Instr& in) {  // (module -- module attr)
+  NEED(1);
+  VPtr out;
+  if (Status s = t.getattr(f, top(f), name_at(f, in.arg), out)) return s;
+  f.stack.push_back(out);
+  return std::nullopt;
 }
 
 Status op_RETURN_GENERATOR(Translator& t, Frame& f, const Instr&) {  // ( -- None): the first resume

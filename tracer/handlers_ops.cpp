@@ -111,7 +111,8 @@ Status op_STORE_SUBSCR(Translator& t, Frame& f, const Instr&) {  // (v container
   if (cont->kind == VK::Tensor) {
     VPtr out;
     if (Status s = t.graph_call(f, py().setitem, "", {cont, sub, v}, {}, out)) return s;
-  } else if ((cont->kind == VK::List || cont->kind == VK::Dict) && !cont->source && sub->kind == VK::Const) {
+  } else if ((cont->kind == VK::List || cont->kind == VK::Dict) && sub->kind == VK::Const) {
+    if (cont->source) t.output.side_effects.note_mutation(cont);  // written back after the graph
     if (cont->kind == VK::List) {
       long i = PyLong_AsLong(sub->obj.get());
       long n = static_cast<long>(cont->items.size());
@@ -119,17 +120,8 @@ Status op_STORE_SUBSCR(Translator& t, Frame& f, const Instr&) {  // (v container
       if (PyErr_Occurred() || i < 0 || i >= n) return t.brk(f, "DV0010", "list assignment index out of range");
       cont->items[i] = v;
     } else {
-      bool found = false;
-      for (size_t k = 0; k < cont->keys.size() && !found; ++k)
-        if (PyObject_RichCompareBool(cont->keys[k].get(), sub->obj.get(), Py_EQ) == 1) {
-          cont->items[k] = v;
-          found = true;
-        }
-      PyErr_Clear();
-      if (!found) {
-        cont->keys.push_back(sub->obj);
-        cont->items.push_back(v);
-      }
+      if (PyObject_Hash(sub->obj.get()) == -1) return PyErr_Clear(), t.brk(f, "DV0018", "unhashable dict key");
+      dict_set(*cont, sub->obj, v);
     }
   } else {
     return t.brk(f, "DV0008", std::string("item assignment on a ") + (cont->source ? "input " : "") + vk_name(cont->kind));
@@ -168,6 +160,26 @@ Status op_STORE_SLICE(Translator& t, Frame& f, const Instr&) {  // (v container 
     f.stack.insert(f.stack.end(), bounds.begin(), bounds.end());
     return s;
   }
+  return std::nullopt;
+}
+Status op_DELETE_SUBSCR(Translator& t, Frame& f, const Instr&) {  // (container sub -- )
+  NEED(2);
+  VPtr sub = top(f), cont = top(f, 2);
+  if (sub->kind != VK::Const || (cont->kind != VK::List && cont->kind != VK::Dict))
+    return t.brk(f, "DV0008", std::string("del of an item of a ") + vk_name(cont->kind));
+  if (cont->kind == VK::Dict) {
+    if (PyObject_Hash(sub->obj.get()) == -1) return PyErr_Clear(), t.brk(f, "DV0018", "unhashable dict key");
+    if (!dict_erase(*cont, sub->obj.get())) return t.brk(f, "DV0010", "KeyError in del", "the eager frame raises it");
+  } else {
+    if (!PyLong_CheckExact(sub->obj.get())) return t.brk(f, "DV0018", "del of a list slice");
+    long i = PyLong_AsLong(sub->obj.get());
+    const long n = static_cast<long>(cont->items.size());
+    if (i < 0) i += n;
+    if (PyErr_Occurred() || i < 0 || i >= n) return PyErr_Clear(), t.brk(f, "DV0010", "list assignment index out of range");
+    cont->items.erase(cont->items.begin() + i);
+  }
+  if (cont->source) t.output.side_effects.note_mutation(cont);
+  f.stack.resize(f.stack.size() - 2);
   return std::nullopt;
 }
 Status op_BUILD_SLICE(Translator& t, Frame& f, const Instr& in) {  // (start stop [step] -- slice)

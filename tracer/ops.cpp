@@ -315,13 +315,13 @@ Translator::Status Translator::store_attr(Frame& f, const VPtr& owner, const std
   };
   if (!replayable(value))
     return brk(f, "DV0008", "assignment of a " + std::string(vk_name(value->kind)) + " to attribute '" + name + "'", hint);
-  attr_writes.push_back(AttrWrite{owner, name, value});
+  output.side_effects.attr_writes.push_back(SideEffects::AttrWrite{owner, name, value});
   return std::nullopt;
 }
 
 Translator::Status Translator::getattr(Frame& f, VPtr obj, const std::string& name, VPtr& out) {
-  if ((obj->kind == VK::NNModule || obj->kind == VK::Object) && obj->obj && !attr_writes.empty()) {
-    for (auto w = attr_writes.rbegin(); w != attr_writes.rend(); ++w)  // the latest assignment wins
+  if ((obj->kind == VK::NNModule || obj->kind == VK::Object) && obj->obj && !output.side_effects.attr_writes.empty()) {
+    for (auto w = output.side_effects.attr_writes.rbegin(); w != output.side_effects.attr_writes.rend(); ++w)  // the latest assignment wins
       if (w->name == name && w->owner->obj.get() == obj->obj.get()) {
         out = w->value;
         return std::nullopt;

@@ -8,9 +8,9 @@
 #include <unordered_set>
 
 #include "core/bytecode.h"
-#include "graph.h"
-#include "guards.h"
 #include "core/observer.h"
+#include "output_graph.h"
+#include "value_builder.h"
 #include "values.h"
 
 namespace dv {
@@ -62,62 +62,58 @@ struct Frame {
   std::vector<int> reported_locals;
 };
 
-// What earlier compiles of a code object saw of its inputs, by source text (TorchDynamo's automatic
-// dynamic shapes): a size that differs between compiles becomes symbolic from then on (all sizes when
-// the rank changes), and so does an int argument whose value changes.
-struct SeenInput {
-  bool is_int = false;
-  int64_t value = 0;
-  bool int_dynamic = false;
-  std::vector<int64_t> sizes;
-  uint64_t dynamic = 0;  // dims seen with different sizes
-};
-using FrameState = std::unordered_map<std::string, SeenInput>;
-enum class DynamicMode : int8_t { Auto = -1, Off = 0, On = 1 };  // torch.compile(dynamic=None/False/True)
-
 extern const char* const kStopId;  // the Break id run_frame returns when it reaches stop_at
 
-struct TraceResult {
-  std::optional<Break> brk;
-  VPtr ret;  // the frame's return value when no break
-  // Set when the trace stopped before the root instruction `Translator::stop_at` (a restart that
-  // splits the frame at a break): the root frame's stack and locals before that instruction.
-  bool stopped = false;
-  std::vector<VPtr> stack, locals;
-  Ref kw_names;  // a KW_NAMES tuple pending for the stopped CALL
+// The first stage of a compile: what to trace.
+struct CaptureRequest {
+  CompileId id;
+  EngineObserver* obs = nullptr;  // null: no events (a restart that splits the frame is silent)
+  PyObject* code = nullptr;
+  PyObject* globals = nullptr;
+  PyObject* builtins = nullptr;
+  PyObject* const* args = nullptr;  // the frame's argument slots (borrowed for the call)
+  PyObject* closure = nullptr;      // the function's closure tuple, or null
+  FrameState* frame_state = nullptr;  // this code object's history (automatic dynamic shapes)
+  DynamicMode dynamic_mode = DynamicMode::Auto;
+  int stop_at = -1;  // stop before this root instruction index (a restart that splits the frame)
 };
 
+// What a trace produces, handed from stage to stage: the output graph (graph, guards, inputs, side
+// effects) and how the trace ended -- the return value, a break, or (a restart with `stop_at`) the
+// root frame's stack and locals before the breaking instruction. The later stages fill in the graph
+// outputs, the FX module and the backend's compiled callable. Nothing here refers to the interpreter.
+struct CaptureResult {
+  OutputGraph out;
+  std::optional<Break> brk;  // the break that ended the trace
+  VPtr ret;                  // the frame's return value (no break, not stopped)
+  bool stopped = false;      // stopped before CaptureRequest::stop_at
+  std::vector<VPtr> stack, locals;  // the root frame's state where it stopped
+  Ref kw_names;              // a KW_NAMES tuple pending for the stopped CALL
+  int steps = 0;
+  // Filled by the later stages (lowering, backend):
+  std::vector<int> outputs;  // graph output nodes
+  Ref gm;                    // the torch.fx.GraphModule (null: no operator recorded)
+  Ref compiled;              // what the transformed code calls (null when there is no graph)
+};
+
+// Runs the symbolic interpreter over the frame.
+CaptureResult capture(const CaptureRequest& req);
+
+// The interpreter: frames, dispatch and steps (handlers_*.cpp, calls.cpp, ops.cpp). It writes into
+// an OutputGraph it does not own and builds values through its ValueBuilder.
 class Translator {
  public:
-  Translator(CompileId id, EngineObserver* obs);
+  Translator(CompileId id, EngineObserver* obs, OutputGraph& output);
   // Trace the root frame: `args` are the frame's argument values (borrowed for the call),
-  // `closure` the function's closure tuple (or null).
-  TraceResult run_root(PyObject* code, PyObject* globals, PyObject* builtins, PyObject* const* args, PyObject* closure);
+  // `closure` the function's closure tuple (or null). Fills `r` (its output graph is `output`).
+  void run_root(PyObject* code, PyObject* globals, PyObject* builtins, PyObject* const* args, PyObject* closure,
+                CaptureResult& r);
 
-  Graph graph;
-  std::vector<Guard> guards;
-  std::vector<std::pair<SourcePtr, int>> inputs;  // graph placeholders: (source, node)
-  // Attribute assignments to objects that exist outside the frame (self.calls += 1, self.cache = y):
-  // replayed by the transformed code after the graph runs, in order; later reads in the trace see
-  // the assigned value.
-  struct AttrWrite {
-    VPtr owner;
-    std::string name;
-    VPtr value;
-  };
-  std::vector<AttrWrite> attr_writes;
-  std::vector<VPtr> mutated_lists;  // lists from outside the frame changed by append/extend/pop/insert
-  std::vector<Ref> input_objects;                 // the real objects behind the placeholders
+  OutputGraph& output;
+  ValueBuilder builder{*this};
   int steps = 0;
-  int stop_at = -1;  // stop before this root instruction index (see TraceResult::stopped)
-  FrameState* frame_state = nullptr;              // set by the caller: this code object's history
-  DynamicMode dynamic_mode = DynamicMode::Auto;
-
-  // Dynamic shapes: whether this compile has symbolic sizes/ints; the backend call (fake example
-  // inputs, our fake mode current); the shape guards, appended to `guards` once the backend ran.
-  bool dynamic() const { return static_cast<bool>(dyn_); }
-  PyObject* compile_with_backend(PyObject* backend, PyObject* gm);  // new reference or null (error set)
-  bool add_shape_guards(std::string& why);
+  int stop_at = -1;  // stop before this root instruction index (see CaptureResult::stopped)
+  bool dynamic() const { return output.dynamic(); }
 
   // --- used by the handlers ---
   using Status = std::optional<Break>;
@@ -125,10 +121,13 @@ class Translator {
   VPtr make(VK kind);
   VPtr constant(Ref obj);
   VPtr constant_steal(PyObject* obj);  // null stays null (error -> caller breaks)
-  VPtr wrap(Ref obj, SourcePtr source, Frame& f);     // VariableBuilder: Python object + source -> Value (+guards)
+  VPtr wrap(Ref obj, SourcePtr source, Frame& f) { return builder.wrap(std::move(obj), std::move(source), f); }
   Status module_members(Frame& f, const VPtr& fn, const std::vector<VPtr>& args,
                         const std::vector<std::pair<std::string, VPtr>>& kwargs, VPtr& out, bool& handled);
   Status store_attr(Frame& f, const VPtr& owner, const std::string& name, const VPtr& value);
+  // Methods of dict values (dicts.cpp); `handled` false: not one of them (the caller goes on).
+  Status dict_method(Frame& f, const VPtr& self, const std::string& name, std::vector<VPtr>& args,
+                     std::vector<std::pair<std::string, VPtr>>& kwargs, VPtr& out, bool& handled);
   Status call_partial(Frame& f, PyObject* partial, std::vector<VPtr>& args,
                       std::vector<std::pair<std::string, VPtr>>& kwargs, VPtr& out);
   Status call_super(Frame& f, std::vector<VPtr>& args, VPtr& out);
@@ -149,11 +148,13 @@ class Translator {
   Status meta_result(Frame& f, const VPtr& self, const std::string& method, const std::vector<VPtr>& args, Ref r, VPtr& out);
   void announce(const VPtr& v);            // observer: the value's description, once
   void report_step(Frame& f);              // observer: the step f is executing, with its stack
-  void add_guard(GuardKind kind, SourcePtr source, Ref value, Frame& f, std::string text = {});
+  // A guard created by the step being executed (null: one of that kind and source exists).
+  Guard* add_guard(GuardKind kind, SourcePtr source, Ref value, Frame& f, std::string text = {});
   bool is_tensor_value(const VPtr& v) const { return v && v->kind == VK::Tensor; }
   int current_line(const Frame& f) const;
 
  private:
+  friend class ValueBuilder;
   Status step(Frame& f);
   Status inline_call(Frame& f, VPtr fn, VPtr self, std::vector<VPtr> args,
                      std::vector<std::pair<std::string, VPtr>> kwargs, VPtr& out);
@@ -164,30 +165,17 @@ class Translator {
   CompileId id_;
   EngineObserver* obs_;
   int next_value_ = 1;
-  std::unordered_map<std::string, VPtr> by_source_;  // source text -> value (dedup)
-  std::unordered_map<PyObject*, VPtr> tensor_by_id_;  // input tensors by identity (aliasing)
-  std::unordered_set<PyObject*> containers_seen_;     // input lists/dicts wrapped so far
   Frame* root_ = nullptr;
   std::vector<Frame*> frames_;
   int cur_step_ = 0;
-  // Dynamic shapes: which sources are symbolic in this compile, and the Python DynamicShapes
-  // (python/dynview/_shapes.py) that owns the ShapeEnv and fake mode; sym_sources_ numbers the
-  // sources its symbols read (SHAPE_ENV guard refs).
-  void plan_dynamic(PyObject* o, const std::string& text, int depth);
-  std::unordered_map<std::string, uint64_t> dyn_dims_;
-  std::unordered_set<std::string> dyn_ints_;
-  Ref dyn_;
-  std::vector<SourcePtr> sym_sources_;
-  Ref dyn_guards_;             // the ShapeEnv's guard list, watched after each step
-  Py_ssize_t dyn_guards_seen_ = 0;
-  void note_shape_guards(Frame& f, int step);
-  bool has_unbacked_symbols();
 #ifdef DV_CHECK_STACK
   void check_stack_effect(Frame& f, const bc::Instr& in, size_t before, bool jumped);
-#endif  // attribute new ShapeEnv guards to `step`
+#endif
 };
 
 bool is_exact_const(PyObject* o);
+void dict_set(Value& d, Ref key, VPtr value);  // d[key] = value (keys compared by ==)
+bool dict_erase(Value& d, PyObject* key);      // del d[key]; false when absent
 bool module_is_torch_mod(PyObject* mod);  // torch or torch.* module object
 
 // Opcode handlers, by family (handlers_*.cpp). Each returns a Break or nothing; `ins` is the

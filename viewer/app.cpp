@@ -302,9 +302,15 @@ json App::snapshot() {
   j["generated_code"] = json::array();  // the rewritten-bytecode pane's tabs: transformed code, resume functions
   if (const int ci = m_.selected_compile(); ci >= 0)
     for (const auto& gc : m_.compiles()[ci].gen_codes) j["generated_code"].push_back(gc.first);
+  j["guards_shown"] = json::array();  // the guards pane's rows for the selected compile
+  if (const int ci = m_.selected_compile(); ci >= 0)
+    for (int gi : m_.compiles()[ci].guards) {
+      const Guard& g = m_.guards()[gi];
+      j["guards_shown"].push_back(json{{"kind", g.kind}, {"text", g.text}, {"where", guard_where(g)}, {"file", guard_file(g)}, {"line", g.line}});
+    }
   j["tab"] = tab_;
   j["fx_tab"] = fx_tab_;
-  j["trace_warnings"] = trace_warnings();
+  j["trace_warnings"] = trace_warnings(true);
   if (graph_ >= 0 && fx_tab_ == "code") j["fx_code"] = m_.graphs()[graph_].code;
   j["why"] = json::array();
   for (const auto& w : why()) j["why"].push_back(w.second);
@@ -326,6 +332,18 @@ const GraphLayout& App::layout(int g) {
   auto it = layouts_.find(g);
   if (it == layouts_.end()) it = layouts_.emplace(g, layout_graph(m_, g)).first;
   return it->second;
+}
+
+// The file a guard's line is in: its own (the frame, possibly inlined, that added it), else (older or
+// imported traces) its compile's. The pane shows the base name: "model.py:12"; "-" for set-up guards.
+std::string App::guard_file(const Guard& g) const {
+  if (!g.filename.empty()) return g.filename;
+  return g.compile >= 0 && static_cast<size_t>(g.compile) < m_.compiles().size() ? m_.compiles()[g.compile].filename : "";
+}
+std::string App::guard_where(const Guard& g) const {
+  if (g.line <= 0) return "-";
+  const std::string f = guard_file(g);
+  return f.substr(f.find_last_of('/') + 1) + ":" + std::to_string(g.line);
 }
 
 // Index of the instruction of `cv` where the selected compile broke, if `cv` is its frame's code.
@@ -455,26 +473,34 @@ void App::frame() {
 // default font is monospaced, so a compile's row is one padded line.
 // What is wrong with the trace as a whole (a damaged tail, no footer), for the banner above the
 // compiles and the --script state: the same facts `dynview check` refuses a trace for.
-std::vector<std::string> App::trace_warnings() const {
+// In a directory each line starts with the process's file name. Corrupt chunks are found by the
+// model's background verification (`wait`: wait for it).
+std::vector<std::string> App::trace_warnings(bool wait) const {
   std::vector<std::string> w;
-  for (const auto& p : m_.reader().problems()) w.push_back(p.what + " (at byte " + std::to_string(p.offset) + "); showing what precedes it");
-  if (!m_.reader().has_footer())
-    w.push_back("incomplete trace: no footer (the recording was killed, is still running, or a write failed)");
+  auto who = [&](size_t p) {
+    const std::string& f = m_.processes()[p].path;
+    return m_.is_directory() ? f.substr(f.find_last_of('/') + 1) + ": " : std::string();
+  };
+  for (size_t i = 0; i < m_.processes().size(); ++i) {
+    for (const auto& p : m_.reader(i).problems())
+      w.push_back(who(i) + p.what + " (at byte " + std::to_string(p.offset) + "); showing what precedes it");
+    if (!m_.reader(i).has_footer())
+      w.push_back(who(i) + "incomplete trace: no footer (the recording was killed, is still running, or a write failed)");
+  }
+  for (const auto& [p, what] : m_.verify_problems(wait)) w.push_back(who(static_cast<size_t>(p)) + what + "; its steps cannot be shown");
   return w;
 }
 
 void App::draw_compiles() {
-  for (const std::string& w : trace_warnings()) ImGui::TextColored(ImVec4(1.0f, 0.45f, 0.35f, 1), "%s", w.c_str());
-  const std::string& path = m_.path();
-  const auto& meta = m_.reader().meta();
-  const std::string pid = meta.contains("pid") ? meta["pid"].dump() : "?";
-  // Code objects in order of their first compile (grouped once: the compiles are read at open).
-  auto& codes = code_groups_;
+  for (const std::string& w : trace_warnings(false)) ImGui::TextColored(ImVec4(1.0f, 0.45f, 0.35f, 1), "%s", w.c_str());
+  // Per process, code objects in order of their first compile (grouped once: the compiles are read at open).
+  auto& groups = code_groups_;
   if (grouped_ != m_.compiles().size()) {
-    codes.clear();
-    std::map<int, size_t> at;
+    groups.assign(m_.processes().size(), {});
+    std::vector<std::map<int, size_t>> at(m_.processes().size());
     for (const Compile& c : m_.compiles()) {
-      auto [it, fresh] = at.emplace(c.code, codes.size());
+      auto& codes = groups[static_cast<size_t>(c.process)];
+      auto [it, fresh] = at[static_cast<size_t>(c.process)].emplace(c.code, codes.size());
       if (fresh) codes.push_back({c.code, {}});
       codes[it->second].second.push_back(c.index);
     }
@@ -482,15 +508,20 @@ void App::draw_compiles() {
   }
   ImGui::SetCursorPosX(ImGui::GetCursorPosX() + 2 * ImGui::GetStyle().IndentSpacing);
   ImGui::TextDisabled("%-6s%-9s%-7s%4s %4s", "id", "outcome", "g/b/gd", "ms", "hits");
-  if (ImGui::IsItemHovered()) ImGui::SetTooltip("compile id [frame/recompile], outcome, graphs/breaks/guards, compile time, cache hits");
+  if (ImGui::IsItemHovered()) ImGui::SetTooltip("compile id [frame/recompile], outcome, graphs/breaks/guards, compile time, runs (cache hits + eager runs)");
   ImGui::BeginChild("tree");
+  for (size_t pi = 0; pi < m_.processes().size(); ++pi) {
+  const Process& proc = m_.processes()[pi];
+  const auto& meta = m_.reader(pi).meta();
   ImGui::SetNextItemOpen(true, ImGuiCond_Once);
-  const std::string root = "process " + pid + " (" + std::to_string(m_.compiles().size()) + " compiles, " +
-                           std::to_string(m_.total_steps()) + " steps)##root";
+  const std::string root = "process " + (proc.pid >= 0 ? std::to_string(proc.pid) : std::string("?")) +
+                           (proc.rank >= 0 ? " rank " + std::to_string(proc.rank) : std::string()) + " (" +
+                           std::to_string(proc.compiles.size()) + " compiles, " + std::to_string(proc.steps) + " steps)##root" +
+                           std::to_string(pi);
   const bool open = ImGui::TreeNodeEx(root.c_str(), ImGuiTreeNodeFlags_SpanAvailWidth);
-  if (ImGui::IsItemHovered()) ImGui::SetTooltip("%s\n%s", path.c_str(), meta.dump(1).c_str());
+  if (ImGui::IsItemHovered()) ImGui::SetTooltip("%s\n%s", proc.path.c_str(), meta.dump(1).c_str());
   if (open) {
-    for (const auto& [code, list] : codes) {
+    for (const auto& [code, list] : groups[pi]) {
       const Compile& first = m_.compiles()[list.front()];
       ImGui::SetNextItemOpen(true, ImGuiCond_Once);
       const std::string file = first.filename.substr(first.filename.find_last_of('/') + 1);
@@ -507,19 +538,21 @@ void App::draw_compiles() {
         const std::string outcome = broke ? "break" : c.outcome;
         std::snprintf(row + std::strlen(row), sizeof row - std::strlen(row), "%*s%-8s %-6s %4.0f %4lld##c%d",
                       std::max(1, 6 - static_cast<int>(c.id.size() + 2)), "", outcome.c_str(), counts.c_str(), c.seconds * 1e3,
-                      static_cast<long long>(c.hits), i);
+                      static_cast<long long>(c.hits + c.eager_runs), i);
         const bool red = broke || c.outcome == "error";
         if (red) ImGui::PushStyleColor(ImGuiCol_Text, ImVec4(1, .5f, .5f, 1));
         if (ImGui::Selectable(row, m_.selected_compile() == i)) m_.select_compile(i);
         if (red) ImGui::PopStyleColor();
         if (ImGui::IsItemHovered())
-          ImGui::SetTooltip("[%s] %s\nwhy compiled: %s\n%s: %zu graphs, %zu breaks, %zu guards\n%llu steps, %.1f ms, %lld cache hits",
+          ImGui::SetTooltip("[%s] %s\nwhy compiled: %s\n%s: %zu graphs, %zu breaks, %zu guards\n%llu steps, %.1f ms, %lld cache hits, %lld eager runs",
                             c.id.c_str(), c.qualname.c_str(), c.reason.c_str(), c.outcome.c_str(), c.graphs.size(), c.breaks.size(),
-                            c.guards.size(), static_cast<unsigned long long>(c.steps), c.seconds * 1e3, static_cast<long long>(c.hits));
+                            c.guards.size(), static_cast<unsigned long long>(c.steps), c.seconds * 1e3, static_cast<long long>(c.hits),
+                            static_cast<long long>(c.eager_runs));
       }
       ImGui::TreePop();
     }
     ImGui::TreePop();
+  }
   }
   ImGui::EndChild();
 }
@@ -877,7 +910,7 @@ void App::draw_tables() {
       ImGui::TableSetupScrollFreeze(0, 1);
       ImGui::TableSetupColumn("kind", ImGuiTableColumnFlags_WidthFixed);
       ImGui::TableSetupColumn("guard", ImGuiTableColumnFlags_WidthStretch);
-      ImGui::TableSetupColumn("line", ImGuiTableColumnFlags_WidthFixed);
+      ImGui::TableSetupColumn("where", ImGuiTableColumnFlags_WidthFixed);
       ImGui::TableHeadersRow();
       if (ci >= 0)
         for (int gi : m_.compiles()[ci].guards) {
@@ -888,9 +921,12 @@ void App::draw_tables() {
           if (ImGui::Selectable((g.kind + "##g" + std::to_string(gi)).c_str(), m_.selected_guard() == gi, ImGuiSelectableFlags_SpanAllColumns)) m_.follow_guard(gi);
           ImGui::TableNextColumn();
           ImGui::TextUnformatted(g.text.c_str());
-          if (ImGui::IsItemHovered()) ImGui::SetTooltip("%s\nadded at step %lld, line %d (click: go there)", g.text.c_str(), static_cast<long long>(g.step), g.line);
+          const std::string where = guard_where(g);
+          if (ImGui::IsItemHovered())
+            ImGui::SetTooltip("%s\nadded at step %lld, %s (click: go there)", g.text.c_str(), static_cast<long long>(g.step),
+                              g.line > 0 ? (guard_file(g) + ":" + std::to_string(g.line)).c_str() : "set-up");
           ImGui::TableNextColumn();
-          ImGui::Text("%d", g.line);
+          ImGui::TextUnformatted(where.c_str());
         }
       ImGui::EndTable();
     }

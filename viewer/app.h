@@ -33,7 +33,7 @@ class App {
   nlohmann::json snapshot();  // the model's snapshot plus what the panes show
   enum Key { Left, Right, ShiftLeft, ShiftRight, AltLeft, AltRight, CtrlG, CtrlB, F3, ShiftF3, Home, End };
   void key(Key k);
-  std::vector<std::string> trace_warnings() const;  // damaged tail, no footer: shown as a banner
+  std::vector<std::string> trace_warnings(bool wait) const;  // damaged tail, no footer, corrupt chunks: shown as a banner
 
  private:
   void shortcuts();
@@ -49,6 +49,8 @@ class App {
   void sync_graph();
   const GraphLayout& layout(int g);         // cached Graphviz layout of graph g
   int break_site(const CodeView& cv) const;
+  std::string guard_file(const Guard& g) const;   // the file of a guard's line
+  std::string guard_where(const Guard& g) const;  // "model.py:12" as the guards pane shows it
   // Why the step panes are empty, in words, for a trace without steps (imported from TORCH_TRACE); "" otherwise.
   std::string no_steps_note() const;
   // The selected compile's bytecode as dis text from an imported log ("original"|"modified"), or null.
@@ -71,7 +73,7 @@ class App {
   char goto_buf_[32] = "";
   char search_buf_[128] = "";
   char filter_buf_[128] = "";
-  std::vector<std::pair<int, std::vector<int>>> code_groups_;  // (code id, its compiles) for the tree
+  std::vector<std::vector<std::pair<int, std::vector<int>>>> code_groups_;  // per process: (code id, its compiles) for the tree
   size_t grouped_ = SIZE_MAX;                                   // compiles grouped so far
   std::string fx_tab_ = "nodes";  // the FX pane's lower tab: nodes | code
   bool force_fx_tab_ = true;

@@ -11,7 +11,9 @@
 #include <unistd.h>
 
 #include <cstdio>
+#include <algorithm>
 #include <cstring>
+#include <filesystem>
 #include <functional>
 #include <string>
 
@@ -108,24 +110,82 @@ int cmd_diff(int argc, char** argv) {
     else paths.push_back(x);
   }
   if (paths.size() != 2) return import_usage();
-  std::unique_ptr<trace::TraceReader> r[2];
+  // Each side: a trace, or a DYNVIEW_TRACE=dir/ directory (its processes, paired with the other
+  // side's by rank when every process has one, else in name order).
+  std::vector<std::unique_ptr<trace::TraceReader>> r[2];
+  std::vector<std::string> files[2];
+  bool multi = false;
   for (int k = 0; k < 2; ++k) {
-    auto o = trace::TraceReader::open(paths[k]);
-    if (!o) {
-      std::fprintf(stderr, "dynview: %s\n", o.error().message().c_str());
-      return 2;
+    std::error_code ec;
+    if (std::filesystem::is_directory(paths[k], ec)) {
+      multi = true;
+      for (const auto& e : std::filesystem::directory_iterator(paths[k], ec))
+        if (e.path().extension() == ".dyn") files[k].push_back(e.path().string());
+      std::sort(files[k].begin(), files[k].end());
+      if (files[k].empty()) {
+        std::fprintf(stderr, "dynview: %s: a directory with no .dyn traces in it\n", paths[k].c_str());
+        return 2;
+      }
+    } else {
+      files[k].push_back(paths[k]);
     }
-    r[k] = std::move(*o);
-    for (const auto& p : r[k]->problems())
-      std::fprintf(stderr, "dynview: %s: %s (at byte %llu)\n", paths[k].c_str(), p.what.c_str(), static_cast<unsigned long long>(p.offset));
+    for (const std::string& f : files[k]) {
+      auto o = trace::TraceReader::open(f);
+      if (!o) {
+        std::fprintf(stderr, "dynview: %s\n", o.error().message().c_str());
+        return 2;
+      }
+      for (const auto& p : (*o)->problems())
+        std::fprintf(stderr, "dynview: %s: %s (at byte %llu)\n", f.c_str(), p.what.c_str(), static_cast<unsigned long long>(p.offset));
+      r[k].push_back(std::move(*o));
+    }
   }
-  nlohmann::json j = diff::diff(*r[0], *r[1], fail);
+  if (!multi) {
+    nlohmann::json j = diff::diff(*r[0][0], *r[1][0], fail);
+    if (json) std::printf("%s\n", j.dump(2).c_str());
+    else {
+      const std::string t = diff::diff_text(j);
+      std::fwrite(t.data(), 1, t.size(), stdout);
+    }
+    return j["ok"].get<bool>() ? 0 : 1;
+  }
+  auto rank = [](const trace::TraceReader& x) {
+    auto it = x.meta().find("rank");
+    return it != x.meta().end() && it->is_number_integer() ? it->get<int64_t>() : int64_t{-1};
+  };
+  bool by_rank = true;
+  for (int k = 0; k < 2; ++k)
+    for (const auto& x : r[k]) by_rank &= rank(*x) >= 0;
+  std::vector<std::pair<int, int>> pairs;  // (before index, after index); -1: only on one side
+  std::vector<bool> used(r[1].size());
+  for (size_t i = 0; i < r[0].size(); ++i) {
+    int match = -1;
+    for (size_t m = 0; m < r[1].size() && match < 0; ++m)
+      if (!used[m] && (by_rank ? rank(*r[0][i]) == rank(*r[1][m]) : m == i)) match = static_cast<int>(m);
+    if (match >= 0) used[static_cast<size_t>(match)] = true;
+    pairs.emplace_back(static_cast<int>(i), match);
+  }
+  for (size_t m = 0; m < r[1].size(); ++m)
+    if (!used[m]) pairs.emplace_back(-1, static_cast<int>(m));
+  nlohmann::json procs = nlohmann::json::array();
+  std::string text;
+  bool ok = true;
+  for (const auto& [b, a] : pairs) {
+    const std::string bn = b >= 0 ? files[0][static_cast<size_t>(b)] : "", an = a >= 0 ? files[1][static_cast<size_t>(a)] : "";
+    nlohmann::json p{{"before", b >= 0 ? nlohmann::json(bn) : nlohmann::json(nullptr)}, {"after", a >= 0 ? nlohmann::json(an) : nlohmann::json(nullptr)}};
+    if (b >= 0 && a >= 0) {
+      p["diff"] = diff::diff(*r[0][static_cast<size_t>(b)], *r[1][static_cast<size_t>(a)], fail);
+      ok &= p["diff"]["ok"].get<bool>();
+      text += "== " + bn + " -> " + an + "\n" + diff::diff_text(p["diff"]);
+    } else {
+      text += "== " + (b >= 0 ? bn + ": only before" : an + ": only after") + "\n";
+    }
+    procs.push_back(std::move(p));
+  }
+  nlohmann::json j{{"processes", procs}, {"ok", ok}, {"paired_by", by_rank ? "rank" : "name order"}};
   if (json) std::printf("%s\n", j.dump(2).c_str());
-  else {
-    const std::string t = diff::diff_text(j);
-    std::fwrite(t.data(), 1, t.size(), stdout);
-  }
-  return j["ok"].get<bool>() ? 0 : 1;
+  else std::fwrite(text.data(), 1, text.size(), stdout);
+  return ok ? 0 : 1;
 }
 
 }  // namespace dv::cli

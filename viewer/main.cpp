@@ -77,13 +77,14 @@ constexpr Help kHelp[] = {
               "  to find corrupt data unless --no-verify\n"},
     {"export", "usage: dynview export RUN.dyn|DIR --format chrome|json [--steps] [-o OUT]\n"
                "  chrome: compile timeline for Perfetto; json: everything recorded (--steps: every step and value)\n"},
-    {"seek", "usage: dynview seek RUN.dyn [--random N] [--json]\n  time to reach N (>= 1) random steps\n"},
+    {"seek", "usage: dynview seek RUN.dyn|DIR [--random N] [--json]\n  time to reach N (>= 1) random steps\n"},
     {"disasm", "usage: dynview disasm CODE.json [--no-recursive]\n  the dis.dis listing of a recorded code object\n"},
     {"opcodes", "usage: dynview opcodes [--version 3.11|3.12|3.13]\n  the opcode table of a CPython version (default 3.11)\n"},
     {"import", "usage: dynview import TORCH_TRACE_DIR_OR_LOG -o RUN.dyn [--json]\n"
                "  torch.compile's structured logs (TORCH_TRACE=DIR) -> a .dyn trace the reports and the viewer read\n"},
-    {"diff", "usage: dynview diff BEFORE.dyn AFTER.dyn [--json] [--fail-on new-breaks,new-recompiles,more-graphs]\n"
-             "  what changed between two runs (recorded or imported); exit 1 when a --fail-on condition holds\n"},
+    {"diff", "usage: dynview diff BEFORE.dyn|DIR AFTER.dyn|DIR [--json] [--fail-on new-breaks,new-recompiles,more-graphs]\n"
+             "  what changed between two runs (recorded or imported; directories: process by process, paired by rank\n"
+             "  or name order); exit 1 when a --fail-on condition holds\n"},
 };
 
 const char* help_of(const std::string& cmd) {
@@ -353,9 +354,16 @@ int cmd_seek(int argc, char** argv) {
     else return usage_error("seek", std::string("unexpected argument '") + argv[i] + "'");
   }
   if (!path) return usage_error("seek", "a trace file (RUN.dyn) is required");
-  auto r = open_trace(path);
-  if (!r) return 2;
-  if (r->total_steps() == 0) {
+  std::vector<std::string> paths;  // a directory: its processes' steps one after another
+  if (!trace_paths(path, paths)) return 2;
+  std::vector<std::unique_ptr<dv::trace::TraceReader>> rs;
+  uint64_t total = 0;
+  for (const std::string& p : paths) {
+    rs.push_back(open_trace(p.c_str()));
+    if (!rs.back()) return 2;
+    total += rs.back()->total_steps();
+  }
+  if (total == 0) {
     std::fprintf(stderr, "dynview: %s has no steps\n", path);
     return 2;
   }
@@ -363,7 +371,10 @@ int cmd_seek(int argc, char** argv) {
   uint64_t x = 88172645463325252ull, frames = 0;
   for (int64_t i = 0; i < n; ++i) {
     x ^= x << 13, x ^= x >> 7, x ^= x << 17;  // xorshift: deterministic random steps
-    const uint64_t step = x % r->total_steps();
+    uint64_t step = x % total;
+    size_t p = 0;
+    while (step >= rs[p]->total_steps()) step -= rs[p++]->total_steps();
+    const dv::trace::TraceReader* r = rs[p].get();
     const auto t0 = std::chrono::steady_clock::now();
     auto c = r->chunk(r->chunk_of(step));
     if (!c) {
@@ -432,17 +443,12 @@ int cmd_view(int argc, char** argv) {
     std::fprintf(stderr, "dynview: %s: cannot open: no such file\n", o.path.c_str());
     return 2;
   }
-  if (S_ISDIR(st.st_mode) && !dv::cli::is_torch_trace_input(o.path)) {
-    // DYNVIEW_TRACE=dir/: the viewer shows one process's trace at a time; list them.
-    std::vector<std::string> paths;
-    if (!trace_paths(o.path.c_str(), paths)) return 2;
-    if (paths.size() > 1) {
-      std::fprintf(stderr, "dynview: %s holds %zu traces (one per process); the viewer opens one of them:\n", o.path.c_str(), paths.size());
-      for (const auto& p : paths) std::fprintf(stderr, "  dynview %s\n", p.c_str());
-      std::fprintf(stderr, "(the reports read them all: dynview explain|check|stats %s)\n", o.path.c_str());
-      return 64;
-    }
-    o.path = paths[0];
+  // DYNVIEW_TRACE=dir/ (a directory with .dyn traces, one per process) opens as one trace, process ->
+  // code object -> compile; any other directory is a TORCH_TRACE log directory (imported below).
+  bool dyn_dir = false;
+  if (S_ISDIR(st.st_mode)) {
+    std::error_code ec;
+    for (const auto& e : std::filesystem::directory_iterator(o.path, ec)) dyn_dir |= e.path().extension() == ".dyn";
   }
   if (!o.script.empty()) {  // a script that is not text is refused before anything runs
     std::ifstream in(o.script, std::ios::binary);
@@ -458,7 +464,7 @@ int cmd_view(int argc, char** argv) {
       }
   }
   std::string imported;  // a TORCH_TRACE directory or log: import it first, then view the .dyn
-  if (dv::cli::is_torch_trace_input(o.path)) {
+  if (!dyn_dir && dv::cli::is_torch_trace_input(o.path)) {
     if (int rc = dv::cli::import_for_viewer(o.path, imported)) return rc;
     o.path = imported;
   }

@@ -3,6 +3,8 @@
 
 #include <algorithm>
 #include <cctype>
+#include <chrono>
+#include <filesystem>
 #include <fstream>
 
 #include "core/code_json.h"
@@ -25,14 +27,47 @@ bool contains_ci(const std::string& hay, const std::string& needle) {
 }  // namespace
 
 Result<std::unique_ptr<Model>> Model::open(const std::string& path) {
-  auto r = trace::TraceReader::open(path);
-  if (!r) return r.error();
+  namespace fs = std::filesystem;
   std::unique_ptr<Model> m(new Model());
   m->path_ = path;
-  m->r_ = std::move(*r);
-  m->total_ = m->r_->total_steps();
+  std::vector<std::string> paths;
+  std::error_code ec;
+  if (fs::is_directory(path, ec)) {  // DYNVIEW_TRACE=dir/: one trace per process
+    m->directory_ = true;
+    for (const auto& e : fs::directory_iterator(path, ec))
+      if (e.path().extension() == ".dyn" && !fs::is_directory(e.path(), ec)) paths.push_back(e.path().string());
+    std::sort(paths.begin(), paths.end());
+    if (paths.empty()) return make_error(path, "a directory with no .dyn traces in it");
+  } else {
+    paths.push_back(path);
+  }
+  for (const std::string& p : paths) {
+    auto r = trace::TraceReader::open(p);
+    if (!r) return m->directory_ ? make_error(p, r.error().message()) : r.error();
+    Part part;
+    part.r = std::move(*r);
+    part.step_base = m->total_;
+    part.chunk_base = m->nchunks_;
+    part.code_base = m->parts_.empty() ? 0 : m->parts_.back().code_base;
+    if (!m->parts_.empty())  // after the previous process's largest code id
+      for (const json& ev : m->parts_.back().r->events()) {
+        const int64_t id = json_get<int64_t>(ev, json_get<std::string>(ev, "t", "") == "code" ? "id" : "code", -1);
+        part.code_base = std::max<int64_t>(part.code_base, m->parts_.back().code_base + id + 1);
+      }
+    m->total_ += part.r->total_steps();
+    m->nchunks_ += part.r->chunks().size();
+    Process proc;
+    proc.path = p;
+    proc.pid = json_get<int64_t>(part.r->meta(), "pid", -1);
+    proc.rank = json_get<int64_t>(part.r->meta(), "rank", -1);
+    proc.first_step = part.step_base;
+    proc.steps = part.r->total_steps();
+    m->processes_.push_back(std::move(proc));
+    m->parts_.push_back(std::move(part));
+  }
   m->index_events();
   m->thread_ = std::thread([p = m.get()] { p->loader(); });
+  m->verify_thread_ = std::thread([p = m.get()] { p->verifier(); });
   if (!m->compiles_.empty()) m->compile_ = 0;
   return m;
 }
@@ -43,26 +78,126 @@ Model::~Model() {
     stop_ = true;
   }
   cv_.notify_all();
+  {
+    std::lock_guard<std::mutex> lock(vmu_);
+    verify_now_ = true;
+  }
+  vcv_.notify_all();
   if (thread_.joinable()) thread_.join();
+  if (verify_thread_.joinable()) verify_thread_.join();
+}
+
+// Decodes every chunk once (after a short delay, so that opening and the first frames come first),
+// keeping what is wrong; stops early when the model closes.
+void Model::verifier() {
+  {
+    std::unique_lock<std::mutex> lock(vmu_);
+    vcv_.wait_for(lock, std::chrono::milliseconds(300), [&] { return verify_now_; });
+  }
+  std::vector<std::pair<int, std::string>> found;
+  for (size_t p = 0; p < parts_.size(); ++p)
+    for (size_t k = 0; k < parts_[p].r->chunks().size(); ++k) {
+      {
+        std::lock_guard<std::mutex> lock(mu_);
+        if (stop_) return;
+      }
+      for (std::string& what : reports::chunk_problems(*parts_[p].r, k)) found.emplace_back(static_cast<int>(p), std::move(what));
+    }
+  std::lock_guard<std::mutex> lock(vmu_);
+  verify_problems_ = std::move(found);
+  verified_ = true;
+  vcv_.notify_all();
+}
+
+std::vector<std::pair<int, std::string>> Model::verify_problems(bool wait) {
+  std::unique_lock<std::mutex> lock(vmu_);
+  if (wait && !verified_) {
+    verify_now_ = true;
+    vcv_.notify_all();
+    vcv_.wait(lock, [&] { return verified_; });
+  }
+  return verified_ ? verify_problems_ : std::vector<std::pair<int, std::string>>{};
+}
+
+size_t Model::part_of_chunk(size_t k) const {
+  size_t p = 0;
+  while (p + 1 < parts_.size() && parts_[p + 1].chunk_base <= k) ++p;
+  return p;
+}
+
+size_t Model::chunk_of(uint64_t step) const {
+  if (step >= total_) return nchunks_;
+  size_t p = 0;
+  while (p + 1 < parts_.size() && parts_[p + 1].step_base <= step) ++p;
+  const size_t k = parts_[p].r->chunk_of(step - parts_[p].step_base);
+  return k < parts_[p].r->chunks().size() ? parts_[p].chunk_base + k : nchunks_;
+}
+
+const trace::ChunkInfo& Model::chunk_info(size_t k) const {
+  const Part& p = parts_[part_of_chunk(k)];
+  return p.r->chunks()[k - p.chunk_base];
+}
+
+// A chunk of one process's trace with its steps, compiles, code ids and values moved into the
+// model's numbering (the first process's need no change).
+Result<trace::Chunk> Model::load_chunk(size_t k) const {
+  const Part& p = parts_[part_of_chunk(k)];
+  auto c = p.r->chunk(k - p.chunk_base);
+  if (!c || (p.step_base == 0 && p.compile_base == 0 && p.code_base == 0)) return c;
+  trace::Chunk& x = *c;
+  x.first_step += p.step_base;
+  for (uint32_t& v : x.compile) v += p.compile_base;
+  if (x.key_compile != UINT32_MAX) x.key_compile += p.compile_base;
+  for (int32_t& v : x.code)
+    if (v >= 0) v += p.code_base;
+  for (trace::FrameView& f : x.key_frames)
+    if (f.code >= 0) f.code += p.code_base;
+  std::map<std::pair<uint32_t, int32_t>, trace::Value> values;
+  for (auto& [key, v] : x.values) {
+    v.compile += p.compile_base;
+    v.step += p.step_base;
+    values.emplace(std::make_pair(key.first + p.compile_base, key.second), std::move(v));
+  }
+  x.values = std::move(values);
+  return c;
 }
 
 // Tables from the trace's events (read once at open).
 void Model::index_events() {
-  auto comp = [&](int64_t c) -> Compile* { return c >= 0 && static_cast<size_t>(c) < compiles_.size() ? &compiles_[c] : nullptr; };
+  for (size_t pi = 0; pi < parts_.size(); ++pi) {
+  Part& part = parts_[pi];
+  part.compile_base = static_cast<uint32_t>(compiles_.size());
+  // The process's compile indexes, steps and code ids in the model's numbering.
+  const int64_t cb = part.compile_base, sb = static_cast<int64_t>(part.step_base), kb = part.code_base;
+  auto at_c = [&](const json& ev, const char* key) -> int64_t {
+    const int64_t v = json_get<int64_t>(ev, key, -1);
+    return v >= 0 ? v + cb : v;
+  };
+  auto at_step = [&](const json& ev, const char* key) -> int64_t {
+    const int64_t v = json_get<int64_t>(ev, key, -1);
+    return v >= 0 ? v + sb : v;
+  };
+  auto at_code = [&](const json& ev, const char* key) -> int {
+    const int v = json_get<int>(ev, key, -1);
+    return v >= 0 ? v + static_cast<int>(kb) : v;
+  };
+  auto comp = [&](int64_t c) -> Compile* { return c >= cb && static_cast<size_t>(c) < compiles_.size() ? &compiles_[c] : nullptr; };
   std::vector<size_t> pending_recompiles;  // waiting for the compile they cause
-  for (const json& ev : r_->events()) {
+  for (const json& ev : part.r->events()) {
     const std::string t = json_get<std::string>(ev, "t", "");
-    const int64_t c = json_get<int64_t>(ev, "c", -1);
+    const int64_t c = at_c(ev, "c");
     if (t == "compile_start") {
       Compile x;
       x.index = static_cast<int>(compiles_.size());
+      x.process = static_cast<int>(pi);
+      processes_[pi].compiles.push_back(x.index);
       x.id = json_get<std::string>(ev, "id", "?");
       x.qualname = json_get<std::string>(ev, "qualname", "");
       x.filename = json_get<std::string>(ev, "filename", "");
       x.reason = json_get<std::string>(ev, "reason", "");
       x.firstlineno = json_get<int>(ev, "firstlineno", 0);
-      x.code = json_get<int>(ev, "code", -1);
-      x.first_step = json_get<uint64_t>(ev, "step", 0);
+      x.code = at_code(ev, "code");
+      x.first_step = json_get<uint64_t>(ev, "step", 0) + part.step_base;
       compiles_.push_back(std::move(x));
       for (size_t i : pending_recompiles) {
         Recompile& rc = recompiles_[i];
@@ -77,7 +212,7 @@ void Model::index_events() {
       }
     } else if (t == "guard") {
       Guard g{static_cast<int>(c), json_get<int>(ev, "i", 0), json_get<int>(ev, "line", 0), json_get<std::string>(ev, "kind", ""),
-              json_get<std::string>(ev, "text", ""), json_get<int64_t>(ev, "step", -1)};
+              json_get<std::string>(ev, "text", ""), at_step(ev, "step"), json_get<std::string>(ev, "filename", "")};
       if (Compile* x = comp(c)) x->guards.push_back(static_cast<int>(guards_.size()));
       guards_.push_back(std::move(g));
     } else if (t == "break") {
@@ -89,7 +224,7 @@ void Model::index_events() {
       b.message = json_get<std::string>(ev, "message", "");
       b.hint = json_get<std::string>(ev, "hint", "");
       b.filename = json_get<std::string>(ev, "filename", "");
-      b.step = json_get<int64_t>(ev, "step", -1);
+      b.step = at_step(ev, "step");
       if (ev.contains("stack") && ev["stack"].is_array())
         for (const json& s : ev["stack"]) b.stack.push_back(s.is_string() ? s.get<std::string>() : s.dump());
       if (Compile* x = comp(c)) x->breaks.push_back(static_cast<int>(breaks_.size()));
@@ -109,7 +244,7 @@ void Model::index_events() {
           x.target = json_get<std::string>(n, "target", "");
           x.args = json_get<std::string>(n, "args", "");
           x.meta = json_get<std::string>(n, "meta", "");
-          x.step = json_get<int64_t>(n, "step", -1);
+          x.step = at_step(n, "step");
           g.nodes.push_back(static_cast<int>(nodes_.size()));
           if (Compile* cc = comp(c)) cc->nodes.push_back(static_cast<int>(nodes_.size()));
           nodes_.push_back(std::move(x));
@@ -127,16 +262,18 @@ void Model::index_events() {
     } else if (t == "bytecode") {  // imported from TORCH_TRACE: dis text, no code object
       if (Compile* x = comp(c)) x->bytecode.emplace_back(json_get<std::string>(ev, "which", ""), json_get<std::string>(ev, "text", ""));
     } else if (t == "gen_code") {
-      if (Compile* x = comp(c)) x->gen_codes.emplace_back(json_get<std::string>(ev, "name", ""), json_get<int>(ev, "code", -1));
+      if (Compile* x = comp(c)) x->gen_codes.emplace_back(json_get<std::string>(ev, "name", ""), at_code(ev, "code"));
     } else if (t == "cache") {
       const std::string kind = json_get<std::string>(ev, "kind", "");
       if (kind == "hit") {
-        if (Compile* x = comp(json_get<int64_t>(ev, "entry_c", -1))) x->hits += json_get<int64_t>(ev, "count", 0);
+        if (Compile* x = comp(at_c(ev, "entry_c"))) x->hits += json_get<int64_t>(ev, "count", 0);
+      } else if (kind == "eager") {
+        if (Compile* x = comp(at_c(ev, "entry_c"))) x->eager_runs += json_get<int64_t>(ev, "count", 0);
       } else if (kind == "recompile" || kind == "limit") {
         Recompile rc;
         rc.kind = kind;
         rc.qualname = json_get<std::string>(ev, "qualname", "");
-        rc.entry_compile = json_get<int>(ev, "entry_c", -1);
+        rc.entry_compile = static_cast<int>(at_c(ev, "entry_c"));
         if (ev.contains("failures") && ev["failures"].is_array())
           for (const json& f : ev["failures"]) rc.failures.push_back(f.is_string() ? f.get<std::string>() : f.dump());
         if (const Compile* x = comp(rc.entry_compile); x && ev.contains("guards") && ev["guards"].is_array())
@@ -150,11 +287,13 @@ void Model::index_events() {
     }
   }
   // Compiles without an end event (a crashed writer): their steps run to the next compile.
-  for (size_t i = 0; i < compiles_.size(); ++i)
+  const uint64_t part_end = part.step_base + part.r->total_steps();
+  for (size_t i = cb; i < compiles_.size(); ++i)
     if (compiles_[i].steps == 0) {
-      const uint64_t end = i + 1 < compiles_.size() ? compiles_[i + 1].first_step : total_;
+      const uint64_t end = i + 1 < compiles_.size() ? compiles_[i + 1].first_step : part_end;
       compiles_[i].steps = end > compiles_[i].first_step ? end - compiles_[i].first_step : 0;
     }
+  }
 }
 
 int Model::compile_of(int64_t step) const {
@@ -177,7 +316,7 @@ void Model::loader() {
     for (auto& e : cache_) have |= e.first == k;
     if (have) continue;
     lock.unlock();
-    auto c = r_->chunk(k);
+    auto c = load_chunk(k);
     std::shared_ptr<const trace::Chunk> p = c ? std::make_shared<trace::Chunk>(std::move(*c)) : std::make_shared<trace::Chunk>();
     lock.lock();
     cache_.emplace_front(k, std::move(p));
@@ -242,7 +381,8 @@ void Model::step_over(int dir) {
   for (int guard = 0; guard < 64; ++guard) {  // at most 64 chunks scanned
     i += dir;
     if (i < 0 || i >= static_cast<int64_t>(total_)) return;
-    const size_t k = r_->chunk_of(static_cast<uint64_t>(i));
+    const size_t k = chunk_of(static_cast<uint64_t>(i));
+    if (k >= nchunks_) return;
     auto c = chunk(k, true);
     if (!c || c->size() == 0) return;
     const int64_t first = static_cast<int64_t>(c->first_step), last = first + static_cast<int64_t>(c->size()) - 1;
@@ -328,7 +468,12 @@ const StepState& Model::state(bool wait) {
     state_ = StepState{};
     return state_;
   }
-  const size_t k = r_->chunk_of(static_cast<uint64_t>(cursor_));
+  const size_t k = chunk_of(static_cast<uint64_t>(cursor_));
+  if (k >= nchunks_) {
+    state_ = StepState{};
+    state_step_ = cursor_;
+    return state_;
+  }
   auto c = chunk(k, wait);
   if (!c) return state_;  // the previous state stays on screen until the chunk arrives
   StepState s;
@@ -376,7 +521,8 @@ const StepState& Model::state(bool wait) {
 }
 
 const trace::Value* Model::value(uint32_t compile, int id) {
-  const size_t k = r_->chunk_of(static_cast<uint64_t>(std::max<int64_t>(cursor_, 0)));
+  const size_t k = chunk_of(static_cast<uint64_t>(std::max<int64_t>(cursor_, 0)));
+  if (k >= nchunks_) return nullptr;
   auto c = chunk(k, true);
   if (!c) return nullptr;
   auto it = c->values.find({compile, id});
@@ -393,7 +539,12 @@ std::shared_ptr<const CodeView> Model::code_view(int id) {
   if (it != codes_.end()) return it->second;
   auto v = std::make_shared<CodeView>();
   v->id = id;
-  const json* ev = r_->code(id);
+  const json* ev = nullptr;
+  for (size_t p = parts_.size(); p-- > 0;)  // the process whose code ids hold it
+    if (id >= parts_[p].code_base) {
+      ev = parts_[p].r->code(id - parts_[p].code_base);
+      break;
+    }
   if (!ev || !ev->contains("json") || !(*ev)["json"].is_string()) {
     v->error = "the trace holds no code object " + std::to_string(id);
   } else if (auto co = bc::code_from_json((*ev)["json"].get<std::string>()); !co) {
@@ -432,8 +583,8 @@ std::vector<int> Model::depth_samples(int64_t from, int64_t to, int n, bool wait
   std::shared_ptr<const trace::Chunk> c;
   for (int i = 0; i < n; ++i) {
     const int64_t s = from + (to - from) * i / n;
-    const size_t k = r_->chunk_of(static_cast<uint64_t>(s));
-    if (k >= r_->chunks().size()) continue;
+    const size_t k = chunk_of(static_cast<uint64_t>(s));
+    if (k >= nchunks_) continue;
     // Coarse (the chunk header's depth range) unless the chunk is decoded already.
     if (k != last_k) {
       last_k = k;
@@ -446,7 +597,7 @@ std::vector<int> Model::depth_samples(int64_t from, int64_t to, int n, bool wait
       if (!c && wait) c = chunk(k, true);
     }
     if (c && s - static_cast<int64_t>(c->first_step) < static_cast<int64_t>(c->size())) out[i] = c->depth[static_cast<size_t>(s - c->first_step)];
-    else out[i] = r_->chunks()[k].h.max_depth;
+    else out[i] = chunk_info(k).h.max_depth;
   }
   return out;
 }
@@ -529,7 +680,8 @@ const std::vector<SearchHit>& Model::search(const std::string& q) {
     int64_t s = static_cast<int64_t>(c.first_step);
     const int64_t end = s + static_cast<int64_t>(c.steps);
     for (int n = 0; s < end && n < 64; ++n) {
-      const size_t k = r_->chunk_of(static_cast<uint64_t>(s));
+      const size_t k = chunk_of(static_cast<uint64_t>(s));
+      if (k >= nchunks_) break;
       auto ch = chunk(k, true);
       if (!ch || ch->size() == 0) break;
       for (size_t j = static_cast<size_t>(s - static_cast<int64_t>(ch->first_step)); j < ch->size() && s < end; ++j, ++s) {
@@ -564,12 +716,33 @@ bool Model::search_step(int dir) {
 
 json Model::snapshot() {
   const StepState& s = state(true);
-  if (counts_.is_null()) counts_ = reports::counts(*r_);  // the reports' counts, one definition
+  if (counts_.is_null()) {  // the reports' counts, one definition; a directory's summed over its processes
+    counts_ = json::object();
+    for (const Part& p : parts_) {
+      const json c = reports::counts(*p.r);
+      for (auto& [k, v] : c.items())
+        if (v.is_number_integer()) counts_[k] = json_get<int64_t>(counts_, k.c_str(), 0) + v.get<int64_t>();
+    }
+  }
   json j{{"cursor", cursor_}, {"total_steps", total_}, {"compile", compile_}, {"counts", counts_}, {"history", history_},
          {"history_pos", hpos_}, {"bookmarks", json(std::vector<int64_t>(bookmarks_.begin(), bookmarks_.end()))},
          {"selected_node", node_}, {"selected_guard", guard_}, {"selected_break", break_},
          {"selected_recompile", recompile_}, {"selected_value", value_}};
   if (compile_ >= 0) j["compile_id"] = compiles_[compile_].id;
+  // The compiles tree: process -> compiles (the first 1000 compiles, with their runs).
+  j["processes"] = json::array();
+  for (const Process& p : processes_) {
+    json ids = json::array();
+    for (int c : p.compiles) ids.push_back(compiles_[c].id);
+    j["processes"].push_back(json{{"path", p.path}, {"pid", p.pid}, {"rank", p.rank < 0 ? json(nullptr) : json(p.rank)},
+                                  {"first_step", p.first_step}, {"steps", p.steps}, {"compiles", std::move(ids)}});
+  }
+  j["compiles"] = json::array();
+  for (size_t i = 0; i < compiles_.size() && i < 1000; ++i) {
+    const Compile& c = compiles_[i];
+    j["compiles"].push_back(json{{"id", c.id}, {"qualname", c.qualname}, {"process", c.process}, {"outcome", c.outcome},
+                                 {"first_step", c.first_step}, {"steps", c.steps}, {"hits", c.hits}, {"eager_runs", c.eager_runs}});
+  }
   if (node_ >= 0) j["node_name"] = nodes_[node_].name;
   if (s.valid) {
     json st{{"depth", s.depth}, {"code", s.code}, {"offset", s.offset}, {"opname", std::string(step_op_name(s.code, s.opcode))},

@@ -1,12 +1,15 @@
 // The viewer's model: everything the panes show and every action they (or a --script) take, over
 // core's TraceReader. No GL, no ImGui: the panes in app.cpp draw from it, scripted tests drive it
 // through the same actions. One cursor (a global step) that every pane follows; chunks are decoded
-// on demand by a loader thread (the latest request wins) and a few are kept.
+// on demand by a loader thread (the latest request wins) and a few are kept. A directory of
+// per-process traces (DYNVIEW_TRACE=dir/) opens as one trace: the processes' steps, compiles and
+// code objects follow one another in one numbering, and each compile names its process.
 #pragma once
 #include <atomic>
 #include <condition_variable>
 #include <cstdint>
 #include <list>
+#include <map>
 #include <memory>
 #include <mutex>
 #include <optional>
@@ -24,11 +27,13 @@ namespace dv::view {
 
 struct Compile {
   int index = 0;
+  int process = 0;  // index into Model::processes()
   std::string id, qualname, filename, reason, outcome = "incomplete";
   int firstlineno = 0, code = -1;
   uint64_t first_step = 0, steps = 0;
   double seconds = 0;
-  int64_t hits = 0;
+  int64_t hits = 0;        // cache hits of its entry
+  int64_t eager_runs = 0;  // calls that ran eagerly after it (it broke without a split, or the recompile limit)
   std::vector<int> guards, breaks, nodes, graphs;  // indexes into the model's tables
   std::vector<std::pair<std::string, int>> gen_codes;  // (name, code id) of generated code
   std::vector<std::pair<std::string, std::string>> bytecode;  // imported traces: (original|modified, dis text)
@@ -37,6 +42,7 @@ struct Guard {
   int compile = 0, index = 0, line = 0;
   std::string kind, text;
   int64_t step = -1;
+  std::string filename;  // the file `line` is in (older and imported traces: empty)
 };
 struct Break {
   int compile = 0, line = 0, offset = 0;
@@ -75,6 +81,13 @@ struct CodeView {
   std::vector<std::string> lines;  // one per instruction: "  12 >>  LOAD_FAST  0 (x)"
   std::string error;
 };
+// One recorded process: a trace file (a directory holds one per process).
+struct Process {
+  std::string path;
+  int64_t pid = -1, rank = -1;  // rank: -1 when the process had no RANK
+  uint64_t first_step = 0, steps = 0;
+  std::vector<int> compiles;    // indexes into compiles()
+};
 // What the cursor shows: the step and the frames after it.
 struct StepState {
   bool valid = false;
@@ -91,10 +104,17 @@ struct StepState {
 
 class Model {
  public:
+  // A trace file, or a directory of per-process traces (every *.dyn in it, sorted by name).
   static Result<std::unique_ptr<Model>> open(const std::string& path);
   ~Model();
 
-  const trace::TraceReader& reader() const { return *r_; }
+  const trace::TraceReader& reader(size_t process = 0) const { return *parts_[process].r; }
+  const std::vector<Process>& processes() const { return processes_; }
+  bool is_directory() const { return directory_; }
+  // What is wrong with the trace that opening it did not show: chunks whose stored header or step
+  // data is corrupt ("chunk 1: step data is corrupt: ..."), as `dynview check` finds them. A thread
+  // decodes every chunk once in the background; `wait` waits for it (scripts, tests).
+  std::vector<std::pair<int, std::string>> verify_problems(bool wait);  // (process, what)
   const std::string& path() const { return path_; }
   uint64_t total_steps() const { return total_; }
   const std::vector<Compile>& compiles() const { return compiles_; }
@@ -167,9 +187,25 @@ class Model {
   void loader();
   void request(size_t k);
   int compile_of(int64_t step) const;
+  // Global chunk indexes and steps over the processes' traces.
+  struct Part {
+    std::unique_ptr<trace::TraceReader> r;
+    uint64_t step_base = 0;
+    uint32_t compile_base = 0;
+    size_t chunk_base = 0;
+    int code_base = 0;  // code ids of this process are code_base + the trace's id
+  };
+  size_t part_of_chunk(size_t k) const;
+  size_t chunk_of(uint64_t step) const;  // nchunks_ when out of range
+  const trace::ChunkInfo& chunk_info(size_t k) const;
+  Result<trace::Chunk> load_chunk(size_t k) const;  // decoded, in the global numbering
+  void verifier();
 
   std::string path_;
-  std::unique_ptr<trace::TraceReader> r_;
+  bool directory_ = false;
+  std::vector<Part> parts_;
+  std::vector<Process> processes_;
+  size_t nchunks_ = 0;
   nlohmann::json counts_;  // reports::counts, computed at the first snapshot
   uint64_t total_ = 0;
   std::vector<Compile> compiles_;
@@ -201,6 +237,12 @@ class Model {
   std::optional<size_t> want_;
   bool stop_ = false;
   std::thread thread_;
+  // Background verification of every chunk (verify_problems).
+  std::mutex vmu_;
+  std::condition_variable vcv_;
+  bool verify_now_ = false, verified_ = false;
+  std::vector<std::pair<int, std::string>> verify_problems_;
+  std::thread verify_thread_;
 };
 
 }  // namespace dv::view

@@ -142,8 +142,10 @@ int run_viewer(const ViewerOptions& o) {
     return 2;
   }
   Model& m = **model;
-  for (const auto& p : m.reader().problems())
-    std::fprintf(stderr, "dynview: warning: %s (at byte %llu); showing what precedes it\n", p.what.c_str(), static_cast<unsigned long long>(p.offset));
+  for (size_t i = 0; i < m.processes().size(); ++i)
+    for (const auto& p : m.reader(i).problems())
+      std::fprintf(stderr, "dynview: warning: %s: %s (at byte %llu); showing what precedes it\n", m.processes()[i].path.c_str(), p.what.c_str(),
+                   static_cast<unsigned long long>(p.offset));
   App app(m);
   for (const std::string& sel : o.select) {
     const std::string err = app.command("click " + sel);

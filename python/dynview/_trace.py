@@ -23,7 +23,8 @@ __all__ = ["record", "load_trace", "Trace"]
 
 def _meta():
     import torch
-    return json.dumps({
+    rank = os.environ.get("RANK", "")  # torchrun / torch.distributed: the viewer shows it beside the pid
+    return json.dumps({**({"rank": int(rank)} if rank.isdigit() else {}),
         "format": "dynview trace",
         "python": sys.version.split()[0],
         "torch": torch.__version__,

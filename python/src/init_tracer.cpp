@@ -4,8 +4,10 @@
 #include <pybind11/pybind11.h>
 #include <pybind11/stl.h>
 
+#include <map>
 #include <tuple>
 
+#include "core/bytecode.h"
 #include "core/opcodes.h"
 #include "tracer/frame_shim.h"
 #include "tracer/engine.h"
@@ -39,6 +41,11 @@ class LogObserver : public EngineObserver {
   }
   void on_compile_start(const CompileStartEvent& e) override {
     if (on("recompiles") && e.reason != "first call") log("recompiles", e.reason);
+    if (!on("bytecode")) return;
+    codes_in_compile_ = 0;
+    compile_file_ = e.filename;
+    compile_name_ = e.qualname + " " + e.filename + " line " + std::to_string(e.firstlineno);
+    log("bytecode", "ORIGINAL BYTECODE " + compile_name_ + " " + e.id.str() + " \n" + listing(e.code));
   }
   void on_step(const StepEvent& e) override {
     if (on("steps")) log("steps", "TRACE " + e.id.str() + " depth=" + std::to_string(e.depth) + " offset=" + std::to_string(e.offset) + " " + op_name(e.opcode) + " stack=" + std::to_string(e.stack->size()));
@@ -48,10 +55,31 @@ class LogObserver : public EngineObserver {
     if (on("graph_breaks")) log("graph_breaks", "Graph break " + e.break_id + " in " + e.id.str() + " at " + e.filename + ":" + std::to_string(e.line) + ": " + e.message + (e.hint.empty() ? "" : " (hint: " + e.hint + ")"));
   }
   void on_graph(const GraphEvent& e) override { if (on("graph_code")) log("graph_code", "TRACED GRAPH " + e.id.str() + "\n" + e.code); }
-  void on_code(const CodeEvent& e) override { if (on("bytecode")) log("bytecode", "MODIFIED BYTECODE " + e.name + " " + e.id.str()); }
+  // bytecode: as TORCH_LOGS=bytecode, "ORIGINAL BYTECODE name file line N" and the dis listing when a
+  // frame compiles, "MODIFIED BYTECODE ..." for its transformed code, then each resume function the
+  // split generated ("RESUME FUNCTION BYTECODE ..."; it logs its own pair when it compiles).
+  void on_code_object(const CodeObjectEvent& e) override {
+    if (!on("bytecode") || !e.info || listings_.count(e.code)) return;
+    auto text = bc::disassemble(*e.info, bc::DisOptions{false, -1});
+    listings_[e.code] = text ? *text : "(not disassembled: " + text.error().message() + ")\n";
+  }
+  void on_compile_end(const CompileEndEvent&) override { codes_in_compile_ = -1; }
+  void on_code(const CodeEvent& e) override {
+    if (!on("bytecode")) return;
+    const char* what = codes_in_compile_++ == 0 ? "MODIFIED BYTECODE" : "RESUME FUNCTION BYTECODE";
+    const std::string name = codes_in_compile_ == 1 ? compile_name_ : e.name + " " + compile_file_;
+    log("bytecode", std::string(what) + " " + name + " " + e.id.str() + " \n" + listing(e.code));
+  }
 
  private:
+  std::string listing(int code) const {
+    auto it = listings_.find(code);
+    return it == listings_.end() ? "(no code object recorded)\n" : it->second;
+  }
   std::vector<std::string> channels_;
+  std::map<int, std::string> listings_;  // code id -> dis listing (bytecode channel only)
+  int codes_in_compile_ = -1;            // CodeEvents seen since the compile started (-1: none running)
+  std::string compile_name_, compile_file_;
 };
 
 LogObserver* g_log = nullptr;  // replaced, never destroyed at exit
@@ -73,7 +101,7 @@ class CollectingObserver : public EngineObserver {
   void on_graph(const GraphEvent& e) override { add("graph", e.id, -1, 0, e.ops, e.code); }
   void on_code(const CodeEvent& e) override { add("code", e.id, -1, 0, 0, e.name); }
   void on_cache(const CacheEvent& e) override {
-    static const char* kinds[] = {"hit", "miss", "recompile", "limit"};
+    static const char* kinds[] = {"hit", "miss", "recompile", "limit", "eager"};
     add("cache", CompileId{}, -1, 0, e.entry, std::string(kinds[e.kind]) + " " + e.qualname);
   }
 };

@@ -58,7 +58,7 @@ void compile(Recorder& rec, int frame, int n, int& next_id, Expect& ex, bool big
     ex.opcode.push_back(op);
     ex.arg.push_back(i % 9);
     ex.line.push_back(10 + i % 7);
-    if (i % 100 == 0) rec.on_guard(GuardEvent{id, "TENSOR_MATCH", "guard " + std::to_string(i), i, 10});
+    if (i % 100 == 0) rec.on_guard(GuardEvent{id, "TENSOR_MATCH", "guard " + std::to_string(i), i, 10, "f.py"});
   }
   rec.on_compile_end(CompileEndEvent{id, "graph", 1, n / 100, 0.0});
 }

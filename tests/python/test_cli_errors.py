@@ -172,6 +172,29 @@ def test_log_names_and_unknown_channels(tmp_path):
     assert "[dynview.steps] TRACE" in p.stderr and " LOAD_FAST " in p.stderr  # opcode names, not numbers
 
 
+def test_bytecode_log_prints_original_and_modified_listings(tmp_path):
+    """DYNVIEW_LOGS=bytecode prints, as TORCH_LOGS=bytecode does, the original listing when a frame
+    compiles and the modified one (which calls the graph), then the resume functions' listings."""
+    code = ("import torch, dynview\n"
+            "def brk(x):\n    y = x * 2\n    if y.sum() > 0:\n        return y + 1\n    return -y\n"
+            "dynview.compile(brk, backend='eager')(torch.ones(3))\n")
+    env = dict(os.environ, PYTHONPATH=os.path.join(ROOT, "python"), DYNVIEW_LOGS="bytecode")
+    p = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=120)
+    assert p.returncode == 0, p.stderr
+    log = p.stderr
+    orig = log.index("[dynview.bytecode] ORIGINAL BYTECODE brk <string> line 2 [0/0]")
+    mod = log.index("[dynview.bytecode] MODIFIED BYTECODE brk <string> line 2 [0/0]")
+    res = log.index("[dynview.bytecode] RESUME FUNCTION BYTECODE __resume_at_")
+    assert orig < mod < res
+    original, modified = log[orig:mod], log[mod:res]
+    # the original listing is brk's own code: dis's columns, its multiply and its branch
+    assert "LOAD_FAST" in original and "BINARY_OP" in original and "(*)" in original and "POP_JUMP" in original
+    # the modified one loads the compiled graph and calls it (the original's BINARY_OP is in the graph)
+    assert "__compiled_graph" in modified and " CALL " in modified and "(*)" not in modified
+    assert "__resume_at_" in modified  # and returns the resume function's result
+    assert log.count("ORIGINAL BYTECODE") >= 1 and "(no code object recorded)" not in log
+
+
 def test_readme_is_self_contained():
     """The README points only at files inside the repository, and documents every exit code."""
     import re

@@ -34,6 +34,16 @@ def dv(*args):
     return subprocess.run([cli(), *args], capture_output=True, text=True, timeout=TIMEOUT)
 
 
+def view(tmp_path, path, *commands):
+    """The viewer's --script states after each command (headless, under xvfb)."""
+    script = tmp_path / "view.txt"
+    script.write_text("\n".join(commands or ("print",)) + "\n")
+    v = subprocess.run(["xvfb-run", "-a", "-s", "-screen 0 1600x1000x24", cli(), str(path), "--script", str(script)],
+                       capture_output=True, text=True, timeout=TIMEOUT)
+    assert v.returncode == 0, (v.stdout[-2000:], v.stderr[-2000:])
+    return [json.loads(line)["state"] for line in v.stdout.splitlines() if line.startswith("{")]
+
+
 def whole(path):
     """A trace that the recording process closed: footer, no problems, every chunk decodes."""
     t = dynview.load_trace(path)
@@ -119,6 +129,37 @@ def test_dir_trace_with_forked_workers_reads_as_one(tmp_path):
     assert dv("check", d, "--max-graphs", "4").returncode == 1  # the budget is over all processes
     chrome = json.loads(dv("export", d, "--format", "chrome").stdout)
     assert len({e["pid"] for e in chrome["traceEvents"]}) == 5
+    pids = {int(f[3:-4]) for f in files}
+    # every subcommand: per-process sections and totals over the 5 processes
+    for cmd in ("explain", "recompiles", "stats"):
+        out = dv(cmd, d)
+        assert out.returncode == 0, (cmd, out.stderr)
+        assert out.stdout.count("== ") == 5 and "5 processes:" in out.stdout, (cmd, out.stdout)
+        assert {int(x.split("(pid ")[1].split(")")[0]) for x in out.stdout.splitlines() if x.startswith("== ")} == pids
+    rc = json.loads(dv("recompiles", d, "--json").stdout)
+    assert len(rc["processes"]) == 5 and rc["totals"]["recompile_count"] == 4  # each forked worker recompiles g
+    dump = json.loads(dv("export", d, "--format", "json").stdout)
+    assert {p["pid"] for p in dump["processes"]} == pids
+    sk = dv("seek", d, "--random", "50", "--json")
+    assert sk.returncode == 0 and json.loads(sk.stdout)["jumps"] == 50, sk.stderr
+    df = dv("diff", d, d, "--json", "--fail-on", "new-breaks,more-graphs")
+    assert df.returncode == 0, df.stderr
+    dj = json.loads(df.stdout)
+    assert dj["ok"] and len(dj["processes"]) == 5 and all(p["before"] == p["after"] for p in dj["processes"])
+    # the viewer opens the directory as one trace: process -> code object -> compile
+    states = view(tmp_path, d, "print", "click compile 4", "goto 0")
+    s = states[0]
+    assert {p["pid"] for p in s["processes"]} == pids and len(s["processes"]) == 5
+    assert [len(p["compiles"]) for p in s["processes"]] == [1] * 5
+    assert sorted(c["process"] for c in s["compiles"]) == [0, 1, 2, 3, 4]
+    assert all(c["qualname"] == "g" and c["outcome"] == "graph" for c in s["compiles"])
+    assert s["counts"]["compiles"] == 5 and s["counts"]["steps"] == s["total_steps"] == sum(p["steps"] for p in s["processes"])
+    assert s["trace_warnings"] == []
+    # the last process's compile: its steps (the global numbering) decode with its own code objects
+    last = states[1]
+    assert last["compile"] == 4 and last["cursor"] == s["processes"][4]["first_step"] > 0
+    assert last["step"]["opname"] and last["step"]["source_file"].endswith("child.py")
+    assert states[2]["compile"] == 0
     empty = tmp_path / "empty"
     empty.mkdir()
     out = dv("check", str(empty))
@@ -291,6 +332,15 @@ def test_check_refuses_flipped_bytes_and_reports_corrupt_steps(good_trace, tmp_p
     assert dv("explain", str(bad)).returncode == 0  # explain reports, check refuses
     ex = json.loads(dv("explain", str(bad), "--json").stdout)
     assert any("step data is corrupt" in p["what"] for p in ex["problems"])
+    assert "warning: chunk 1: step data is corrupt" in dv("explain", str(bad)).stdout
+    st = json.loads(dv("stats", str(bad), "--json").stdout)
+    assert any("chunk 1: step data is corrupt" in p["what"] for p in st["problems"])
+    ck = json.loads(dv("check", str(bad), "--json", "--allow-incomplete").stdout)
+    assert any("chunk 1: step data is corrupt" in p["what"] for p in ck["problems"])
+    # the viewer's banner (the footer and index are intact: only decoding the chunk finds it)
+    warnings = view(tmp_path, bad)[0]["trace_warnings"]
+    assert any("chunk 1: step data is corrupt" in w for w in warnings), warnings
+    assert view(tmp_path, good_trace)[0]["trace_warnings"] == []
     # single-byte flips all over the file: check refuses each one and says where
     for i in range(0, len(data), max(1, len(data) // 40)):
         d2 = bytearray(good_trace.read_bytes())
@@ -318,9 +368,11 @@ COUNTS = """
         return x
     with dynview.record("counts.dyn", chunk_steps=16):
         t = dynview.compile(two, backend="eager")
-        for dt in (torch.float32, torch.float64, torch.float16, torch.bfloat16):
-            t(torch.ones(3, dtype=dt))   # 2 compiles, then the recompile limit (said once)
-        dynview.compile(brk, backend="eager")(torch.ones(3))   # an eager fallback
+        for dt in (torch.float32, torch.float64, torch.float16, torch.bfloat16, torch.float32):
+            t(torch.ones(3, dtype=dt))   # 2 compiles, then the recompile limit (said once), 2 eager runs
+        b = dynview.compile(brk, backend="eager")
+        for _ in range(4):
+            b(torch.ones(3))   # an eager fallback, then 3 eager runs
         dynview.compile(long, backend="eager")(torch.ones(3))  # many chunks
 """
 
@@ -350,6 +402,9 @@ def test_counts_agree_across_reports_and_viewer(tmp_path):
         assert ex["eager_fallbacks"] == ck["checks"]["eager_fallbacks"]["value"] >= 1
         assert ex["steps"] == st["steps"]  # a compile cut off counts the steps recorded for it
         assert ex["incomplete_compiles"] == (0 if complete else 1)
+        if complete:  # calls of frames that run eagerly are runtime events, as cache hits are
+            assert ex["eager_runs"] == 5 and ex["cache_hits"] == 0
+            assert "5 eager runs" in dv("stats", path).stdout
         if not complete:
             assert dv("check", path).returncode == 2
         (tmp_path / "print.txt").write_text("print\n")
@@ -359,3 +414,6 @@ def test_counts_agree_across_reports_and_viewer(tmp_path):
         state = json.loads(v.stdout.splitlines()[-1])["state"]
         assert state["counts"] == ex
         assert (state["trace_warnings"] == []) == complete  # the viewer's banner for a cut-off trace
+        if complete:  # the hits column counts eager runs: the compile that made each frame eager
+            runs = {(c["qualname"], c["id"]): c["eager_runs"] for c in state["compiles"] if c["eager_runs"]}
+            assert runs == {("two", "0/1"): 2, ("brk", "1/0"): 3}, state["compiles"]

@@ -261,3 +261,64 @@ def test_decorator_wrapper_with_cells_free_variables_and_two_breaks():
     for _ in range(2):
         torch.testing.assert_close(f(1, x, return_dict=False, scale=2.0), scaled_relu(1, x, return_dict=False, scale=2.0))
     assert len(dynview._C.cache_entries(scaled_relu.__code__)) == 1  # the wrapper frame: one entry, hit
+
+
+class _Scale:
+    factor = 2.0
+
+
+SCALE = _Scale()
+
+
+def _scaled_then_print(y):
+    z = y * SCALE.factor
+    print("inside", file=SINK)
+    return z
+
+
+def break_in_helper(x):
+    y = x + 1
+    return _scaled_then_print(y)
+
+
+def test_recorded_guards_of_a_split_compile_are_the_entrys(tmp_path):
+    # The first trace inlines the helper (reading SCALE.factor) before it meets the break; the
+    # compile that splits the frame stops at the call of the helper, so its entry does not guard
+    # SCALE, and the trace must show the guards the entry keeps, not the first trace's.
+    path = tmp_path / "split_guards.dyn"
+    with dynview.record(path):
+        f = dynview.compile(break_in_helper, backend="eager")
+        torch.testing.assert_close(f(torch.ones(3)), break_in_helper(torch.ones(3)))
+    (entry,) = dynview._C.cache_entries(break_in_helper.__code__)
+    t = dynview.load_trace(path)
+    recorded = [g["text"] for g in t.compiles[0].guards]
+    assert recorded == entry["guards"]
+    assert not any("SCALE" in g for g in recorded)
+    assert any("SCALE" in g for c in t.compiles[1:] for g in (x["text"] for x in c.guards)), \
+        "the helper's own frame, captured by the hook, guards SCALE"
+
+
+def add_into_first(a, b):
+    a.add_(1)
+    return b * 2
+
+
+@pytest.mark.parametrize("first,second", [("same", "distinct"), ("distinct", "same")])
+def test_tensor_aliasing_between_arguments_is_guarded(first, second):
+    # A capture made with f(x, x) sees one tensor; one made with f(x, y) two. Reusing either for
+    # the other call would give a wrong result: the guards tell them apart (TorchDynamo's
+    # DUPLICATE_INPUT and NO_TENSOR_ALIASING), so each call compiles once and equals eager.
+    def args(kind):
+        x = torch.zeros(3)
+        return (x, x) if kind == "same" else (x, torch.zeros(3))
+
+    f = dynview.compile(add_into_first, backend="eager")
+    for kind in (first, second, first, second):
+        got_args, want_args = args(kind), args(kind)
+        torch.testing.assert_close(f(*got_args), add_into_first(*want_args))
+        torch.testing.assert_close(got_args[0], want_args[0])
+    entries = dynview._C.cache_entries(add_into_first.__code__)
+    assert len(entries) == 2
+    texts = [g for e in entries for g in e["guards"]]
+    assert "L['b'] is L['a']" in texts
+    assert "___check_no_aliasing(L['a'], L['b'])" in texts

@@ -400,3 +400,33 @@ def test_demo_fx_graph_is_readable_at_default_zoom(tmp_path):
         assert v["label_px"] >= v["font_px"] > 0, (o["command"], v)
     assert out[1]["state"]["graph_view"]["selected_visible"] and out[2]["state"]["graph_view"]["selected_visible"]
     assert shot.exists()
+
+
+def test_guards_pane_shows_the_file_of_each_guards_line(tmp_path):
+    """A guard added inside an inlined function of another file says that file and its line
+    (helper_mod.py:5), not a bare line number that reads as the compiled frame's file."""
+    (tmp_path / "helper_mod.py").write_text("K = 3\n\n\ndef scale(x, n):\n    return x * K\n")
+    (tmp_path / "main.py").write_text(
+        "import torch, dynview\n"
+        "from helper_mod import scale\n"
+        "\n"
+        "def f(x, n):\n"
+        "    return scale(x, n) + 1\n"
+        "\n"
+        "with dynview.record('g.dyn'):\n"
+        "    dynview.compile(f, backend='eager')(torch.ones(3), 2)\n")
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join([os.path.join(HERE, "..", "..", "python"), str(tmp_path)]))
+    env.pop("DYNVIEW_TRACE", None)
+    p = subprocess.run([os.sys.executable, "main.py"], cwd=str(tmp_path), env=env, capture_output=True, text=True, timeout=120)
+    assert p.returncode == 0, p.stderr
+    path = str(tmp_path / "g.dyn")
+    state = script(path, ["print"], tmp_path)[0]["state"]
+    rows = state["guards_shown"]
+    k = [g for g in rows if "['K']" in g["text"]]  # made by the inlined scale()'s LOAD_GLOBAL K
+    assert k and k[0]["where"] == "helper_mod.py:5" and k[0]["file"].endswith("helper_mod.py"), rows
+    n = [g for g in rows if g["text"].startswith("L['n']")]  # made in f (at its entry)
+    assert n and n[0]["where"] == "main.py:4" and n[0]["file"].endswith("main.py"), rows
+    # the reports carry the file too
+    ex = json.loads(subprocess.run([cli(), "explain", path, "--json"], capture_output=True, text=True, timeout=60).stdout)
+    files = {g["text"]: g["filename"] for c in ex["compiles"] for g in c["guards"]}
+    assert [v.rsplit("/", 1)[-1] for t, v in files.items() if "['K']" in t] == ["helper_mod.py"], files

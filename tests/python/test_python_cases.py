@@ -1,0 +1,91 @@
+"""dynview.compile on python_cases.py (plain Python the way model libraries write it) against eager
+and against TorchDynamo: for every case, results, raised exceptions and the arguments' state after
+the call equal eager's on two inputs; a repeat call hits the cache; graph and break counts equal
+torch._dynamo.explain's on the same inputs."""
+import warnings
+
+import pytest
+import torch
+
+import dynview
+from python_cases import CASES
+from test_engine_cases import close, code_of
+
+warnings.filterwarnings("ignore")
+pytestmark = pytest.mark.usefixtures("fresh_engine")
+
+
+def run(fn, args):
+    try:
+        return ("ok", fn(*args))
+    except Exception as e:  # exceptions must match too
+        return ("raise", type(e), str(e))
+
+
+def check_same(got, want, got_args, want_args):
+    assert got[0] == want[0], (got, want)
+    if got[0] == "raise":
+        assert got[1] is want[1] and got[2] == want[2]
+    else:
+        close(got[1], want[1])
+    close(list(got_args), list(want_args))  # mutated arguments
+
+
+@pytest.mark.parametrize("name,fn,make", CASES, ids=[c[0] for c in CASES])
+def test_equals_eager_and_hits_the_cache(name, fn, make):
+    cf = dynview.compile(fn, backend="eager")
+    for seed in (0, 1, 0):
+        a, b = make(seed), make(seed)
+        check_same(run(cf, a), run(fn, b), a, b)
+    entries = dynview._C.cache_entries(code_of(fn))
+    e = dynview.explain(fn)(*make(0))
+    if e.graph_break_count == 0 and e.graph_count:
+        assert len(entries) == 1 and entries[0]["hits"] >= 1, "a repeat call with the same inputs is a cache hit"
+
+
+@pytest.mark.parametrize("name,fn,make", CASES, ids=[c[0] for c in CASES])
+def test_graphs_and_breaks_match_torch_dynamo(name, fn, make):
+    torch._dynamo.reset()
+    theirs = torch._dynamo.explain(fn)(*make(0))
+    torch._dynamo.reset()
+    ours = dynview.explain(fn)(*make(0))
+    assert (ours.graph_count, len(ours.break_reasons)) == (theirs.graph_count, len(theirs.break_reasons)), \
+        ([str(b) for b in ours.break_reasons], [str(b.reason)[:200] for b in theirs.break_reasons])
+
+
+def test_corpus_size():
+    assert len(CASES) >= 10
+
+
+def pop_missing(x, d):
+    return x + d.pop("missing")
+
+
+def test_dict_key_error_propagates_like_eager():
+    cf = dynview.compile(pop_missing, backend="eager")
+    d = {"a": 1}
+    with pytest.raises(KeyError, match="missing"):
+        cf(torch.ones(3), d)
+    assert d == {"a": 1}
+
+
+def forward_with_options(x, **kwargs):
+    # the decorator-wrapper idiom of model libraries: options popped off the frame's own **kwargs
+    output_attentions = kwargs.pop("output_attentions", False)
+    return_dict = kwargs.pop("return_dict", True)
+    y = x.relu()
+    if output_attentions:
+        y = y + 1
+    return {"y": y, "rest": kwargs} if return_dict else (y,)
+
+
+@pytest.mark.parametrize("kwargs", [{}, {"output_attentions": True, "other": 3}, {"return_dict": False}])
+def test_root_frame_kwargs_popped(kwargs):
+    cf = dynview.compile(forward_with_options, backend="eager")
+    x = torch.randn(4)
+    for _ in range(2):
+        close(cf(x, **kwargs), forward_with_options(x, **kwargs))
+    torch._dynamo.reset()
+    theirs = torch._dynamo.explain(forward_with_options)(x, **kwargs)
+    ours = dynview.explain(forward_with_options)(x, **kwargs)
+    assert (ours.graph_count, ours.graph_break_count) == (theirs.graph_count, theirs.graph_break_count) == (1, 0)

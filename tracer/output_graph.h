@@ -1,0 +1,76 @@
+// The output graph of a capture (TorchDynamo's OutputGraph): what the interpreter produces as it
+// runs -- the FX graph, the guards, the graph inputs with the real objects behind them, the side
+// effects on objects from outside the frame, and the dynamic-shape state (the ShapeEnv and fake
+// mode of python/dynview/_shapes.py). It outlives the interpreter: a CaptureResult owns it, and the
+// later stages (backend, shape guards, codegen, the cache entry) read it from there.
+#pragma once
+#include <algorithm>
+#include <string>
+#include <unordered_map>
+#include <utility>
+#include <vector>
+
+#include "graph.h"
+#include "guards.h"
+#include "values.h"
+
+namespace dv {
+
+// Writes to objects that exist outside the frame, replayed by the transformed code after the graph
+// runs, in order. Later reads in the trace see them.
+struct SideEffects {
+  struct AttrWrite {  // self.calls += 1, self.cache = y
+    VPtr owner;
+    std::string name;
+    VPtr value;
+  };
+  std::vector<AttrWrite> attr_writes;
+  std::vector<VPtr> mutated_lists;  // lists from outside the frame changed by append/extend/pop/insert
+  std::vector<VPtr> mutated_dicts;  // dicts from outside the frame (the frame's **kwargs too) changed
+  bool empty() const { return attr_writes.empty() && mutated_lists.empty() && mutated_dicts.empty(); }
+  void note_mutation(const VPtr& container) {  // a list or dict from outside the frame was changed
+    auto& v = container->kind == VK::Dict ? mutated_dicts : mutated_lists;
+    if (std::find(v.begin(), v.end(), container) == v.end()) v.push_back(container);
+  }
+};
+
+class OutputGraph {
+ public:
+  Graph graph;
+  std::vector<Guard> guards;
+  std::vector<std::pair<SourcePtr, int>> inputs;  // graph placeholders: (source, node)
+  std::vector<Ref> input_objects;                 // the real objects behind the placeholders
+  SideEffects side_effects;
+
+  // Adds a guard unless one of the same kind on the same source exists; returns it (null: a duplicate).
+  Guard* add_guard(GuardKind kind, SourcePtr source, Ref value, int step, int line, std::string file, std::string text);
+  // A graph input read from `source`: `example` is what the graph sees (meta or fake), `real` the object.
+  int add_input(SourcePtr source, Ref example, Ref real, int step);
+
+  // Dynamic shapes: set up when an input is symbolic in this compile.
+  bool dynamic() const { return static_cast<bool>(shapes_); }
+  PyObject* shapes() const { return shapes_.get(); }  // the DynamicShapes object (borrowed) or null
+  bool start_dynamic(std::string& why);               // creates the DynamicShapes
+  int sym_slot(SourcePtr source);                     // numbers a source its symbols read
+  // After each step: ShapeEnv guards added by that step are attributed to it (step, file:line).
+  bool shape_guards_pending() const {
+    return shape_guard_list_ && PyList_GET_SIZE(shape_guard_list_.get()) != shape_guards_seen_;
+  }
+  void watch_shape_guards(int step, int line, const std::string& file);
+  std::string root_file;  // where set-up shape guards are reported
+  bool has_unbacked_symbols() const;  // a size depends on tensor values (unbacked symbols)
+
+  // The backend call: fake example inputs (dynamic) or the real ones; new reference or null (error set).
+  PyObject* compile_with_backend(PyObject* backend, PyObject* gm);
+  // The ShapeEnv's guards, appended to `guards` once the backend ran. False: `why` says which failed.
+  bool add_shape_guards(std::string& why);
+
+ private:
+  Ref shapes_;
+  std::vector<SourcePtr> sym_sources_;
+  Ref shape_guard_list_;  // the ShapeEnv's guard list, watched after each step
+  Py_ssize_t shape_guards_seen_ = 0;
+  std::unordered_map<int, std::string> shape_files_;  // step -> the file of the line noted with it
+};
+
+}  // namespace dv

@@ -1,0 +1,285 @@
+// The value builder (TorchDynamo's VariableBuilder): a Python object reached from a source (an
+// argument, a global, an attribute of one) becomes a Value, with the guards that make reusing the
+// capture sound; tensors become graph inputs. It also plans which inputs are symbolic (automatic
+// dynamic shapes) from what earlier compiles of the code object saw.
+#include "value_builder.h"
+
+#include <cstring>
+
+#include "codegen.h"
+#include "pycache.h"
+#include "tensor_match.h"
+#include "translator.h"
+
+namespace dv {
+
+static bool function_is_torch(PyObject* fn) {
+  PyObject* mod = PyFunction_GET_MODULE(fn);
+  if (!mod || !PyUnicode_Check(mod)) return false;
+  std::string m = str_of(mod);
+  return (m == "torch" || m.rfind("torch.", 0) == 0) && m.rfind("torch.nn.modules", 0) != 0;
+}
+
+static bool is_const_tree(PyObject* o) {
+  if (is_exact_const(o)) return true;
+  if (PyTuple_CheckExact(o) || PyFrozenSet_CheckExact(o)) {
+    Ref it = Ref::steal(PyObject_GetIter(o));
+    if (!it) return PyErr_Clear(), false;
+    while (Ref x = Ref::steal(PyIter_Next(it.get())))
+      if (!is_const_tree(x.get())) return false;
+    return !PyErr_Occurred();
+  }
+  return false;
+}
+
+static Ref meta_like(PyObject* t) {
+  // torch.empty_strided(size, stride, dtype=, device='meta', requires_grad=)
+  Ref size = Ref::steal(PyObject_CallMethod(t, "size", nullptr));
+  Ref stride = Ref::steal(PyObject_CallMethod(t, "stride", nullptr));
+  Ref dtype = Ref::steal(PyObject_GetAttrString(t, "dtype"));
+  Ref rg = Ref::steal(PyObject_GetAttrString(t, "requires_grad"));
+  if (!size || !stride || !dtype || !rg) return {};
+  Ref fn = Ref::steal(PyObject_GetAttrString(py().torch.get(), "empty_strided"));
+  Ref args = Ref::steal(PyTuple_Pack(2, size.get(), stride.get()));
+  Ref kw = Ref::steal(Py_BuildValue("{s:O,s:O,s:O}", "dtype", dtype.get(), "device", py().meta_str.get(), "requires_grad", rg.get()));
+  if (!fn || !args || !kw) return {};
+  return Ref::steal(PyObject_Call(fn.get(), args.get(), kw.get()));
+}
+
+VPtr ValueBuilder::wrap(Ref obj, SourcePtr source, Frame& f) {
+  std::string key = source ? source->text() : "";
+  if (source) {
+    auto it = by_source_.find(key);
+    if (it != by_source_.end()) return it->second;
+  }
+  PyObject* o = obj.get();
+  VPtr v;
+  auto remember = [&](VPtr val) {
+    val->source = source;
+    if (source) by_source_[key] = val;
+    if (t_.obs_ && !val->announced) t_.announce(val);
+    return val;
+  };
+  if (is_tensor(o)) {
+    auto alias = tensor_by_id_.find(o);
+    if (alias != tensor_by_id_.end()) {
+      // One tensor under a second source: the capture holds only while both sources stay one object.
+      const OutputGraph& og = t_.output;
+      for (size_t i = 0; source && i < og.inputs.size(); ++i) {
+        if (og.inputs[i].second != alias->second->node) continue;
+        const SourcePtr& first = og.inputs[i].first;
+        if (Guard* g = t_.add_guard(GuardKind::TENSOR_ALIASING, source, {}, f, key + " is " + first->text())) {
+          g->length = 1;
+          g->refs = {SymRef{first}, SymRef{source}};
+        }
+        break;
+      }
+      return remember(alias->second);
+    }
+    if (!source) return nullptr;  // a tensor that cannot be reloaded: the caller breaks
+    TensorSpec spec;
+    tensor_spec(o, spec);
+    Ref example;
+    if (t_.output.dynamic()) {
+      // A fake tensor of this compile's fake mode, symbolic in the planned dims (sizes 0 and 1 stay
+      // static: TorchDynamo's 0/1 specialisation).
+      Ref dims = Ref::steal(PySet_New(nullptr));
+      auto plan = dyn_dims_.find(key);
+      for (size_t d = 0; plan != dyn_dims_.end() && d < spec.sizes.size() && d < 64; ++d)
+        if ((plan->second >> d & 1) && spec.sizes[d] >= 2) PySet_Add(dims.get(), Ref::steal(PyLong_FromSize_t(d)).get());
+      const int slot = PySet_GET_SIZE(dims.get()) > 0 ? t_.output.sym_slot(source) : -1;
+      Ref r = Ref::steal(PyObject_CallMethod(t_.output.shapes(), "tensor", "OOsiii", o, dims.get(), key.c_str(), slot,
+                                                 t_.cur_step_, t_.root_ ? t_.current_line(f) : -1));
+      if (!r || !PyTuple_Check(r.get()) || PyTuple_GET_SIZE(r.get()) != 3) return nullptr;
+      example = Ref::borrow(PyTuple_GET_ITEM(r.get(), 0));
+      spec.dyn_sizes = PyLong_AsUnsignedLongLongMask(PyTuple_GET_ITEM(r.get(), 1));
+      spec.dyn_strides = PyLong_AsUnsignedLongLongMask(PyTuple_GET_ITEM(r.get(), 2));
+    } else {
+      example = meta_like(o);
+    }
+    if (!example) return nullptr;
+    if (Guard* g = t_.add_guard(GuardKind::TENSOR_MATCH, source, {}, f, "check_tensor(" + key + ", " + tensor_spec_text(spec) + ")"))
+      g->tensor = spec;
+    v = t_.make(VK::Tensor);
+    v->obj = example;
+    v->device = Ref::steal(PyObject_GetAttrString(o, "device"));
+    v->node = t_.output.add_input(source, v->obj, obj, t_.cur_step_);
+    if (t_.obs_) t_.obs_->on_graph_node(GraphNodeEvent{t_.id_, v->node, t_.cur_step_, "placeholder", placeholder_name(*source)});
+    tensor_by_id_[o] = v;
+    return remember(v);
+  }
+  if (o == Py_None) {
+    if (source) t_.add_guard(GuardKind::NONE_MATCH, source, {}, f, key + " is None");
+    v = t_.make(VK::Const);
+    v->obj = obj;
+    return remember(v);
+  }
+  if (PyBool_Check(o)) {
+    if (source) t_.add_guard(GuardKind::ID_MATCH, source, obj, f, key + " is " + repr_of(o));
+    v = t_.make(VK::Const);
+    v->obj = obj;
+    return remember(v);
+  }
+  if (t_.output.dynamic() && source && PyLong_CheckExact(o) && dyn_ints_.count(key)) {
+    // An int that changed between compiles: a graph input of type SymInt.
+    const int slot = t_.output.sym_slot(source);
+    Ref s = Ref::steal(PyObject_CallMethod(t_.output.shapes(), "symint", "Osiii", o, key.c_str(), slot, t_.cur_step_,
+                                                t_.root_ ? t_.current_line(f) : -1));
+    if (!s) return nullptr;
+    t_.add_guard(GuardKind::TYPE_MATCH, source, Ref::borrow(reinterpret_cast<PyObject*>(Py_TYPE(o))), f,
+              "___check_type_id(" + key + ", int)");
+    v = t_.make(VK::Sym);
+    v->obj = s;
+    v->node = t_.output.add_input(source, s, obj, t_.cur_step_);
+    if (t_.obs_) t_.obs_->on_graph_node(GraphNodeEvent{t_.id_, v->node, t_.cur_step_, "placeholder", placeholder_name(*source)});
+    return remember(v);
+  }
+  if (is_const_tree(o)) {
+    if (source) {
+      t_.add_guard(GuardKind::EQUALS_MATCH, source, obj, f, key + " == " + repr_of(o));
+    }
+    v = t_.make(VK::Const);
+    v->obj = obj;
+    return remember(v);
+  }
+  if (source && (PyList_CheckExact(o) || PyDict_CheckExact(o)) && !containers_seen_.insert(o).second)
+    return nullptr;  // one mutable container under two sources: no alias guard yet, so not traced
+  if (PyTuple_CheckExact(o) || PyList_CheckExact(o)) {
+    const bool is_list = PyList_CheckExact(o);
+    Py_ssize_t n = is_list ? PyList_GET_SIZE(o) : PyTuple_GET_SIZE(o);
+    if (source) {
+      t_.add_guard(GuardKind::TYPE_MATCH, source, Ref::borrow(reinterpret_cast<PyObject*>(Py_TYPE(o))), f,
+                "___check_type_id(" + key + ", " + Py_TYPE(o)->tp_name + ")");
+      if (Guard* g = t_.add_guard(GuardKind::LENGTH_CHECK, source, {}, f, "len(" + key + ") == " + std::to_string(n)))
+        g->length = n;
+    }
+    v = t_.make(is_list ? VK::List : VK::Tuple);
+    for (Py_ssize_t i = 0; i < n; ++i) {
+      PyObject* item = is_list ? PyList_GET_ITEM(o, i) : PyTuple_GET_ITEM(o, i);
+      VPtr iv = wrap(Ref::borrow(item), source ? Source::item(source, Ref::steal(PyLong_FromSsize_t(i))) : nullptr, f);
+      if (!iv) return nullptr;
+      v->items.push_back(iv);
+    }
+    return remember(v);
+  }
+  if (PyDict_CheckExact(o)) {
+    v = t_.make(VK::Dict);
+    Ref keys = Ref::steal(PyTuple_New(PyDict_GET_SIZE(o)));
+    Py_ssize_t pos = 0, i = 0;
+    PyObject *k, *val;
+    while (PyDict_Next(o, &pos, &k, &val)) {
+      if (!is_exact_const(k)) return nullptr;
+      PyTuple_SET_ITEM(keys.get(), i++, Ref::borrow(k).release());
+      v->keys.push_back(Ref::borrow(k));
+      VPtr iv = wrap(Ref::borrow(val), source ? Source::item(source, Ref::borrow(k)) : nullptr, f);
+      if (!iv) return nullptr;
+      v->items.push_back(iv);
+    }
+    if (source) t_.add_guard(GuardKind::DICT_KEYS, source, keys, f, "list(" + key + ".keys()) == " + repr_of(keys.get()));
+    return remember(v);
+  }
+  if (PyObject_TypeCheck(o, reinterpret_cast<PyTypeObject*>(py().nn_Module.get()))) {
+    if (source) {
+      t_.add_guard(GuardKind::TYPE_MATCH, source, Ref::borrow(reinterpret_cast<PyObject*>(Py_TYPE(o))), f,
+                "___check_type_id(" + key + ", " + Py_TYPE(o)->tp_name + ")");
+    }
+    v = t_.make(VK::NNModule);
+    v->obj = obj;
+    return remember(v);
+  }
+  if (PyFunction_Check(o) && !function_is_torch(o)) {  // torch.nn.functional.* are graph calls, not inlined
+    if (source) t_.add_guard(GuardKind::ID_MATCH, source, obj, f, "___check_obj_id(" + key + ", " + repr_of(o) + ")");
+    v = t_.make(VK::Function);
+    v->obj = obj;
+    return remember(v);
+  }
+  if (PyMethod_Check(o) && PyFunction_Check(PyMethod_GET_FUNCTION(o))) {
+    v = t_.make(VK::Method);
+    // obj.method: its self is obj, already wrapped under the attribute's base source (the method is
+    // made anew by each attribute read, so a guard through it could not read it back).
+    if (source && source->kind == Source::Kind::Attr && source->base) {
+      auto base = by_source_.find(source->base->text());
+      if (base != by_source_.end() && base->second->obj.get() == PyMethod_GET_SELF(o)) v->self = base->second;
+    }
+    if (!v->self) v->self = wrap(Ref::borrow(PyMethod_GET_SELF(o)), source ? Source::attr(source, "__self__") : nullptr, f);
+    if (!v->self) return nullptr;
+    v->obj = Ref::borrow(PyMethod_GET_FUNCTION(o));
+    return remember(v);
+  }
+  if (std::strcmp(Py_TYPE(o)->tp_name, "numpy.ndarray") == 0) return nullptr;  // NumPy is not traced: the caller breaks
+  if (const int mode = grad_restore_mode(o); mode >= 0) {  // a split with-block's exit (codegen)
+    if (source) t_.add_guard(GuardKind::ID_MATCH, source, obj, f, "___check_obj_id(" + key + ", " + repr_of(o) + ")");
+    v = t_.make(VK::GradMode);
+    v->flag = mode == 1;
+    return remember(v);
+  }
+  // Modules, classes, builtins, torch functions and other objects known by identity.
+  if (source) {
+    if (PyModule_Check(o) || PyType_Check(o) || PyCFunction_Check(o) || PyCallable_Check(o))
+      t_.add_guard(GuardKind::ID_MATCH, source, obj, f, "___check_obj_id(" + key + ", " + repr_of(o) + ")");
+    else
+      t_.add_guard(GuardKind::TYPE_MATCH, source, Ref::borrow(reinterpret_cast<PyObject*>(Py_TYPE(o))), f,
+                "___check_type_id(" + key + ", " + Py_TYPE(o)->tp_name + ")");
+  }
+  v = t_.make(VK::Object);
+  v->obj = obj;
+  return remember(v);
+}
+
+// ---- dynamic shapes -----------------------------------------------------------------------------
+
+void ValueBuilder::plan_dynamic(PyObject* o, const std::string& text, int depth) {
+  if (!frame_state || depth > 2) return;
+  const bool force = dynamic_mode == DynamicMode::On;
+  if (is_tensor(o)) {
+    if (PyObject_TypeCheck(o, reinterpret_cast<PyTypeObject*>(py().nn_Parameter.get()))) return;  // parameters stay static
+    TensorSpec spec;
+    if (!tensor_spec(o, spec) || spec.sizes.size() > 64) return;
+    auto [it, fresh] = frame_state->try_emplace(text);
+    SeenInput& seen = it->second;
+    if (fresh || seen.is_int) {
+      seen = SeenInput{};
+      seen.sizes = spec.sizes;
+      if (force) seen.dynamic = spec.sizes.size() == 64 ? ~0ull : (1ull << spec.sizes.size()) - 1;
+    } else if (seen.sizes.size() != spec.sizes.size()) {
+      seen.sizes = spec.sizes;  // the rank changed: every size becomes symbolic (as TorchDynamo)
+      seen.dynamic = spec.sizes.size() == 64 ? ~0ull : (1ull << spec.sizes.size()) - 1;
+    } else {
+      for (size_t d = 0; d < spec.sizes.size(); ++d)
+        if (seen.sizes[d] != spec.sizes[d]) seen.dynamic |= 1ull << d;
+    }
+    if (seen.dynamic) dyn_dims_[text] = seen.dynamic;
+    return;
+  }
+  if (PyLong_CheckExact(o)) {
+    int overflow = 0;
+    const long long v = PyLong_AsLongLongAndOverflow(o, &overflow);
+    if (overflow) return PyErr_Clear();
+    auto [it, fresh] = frame_state->try_emplace(text);
+    SeenInput& seen = it->second;
+    if (fresh || !seen.is_int) {
+      seen = SeenInput{};
+      seen.is_int = true;
+      seen.value = v;
+      seen.int_dynamic = force;
+    } else if (seen.value != v) {
+      seen.int_dynamic = true;
+    }
+    if (seen.int_dynamic) dyn_ints_.insert(text);
+    return;
+  }
+  if (PyTuple_CheckExact(o) || PyList_CheckExact(o)) {
+    const Py_ssize_t n = PySequence_Fast_GET_SIZE(o);
+    for (Py_ssize_t i = 0; i < n && i < 64; ++i)
+      plan_dynamic(PySequence_Fast_GET_ITEM(o, i), text + "[" + std::to_string(i) + "]", depth + 1);
+    return;
+  }
+  if (PyDict_CheckExact(o)) {
+    Py_ssize_t pos = 0;
+    PyObject *k, *v;
+    while (PyDict_Next(o, &pos, &k, &v))
+      if (is_exact_const(k)) plan_dynamic(v, text + "[" + repr_of(k) + "]", depth + 1);
+  }
+}
+
+}  // namespace dv

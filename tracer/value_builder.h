@@ -1,0 +1,52 @@
+// The value builder (TorchDynamo's VariableBuilder): Python objects reached from sources become
+// Values with guards; tensors become graph inputs of the output graph. One per capture, owned by
+// the interpreter (Translator), whose step and observer it reports with.
+#pragma once
+#include <string>
+#include <unordered_map>
+#include <unordered_set>
+
+#include "values.h"
+
+namespace dv {
+
+class Translator;
+struct Frame;
+
+// What earlier compiles of a code object saw of its inputs, by source text (TorchDynamo's automatic
+// dynamic shapes): a size that differs between compiles becomes symbolic from then on (all sizes when
+// the rank changes), and so does an int argument whose value changes.
+struct SeenInput {
+  bool is_int = false;
+  int64_t value = 0;
+  bool int_dynamic = false;
+  std::vector<int64_t> sizes;
+  uint64_t dynamic = 0;  // dims seen with different sizes
+};
+using FrameState = std::unordered_map<std::string, SeenInput>;
+enum class DynamicMode : int8_t { Auto = -1, Off = 0, On = 1 };  // torch.compile(dynamic=None/False/True)
+
+class ValueBuilder {
+ public:
+  explicit ValueBuilder(Translator& t) : t_(t) {}
+  // `obj` read from `source` (null: made in the trace, no guard possible). Null result: the object
+  // cannot be traced (the caller breaks with a reason).
+  VPtr wrap(Ref obj, SourcePtr source, Frame& f);
+  // Automatic dynamic shapes: compares an argument with what earlier compiles saw (`state`, updated)
+  // and plans which of its sizes and ints are symbolic in this compile.
+  void plan_dynamic(PyObject* o, const std::string& text, int depth);
+  bool has_dynamic_plan() const { return !dyn_dims_.empty() || !dyn_ints_.empty(); }
+
+  FrameState* frame_state = nullptr;  // this code object's history (null: none kept)
+  DynamicMode dynamic_mode = DynamicMode::Auto;
+
+ private:
+  Translator& t_;
+  std::unordered_map<std::string, VPtr> by_source_;   // source text -> value (dedup)
+  std::unordered_map<PyObject*, VPtr> tensor_by_id_;  // input tensors by identity (aliasing)
+  std::unordered_set<PyObject*> containers_seen_;     // input lists/dicts wrapped so far
+  std::unordered_map<std::string, uint64_t> dyn_dims_;  // source -> symbolic dims
+  std::unordered_set<std::string> dyn_ints_;            // int sources that are symbolic
+};
+
+}  // namespace dv
