@@ -113,12 +113,19 @@ Translator::Status call_builtin(Translator& t, Frame& f, PyObject* fn, std::vect
   }
   if ((is("getattr") || is("hasattr")) && (n == 2 || n == 3) && args[1]->kind == VK::Const) {
     std::string name = str_of(args[1]->obj.get());
-    Status s = t.getattr(f, args[0], name, out);
-    if (is("hasattr")) {
-      out = t.constant(Ref::borrow(s ? Py_False : Py_True));
+    if (is("hasattr") && args[0]->kind == VK::Tensor && PyUnicode_Check(args[1]->obj.get())) {  // what a plain tensor's type defines
+      const bool has = _PyType_Lookup(reinterpret_cast<PyTypeObject*>(py().torch_Tensor.get()), args[1]->obj.get()) != nullptr;
+      out = t.constant(Ref::borrow(has ? Py_True : Py_False));
       return std::nullopt;
     }
-    if (s && n == 3) {
+    Status s = t.getattr(f, args[0], name, out);
+    const bool missing = s && s->id == kNoAttributeId;
+    if (s && !missing) return s;  // the attribute may exist but cannot be traced: not a False
+    if (is("hasattr")) {
+      out = t.constant(Ref::borrow(missing ? Py_False : Py_True));
+      return std::nullopt;
+    }
+    if (missing && n == 3) {
       out = args[2];
       return std::nullopt;
     }

@@ -246,9 +246,10 @@ Translator::Status Translator::graph_call(Frame& f, Ref target, const std::strin
     // Dynamic compile: factories and arithmetic on symbolic ints run under the fake mode.
     result = Ref::steal(PyObject_CallMethod(output.shapes(), "factory", "OOO", target.get(), pargs.get(), pkw.get()));
   } else if (!any_tensor) {
-    // A factory (torch.zeros(3), torch.arange(n)): ask for a meta result; fall back to a real one.
+    // A factory (torch.zeros(3), torch.arange(n), torch.tensor([], device=d)): ask for a meta result
+    // (an explicit device is the real one, kept beside it: `device`); fall back to a real one.
     Ref kw2 = Ref::steal(PyDict_Copy(pkw.get()));
-    if (!has_device_kw) PyDict_SetItemString(kw2.get(), "device", py().meta_str.get());
+    PyDict_SetItemString(kw2.get(), "device", py().meta_str.get());
     result = Ref::steal(PyObject_Call(target.get(), pargs.get(), kw2.get()));
     if (!result) {
       PyErr_Clear();

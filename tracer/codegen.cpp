@@ -143,7 +143,17 @@ struct Rebuilder {
         e.emit(N::BINARY_SUBSCR);
         return true;
       }
-      case VK::Const: e.emit(N::LOAD_CONST, e.konst(v->obj.get())); return true;
+      case VK::Const:
+        if (PySet_CheckExact(v->obj.get())) {  // a set made in the trace: a new set per call, set(frozenset)
+          Ref frozen = Ref::steal(PyFrozenSet_New(v->obj.get()));
+          if (!frozen) return PyErr_Clear(), false;
+          e.callable_const(reinterpret_cast<PyObject*>(&PySet_Type));
+          e.emit(N::LOAD_CONST, e.konst(frozen.get()));
+          e.call(1);
+          return true;
+        }
+        e.emit(N::LOAD_CONST, e.konst(v->obj.get()));
+        return true;
       case VK::Tuple: case VK::List:
         // A container from outside the frame is that object (written back first if it was mutated).
         if (v->source) return e.source(*v->source);
@@ -235,20 +245,43 @@ bool emit_head(Emitter& e, Rebuilder& rb, PyCodeObject* co, const CaptureResult&
     e.call(1);
     e.emit(N::POP_TOP);
   }
-  for (const auto& w : og.side_effects.attr_writes) {  // attribute assignments, replayed in order: (value owner -- )
-    if (!rb.value(w.value) || !rb.value(w.owner)) {
-      why = "cannot replay the assignment to attribute '" + w.name + "'";
-      return false;
-    }
-    e.emit(N::STORE_ATTR, e.name(w.name));
-  }
-  for (const VPtr& l : og.side_effects.mutated_lists) {  // lst[:] = [new contents]: (value container key -- )
+  // The new contents of every mutated list and dict are built first, before anything is written
+  // back: an item may be reloaded from a source inside a container (the same one or another) that a
+  // write-back changes.
+  const SideEffects& se = og.side_effects;
+  std::vector<int> list_tmp, dict_tmp;
+  for (const VPtr& l : se.mutated_lists) {
     for (const VPtr& x : l->items)
       if (!rb.value(x)) {
         why = "cannot write back the mutated list " + l->source->text();
         return false;
       }
     e.emit(N::BUILD_LIST, static_cast<int>(l->items.size()));
+    list_tmp.push_back(e.temp());
+    e.emit(N::STORE_FAST, list_tmp.back());
+  }
+  for (const VPtr& d : se.mutated_dicts) {
+    for (size_t i = 0; i < d->items.size(); ++i) {
+      e.emit(N::LOAD_CONST, e.konst(d->keys[i].get()));
+      if (!rb.value(d->items[i])) {
+        why = "cannot write back the mutated dict " + d->source->text();
+        return false;
+      }
+    }
+    e.emit(N::BUILD_MAP, static_cast<int>(d->items.size()));
+    dict_tmp.push_back(e.temp());
+    e.emit(N::STORE_FAST, dict_tmp.back());
+  }
+  for (const auto& w : se.attr_writes) {  // attribute assignments, replayed in order: (value owner -- )
+    if (!rb.value(w.value) || !rb.value(w.owner)) {
+      why = "cannot replay the assignment to attribute '" + w.name + "'";
+      return false;
+    }
+    e.emit(N::STORE_ATTR, e.name(w.name));
+  }
+  for (size_t k = 0; k < se.mutated_lists.size(); ++k) {  // lst[:] = new contents: (value container key -- )
+    const VPtr& l = se.mutated_lists[k];
+    e.emit(N::LOAD_FAST, list_tmp[k]);
     if (!e.source(*l->source)) {
       why = "cannot reload the mutated list " + l->source->text();
       return false;
@@ -256,7 +289,8 @@ bool emit_head(Emitter& e, Rebuilder& rb, PyCodeObject* co, const CaptureResult&
     e.emit(N::LOAD_CONST, e.konst(Ref::steal(PySlice_New(nullptr, nullptr, nullptr)).get()));
     e.emit(N::STORE_SUBSCR);
   }
-  for (const VPtr& d : og.side_effects.mutated_dicts) {  // dict.clear(d); dict.update(d, {new contents})
+  for (size_t k = 0; k < se.mutated_dicts.size(); ++k) {  // dict.clear(d); dict.update(d, new contents)
+    const VPtr& d = se.mutated_dicts[k];
     for (const char* method : {"clear", "update"}) {
       Ref fn = Ref::steal(PyObject_GetAttrString(reinterpret_cast<PyObject*>(&PyDict_Type), method));
       e.callable_const(fn.get());
@@ -264,17 +298,9 @@ bool emit_head(Emitter& e, Rebuilder& rb, PyCodeObject* co, const CaptureResult&
         why = "cannot reload the mutated dict " + d->source->text();
         return false;
       }
-      if (method[0] == 'u') {
-        for (size_t i = 0; i < d->items.size(); ++i) {
-          e.emit(N::LOAD_CONST, e.konst(d->keys[i].get()));
-          if (!rb.value(d->items[i])) {
-            why = "cannot write back the mutated dict " + d->source->text();
-            return false;
-          }
-        }
-        e.emit(N::BUILD_MAP, static_cast<int>(d->items.size()));
-      }
-      e.call(method[0] == 'u' ? 2 : 1);
+      const bool update = method[0] == 'u';
+      if (update) e.emit(N::LOAD_FAST, dict_tmp[k]);
+      e.call(update ? 2 : 1);
       e.emit(N::POP_TOP);
     }
   }

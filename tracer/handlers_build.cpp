@@ -40,6 +40,54 @@ Status op_BUILD_CONST_KEY_MAP(Translator& t, Frame& f, const Instr& in) {  // (v
   f.stack.push_back(d);
   return std::nullopt;
 }
+// Sets of constants ({a, b}, set comprehensions over constants): a real set object private to the
+// trace, so its methods and operators run on it (it is rebuilt from a frozenset if it escapes).
+// A set holding a tensor or another traced value breaks the graph.
+static bool all_hashable_consts(const std::vector<VPtr>& items) {
+  for (const VPtr& v : items) {
+    if (!v || v->kind != VK::Const) return false;
+    if (PyObject_Hash(v->obj.get()) == -1) return PyErr_Clear(), false;
+  }
+  return true;
+}
+static bool is_trace_set(const VPtr& v) { return v && v->kind == VK::Const && !v->source && PySet_CheckExact(v->obj.get()); }
+Status op_BUILD_SET(Translator& t, Frame& f, const Instr& in) {  // (v1..vn -- set)
+  NEED(static_cast<size_t>(in.arg));
+  std::vector<VPtr> items(f.stack.end() - in.arg, f.stack.end());
+  if (!all_hashable_consts(items)) return t.brk(f, "DV0007", "a set of values that are not constants");
+  Ref s = Ref::steal(PySet_New(nullptr));
+  for (const VPtr& v : items)
+    if (!s || PySet_Add(s.get(), v->obj.get()) < 0) return PyErr_Clear(), t.brk(f, "DV0010", "building a set raised");
+  f.stack.resize(f.stack.size() - in.arg);
+  f.stack.push_back(t.constant(s));
+  return std::nullopt;
+}
+Status op_SET_ADD(Translator& t, Frame& f, const Instr& in) {  // (set .. v -- set ..): set comprehensions
+  NEED(in.arg + 1u);
+  const VPtr& v = top(f);
+  const VPtr& s = top(f, in.arg + 1);
+  if (!is_trace_set(s) || !all_hashable_consts({v})) return t.brk(f, "DV0007", "a set of values that are not constants");
+  if (PySet_Add(s->obj.get(), v->obj.get()) < 0) return PyErr_Clear(), t.brk(f, "DV0010", "set.add raised");
+  f.stack.pop_back();
+  return std::nullopt;
+}
+Status op_SET_UPDATE(Translator& t, Frame& f, const Instr& in) {  // (set .. iterable -- set ..)
+  NEED(in.arg + 1u);
+  const VPtr& it = top(f);
+  const VPtr& s = top(f, in.arg + 1);
+  if (!is_trace_set(s)) return t.brk(f, "DV0007", "a set of values that are not constants");
+  if (it->kind == VK::Const) {
+    Ref r = Ref::steal(PyObject_CallMethod(s->obj.get(), "update", "O", it->obj.get()));
+    if (!r) return PyErr_Clear(), t.brk(f, "DV0010", "set.update raised");
+  } else if ((it->kind == VK::List || it->kind == VK::Tuple) && all_hashable_consts(it->items)) {
+    for (const VPtr& v : it->items)
+      if (PySet_Add(s->obj.get(), v->obj.get()) < 0) return PyErr_Clear(), t.brk(f, "DV0010", "set.update raised");
+  } else {
+    return t.brk(f, "DV0007", "a set of values that are not constants");
+  }
+  f.stack.pop_back();
+  return std::nullopt;
+}
 Status op_LIST_APPEND(Translator& t, Frame& f, const Instr& in) {  // (list .. v -- list ..)
   NEED(in.arg + 1u);
   VPtr v = pop(f);

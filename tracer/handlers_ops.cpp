@@ -62,7 +62,11 @@ Status op_CONTAINS_OP(Translator& t, Frame& f, const Instr& in) {  // (item cont
     if (r < 0) return t.brk(f, "DV0010", "'in' raised");
     found = r == 1;
   } else {
-    return t.brk(f, "DV0018", std::string("'in' with a ") + vk_name(item->kind) + " and a " + vk_name(cont->kind));
+    VPtr r;
+    bool handled = false;
+    if (Status s = t.call_dunder(f, cont, "__contains__", {item}, r, handled)) return s;
+    if (!handled) return t.brk(f, "DV0018", std::string("'in' with a ") + vk_name(item->kind) + " and a " + vk_name(cont->kind));
+    if (Status s = t.truth(f, r, found)) return s;
   }
   PyErr_Clear();
   VPtr out = t.constant(Ref::borrow((found != (in.arg == 1)) ? Py_True : Py_False));

@@ -181,6 +181,9 @@ Translator::Status Translator::subscr(Frame& f, VPtr obj, VPtr idx, VPtr& out) {
     if (!out) return brk(f, "DV0013", "unsupported module item");
     return std::nullopt;
   }
+  bool handled = false;
+  if (Status s = call_dunder(f, obj, "__getitem__", {idx}, out, handled)) return s;
+  if (handled) return std::nullopt;
   auto po = to_python(obj, false), pi = to_python(idx, false);
   if (po && pi) {
     Ref r = Ref::steal(PyObject_GetItem(po->get(), pi->get()));
@@ -189,6 +192,23 @@ Translator::Status Translator::subscr(Frame& f, VPtr obj, VPtr idx, VPtr& out) {
     if (out) return std::nullopt;
   }
   return brk(f, "DV0017", std::string("subscript of a ") + vk_name(obj->kind));
+}
+
+Translator::Status Translator::call_dunder(Frame& f, const VPtr& obj, const char* name, std::vector<VPtr> args, VPtr& out,
+                                           bool& handled) {
+  handled = false;
+  if (obj->kind != VK::Object || !obj->obj) return std::nullopt;
+  PyTypeObject* tp = Py_TYPE(obj->obj.get());
+  if (!(tp->tp_flags & Py_TPFLAGS_HEAPTYPE)) return std::nullopt;  // builtin types: not Python code
+  Ref nm = Ref::steal(PyUnicode_FromString(name));
+  PyObject* fn = _PyType_Lookup(tp, nm.get());
+  if (!fn || !PyFunction_Check(fn)) return std::nullopt;
+  handled = true;
+  VPtr mv = make(VK::Method);
+  mv->self = obj;
+  mv->obj = Ref::borrow(fn);
+  mv->name = name;
+  return call(f, mv, std::move(args), {}, out);
 }
 
 Translator::Status Translator::truth(Frame& f, VPtr v, bool& out) {
@@ -351,6 +371,9 @@ Translator::Status Translator::getattr(Frame& f, VPtr obj, const std::string& na
         return graph_call(f, py().getattr_fn, "", {obj, constant_steal(PyUnicode_FromString(name.c_str()))}, {}, out);
       if (name == "data" || name == "grad" || name == "_base")
         return brk(f, "DV0005", "Tensor." + name + " is not traced", "use the tensor itself, or .detach()");
+      Ref nm = Ref::steal(PyUnicode_FromString(name.c_str()));
+      if (!_PyType_Lookup(reinterpret_cast<PyTypeObject*>(py().torch_Tensor.get()), nm.get()))
+        return brk(f, kNoAttributeId, "'Tensor' object has no attribute '" + name + "'");  // AttributeError in eager
       VPtr mv = make(VK::Method);
       mv->self = obj;
       mv->name = name;
@@ -397,6 +420,11 @@ Translator::Status Translator::getattr(Frame& f, VPtr obj, const std::string& na
         out = constant(Ref::borrow(cls_attr));
         return std::nullopt;
       }
+      static PyObject* getattr_name = PyUnicode_InternFromString("__getattr__");
+      const bool module_getattr = _PyType_Lookup(Py_TYPE(m), getattr_name) ==
+                                  _PyType_Lookup(reinterpret_cast<PyTypeObject*>(py().nn_Module.get()), getattr_name);
+      if (!cls_attr && module_getattr)  // not an instance attribute, member or class attribute: nn.Module.__getattr__ raises
+        return brk(f, kNoAttributeId, "'" + std::string(Py_TYPE(m)->tp_name) + "' object has no attribute '" + name + "'");
       return brk(f, "DV0005", "attribute " + name + " of module " + Py_TYPE(m)->tp_name);
     }
     case VK::Object: case VK::Const: case VK::Function: {
@@ -405,8 +433,9 @@ Translator::Status Translator::getattr(Frame& f, VPtr obj, const std::string& na
       if (obj->kind == VK::Object && Py_IS_TYPE(o, &PySuper_Type) && obj->self) {  // super().method
         Ref r = Ref::steal(PyObject_GetAttrString(o, name.c_str()));
         if (!r) {
+          const bool missing = PyErr_ExceptionMatches(PyExc_AttributeError);
           PyErr_Clear();
-          return brk(f, "DV0005", "super() has no attribute " + name);
+          return brk(f, missing ? kNoAttributeId : "DV0005", "super() has no attribute " + name);
         }
         if (PyMethod_Check(r.get()) && PyFunction_Check(PyMethod_GET_FUNCTION(r.get()))) {
           VPtr mv = make(VK::Method);
@@ -433,8 +462,27 @@ Translator::Status Translator::getattr(Frame& f, VPtr obj, const std::string& na
           return std::nullopt;
         }
       }
+      if (obj->kind == VK::Object && (Py_TYPE(o)->tp_flags & Py_TPFLAGS_HEAPTYPE) && !PyType_Check(o)) {
+        // A property of a Python class: its getter is inlined (reading it here would run it
+        // unguarded, and the guard could not read it back).
+        Ref nm = Ref::steal(PyUnicode_FromString(name.c_str()));
+        PyObject* cls_attr = _PyType_Lookup(Py_TYPE(o), nm.get());
+        if (cls_attr && Py_IS_TYPE(cls_attr, &PyProperty_Type)) {
+          Ref getter = Ref::steal(PyObject_GetAttrString(cls_attr, "fget"));
+          if (getter && PyFunction_Check(getter.get())) {
+            VPtr fv = make(VK::Function);
+            fv->obj = getter;
+            return call(f, fv, {obj}, {}, out);
+          }
+          PyErr_Clear();
+        }
+      }
       Ref r = Ref::steal(PyObject_GetAttrString(o, name.c_str()));
-      if (!r) return brk(f, "DV0005", "no attribute " + name + " on " + Py_TYPE(o)->tp_name);
+      if (!r) {
+        const bool missing = PyErr_ExceptionMatches(PyExc_AttributeError);
+        PyErr_Clear();
+        return brk(f, missing ? kNoAttributeId : "DV0005", "no attribute " + name + " on " + Py_TYPE(o)->tp_name);
+      }
       // Attributes of modules (torch.relu, math.pi), classes and instances of user classes (a config
       // object's cfg.d, o.scale) are reloaded from their owner, and so guarded: they may change
       // between calls. Immutable constants' attributes (dtype.is_floating_point) need no guard.

@@ -20,6 +20,7 @@
 namespace dv {
 
 const char* const kStopId = "__stop";
+const char* const kNoAttributeId = "DV0022";
 
 const char* vk_name(VK k) {
   switch (k) {

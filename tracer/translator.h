@@ -63,6 +63,9 @@ struct Frame {
 };
 
 extern const char* const kStopId;  // the Break id run_frame returns when it reaches stop_at
+// The Break id of an attribute that does not exist (AttributeError in eager): hasattr() is False and
+// getattr() with a default gives the default, where any other break of an attribute read stays a break.
+extern const char* const kNoAttributeId;
 
 // The first stage of a compile: what to trace.
 struct CaptureRequest {
@@ -136,6 +139,9 @@ class Translator {
   Status binary(Frame& f, int nb_op, VPtr a, VPtr b, VPtr& out);
   Status compare(Frame& f, int cmp, VPtr a, VPtr b, VPtr& out);
   Status subscr(Frame& f, VPtr obj, VPtr idx, VPtr& out);
+  // obj.__name__(args) when obj is an instance of a Python class defining it in Python: inlined
+  // (`handled` false otherwise: the caller goes on).
+  Status call_dunder(Frame& f, const VPtr& obj, const char* name, std::vector<VPtr> args, VPtr& out, bool& handled);
   Status truth(Frame& f, VPtr v, bool& out);
   Status iterate(Frame& f, VPtr v, VPtr& out);
   Status graph_call(Frame& f, Ref target, const std::string& method, std::vector<VPtr> args,

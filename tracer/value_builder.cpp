@@ -142,7 +142,7 @@ VPtr ValueBuilder::wrap(Ref obj, SourcePtr source, Frame& f) {
     v->obj = obj;
     return remember(v);
   }
-  if (source && (PyList_CheckExact(o) || PyDict_CheckExact(o)) && !containers_seen_.insert(o).second)
+  if (source && (PyList_CheckExact(o) || PyDict_CheckExact(o)) && !containers_seen_.emplace(o, obj).second)
     return nullptr;  // one mutable container under two sources: no alias guard yet, so not traced
   if (PyTuple_CheckExact(o) || PyList_CheckExact(o)) {
     const bool is_list = PyList_CheckExact(o);

@@ -187,6 +187,182 @@ def dict_comprehension_then_pop(x):
     return first + d["k1"]
 
 
+# ---- hasattr / getattr with a default ----
+def _is_jax_jitting(x):
+    # transformers.utils.import_utils.is_jax_jitting: duck typing on the tensor
+    if not hasattr(x, "jax"):
+        return False
+    try:
+        import jax
+        return isinstance(x.jax(), getattr(jax, "core").Tracer)
+    except Exception:
+        return False
+
+
+@case((3,))
+def hasattr_on_tensor_duck_typing(x):
+    if _is_jax_jitting(x):
+        print("jax path", file=_SINK)
+    return x + 1
+
+
+@case((3,))
+def hasattr_tensor_attributes(x):
+    return x * 2, hasattr(x, "grad"), hasattr(x, "shape"), hasattr(x, "relu"), hasattr(x, "no_such_thing")
+
+
+class _Cfg:
+    scale = 3.0
+
+    def __init__(self):
+        self.bias = 1.0
+
+
+_CFG = _Cfg()
+
+
+@case((3,))
+def getattr_with_default(x):
+    return x * getattr(_CFG, "scale", 1.0) + getattr(_CFG, "bias", 0.0) + getattr(_CFG, "missing", 5.0)
+
+
+class OptionalGroups(nn.Module):
+    # attention helpers test module attributes that only some architectures define
+    def __init__(self, groups=None):
+        super().__init__()
+        self.proj = nn.Linear(4, 4)
+        if groups is not None:
+            self.num_key_value_groups = groups
+
+    def forward(self, x):
+        y = self.proj(x)
+        if hasattr(self, "num_key_value_groups") and self.num_key_value_groups > 1:
+            y = y.repeat(1, self.num_key_value_groups)
+        return y * getattr(self, "scaling", 0.5)
+
+
+module_case(lambda: OptionalGroups(), (2, 4))
+module_case(lambda: OptionalGroups(2), (2, 4))
+
+
+# ---- tensors made in the trace with an explicit device, then mixed with inputs ----
+@case((2, 3))
+def cat_onto_empty_with_device(x):
+    # transformers' DynamicLayer: an empty cache tensor made on the input's device, then cat
+    keys = torch.tensor([], dtype=x.dtype, device=x.device)
+    keys = torch.cat([keys, x.flatten()], dim=-1)
+    return keys * 2
+
+
+@case((3,))
+def factory_with_device_then_add(x):
+    return x + torch.ones(3, device="cpu") + torch.zeros_like(x, device=x.device)
+
+
+# ---- user mapping classes: `in` and [] through their Python __contains__ / __getitem__ ----
+from collections.abc import MutableMapping  # noqa: E402
+
+
+class _Registry(MutableMapping):
+    # transformers.utils.generic.GeneralInterface, as that library writes it
+    _global_mapping = {"relu": torch.relu, "tanh": torch.tanh}
+
+    def __init__(self):
+        self._local_mapping = {}
+
+    def __getitem__(self, key):
+        if key in self._local_mapping:
+            return self._local_mapping[key]
+        return self._global_mapping[key]
+
+    def __setitem__(self, key, value):
+        self._local_mapping.update({key: value})
+
+    def __delitem__(self, key):
+        del self._local_mapping[key]
+
+    def __iter__(self):
+        return iter({**self._global_mapping, **self._local_mapping})
+
+    def __len__(self):
+        return len(self._global_mapping.keys() | self._local_mapping.keys())
+
+
+_ACTS = _Registry()
+
+
+@case((3,))
+def user_mapping_contains_and_getitem(x):
+    name = "tanh"
+    if name not in _ACTS:
+        raise KeyError(name)
+    return _ACTS[name](x)
+
+
+# ---- sets of constants ----
+@case((3,))
+def set_comprehension_membership(x):
+    # ModelOutput.__setattr__'s idiom: a set comprehension over field names, then `in`
+    fields = ("last_hidden_state", "hidden_states", "attentions")
+    names = {f for f in fields if not f.startswith("_")}
+    return x * 2 if "attentions" in names else x
+
+
+@case((3,))
+def set_operators_and_methods(x):
+    a = {1, 2, 3}
+    b = {3, 4}
+    a.add(7)
+    a.discard(1)
+    u, i, d = a | b, a & b, a - b
+    return x * len(u) + len(i) + sum(sorted(d))
+
+
+@case((3,))
+def set_returned(x):
+    s = {"a", "b"}
+    s.update(["c"])
+    return x + 1, s
+
+
+# ---- properties of Python objects (model configs) ----
+class _Config:
+    def __init__(self):
+        self._output_attentions = False
+        self.hidden = 4
+        self.layer_types = ["full", "sliding", "full"]
+
+    @property
+    def output_attentions(self):
+        return self._output_attentions
+
+    @property
+    def is_sliding(self):
+        return [t == "sliding" for t in self.layer_types]
+
+    @property
+    def is_linear(self):
+        return [False for _ in self.layer_types]
+
+
+_CONFIG = _Config()
+
+
+@case((3,))
+def config_property_branch(x):
+    if _CONFIG.output_attentions:
+        return x - 1
+    return x * _CONFIG.hidden
+
+
+@case((3,))
+def two_list_properties_zipped(x):
+    # masking_utils.find_first_full_attention_index over a cache's properties
+    is_full = [not s and not lin for s, lin in zip(_CONFIG.is_sliding, _CONFIG.is_linear)]
+    idx = is_full.index(True) if True in is_full else 0
+    return x + idx
+
+
 class ImportInForward(nn.Module):
     def __init__(self):
         super().__init__()

@@ -89,3 +89,66 @@ def test_root_frame_kwargs_popped(kwargs):
     theirs = torch._dynamo.explain(forward_with_options)(x, **kwargs)
     ours = dynview.explain(forward_with_options)(x, **kwargs)
     assert (ours.graph_count, ours.graph_break_count) == (theirs.graph_count, theirs.graph_break_count) == (1, 0)
+
+
+def forward_kwargs_only(**kwargs):
+    # every argument a keyword: a mutated **kwargs whose other items are graph inputs read from it
+    use_cache = kwargs.pop("use_cache", False)
+    h = kwargs["input_ids"] * 2
+    return h + 1 if use_cache else h, kwargs
+
+
+def test_mutated_kwargs_holding_tensors():
+    cf = dynview.compile(forward_kwargs_only, backend="eager")
+    for use_cache in (True, True, False):
+        x = torch.randn(3)
+        got, want = cf(input_ids=x, use_cache=use_cache), forward_kwargs_only(input_ids=x, use_cache=use_cache)
+        close(got, want)
+        assert got[1].keys() == {"input_ids"}
+
+
+def make_set(x):
+    return x + 1, {"a", "b"}
+
+
+def test_a_set_made_in_the_trace_is_a_new_set_per_call():
+    cf = dynview.compile(make_set, backend="eager")
+    _, first = cf(torch.ones(2))
+    first.add("mutated by the caller")
+    _, second = cf(torch.ones(2))
+    assert second == {"a", "b"} and second is not first
+    (entry,) = dynview._C.cache_entries(make_set.__code__)
+    assert entry["hits"] == 1
+
+
+class Settings:
+    def __init__(self):
+        self._scale = 2.0
+
+    @property
+    def scale(self):
+        return self._scale
+
+
+SETTINGS = Settings()
+
+
+def scaled(x):
+    return x * SETTINGS.scale
+
+
+def test_property_is_guarded_through_its_getter():
+    # The getter is inlined, so the guard reads SETTINGS._scale: repeat calls hit the cache (a
+    # guard on the property itself could never pass), and a change is seen (a recompile).
+    cf = dynview.compile(scaled, backend="eager")
+    x = torch.ones(3)
+    for _ in range(3):
+        torch.testing.assert_close(cf(x), scaled(x))
+    (entry,) = dynview._C.cache_entries(scaled.__code__)
+    assert entry["hits"] == 2
+    SETTINGS._scale = 5.0
+    try:
+        torch.testing.assert_close(cf(x), x * 5)
+        assert len(dynview._C.cache_entries(scaled.__code__)) == 2
+    finally:
+        SETTINGS._scale = 2.0
