@@ -40,8 +40,13 @@ pyb::object argval(pyb::handle code, const bc::Instr& ins, bc::Version v) {
   if (has_flag(op, F_CONST, v)) return pyb::reinterpret_borrow<pyb::object>(PyTuple_GET_ITEM(co->co_consts, ins.arg));
   if (has_flag(op, F_NAME, v)) return pyb::reinterpret_borrow<pyb::object>(PyTuple_GET_ITEM(co->co_names, ins.index));
   if (is_jump(op, v)) return pyb::int_(ins.jump_target);
-  if ((has_flag(op, F_LOCAL, v) || has_flag(op, F_FREE, v)) && ins.index2 == kNone)
-    return pyb::reinterpret_borrow<pyb::object>(PyTuple_GET_ITEM(co->co_localsplusnames, ins.arg));
+  auto local = [&](int32_t i) { return pyb::reinterpret_borrow<pyb::object>(PyTuple_GET_ITEM(co->co_localsplusnames, i)); };
+  if (ins.index2 != kNone) return pyb::make_tuple(local(ins.index), local(ins.index2));  // 3.13 LOAD_FAST_LOAD_FAST & co
+  if (has_flag(op, F_LOCAL, v) || has_flag(op, F_FREE, v)) return local(ins.arg);
+  if (ins.name == Name::CONVERT_VALUE && ins.arg >= 1 && ins.arg <= 3) {  // 3.13: the conversion function
+    static const char* conv[] = {nullptr, "str", "repr", "ascii"};
+    return pyb::module_::import("builtins").attr(conv[ins.arg]);
+  }
   if (has_flag(op, F_COMPARE, v)) return pyb::str(std::string(*compare_op_symbol(ins.index, v)));
   if (ins.name == Name::FORMAT_VALUE) {
     static const char* conv[] = {nullptr, "str", "repr", "ascii"};
@@ -57,11 +62,15 @@ pyb::list instructions(pyb::handle x) {
   auto info = code_info(code, false);
   bc::Decoded d = decode_or_raise(*info);
   pyb::list out(d.instrs.size());
+  // 3.13's dis: jumps say "to L<n>" and starts_line is a bool (the line is line_number).
+  const bool v313 = d.version == bc::Version::py313;
+  const std::vector<uint32_t> labels = v313 ? bc::labels_313(d, false) : std::vector<uint32_t>{};
   for (size_t i = 0; i < d.instrs.size(); ++i) {
     const bc::Instr& ins = d.instrs[i];
+    pyb::object starts = v313 ? pyb::object(pyb::bool_(ins.line_start)) : opt(ins.starts_line);
     out[i] = pyb::make_tuple(std::string(bc::op_name(ins.opcode, d.version)), ins.opcode, opt(ins.arg),
-                             argval(code, ins, d.version), bc::argrepr(*info, ins), ins.offset,
-                             opt(ins.starts_line), ins.is_jump_target, positions(ins.pos));
+                             argval(code, ins, d.version), v313 ? bc::argrepr(*info, ins, labels) : bc::argrepr(*info, ins),
+                             ins.offset, starts, ins.is_jump_target, positions(ins.pos));
   }
   return out;
 }
