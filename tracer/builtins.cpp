@@ -75,6 +75,7 @@ Translator::Status call_builtin(Translator& t, Frame& f, PyObject* fn, std::vect
       case VK::Dict: return reinterpret_cast<PyObject*>(&PyDict_Type);
       case VK::Const: case VK::Object: case VK::NNModule: return reinterpret_cast<PyObject*>(Py_TYPE(v->obj.get()));
       case VK::Function: return reinterpret_cast<PyObject*>(&PyFunction_Type);
+      case VK::Instance: return v->obj.get();
       default: return nullptr;
     }
   };
@@ -131,8 +132,9 @@ Translator::Status call_builtin(Translator& t, Frame& f, PyObject* fn, std::vect
     }
     return s;
   }
-  if (is("next") && (n == 1 || n == 2) && args[0]->kind == VK::Iter) {  // iterators are snapshots
+  if (is("next") && (n == 1 || n == 2) && args[0]->kind == VK::Iter) {
     VPtr it = args[0];
+    if (Status s = t.pull(f, it, it->pos + 1)) return s;
     if (it->pos < it->items.size()) {
       out = it->items[it->pos++];
       return std::nullopt;
@@ -144,36 +146,17 @@ Translator::Status call_builtin(Translator& t, Frame& f, PyObject* fn, std::vect
     return t.brk(f, "DV0010", "next() of an exhausted iterator raises StopIteration");
   }
   if ((is("map") || is("filter")) && n >= 2 && kwargs.empty()) {
-    // map(fn, xs...) / filter(fn, xs): applied now over the (snapshot) iterables.
-    std::vector<VPtr> seqs;
+    // Lazy, as Python's: the function runs as items are taken (Translator::pull), so it sees the
+    // state of that moment (y.extend(map(f, xs)) where f reads y), and each item is made once.
+    if (is("filter") && n != 2) return t.brk(f, "DV0007", "filter() takes two arguments");
+    VPtr r = t.make(VK::Iter);
+    r->name = is("map") ? "map" : "filter";
+    r->self = args[0];
+    r->flag = true;  // lazy: items made so far; `cells` the source iterators
     for (size_t i = 1; i < n; ++i) {
       VPtr it;
-      if (Status s = t.iterate(f, args[i], it)) return s;
-      seqs.push_back(it);
-    }
-    if (is("filter") && seqs.size() != 1) return t.brk(f, "DV0007", "filter() takes two arguments");
-    size_t m = SIZE_MAX;
-    for (auto& s : seqs) m = std::min(m, s->items.size() - s->pos);
-    VPtr r = t.make(VK::Iter);
-    for (size_t i = 0; i < m; ++i) {
-      std::vector<VPtr> call_args;
-      for (auto& s : seqs) call_args.push_back(s->items[s->pos + i]);
-      if (is("filter")) {
-        VPtr keep = call_args[0];
-        bool yes = false;
-        if (args[0]->kind == VK::Const && args[0]->obj.get() == Py_None) {
-          if (Status s = t.truth(f, keep, yes)) return s;
-        } else {
-          VPtr res;
-          if (Status s = t.call(f, args[0], call_args, {}, res)) return s;
-          if (Status s = t.truth(f, res, yes)) return s;
-        }
-        if (yes) r->items.push_back(keep);
-        continue;
-      }
-      VPtr res;
-      if (Status s = t.call(f, args[0], std::move(call_args), {}, res)) return s;
-      r->items.push_back(res);
+      if (Status s = t.iterate(f, args[i], it, /*materialize=*/false)) return s;
+      r->cells.push_back(it);
     }
     out = r;
     return std::nullopt;
@@ -192,8 +175,12 @@ Translator::Status call_builtin(Translator& t, Frame& f, PyObject* fn, std::vect
     out = t.constant(Ref::borrow(c ? Py_True : Py_False));
     return std::nullopt;
   }
+  if (is("iter") && n == 1 && args[0]->kind == VK::Iter) {  // iter(it) is it
+    out = args[0];
+    return std::nullopt;
+  }
   if (is("enumerate") || is("zip") || is("reversed") || is("sorted") || is("tuple") || is("list") || is("iter")) {
-    std::vector<VPtr> seqs;
+    std::vector<VPtr> seqs, iters;
     for (auto& a : args) {
       VPtr it;
       if (Status s = t.iterate(f, a, it)) return s;
@@ -201,6 +188,18 @@ Translator::Status call_builtin(Translator& t, Frame& f, PyObject* fn, std::vect
       VPtr tmp = t.make(VK::Tuple);
       tmp->items = std::move(rest);
       seqs.push_back(tmp);
+      iters.push_back(it);
+    }
+    // What the call consumes of iterators passed to it (a map or generator taken twice is empty the
+    // second time): zip stops at the shortest, having taken one more item from those before it.
+    if (is("zip")) {
+      size_t m = SIZE_MAX, first_short = iters.size();
+      for (size_t i = 0; i < seqs.size(); ++i)
+        if (seqs[i]->items.size() < m) m = seqs[i]->items.size(), first_short = i;
+      for (size_t i = 0; i < iters.size(); ++i)
+        iters[i]->pos = std::min(iters[i]->items.size(), iters[i]->pos + m + (i < first_short ? 1 : 0));
+    } else if (!is("iter")) {
+      for (auto& it : iters) it->pos = it->items.size();
     }
     VPtr r = t.make(is("list") ? VK::List : is("tuple") ? VK::Tuple : VK::Iter);
     if (is("enumerate")) {
@@ -262,7 +261,25 @@ Translator::Status call_builtin(Translator& t, Frame& f, PyObject* fn, std::vect
     out = d;
     return std::nullopt;
   }
-  if ((is("min") || is("max") || is("sum") || is("abs") || is("any") || is("all")) && n >= 1) {
+  if (is("sum") && n >= 1 && n <= 2) {  // sum(iterable, start=0): start + each item, in order, as Python adds them
+    VPtr acc = n == 2 ? args[1] : t.constant_steal(PyLong_FromLong(0));
+    for (auto& [k, v] : kwargs) {
+      if (k != "start" || n == 2) return t.brk(f, "DV0007", "sum() with keyword " + k);
+      acc = v;
+    }
+    VPtr it;
+    if (Status s = t.iterate(f, args[0], it)) return s;
+    std::vector<VPtr> vals(it->items.begin() + static_cast<long>(it->pos), it->items.end());
+    it->pos = it->items.size();  // an iterator is consumed
+    for (auto& v : vals) {
+      VPtr r;
+      if (Status s = t.binary(f, 0, acc, v, r)) return s;
+      acc = r;
+    }
+    out = acc;
+    return std::nullopt;
+  }
+  if ((is("min") || is("max") || is("abs") || is("any") || is("all")) && n >= 1 && kwargs.empty()) {
     std::vector<VPtr> vals;
     if (n == 1 && !is("abs")) {
       VPtr it;
@@ -274,17 +291,6 @@ Translator::Status call_builtin(Translator& t, Frame& f, PyObject* fn, std::vect
     bool all_const = true;
     for (auto& v : vals) all_const &= v->kind == VK::Const;
     if (is("abs") && args[0]->kind == VK::Tensor) return t.graph_call(f, Ref::borrow(fn), "", args, {}, out);
-    if (is("sum") && !all_const) {  // sum of tensors: a chain of additions, as Python would do it
-      VPtr acc = t.constant_steal(PyLong_FromLong(0));
-      if (n == 2) acc = args[1];
-      for (auto& v : vals) {
-        VPtr r;
-        if (Status s = t.binary(f, 0, acc, v, r)) return s;
-        acc = r;
-      }
-      out = acc;
-      return std::nullopt;
-    }
     if (!all_const) return t.brk(f, "DV0007", "min/max/any/all of tensors depend on their values", "use torch.minimum/torch.maximum");
     Ref tup = Ref::steal(PyTuple_New(vals.size()));
     for (size_t i = 0; i < vals.size(); ++i) PyTuple_SET_ITEM(tup.get(), i, Ref::borrow(vals[i]->obj.get()).release());

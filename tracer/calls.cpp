@@ -592,10 +592,14 @@ Translator::Status Translator::call(Frame& f, VPtr fn, std::vector<VPtr> args,
                      "dynview replays append/extend/pop/insert on input lists; other mutations of inputs are not replayed yet");
         }
         if (name == "append" && args.size() == 1) { self->items.push_back(args[0]); out = constant(Ref::borrow(Py_None)); return std::nullopt; }
-        if (name == "extend" && args.size() == 1) {
+        if (name == "extend" && args.size() == 1) {  // item by item: a lazy map sees the list grow
           VPtr it;
-          if (Status s = iterate(f, args[0], it)) return s;
-          self->items.insert(self->items.end(), it->items.begin(), it->items.end());
+          if (Status s = iterate(f, args[0], it, /*materialize=*/false)) return s;
+          while (true) {  // (a list argument is iterated over a snapshot: lst.extend(lst) doubles it once)
+            if (Status s = pull(f, it, it->pos + 1)) return s;
+            if (it->pos >= it->items.size()) break;
+            self->items.push_back(it->items[it->pos++]);
+          }
           out = constant(Ref::borrow(Py_None));
           return std::nullopt;
         }
@@ -696,6 +700,10 @@ Translator::Status Translator::call(Frame& f, VPtr fn, std::vector<VPtr> args,
           out = constant(Ref::borrow(Py_True));
           return std::nullopt;
         }
+        if (nm == "annotate" && args.size() == 2 && kwargs.empty()) {  // torch.jit.annotate(type, value) is value
+          out = args[1];
+          return std::nullopt;
+        }
         if (nm == "is_scripting" || nm == "is_tracing") {  // torch.jit: neither while capturing
           out = constant(Ref::borrow(Py_False));
           return std::nullopt;
@@ -737,6 +745,8 @@ Translator::Status Translator::call(Frame& f, VPtr fn, std::vector<VPtr> args,
         for (const VPtr& a : args) traced |= a->kind == VK::Tensor || a->kind == VK::Sym;
         if (traced) return graph_call(f, fn->obj, "", std::move(args), std::move(kwargs), out);
       }
+      if (PyType_Check(o) && !module_is_torch(o) && plain_class(reinterpret_cast<PyTypeObject*>(o)))
+        return construct(f, fn, std::move(args), std::move(kwargs), out);  // a user class: __init__ inlined
       if (o == py().torch_Size.get() || PyType_Check(o) || PyCFunction_Check(o)) {
         // Pure constructors and builtin functions over constants (math.sqrt, slice, torch.Size ...).
         bool all_const = true;

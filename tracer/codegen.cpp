@@ -6,6 +6,7 @@
 #include <functional>
 #include <map>
 #include <unordered_map>
+#include <unordered_set>
 
 #include "core/assembler.h"
 #include "core/opcodes.h"
@@ -17,13 +18,14 @@ namespace dv {
 
 std::vector<int> output_nodes(const VPtr& ret) {
   std::vector<int> out;
+  std::unordered_set<const Value*> seen;  // mutable values can hold themselves (o.me = o)
   std::function<void(const VPtr&)> walk = [&](const VPtr& v) {
-    if (!v) return;
+    if (!v || !seen.insert(v.get()).second) return;
     if (v->kind == VK::Tensor || v->kind == VK::Sym) {
       if (std::find(out.begin(), out.end(), v->node) == out.end()) out.push_back(v->node);
       return;
     }
-    if (v->kind == VK::Tuple || v->kind == VK::List || v->kind == VK::Dict)
+    if (v->kind == VK::Tuple || v->kind == VK::List || v->kind == VK::Dict || v->kind == VK::Instance)
       for (const VPtr& x : v->items) walk(x);
     if (v->kind == VK::Method) walk(v->self);  // a tensor's method crossing a break: its tensor
   };
@@ -195,6 +197,23 @@ struct Rebuilder {
         PyObject* r = grad_restore_object(v->flag);
         if (!r) return false;
         e.emit(N::LOAD_CONST, e.konst(r));
+        return true;
+      }
+      case VK::Instance: {  // obj = object.__new__(cls); obj.<attr> = value ...; then obj
+        Ref new_fn = Ref::steal(PyObject_GetAttrString(reinterpret_cast<PyObject*>(&PyBaseObject_Type), "__new__"));
+        if (!new_fn) return PyErr_Clear(), false;
+        e.callable_const(new_fn.get());
+        e.emit(N::LOAD_CONST, e.konst(v->obj.get()));
+        e.call(1);
+        const int slot = e.temp();
+        e.emit(N::STORE_FAST, slot);
+        memo[v.get()] = slot;  // before its attributes: they may refer back to it
+        for (size_t i = 0; i < v->keys.size(); ++i) {
+          if (!value(v->items[i])) return false;
+          e.emit(N::LOAD_FAST, slot);
+          e.emit(N::STORE_ATTR, e.name(str_of(v->keys[i].get())));
+        }
+        e.emit(N::LOAD_FAST, slot);
         return true;
       }
       case VK::Null: case VK::Iter: case VK::Cell: case VK::Slice: return false;

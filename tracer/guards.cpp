@@ -48,6 +48,9 @@ struct GuardTree::Node {
       }
       case Source::Kind::Attr: {
         if (!parent) return nullptr;
+        // A class attribute: what the class and its bases hold (raw: a staticmethod is the
+        // staticmethod object), as the trace guarded it.
+        if (PyType_Check(parent)) return _PyType_Lookup(reinterpret_cast<PyTypeObject*>(parent), name.get());
         // Descriptors whose value is owned by the parent, read without calling Python:
         // type(x) and a bound method's self / function (decorated functions' closures reach them).
         if (source->name == "__class__") return reinterpret_cast<PyObject*>(Py_TYPE(parent));

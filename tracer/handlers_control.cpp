@@ -49,6 +49,7 @@ Status op_FOR_ITER(Translator& t, Frame& f, const Instr& in) {  // (iter -- iter
   NEED(1);
   VPtr it = top(f);
   if (it->kind != VK::Iter) return t.brk(f, "DV0016", "FOR_ITER over a non-iterator");
+  if (Status s = t.pull(f, it, it->pos + 1)) return s;
   if (it->pos < it->items.size()) {
     f.stack.push_back(it->items[it->pos++]);
   } else {

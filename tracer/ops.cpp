@@ -22,6 +22,9 @@ Ref op_fn(const char* name) { return Ref::steal(PyObject_GetAttrString(py().oper
 
 Translator::Status Translator::binary(Frame& f, int nb, VPtr a, VPtr b, VPtr& out) {
   if (nb < 0 || nb >= 26) return brk(f, "DV0018", "unknown binary operator");
+  // `s += x` where s is not a tensor (s = 0; s += t * 2) is s = s + x: numbers have no in-place
+  // forms (and the FX code of operator.iadd on a literal would not even parse).
+  if (nb >= 13 && a->kind != VK::Tensor) nb -= 13;
   const char* name = kBinOpNames[nb];
   if (a->kind == VK::Tensor || b->kind == VK::Tensor) {
     // In-place forms on tensors keep their meaning (x += y mutates x); FX records operator.iadd.
@@ -194,12 +197,71 @@ Translator::Status Translator::subscr(Frame& f, VPtr obj, VPtr idx, VPtr& out) {
   return brk(f, "DV0017", std::string("subscript of a ") + vk_name(obj->kind));
 }
 
+bool plain_class(PyTypeObject* tp) {
+  if (Py_TYPE(tp) != &PyType_Type || !(tp->tp_flags & Py_TPFLAGS_HEAPTYPE) || tp->tp_dictoffset == 0) return false;
+  PyObject* mro = tp->tp_mro;
+  if (!mro || !PyTuple_Check(mro)) return false;
+  for (Py_ssize_t i = 0; i < PyTuple_GET_SIZE(mro); ++i) {
+    auto* b = reinterpret_cast<PyTypeObject*>(PyTuple_GET_ITEM(mro, i));
+    if (b == &PyBaseObject_Type) continue;
+    if (!(b->tp_flags & Py_TPFLAGS_HEAPTYPE) || Py_TYPE(b) != &PyType_Type) return false;
+  }
+  static PyObject* names[3] = {PyUnicode_InternFromString("__new__"), PyUnicode_InternFromString("__setattr__"),
+                               PyUnicode_InternFromString("__getattribute__")};
+  for (PyObject* n : names)
+    if (_PyType_Lookup(tp, n) != _PyType_Lookup(&PyBaseObject_Type, n)) return false;
+  static PyObject* getattr_name = PyUnicode_InternFromString("__getattr__");
+  return _PyType_Lookup(tp, getattr_name) == nullptr;
+}
+
+Translator::Status Translator::construct(Frame& f, const VPtr& cls, std::vector<VPtr> args,
+                                         std::vector<std::pair<std::string, VPtr>> kwargs, VPtr& out) {
+  auto* tp = reinterpret_cast<PyTypeObject*>(cls->obj.get());
+  VPtr inst = make(VK::Instance);
+  inst->obj = cls->obj;
+  inst->self = cls;
+  static PyObject* init_name = PyUnicode_InternFromString("__init__");
+  PyObject* init = _PyType_Lookup(tp, init_name);
+  if (init == _PyType_Lookup(&PyBaseObject_Type, init_name)) {
+    if (!args.empty() || !kwargs.empty())
+      return brk(f, "DV0010", std::string(tp->tp_name) + "() takes no arguments", "the eager frame raises it");
+  } else if (init && PyFunction_Check(init)) {
+    VPtr mv = make(VK::Method);
+    mv->self = inst;
+    mv->obj = Ref::borrow(init);
+    mv->name = "__init__";
+    VPtr r;
+    if (Status s = call(f, mv, std::move(args), std::move(kwargs), r)) return s;
+  } else {
+    return brk(f, "DV0004", std::string("constructing ") + tp->tp_name + ": its __init__ is not a Python function");
+  }
+  out = inst;
+  return std::nullopt;
+}
+
+// A class defined by a module of the standard library (sys.stdlib_module_names).
+static bool stdlib_class(PyTypeObject* tp) {
+  static PyObject* names = [] {
+    PyObject* n = PySys_GetObject("stdlib_module_names");  // borrowed
+    Py_XINCREF(n);
+    return n;
+  }();
+  Ref mod = Ref::steal(PyObject_GetAttrString(reinterpret_cast<PyObject*>(tp), "__module__"));
+  if (!mod || !PyUnicode_Check(mod.get()) || !names) return PyErr_Clear(), false;
+  std::string m = str_of(mod.get());
+  Ref top = Ref::steal(PyUnicode_FromString(m.substr(0, m.find('.')).c_str()));
+  const int r = top ? PySet_Contains(names, top.get()) : -1;
+  if (r < 0) PyErr_Clear();
+  return r == 1;
+}
+
 Translator::Status Translator::call_dunder(Frame& f, const VPtr& obj, const char* name, std::vector<VPtr> args, VPtr& out,
                                            bool& handled) {
   handled = false;
   if (obj->kind != VK::Object || !obj->obj) return std::nullopt;
   PyTypeObject* tp = Py_TYPE(obj->obj.get());
   if (!(tp->tp_flags & Py_TPFLAGS_HEAPTYPE)) return std::nullopt;  // builtin types: not Python code
+  if (stdlib_class(tp)) return std::nullopt;  // typing.List[int] and the like: pure, evaluated as they are
   Ref nm = Ref::steal(PyUnicode_FromString(name));
   PyObject* fn = _PyType_Lookup(tp, nm.get());
   if (!fn || !PyFunction_Check(fn)) return std::nullopt;
@@ -235,14 +297,56 @@ Translator::Status Translator::truth(Frame& f, VPtr v, bool& out) {
       out = r == 1;
       return std::nullopt;
     }
+    case VK::Instance: {  // True unless its class says otherwise
+      static PyObject* bool_name = PyUnicode_InternFromString("__bool__");
+      static PyObject* len_name = PyUnicode_InternFromString("__len__");
+      auto* tp = reinterpret_cast<PyTypeObject*>(v->obj.get());
+      if (_PyType_Lookup(tp, bool_name) || _PyType_Lookup(tp, len_name))
+        return brk(f, "DV0007", std::string("bool() of a ") + tp->tp_name + " defining __bool__ or __len__");
+      out = true;
+      return std::nullopt;
+    }
     default: out = true; return std::nullopt;
   }
 }
 
-Translator::Status Translator::iterate(Frame& f, VPtr v, VPtr& out) {
+Translator::Status Translator::pull(Frame& f, const VPtr& it, size_t want) {
+  if (it->kind != VK::Iter || !it->flag) return std::nullopt;  // not lazy: every item is there
+  while (it->flag && it->items.size() < want) {
+    std::vector<VPtr> call_args;
+    for (const VPtr& src : it->cells) {
+      if (Status s = pull(f, src, src->pos + 1)) return s;
+      if (src->pos >= src->items.size()) {  // a source ran out: so did this iterator
+        it->flag = false;
+        return std::nullopt;
+      }
+      call_args.push_back(src->items[src->pos++]);
+    }
+    if (it->name == "filter") {
+      VPtr keep = call_args[0], res = keep;
+      const bool none = it->self->kind == VK::Const && it->self->obj.get() == Py_None;
+      if (!none)
+        if (Status s = call(f, it->self, call_args, {}, res)) return s;
+      bool yes = false;
+      if (Status s = truth(f, res, yes)) return s;
+      if (yes) it->items.push_back(keep);
+      continue;
+    }
+    VPtr res;
+    if (Status s = call(f, it->self, std::move(call_args), {}, res)) return s;
+    it->items.push_back(res);
+  }
+  return std::nullopt;
+}
+
+Translator::Status Translator::iterate(Frame& f, VPtr v, VPtr& out, bool materialize) {
   VPtr it = make(VK::Iter);
   switch (v->kind) {
-    case VK::Iter: out = v; return std::nullopt;
+    case VK::Iter:
+      if (materialize)
+        if (Status s = pull(f, v, SIZE_MAX)) return s;
+      out = v;
+      return std::nullopt;
     case VK::Tuple: case VK::List: it->items = v->items; break;
     case VK::Dict: for (auto& k : v->keys) it->items.push_back(constant(k)); break;
     case VK::Const: case VK::Object: {
@@ -293,6 +397,15 @@ Translator::Status Translator::iterate(Frame& f, VPtr v, VPtr& out) {
 }
 
 Translator::Status Translator::store_attr(Frame& f, const VPtr& owner, const std::string& name, const VPtr& value) {
+  if (owner->kind == VK::Instance) {  // made in the trace: its attributes are values (no replay needed)
+    auto* tp = reinterpret_cast<PyTypeObject*>(owner->obj.get());
+    Ref nm = Ref::steal(PyUnicode_FromString(name.c_str()));
+    PyObject* descr = _PyType_Lookup(tp, nm.get());
+    if (descr && Py_TYPE(descr)->tp_descr_set)
+      return brk(f, "DV0008", "assignment to property or descriptor '" + name + "' of " + tp->tp_name);
+    dict_set(*owner, nm, value);
+    return std::nullopt;
+  }
   const char* hint = "dynview replays assignments of tensors, numbers, strings and containers of them to attributes "
                      "of modules and plain objects";
   if ((owner->kind != VK::NNModule && owner->kind != VK::Object) || !owner->obj)
@@ -337,6 +450,20 @@ Translator::Status Translator::store_attr(Frame& f, const VPtr& owner, const std
     return brk(f, "DV0008", "assignment of a " + std::string(vk_name(value->kind)) + " to attribute '" + name + "'", hint);
   output.side_effects.attr_writes.push_back(SideEffects::AttrWrite{owner, name, value});
   return std::nullopt;
+}
+
+// The getter of a property whose fget is a Python function (inlined by the trace), or null.
+static Ref python_getter(PyObject* descr) {
+  if (!descr || !PyObject_TypeCheck(descr, &PyProperty_Type)) return {};
+  Ref getter = Ref::steal(PyObject_GetAttrString(descr, "fget"));
+  if (!getter) PyErr_Clear();
+  return getter && PyFunction_Check(getter.get()) ? getter : Ref();
+}
+
+Translator::Status Translator::call_python(Frame& f, Ref fn, std::vector<VPtr> args, VPtr& out) {
+  VPtr fv = make(VK::Function);
+  fv->obj = std::move(fn);
+  return call(f, fv, std::move(args), {}, out);
 }
 
 Translator::Status Translator::getattr(Frame& f, VPtr obj, const std::string& name, VPtr& out) {
@@ -410,12 +537,7 @@ Translator::Status Translator::getattr(Frame& f, VPtr obj, const std::string& na
         out = mv;
         return std::nullopt;
       }
-      if (cls_attr && PyObject_TypeCheck(cls_attr, &PyProperty_Type)) {
-        Ref getter = Ref::steal(PyObject_GetAttrString(cls_attr, "fget"));
-        VPtr fv = make(VK::Function);
-        fv->obj = getter;
-        return call(f, fv, {obj}, {}, out);
-      }
+      if (Ref getter = python_getter(cls_attr)) return call_python(f, getter, {obj}, out);
       if (cls_attr && is_exact_const(cls_attr)) {
         out = constant(Ref::borrow(cls_attr));
         return std::nullopt;
@@ -467,15 +589,7 @@ Translator::Status Translator::getattr(Frame& f, VPtr obj, const std::string& na
         // unguarded, and the guard could not read it back).
         Ref nm = Ref::steal(PyUnicode_FromString(name.c_str()));
         PyObject* cls_attr = _PyType_Lookup(Py_TYPE(o), nm.get());
-        if (cls_attr && Py_IS_TYPE(cls_attr, &PyProperty_Type)) {
-          Ref getter = Ref::steal(PyObject_GetAttrString(cls_attr, "fget"));
-          if (getter && PyFunction_Check(getter.get())) {
-            VPtr fv = make(VK::Function);
-            fv->obj = getter;
-            return call(f, fv, {obj}, {}, out);
-          }
-          PyErr_Clear();
-        }
+        if (Ref getter = python_getter(cls_attr)) return call_python(f, getter, {obj}, out);
       }
       Ref r = Ref::steal(PyObject_GetAttrString(o, name.c_str()));
       if (!r) {
@@ -489,9 +603,61 @@ Translator::Status Translator::getattr(Frame& f, VPtr obj, const std::string& na
       const bool user_instance = obj->kind == VK::Object && (Py_TYPE(o)->tp_flags & Py_TPFLAGS_HEAPTYPE);
       SourcePtr src = (obj->source && (PyModule_Check(o) || PyType_Check(o) || user_instance)) ? Source::attr(obj->source, name) : nullptr;
       if (PyModule_Check(o) && module_is_torch_mod(o)) src = nullptr;  // torch.* is fixed: no guard needed
+      if (PyType_Check(o)) {
+        // A class attribute is guarded as the class (or a base) holds it: the raw object, which
+        // differs from the value read for staticmethods and classmethods. The metaclass's own
+        // attributes (__name__) belong to the class, which is guarded by identity.
+        PyObject* raw = _PyType_Lookup(reinterpret_cast<PyTypeObject*>(o), Ref::steal(PyUnicode_FromString(name.c_str())).get());
+        if (!raw) {
+          src = nullptr;
+        } else if (raw != r.get()) {
+          if (src) add_guard(GuardKind::ID_MATCH, src, Ref::borrow(raw), f, "___check_obj_id(" + src->text() + ", " + repr_of(raw) + ")");
+          src = nullptr;
+        }
+      }
       out = wrap(r, src, f);
       if (!out) return brk(f, "DV0005", "attribute " + name + " cannot be traced");
       return std::nullopt;
+    }
+    case VK::Instance: {
+      auto* tp = reinterpret_cast<PyTypeObject*>(obj->obj.get());
+      Ref nm = Ref::steal(PyUnicode_FromString(name.c_str()));
+      PyObject* cls_attr = _PyType_Lookup(tp, nm.get());
+      if (name == "__class__") {
+        out = obj->self;
+        return std::nullopt;
+      }
+      if (cls_attr && Py_TYPE(cls_attr)->tp_descr_set) {  // data descriptors first: properties
+        if (Ref getter = python_getter(cls_attr)) return call_python(f, getter, {obj}, out);
+        return brk(f, "DV0005", "descriptor " + name + " of " + tp->tp_name);
+      }
+      for (size_t i = 0; i < obj->keys.size(); ++i)  // the instance's own attributes
+        if (str_of(obj->keys[i].get()) == name) {
+          out = obj->items[i];
+          return std::nullopt;
+        }
+      if (!cls_attr) return brk(f, kNoAttributeId, "'" + std::string(tp->tp_name) + "' object has no attribute '" + name + "'");
+      if (PyFunction_Check(cls_attr)) {  // a method, bound to the instance
+        VPtr mv = make(VK::Method);
+        mv->self = obj;
+        mv->obj = Ref::borrow(cls_attr);
+        mv->name = name;
+        out = mv;
+        return std::nullopt;
+      }
+      if (Py_IS_TYPE(cls_attr, &PyClassMethod_Type)) {  // bound to the class
+        Ref fn = Ref::steal(PyObject_GetAttrString(cls_attr, "__func__"));
+        if (!fn || !PyFunction_Check(fn.get())) return PyErr_Clear(), brk(f, "DV0005", "classmethod " + name + " of " + tp->tp_name);
+        VPtr mv = make(VK::Method);
+        mv->self = obj->self;
+        mv->obj = fn;
+        mv->name = name;
+        out = mv;
+        return std::nullopt;
+      }
+      // Anything else the class holds (staticmethods, constants, registries): read through the class
+      // as loaded, so it is guarded like any class attribute.
+      return getattr(f, obj->self, name, out);
     }
     case VK::List: case VK::Dict: case VK::Tuple: {  // methods of containers (append, items, get ...)
       if (obj->kind == VK::Tuple)  // a named result (torch.return_types): its fields

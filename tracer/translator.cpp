@@ -39,6 +39,7 @@ const char* vk_name(VK k) {
     case VK::GradMode: return "grad_mode";
     case VK::Sym: return "symint";
     case VK::Slice: return "slice";
+    case VK::Instance: return "instance";
   }
   return "?";
 }
@@ -86,6 +87,9 @@ void describe_into(const Value& v, std::string& out, int depth) {
       return;
     }
     case VK::Sym: out += v.obj ? repr_of(v.obj.get()) : "sym"; return;
+    case VK::Instance:
+      out += std::string("<") + (v.obj ? reinterpret_cast<PyTypeObject*>(v.obj.get())->tp_name : "?") + " object>";
+      return;
     case VK::Slice: {
       out += "slice(";
       for (size_t i = 0; i < v.items.size(); ++i) {

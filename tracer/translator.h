@@ -135,15 +135,23 @@ class Translator {
                       std::vector<std::pair<std::string, VPtr>>& kwargs, VPtr& out);
   Status call_super(Frame& f, std::vector<VPtr>& args, VPtr& out);
   Status call(Frame& f, VPtr fn, std::vector<VPtr> args, std::vector<std::pair<std::string, VPtr>> kwargs, VPtr& out);
+  Status call_python(Frame& f, Ref fn, std::vector<VPtr> args, VPtr& out);  // a Python function, inlined
   Status getattr(Frame& f, VPtr obj, const std::string& name, VPtr& out);
   Status binary(Frame& f, int nb_op, VPtr a, VPtr b, VPtr& out);
   Status compare(Frame& f, int cmp, VPtr a, VPtr b, VPtr& out);
   Status subscr(Frame& f, VPtr obj, VPtr idx, VPtr& out);
+  // An instance of a plain Python class made in the trace (VK::Instance): __init__ inlined.
+  Status construct(Frame& f, const VPtr& cls, std::vector<VPtr> args, std::vector<std::pair<std::string, VPtr>> kwargs, VPtr& out);
   // obj.__name__(args) when obj is an instance of a Python class defining it in Python: inlined
   // (`handled` false otherwise: the caller goes on).
   Status call_dunder(Frame& f, const VPtr& obj, const char* name, std::vector<VPtr> args, VPtr& out, bool& handled);
   Status truth(Frame& f, VPtr v, bool& out);
-  Status iterate(Frame& f, VPtr v, VPtr& out);
+  // An iterator over v (v itself when it is one; a lazy one is run to its end unless `materialize`
+  // is false).
+  Status iterate(Frame& f, VPtr v, VPtr& out, bool materialize = true);
+  // Makes a lazy iterator's (map, filter) items up to index `want` (or its end): their functions run
+  // now, in the order Python runs them.
+  Status pull(Frame& f, const VPtr& it, size_t want);
   Status graph_call(Frame& f, Ref target, const std::string& method, std::vector<VPtr> args,
                     std::vector<std::pair<std::string, VPtr>> kwargs, VPtr& out);
   Status run_frame(Frame& f);
@@ -180,6 +188,10 @@ class Translator {
 };
 
 bool is_exact_const(PyObject* o);
+// A Python class whose instances the trace can build and follow: object's __new__, __setattr__,
+// __getattribute__ and no __getattr__, an instance __dict__, every base a class like it (no builtin
+// base: dict subclasses, exceptions, tensors), metaclass `type`.
+bool plain_class(PyTypeObject* tp);
 void dict_set(Value& d, Ref key, VPtr value);  // d[key] = value (keys compared by ==)
 bool dict_erase(Value& d, PyObject* key);      // del d[key]; false when absent
 bool module_is_torch_mod(PyObject* mod);  // torch or torch.* module object

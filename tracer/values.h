@@ -27,6 +27,8 @@ enum class VK : uint8_t {
   GradMode,  // a torch.no_grad()/enable_grad()/set_grad_enabled(b) context: flag
   Sym,       // a symbolic int/bool/float of a dynamic-shape compile: obj = torch.SymInt..., node
   Slice,     // a slice with symbolic bounds: items = start, stop, step (constant slices are Const)
+  Instance,  // an instance of a plain Python class made in the trace: obj = its class, self = the class
+             // as loaded (its source guards class attributes), keys/items = its attributes
 };
 const char* vk_name(VK k);
 std::string describe(const Value& v);  // short text for events: "f32[2, 3] cpu", "(1, 2)", "<function f>"

@@ -363,6 +363,172 @@ def two_list_properties_zipped(x):
     return x + idx
 
 
+# ---- instances of Python classes made in the trace ----
+import dataclasses  # noqa: E402
+
+
+class _Point:
+    scale = 2.0
+
+    def __init__(self, x, y=None):
+        self.x = x
+        self.y = x * 2 if y is None else y
+
+    def norm(self):
+        return (self.x ** 2 + self.y ** 2).sqrt()
+
+    @property
+    def total(self):
+        return self.x + self.y
+
+    @classmethod
+    def origin_like(cls, t):
+        return cls(t * 0, t * 0)
+
+    @staticmethod
+    def twice(t):
+        return t * 2
+
+
+@case((3,))
+def instance_methods_and_property(x):
+    p = _Point(x)
+    p.x = p.x + 1
+    return p.norm() + p.total * _Point.scale + _Point.twice(p.y)
+
+
+@case((3,))
+def instance_classmethod_and_class(x):
+    o = _Point.origin_like(x)
+    return o.total + 1, type(o).__name__, isinstance(o, _Point), o.__class__ is _Point
+
+
+@case((3,))
+def instance_returned(x):
+    p = _Point(x + 1)
+    p.extra = [p.x, 3]
+    return p
+
+
+@dataclasses.dataclass
+class _Output:
+    last_hidden_state: torch.Tensor
+    hidden_states: tuple = None
+    note: str = "out"
+
+    def __post_init__(self):
+        self.size = self.last_hidden_state.shape[-1]
+
+
+@case((2, 3))
+def dataclass_output(x):
+    out = _Output(last_hidden_state=x.relu(), hidden_states=(x, x * 2))
+    return out.last_hidden_state * out.size, out.note, out.hidden_states[1]
+
+
+@case((2, 3))
+def dataclass_escapes(x):
+    return _Output(x.sigmoid())
+
+
+class _KV:
+    # a key/value cache made in the forward: lists of tensors grown per layer
+    def __init__(self):
+        self.keys = []
+        self.values = []
+
+    def update(self, k, v):
+        self.keys.append(k)
+        self.values.append(v)
+        return torch.cat(self.keys, dim=0), torch.cat(self.values, dim=0)
+
+
+@case((2, 4))
+def kv_cache_object(x):
+    cache = _KV()
+    for _ in range(2):
+        k, v = cache.update(x, x * 2)
+    return k.sum() + v.sum(), len(cache.keys)
+
+
+class _Node:
+    def __init__(self, value):
+        self.value = value
+        self.me = self
+
+
+@case((3,))
+def instance_refers_to_itself(x):
+    n = _Node(x * 3)
+    return n.me.me.value, n.me is n
+
+
+# ---- regressions: each was a wrong result or an error where eager works ----
+import typing  # noqa: E402
+
+
+@case((3,))
+def augmented_assign_onto_int(x):
+    # T5 / DeBERTa-v2: an accumulator that starts as a Python number
+    s = 0
+    s += x * 2
+    t = 0.5
+    t += x
+    return s, t
+
+
+@case((3,), (3,), (3,))
+def sum_with_start(a, b, c):
+    return sum([b, c], start=a), sum([b, c], a), sum((b, c))
+
+
+@case((3,))
+def jit_annotate(x):
+    y = torch.jit.annotate(typing.Any, x + 1)
+    return torch.jit.annotate(typing.List[torch.Tensor], [y, x])
+
+
+@case((3,))
+def map_taken_twice(x):
+    m = map(lambda t: t + 1, [x, x * 2])
+    return list(m), list(m)
+
+
+@case((3,))
+def extend_with_lazy_map(x):
+    y = [x]
+    y.extend(map(lambda t: t * len(y), [x, x]))
+    return y
+
+
+@case((3,))
+def nonlocal_counter_in_closure(x):
+    count = 0
+
+    def inc():
+        nonlocal count
+        count += 1
+
+    inc()
+    inc()
+    return x + count
+
+
+@case((4,))
+def filter_then_next_and_iter(x):
+    it = filter(lambda n: n % 2 == 0, range(7))
+    first = next(it)
+    same = iter(it) is it
+    return x * first + sum(it), same
+
+
+@case((3,))
+def zip_consumes_iterators(x):
+    a, b = iter([1, 2, 3]), iter([10])
+    pairs = list(zip(a, b))
+    return x * len(pairs), list(a)
+
+
 class ImportInForward(nn.Module):
     def __init__(self):
         super().__init__()

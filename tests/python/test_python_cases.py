@@ -9,10 +9,23 @@ import torch
 
 import dynview
 from python_cases import CASES
-from test_engine_cases import close, code_of
+from test_engine_cases import close as close_values, code_of
 
 warnings.filterwarnings("ignore")
 pytestmark = pytest.mark.usefixtures("fresh_engine")
+
+
+def close(a, b):
+    # instances of Python classes (a returned output object): same class, same attributes
+    if hasattr(a, "__dict__") and not isinstance(a, (torch.Tensor, torch.nn.Module, type)) and not callable(a):
+        assert type(a) is type(b)
+        close_values(vars(a), vars(b))
+    elif isinstance(a, (list, tuple)) and isinstance(b, (list, tuple)):
+        assert type(a) is type(b) and len(a) == len(b)
+        for x, y in zip(a, b):
+            close(x, y)
+    else:
+        close_values(a, b)
 
 
 def run(fn, args):
@@ -152,3 +165,23 @@ def test_property_is_guarded_through_its_getter():
         assert len(dynview._C.cache_entries(scaled.__code__)) == 2
     finally:
         SETTINGS._scale = 2.0
+
+
+class Node:
+    def __init__(self, value):
+        self.value = value
+        self.me = self
+
+
+def make_node(x):
+    return Node(x + 1)
+
+
+def test_an_instance_that_holds_itself_is_rebuilt_once():
+    cf = dynview.compile(make_node, backend="eager")
+    for _ in range(2):
+        n = cf(torch.ones(2))
+        assert type(n) is Node and n.me is n
+        torch.testing.assert_close(n.value, torch.full((2,), 2.0))
+    (entry,) = dynview._C.cache_entries(make_node.__code__)
+    assert entry["hits"] == 1
