@@ -16,12 +16,24 @@ build: deps
 	    || (cat $(BUILD).configure.log; exit 1)
 	@cmake --build $(BUILD) -j$(JOBS)
 
+# PYTHON=python3.12 (or 3.13): the viewer and C++ side built with python3, the demo run on that
+# version in the venv `make test` uses for it (created on first use).
+OTHER_PY := $(filter python3.12 python3.13,$(notdir $(PYTHON)))
+ifneq ($(OTHER_PY),)
+demo:
+	@$(MAKE) --no-print-directory build PYTHON=python3
+	@BUILD=$(BUILD) JOBS=$(JOBS) PYTHON=python3 bash .ci/other_pythons.sh demo $(subst python,,$(OTHER_PY))
+else
 demo: build
 	$(PYTHON) assets/examples/demo.py
+endif
 
+# The whole suite on $(PYTHON) (3.11), then the Python suite on every other supported CPython found
+# (3.12, 3.13: each in a venv it creates, .venv-X.Y, with its own dynview._C); says which ran.
 test: build
 	ctest --test-dir $(BUILD) --output-on-failure
 	$(PYTHON) -m pytest -q -p no:cacheprovider tests/python
+	@BUILD=$(BUILD) JOBS=$(JOBS) PYTHON=$(PYTHON) bash .ci/other_pythons.sh
 
 # C++ tests under AddressSanitizer + UndefinedBehaviorSanitizer (core has no Python dependency).
 sanitize: deps
@@ -50,4 +62,4 @@ bench: build
 	@for b in tests/benchmarks/*.py; do echo "== $$b"; $(PYTHON) $$b || exit 1; done
 
 clean:
-	rm -rf $(BUILD) build-asan $(BUILD).configure.log python/dynview/_C*.so
+	rm -rf $(BUILD) build-asan $(BUILD)-3.12 $(BUILD)-3.13 $(BUILD)*.configure.log python/dynview/_C*.so

@@ -1,10 +1,11 @@
 // CodeInfo (core's Python-free description of a code object) from a live code object, through
-// the CPython 3.11 C API. Used by the engine's events (code objects in traces) and by python/src.
+// the CPython 3.11-3.13 C API. Used by the engine's events (code objects in traces) and by python/src.
 #include "code_info.h"
 
 #include <cstdio>
 
 #include "core/opcodes.h"
+#include "frame_shim.h"
 #include "pyref.h"
 
 namespace dv {
@@ -30,6 +31,13 @@ void assign_bytes(std::string& dst, PyObject* b) {
 // co_code as the code.co_code getter returns it (Objects/codeobject.c deopt_code), read straight
 // from the adaptive instructions with core's deopt table: no intermediate bytes object.
 void deoptimised_code(PyCodeObject* co, std::string& out) {
+  if constexpr (kPyVersion != bc::Version::py311) {
+    // 3.12+: instrumented opcodes (sys.monitoring) need the interpreter's own deopt.
+    Ref raw = Ref::steal(PyCode_GetCode(co));
+    if (!raw) throw PyFail{};
+    assign_bytes(out, raw.get());
+    return;
+  }
   const auto* units = reinterpret_cast<const uint8_t*>(co->co_code_adaptive);
   const Py_ssize_t n = Py_SIZE(co);  // code units
   out.assign(static_cast<size_t>(n) * 2, '\0');
@@ -116,6 +124,7 @@ bool fast_repr(PyObject* o, std::string& out) {
 
 void fill(PyObject* code, bc::CodeInfo& info, bool with_nested, bool with_reprs) {
   auto* co = reinterpret_cast<PyCodeObject*>(code);
+  info.version = kPyVersion;
   assign_str(info.name, co->co_name);
   assign_str(info.qualname, co->co_qualname);
   assign_str(info.filename, co->co_filename);

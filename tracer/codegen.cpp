@@ -10,6 +10,7 @@
 
 #include "core/assembler.h"
 #include "core/opcodes.h"
+#include "frame_shim.h"
 #include "pycache.h"
 #include "resume.h"
 
@@ -34,7 +35,13 @@ std::vector<int> output_nodes(const VPtr& ret) {
 
 namespace {
 
+using N = bc::Name;
+
+// Instructions are named version-neutrally and encoded for the running interpreter (kPyVersion):
+// 3.12+ drop PRECALL and shift LOAD_ATTR's name index past its method bit; 3.13 has no
+// LOAD_CLOSURE (a LOAD_FAST) and sets a function's closure with SET_FUNCTION_ATTRIBUTE.
 struct Emitter {
+  const bc::Version v = kPyVersion;
   std::vector<bc::AsmInstr> ins;
   Ref consts = Ref::steal(PyList_New(0));
   Ref names = Ref::steal(PyList_New(0));
@@ -43,8 +50,26 @@ struct Emitter {
   int ntemps = 0;                 // temporaries after them
   std::vector<size_t> free_refs;  // LOAD_DEREF/LOAD_CLOSURE of free variable k: arg fixed up at the end
 
-  void emit(uint8_t op, int32_t arg = 0) { ins.push_back(bc::AsmInstr{op, arg, pos}); }
-  void emit_free(uint8_t op, int k) {
+  void emit(N n, int32_t arg = 0) {
+    if (n == N::PRECALL && v != bc::Version::py311) return;
+    if (n == N::LOAD_ATTR && v != bc::Version::py311) arg <<= 1;
+    if (n == N::LOAD_CLOSURE && v == bc::Version::py313) n = N::LOAD_FAST;
+    if (n == N::MAKE_FUNCTION && v == bc::Version::py313 && arg) {
+      emit_raw(*bc::opcode_of(N::MAKE_FUNCTION, v), 0);
+      n = N::SET_FUNCTION_ATTRIBUTE;
+    }
+    emit_raw(*bc::opcode_of(n, v), arg);
+  }
+  void emit_raw(uint8_t op, int32_t arg) { ins.push_back(bc::AsmInstr{op, arg, pos}); }  // the running version's number
+  // A callable loaded by `load` with the NULL a plain call puts beside it (3.13: after it).
+  template <class F>
+  void callable(F load) {
+    if (v != bc::Version::py313) emit(N::PUSH_NULL);
+    load();
+    if (v == bc::Version::py313) emit(N::PUSH_NULL);
+  }
+  void callable_const(PyObject* o) { callable([&] { emit(N::LOAD_CONST, konst(o)); }); }
+  void emit_free(N op, int k) {
     free_refs.push_back(ins.size());
     emit(op, k);
   }
@@ -55,7 +80,7 @@ struct Emitter {
     PyList_Append(consts.get(), o);
     return static_cast<int>(PyList_GET_SIZE(consts.get()) - 1);
   }
-  void load_int(long v) { emit(bc::LOAD_CONST, konst(Ref::steal(PyLong_FromLong(v)).get())); }
+  void load_int(long v) { emit(N::LOAD_CONST, konst(Ref::steal(PyLong_FromLong(v)).get())); }
   int name(const std::string& n) {
     Ref s = Ref::steal(PyUnicode_FromString(n.c_str()));
     for (Py_ssize_t i = 0; i < PyList_GET_SIZE(names.get()); ++i)
@@ -65,32 +90,32 @@ struct Emitter {
   }
   // f(args...) with `n` arguments already pushed after PUSH_NULL + callable.
   void call(int n) {
-    emit(bc::PRECALL, n);
-    emit(bc::CALL, n);
+    emit(N::PRECALL, n);
+    emit(N::CALL, n);
   }
   bool source(const Source& s) {
     using K = Source::Kind;
     switch (s.kind) {
-      case K::Local: emit(bc::LOAD_FAST, s.index); return true;
-      case K::Closure: emit_free(bc::LOAD_DEREF, s.index); return true;
-      case K::Global: emit(bc::LOAD_GLOBAL, name(s.name) << 1); return true;
+      case K::Local: emit(N::LOAD_FAST, s.index); return true;
+      case K::Closure: emit_free(N::LOAD_DEREF, s.index); return true;
+      case K::Global: emit(N::LOAD_GLOBAL, name(s.name) << 1); return true;
       case K::Attr: case K::ModuleMember:
         if (!source(*s.base)) return false;
-        emit(bc::LOAD_ATTR, name(s.name));
+        emit(N::LOAD_ATTR, name(s.name));
         return true;
       case K::Item:
         if (!source(*s.base)) return false;
-        emit(bc::LOAD_CONST, konst(s.key.get()));
-        emit(bc::BINARY_SUBSCR);
+        emit(N::LOAD_CONST, konst(s.key.get()));
+        emit(N::BINARY_SUBSCR);
         return true;
       case K::FnClosure:
         if (!source(*s.base)) return false;
-        emit(bc::LOAD_ATTR, name("__closure__"));
+        emit(N::LOAD_ATTR, name("__closure__"));
         load_int(s.index);
-        emit(bc::BINARY_SUBSCR);
-        emit(bc::LOAD_ATTR, name("cell_contents"));
+        emit(N::BINARY_SUBSCR);
+        emit(N::LOAD_ATTR, name("cell_contents"));
         return true;
-      case K::Held: emit(bc::LOAD_CONST, konst(s.key.get())); return true;
+      case K::Held: emit(N::LOAD_CONST, konst(s.key.get())); return true;
     }
     return false;
   }
@@ -108,49 +133,48 @@ struct Rebuilder {
 
   bool value(const VPtr& v) {
     if (auto it = memo.find(v.get()); it != memo.end()) {
-      e.emit(bc::LOAD_FAST, it->second);
+      e.emit(N::LOAD_FAST, it->second);
       return true;
     }
     switch (v->kind) {
       case VK::Tensor: case VK::Sym: {  // graph outputs (symbolic ints come back as ints)
         auto it = std::find(outputs.begin(), outputs.end(), v->node);
         if (it == outputs.end() || !compiled) return v->source ? e.source(*v->source) : false;
-        e.emit(bc::LOAD_FAST, outs_slot);
+        e.emit(N::LOAD_FAST, outs_slot);
         e.load_int(it - outputs.begin());
-        e.emit(bc::BINARY_SUBSCR);
+        e.emit(N::BINARY_SUBSCR);
         return true;
       }
       case VK::Const:
         if (PySet_CheckExact(v->obj.get())) {  // a set made in the trace: a new set per call, set(frozenset)
           Ref frozen = Ref::steal(PyFrozenSet_New(v->obj.get()));
           if (!frozen) return PyErr_Clear(), false;
-          e.emit(bc::PUSH_NULL);
-          e.emit(bc::LOAD_CONST, e.konst(reinterpret_cast<PyObject*>(&PySet_Type)));
-          e.emit(bc::LOAD_CONST, e.konst(frozen.get()));
+          e.callable_const(reinterpret_cast<PyObject*>(&PySet_Type));
+          e.emit(N::LOAD_CONST, e.konst(frozen.get()));
           e.call(1);
           return true;
         }
-        e.emit(bc::LOAD_CONST, e.konst(v->obj.get()));
+        e.emit(N::LOAD_CONST, e.konst(v->obj.get()));
         return true;
       case VK::Tuple: case VK::List:
         // A container from outside the frame is that object (written back first if it was mutated).
         if (v->source) return e.source(*v->source);
         for (const VPtr& x : v->items)
           if (!value(x)) return false;
-        e.emit(v->kind == VK::Tuple ? bc::BUILD_TUPLE : bc::BUILD_LIST, static_cast<int>(v->items.size()));
+        e.emit(v->kind == VK::Tuple ? N::BUILD_TUPLE : N::BUILD_LIST, static_cast<int>(v->items.size()));
         return remember(v);
       case VK::Dict:
         if (v->source) return e.source(*v->source);
         for (size_t i = 0; i < v->items.size(); ++i) {
-          e.emit(bc::LOAD_CONST, e.konst(v->keys[i].get()));
+          e.emit(N::LOAD_CONST, e.konst(v->keys[i].get()));
           if (!value(v->items[i])) return false;
         }
-        e.emit(bc::BUILD_MAP, static_cast<int>(v->items.size()));
+        e.emit(N::BUILD_MAP, static_cast<int>(v->items.size()));
         return remember(v);
       case VK::Object: case VK::NNModule: case VK::Function:
         if (v->source) return e.source(*v->source);
         if (v->obj && (v->kind != VK::Function || PyFunction_Check(v->obj.get()))) {
-          e.emit(bc::LOAD_CONST, e.konst(v->obj.get()));
+          e.emit(N::LOAD_CONST, e.konst(v->obj.get()));
           return true;
         }
         return false;
@@ -159,13 +183,12 @@ struct Rebuilder {
         if (v->source) return e.source(*v->source);
         if (!v->obj && !v->name.empty() && v->self) {
           if (!value(v->self)) return false;
-          e.emit(bc::LOAD_ATTR, e.name(v->name));
+          e.emit(N::LOAD_ATTR, e.name(v->name));
           return true;
         }
         if (!v->obj || !PyFunction_Check(v->obj.get()) || !v->self) return false;
-        e.emit(bc::PUSH_NULL);
-        e.emit(bc::LOAD_CONST, e.konst(reinterpret_cast<PyObject*>(&PyMethod_Type)));
-        e.emit(bc::LOAD_CONST, e.konst(v->obj.get()));
+        e.callable_const(reinterpret_cast<PyObject*>(&PyMethod_Type));
+        e.emit(N::LOAD_CONST, e.konst(v->obj.get()));
         if (!value(v->self)) return false;
         e.call(2);
         return true;
@@ -173,25 +196,24 @@ struct Rebuilder {
       case VK::GradMode: {  // a with-block's __exit__: restores the grad mode it recorded
         PyObject* r = grad_restore_object(v->flag);
         if (!r) return false;
-        e.emit(bc::LOAD_CONST, e.konst(r));
+        e.emit(N::LOAD_CONST, e.konst(r));
         return true;
       }
       case VK::Instance: {  // obj = object.__new__(cls); obj.<attr> = value ...; then obj
         Ref new_fn = Ref::steal(PyObject_GetAttrString(reinterpret_cast<PyObject*>(&PyBaseObject_Type), "__new__"));
         if (!new_fn) return PyErr_Clear(), false;
-        e.emit(bc::PUSH_NULL);
-        e.emit(bc::LOAD_CONST, e.konst(new_fn.get()));
-        e.emit(bc::LOAD_CONST, e.konst(v->obj.get()));
+        e.callable_const(new_fn.get());
+        e.emit(N::LOAD_CONST, e.konst(v->obj.get()));
         e.call(1);
         const int slot = e.temp();
-        e.emit(bc::STORE_FAST, slot);
+        e.emit(N::STORE_FAST, slot);
         memo[v.get()] = slot;  // before its attributes: they may refer back to it
         for (size_t i = 0; i < v->keys.size(); ++i) {
           if (!value(v->items[i])) return false;
-          e.emit(bc::LOAD_FAST, slot);
-          e.emit(bc::STORE_ATTR, e.name(str_of(v->keys[i].get())));
+          e.emit(N::LOAD_FAST, slot);
+          e.emit(N::STORE_ATTR, e.name(str_of(v->keys[i].get())));
         }
-        e.emit(bc::LOAD_FAST, slot);
+        e.emit(N::LOAD_FAST, slot);
         return true;
       }
       case VK::Null: case VK::Iter: case VK::Cell: case VK::Slice: return false;
@@ -202,8 +224,8 @@ struct Rebuilder {
   bool remember(const VPtr& v) {
     if (v->kind == VK::Tuple) return true;
     const int slot = e.temp();
-    e.emit(bc::COPY, 1);
-    e.emit(bc::STORE_FAST, slot);
+    e.emit(N::COPY, 1);
+    e.emit(N::STORE_FAST, slot);
     memo[v.get()] = slot;
     return true;
   }
@@ -212,7 +234,7 @@ struct Rebuilder {
     if (auto it = memo.find(v.get()); it != memo.end()) return it->second;
     if (!value(v)) return -1;
     const int slot = e.temp();
-    e.emit(bc::STORE_FAST, slot);
+    e.emit(N::STORE_FAST, slot);
     memo[v.get()] = slot;
     return slot;
   }
@@ -223,11 +245,10 @@ struct Rebuilder {
 bool emit_head(Emitter& e, Rebuilder& rb, PyCodeObject* co, const CaptureResult& c, int grad_mode, std::string& why) {
   PyObject* compiled = c.compiled.get();
   const OutputGraph& og = c.out;
-  if (co->co_nfreevars) e.emit(bc::COPY_FREE_VARS, co->co_nfreevars);
-  e.emit(bc::RESUME, 0);
+  if (co->co_nfreevars) e.emit(N::COPY_FREE_VARS, co->co_nfreevars);
+  e.emit(N::RESUME, 0);
   if (compiled) {
-    e.emit(bc::PUSH_NULL);
-    e.emit(bc::LOAD_CONST, e.konst(compiled));
+    e.callable_const(compiled);
     for (const auto& [src, node] : og.inputs) {
       if (!e.source(*src)) {
         why = "cannot reload input " + src->text();
@@ -235,14 +256,13 @@ bool emit_head(Emitter& e, Rebuilder& rb, PyCodeObject* co, const CaptureResult&
       }
     }
     e.call(static_cast<int>(og.inputs.size()));
-    e.emit(bc::STORE_FAST, rb.outs_slot);
+    e.emit(N::STORE_FAST, rb.outs_slot);
   }
   if (grad_mode >= 0) {  // torch._C._set_grad_enabled(mode)
-    e.emit(bc::PUSH_NULL);
-    e.emit(bc::LOAD_CONST, e.konst(py().set_grad_enabled_fn.get()));
-    e.emit(bc::LOAD_CONST, e.konst(grad_mode ? Py_True : Py_False));
+    e.callable_const(py().set_grad_enabled_fn.get());
+    e.emit(N::LOAD_CONST, e.konst(grad_mode ? Py_True : Py_False));
     e.call(1);
-    e.emit(bc::POP_TOP);
+    e.emit(N::POP_TOP);
   }
   // The new contents of every mutated list and dict are built first, before anything is written
   // back: an item may be reloaded from a source inside a container (the same one or another) that a
@@ -255,53 +275,52 @@ bool emit_head(Emitter& e, Rebuilder& rb, PyCodeObject* co, const CaptureResult&
         why = "cannot write back the mutated list " + l->source->text();
         return false;
       }
-    e.emit(bc::BUILD_LIST, static_cast<int>(l->items.size()));
+    e.emit(N::BUILD_LIST, static_cast<int>(l->items.size()));
     list_tmp.push_back(e.temp());
-    e.emit(bc::STORE_FAST, list_tmp.back());
+    e.emit(N::STORE_FAST, list_tmp.back());
   }
   for (const VPtr& d : se.mutated_dicts) {
     for (size_t i = 0; i < d->items.size(); ++i) {
-      e.emit(bc::LOAD_CONST, e.konst(d->keys[i].get()));
+      e.emit(N::LOAD_CONST, e.konst(d->keys[i].get()));
       if (!rb.value(d->items[i])) {
         why = "cannot write back the mutated dict " + d->source->text();
         return false;
       }
     }
-    e.emit(bc::BUILD_MAP, static_cast<int>(d->items.size()));
+    e.emit(N::BUILD_MAP, static_cast<int>(d->items.size()));
     dict_tmp.push_back(e.temp());
-    e.emit(bc::STORE_FAST, dict_tmp.back());
+    e.emit(N::STORE_FAST, dict_tmp.back());
   }
   for (const auto& w : se.attr_writes) {  // attribute assignments, replayed in order: (value owner -- )
     if (!rb.value(w.value) || !rb.value(w.owner)) {
       why = "cannot replay the assignment to attribute '" + w.name + "'";
       return false;
     }
-    e.emit(bc::STORE_ATTR, e.name(w.name));
+    e.emit(N::STORE_ATTR, e.name(w.name));
   }
   for (size_t k = 0; k < se.mutated_lists.size(); ++k) {  // lst[:] = new contents: (value container key -- )
     const VPtr& l = se.mutated_lists[k];
-    e.emit(bc::LOAD_FAST, list_tmp[k]);
+    e.emit(N::LOAD_FAST, list_tmp[k]);
     if (!e.source(*l->source)) {
       why = "cannot reload the mutated list " + l->source->text();
       return false;
     }
-    e.emit(bc::LOAD_CONST, e.konst(Ref::steal(PySlice_New(nullptr, nullptr, nullptr)).get()));
-    e.emit(bc::STORE_SUBSCR);
+    e.emit(N::LOAD_CONST, e.konst(Ref::steal(PySlice_New(nullptr, nullptr, nullptr)).get()));
+    e.emit(N::STORE_SUBSCR);
   }
   for (size_t k = 0; k < se.mutated_dicts.size(); ++k) {  // dict.clear(d); dict.update(d, new contents)
     const VPtr& d = se.mutated_dicts[k];
     for (const char* method : {"clear", "update"}) {
       Ref fn = Ref::steal(PyObject_GetAttrString(reinterpret_cast<PyObject*>(&PyDict_Type), method));
-      e.emit(bc::PUSH_NULL);
-      e.emit(bc::LOAD_CONST, e.konst(fn.get()));
+      e.callable_const(fn.get());
       if (!e.source(*d->source)) {
         why = "cannot reload the mutated dict " + d->source->text();
         return false;
       }
       const bool update = method[0] == 'u';
-      if (update) e.emit(bc::LOAD_FAST, dict_tmp[k]);
+      if (update) e.emit(N::LOAD_FAST, dict_tmp[k]);
       e.call(update ? 2 : 1);
-      e.emit(bc::POP_TOP);
+      e.emit(N::POP_TOP);
     }
   }
   return true;
@@ -319,6 +338,7 @@ std::optional<Transformed> finish(Emitter& e, PyCodeObject* co, PyObject* global
   PyTuple_SET_ITEM(varnames.get(), nargs, PyUnicode_FromString("___dv_graph_out"));
   for (int i = 0; i < e.ntemps; ++i) PyTuple_SET_ITEM(varnames.get(), e.nfixed + i, PyUnicode_FromFormat("___dv_tmp%d", i));
   bc::AsmInput in;
+  in.version = e.v;
   in.instrs = e.ins;
   in.firstlineno = co->co_firstlineno;
   auto out = bc::assemble(in);
@@ -392,7 +412,7 @@ std::optional<Transformed> generate(PyObject* orig_code, PyObject* globals, PyOb
     why = std::string("cannot rebuild the return value (a ") + vk_name(ret->kind) + " or something inside it)";
     return std::nullopt;
   }
-  e.emit(bc::RETURN_VALUE);
+  e.emit(N::RETURN_VALUE);
   return finish(e, co, globals, closure, why);
 }
 
@@ -470,12 +490,13 @@ std::optional<Transformed> generate_split(const CodeFacts& facts, PyObject* glob
     layout.cells = cells;
     PyObject* code = resume_code(facts, target, layout, why);
     if (!code) return false;
-    e.emit(bc::PUSH_NULL);
     if (co->co_nfreevars) {
-      for (int k = 0; k < co->co_nfreevars; ++k) e.emit_free(bc::LOAD_CLOSURE, k);
-      e.emit(bc::BUILD_TUPLE, co->co_nfreevars);
-      e.emit(bc::LOAD_CONST, e.konst(code));
-      e.emit(bc::MAKE_FUNCTION, 8);
+      e.callable([&] {
+        for (int k = 0; k < co->co_nfreevars; ++k) e.emit_free(N::LOAD_CLOSURE, k);
+        e.emit(N::BUILD_TUPLE, co->co_nfreevars);
+        e.emit(N::LOAD_CONST, e.konst(code));
+        e.emit(N::MAKE_FUNCTION, 8);
+      });
     } else {
       Ref fn = Ref::steal(PyFunction_New(code, globals));
       if (!fn) {
@@ -483,28 +504,28 @@ std::optional<Transformed> generate_split(const CodeFacts& facts, PyObject* glob
         why = "cannot build the resume function";
         return false;
       }
-      e.emit(bc::LOAD_CONST, e.konst(fn.get()));
+      e.callable_const(fn.get());
     }
     int n = 0;
     for (const VPtr& v : vals)
       if (v && v->kind != VK::Null) {
-        e.emit(bc::LOAD_FAST, rb.memo.at(v.get()));
+        e.emit(N::LOAD_FAST, rb.memo.at(v.get()));
         ++n;
       }
     if (result_slot >= 0) {
-      e.emit(bc::LOAD_FAST, result_slot);
+      e.emit(N::LOAD_FAST, result_slot);
       ++n;
     }
     for (int l : layout.locals) {
-      e.emit(bc::LOAD_FAST, rb.memo.at(stop.locals[static_cast<size_t>(l)].get()));
+      e.emit(N::LOAD_FAST, rb.memo.at(stop.locals[static_cast<size_t>(l)].get()));
       ++n;
     }
     for (int c : layout.cells) {
-      e.emit(bc::LOAD_FAST, rb.memo.at(stop.locals[static_cast<size_t>(c)]->items[0].get()));
+      e.emit(N::LOAD_FAST, rb.memo.at(stop.locals[static_cast<size_t>(c)]->items[0].get()));
       ++n;
     }
     e.call(n);
-    e.emit(bc::RETURN_VALUE);
+    e.emit(N::RETURN_VALUE);
     made.push_back(ResumeInfo{Ref::borrow(code), plan.kind == SplitPlan::Generic, target});
     return true;
   };
@@ -512,41 +533,42 @@ std::optional<Transformed> generate_split(const CodeFacts& facts, PyObject* glob
   auto push_operands = [&]() {
     for (size_t i = rest; i < S; ++i) {
       const VPtr& v = stop.stack[i];
-      if (!v || v->kind == VK::Null) e.emit(bc::PUSH_NULL);
-      else e.emit(bc::LOAD_FAST, rb.memo.at(v.get()));
+      if (!v || v->kind == VK::Null) e.emit(N::PUSH_NULL);
+      else e.emit(N::LOAD_FAST, rb.memo.at(v.get()));
     }
   };
   switch (plan.kind) {
     case SplitPlan::Call: {
       push_operands();
-      const uint8_t op = bc::op_info(brk_in.opcode).deopt;
-      if (op == bc::CALL) {
-        if (stop.kw_names) e.emit(bc::KW_NAMES, e.konst(stop.kw_names.get()));
+      const uint8_t op = bc::op_info(brk_in.opcode, e.v).deopt;
+      if (brk_in.name == N::CALL) {
+        if (stop.kw_names) e.emit(N::KW_NAMES, e.konst(stop.kw_names.get()));
         e.call(brk_in.arg);
-      } else if (op == bc::STORE_ATTR) {
-        e.emit(bc::STORE_ATTR, e.name(str_of(PyTuple_GET_ITEM(co->co_names, brk_in.arg))));
-      } else {  // CALL_FUNCTION_EX, BINARY_SUBSCR, COMPARE_OP, STORE_SUBSCR: operands on the stack
-        e.emit(op, brk_in.arg == bc::kNone ? 0 : brk_in.arg);
+      } else if (brk_in.name == N::STORE_ATTR) {
+        e.emit(N::STORE_ATTR, e.name(str_of(PyTuple_GET_ITEM(co->co_names, brk_in.arg))));
+      } else {  // CALL_KW, CALL_FUNCTION_EX, BINARY_SUBSCR, COMPARE_OP, STORE_SUBSCR: operands on the stack
+        e.emit_raw(op, brk_in.arg == bc::kNone ? 0 : brk_in.arg);
       }
       int result = -1;
       if (plan.pushes) {
         result = e.temp();
-        e.emit(bc::STORE_FAST, result);
+        e.emit(N::STORE_FAST, result);
       }
       if (!resume(plan.next, below, result)) return std::nullopt;
       break;
     }
     case SplitPlan::Jump: {
       push_operands();
+      if (e.v == bc::Version::py313) e.emit(N::TO_BOOL);  // 3.13's jumps take exact bools (TO_BOOL was traced as a no-op)
       const size_t jump_at = e.ins.size();
-      e.emit(bc::op_info(brk_in.opcode).deopt, 0);
+      e.emit_raw(bc::op_info(brk_in.opcode, e.v).deopt, 0);
       if (!resume(plan.next, below, -1)) return std::nullopt;
       e.ins[jump_at].arg = static_cast<int32_t>(e.ins.size());
       if (!resume(plan.target, below, -1)) return std::nullopt;
       break;
     }
     case SplitPlan::Generic:
-      if (!resume(plan.index, stop.stack, -1)) return std::nullopt;
+      if (!resume(plan.next, stop.stack, -1)) return std::nullopt;
       break;
   }
   auto tf = finish(e, co, globals, closure, why);

@@ -1,11 +1,9 @@
-// PEP 523 frame hook (CPython 3.11), per-code cache in co_extra and the compile driver.
+// PEP 523 frame hook (CPython 3.11-3.13), per-code cache in co_extra and the compile driver.
 // Hit path: code extra -> guard tree over the frame's fast locals -> call the transformed function
 // with the frame's argument slots. No Python code runs there besides the cached code itself.
-#define Py_BUILD_CORE 1
+// Frame internals are read through the per-version shim (frame_shim.h).
 #include <algorithm>
 #include <Python.h>
-#include <internal/pycore_frame.h>
-#undef Py_BUILD_CORE
 
 #include <chrono>
 #include <mutex>
@@ -14,6 +12,7 @@
 #include "resume.h"
 #include "core/bytecode.h"
 #include "engine.h"
+#include "frame_shim.h"
 #include "pycache.h"
 #include "tensor_match.h"
 #include "translator.h"
@@ -40,7 +39,7 @@ struct CodeState {
 };
 
 Py_ssize_t g_extra_index = -1;
-_PyFrameEvalFunction g_previous = nullptr;
+EvalFrameFn g_previous = nullptr;
 bool g_installed = false;
 EngineConfig g_config;
 EngineObserver* g_observer = nullptr;
@@ -134,12 +133,12 @@ PyObject* run_entry(Entry& e, _PyInterpreterFrame* frame, int nargs, bool hit = 
   // function's closure cells, not those of the function it was compiled for. (The cells are copied
   // into the new frame as it starts, so a nested call with another closure cannot disturb it.)
   auto* fn = reinterpret_cast<PyFunctionObject*>(e.fn.get());
-  PyObject* cells = frame->f_func ? reinterpret_cast<PyFunctionObject*>(frame->f_func)->func_closure : nullptr;
+  PyObject* cells = shim::frame_closure(frame);
   if (fn->func_closure != cells) {
     Py_XINCREF(cells);
     Py_XSETREF(fn->func_closure, cells);
   }
-  return PyObject_Vectorcall(e.fn.get(), frame->localsplus, static_cast<size_t>(nargs), nullptr);
+  return PyObject_Vectorcall(e.fn.get(), shim::frame_locals(frame), static_cast<size_t>(nargs), nullptr);
 }
 
 // The compiled graph as the transformed code calls it: nothing it runs is intercepted (code run by
@@ -304,14 +303,15 @@ Entry* compile_frame(CodeState& st, PyCodeObject* co, _PyInterpreterFrame* frame
     if (facts && !announce_code(g_observer, facts)) PyErr_Clear();
     g_observer->on_compile_start(CompileStartEvent{id, rec.qualname, rec.filename, rec.firstlineno, reason, facts ? facts->id : -1});
   }
-  PyObject* closure = frame->f_func ? reinterpret_cast<PyFunctionObject*>(frame->f_func)->func_closure : nullptr;
+  PyObject* closure = shim::frame_closure(frame);
+  PyObject* const globals = shim::frame_globals(frame);
   CaptureRequest req;
   req.id = id;
   req.obs = g_observer;
   req.code = code;
-  req.globals = frame->f_globals;
-  req.builtins = frame->f_builtins;
-  req.args = frame->localsplus;
+  req.globals = globals;
+  req.builtins = shim::frame_builtins(frame);
+  req.args = shim::frame_locals(frame);
   req.closure = closure;
   req.frame_state = &st.frame_state;
   req.dynamic_mode = static_cast<DynamicMode>(mode().dynamic);
@@ -345,7 +345,7 @@ Entry* compile_frame(CodeState& st, PyCodeObject* co, _PyInterpreterFrame* frame
       brk = Break{"DV0021", "dynamic shapes: a guard cannot be expressed (" + why + ")",
                   "mark the input static, or compile with dynamic=False", rec.filename, -1, 0, -1, {}, -1};
     }
-    if (!brk) tf = generate(code, frame->f_globals, closure, first, grad_change, why);
+    if (!brk) tf = generate(code, globals, closure, first, grad_change, why);
     if (!brk && !tf) brk = Break{"DV0020", "cannot generate code: " + why, "", rec.filename, -1, 0, -1, {}, -1};
   } else if (!mode().fullgraph) {
     // Split the frame at the break: capture again up to the breaking root instruction, compile what
@@ -368,7 +368,7 @@ Entry* compile_frame(CodeState& st, PyCodeObject* co, _PyInterpreterFrame* frame
         if (!lower(c, mode().backend.get(), why)) {
           if (PyErr_Occurred()) return backend_error();
           no_split = "dynamic shapes: " + why;
-        } else if (!(tf = generate_split(*facts, frame->f_globals, closure, c, plan, grad_change, why))) {
+        } else if (!(tf = generate_split(*facts, globals, closure, c, plan, grad_change, why))) {
           no_split = why;
         } else {
           kept = &c;
@@ -460,8 +460,9 @@ Entry* find_entry(CodeState& st, PyCodeObject* co, const FrameView& view) {
 // then compile or run eagerly.
 PyObject* miss(PyThreadState* ts, _PyInterpreterFrame* frame, int throwflag, CodeState* st, const FrameView& view, int nargs) {
   static std::recursive_mutex compile_lock;
-  PyCodeObject* co = frame->f_code;
+  PyCodeObject* co = shim::frame_code(frame);
   auto fallback = [&]() { return g_previous(ts, frame, throwflag); };
+  auto done = [&](PyObject* r) { return shim::finish_unevaluated(ts, frame, r, g_previous); };
   std::unique_lock<std::recursive_mutex> lock(compile_lock, std::try_to_lock);
   if (!lock.owns_lock()) {
     PyThreadState* save = PyEval_SaveThread();
@@ -473,7 +474,7 @@ PyObject* miss(PyThreadState* ts, _PyInterpreterFrame* frame, int throwflag, Cod
     }
     if (Entry* e = find_entry(*st, co, view)) {
       lock.unlock();
-      return run_entry(*e, frame, nargs);
+      return done(run_entry(*e, frame, nargs));
     }
   }
   std::string reason = st->parent.empty() ? "first call" : st->parent;
@@ -499,11 +500,11 @@ PyObject* miss(PyThreadState* ts, _PyInterpreterFrame* frame, int throwflag, Cod
       lock.unlock();
       if (g_config.fail_on_recompile_limit) {
         PyErr_SetString(PyExc_RuntimeError, msg.c_str());
-        return nullptr;
+        return done(nullptr);
       }
       st->action = CodeState::Eager;
       st->eager_reason = "recompile_limit reached";
-      if (PyErr_WarnEx(PyExc_UserWarning, msg.c_str(), 1) < 0) return nullptr;
+      if (PyErr_WarnEx(PyExc_UserWarning, msg.c_str(), 1) < 0) return done(nullptr);
       return fallback();
     }
     if (g_observer) g_observer->on_cache(CacheEvent{CacheEvent::Recompile, str_of(co->co_qualname), str_of(co->co_filename), co->co_firstlineno, -1, failures, failed_entry, failed, code_id(co)});
@@ -515,16 +516,16 @@ PyObject* miss(PyThreadState* ts, _PyInterpreterFrame* frame, int throwflag, Cod
   Entry* e = compile_frame(*st, co, frame, reason, &eager);
   t_busy = false;
   lock.unlock();
-  if (e) return run_entry(*e, frame, nargs, /*hit=*/false);
+  if (e) return done(run_entry(*e, frame, nargs, /*hit=*/false));
   if (eager) return fallback();
   if (!PyErr_Occurred()) PyErr_SetString(PyExc_RuntimeError, "dynview: compilation failed");
-  return nullptr;
+  return done(nullptr);
 }
 
 PyObject* dv_eval_frame(PyThreadState* ts, _PyInterpreterFrame* frame, int throwflag) {
   auto fallback = [&]() { return g_previous(ts, frame, throwflag); };
-  if (throwflag || !mode().enabled || t_busy || frame->owner != FRAME_OWNED_BY_THREAD) return fallback();
-  PyCodeObject* co = frame->f_code;
+  if (throwflag || !mode().enabled || t_busy || !shim::owned_by_thread(frame)) return fallback();
+  PyCodeObject* co = shim::frame_code(frame);
   CodeState* st = state_of(co, false);
   if (st && st->action != CodeState::Default) {
     // Calls of a frame that runs eagerly are runtime events, as cache hits are.
@@ -543,14 +544,14 @@ PyObject* dv_eval_frame(PyThreadState* ts, _PyInterpreterFrame* frame, int throw
   const bool top = mode().at_top;
   mode().at_top = false;
   if (st && st->top_only && !top) return fallback();
-  if (_PyInterpreterFrame_LASTI(frame) >= 0) return fallback();  // a resumed frame
+  if (!shim::is_fresh(frame)) return fallback();  // a resumed frame
   const int nargs = nargs_of(co);
-  PyObject* closure = frame->f_func ? reinterpret_cast<PyFunctionObject*>(frame->f_func)->func_closure : nullptr;
-  FrameView view{frame->localsplus, frame->f_globals, frame->f_builtins, closure};
+  PyObject* const* locals = shim::frame_locals(frame);
+  FrameView view{locals, shim::frame_globals(frame), shim::frame_builtins(frame), shim::frame_closure(frame)};
   if (st) {
-    if (Entry* e = find_entry(*st, co, view)) return run_entry(*e, frame, nargs);
+    if (Entry* e = find_entry(*st, co, view)) return shim::finish_unevaluated(ts, frame, run_entry(*e, frame, nargs), g_previous);
   }
-  if (!has_tensor_arg(frame->localsplus, nargs)) return fallback();
+  if (!has_tensor_arg(locals, nargs)) return fallback();
   if (!st && !(st = state_of(co, true))) return fallback();
   try {
     return miss(ts, frame, throwflag, st, view, nargs);
@@ -562,7 +563,7 @@ PyObject* dv_eval_frame(PyThreadState* ts, _PyInterpreterFrame* frame, int throw
                  co->co_filename, co->co_firstlineno);
   }
   t_busy = false;
-  return nullptr;
+  return shim::finish_unevaluated(ts, frame, nullptr, g_previous);
 }
 
 }  // namespace
@@ -576,13 +577,12 @@ int g_enabled_threads = 0;
 
 void apply_hook() {
   if (!g_installed) return;
-  PyInterpreterState* interp = PyInterpreterState_Get();
-  _PyFrameEvalFunction current = _PyInterpreterState_GetEvalFrameFunc(interp);
+  EvalFrameFn current = shim::get_eval_frame();
   if (g_enabled_threads > 0 && current != dv_eval_frame) {
     g_previous = current;
-    _PyInterpreterState_SetEvalFrameFunc(interp, dv_eval_frame);
+    shim::set_eval_frame(dv_eval_frame);
   } else if (g_enabled_threads == 0 && current == dv_eval_frame) {
-    _PyInterpreterState_SetEvalFrameFunc(interp, g_previous);
+    shim::set_eval_frame(g_previous);
   }
 }
 
@@ -598,7 +598,7 @@ ThreadMode set_thread_mode(ThreadMode m) {
 }
 
 bool hook_active() {
-  return _PyInterpreterState_GetEvalFrameFunc(PyInterpreterState_Get()) == dv_eval_frame;
+  return shim::get_eval_frame() == dv_eval_frame;
 }
 
 void set_observer(EngineObserver* obs) { g_observer = obs; }
@@ -660,7 +660,7 @@ bool install_hook() {
     g_skip_prefixes[2] = d.substr(0, d.rfind('/') + 1);
   }
   PyErr_Clear();
-  g_previous = _PyInterpreterState_GetEvalFrameFunc(PyInterpreterState_Get());
+  g_previous = shim::get_eval_frame();
   g_installed = true;
   apply_hook();  // a thread may have enabled capture before set-up finished
   return true;

@@ -184,6 +184,45 @@ Status op_FORMAT_VALUE(Translator& t, Frame& f, const Instr& in) {  // (v [spec]
   top(f) = t.constant(s);
   return std::nullopt;
 }
+// 3.13 f-strings: CONVERT_VALUE (str/repr/ascii), then FORMAT_SIMPLE or FORMAT_WITH_SPEC.
+Status op_CONVERT_VALUE(Translator& t, Frame& f, const Instr& in) {  // (v -- converted)
+  NEED(1);
+  const VPtr& v = top(f);
+  if (v->kind != VK::Const) return t.brk(f, "DV0007", "f-string of a non-constant");
+  Ref r = Ref::steal(in.arg == 1 ? PyObject_Str(v->obj.get()) : in.arg == 2 ? PyObject_Repr(v->obj.get()) : PyObject_ASCII(v->obj.get()));
+  if (!r) {
+    PyErr_Clear();
+    return t.brk(f, "DV0010", "format raised");
+  }
+  top(f) = t.constant(r);
+  return std::nullopt;
+}
+static Status format_top(Translator& t, Frame& f, PyObject* spec) {  // (v -- str)
+  const VPtr& v = top(f);
+  if (v->kind != VK::Const) return t.brk(f, "DV0007", "f-string of a non-constant");
+  Ref s = Ref::steal(PyObject_Format(v->obj.get(), spec));
+  if (!s) {
+    PyErr_Clear();
+    return t.brk(f, "DV0010", "format raised");
+  }
+  top(f) = t.constant(s);
+  return std::nullopt;
+}
+Status op_FORMAT_SIMPLE(Translator& t, Frame& f, const Instr&) {  // (v -- str)
+  NEED(1);
+  return format_top(t, f, nullptr);
+}
+Status op_FORMAT_WITH_SPEC(Translator& t, Frame& f, const Instr&) {  // (v spec -- str)
+  NEED(2);
+  const VPtr spec = top(f);
+  if (spec->kind != VK::Const) return t.brk(f, "DV0007", "f-string of a non-constant");
+  f.stack.pop_back();
+  if (Status s = format_top(t, f, spec->obj.get())) {
+    f.stack.push_back(spec);
+    return s;
+  }
+  return std::nullopt;
+}
 Status op_BUILD_STRING(Translator& t, Frame& f, const Instr& in) {  // (s1..sn -- str)
   NEED(static_cast<size_t>(in.arg));
   Ref parts = Ref::steal(PyTuple_New(in.arg));

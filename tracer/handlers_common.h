@@ -21,6 +21,15 @@ inline std::string local_name(const Frame& f, int i) {
   return str_of(PyTuple_GET_ITEM(code_of(f)->co_localsplusnames, i));
 }
 inline void jump_to(Frame& f, const Instr& in) { f.ip = f.facts->index_of.at(static_cast<uint32_t>(in.jump_target)); }
+// The bytecode version of the frame's code (calling conventions differ: see op_CALL).
+inline bc::Version version_of(const Frame& f) { return f.facts->decoded.version; }
+inline bool null_after_callable(const Frame& f) { return version_of(f) >= bc::Version::py313; }
+// A (callable, self) pair as a method load leaves it: 3.11/3.12 [NULL, callable], 3.13 [callable, NULL].
+inline void push_with_null(Translator& t, Frame& f, VPtr callable) {
+  if (!null_after_callable(f)) f.stack.push_back(t.make(VK::Null));
+  f.stack.push_back(std::move(callable));
+  if (null_after_callable(f)) f.stack.push_back(t.make(VK::Null));
+}
 
 #define NEED(n) \
   if (f.stack.size() < (n)) return t.brk(f, "DV0019", "stack underflow (dynview bug)");
@@ -93,5 +102,23 @@ Status op_IMPORT_NAME(Translator& t, Frame& f, const Instr& in);
 Status op_RETURN_GENERATOR(Translator& t, Frame& f, const Instr& in);
 Status op_YIELD_VALUE(Translator& t, Frame& f, const Instr& in);
 Status op_BEFORE_WITH(Translator& t, Frame& f, const Instr& in);
+// CPython 3.12 and 3.13
+Status op_LOAD_FAST_AND_CLEAR(Translator& t, Frame& f, const Instr& in);
+Status op_LOAD_FAST_LOAD_FAST(Translator& t, Frame& f, const Instr& in);
+Status op_STORE_FAST_STORE_FAST(Translator& t, Frame& f, const Instr& in);
+Status op_STORE_FAST_LOAD_FAST(Translator& t, Frame& f, const Instr& in);
+Status op_LOAD_SUPER_ATTR(Translator& t, Frame& f, const Instr& in);
+Status op_SET_FUNCTION_ATTRIBUTE(Translator& t, Frame& f, const Instr& in);
+Status op_CALL_KW(Translator& t, Frame& f, const Instr& in);
+Status op_CALL_INTRINSIC_1(Translator& t, Frame& f, const Instr& in);
+Status op_BINARY_SLICE(Translator& t, Frame& f, const Instr& in);
+Status op_STORE_SLICE(Translator& t, Frame& f, const Instr& in);
+Status op_TO_BOOL(Translator& t, Frame& f, const Instr& in);
+Status op_CONVERT_VALUE(Translator& t, Frame& f, const Instr& in);
+Status op_FORMAT_SIMPLE(Translator& t, Frame& f, const Instr& in);
+Status op_FORMAT_WITH_SPEC(Translator& t, Frame& f, const Instr& in);
+Status op_RETURN_CONST(Translator& t, Frame& f, const Instr& in);
+Status op_END_FOR(Translator& t, Frame& f, const Instr& in);
+Status op_END_SEND(Translator& t, Frame& f, const Instr& in);
 
 }  // namespace dv

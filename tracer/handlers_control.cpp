@@ -55,12 +55,33 @@ Status op_FOR_ITER(Translator& t, Frame& f, const Instr& in) {  // (iter -- iter
   } else {
     f.stack.pop_back();
     jump_to(f, in);
+    // 3.12+: the jump lands on END_FOR, which the interpreter skips (3.13: and the POP_TOP after it).
+    const auto& ins = f.facts->decoded.instrs;
+    if (f.ip < static_cast<int>(ins.size()) && ins[f.ip].name == bc::Name::END_FOR) {
+      ++f.ip;
+      if (version_of(f) >= bc::Version::py313 && f.ip < static_cast<int>(ins.size()) && ins[f.ip].name == bc::Name::POP_TOP) ++f.ip;
+    }
   }
+  return std::nullopt;
+}
+Status op_END_FOR(Translator& t, Frame& f, const Instr&) {  // 3.12 (iter value -- ), 3.13 (value -- )
+  const size_t n = version_of(f) >= bc::Version::py313 ? 1 : 2;
+  NEED(n);
+  f.stack.resize(f.stack.size() - n);
+  return std::nullopt;
+}
+Status op_END_SEND(Translator& t, Frame& f, const Instr&) {  // (receiver value -- value)
+  NEED(2);
+  f.stack.erase(f.stack.end() - 2);
   return std::nullopt;
 }
 Status op_RETURN_VALUE(Translator& t, Frame& f, const Instr&) {  // (v -- )
   NEED(1);
   f.result = pop(f);
+  return std::nullopt;
+}
+Status op_RETURN_CONST(Translator& t, Frame& f, const Instr& in) {  // ( -- ): 3.12+
+  f.result = t.constant(Ref::borrow(PyTuple_GET_ITEM(code_of(f)->co_consts, in.arg)));
   return std::nullopt;
 }
 Status op_RAISE_VARARGS(Translator& t, Frame& f, const Instr&) {

@@ -15,7 +15,35 @@ Status op_LOAD_FAST(Translator& t, Frame& f, const Instr& in) {  // ( -- value)
 }
 Status op_STORE_FAST(Translator& t, Frame& f, const Instr& in) {  // (value -- )
   NEED(1);
-  f.locals[in.arg] = pop(f);
+  VPtr v = pop(f);
+  if (v->kind == VK::Null) v = nullptr;  // 3.12 comprehensions restore an unbound local (LOAD_FAST_AND_CLEAR)
+  f.locals[in.arg] = std::move(v);
+  return std::nullopt;
+}
+Status op_LOAD_FAST_AND_CLEAR(Translator& t, Frame& f, const Instr& in) {  // ( -- value|NULL)
+  f.stack.push_back(f.locals[in.arg] ? f.locals[in.arg] : t.make(VK::Null));
+  f.locals[in.arg] = nullptr;
+  return std::nullopt;
+}
+Status op_LOAD_FAST_LOAD_FAST(Translator& t, Frame& f, const Instr& in) {  // ( -- value1 value2)
+  for (int slot : {in.index, in.index2})
+    if (!f.locals[slot]) return t.brk(f, "DV0010", "UnboundLocalError: local variable '" + local_name(f, slot) + "' referenced before assignment");
+  f.stack.push_back(f.locals[in.index]);
+  f.stack.push_back(f.locals[in.index2]);
+  return std::nullopt;
+}
+Status op_STORE_FAST_STORE_FAST(Translator& t, Frame& f, const Instr& in) {  // (value2 value1 -- )
+  NEED(2);
+  f.locals[in.index] = pop(f);
+  f.locals[in.index2] = pop(f);
+  return std::nullopt;
+}
+Status op_STORE_FAST_LOAD_FAST(Translator& t, Frame& f, const Instr& in) {  // (value1 -- value2)
+  NEED(1);
+  if (!f.locals[in.index2] && in.index2 != in.index)
+    return t.brk(f, "DV0010", "UnboundLocalError: local variable '" + local_name(f, in.index2) + "' referenced before assignment");
+  f.locals[in.index] = pop(f);
+  f.stack.push_back(f.locals[in.index2]);
   return std::nullopt;
 }
 Status op_DELETE_FAST(Translator&, Frame& f, const Instr& in) {  // ( -- )
@@ -34,7 +62,7 @@ Status op_LOAD_CONST(Translator& t, Frame& f, const Instr& in) {  // ( -- value)
   return std::nullopt;
 }
 Status op_LOAD_GLOBAL(Translator& t, Frame& f, const Instr& in) {  // ( -- [NULL] value)
-  std::string name = name_at(f, in.arg >> 1);
+  std::string name = name_at(f, in.index);
   Ref key = Ref::steal(PyUnicode_FromString(name.c_str()));
   PyObject* v = PyDict_GetItemWithError(f.globals.get(), key.get());
   SourcePtr src;
@@ -49,23 +77,40 @@ Status op_LOAD_GLOBAL(Translator& t, Frame& f, const Instr& in) {  // ( -- [NULL
   }
   VPtr val = t.wrap(Ref::borrow(v), src, f);
   if (!val) return t.brk(f, "DV0013", "global '" + name + "' of type " + Py_TYPE(v)->tp_name + " cannot be traced");
-  if (in.arg & 1) f.stack.push_back(t.make(VK::Null));
-  f.stack.push_back(val);
+  if (in.push_null) push_with_null(t, f, val);
+  else f.stack.push_back(val);
   return std::nullopt;
 }
-Status op_LOAD_ATTR(Translator& t, Frame& f, const Instr& in) {  // (owner -- value)
+Status op_LOAD_ATTR(Translator& t, Frame& f, const Instr& in) {  // (owner -- value) | 3.12+ method form (owner -- meth, self)
+  if (in.push_null) return op_LOAD_METHOD(t, f, in);
   NEED(1);
   VPtr out;
-  if (Status s = t.getattr(f, top(f), name_at(f, in.arg), out)) return s;
+  if (Status s = t.getattr(f, top(f), name_at(f, in.index), out)) return s;
   top(f) = out;
   return std::nullopt;
 }
+// The method is bound here: pushed as the callable with a NULL beside it (the CALL layout of the
+// version: 3.11/3.12 NULL meth, 3.13 meth NULL).
 Status op_LOAD_METHOD(Translator& t, Frame& f, const Instr& in) {  // (owner -- NULL meth)
   NEED(1);
   VPtr out;
-  if (Status s = t.getattr(f, top(f), name_at(f, in.arg), out)) return s;
-  top(f) = t.make(VK::Null);
-  f.stack.push_back(out);
+  if (Status s = t.getattr(f, top(f), name_at(f, in.index), out)) return s;
+  f.stack.pop_back();
+  push_with_null(t, f, out);
+  return std::nullopt;
+}
+Status op_LOAD_SUPER_ATTR(Translator& t, Frame& f, const Instr& in) {  // (global_super class self -- [NULL] attr)
+  NEED(3);
+  const VPtr& sup_fn = top(f, 3);
+  if (!sup_fn->obj || sup_fn->obj.get() != reinterpret_cast<PyObject*>(&PySuper_Type))
+    return t.brk(f, "DV0004", "super is not the builtin super");
+  std::vector<VPtr> args{top(f, 2), top(f)};
+  VPtr sup, out;
+  if (Status s = t.call_super(f, args, sup)) return s;
+  if (Status s = t.getattr(f, sup, name_at(f, in.index), out)) return s;
+  f.stack.resize(f.stack.size() - 3);
+  if (in.push_null) push_with_null(t, f, out);
+  else f.stack.push_back(out);
   return std::nullopt;
 }
 Status op_STORE_ATTR(Translator& t, Frame& f, const Instr& in) {  // (value owner -- )
@@ -106,18 +151,31 @@ Status op_STORE_DEREF(Translator& t, Frame& f, const Instr& in) {  // (value -- 
 }
 Status op_MAKE_FUNCTION(Translator& t, Frame& f, const Instr& in) {  // (defaults? kwdefaults? annotations? closure? code -- fn)
   NEED(1);
+  const int flags = in.arg == bc::kNone ? 0 : in.arg;  // 3.13: none (SET_FUNCTION_ATTRIBUTE follows)
   VPtr code = pop(f);
   VPtr fn = t.make(VK::Function);
   fn->obj = code->obj;
   fn->globals = f.globals;
-  if (in.arg & 8) {
+  if (flags & 8) {
     VPtr cl = pop(f);
     fn->cells = cl->items;
   }
-  if (in.arg & 4) pop(f);  // annotations
-  if (in.arg & 2) fn->kwdefaults = pop(f);
-  if (in.arg & 1) fn->defaults = pop(f);
+  if (flags & 4) pop(f);  // annotations
+  if (flags & 2) fn->kwdefaults = pop(f);
+  if (flags & 1) fn->defaults = pop(f);
   f.stack.push_back(fn);
+  return std::nullopt;
+}
+Status op_SET_FUNCTION_ATTRIBUTE(Translator& t, Frame& f, const Instr& in) {  // (attr fn -- fn)
+  NEED(2);
+  const VPtr& fn = top(f);
+  if (fn->kind != VK::Function) return t.brk(f, "DV0019", "SET_FUNCTION_ATTRIBUTE on a non-function");
+  VPtr attr = top(f, 2);
+  if (in.arg == 8) fn->cells = attr->items;
+  else if (in.arg == 2) fn->kwdefaults = attr;
+  else if (in.arg == 1) fn->defaults = attr;
+  else if (in.arg != 4) return t.brk(f, "DV0001", "unsupported function attribute " + std::to_string(in.arg));
+  f.stack.erase(f.stack.end() - 2);
   return std::nullopt;
 }
 

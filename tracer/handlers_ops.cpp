@@ -19,8 +19,17 @@ static Status replace_top2(Translator& t, Frame& f, Op op) {
 Status op_BINARY_OP(Translator& t, Frame& f, const Instr& in) {  // (lhs rhs -- res)
   return replace_top2(t, f, [&](VPtr a, VPtr b, VPtr& out) { return t.binary(f, in.arg, a, b, out); });
 }
+// 3.13's bool-converting form (push_null) is followed by a conditional jump or UNARY_NOT, which
+// take the truth of the result themselves (as TO_BOOL below).
 Status op_COMPARE_OP(Translator& t, Frame& f, const Instr& in) {  // (lhs rhs -- res)
-  return replace_top2(t, f, [&](VPtr a, VPtr b, VPtr& out) { return t.compare(f, in.arg, a, b, out); });
+  return replace_top2(t, f, [&](VPtr a, VPtr b, VPtr& out) { return t.compare(f, in.index, a, b, out); });
+}
+// 3.13: TO_BOOL only precedes a conditional jump or UNARY_NOT, each of which takes the truth of
+// its operand (breaking on a tensor): the value stays as it is, and a transformed code that runs
+// such a jump itself converts first (codegen).
+Status op_TO_BOOL(Translator& t, Frame& f, const Instr&) {  // (value -- value)
+  NEED(1);
+  return std::nullopt;
 }
 Status op_IS_OP(Translator& t, Frame& f, const Instr& in) {  // (lhs rhs -- bool)
   NEED(2);
@@ -133,6 +142,39 @@ Status op_STORE_SUBSCR(Translator& t, Frame& f, const Instr&) {  // (v container
     return t.brk(f, "DV0008", std::string("item assignment on a ") + (cont->source ? "input " : "") + vk_name(cont->kind));
   }
   f.stack.resize(f.stack.size() - 3);
+  return std::nullopt;
+}
+// 3.12+: container[start:stop] and container[start:stop] = v, without a slice object on the stack.
+static Instr two_args() {  // BUILD_SLICE 2, as these run it
+  Instr in;
+  in.arg = 2;
+  return in;
+}
+Status op_BINARY_SLICE(Translator& t, Frame& f, const Instr&) {  // (container start stop -- res)
+  NEED(3);
+  const std::vector<VPtr> bounds(f.stack.end() - 2, f.stack.end());
+  const Instr two = two_args();
+  if (Status s = op_BUILD_SLICE(t, f, two)) return s;  // (container slice); unchanged on a break
+  VPtr out;
+  Status s = t.subscr(f, top(f, 2), top(f), out);
+  f.stack.pop_back();
+  if (s) {
+    f.stack.insert(f.stack.end(), bounds.begin(), bounds.end());
+    return s;
+  }
+  top(f) = out;
+  return std::nullopt;
+}
+Status op_STORE_SLICE(Translator& t, Frame& f, const Instr&) {  // (v container start stop -- )
+  NEED(4);
+  const std::vector<VPtr> bounds(f.stack.end() - 2, f.stack.end());
+  const Instr two = two_args();
+  if (Status s = op_BUILD_SLICE(t, f, two)) return s;  // (v container slice)
+  if (Status s = op_STORE_SUBSCR(t, f, two)) {         // unchanged on a break
+    f.stack.pop_back();
+    f.stack.insert(f.stack.end(), bounds.begin(), bounds.end());
+    return s;
+  }
   return std::nullopt;
 }
 Status op_DELETE_SUBSCR(Translator& t, Frame& f, const Instr&) {  // (container sub -- )

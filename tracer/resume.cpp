@@ -23,18 +23,24 @@ int index_at(const CodeFacts& facts, uint32_t offset) {
   return it == facts.index_of.end() ? -1 : it->second;
 }
 
-uint8_t base(const Instr& in) { return bc::op_info(in.opcode).deopt; }
-constexpr uint8_t kFastCell = 0x40;  // CO_FAST_CELL (CPython 3.11 internal/pycore_code.h)
+using N = bc::Name;
+constexpr uint8_t kFastCell = 0x40;  // CO_FAST_CELL (internal/pycore_code.h, the same in 3.11-3.13)
 
 // A `with` block's handler: PUSH_EXC_INFO; WITH_EXCEPT_START (CPython 3.11's compiler).
 bool is_with_handler(const CodeFacts& facts, uint32_t target) {
   const int i = index_at(facts, target);
   const auto& ins = facts.decoded.instrs;
-  return i >= 0 && i + 1 < static_cast<int>(ins.size()) && base(ins[i]) == bc::PUSH_EXC_INFO &&
-         base(ins[i + 1]) == bc::WITH_EXCEPT_START;
+  return i >= 0 && i + 1 < static_cast<int>(ins.size()) && ins[i].name == N::PUSH_EXC_INFO &&
+         ins[i + 1].name == N::WITH_EXCEPT_START;
 }
 
-bool ends_block(uint8_t op) { return bc::has_flag(op, bc::F_NOFALL); }
+bool ends_block(const bc::Decoded& d, const Instr& in) { return bc::has_flag(in.opcode, bc::F_NOFALL, d.version); }
+bool is_jump(const bc::Decoded& d, const Instr& in) { return bc::is_jump(in.opcode, d.version); }
+bool is_return(const Instr& in) { return in.name == N::RETURN_VALUE || in.name == N::RETURN_CONST; }
+bool is_bool_jump(N n) {
+  return n == N::POP_JUMP_FORWARD_IF_TRUE || n == N::POP_JUMP_FORWARD_IF_FALSE || n == N::POP_JUMP_BACKWARD_IF_TRUE ||
+         n == N::POP_JUMP_BACKWARD_IF_FALSE || n == N::POP_JUMP_IF_TRUE || n == N::POP_JUMP_IF_FALSE;
+}
 
 }  // namespace
 
@@ -45,24 +51,23 @@ bool plan_split(const CodeFacts& facts, int index, SplitPlan& plan, std::string&
     return false;
   }
   const Instr& in = ins[index];
-  const uint8_t op = base(in);
+  const N op = in.name;
   plan = SplitPlan{};
   plan.index = index;
-  if (op == bc::CALL) {
+  if (op == N::CALL || op == N::CALL_KW) {
     plan.kind = SplitPlan::Call;
-    plan.operands = in.arg + 2;
+    plan.operands = in.arg + (op == N::CALL_KW ? 3 : 2);
     plan.next = index + 1;
-  } else if (op == bc::CALL_FUNCTION_EX) {
+  } else if (op == N::CALL_FUNCTION_EX) {
     plan.kind = SplitPlan::Call;
     plan.operands = 3 + (in.arg & 1);
     plan.next = index + 1;
-  } else if (op == bc::BINARY_SUBSCR || op == bc::COMPARE_OP || op == bc::STORE_SUBSCR || op == bc::STORE_ATTR) {
+  } else if (op == N::BINARY_SUBSCR || op == N::COMPARE_OP || op == N::STORE_SUBSCR || op == N::STORE_ATTR) {
     plan.kind = SplitPlan::Call;
-    plan.operands = op == bc::STORE_SUBSCR ? 3 : 2;
-    plan.pushes = op == bc::STORE_SUBSCR || op == bc::STORE_ATTR ? 0 : 1;
+    plan.operands = op == N::STORE_SUBSCR ? 3 : 2;
+    plan.pushes = op == N::STORE_SUBSCR || op == N::STORE_ATTR ? 0 : 1;
     plan.next = index + 1;
-  } else if (op == bc::POP_JUMP_FORWARD_IF_TRUE || op == bc::POP_JUMP_FORWARD_IF_FALSE ||
-             op == bc::POP_JUMP_BACKWARD_IF_TRUE || op == bc::POP_JUMP_BACKWARD_IF_FALSE) {
+  } else if (is_bool_jump(op)) {
     plan.kind = SplitPlan::Jump;
     plan.operands = 1;
     plan.next = index + 1;
@@ -74,17 +79,18 @@ bool plan_split(const CodeFacts& facts, int index, SplitPlan& plan, std::string&
   } else {
     plan.kind = SplitPlan::Generic;
     plan.next = index;
+    // 3.13: UNARY_NOT takes an exact bool; resume at the TO_BOOL before it (traced as a no-op).
+    if (op == N::UNARY_NOT && index > 0 && ins[index - 1].name == N::TO_BOOL) plan.next = index - 1;
   }
   // A loop around the break (TorchDynamo's backedge heuristic: a jump back to before the break
   // before the next return) runs the whole frame eagerly.
-  if (bc::is_jump(op) && in.jump_target >= 0 && static_cast<uint32_t>(in.jump_target) <= in.offset) {
+  if (is_jump(facts.decoded, in) && in.jump_target >= 0 && static_cast<uint32_t>(in.jump_target) <= in.offset) {
     why = "graph break in a loop";
     return false;
   }
   for (size_t i = static_cast<size_t>(index) + 1; i < ins.size(); ++i) {
-    const uint8_t o = base(ins[i]);
-    if (o == bc::RETURN_VALUE) break;
-    if (bc::is_jump(o) && ins[i].jump_target >= 0 && static_cast<uint32_t>(ins[i].jump_target) < in.offset) {
+    if (is_return(ins[i])) break;
+    if (is_jump(facts.decoded, ins[i]) && ins[i].jump_target >= 0 && static_cast<uint32_t>(ins[i].jump_target) < in.offset) {
       why = "graph break in a loop";
       return false;
     }
@@ -115,9 +121,8 @@ std::vector<bool> live_locals(const CodeFacts& facts, int index) {
   // Successors of each instruction: fall-through, jump target, exception handler.
   std::vector<std::vector<int>> succ(n);
   for (size_t i = 0; i < n; ++i) {
-    const uint8_t op = base(ins[i]);
-    if (!ends_block(op) && i + 1 < n) succ[i].push_back(static_cast<int>(i) + 1);
-    if (bc::is_jump(op) && ins[i].jump_target >= 0) {
+    if (!ends_block(facts.decoded, ins[i]) && i + 1 < n) succ[i].push_back(static_cast<int>(i) + 1);
+    if (is_jump(facts.decoded, ins[i]) && ins[i].jump_target >= 0) {
       const int t = index_at(facts, static_cast<uint32_t>(ins[i].jump_target));
       if (t >= 0) succ[i].push_back(t);
     }
@@ -134,10 +139,16 @@ std::vector<bool> live_locals(const CodeFacts& facts, int index) {
       for (int s : succ[k])
         for (size_t j = 0; j < nloc; ++j)
           if (in[static_cast<size_t>(s)][j]) live[j] = true;
-      const uint8_t op = base(ins[k]);
-      const size_t a = ins[k].arg >= 0 ? static_cast<size_t>(ins[k].arg) : nloc;
-      if ((op == bc::STORE_FAST || op == bc::DELETE_FAST) && a < nloc) live[a] = false;
-      if (op == bc::LOAD_FAST && a < nloc) live[a] = true;
+      const N op = ins[k].name;
+      const size_t a = ins[k].index >= 0 ? static_cast<size_t>(ins[k].index) : nloc;
+      const size_t b = ins[k].index2 >= 0 ? static_cast<size_t>(ins[k].index2) : nloc;
+      auto kill = [&](size_t j) { if (j < nloc) live[j] = false; };
+      auto use = [&](size_t j) { if (j < nloc) live[j] = true; };
+      if (op == N::STORE_FAST || op == N::DELETE_FAST) kill(a);
+      if (op == N::LOAD_FAST || op == N::LOAD_FAST_CHECK || op == N::LOAD_FAST_AND_CLEAR) use(a);
+      if (op == N::STORE_FAST_STORE_FAST) kill(a), kill(b);
+      if (op == N::LOAD_FAST_LOAD_FAST) use(a), use(b);
+      if (op == N::STORE_FAST_LOAD_FAST) kill(a), use(b);
       if (live != in[k]) {
         in[k] = std::move(live);
         changed = true;
@@ -167,7 +178,7 @@ PyObject* resume_code(const CodeFacts& facts, int target, const ResumeLayout& la
   int k = 0;
   for (size_t i = 0; i < ins.size(); ++i) {
     asm_index[i] = k;
-    if (base(ins[i]) != bc::EXTENDED_ARG) ++k;
+    if (ins[i].name != N::EXTENDED_ARG) ++k;
   }
   asm_index[ins.size()] = k;
   // New layout. varnames: [stack args][live locals][passed cells][other varnames]; cellvars: [passed
@@ -212,29 +223,41 @@ PyObject* resume_code(const CodeFacts& facts, int target, const ResumeLayout& la
   const int nnew = nvar + static_cast<int>(PyList_GET_SIZE(pure_cells.get())) + nfree;
   auto remap = [&](int idx) { return idx < nplus - nfree ? new_index[static_cast<size_t>(idx)] : idx - (nplus - nfree) + (nnew - nfree); };
 
+  const bc::Version v = facts.decoded.version;
   bc::AsmInput in;
+  in.version = v;
   in.firstlineno = co->co_firstlineno;
   bc::Position pos{co->co_firstlineno, co->co_firstlineno, bc::kNone, bc::kNone};
   if (target < static_cast<int>(ins.size())) pos = ins[static_cast<size_t>(target)].pos;
-  auto emit = [&](uint8_t op, int arg = 0) { in.instrs.push_back(bc::AsmInstr{op, arg, pos}); };
+  auto emit = [&](N op, int arg = 0) { in.instrs.push_back(bc::AsmInstr{*bc::opcode_of(op, v), arg, pos}); };
   for (int i = 0; i < nplus - nfree; ++i)
-    if (is_cell(i)) emit(bc::MAKE_CELL, new_index[static_cast<size_t>(i)]);
-  if (nfree) emit(bc::COPY_FREE_VARS, nfree);
-  emit(bc::RESUME, 0);
+    if (is_cell(i)) emit(N::MAKE_CELL, new_index[static_cast<size_t>(i)]);
+  if (nfree) emit(N::COPY_FREE_VARS, nfree);
+  emit(N::RESUME, 0);
   int passed = 0;
   for (bool isnull : layout.stack_null) {
-    if (isnull) emit(bc::PUSH_NULL);
-    else emit(bc::LOAD_FAST, passed++);
+    if (isnull) emit(N::PUSH_NULL);
+    else emit(N::LOAD_FAST, passed++);
   }
   const int shift = static_cast<int>(in.instrs.size()) + 1;  // prologue + its jump
-  emit(bc::JUMP_FORWARD, asm_index[static_cast<size_t>(target)] + shift);
+  emit(N::JUMP_FORWARD, asm_index[static_cast<size_t>(target)] + shift);
   for (bc::AsmInstr a : orig->instrs) {
-    const uint8_t op = a.opcode;
-    if (bc::is_jump(op)) a.arg += shift;
-    else if (op == bc::LOAD_FAST || op == bc::STORE_FAST || op == bc::DELETE_FAST || op == bc::LOAD_DEREF ||
-             op == bc::STORE_DEREF || op == bc::DELETE_DEREF || op == bc::LOAD_CLOSURE || op == bc::LOAD_CLASSDEREF ||
-             op == bc::MAKE_CELL)
+    const N op = bc::base_name_of(a.opcode, v);
+    if (bc::is_jump(a.opcode, v)) {
+      a.arg += shift;
+    } else if (op == N::LOAD_FAST || op == N::STORE_FAST || op == N::DELETE_FAST || op == N::LOAD_DEREF ||
+               op == N::STORE_DEREF || op == N::DELETE_DEREF || op == N::LOAD_CLOSURE || op == N::LOAD_CLASSDEREF ||
+               op == N::MAKE_CELL || op == N::LOAD_FAST_CHECK || op == N::LOAD_FAST_AND_CLEAR ||
+               op == N::LOAD_FROM_DICT_OR_DEREF) {
       a.arg = remap(a.arg);
+    } else if (op == N::LOAD_FAST_LOAD_FAST || op == N::STORE_FAST_STORE_FAST || op == N::STORE_FAST_LOAD_FAST) {
+      const int hi = remap(a.arg >> 4), lo = remap(a.arg & 15);  // 3.13: two 4-bit local indexes
+      if (hi > 15 || lo > 15) {
+        why = "a resume function's locals do not fit " + std::string(bc::name_str(op));
+        return nullptr;
+      }
+      a.arg = hi << 4 | lo;
+    }
     in.instrs.push_back(a);
   }
   for (bc::AsmExcRange r : orig->ranges) {

@@ -13,6 +13,7 @@
 #include <frameobject.h>
 
 #include "core/opcodes.h"
+#include "frame_shim.h"
 #include "pycache.h"
 #include "tensor_match.h"
 
@@ -126,7 +127,7 @@ const CodeFacts* code_facts(PyObject* code) {
   Ref raw = Ref::steal(PyCode_GetCode(co));
   if (!raw) return nullptr;
   auto view = [](PyObject* b) { return std::string_view(PyBytes_AS_STRING(b), PyBytes_GET_SIZE(b)); };
-  auto d = bc::decode(view(raw.get()), view(co->co_linetable), view(co->co_exceptiontable), co->co_firstlineno);
+  auto d = bc::decode(view(raw.get()), view(co->co_linetable), view(co->co_exceptiontable), co->co_firstlineno, kPyVersion);
   if (!d) {
     PyErr_SetString(PyExc_ValueError, d.error().message().c_str());
     return nullptr;
@@ -352,14 +353,17 @@ void Translator::run_root(PyObject* code, PyObject* globals, PyObject* builtins,
 // (PRECALL's share is taken by the CALL after it, whose handler does the call's work).
 void Translator::check_stack_effect(Frame& f, const bc::Instr& in, size_t before, bool jumped) {
   if (f.result) return;  // RETURN_VALUE ended the frame
-  const uint8_t op = bc::op_info(in.opcode).deopt;
-  auto want = bc::stack_effect(op, in.arg == bc::kNone ? 0 : in.arg, jumped);
+  const bc::Version v = f.facts->decoded.version;
+  const uint8_t op = bc::op_info(in.opcode, v).deopt;
+  auto want = bc::stack_effect(op, in.arg == bc::kNone ? 0 : in.arg, jumped, v);
   if (!want) return;
-  if (op == bc::RETURN_GENERATOR) *want += 1;  // the value a resumed generator receives (popped next)
+  if (in.name == bc::Name::RETURN_GENERATOR) *want += 1;  // the value a resumed generator receives (popped next)
+  // 3.12+: an exhausted FOR_ITER also skips what the table counts after the jump (END_FOR, 3.13: + POP_TOP).
+  if (in.name == bc::Name::FOR_ITER && jumped && v != bc::Version::py311) *want -= 2;
   f.stack_drift += static_cast<int>(f.stack.size()) - static_cast<int>(before) - *want;
-  if (op == bc::PRECALL || f.stack_drift == 0) return;
+  if (in.name == bc::Name::PRECALL || f.stack_drift == 0) return;
   std::fprintf(stderr, "dynview: stack effect of %s (arg %d) at offset %u of %s is off by %d\n",
-               std::string(bc::op_name(op)).c_str(), in.arg, in.offset, f.facts->qualname.c_str(), f.stack_drift);
+               std::string(bc::op_name(op, v)).c_str(), in.arg, in.offset, f.facts->qualname.c_str(), f.stack_drift);
   std::abort();
 }
 #endif
@@ -378,18 +382,18 @@ Translator::Status Translator::run_frame(Frame& f) {
     f.step_no = step_no;
     f.executing = &in;
     f.reported = false;
-    Handler h = handler_for(bc::op_info(in.opcode).deopt);
+    Handler h = handler_for(in.name);
 #ifdef DV_CHECK_STACK
     const size_t depth_before = f.stack.size();
     const int next_ip = f.ip;
 #endif
     Status s;
     if (steps > 500000) s = brk(f, "DV0014", "too many symbolic steps (500000)", "the loop is probably too long to unroll");
-    else if (!h) s = brk(f, "DV0001", "unsupported opcode " + std::string(bc::op_name(in.opcode)), "dynview does not yet trace this bytecode");
+    else if (!h) s = brk(f, "DV0001", "unsupported opcode " + std::string(bc::op_name(in.opcode, f.facts->decoded.version)), "dynview does not yet trace this bytecode");
     else s = h(*this, f, in);
     if (output.shape_guards_pending()) output.watch_shape_guards(step_no, current_line(f), f.facts->filename);
     if (!s && output.has_unbacked_symbols())
-      s = brk(f, "DV0003", "data-dependent output size (" + std::string(bc::op_name(in.opcode)) + ")",
+      s = brk(f, "DV0003", "data-dependent output size (" + std::string(bc::op_name(in.opcode, f.facts->decoded.version)) + ")",
               "the size depends on tensor values; dynview breaks the graph here like torch.compile");
     if (s) {
       if (obs_ && !f.reported) report_step(f);  // the breaking step, with the stack it saw

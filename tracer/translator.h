@@ -199,6 +199,6 @@ bool module_is_torch_mod(PyObject* mod);  // torch or torch.* module object
 // Opcode handlers, by family (handlers_*.cpp). Each returns a Break or nothing; `ins` is the
 // instruction being executed; the frame's ip already points past it.
 using Handler = Translator::Status (*)(Translator&, Frame&, const bc::Instr&);
-Handler handler_for(uint8_t opcode);
+Handler handler_for(bc::Name name);  // by version-neutral name: one table for every version
 
 }  // namespace dv

@@ -682,7 +682,7 @@ void App::draw_bytecode() {
   }
   auto cv = m_.code_view(s.code);
   ImGui::TextDisabled("%s  depth %d  %s", cv->error.empty() ? cv->info.qualname.c_str() : "?", s.depth,
-                      std::string(bc::op_name(s.opcode)).c_str());
+                      std::string(bc::op_name(s.opcode, cv->info.version)).c_str());
   if (!cv->error.empty()) return ImGui::TextDisabled("%s", cv->error.c_str());
   ImGui::BeginChild("bc", ImVec2(0, 0), false, ImGuiWindowFlags_HorizontalScrollbar);
   ImGuiListClipper clip;

@@ -529,6 +529,11 @@ const trace::Value* Model::value(uint32_t compile, int id) {
   return it == c->values.end() ? nullptr : &it->second;
 }
 
+std::string_view Model::step_op_name(int code_id, uint8_t opcode) {
+  auto cv = code_view(code_id);
+  return bc::op_name(opcode, cv ? cv->info.version : bc::Version::py311);
+}
+
 std::shared_ptr<const CodeView> Model::code_view(int id) {
   auto it = codes_.find(id);
   if (it != codes_.end()) return it->second;
@@ -680,7 +685,7 @@ const std::vector<SearchHit>& Model::search(const std::string& q) {
       auto ch = chunk(k, true);
       if (!ch || ch->size() == 0) break;
       for (size_t j = static_cast<size_t>(s - static_cast<int64_t>(ch->first_step)); j < ch->size() && s < end; ++j, ++s) {
-        const std::string_view name = bc::op_name(ch->opcode[j]);
+        const std::string_view name = step_op_name(ch->code[j], ch->opcode[j]);
         if (contains_ci(std::string(name), q)) {
           hits_.push_back({s, "opcode", std::string(name), -1});
         } else if (const std::string* rep = name_match(ch->code[j], ch->offset[j])) {
@@ -740,7 +745,7 @@ json Model::snapshot() {
   }
   if (node_ >= 0) j["node_name"] = nodes_[node_].name;
   if (s.valid) {
-    json st{{"depth", s.depth}, {"code", s.code}, {"offset", s.offset}, {"opname", std::string(bc::op_name(s.opcode))},
+    json st{{"depth", s.depth}, {"code", s.code}, {"offset", s.offset}, {"opname", std::string(step_op_name(s.code, s.opcode))},
             {"line", s.line}};
     if (s.arg != INT32_MIN) st["arg"] = s.arg;
     auto val = [](const trace::Value& v) {

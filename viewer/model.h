@@ -157,6 +157,8 @@ class Model {
   bool pending() const;
   const trace::Value* value(uint32_t compile, int id);
   std::shared_ptr<const CodeView> code_view(int code_id);
+  // The opcode name of a step of code `code_id`, in that code's CPython version (3.11 if unknown).
+  std::string_view step_op_name(int code_id, uint8_t opcode);
   // Depth of each step in [from, to) sampled at n points (-1: not decoded yet); for the timeline.
   std::vector<int> depth_samples(int64_t from, int64_t to, int n, bool wait = false);
   // Source lines of a file: from disk (the trace holds the path). Empty when unreadable.

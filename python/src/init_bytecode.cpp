@@ -10,6 +10,7 @@
 #include "core/assembler.h"
 #include "core/code_json.h"
 #include "core/opcodes.h"
+#include "tracer/frame_shim.h"
 
 namespace dv::py {
 namespace pyb = pybind11;
@@ -31,19 +32,23 @@ bc::Decoded decode_or_raise(const bc::CodeInfo& info) {
   return std::move(d).value();
 }
 
-pyb::object argval(pyb::handle code, const bc::Instr& ins) {
+pyb::object argval(pyb::handle code, const bc::Instr& ins, bc::Version v) {
   using namespace dv::bc;
-  const uint8_t op = op_info(ins.opcode).deopt;
+  const uint8_t op = op_info(ins.opcode, v).deopt;
   if (ins.arg == kNone) return pyb::none();
   auto* co = reinterpret_cast<PyCodeObject*>(code.ptr());
-  if (has_flag(op, F_CONST)) return pyb::reinterpret_borrow<pyb::object>(PyTuple_GET_ITEM(co->co_consts, ins.arg));
-  if (has_flag(op, F_NAME))
-    return pyb::reinterpret_borrow<pyb::object>(PyTuple_GET_ITEM(co->co_names, op == LOAD_GLOBAL ? ins.arg >> 1 : ins.arg));
-  if (is_jump(op)) return pyb::int_(ins.jump_target);
-  if (has_flag(op, F_LOCAL) || has_flag(op, F_FREE))
-    return pyb::reinterpret_borrow<pyb::object>(PyTuple_GET_ITEM(co->co_localsplusnames, ins.arg));
-  if (has_flag(op, F_COMPARE)) return pyb::str(std::string(*compare_op_symbol(ins.arg)));
-  if (op == FORMAT_VALUE) {
+  if (has_flag(op, F_CONST, v)) return pyb::reinterpret_borrow<pyb::object>(PyTuple_GET_ITEM(co->co_consts, ins.arg));
+  if (has_flag(op, F_NAME, v)) return pyb::reinterpret_borrow<pyb::object>(PyTuple_GET_ITEM(co->co_names, ins.index));
+  if (is_jump(op, v)) return pyb::int_(ins.jump_target);
+  auto local = [&](int32_t i) { return pyb::reinterpret_borrow<pyb::object>(PyTuple_GET_ITEM(co->co_localsplusnames, i)); };
+  if (ins.index2 != kNone) return pyb::make_tuple(local(ins.index), local(ins.index2));  // 3.13 LOAD_FAST_LOAD_FAST & co
+  if (has_flag(op, F_LOCAL, v) || has_flag(op, F_FREE, v)) return local(ins.arg);
+  if (ins.name == Name::CONVERT_VALUE && ins.arg >= 1 && ins.arg <= 3) {  // 3.13: the conversion function
+    static const char* conv[] = {nullptr, "str", "repr", "ascii"};
+    return pyb::module_::import("builtins").attr(conv[ins.arg]);
+  }
+  if (has_flag(op, F_COMPARE, v)) return pyb::str(std::string(*compare_op_symbol(ins.index, v)));
+  if (ins.name == Name::FORMAT_VALUE) {
     static const char* conv[] = {nullptr, "str", "repr", "ascii"};
     pyb::object fn = pyb::none();
     if (conv[ins.arg & 3]) fn = pyb::module_::import("builtins").attr(conv[ins.arg & 3]);
@@ -57,11 +62,15 @@ pyb::list instructions(pyb::handle x) {
   auto info = code_info(code, false);
   bc::Decoded d = decode_or_raise(*info);
   pyb::list out(d.instrs.size());
+  // 3.13's dis: jumps say "to L<n>" and starts_line is a bool (the line is line_number).
+  const bool v313 = d.version == bc::Version::py313;
+  const std::vector<uint32_t> labels = v313 ? bc::labels_313(d, false) : std::vector<uint32_t>{};
   for (size_t i = 0; i < d.instrs.size(); ++i) {
     const bc::Instr& ins = d.instrs[i];
-    out[i] = pyb::make_tuple(std::string(bc::op_name(ins.opcode)), ins.opcode, opt(ins.arg),
-                             argval(code, ins), bc::argrepr(*info, ins), ins.offset,
-                             opt(ins.starts_line), ins.is_jump_target, positions(ins.pos));
+    pyb::object starts = v313 ? pyb::object(pyb::bool_(ins.line_start)) : opt(ins.starts_line);
+    out[i] = pyb::make_tuple(std::string(bc::op_name(ins.opcode, d.version)), ins.opcode, opt(ins.arg),
+                             argval(code, ins, d.version), v313 ? bc::argrepr(*info, ins, labels) : bc::argrepr(*info, ins),
+                             ins.offset, starts, ins.is_jump_target, positions(ins.pos));
   }
   return out;
 }
@@ -72,7 +81,7 @@ size_t decode_count(pyb::handle x) {
   auto raw = pyb::reinterpret_steal<pyb::bytes>(PyCode_GetCode(co));
   if (!raw) throw pyb::error_already_set();
   auto view = [](PyObject* b) { return std::string_view(PyBytes_AS_STRING(b), PyBytes_GET_SIZE(b)); };
-  auto d = bc::decode(view(raw.ptr()), view(co->co_linetable), view(co->co_exceptiontable), co->co_firstlineno);
+  auto d = bc::decode(view(raw.ptr()), view(co->co_linetable), view(co->co_exceptiontable), co->co_firstlineno, kPyVersion);
   if (!d) raise(d.error());
   return d->instrs.size();
 }
@@ -122,13 +131,14 @@ int32_t field(pyb::handle v) { return v.is_none() ? bc::kNone : v.cast<int32_t>(
 
 pyb::dict assemble(pyb::list instrs, pyb::list ranges, int firstlineno) {
   bc::AsmInput in;
+  in.version = kPyVersion;
   in.firstlineno = firstlineno;
   for (pyb::handle item : instrs) {
     auto t = item.cast<pyb::tuple>();
     if (t.size() < 1 || t.size() > 3) throw pyb::value_error("instruction must be (op, arg=0, positions=None)");
     bc::AsmInstr a;
     if (pyb::isinstance<pyb::str>(t[0])) {
-      auto op = bc::op_by_name(t[0].cast<std::string>());
+      auto op = bc::op_by_name(t[0].cast<std::string>(), kPyVersion);
       if (!op) throw pyb::value_error("unknown opcode name " + t[0].cast<std::string>());
       a.opcode = *op;
     } else {
@@ -154,7 +164,7 @@ pyb::dict assemble(pyb::list instrs, pyb::list ranges, int firstlineno) {
 }
 
 size_t decode_raw(pyb::bytes code, pyb::bytes linetable, pyb::bytes exceptiontable, int firstlineno) {
-  auto d = bc::decode(std::string(code), std::string(linetable), std::string(exceptiontable), firstlineno);
+  auto d = bc::decode(std::string(code), std::string(linetable), std::string(exceptiontable), firstlineno, kPyVersion);
   if (!d) raise(d.error());
   return d->instrs.size();
 }

@@ -9,6 +9,7 @@
 
 #include "core/bytecode.h"
 #include "core/opcodes.h"
+#include "tracer/frame_shim.h"
 #include "tracer/engine.h"
 
 namespace dv::py {
@@ -18,7 +19,7 @@ using namespace pybind11::literals;
 namespace {
 
 std::string op_name(int opcode) {
-  const char* n = dv::bc::op_info(static_cast<uint8_t>(opcode)).name;
+  const char* n = dv::bc::op_info(static_cast<uint8_t>(opcode), kPyVersion).name;
   return n ? n : "<" + std::to_string(opcode) + ">";
 }
 

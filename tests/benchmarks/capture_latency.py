@@ -2,8 +2,9 @@
 
 Workloads: a 200-op straight-line function, and an nn.Module MLP (4 Linear + GELU + LayerNorm).
 Each first call runs after a reset of both engines on a fresh function object (so no cache is
-reused); the median of REPEAT first calls is kept. Last line:
-capture_speedup_vs_torch_dynamo = min over workloads of (TorchDynamo time / dynview time).
+reused); the median of REPEAT first calls is kept. Headline:
+capture_speedup_vs_torch_dynamo = min over workloads of (TorchDynamo time / dynview time); then the
+same headline on CPython 3.12 and 3.13 (their .venv-X.Y from `make test`), one line each.
 """
 import os
 import statistics
@@ -90,8 +91,14 @@ def main():
         torch.testing.assert_close(out_dv, ref)
         speedups.append(t_td / t_dv)
         print(f"{name}: torch.compile {t_td * 1e3:.1f} ms | dynview {t_dv * 1e3:.1f} ms | speedup {t_td / t_dv:.1f}x")
-    print(f"capture_speedup_vs_torch_dynamo: {min(speedups):.1f}")
+    line = f"capture_speedup_vs_torch_dynamo: {min(speedups):.1f}"
+    print(line)
+    return line
 
 
 if __name__ == "__main__":
-    main()
+    own = main()
+    if not os.environ.get("DV_BENCH_CHILD"):  # the same headline on the other CPython versions
+        sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "python"))
+        import other_pythons  # noqa: E402
+        other_pythons.headline_per_version(os.path.abspath(__file__), "capture_speedup_vs_torch_dynamo", own)

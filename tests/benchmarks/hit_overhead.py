@@ -5,7 +5,8 @@ Two workloads, both with backend "eager" so the graph itself costs what eager co
 A third line times the MLP on a dynamic-shape entry (first called with two batch sizes, so both
 engines compiled a graph symbolic in the batch; timed with a third): its shape guards run in C++.
 overhead = (compiled call time - eager call time), medians of interleaved timed blocks.
-Last line: hit_overhead_ratio_vs_torch_dynamo = dynview overhead / TorchDynamo overhead (max of the two).
+Headline: hit_overhead_ratio_vs_torch_dynamo = dynview overhead / TorchDynamo overhead (max of the two);
+then the same headline on CPython 3.12 and 3.13 (their .venv-X.Y from `make test`), one line each.
 """
 import os
 import statistics
@@ -73,8 +74,14 @@ def main():
         ratios.append(o_dv / o_td)
         print(f"{name}: eager {eager * 1e6:.2f} us | torch.compile {t_td * 1e6:.2f} us (overhead {o_td * 1e6:.2f} us)"
               f" | dynview {t_dv * 1e6:.2f} us (overhead {o_dv * 1e6:.2f} us) | ratio {o_dv / o_td:.3f}")
-    print(f"hit_overhead_ratio_vs_torch_dynamo: {max(ratios):.3f}")
+    line = f"hit_overhead_ratio_vs_torch_dynamo: {max(ratios):.3f}"
+    print(line)
+    return line
 
 
 if __name__ == "__main__":
-    main()
+    own = main()
+    if not os.environ.get("DV_BENCH_CHILD"):  # the same headline on the other CPython versions
+        sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "python"))
+        import other_pythons  # noqa: E402
+        other_pythons.headline_per_version(os.path.abspath(__file__), "hit_overhead_ratio_vs_torch_dynamo", own)

@@ -59,3 +59,27 @@ def dump_corpus(python, out, every=20, modules=20):
                 code, _, ref = line.rstrip("\n").partition("\t")
                 yield code, ref
     return header, records()
+
+
+def venv_python(version):
+    """The interpreter of the venv `make test` creates for `version` (.venv-X.Y, with torch and
+    dynview._C built for it), or None when there is none yet."""
+    exe = os.path.join(ROOT, ".venv-" + version, "bin", "python")
+    return exe if os.path.exists(exe) else None
+
+
+def headline_per_version(script, headline, own):
+    """Runs benchmark `script` under each other version's venv (DV_BENCH_CHILD=1: that run prints
+    only its own lines) and prints one line per version, "<version>: <headline line>" (`own` is this
+    interpreter's), or why a version was not measured."""
+    import sys
+    print(f"{sys.version_info.major}.{sys.version_info.minor}: {own}")
+    for v in OTHER_VERSIONS:
+        exe = venv_python(v)
+        if not exe:
+            print(f"{v}: not measured (no .venv-{v}: `make test` creates it)")
+            continue
+        env = dict(os.environ, DV_BENCH_CHILD="1", PYTHONPATH=os.path.join(ROOT, "python"))
+        r = subprocess.run([exe, script], capture_output=True, text=True, env=env)
+        lines = [ln for ln in r.stdout.splitlines() if ln.startswith(headline)]
+        print(f"{v}: {lines[-1]}" if r.returncode == 0 and lines else f"{v}: failed ({(r.stderr or r.stdout).strip()[-300:]})")

@@ -308,7 +308,11 @@ def test_observer_events_are_complete_and_in_order():
                 seen.append((codes[frame.f_code], frame.f_lasti))
             return tracer
         return None
+    # CPython 3.12.1 turns on opcode events only if some frame asked for them before settrace.
+    me = sys._getframe()
+    me.f_trace_opcodes = True
     sys.settrace(tracer)
+    me.f_trace_opcodes = False
     try:
         _ev_fn(torch.ones(2, 3), torch.ones(2, 3))
     finally:
@@ -322,3 +326,38 @@ def test_observer_events_are_complete_and_in_order():
             assert e[2] < len(steps)
     node_steps = [e[2] for e in events if e[0] == "node" and e[5].startswith("call")]
     assert node_steps == sorted(node_steps) and len(node_steps) >= 5
+
+
+def _monitored(x, y):
+    z = x * 2 + y
+    if z.sum() > 0:
+        z = z + 1
+    return z.cos()
+
+
+@pytest.mark.skipif(sys.version_info < (3, 12), reason="sys.monitoring is new in CPython 3.12")
+def test_code_instrumented_by_sys_monitoring_compiles_and_splits_like_plain_code():
+    # A tool watching LINE and INSTRUCTION events rewrites the code's instructions in place
+    # (INSTRUMENTED_*): the engine must read the same bytecode, and the tool keeps its events.
+    mon = sys.monitoring
+    tool = next(t for t in range(6) if mon.get_tool(t) is None)
+    lines = []
+    mon.use_tool_id(tool, "dynview-test")
+    try:
+        mon.register_callback(tool, mon.events.LINE, lambda code, line: lines.append(line))
+        mon.register_callback(tool, mon.events.INSTRUCTION, lambda code, offset: None)
+        mon.set_local_events(tool, _monitored.__code__, mon.events.LINE | mon.events.INSTRUCTION)
+        x, y = torch.randn(3), torch.randn(3)
+        _monitored(x, y)
+        dynview.reset()
+        cf = dynview.compile(_monitored, backend="eager")
+        for _ in range(2):
+            torch.testing.assert_close(cf(x, y), _monitored(x, y))
+            torch.testing.assert_close(cf(-x.abs(), -y.abs()), _monitored(-x.abs(), -y.abs()))
+        e = dynview.explain(_monitored)(x, y)
+        assert (e.graph_count, e.graph_break_count) == (2, 1)
+        assert lines
+    finally:
+        mon.set_local_events(tool, _monitored.__code__, 0)
+        mon.free_tool_id(tool)
+        dynview.reset()

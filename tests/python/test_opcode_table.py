@@ -13,12 +13,17 @@ import other_pythons
 from dynview import _C
 
 ROOT = Path(__file__).resolve().parents[2]
+# The in-process checks read this interpreter's opcode module in its 3.11 shape; on 3.12 and 3.13
+# the same facts are checked for every version by test_other_versions_table_equals_their_interpreter.
+on_311 = pytest.mark.skipif(sys.version_info[:2] != (3, 11),
+                            reason="3.11 opcode-module introspection; other versions: test_other_versions_table_equals_their_interpreter")
 
 
 def table():
     return {e["opcode"]: e for e in _C.opcode_table()}
 
 
+@on_311
 def test_every_interpreter_opcode_is_in_the_table_with_its_facts():
     t = table()
     for op, name in enumerate(opcode.opname):
@@ -39,6 +44,7 @@ def test_every_interpreter_opcode_is_in_the_table_with_its_facts():
         assert e["backward"] == (op in opcode.hasjrel and "JUMP_BACKWARD" in name), name
 
 
+@on_311
 def test_specialised_forms_match_dis():
     t = table()
     deopt = {s: b for b, fam in opcode._specializations.items() for s in fam}
@@ -50,6 +56,7 @@ def test_specialised_forms_match_dis():
         assert t[e["deopt"]]["name"] == deopt[spec]
 
 
+@on_311
 def test_stack_effects_equal_dis_for_all_args_and_both_branches():
     checked = 0
     for op, name in enumerate(opcode.opname):
@@ -71,7 +78,7 @@ def test_stack_effects_equal_dis_for_all_args_and_both_branches():
 def test_checked_in_table_is_what_the_generator_produces_now():
     out = subprocess.run([sys.executable, str(ROOT / "core/tools/gen_opcode_table.py")],
                          capture_output=True, text=True, check=True).stdout
-    checked_in = (ROOT / "core/opcode_table_311.inc").read_text()
+    checked_in = (ROOT / f"core/opcode_table_3{sys.version_info.minor}.inc").read_text()  # this interpreter's
     # The first line names the exact patch release that generated it; the facts must not differ.
     strip = lambda s: [l for l in s.splitlines() if not l.startswith(("// GENERATED", "#define DV_PYTHON_VERSION_HEX"))]
     assert strip(out) == strip(checked_in)

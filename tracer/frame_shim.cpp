@@ -1,0 +1,82 @@
+// The per-version CPython shim (see frame_shim.h): the only tracer file that reads
+// `_PyInterpreterFrame` (Include/internal/pycore_frame.h of 3.11, 3.12 and 3.13).
+#define Py_BUILD_CORE 1
+#include <Python.h>
+#include <internal/pycore_frame.h>
+#if PY_VERSION_HEX >= 0x030D0000
+#include <internal/pycore_ceval.h>  // _PyEval_FrameClearAndPop
+#endif
+#undef Py_BUILD_CORE
+
+#include "frame_shim.h"
+
+namespace dv::shim {
+
+PyCodeObject* frame_code(_PyInterpreterFrame* f) {
+#if PY_VERSION_HEX >= 0x030D0000
+  return reinterpret_cast<PyCodeObject*>(f->f_executable);
+#else
+  return f->f_code;
+#endif
+}
+
+PyObject* frame_globals(_PyInterpreterFrame* f) { return f->f_globals; }
+PyObject* frame_builtins(_PyInterpreterFrame* f) { return f->f_builtins; }
+PyObject* const* frame_locals(_PyInterpreterFrame* f) { return f->localsplus; }
+
+PyObject* frame_closure(_PyInterpreterFrame* f) {
+#if PY_VERSION_HEX >= 0x030C0000
+  PyObject* fn = f->f_funcobj;
+  return fn && PyFunction_Check(fn) ? reinterpret_cast<PyFunctionObject*>(fn)->func_closure : nullptr;
+#else
+  return f->f_func ? f->f_func->func_closure : nullptr;
+#endif
+}
+
+bool owned_by_thread(_PyInterpreterFrame* f) {
+#if PY_VERSION_HEX >= 0x030D0000
+  if (!f->f_executable || !PyCode_Check(f->f_executable)) return false;
+#endif
+  return f->owner == FRAME_OWNED_BY_THREAD;
+}
+
+bool is_fresh(_PyInterpreterFrame* f) {
+#if PY_VERSION_HEX >= 0x030D0000
+  return _PyInterpreterFrame_LASTI(f) == 0;  // 3.13 starts a frame at its first instruction
+#else
+  return _PyInterpreterFrame_LASTI(f) < 0;   // 3.11/3.12 start one before it
+#endif
+}
+
+PyObject* finish_unevaluated(PyThreadState* ts, _PyInterpreterFrame* f, PyObject* result, EvalFrameFn previous) {
+#if PY_VERSION_HEX >= 0x030D0000
+  (void)previous;
+  _PyEval_FrameClearAndPop(ts, f);  // exported by 3.13 for exactly this
+  return result;
+#elif PY_VERSION_HEX >= 0x030C0000
+  // 3.12 exports nothing that pops a frame: let its evaluator do it, by throwing into the fresh
+  // frame. The frame has not started (no traceback entry, no handler covers offset -1), so the
+  // evaluator unwinds it at once, clears and pops it, and returns NULL with the error kept.
+  if (!result) return previous(ts, f, 1);
+  PyObject *type, *value, *tb;
+  PyErr_Fetch(&type, &value, &tb);  // normally nothing; kept for the caller if there was
+  PyErr_SetObject(PyExc_SystemError, Py_None);
+  PyObject* r = previous(ts, f, 1);
+  Py_XDECREF(r);
+  PyErr_Clear();
+  PyErr_Restore(type, value, tb);
+  return result;
+#else
+  (void)ts, (void)f, (void)previous;  // 3.11: the caller (_PyEval_Vector) clears and pops the frame
+  return result;
+#endif
+}
+
+EvalFrameFn get_eval_frame() {
+  return reinterpret_cast<EvalFrameFn>(_PyInterpreterState_GetEvalFrameFunc(PyInterpreterState_Get()));
+}
+void set_eval_frame(EvalFrameFn fn) {
+  _PyInterpreterState_SetEvalFrameFunc(PyInterpreterState_Get(), reinterpret_cast<_PyFrameEvalFunction>(fn));
+}
+
+}  // namespace dv::shim
