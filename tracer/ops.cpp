@@ -226,10 +226,7 @@ Translator::Status Translator::construct(Frame& f, const VPtr& cls, std::vector<
     if (!args.empty() || !kwargs.empty())
       return brk(f, "DV0010", std::string(tp->tp_name) + "() takes no arguments", "the eager frame raises it");
   } else if (init && PyFunction_Check(init)) {
-    VPtr mv = make(VK::Method);
-    mv->self = inst;
-    mv->obj = Ref::borrow(init);
-    mv->name = "__init__";
+    VPtr mv = bound_method(inst, Ref::borrow(init), "__init__");
     VPtr r;
     if (Status s = call(f, mv, std::move(args), std::move(kwargs), r)) return s;
   } else {
@@ -266,10 +263,7 @@ Translator::Status Translator::call_dunder(Frame& f, const VPtr& obj, const char
   PyObject* fn = _PyType_Lookup(tp, nm.get());
   if (!fn || !PyFunction_Check(fn)) return std::nullopt;
   handled = true;
-  VPtr mv = make(VK::Method);
-  mv->self = obj;
-  mv->obj = Ref::borrow(fn);
-  mv->name = name;
+  VPtr mv = bound_method(obj, Ref::borrow(fn), name);
   return call(f, mv, std::move(args), {}, out);
 }
 
@@ -452,6 +446,14 @@ Translator::Status Translator::store_attr(Frame& f, const VPtr& owner, const std
   return std::nullopt;
 }
 
+VPtr Translator::bound_method(VPtr self, Ref fn, std::string name) {
+  VPtr mv = make(VK::Method);
+  mv->self = std::move(self);
+  mv->obj = std::move(fn);
+  mv->name = std::move(name);
+  return mv;
+}
+
 // The getter of a property whose fget is a Python function (inlined by the trace), or null.
 static Ref python_getter(PyObject* descr) {
   if (!descr || !PyObject_TypeCheck(descr, &PyProperty_Type)) return {};
@@ -530,10 +532,7 @@ Translator::Status Translator::getattr(Frame& f, VPtr obj, const std::string& na
       Ref nm = Ref::steal(PyUnicode_FromString(name.c_str()));
       PyObject* cls_attr = _PyType_Lookup(Py_TYPE(m), nm.get());
       if (cls_attr && PyFunction_Check(cls_attr)) {
-        VPtr mv = make(VK::Method);
-        mv->self = obj;
-        mv->obj = Ref::borrow(cls_attr);
-        mv->name = name;
+        VPtr mv = bound_method(obj, Ref::borrow(cls_attr), name);
         out = mv;
         return std::nullopt;
       }
@@ -560,10 +559,7 @@ Translator::Status Translator::getattr(Frame& f, VPtr obj, const std::string& na
           return brk(f, missing ? kNoAttributeId : "DV0005", "super() has no attribute " + name);
         }
         if (PyMethod_Check(r.get()) && PyFunction_Check(PyMethod_GET_FUNCTION(r.get()))) {
-          VPtr mv = make(VK::Method);
-          mv->self = obj->self;
-          mv->obj = Ref::borrow(PyMethod_GET_FUNCTION(r.get()));
-          mv->name = name;
+          VPtr mv = bound_method(obj->self, Ref::borrow(PyMethod_GET_FUNCTION(r.get())), name);
           out = mv;
           return std::nullopt;
         }
@@ -638,20 +634,14 @@ Translator::Status Translator::getattr(Frame& f, VPtr obj, const std::string& na
         }
       if (!cls_attr) return brk(f, kNoAttributeId, "'" + std::string(tp->tp_name) + "' object has no attribute '" + name + "'");
       if (PyFunction_Check(cls_attr)) {  // a method, bound to the instance
-        VPtr mv = make(VK::Method);
-        mv->self = obj;
-        mv->obj = Ref::borrow(cls_attr);
-        mv->name = name;
+        VPtr mv = bound_method(obj, Ref::borrow(cls_attr), name);
         out = mv;
         return std::nullopt;
       }
       if (Py_IS_TYPE(cls_attr, &PyClassMethod_Type)) {  // bound to the class
         Ref fn = Ref::steal(PyObject_GetAttrString(cls_attr, "__func__"));
         if (!fn || !PyFunction_Check(fn.get())) return PyErr_Clear(), brk(f, "DV0005", "classmethod " + name + " of " + tp->tp_name);
-        VPtr mv = make(VK::Method);
-        mv->self = obj->self;
-        mv->obj = fn;
-        mv->name = name;
+        VPtr mv = bound_method(obj->self, fn, name);
         out = mv;
         return std::nullopt;
       }

@@ -136,6 +136,7 @@ class Translator {
   Status call_super(Frame& f, std::vector<VPtr>& args, VPtr& out);
   Status call(Frame& f, VPtr fn, std::vector<VPtr> args, std::vector<std::pair<std::string, VPtr>> kwargs, VPtr& out);
   Status call_python(Frame& f, Ref fn, std::vector<VPtr> args, VPtr& out);  // a Python function, inlined
+  VPtr bound_method(VPtr self, Ref fn, std::string name);  // fn bound to self (a Method value)
   Status getattr(Frame& f, VPtr obj, const std::string& name, VPtr& out);
   Status binary(Frame& f, int nb_op, VPtr a, VPtr b, VPtr& out);
   Status compare(Frame& f, int cmp, VPtr a, VPtr b, VPtr& out);
