@@ -28,25 +28,7 @@ for v in $versions; do
     echo "== $v: creating $venv with torch==2.13.0 (first run only)"
     "$exe" -m venv "$venv"
   fi
-  "$venv/bin/python" - <<'PY' > "$venv.need"
-import importlib.util
-need = []
-try:
-    import torch
-    if not torch.__version__.startswith("2.13.0"):
-        need.append("torch==2.13.0")
-except ImportError:
-    need.append("torch==2.13.0")
-for mod, pkg in (("pybind11", "pybind11"), ("pytest", "pytest"), ("numpy", "numpy"), ("transformers", "transformers")):
-    if importlib.util.find_spec(mod) is None:
-        need.append(pkg)
-print(" ".join(need))
-PY
-  if [ -s "$venv.need" ] && [ -n "$(cat "$venv.need")" ]; then
-    # shellcheck disable=SC2046
-    "$venv/bin/python" -m pip install -q $(cat "$venv.need")
-  fi
-  rm -f "$venv.need"
+  PYTHON="$ROOT/$venv/bin/python" bash .ci/deps.sh  # torch==2.13.0 and the test deps, as for python3
   bdir=$BUILD-$v
   cmake -S . -B "$bdir" -G Ninja -DCMAKE_BUILD_TYPE=Release -DDV_BUILD_TESTS=OFF -DDV_PREBUILT_LIBS_DIR="$ROOT/$BUILD" \
       -DDV_PY_PACKAGE_DIR="$ROOT/python/dynview" -DPython3_EXECUTABLE="$ROOT/$venv/bin/python" \
