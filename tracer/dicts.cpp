@@ -45,7 +45,10 @@ Translator::Status Translator::dict_method(Frame& f, const VPtr& self, const std
   handled = true;
   Value& d = *self;
   auto none = [&]() { return constant(Ref::borrow(Py_None)); };
-  auto key_error = [&]() { return brk(f, "DV0010", "KeyError in dict." + name, "the eager frame raises it"); };
+  auto key_error = [&]() {
+    return args.empty() || !args[0]->obj ? brk(f, "DV0010", "KeyError in dict." + name, "the eager frame raises it")
+                                         : raise(f, Ref::steal(PyObject_CallOneArg(PyExc_KeyError, args[0]->obj.get())), "dict." + name);
+  };
   if ((name == "get" || name == "pop" || name == "setdefault") && !args.empty() && kwargs.empty() && args.size() <= 2) {
     if (!hashable_const(args[0])) return brk(f, "DV0018", "dict." + name + " with a " + std::string(vk_name(args[0]->kind)) + " key");
     const long i = find_key(d, args[0]->obj.get());
@@ -122,6 +125,37 @@ Translator::Status Translator::dict_method(Frame& f, const VPtr& self, const std
     return std::nullopt;
   }
   handled = false;
+  return std::nullopt;
+}
+
+Translator::Status Translator::outside_dict_read(Frame& f, const VPtr& self, const std::string& name, std::vector<VPtr>& args,
+                                                 std::vector<std::pair<std::string, VPtr>>& kwargs, VPtr& out) {
+  PyObject* d = self->obj.get();
+  const size_t want = name == "get" ? 2 : 1;
+  if (!kwargs.empty() || args.empty() || args.size() > want || !hashable_const(args[0]) || !self->source)
+    return brk(f, "DV0018", "dict." + name + " of a " + std::string(Py_TYPE(d)->tp_name) + " with these arguments");
+  Ref keys = Ref::steal(PyDict_Keys(d));
+  if (!keys) return raise_current(f, "dict.keys()");
+  for (Py_ssize_t i = 0; i < PyList_GET_SIZE(keys.get()); ++i)
+    if (!is_exact_const(PyList_GET_ITEM(keys.get(), i)))
+      return brk(f, "DV0018", "dict." + name + " of a " + std::string(Py_TYPE(d)->tp_name) + " whose keys are not constants");
+  Ref key_tuple = Ref::steal(PyList_AsTuple(keys.get()));
+  add_guard(GuardKind::DICT_KEYS, self->source, key_tuple, f, "list(" + self->source->text() + ".keys()) == " + repr_of(key_tuple.get()));
+  PyObject* v = PyDict_GetItemWithError(d, args[0]->obj.get());  // borrowed
+  if (!v && PyErr_Occurred()) return raise_current(f, "dict." + name);
+  if (name == "__contains__") {
+    out = constant(Ref::borrow(v ? Py_True : Py_False));
+    return std::nullopt;
+  }
+  if (!v) {
+    if (name == "get") {
+      out = args.size() == 2 ? args[1] : constant(Ref::borrow(Py_None));
+      return std::nullopt;
+    }
+    return raise(f, Ref::steal(PyObject_CallOneArg(PyExc_KeyError, args[0]->obj.get())), "dict.__getitem__");
+  }
+  out = wrap(Ref::borrow(v), Source::item(self->source, args[0]->obj), f);
+  if (!out) return brk(f, "DV0013", "an item of " + std::string(Py_TYPE(d)->tp_name) + " cannot be traced");
   return std::nullopt;
 }
 

@@ -149,7 +149,9 @@ Status op_UNPACK_SEQUENCE(Translator& t, Frame& f, const Instr& in) {  // (seq -
   VPtr it;
   if (Status s = t.iterate(f, seq, it)) return s;
   if (static_cast<int>(it->items.size()) != in.arg)
-    return t.brk(f, "DV0010", "ValueError: expected " + std::to_string(in.arg) + " values to unpack, got " + std::to_string(it->items.size()));
+    return t.raise_new(f, PyExc_ValueError, it->items.size() > static_cast<size_t>(in.arg)
+        ? "too many values to unpack (expected " + std::to_string(in.arg) + ")"
+        : "not enough values to unpack (expected " + std::to_string(in.arg) + ", got " + std::to_string(it->items.size()) + ")");
   for (auto r = it->items.rbegin(); r != it->items.rend(); ++r) f.stack.push_back(*r);
   return std::nullopt;
 }

@@ -189,7 +189,54 @@ Translator::Status Translator::brk(Frame& f, const char* id, std::string msg, st
   for (Frame* fr : frames_) b.user_stack.push_back(fr->facts->filename + ":" + std::to_string(current_line(*fr)) + " in " + fr->facts->qualname);
   if (root_ && root_->executing) b.root_ip = root_->ip - 1;
   if (PyErr_Occurred()) PyErr_Clear();
+  if (b.id == kNoAttributeId)  // AttributeError in eager: an except in the trace may catch it
+    b.exc = Ref::steal(PyObject_CallOneArg(PyExc_AttributeError, Ref::steal(PyUnicode_FromString(b.message.c_str())).get()));
+  if (PyErr_Occurred()) PyErr_Clear();
   return b;
+}
+
+Translator::Status Translator::raise(Frame& f, Ref exc, const std::string& what) {
+  if (!exc || !PyExceptionInstance_Check(exc.get())) return brk(f, "DV0010", what.empty() ? "raise of a non-exception" : what);
+  Ref text = Ref::steal(PyObject_Str(exc.get()));
+  std::string msg = std::string(Py_TYPE(exc.get())->tp_name) + (text && PyUnicode_GET_LENGTH(text.get()) ? ": " + str_of(text.get()) : "");
+  if (!text) PyErr_Clear();
+  Status s = brk(f, "DV0010", what.empty() ? msg : what + ": " + msg, "the exception is raised by the eager frame");
+  s->exc = std::move(exc);
+  return s;
+}
+
+Translator::Status Translator::raise_new(Frame& f, PyObject* type, const std::string& msg, const std::string& what) {
+  Ref m = Ref::steal(PyUnicode_FromString(msg.c_str()));
+  Ref exc = m ? Ref::steal(PyObject_CallOneArg(type, m.get())) : Ref();
+  if (!exc) return brk(f, "DV0010", what.empty() ? msg : what + ": " + msg);
+  return raise(f, std::move(exc), what);
+}
+
+Translator::Status Translator::raise_current(Frame& f, const std::string& what) {
+  if (!PyErr_Occurred()) return brk(f, "DV0010", what);
+  PyObject *type, *value, *tb;
+  PyErr_Fetch(&type, &value, &tb);
+  PyErr_NormalizeException(&type, &value, &tb);
+  Ref t = Ref::steal(type), v = Ref::steal(value), b = Ref::steal(tb);
+  if (v && PyExceptionInstance_Check(v.get())) PyException_SetTraceback(v.get(), Py_None);  // no frames of the trace kept alive
+  PyErr_Clear();
+  return raise(f, std::move(v), what);
+}
+
+bool Translator::catch_in(Frame& f, const bc::Instr& in, const Ref& exc) {
+  for (const bc::ExcEntry& e : f.facts->decoded.exceptions) {
+    if (in.offset < e.start || in.offset >= e.end) continue;
+    auto it = f.facts->index_of.find(e.target);
+    if (it == f.facts->index_of.end() || e.depth > f.stack.size()) return false;
+    f.stack.resize(e.depth);
+    if (e.lasti) f.stack.push_back(constant_steal(PyLong_FromLong(static_cast<long>(in.offset / 2))));
+    VPtr v = make(VK::Object);
+    v->obj = exc;
+    f.stack.push_back(v);
+    f.ip = it->second;
+    return true;
+  }
+  return false;
 }
 
 VPtr Translator::make(VK kind) {
@@ -395,6 +442,11 @@ Translator::Status Translator::run_frame(Frame& f) {
     if (!s && output.has_unbacked_symbols())
       s = brk(f, "DV0003", "data-dependent output size (" + std::string(bc::op_name(in.opcode, f.facts->decoded.version)) + ")",
               "the size depends on tensor values; dynview breaks the graph here like torch.compile");
+    if (s && s->exc && catch_in(f, in, s->exc)) {  // raised and caught in the trace: on at the handler
+      if (obs_ && !f.reported) report_step(f);
+      cur_step_ = step_no;
+      continue;
+    }
     if (s) {
       if (obs_ && !f.reported) report_step(f);  // the breaking step, with the stack it saw
       return s;

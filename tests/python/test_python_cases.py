@@ -16,14 +16,21 @@ pytestmark = pytest.mark.usefixtures("fresh_engine")
 
 
 def close(a, b):
-    # instances of Python classes (a returned output object): same class, same attributes
+    # instances of Python classes (a returned output object, a tree of them): same class, same
+    # attributes; a dict subclass's items too, in order
     if hasattr(a, "__dict__") and not isinstance(a, (torch.Tensor, torch.nn.Module, type)) and not callable(a):
         assert type(a) is type(b)
-        close_values(vars(a), vars(b))
+        if isinstance(a, dict):
+            close(dict(a), dict(b))
+        close(vars(a), vars(b))
     elif isinstance(a, (list, tuple)) and isinstance(b, (list, tuple)):
         assert type(a) is type(b) and len(a) == len(b)
         for x, y in zip(a, b):
             close(x, y)
+    elif isinstance(a, dict) and isinstance(b, dict):
+        assert list(a.keys()) == list(b.keys())
+        for k in a:
+            close(a[k], b[k])
     else:
         close_values(a, b)
 
