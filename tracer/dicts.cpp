@@ -47,7 +47,7 @@ Translator::Status Translator::dict_method(Frame& f, const VPtr& self, const std
   auto none = [&]() { return constant(Ref::borrow(Py_None)); };
   auto key_error = [&]() { return brk(f, "DV0010", "KeyError in dict." + name, "the eager frame raises it"); };
   if ((name == "get" || name == "pop" || name == "setdefault") && !args.empty() && kwargs.empty() && args.size() <= 2) {
-    if (!hashable_const(args[0])) return brk(f, "DV0018", "dict." + name + " with a " + std::string(vk_name(args[0]->kind)) + " key");
+    if (!hashable_const(args[0])) return brk(f, "DV0024", "dict." + name + " with a " + std::string(vk_name(args[0]->kind)) + " key");
     const long i = find_key(d, args[0]->obj.get());
     if (i == -2) return brk(f, "DV0010", "comparing dict keys raised");
     if (i >= 0) {
@@ -97,17 +97,17 @@ Translator::Status Translator::dict_method(Frame& f, const VPtr& self, const std
         for (const VPtr& p : other->items) {
           if (p->kind == VK::Const && PyTuple_CheckExact(p->obj.get()) && PyTuple_GET_SIZE(p->obj.get()) == 2) {
             PyObject* k = PyTuple_GET_ITEM(p->obj.get(), 0);
-            if (PyObject_Hash(k) == -1) return PyErr_Clear(), brk(f, "DV0018", "dict.update with an unhashable key");
+            if (PyObject_Hash(k) == -1) return PyErr_Clear(), brk(f, "DV0024", "dict.update with an unhashable key");
             pairs.emplace_back(Ref::borrow(k), constant(Ref::borrow(PyTuple_GET_ITEM(p->obj.get(), 1))));
           } else if ((p->kind == VK::Tuple || p->kind == VK::List) && p->items.size() == 2 && hashable_const(p->items[0])) {
             pairs.emplace_back(p->items[0]->obj, p->items[1]);
           } else {
-            return brk(f, "DV0018", "dict.update with items that are not (constant key, value) pairs");
+            return brk(f, "DV0024", "dict.update with items that are not (constant key, value) pairs");
           }
         }
         for (auto& [k, v] : pairs) dict_set(d, k, v);
       } else {
-        return brk(f, "DV0018", "dict.update with a " + std::string(vk_name(other->kind)));
+        return brk(f, "DV0024", "dict.update with a " + std::string(vk_name(other->kind)));
       }
     }
     for (auto& [k, v] : kwargs) dict_set(d, Ref::steal(PyUnicode_FromString(k.c_str())), v);
@@ -115,7 +115,7 @@ Translator::Status Translator::dict_method(Frame& f, const VPtr& self, const std
     return std::nullopt;
   }
   if ((name == "__setitem__" && args.size() == 2) || (name == "__delitem__" && args.size() == 1)) {
-    if (!hashable_const(args[0])) return brk(f, "DV0018", "dict." + name + " with a " + std::string(vk_name(args[0]->kind)) + " key");
+    if (!hashable_const(args[0])) return brk(f, "DV0024", "dict." + name + " with a " + std::string(vk_name(args[0]->kind)) + " key");
     if (name == "__setitem__") dict_set(d, args[0]->obj, args[1]);
     else if (!dict_erase(d, args[0]->obj.get())) return key_error();
     out = none();

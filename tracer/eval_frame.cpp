@@ -342,11 +342,14 @@ Entry* compile_frame(CodeState& st, PyCodeObject* co, _PyInterpreterFrame* frame
     std::string why;
     if (!lower(first, mode().backend.get(), why)) {
       if (PyErr_Occurred()) return backend_error();
-      brk = Break{"DV0021", "dynamic shapes: a guard cannot be expressed (" + why + ")",
-                  "mark the input static, or compile with dynamic=False", rec.filename, -1, 0, -1, {}, -1};
+      brk = Break::of("DV0021", "dynamic shapes: a guard cannot be expressed (" + why + ")", "mark the input static, or compile with dynamic=False");
+      brk->filename = rec.filename;
     }
     if (!brk) tf = generate(code, globals, closure, first, grad_change, why);
-    if (!brk && !tf) brk = Break{"DV0020", "cannot generate code: " + why, "", rec.filename, -1, 0, -1, {}, -1};
+    if (!brk && !tf) {
+      brk = Break::of("DV0020", "cannot generate code: " + why);
+      brk->filename = rec.filename;
+    }
   } else if (!mode().fullgraph) {
     // Split the frame at the break: capture again up to the breaking root instruction, compile what
     // came before it, and continue in resume functions (TorchDynamo's partial graphs).

@@ -20,7 +20,6 @@
 namespace dv {
 
 const char* const kStopId = "__stop";
-const char* const kNoAttributeId = "DV0022";
 
 const char* vk_name(VK k) {
   switch (k) {
@@ -168,11 +167,16 @@ int Translator::current_line(const Frame& f) const {
   return -1;
 }
 
-Translator::Status Translator::brk(Frame& f, const char* id, std::string msg, std::string hint) {
+Break Break::of(BreakId id, std::string message, std::string hint) {
   Break b;
-  b.id = id;
-  b.message = std::move(msg);
-  b.hint = std::move(hint);
+  b.id = id.id();
+  b.message = std::move(message);
+  b.hint = hint.empty() ? std::string(id.hint()) : std::move(hint);
+  return b;
+}
+
+Translator::Status Translator::brk(Frame& f, BreakId id, std::string msg, std::string hint) {
+  Break b = Break::of(id, std::move(msg), std::move(hint));
   // Reported at the innermost frame in the user's files (as torch.compile does); a break inside
   // torch's own code names the library location in the message.
   const Frame* at = &f;
@@ -285,7 +289,7 @@ void Translator::run_root(PyObject* code, PyObject* globals, PyObject* builtins,
   if (facts) output.root_file = facts->filename;
   frames_.push_back(&f);
   if (!facts) {
-    r.brk = Break{"DV0019", "cannot decode code object", "", "", -1, 0, -1, {}};
+    r.brk = Break::of("DV0019", "cannot decode code object");
     PyErr_Clear();
     return;
   }

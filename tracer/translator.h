@@ -7,6 +7,7 @@
 #include <unordered_map>
 #include <unordered_set>
 
+#include "core/break_ids.h"
 #include "core/bytecode.h"
 #include "core/observer.h"
 #include "output_graph.h"
@@ -15,8 +16,10 @@
 
 namespace dv {
 
+using breaks::BreakId;  // a graph-break id from core/break_ids.inc, checked at compile time
+
 struct Break {
-  std::string id;       // stable id: DV0001...
+  std::string id;       // stable id from core/break_ids.inc (DV0001...; kStopId inside the engine)
   std::string message;
   std::string hint;
   std::string filename;
@@ -25,6 +28,8 @@ struct Break {
   int step = -1;
   std::vector<std::string> user_stack;  // "file:line in fn", innermost last
   int root_ip = -1;  // instruction index of the root frame executing when it broke (-1: before any)
+  // A break outside the interpreter (no frame, no step): the table's hint when hint is empty.
+  static Break of(BreakId id, std::string message, std::string hint = {});
 };
 
 // A decoded code object, cached per code object for the lifetime of the process.
@@ -65,7 +70,7 @@ struct Frame {
 extern const char* const kStopId;  // the Break id run_frame returns when it reaches stop_at
 // The Break id of an attribute that does not exist (AttributeError in eager): hasattr() is False and
 // getattr() with a default gives the default, where any other break of an attribute read stays a break.
-extern const char* const kNoAttributeId;
+inline constexpr BreakId kNoAttributeId{"DV0022"};
 
 // The first stage of a compile: what to trace.
 struct CaptureRequest {
@@ -120,7 +125,8 @@ class Translator {
 
   // --- used by the handlers ---
   using Status = std::optional<Break>;
-  Status brk(Frame& f, const char* id, std::string msg, std::string hint = {});
+  // A break at f's current instruction; an empty hint is the table's default hint for id.
+  Status brk(Frame& f, BreakId id, std::string msg, std::string hint = {});
   VPtr make(VK kind);
   VPtr constant(Ref obj);
   VPtr constant_steal(PyObject* obj);  // null stays null (error -> caller breaks)
