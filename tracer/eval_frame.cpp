@@ -267,12 +267,14 @@ void report_guards(CompileId id, const std::vector<Guard>& guards) {
 
 // fullgraph=True: the break becomes a dynview.Unsupported exception.
 void raise_unsupported(const Break& brk) {
-  std::string msg = brk.id + ": " + brk.message + (brk.hint.empty() ? "" : "\n  hint: " + brk.hint) + "\n  at " +
-                    brk.filename + ":" + std::to_string(brk.line);
+  const std::string title(breaks::title(brk.id));  // "" for an id the table does not know
+  std::string msg = brk.id + (title.empty() ? "" : " (" + title + ")") + ": " + brk.message +
+                    (brk.hint.empty() ? "" : "\n  hint: " + brk.hint) + "\n  at " + brk.filename + ":" + std::to_string(brk.line);
   Ref args = Ref::steal(Py_BuildValue("(s)", msg.c_str()));
   Ref exc = Ref::steal(PyObject_Call(g_unsupported.get(), args.get(), nullptr));
   if (!exc) return;
   PyObject_SetAttrString(exc.get(), "break_id", Ref::steal(PyUnicode_FromString(brk.id.c_str())).get());
+  PyObject_SetAttrString(exc.get(), "title", Ref::steal(PyUnicode_FromString(title.c_str())).get());
   PyObject_SetAttrString(exc.get(), "message", Ref::steal(PyUnicode_FromString(brk.message.c_str())).get());
   PyObject_SetAttrString(exc.get(), "hint", Ref::steal(PyUnicode_FromString(brk.hint.c_str())).get());
   PyObject_SetAttrString(exc.get(), "lineno", Ref::steal(PyLong_FromLong(brk.line)).get());

@@ -15,8 +15,8 @@ from . import _C
 
 
 class Unsupported(RuntimeError):
-    """Raised with fullgraph=True at the first graph break: carries break_id, message, hint and
-    lineno of the user's code."""
+    """Raised with fullgraph=True at the first graph break: carries break_id, title (the id's, from
+    the graph-break table), message, hint and lineno of the user's code."""
 
 
 _C._set_unsupported(Unsupported)

@@ -89,6 +89,7 @@ def test_break_ids_and_default_hints(fn, break_id, site_hint):
         dynview.compile(fn, backend="eager", fullgraph=True)(torch.ones(3))
     e = ei.value
     assert e.break_id == break_id, e.message
+    assert e.title == table()[break_id]["title"] and str(e).startswith(f"{break_id} ({e.title}): {e.message}")
     assert e.hint
     assert (e.hint != table()[break_id]["hint"]) == site_hint  # no hint at the call site: the table's
     dynview.reset()
