@@ -191,12 +191,13 @@ Translator::Status call_builtin(Translator& t, Frame& f, PyObject* fn, std::vect
           if (t.output.inputs[i].second == v->node) return reinterpret_cast<PyObject*>(Py_TYPE(t.output.input_objects[i].get()));
         return py().torch_Tensor.get();
       }
-      case VK::Tuple: return reinterpret_cast<PyObject*>(&PyTuple_Type);
+      case VK::Tuple: return v->obj ? v->obj.get() : reinterpret_cast<PyObject*>(&PyTuple_Type);
       case VK::List: return reinterpret_cast<PyObject*>(&PyList_Type);
       case VK::Dict: return reinterpret_cast<PyObject*>(&PyDict_Type);
       case VK::Const: case VK::Object: case VK::NNModule: return reinterpret_cast<PyObject*>(Py_TYPE(v->obj.get()));
       case VK::Function: return reinterpret_cast<PyObject*>(&PyFunction_Type);
       case VK::Instance: return v->obj.get();
+      case VK::DictView: return dict_view_type(v->name);
       default: return nullptr;
     }
   };
@@ -205,6 +206,7 @@ Translator::Status call_builtin(Translator& t, Frame& f, PyObject* fn, std::vect
     const VPtr& v = args[0];
     Py_ssize_t len = -1;
     if (v->kind == VK::Tuple || v->kind == VK::List || v->kind == VK::Dict) len = static_cast<Py_ssize_t>(v->items.size());
+    else if (v->kind == VK::DictView) len = static_cast<Py_ssize_t>(v->self->items.size());
     else if (v->kind == VK::Tensor) {
       Ref shape = Ref::steal(PyObject_GetAttrString(v->obj.get(), "shape"));
       if (!shape || PyTuple_GET_SIZE(shape.get()) == 0) return t.brk(f, "DV0010", "len() of a 0-d tensor");

@@ -5,6 +5,7 @@
 #include "core/opcodes.h"
 #include "pycache.h"
 #include "tensor_match.h"
+#include "engine.h"
 #include "translator.h"
 
 namespace dv {
@@ -105,6 +106,10 @@ std::optional<Ref> Translator::to_python(const VPtr& v, bool meta) {
         if (!x) return std::nullopt;
         if (v->kind == VK::Tuple) PyTuple_SET_ITEM(out.get(), i, x->release());
         else PyList_SET_ITEM(out.get(), i, x->release());
+      }
+      if (v->kind == VK::Tuple && v->obj) {  // a tuple subclass (torch.Size)
+        out = Ref::steal(PyObject_CallOneArg(v->obj.get(), out.get()));
+        if (!out) return PyErr_Clear(), std::nullopt;
       }
       return out;
     }
@@ -370,6 +375,7 @@ Translator::Status Translator::meta_result(Frame& f, const VPtr& self, const std
     for (Py_ssize_t i = 0; i < PyTuple_GET_SIZE(o); ++i) symbolic |= is_sym(PyTuple_GET_ITEM(o, i));
     if (symbolic) {  // x.shape with symbolic sizes: a tuple of constants and l_x_.size(i) nodes
       VPtr tup = make(VK::Tuple);
+      if (method == "size") tup->obj = py().torch_Size;  // a torch.Size, as eager's (isinstance, repr, rebuilt)
       for (Py_ssize_t i = 0; i < PyTuple_GET_SIZE(o); ++i) {
         PyObject* item = PyTuple_GET_ITEM(o, i);
         if (!is_sym(item)) {
@@ -532,6 +538,22 @@ Translator::Status Translator::inline_call(Frame& f, VPtr fn, VPtr self, std::ve
   return std::nullopt;
 }
 
+// torch.compiler.allow_in_graph(fn) / torch._dynamo.allow_in_graph: fn's id is in TorchDynamo's
+// allowed set (trace_rules._allowed_callable_ids).
+static bool allowed_in_graph(PyObject* fn) {
+  static PyObject* ids = [] {
+    Ref rules = Ref::steal(PyImport_ImportModule("torch._dynamo.trace_rules"));
+    PyObject* s = rules ? PyObject_GetAttrString(rules.get(), "_allowed_callable_ids") : nullptr;
+    PyErr_Clear();
+    return s;  // kept for the process
+  }();
+  if (!ids) return false;
+  Ref id = Ref::steal(PyLong_FromVoidPtr(fn));
+  const int r = id ? PySequence_Contains(ids, id.get()) : -1;
+  if (r < 0) PyErr_Clear();
+  return r == 1;
+}
+
 Translator::Status call_grad_exit(Translator& t, Frame& f, const VPtr& exit, VPtr& out);
 Translator::Status call_builtin(Translator& t, Frame& f, PyObject* fn, std::vector<VPtr>& args,
                                        std::vector<std::pair<std::string, VPtr>>& kwargs, VPtr& out, bool& handled);
@@ -541,6 +563,18 @@ Translator::Status Translator::call(Frame& f, VPtr fn, std::vector<VPtr> args,
   switch (fn->kind) {
     case VK::Function: {
       if (fn->obj && PyFunction_Check(fn->obj.get())) {
+        // torch.compiler.disable / torch._dynamo.disable: not traced; the call runs eagerly (and
+        // nothing it calls is captured: eval_frame.cpp marks the wrapper's code).
+        Ref off = Ref::steal(PyObject_GetAttrString(fn->obj.get(), "_torchdynamo_disable"));
+        if (!off) PyErr_Clear();
+        if (off && PyObject_IsTrue(off.get()) == 1) {
+          mark_disabled(PyFunction_GET_CODE(fn->obj.get()));
+          Ref orig = Ref::steal(PyObject_GetAttrString(fn->obj.get(), "_torchdynamo_orig_callable"));
+          PyErr_Clear();
+          return brk(f, "DV0025", "call to " + callable_name(orig ? orig.get() : fn->obj.get()) + ", marked torch.compiler.disable");
+        }
+        if (allowed_in_graph(fn->obj.get()))  // torch.compiler.allow_in_graph: one node of the graph
+          return graph_call(f, fn->obj, "", std::move(args), std::move(kwargs), out);
         bool handled = false;
         if (Status s = call_frozen_maker(f, fn->obj.get(), args, kwargs, out, handled)) return s;
         if (handled) return std::nullopt;
@@ -642,17 +676,8 @@ Translator::Status Translator::call(Frame& f, VPtr fn, std::vector<VPtr> args,
           out = constant(Ref::borrow(Py_None));
           return std::nullopt;
         }
-        if (self->kind == VK::Dict && (name == "items" || name == "keys" || name == "values")) {
-          VPtr l = make(VK::List);
-          for (size_t i = 0; i < self->items.size(); ++i) {
-            if (name == "values") { l->items.push_back(self->items[i]); continue; }
-            VPtr k = constant(self->keys[i]);
-            if (name == "keys") { l->items.push_back(k); continue; }
-            VPtr pair = make(VK::Tuple);
-            pair->items = {k, self->items[i]};
-            l->items.push_back(pair);
-          }
-          out = l;
+        if (self->kind == VK::Dict && (name == "items" || name == "keys" || name == "values") && args.empty() && kwargs.empty()) {
+          out = dict_view(self, name);  // live: sees later changes of the dict
           return std::nullopt;
         }
         if (self->kind == VK::Dict) {
@@ -778,6 +803,12 @@ Translator::Status Translator::call(Frame& f, VPtr fn, std::vector<VPtr> args,
       const bool torchy = module_is_torch(o) || is_tensor_method_descriptor(o);
       if (torchy && !PyType_Check(o)) {
         std::string nm = callable_name(o);
+        if (nm == "graph_break") {
+          Ref mod = Ref::steal(PyObject_GetAttrString(o, "__module__"));
+          PyErr_Clear();
+          if (mod && PyUnicode_Check(mod.get()) && str_of(mod.get()).rfind("torch._dynamo", 0) == 0)
+            return brk(f, "DV0026", "torch._dynamo.graph_break()");
+        }
         if (torch_fn_unsupported(nm)) return brk(f, "DV0004", "torch." + nm + " has effects outside the graph");
         if (nm == "is_grad_enabled") { out = constant_steal(PyObject_CallNoArgs(o)); return std::nullopt; }
         if (nm == "is_tensor") { out = constant(Ref::borrow(args.size() == 1 && args[0]->kind == VK::Tensor ? Py_True : Py_False)); return std::nullopt; }

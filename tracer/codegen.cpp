@@ -31,6 +31,7 @@ std::vector<int> output_nodes(const VPtr& ret) {
       walk(v->attrs);
       walk(v->contents);
     }
+    if (v->kind == VK::DictView) walk(v->self);
     if (v->kind == VK::Method) walk(v->self);  // a tensor's method crossing a break: its tensor
   };
   walk(ret);
@@ -160,13 +161,17 @@ struct Rebuilder {
         }
         e.emit(N::LOAD_CONST, e.konst(v->obj.get()));
         return true;
-      case VK::Tuple: case VK::List:
+      case VK::Tuple: case VK::List: {
         // A container from outside the frame is that object (written back first if it was mutated).
         if (v->source) return e.source(*v->source);
+        const bool typed = v->kind == VK::Tuple && v->obj && PyType_Check(v->obj.get());  // torch.Size((...))
+        if (typed) e.callable_const(v->obj.get());
         for (const VPtr& x : v->items)
           if (!value(x)) return false;
         e.emit(v->kind == VK::Tuple ? N::BUILD_TUPLE : N::BUILD_LIST, static_cast<int>(v->items.size()));
+        if (typed) e.call(1);
         return remember(v);
+      }
       case VK::Dict:
         if (v->source) return e.source(*v->source);
         for (size_t i = 0; i < v->items.size(); ++i) {
@@ -246,6 +251,14 @@ struct Rebuilder {
           e.emit(N::STORE_ATTR, e.name(str_of(v->attrs->keys[i].get())));
         }
         e.emit(N::LOAD_FAST, slot);
+        return true;
+      }
+      case VK::DictView: {  // dict.keys(d) ...: a view of the rebuilt (or the frame's own) dict
+        Ref m = Ref::steal(PyObject_GetAttrString(reinterpret_cast<PyObject*>(&PyDict_Type), v->name.c_str()));
+        if (!m) return PyErr_Clear(), false;
+        e.callable_const(m.get());
+        if (!value(v->self)) return false;
+        e.call(1);
         return true;
       }
       case VK::Null: case VK::Iter: case VK::Cell: case VK::Slice: return false;

@@ -245,13 +245,13 @@ Status op_IMPORT_FROM(Translator& t, Frame& f, const Instr& in) {  // (module --
 }
 
 Status op_RETURN_GENERATOR(Translator& t, Frame& f, const Instr&) {  // ( -- None): the first resume
-  if (!f.yields) return t.brk(f, "DV0004", "generator outside an inlined call");
+  if (!f.yields) return t.brk(f, "DV0019", "generator outside an inlined call");
   f.stack.push_back(t.constant(Ref::borrow(Py_None)));
   return std::nullopt;
 }
 Status op_YIELD_VALUE(Translator& t, Frame& f, const Instr&) {  // (v -- sent)
   NEED(1);
-  if (!f.yields) return t.brk(f, "DV0004", "yield outside an inlined generator");
+  if (!f.yields) return t.brk(f, "DV0019", "yield outside an inlined generator");
   f.yields->push_back(pop(f));
   f.stack.push_back(t.constant(Ref::borrow(Py_None)));
   return std::nullopt;

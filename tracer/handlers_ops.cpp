@@ -56,6 +56,15 @@ Status op_CONTAINS_OP(Translator& t, Frame& f, const Instr& in) {  // (item cont
   NEED(2);
   VPtr item = top(f, 2), cont = top(f);
   bool found = false;
+  if (cont->kind == VK::DictView) {  // k in d.keys(): the dict's keys now; values and items: compared one by one
+    if (cont->name == "keys") {
+      cont = cont->self;
+    } else {
+      VPtr l = t.make(VK::List);
+      l->items = t.view_items(*cont);
+      cont = l;
+    }
+  }
   if (cont->kind == VK::Instance && cont->contents) {  // a dict subclass: its __contains__ (inlined), else its keys
     static PyObject* contains_name = PyUnicode_InternFromString("__contains__");
     PyObject* m = _PyType_Lookup(reinterpret_cast<PyTypeObject*>(cont->obj.get()), contains_name);
@@ -141,7 +150,7 @@ Status op_STORE_SUBSCR(Translator& t, Frame& f, const Instr&) {  // (v container
     if (cont->kind == VK::List && PySlice_Check(sub->obj.get())) {  // lst[a:b] = iterable
       Py_ssize_t start, stop, step, len, n = static_cast<Py_ssize_t>(cont->items.size());
       if (PySlice_GetIndicesEx(sub->obj.get(), n, &start, &stop, &step, &len) < 0 || step != 1)
-        return PyErr_Clear(), t.brk(f, "DV0018", "list slice assignment with a step");
+        return PyErr_Clear(), t.brk(f, "DV0024", "list slice assignment with a step");
       VPtr it;
       if (Status s = t.iterate(f, v, it)) return s;
       std::vector<VPtr> repl(it->items.begin() + static_cast<long>(it->pos), it->items.end());
@@ -156,7 +165,7 @@ Status op_STORE_SUBSCR(Translator& t, Frame& f, const Instr&) {  // (v container
       if (PyErr_Occurred() || i < 0 || i >= n) return t.brk(f, "DV0010", "list assignment index out of range");
       cont->items[i] = v;
     } else {
-      if (PyObject_Hash(sub->obj.get()) == -1) return PyErr_Clear(), t.brk(f, "DV0018", "unhashable dict key");
+      if (PyObject_Hash(sub->obj.get()) == -1) return PyErr_Clear(), t.brk(f, "DV0024", "unhashable dict key");
       dict_set(*cont, sub->obj, v);
     }
   } else {
@@ -214,10 +223,10 @@ Status op_DELETE_SUBSCR(Translator& t, Frame& f, const Instr&) {  // (container 
   if (sub->kind != VK::Const || (cont->kind != VK::List && cont->kind != VK::Dict))
     return t.brk(f, "DV0008", std::string("del of an item of a ") + vk_name(cont->kind));
   if (cont->kind == VK::Dict) {
-    if (PyObject_Hash(sub->obj.get()) == -1) return PyErr_Clear(), t.brk(f, "DV0018", "unhashable dict key");
+    if (PyObject_Hash(sub->obj.get()) == -1) return PyErr_Clear(), t.brk(f, "DV0024", "unhashable dict key");
     if (!dict_erase(*cont, sub->obj.get())) return t.raise(f, Ref::steal(PyObject_CallOneArg(PyExc_KeyError, sub->obj.get())), "del");
   } else {
-    if (!PyLong_CheckExact(sub->obj.get())) return t.brk(f, "DV0018", "del of a list slice");
+    if (!PyLong_CheckExact(sub->obj.get())) return t.brk(f, "DV0024", "del of a list slice");
     long i = PyLong_AsLong(sub->obj.get());
     const long n = static_cast<long>(cont->items.size());
     if (i < 0) i += n;

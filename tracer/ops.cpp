@@ -121,6 +121,7 @@ Translator::Status Translator::subscr(Frame& f, VPtr obj, VPtr idx, VPtr& out) {
       if (PySlice_Unpack(i, &start, &stop, &step) < 0) return brk(f, "DV0010", "bad slice");
       Py_ssize_t len = PySlice_AdjustIndices(n, &start, &stop, step);
       VPtr r = make(obj->kind);
+      if (obj->kind == VK::Tuple) r->obj = obj->obj;  // x.shape[1:] is a torch.Size too
       for (Py_ssize_t k = 0, j = start; k < len; ++k, j += step) r->items.push_back(obj->items[j]);
       out = r;
       return std::nullopt;
@@ -263,6 +264,7 @@ Translator::Status Translator::truth(Frame& f, VPtr v, bool& out) {
       return std::nullopt;
     }
     case VK::Instance: return instance_truth(f, v, out);
+    case VK::DictView: out = !v->self->items.empty(); return std::nullopt;
     default: out = true; return std::nullopt;
   }
 }
@@ -318,6 +320,7 @@ Translator::Status Translator::iterate(Frame& f, VPtr v, VPtr& out, bool materia
       break;
     }
     case VK::Instance: return instance_iterate(f, v, out, materialize);
+    case VK::DictView: it->items = view_items(*v); break;  // what the dict holds now
     case VK::Tensor: {
       Ref shape = Ref::steal(PyObject_GetAttrString(v->obj.get(), "shape"));
       if (!shape || PyTuple_GET_SIZE(shape.get()) == 0) return brk(f, "DV0016", "iterating over a 0-d tensor");

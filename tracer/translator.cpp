@@ -20,7 +20,6 @@
 namespace dv {
 
 const char* const kStopId = "__stop";
-const char* const kNoAttributeId = "DV0022";
 
 const char* vk_name(VK k) {
   switch (k) {
@@ -40,6 +39,7 @@ const char* vk_name(VK k) {
     case VK::Sym: return "symint";
     case VK::Slice: return "slice";
     case VK::Instance: return "instance";
+    case VK::DictView: return "dict_view";
   }
   return "?";
 }
@@ -87,6 +87,11 @@ void describe_into(const Value& v, std::string& out, int depth) {
       return;
     }
     case VK::Sym: out += v.obj ? repr_of(v.obj.get()) : "sym"; return;
+    case VK::DictView:
+      out += "dict_" + v.name + "(";
+      if (v.self) describe_into(*v.self, out, depth + 1);
+      out += ")";
+      return;
     case VK::Instance:
       out += std::string("<") + (v.obj ? reinterpret_cast<PyTypeObject*>(v.obj.get())->tp_name : "?") + " object>";
       return;
@@ -168,11 +173,16 @@ int Translator::current_line(const Frame& f) const {
   return -1;
 }
 
-Translator::Status Translator::brk(Frame& f, const char* id, std::string msg, std::string hint) {
+Break Break::of(BreakId id, std::string message, std::string hint) {
   Break b;
-  b.id = id;
-  b.message = std::move(msg);
-  b.hint = std::move(hint);
+  b.id = id.id();
+  b.message = std::move(message);
+  b.hint = hint.empty() ? std::string(id.hint()) : std::move(hint);
+  return b;
+}
+
+Translator::Status Translator::brk(Frame& f, BreakId id, std::string msg, std::string hint) {
+  Break b = Break::of(id, std::move(msg), std::move(hint));
   // Reported at the innermost frame in the user's files (as torch.compile does); a break inside
   // torch's own code names the library location in the message.
   const Frame* at = &f;
@@ -332,7 +342,7 @@ void Translator::run_root(PyObject* code, PyObject* globals, PyObject* builtins,
   if (facts) output.root_file = facts->filename;
   frames_.push_back(&f);
   if (!facts) {
-    r.brk = Break{"DV0019", "cannot decode code object", "", "", -1, 0, -1, {}};
+    r.brk = Break::of("DV0019", "cannot decode code object");
     PyErr_Clear();
     return;
   }
@@ -467,7 +477,7 @@ namespace dv {
 void Translator::announce(const VPtr& v) {
   v->announced = true;
   std::string type, meta;
-  if (v->obj) type = Py_TYPE(v->obj.get())->tp_name;
+  if (v->obj) type = (v->kind == VK::Tuple && PyType_Check(v->obj.get())) ? reinterpret_cast<PyTypeObject*>(v->obj.get())->tp_name : Py_TYPE(v->obj.get())->tp_name;
   if (v->kind == VK::Tensor && v->obj) {
     type = "Tensor";
     meta = tensor_meta_text(v->obj.get(), v->device.get());

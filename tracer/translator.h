@@ -7,6 +7,7 @@
 #include <unordered_map>
 #include <unordered_set>
 
+#include "core/break_ids.h"
 #include "core/bytecode.h"
 #include "core/observer.h"
 #include "output_graph.h"
@@ -15,8 +16,10 @@
 
 namespace dv {
 
+using breaks::BreakId;  // a graph-break id from core/break_ids.inc, checked at compile time
+
 struct Break {
-  std::string id;       // stable id: DV0001...
+  std::string id;       // stable id from core/break_ids.inc (DV0001...; kStopId inside the engine)
   std::string message;
   std::string hint;
   std::string filename;
@@ -28,6 +31,8 @@ struct Break {
   // A Python exception raised in the trace (the eager frame raises the same one here): a handler of
   // a frame in the trace (try/except, the exception table) may catch it; uncaught, it is a break.
   Ref exc;
+  // A break outside the interpreter (no frame, no step): the table's hint when hint is empty.
+  static Break of(BreakId id, std::string message, std::string hint = {});
 };
 
 // A decoded code object, cached per code object for the lifetime of the process.
@@ -68,7 +73,7 @@ struct Frame {
 extern const char* const kStopId;  // the Break id run_frame returns when it reaches stop_at
 // The Break id of an attribute that does not exist (AttributeError in eager): hasattr() is False and
 // getattr() with a default gives the default, where any other break of an attribute read stays a break.
-extern const char* const kNoAttributeId;
+inline constexpr BreakId kNoAttributeId{"DV0022"};
 
 // The first stage of a compile: what to trace.
 struct CaptureRequest {
@@ -123,7 +128,8 @@ class Translator {
 
   // --- used by the handlers ---
   using Status = std::optional<Break>;
-  Status brk(Frame& f, const char* id, std::string msg, std::string hint = {});
+  // A break at f's current instruction; an empty hint is the table's default hint for id.
+  Status brk(Frame& f, BreakId id, std::string msg, std::string hint = {});
   // Raises a Python exception in the trace (what eager raises at this point): `exc` an exception
   // instance; raise_new makes type(msg); raise_current takes the Python error set now (a plain
   // break when none is set). `what` prefixes the message of the break it becomes when uncaught.
@@ -166,6 +172,9 @@ class Translator {
   // Functions that make frozen objects from what the trace holds (inspect.signature): run now.
   Status call_frozen_maker(Frame& f, PyObject* fn, std::vector<VPtr>& args, std::vector<std::pair<std::string, VPtr>>& kwargs,
                            VPtr& out, bool& handled);
+  // d.keys()/values()/items() as a live view, and what a view holds now (tracer/values/dict_view.cpp).
+  VPtr dict_view(const VPtr& dict, const std::string& name);
+  std::vector<VPtr> view_items(const Value& view);
   // The rest of what such an instance answers (tracer/values/instance.cpp).
   Status instance_getattr(Frame& f, const VPtr& obj, const std::string& name, VPtr& out);
   Status instance_setattr(Frame& f, const VPtr& obj, const std::string& name, const VPtr& value);
@@ -229,7 +238,8 @@ PyTypeObject* builtin_base(PyTypeObject* tp);
 Ref python_getter(PyObject* descr);
 // An immutable library value (inspect.Signature, Parameter, a signature's parameters): read directly
 // (tracer/values/frozen.cpp).
-bool frozen_object(PyObject* o);  // a property's fget when it is a Python function, else null
+bool frozen_object(PyObject* o);
+PyObject* dict_view_type(const std::string& name);  // dict_keys, dict_values, dict_items (borrowed)  // a property's fget when it is a Python function, else null
 // An exception class whose __new__ and __init__ are builtin (calling it runs no user code).
 bool simple_exception_class(PyObject* cls);
 void dict_set(Value& d, Ref key, VPtr value);  // d[key] = value (keys compared by ==)

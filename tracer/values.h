@@ -30,6 +30,8 @@ enum class VK : uint8_t {
   Instance,  // an instance of a plain Python class made in the trace: obj = its class, self = the class
              // as loaded (its source guards class attributes), attrs = its __dict__, contents = its
              // items when the class is a dict or OrderedDict subclass (tracer/values/instance.cpp)
+  DictView,  // d.keys()/values()/items(), live: self = the dict (a Dict value), name = which
+             // (tracer/values/dict_view.cpp)
 };
 const char* vk_name(VK k);
 std::string describe(const Value& v);  // short text for events: "f32[2, 3] cpu", "(1, 2)", "<function f>"

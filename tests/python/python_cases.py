@@ -1188,3 +1188,66 @@ def getattr_default_on_object(x):
     s = Settings(4)
     eps = getattr(s, "eps", 1e-6)
     return x + eps + getattr(s, "width"), hasattr(s, "depth"), hasattr(s, "nope")
+
+
+# ---- torch.compiler.disable, allow_in_graph, graph_break ----
+def _log_value(t):
+    return float(t.sum())
+
+
+@torch.compiler.disable
+def log_stats(t):
+    return _log_value(t)  # runs eagerly, and nothing it calls is captured
+
+
+@case((3,))
+def calls_disabled_function(x):
+    y = x * 2
+    s = log_stats(y)
+    return y + 1, s
+
+
+@case((3,))
+def explicit_graph_break(x):
+    y = x.sin()
+    torch._dynamo.graph_break()
+    return y.cos()
+
+
+def fused_gelu(a):
+    return a * torch.sigmoid(1.702 * a)
+
+
+torch.compiler.allow_in_graph(fused_gelu)
+
+
+@case((2, 3))
+def allow_in_graph_function(x):
+    return fused_gelu(x) + fused_gelu(x * 2)
+
+
+# ---- dict views are live; x.shape stays a torch.Size ----
+@case((3,))
+def dict_views_see_later_changes(x):
+    d = {"a": 1}
+    keys, values, items = d.keys(), d.values(), d.items()
+    d["b"] = 2
+    del d["a"]
+    return x * len(keys), list(keys), list(values), list(items), "b" in keys, 2 in values
+
+
+@case((3,))
+def dict_view_iterated_after_update(x):
+    opts = {"scale": 2}
+    names = opts.keys()
+    opts.update({"shift": 1})
+    total = x
+    for k in names:
+        total = total + opts[k]
+    return total, sorted(names)
+
+
+@case((2, 3))
+def shape_is_torch_size(x):
+    s = x.shape
+    return isinstance(s, torch.Size), s[1:], x.new_zeros(s)

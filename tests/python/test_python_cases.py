@@ -192,3 +192,16 @@ def test_an_instance_that_holds_itself_is_rebuilt_once():
         torch.testing.assert_close(n.value, torch.full((2,), 2.0))
     (entry,) = dynview._C.cache_entries(make_node.__code__)
     assert entry["hits"] == 1
+
+
+def test_disabled_function_and_its_callees_are_not_captured():
+    import python_cases as P
+    cf = dynview.compile(P.calls_disabled_function, backend="eager")
+    x = torch.randn(3)
+    close(cf(x), P.calls_disabled_function(x))
+    records = dynview._C.take_records()
+    assert [r["break_id"] for r in records if r["break_id"]] == ["DV0025"]
+    assert "log_stats" in records[0]["break_message"]
+    # neither the disabled function nor what it calls was compiled as a frame of its own
+    assert not {r["qualname"] for r in records} & {"log_stats", "_log_value"}
+    assert dynview._C.cache_entries(P._log_value.__code__) == []

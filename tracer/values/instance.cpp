@@ -144,11 +144,11 @@ Translator::Status Translator::instance_builtin(Frame& f, PyObject* descr, const
     if (args.size() > 1) return raise_new(f, PyExc_TypeError, std::string("dict expected at most 1 argument, got ") + std::to_string(args.size()));
     bool h = false;
     if (Status s = dict_method(f, d, "update", args, kwargs, out, h)) return s;
-    if (!h) return brk(f, "DV0018", std::string(tp->tp_name) + ".__init__ with these arguments");
+    if (!h) return brk(f, "DV0004", std::string(tp->tp_name) + ".__init__ with these arguments");
     out = none();
     return std::nullopt;
   }
-  if (!kwargs.empty()) return brk(f, "DV0018", std::string(base->tp_name) + "." + name + " with keyword arguments");
+  if (!kwargs.empty()) return brk(f, "DV0004", std::string(base->tp_name) + "." + name + " with keyword arguments");
   if (name == "__getitem__" && args.size() == 1) return subscr(f, d, args[0], out);
   if (name == "__len__" && args.empty()) {
     out = constant_steal(PyLong_FromSize_t(d->items.size()));
@@ -156,7 +156,7 @@ Translator::Status Translator::instance_builtin(Frame& f, PyObject* descr, const
   }
   if (name == "__iter__" && args.empty()) return iterate(f, d, out, false);
   if (name == "__contains__" && args.size() == 1) {
-    if (args[0]->kind != VK::Const) return brk(f, "DV0018", "'in' a dict with a " + std::string(vk_name(args[0]->kind)) + " key");
+    if (args[0]->kind != VK::Const) return brk(f, "DV0024", "'in' a dict with a " + std::string(vk_name(args[0]->kind)) + " key");
     bool found = false;
     for (const Ref& k : d->keys) found |= PyObject_RichCompareBool(k.get(), args[0]->obj.get(), Py_EQ) == 1;
     PyErr_Clear();
