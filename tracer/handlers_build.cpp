@@ -240,4 +240,101 @@ Status op_BUILD_STRING(Translator& t, Frame& f, const Instr& in) {  // (s1..sn -
   return std::nullopt;
 }
 
+// match statements: MATCH_SEQUENCE / MATCH_MAPPING / GET_LEN / MATCH_KEYS / MATCH_CLASS on lists,
+// tuples, dicts, constants and instances; anything else breaks (PEP 634 semantics, ceval.c's).
+static int subject_flags(const VPtr& v, bool& known) {  // the Py_TPFLAGS_SEQUENCE/MAPPING of its type
+  known = true;
+  switch (v->kind) {
+    case VK::Tuple: case VK::List: return Py_TPFLAGS_SEQUENCE;
+    case VK::Dict: return Py_TPFLAGS_MAPPING;
+    case VK::Tensor: case VK::Sym: case VK::Function: case VK::NNModule: return 0;
+    case VK::Const: case VK::Object: return static_cast<int>(Py_TYPE(v->obj.get())->tp_flags);
+    case VK::Instance: return static_cast<int>(reinterpret_cast<PyTypeObject*>(v->obj.get())->tp_flags);
+    default: known = false; return 0;
+  }
+}
+static Status match_kind(Translator& t, Frame& f, unsigned long flag, const char* what) {  // (subject -- subject bool)
+  NEED(1);
+  bool known = false;
+  const int flags = subject_flags(top(f), known);
+  if (!known) return t.brk(f, "DV0001", std::string(what) + " on a " + vk_name(top(f)->kind));
+  f.stack.push_back(t.constant(Ref::borrow((flags & flag) ? Py_True : Py_False)));
+  return std::nullopt;
+}
+Status op_MATCH_SEQUENCE(Translator& t, Frame& f, const Instr&) { return match_kind(t, f, Py_TPFLAGS_SEQUENCE, "MATCH_SEQUENCE"); }
+Status op_MATCH_MAPPING(Translator& t, Frame& f, const Instr&) { return match_kind(t, f, Py_TPFLAGS_MAPPING, "MATCH_MAPPING"); }
+Status op_GET_LEN(Translator& t, Frame& f, const Instr&) {  // (subject -- subject len)
+  NEED(1);
+  const VPtr& v = top(f);
+  Py_ssize_t n = -1;
+  if (v->kind == VK::Tuple || v->kind == VK::List || v->kind == VK::Dict) n = static_cast<Py_ssize_t>(v->items.size());
+  else if (v->kind == VK::Const && (n = PyObject_Length(v->obj.get())) < 0) PyErr_Clear();
+  if (n < 0) return t.brk(f, "DV0001", std::string("GET_LEN of a ") + vk_name(v->kind));
+  f.stack.push_back(t.constant_steal(PyLong_FromSsize_t(n)));
+  return std::nullopt;
+}
+Status op_MATCH_KEYS(Translator& t, Frame& f, const Instr&) {  // (subject keys -- subject keys values_or_None)
+  NEED(2);
+  const VPtr& d = top(f, 2);
+  const VPtr& keys = top(f);
+  if (d->kind != VK::Dict || keys->kind != VK::Const || !PyTuple_Check(keys->obj.get()))
+    return t.brk(f, "DV0001", std::string("MATCH_KEYS on a ") + vk_name(d->kind));
+  VPtr values = t.make(VK::Tuple);
+  for (Py_ssize_t j = 0; j < PyTuple_GET_SIZE(keys->obj.get()); ++j) {
+    PyObject* key = PyTuple_GET_ITEM(keys->obj.get(), j);
+    VPtr found;
+    for (size_t i = 0; i < d->keys.size() && !found; ++i) {
+      const int eq = PyObject_RichCompareBool(d->keys[i].get(), key, Py_EQ);
+      if (eq < 0) return PyErr_Clear(), t.brk(f, "DV0010", "comparing dict keys raised");
+      if (eq) found = d->items[i];
+    }
+    if (!found) {
+      f.stack.push_back(t.constant(Ref::borrow(Py_None)));
+      return std::nullopt;
+    }
+    values->items.push_back(found);
+  }
+  f.stack.push_back(values);
+  return std::nullopt;
+}
+// (subject cls names -- attrs_or_None): isinstance, then __match_args__ (or the subject itself for
+// the builtin types that match themselves) and the keyword attributes, read through getattr.
+Status op_MATCH_CLASS(Translator& t, Frame& f, const Instr& in) {
+  NEED(3);
+  const VPtr subject = top(f, 3), cls = top(f, 2), names = top(f);
+  if (names->kind != VK::Const || !PyTuple_Check(names->obj.get()) || !cls->obj || !PyType_Check(cls->obj.get()))
+    return t.brk(f, "DV0001", "MATCH_CLASS on a non-constant class");
+  VPtr isinst = t.make(VK::Object), hit;
+  isinst->obj = Ref::borrow(PyDict_GetItemString(PyEval_GetBuiltins(), "isinstance"));
+  if (Status s = t.call(f, isinst, {subject, cls}, {}, hit)) return s;
+  if (!hit || hit->kind != VK::Const) return t.brk(f, "DV0001", "MATCH_CLASS: isinstance is not a constant");
+  std::vector<VPtr> attrs;
+  if (PyObject_IsTrue(hit->obj.get())) {
+    PyTypeObject* tp = reinterpret_cast<PyTypeObject*>(cls->obj.get());
+    Ref match_args = Ref::steal(PyObject_GetAttrString(cls->obj.get(), "__match_args__"));
+    if (!match_args) PyErr_Clear();
+    const bool self_match = !match_args && (tp->tp_flags & _Py_TPFLAGS_MATCH_SELF);
+    if (in.arg > (self_match ? 1 : (match_args && PyTuple_Check(match_args.get()) ? PyTuple_GET_SIZE(match_args.get()) : 0)))
+      return t.brk(f, "DV0001", "MATCH_CLASS: too many positional sub-patterns (TypeError in eager)");
+    std::vector<std::string> wanted;
+    for (int i = 0; i < in.arg && !self_match; ++i) wanted.push_back(str_of(PyTuple_GET_ITEM(match_args.get(), i)));
+    if (self_match && in.arg == 1) attrs.push_back(subject);
+    for (Py_ssize_t i = 0; i < PyTuple_GET_SIZE(names->obj.get()); ++i) wanted.push_back(str_of(PyTuple_GET_ITEM(names->obj.get(), i)));
+    for (const std::string& name : wanted) {
+      VPtr a;
+      if (Status s = t.getattr(f, subject, name, a)) return s;
+      attrs.push_back(a);
+    }
+  }
+  f.stack.resize(f.stack.size() - 3);
+  if (!PyObject_IsTrue(hit->obj.get())) {
+    f.stack.push_back(t.constant(Ref::borrow(Py_None)));
+    return std::nullopt;
+  }
+  VPtr tup = t.make(VK::Tuple);
+  tup->items = std::move(attrs);
+  f.stack.push_back(tup);
+  return std::nullopt;
+}
+
 }  // namespace dv
