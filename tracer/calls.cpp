@@ -870,6 +870,9 @@ Translator::Status Translator::call(Frame& f, VPtr fn, std::vector<VPtr> args,
       }
       if (PyType_Check(o) && !module_is_torch(o) && plain_class(reinterpret_cast<PyTypeObject*>(o)))
         return construct(f, fn, std::move(args), std::move(kwargs), out);  // a user class: __init__ inlined
+      if (PyCFunction_Check(o) && bound_to_mutable_object(o))
+        return brk(f, "DV0008", "call to " + callable_name(o) + " of a " + Py_TYPE(PyCFunction_GET_SELF(o))->tp_name +
+                                    " object (a method that may mutate it runs once at trace time, not on every call)");
       if (o == py().torch_Size.get() || PyType_Check(o) || PyCFunction_Check(o)) {
         // Pure constructors and builtin functions over constants (math.sqrt, slice, torch.Size ...).
         bool all_const = true;

@@ -620,6 +620,9 @@ Translator::Status Translator::getattr(Frame& f, VPtr obj, const std::string& na
         PyErr_Clear();
         return brk(f, missing ? kNoAttributeId : "DV0005", "no attribute " + name + " on " + Py_TYPE(o)->tp_name);
       }
+      if (PyCFunction_Check(r.get()) && PyCFunction_GET_SELF(r.get()) == o && bound_to_mutable_object(r.get()))
+        return brk(f, "DV0005", "method " + name + " of a live " + Py_TYPE(o)->tp_name + " object",
+                   "its methods are not traced; a bound method kept in the code would act on this one object on every call");
       // Attributes of modules (torch.relu, math.pi), classes and instances of user classes (a config
       // object's cfg.d, o.scale) are reloaded from their owner, and so guarded: they may change
       // between calls. Immutable constants' attributes (dtype.is_floating_point) need no guard.

@@ -239,6 +239,8 @@ Ref python_getter(PyObject* descr);
 // An immutable library value (inspect.Signature, Parameter, a signature's parameters): read directly
 // (tracer/values/frozen.cpp).
 bool frozen_object(PyObject* o);
+// A builtin method bound to a live mutable object (not a module, class, set of constants or immutable value).
+bool bound_to_mutable_object(PyObject* fn);
 PyObject* dict_view_type(const std::string& name);  // dict_keys, dict_values, dict_items (borrowed)  // a property's fget when it is a Python function, else null
 // An exception class whose __new__ and __init__ are builtin (calling it runs no user code).
 bool simple_exception_class(PyObject* cls);

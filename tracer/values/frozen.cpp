@@ -76,4 +76,15 @@ Translator::Status Translator::call_frozen_maker(Frame& f, PyObject* fn, std::ve
   return std::nullopt;
 }
 
+// A builtin method bound to a live mutable object (dq.popleft(), od.move_to_end(k)): called while
+// tracing it would mutate the object once at trace time, and not at all on a cache hit; baked into
+// the transformed code it would act on that one object on every call.
+bool bound_to_mutable_object(PyObject* o) {
+  PyObject* self = PyCFunction_GET_SELF(o);
+  if (!self || PyModule_Check(self) || PyType_Check(self) || self == Py_None) return false;
+  if (PyAnySet_CheckExact(self)) return false;  // sets of constants made in the trace (op_BUILD_SET): private to it
+  return !(PyUnicode_Check(self) || PyBytes_Check(self) || PyLong_Check(self) || PyFloat_Check(self) || PyComplex_Check(self) ||
+           PyTuple_Check(self) || PyFrozenSet_Check(self) || PyRange_Check(self) || frozen_object(self));
+}
+
 }  // namespace dv
