@@ -558,6 +558,18 @@ Translator::Status call_grad_exit(Translator& t, Frame& f, const VPtr& exit, VPt
 Translator::Status call_builtin(Translator& t, Frame& f, PyObject* fn, std::vector<VPtr>& args,
                                        std::vector<std::pair<std::string, VPtr>>& kwargs, VPtr& out, bool& handled);
 
+// A new set (set(consts), a method of a set of constants) whose items are numbers, strings or tuples:
+// a constant private to the trace, as op_BUILD_SET makes.
+static bool set_of_constants(PyObject* r) {
+  if (!PySet_CheckExact(r)) return false;
+  Py_ssize_t pos = 0;
+  PyObject* key;
+  Py_hash_t hash;
+  while (_PySet_NextEntry(r, &pos, &key, &hash))
+    if (!(PyUnicode_CheckExact(key) || PyLong_Check(key) || PyFloat_CheckExact(key) || PyTuple_CheckExact(key) || key == Py_None)) return false;
+  return true;
+}
+
 Translator::Status Translator::call(Frame& f, VPtr fn, std::vector<VPtr> args,
                                     std::vector<std::pair<std::string, VPtr>> kwargs, VPtr& out) {
   switch (fn->kind) {
@@ -891,7 +903,7 @@ Translator::Status Translator::call(Frame& f, VPtr fn, std::vector<VPtr> args,
           for (auto& [k, v] : kwargs) PyDict_SetItemString(pkw.get(), k.c_str(), v->obj.get());
           Ref r = Ref::steal(PyObject_Call(o, pargs.get(), pkw.get()));
           if (!r) return raise_current(f, callable_name(o) + "()");
-          out = wrap(r, nullptr, f);
+          out = set_of_constants(r.get()) ? constant(r) : wrap(r, nullptr, f);  // set(sizes), a.union(b): as op_BUILD_SET
           if (!out) return brk(f, "DV0013", "unsupported result of " + callable_name(o));
           // Builtin functions and pure value types (range, slice, tuple, torch.Size, ...) only.
           // torch.finfo/iinfo(dtype) are immutable descriptions of a dtype: fine.
