@@ -372,6 +372,13 @@ Translator::Status call_builtin(Translator& t, Frame& f, PyObject* fn, std::vect
         VPtr kv = x;
         if (key_fn)
           if (Status s = t.call(f, key_fn, {x}, {}, kv)) return s;
+        bool const_tuple = kv->kind == VK::Tuple;  // key=lambda n: (len(n), n): a tuple of constants
+        for (const VPtr& e : kv->items) const_tuple = const_tuple && e->kind == VK::Const;
+        if (const_tuple) {
+          Ref tup = Ref::steal(PyTuple_New(static_cast<Py_ssize_t>(kv->items.size())));
+          for (size_t i = 0; tup && i < kv->items.size(); ++i) PyTuple_SET_ITEM(tup.get(), i, Ref::borrow(kv->items[i]->obj.get()).release());
+          if (tup) kv = t.constant(tup);
+        }
         if (kv->kind != VK::Const) return t.brk(f, "DV0007", "sorted() by values that are not constants (tensor values?)");
         keys.push_back(kv);
       }
