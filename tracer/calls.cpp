@@ -722,9 +722,17 @@ Translator::Status Translator::call(Frame& f, VPtr fn, std::vector<VPtr> args,
           out = constant(Ref::borrow(Py_None));
           return std::nullopt;
         }
-        if ((name == "index" || name == "count") && args.size() == 1 && args[0]->kind == VK::Const) {
-          long count = 0, first = -1;
-          for (size_t i = 0; i < self->items.size(); ++i) {
+        if ((name == "index" || name == "count") && !args.empty() && args.size() <= (name == "index" ? 3u : 1u) &&
+            args[0]->kind == VK::Const) {
+          const long n = static_cast<long>(self->items.size());
+          long lo = 0, hi = n, count = 0, first = -1;  // list.index(v, start, stop): the slice's bounds
+          for (size_t a = 1; a < args.size(); ++a) {
+            if (args[a]->kind != VK::Const || !PyLong_CheckExact(args[a]->obj.get())) return brk(f, "DV0004", "list.index with non-constant bounds");
+            long b = PyLong_AsLong(args[a]->obj.get());
+            b = b < 0 ? std::max(0L, b + n) : std::min(b, n);
+            (a == 1 ? lo : hi) = b;
+          }
+          for (size_t i = static_cast<size_t>(lo); i < static_cast<size_t>(std::max(lo, hi)); ++i) {
             if (self->items[i]->kind == VK::Const && PyObject_RichCompareBool(self->items[i]->obj.get(), args[0]->obj.get(), Py_EQ) == 1) {
               if (first < 0) first = static_cast<long>(i);
               ++count;
