@@ -1251,3 +1251,7 @@ def dict_view_iterated_after_update(x):
 def shape_is_torch_size(x):
     s = x.shape
     return isinstance(s, torch.Size), s[1:], x.new_zeros(s)
+
+
+# more cases (sets, match, functools, itertools, collections, ...) live in their own file
+import python_cases_more  # noqa: E402,F401  (appends to CASES)
