@@ -926,6 +926,11 @@ Translator::Status Translator::call(Frame& f, VPtr fn, std::vector<VPtr> args,
                  "dynview inlines Python functions and records torch operators; other callables break the graph");
     }
     case VK::GradMode: return call_grad_exit(*this, f, fn, out);  // a with-block's __exit__
+    case VK::Instance: {  // obj(x): its class's Python __call__, inlined
+      PyObject* dunder = _PyType_Lookup(reinterpret_cast<PyTypeObject*>(fn->obj.get()), Ref::steal(PyUnicode_FromString("__call__")).get());
+      if (!dunder || !PyFunction_Check(dunder)) return brk(f, "DV0004", "calling an instance without a Python __call__");
+      return call(f, bound_method(fn, Ref::borrow(dunder), "__call__"), std::move(args), std::move(kwargs), out);
+    }
     default: return brk(f, "DV0004", std::string("calling a ") + vk_name(fn->kind));
   }
 }
