@@ -441,6 +441,29 @@ Translator::Status call_builtin(Translator& t, Frame& f, PyObject* fn, std::vect
     out = acc;
     return std::nullopt;
   }
+  if ((is("min") || is("max")) && n >= 1 && kwargs.size() == 1 && kwargs[0].first == "key") {
+    // max(xs, key=k) / min(a, b, key=k): by the constant keys k gives (the items may be tensors),
+    // the first extreme wins, as in Python
+    std::vector<VPtr> vals = args;
+    if (n == 1) {
+      VPtr it;
+      if (Status s = t.iterate(f, args[0], it)) return s;
+      vals = it->items;
+    }
+    if (vals.empty()) return t.raise_new(f, PyExc_ValueError, std::string(is("max") ? "max" : "min") + "() iterable argument is empty");
+    size_t best = 0;
+    Ref best_key;
+    for (size_t i = 0; i < vals.size(); ++i) {
+      VPtr kv;
+      if (Status s = t.call(f, kwargs[0].second, {vals[i]}, {}, kv)) return s;
+      if (kv->kind != VK::Const) return t.brk(f, "DV0007", "min/max by keys that are not constants");
+      const int better = best_key ? PyObject_RichCompareBool(kv->obj.get(), best_key.get(), is("max") ? Py_GT : Py_LT) : 1;
+      if (better < 0) return t.raise_current(f, "comparing min/max keys");
+      if (better) best = i, best_key = kv->obj;
+    }
+    out = vals[best];
+    return std::nullopt;
+  }
   if ((is("min") || is("max") || is("abs") || is("any") || is("all")) && n >= 1 && kwargs.empty()) {
     std::vector<VPtr> vals;
     if (n == 1 && !is("abs")) {
