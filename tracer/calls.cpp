@@ -570,6 +570,15 @@ static bool set_of_constants(PyObject* r) {
   return true;
 }
 
+// str.lower, int.bit_length, tuple.count ... taken from the class (sorted(names, key=str.lower)):
+// pure over constants, as the bound methods of constants are.
+static bool immutable_method_descriptor(PyObject* o) {
+  if (!PyObject_TypeCheck(o, &PyMethodDescr_Type)) return false;
+  PyTypeObject* tp = reinterpret_cast<PyDescrObject*>(o)->d_type;
+  return tp == &PyUnicode_Type || tp == &PyBytes_Type || tp == &PyLong_Type || tp == &PyFloat_Type || tp == &PyTuple_Type ||
+         tp == &PyFrozenSet_Type;
+}
+
 Translator::Status Translator::call(Frame& f, VPtr fn, std::vector<VPtr> args,
                                     std::vector<std::pair<std::string, VPtr>> kwargs, VPtr& out) {
   switch (fn->kind) {
@@ -893,7 +902,7 @@ Translator::Status Translator::call(Frame& f, VPtr fn, std::vector<VPtr> args,
       if (PyCFunction_Check(o) && bound_to_mutable_object(o))
         return brk(f, "DV0008", "call to " + callable_name(o) + " of a " + Py_TYPE(PyCFunction_GET_SELF(o))->tp_name +
                                     " object (a method that may mutate it runs once at trace time, not on every call)");
-      if (o == py().torch_Size.get() || PyType_Check(o) || PyCFunction_Check(o)) {
+      if (o == py().torch_Size.get() || PyType_Check(o) || PyCFunction_Check(o) || immutable_method_descriptor(o)) {
         // Pure constructors and builtin functions over constants (math.sqrt, slice, torch.Size ...).
         bool all_const = true;
         for (auto& a : args) all_const &= a->kind == VK::Const || a->kind == VK::Tuple || a->kind == VK::List;

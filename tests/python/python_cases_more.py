@@ -23,7 +23,6 @@ from python_cases import case, module_case
 NOT_YET = {
     "set_of_dict_keys_difference": "set(d) of a dict made in the trace is not traced (DV0004)",
     "str_join_map_split": "str.join over a map iterator is not traced (DV0004); the frame runs eagerly",
-    "str_compare_and_concat": "sorted(key=str.lower): calling the unbound str.lower is not traced (DV0004)",
     "lru_cache_wrapped_helper": "calling a functools.lru_cache/cache wrapper is not traced (DV0004)",
     "itertools_accumulate_offsets": "itertools.accumulate is not traced (DV0004)",
     "itertools_accumulate_tensors": "itertools.accumulate over tensors is not traced (DV0013)",
