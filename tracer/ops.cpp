@@ -24,8 +24,26 @@ Translator::Status Translator::binary(Frame& f, int nb, VPtr a, VPtr b, VPtr& ou
   if (nb < 0 || nb >= 26) return brk(f, "DV0018", "unknown binary operator");
   // `s += x` where s is not a tensor (s = 0; s += t * 2) is s = s + x: numbers have no in-place
   // forms (and the FX code of operator.iadd on a literal would not even parse).
+  const bool inplace = nb >= 13;
   if (nb >= 13 && a->kind != VK::Tensor) nb -= 13;
   const char* name = kBinOpNames[nb];
+  // xs += ys and d |= e mutate the left operand (an alias or the caller sees it): list.extend and
+  // dict.update, which also note an input's mutation; d | e is a new dict updated the same way.
+  const bool dict_or = nb == 7 && a->kind == VK::Dict && b->kind == VK::Dict;
+  if ((inplace && nb == 0 && a->kind == VK::List) || dict_or) {
+    VPtr target = a;
+    if (dict_or && !inplace) {
+      target = make(VK::Dict);
+      target->keys = a->keys;
+      target->items = a->items;
+    }
+    VPtr m = make(VK::Method), ignored;
+    m->self = target;
+    m->name = nb == 0 ? "extend" : "update";
+    if (Status s = call(f, m, {b}, {}, ignored)) return s;
+    out = target;
+    return std::nullopt;
+  }
   if (a->kind == VK::Tensor || b->kind == VK::Tensor) {
     // In-place forms on tensors keep their meaning (x += y mutates x); FX records operator.iadd.
     return graph_call(f, op_fn(name), "", {a, b}, {}, out);

@@ -48,7 +48,6 @@ NOT_YET = {
     "SoftmaxInForward": "constructing nn modules (nn.Softmax(), nn.Identity()) inside forward is not traced (DV0004)",
     "operator_overloading_on_user_class": "a user class's __add__/__mul__ are not inlined for binary operators (DV0018)",
     "dict_keys_set_operations": "set operators on dict views (d.keys() & {...}) are not traced (DV0018)",
-    "dict_merge_operators_and_unpacking": "dict | dict and |= are not traced (DV0018)",
 }
 
 
@@ -997,3 +996,17 @@ def dict_values_after_pop_in_loop(x):
         if k != "b":
             d.pop(k)
     return list(d.values()), list(d.items())
+
+
+def _history(seed):
+    return [[1, 2]]
+
+
+@case((3,), extra=_history)
+def list_iadd_seen_through_alias_and_by_caller(x, history):
+    # regression: `xs += ys` on a list made a new list (an alias, and the caller's list, missed it)
+    xs = [x]
+    alias = xs
+    xs += [x * 2]
+    history += [len(alias)]
+    return alias, len(history)
