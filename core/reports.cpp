@@ -1,6 +1,7 @@
 // Reports over a .dyn trace (see reports.h; schemas in core/TRACE.md).
 #include "reports.h"
 
+#include "break_ids.h"
 #include "json_get.h"
 
 #include <algorithm>
@@ -60,7 +61,8 @@ json compiles_of(const trace::TraceReader& r) {
         }
       (*comp)["graphs"].push_back(json{{"ops", json_get<int64_t>(ev, "ops", 0)}, {"op_counts", counts}, {"code", json_get<std::string>(ev, "code", "")}});
     } else if (t == "break") {
-      (*comp)["breaks"].push_back(json{{"break_id", json_get<std::string>(ev, "break_id", "")}, {"reason", json_get<std::string>(ev, "message", "")},
+      const std::string id = json_get<std::string>(ev, "break_id", "");
+      (*comp)["breaks"].push_back(json{{"break_id", id}, {"title", std::string(breaks::title(id))}, {"reason", json_get<std::string>(ev, "message", "")},
                                        {"hint", json_get<std::string>(ev, "hint", "")}, {"filename", json_get<std::string>(ev, "filename", "")},
                                        {"line", json_get<int64_t>(ev, "line", -1)}, {"step", json_get<int64_t>(ev, "step", -1)},
                                        {"user_stack", ev.contains("stack") ? ev["stack"] : json::array()}});
@@ -122,14 +124,51 @@ std::string problems_text(const json& j) {
   return s;
 }
 
+// "DV0002 (data-dependent control flow)"; an id the table does not know (an older trace's, an
+// imported TORCH_TRACE's GBnnnn) is shown as itself, and a break without an id as "(no id)".
+std::string id_and_title(const std::string& id) {
+  const std::string_view title = breaks::title(id);
+  if (id.empty()) return "(no id)";
+  return title.empty() ? id : id + " (" + std::string(title) + ")";
+}
+
+std::string breaks_by_id_text(const json& j) {
+  std::string s;
+  if (!j.contains("breaks_by_id") || j["breaks_by_id"].empty()) return s;
+  s += "graph breaks by id:\n";
+  for (const json& b : j["breaks_by_id"]) {
+    const std::string id = json_get<std::string>(b, "break_id", "");
+    s += fmt("  %4" PRId64 "  %-8s %s\n", json_get<int64_t>(b, "count", 0), id.empty() ? "(no id)" : id.c_str(),
+             json_get<std::string>(b, "title", "").c_str());
+  }
+  return s;
+}
+
 }  // namespace
+
+json breaks_by_id(const json& compiles) {
+  std::map<std::string, int64_t> n;
+  for (const json& c : compiles)
+    if (c.contains("breaks"))
+      for (const json& b : c["breaks"]) ++n[json_get<std::string>(b, "break_id", "")];
+  return breaks_by_id(n);
+}
+
+json breaks_by_id(const std::map<std::string, int64_t>& counts) {
+  std::vector<std::pair<std::string, int64_t>> v(counts.begin(), counts.end());
+  std::stable_sort(v.begin(), v.end(), [](const auto& a, const auto& b) { return a.second > b.second; });
+  json out = json::array();
+  for (const auto& [id, k] : v) out.push_back(json{{"break_id", id}, {"title", std::string(breaks::title(id))}, {"count", k}});
+  return out;
+}
 
 json counts(const trace::TraceReader& r) { return counts_of(r, compiles_of(r)); }
 
 json explain(const trace::TraceReader& r) {
   json comps = compiles_of(r);
   json totals = counts_of(r, comps);
-  return json{{"compiles", comps}, {"totals", totals}, {"problems", problems_of(r)}};
+  json by_id = breaks_by_id(comps);
+  return json{{"compiles", comps}, {"totals", totals}, {"breaks_by_id", by_id}, {"problems", problems_of(r)}};
 }
 
 std::string explain_text(const json& j) {
@@ -152,13 +191,14 @@ std::string explain_text(const json& j) {
       s += sep == ", " ? ")\n" : "\n";
     }
     for (const json& b : c["breaks"]) {
-      s += "  graph break " + json_get<std::string>(b, "break_id", "") + ": " + json_get<std::string>(b, "reason", "") + "\n";
+      s += "  graph break " + id_and_title(json_get<std::string>(b, "break_id", "")) + ": " + json_get<std::string>(b, "reason", "") + "\n";
       s += fmt("    at %s:%" PRId64 " (step %" PRId64 ")\n", json_get<std::string>(b, "filename", "").c_str(), json_get<int64_t>(b, "line", -1), json_get<int64_t>(b, "step", -1));
       if (!json_get<std::string>(b, "hint", "").empty()) s += "    hint: " + json_get<std::string>(b, "hint", "") + "\n";
     }
     s += fmt("  guards (%zu):\n", c["guards"].size());
     for (const json& g : c["guards"]) s += "    " + json_get<std::string>(g, "kind", "") + ": " + json_get<std::string>(g, "text", "") + "\n";
   }
+  s += breaks_by_id_text(j);
   const json& t = j["totals"];
   s += fmt("total: %" PRId64 " compiles, %" PRId64 " graphs, %" PRId64 " graph breaks, %" PRId64 " recompiles, %" PRId64
            " recompile limit hits, %" PRId64 " eager fallbacks, %" PRId64 " guards, %" PRId64 " ops, %" PRId64 " steps\n",
@@ -255,7 +295,7 @@ json check(const trace::TraceReader& r, const Budget& b) {
              {"eager_fallbacks", item("eager_fallbacks", b.max_eager_fallbacks)}};
   bool ok = true;
   for (auto& [k, v] : items.items()) ok &= v["ok"].get<bool>();
-  return json{{"ok", ok}, {"checks", items}, {"compiles", t["compiles"]}, {"problems", problems_of(r)}};
+  return json{{"ok", ok}, {"checks", items}, {"compiles", t["compiles"]}, {"breaks_by_id", breaks_by_id(comps)}, {"problems", problems_of(r)}};
 }
 
 std::string check_text(const json& j) {
@@ -267,6 +307,7 @@ std::string check_text(const json& j) {
     if (!c["max"].is_null()) s += fmt("  (max %" PRId64 ")  %s", c["max"].get<int64_t>(), c["ok"].get<bool>() ? "ok" : "OVER BUDGET");
     s += "\n";
   }
+  s += breaks_by_id_text(j);
   s += j["ok"].get<bool>() ? "check: ok\n" : "check: FAILED\n";
   return s;
 }
@@ -277,10 +318,11 @@ json stats(const trace::TraceReader& r, double open_ms) {
     values += c.h.nvalues;
     compressed += c.h.steps_zsize;
   }
-  const json counts = counts_of(r, compiles_of(r));
+  const json comps = compiles_of(r);
+  const json counts = counts_of(r, comps);
   const uint64_t steps = r.total_steps();
   return json{{"version", std::to_string(r.major()) + "." + std::to_string(r.minor())},
-              {"steps", steps}, {"compiles", counts["compiles"]}, {"counts", counts}, {"chunks", r.chunks().size()}, {"events", r.events().size()},
+              {"steps", steps}, {"compiles", counts["compiles"]}, {"counts", counts}, {"breaks_by_id", breaks_by_id(comps)}, {"chunks", r.chunks().size()}, {"events", r.events().size()},
               {"values", values}, {"file_bytes", r.file_size()},
               {"bytes_per_step", steps ? static_cast<double>(r.file_size()) / static_cast<double>(steps) : 0.0},
               {"step_bytes_per_step", steps ? static_cast<double>(compressed) / static_cast<double>(steps) : 0.0},
@@ -297,6 +339,13 @@ std::string stats_text(const json& j) {
     s += fmt("graphs     %" PRId64 " (%" PRId64 " graph breaks, %" PRId64 " recompiles, %" PRId64 " recompile limit hits, %" PRId64
              " eager fallbacks)\n", json_get<int64_t>(c, "graphs", 0), json_get<int64_t>(c, "graph_breaks", 0), json_get<int64_t>(c, "recompiles", 0),
              json_get<int64_t>(c, "recompile_limit_hits", 0), json_get<int64_t>(c, "eager_fallbacks", 0));
+  }
+  if (j.contains("breaks_by_id")) {
+    const char* label = "breaks     ";
+    for (const json& b : j["breaks_by_id"]) {
+      s += fmt("%s%" PRId64 " x %s\n", label, json_get<int64_t>(b, "count", 0), id_and_title(json_get<std::string>(b, "break_id", "")).c_str());
+      label = "           ";
+    }
   }
   if (j.contains("counts"))
     s += fmt("runs       %" PRId64 " cache hits, %" PRId64 " eager runs (calls of frames that run eagerly)\n",

@@ -3,6 +3,7 @@
 // documented in core/TRACE.md ("Reports"), plus a text rendering of it. Reader only: no Python.
 #pragma once
 #include <cstdint>
+#include <map>
 #include <string>
 #include <vector>
 
@@ -18,6 +19,11 @@ std::string fmt(const char* f, ...) __attribute__((format(printf, 1, 2)));
 // Per compile: graphs with op counts, breaks (id, reason, hint, user line and stack), guards; totals.
 nlohmann::json explain(const trace::TraceReader& r);
 std::string explain_text(const nlohmann::json& j);
+
+// Graph breaks counted by id, most frequent first: [{"break_id", "title" (core/break_ids.inc; "" for
+// an id it does not know), "count"}], from explain's compiles or from counts summed by the caller.
+nlohmann::json breaks_by_id(const nlohmann::json& compiles);
+nlohmann::json breaks_by_id(const std::map<std::string, int64_t>& counts);
 
 // Each recompile (and recompile-limit hit): the failing guards with the value they saw, and the
 // step and user line that created each guard.

@@ -191,12 +191,13 @@ Translator::Status call_builtin(Translator& t, Frame& f, PyObject* fn, std::vect
           if (t.output.inputs[i].second == v->node) return reinterpret_cast<PyObject*>(Py_TYPE(t.output.input_objects[i].get()));
         return py().torch_Tensor.get();
       }
-      case VK::Tuple: return reinterpret_cast<PyObject*>(&PyTuple_Type);
+      case VK::Tuple: return v->obj ? v->obj.get() : reinterpret_cast<PyObject*>(&PyTuple_Type);
       case VK::List: return reinterpret_cast<PyObject*>(&PyList_Type);
       case VK::Dict: return reinterpret_cast<PyObject*>(&PyDict_Type);
       case VK::Const: case VK::Object: case VK::NNModule: return reinterpret_cast<PyObject*>(Py_TYPE(v->obj.get()));
       case VK::Function: return reinterpret_cast<PyObject*>(&PyFunction_Type);
       case VK::Instance: return v->obj.get();
+      case VK::DictView: return dict_view_type(v->name);
       default: return nullptr;
     }
   };
@@ -205,15 +206,25 @@ Translator::Status call_builtin(Translator& t, Frame& f, PyObject* fn, std::vect
     const VPtr& v = args[0];
     Py_ssize_t len = -1;
     if (v->kind == VK::Tuple || v->kind == VK::List || v->kind == VK::Dict) len = static_cast<Py_ssize_t>(v->items.size());
+    else if (v->kind == VK::DictView) len = static_cast<Py_ssize_t>(v->self->items.size());
     else if (v->kind == VK::Tensor) {
       Ref shape = Ref::steal(PyObject_GetAttrString(v->obj.get(), "shape"));
       if (!shape || PyTuple_GET_SIZE(shape.get()) == 0) return t.brk(f, "DV0010", "len() of a 0-d tensor");
       if (is_sym(PyTuple_GET_ITEM(shape.get(), 0)))  // a symbolic size: len(x) is l_x_.size(0)
         return t.meta_result(f, v, "size", {t.constant_steal(PyLong_FromLong(0))}, Ref::borrow(PyTuple_GET_ITEM(shape.get(), 0)), out);
       len = PyLong_AsSsize_t(PyTuple_GET_ITEM(shape.get(), 0));
-    } else if (v->kind == VK::Const || v->kind == VK::NNModule) {
+    } else if (v->kind == VK::Const || v->kind == VK::NNModule || (v->kind == VK::Object && frozen_object(v->obj.get()))) {
       len = PyObject_Length(v->obj.get());
-      if (len < 0) return t.brk(f, "DV0010", "len() raised");
+      if (len < 0) return t.raise_current(f, "len()");
+    } else if (v->kind == VK::Instance) {  // its __len__, inlined
+      bool called = false;
+      if (Status s = t.call_dunder(f, v, "__len__", {}, out, called)) return s;
+      if (called && out->kind == VK::Const && PyLong_Check(out->obj.get())) return std::nullopt;
+      if (!called && v->contents) {  // a dict subclass: its items
+        out = t.constant_steal(PyLong_FromSize_t(v->contents->items.size()));
+        return std::nullopt;
+      }
+      return t.brk(f, "DV0007", std::string("len() of a ") + reinterpret_cast<PyTypeObject*>(v->obj.get())->tp_name);
     } else return t.brk(f, "DV0007", std::string("len() of a ") + vk_name(v->kind));
     out = t.constant_steal(PyLong_FromSsize_t(len));
     return std::nullopt;
@@ -264,7 +275,7 @@ Translator::Status call_builtin(Translator& t, Frame& f, PyObject* fn, std::vect
       out = args[1];
       return std::nullopt;
     }
-    return t.brk(f, "DV0010", "next() of an exhausted iterator raises StopIteration");
+    return t.raise(f, Ref::steal(PyObject_CallNoArgs(PyExc_StopIteration)), "next()");
   }
   if ((is("map") || is("filter")) && n >= 2 && kwargs.empty()) {
     // Lazy, as Python's: the function runs as items are taken (Translator::pull), so it sees the
@@ -439,8 +450,15 @@ Translator::Status call_builtin(Translator& t, Frame& f, PyObject* fn, std::vect
     Ref tup = Ref::steal(PyTuple_New(vals.size()));
     for (size_t i = 0; i < vals.size(); ++i) PyTuple_SET_ITEM(tup.get(), i, Ref::borrow(vals[i]->obj.get()).release());
     Ref r = (n == 1 && !is("abs")) ? Ref::steal(PyObject_CallOneArg(fn, tup.get())) : Ref::steal(PyObject_Call(fn, tup.get(), nullptr));
-    if (!r) return t.brk(f, "DV0010", "builtin raised on constants");
+    if (!r) return t.raise_current(f, "builtin on constants");
     out = t.constant(r);
+    return std::nullopt;
+  }
+  if (is("bool") && n == 1 && kwargs.empty() && (args[0]->kind == VK::Instance || args[0]->kind == VK::List ||
+                                                  args[0]->kind == VK::Tuple || args[0]->kind == VK::Dict)) {
+    bool b = false;  // its truth: __bool__/__len__ of an object (inlined), emptiness of a container
+    if (Status s = t.truth(f, args[0], b)) return s;
+    out = t.constant(Ref::borrow(b ? Py_True : Py_False));
     return std::nullopt;
   }
   if ((is("int") || is("float") || is("bool") || is("str") || is("range") || is("slice") || is("round") || is("repr") ||
@@ -449,6 +467,25 @@ Translator::Status call_builtin(Translator& t, Frame& f, PyObject* fn, std::vect
       if (a->kind == VK::Tensor)
         return t.brk(f, "DV0003", "converting a tensor to a Python value depends on its data",
                      "keep the value as a tensor, or expect a graph break as with torch.compile");
+    if ((is("str") || is("repr")) && n == 1 && kwargs.empty() && args[0]->kind == VK::Object && args[0]->obj &&
+        PyType_Check(args[0]->obj.get()) && Py_TYPE(args[0]->obj.get())->tp_repr == PyType_Type.tp_repr) {
+      out = t.constant_steal(PyObject_Repr(args[0]->obj.get()));  // a class: "<class 'torch.Tensor'>"
+      if (!out) return t.raise_current(f, "repr()");
+      return std::nullopt;
+    }
+    if ((is("str") || is("repr")) && n == 1 && kwargs.empty() && args[0]->kind == VK::Object && args[0]->obj &&
+        PyExceptionInstance_Check(args[0]->obj.get()) && simple_exception_class(reinterpret_cast<PyObject*>(Py_TYPE(args[0]->obj.get())))) {
+      // An exception raised in the trace (except ... as e): its text, as eager prints it.
+      static PyObject* str_name = PyUnicode_InternFromString("__str__");
+      static PyObject* repr_name = PyUnicode_InternFromString("__repr__");
+      PyObject* m = _PyType_Lookup(Py_TYPE(args[0]->obj.get()), is("str") ? str_name : repr_name);
+      if (m && !PyFunction_Check(m)) {
+        Ref r = Ref::steal(is("str") ? PyObject_Str(args[0]->obj.get()) : PyObject_Repr(args[0]->obj.get()));
+        if (!r) return t.raise_current(f, is("str") ? "str()" : "repr()");
+        out = t.constant(r);
+        return std::nullopt;
+      }
+    }
     handled = false;  // constant folding happens in the generic pure-call path
     return std::nullopt;
   }

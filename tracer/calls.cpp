@@ -5,6 +5,7 @@
 #include "core/opcodes.h"
 #include "pycache.h"
 #include "tensor_match.h"
+#include "engine.h"
 #include "translator.h"
 
 namespace dv {
@@ -105,6 +106,10 @@ std::optional<Ref> Translator::to_python(const VPtr& v, bool meta) {
         if (!x) return std::nullopt;
         if (v->kind == VK::Tuple) PyTuple_SET_ITEM(out.get(), i, x->release());
         else PyList_SET_ITEM(out.get(), i, x->release());
+      }
+      if (v->kind == VK::Tuple && v->obj) {  // a tuple subclass (torch.Size)
+        out = Ref::steal(PyObject_CallOneArg(v->obj.get(), out.get()));
+        if (!out) return PyErr_Clear(), std::nullopt;
       }
       return out;
     }
@@ -370,6 +375,7 @@ Translator::Status Translator::meta_result(Frame& f, const VPtr& self, const std
     for (Py_ssize_t i = 0; i < PyTuple_GET_SIZE(o); ++i) symbolic |= is_sym(PyTuple_GET_ITEM(o, i));
     if (symbolic) {  // x.shape with symbolic sizes: a tuple of constants and l_x_.size(i) nodes
       VPtr tup = make(VK::Tuple);
+      if (method == "size") tup->obj = py().torch_Size;  // a torch.Size, as eager's (isinstance, repr, rebuilt)
       for (Py_ssize_t i = 0; i < PyTuple_GET_SIZE(o); ++i) {
         PyObject* item = PyTuple_GET_ITEM(o, i);
         if (!is_sym(item)) {
@@ -469,21 +475,21 @@ Translator::Status Translator::inline_call(Frame& f, VPtr fn, VPtr self, std::ve
   for (size_t i = 0; i < args.size(); ++i) {
     if (static_cast<int>(i) < argc) callee.locals[i] = args[i];
     else if (varargs) extra->items.push_back(args[i]);
-    else return brk(f, "DV0010", qn + "() takes " + std::to_string(argc) + " positional arguments but " + std::to_string(args.size()) + " were given");
+    else return raise_new(f, PyExc_TypeError, qn + "() takes " + std::to_string(argc) + " positional arguments but " + std::to_string(args.size()) + " were given");
   }
   VPtr extra_kw = make(VK::Dict);
   for (auto& [k, v] : kwargs) {
     bool placed = false;
     for (int i = co->co_posonlyargcount; i < argc + kwonly; ++i) {
       if (name_at(i) == k) {
-        if (callee.locals[i]) return brk(f, "DV0010", qn + "() got multiple values for argument '" + k + "'");
+        if (callee.locals[i]) return raise_new(f, PyExc_TypeError, qn + "() got multiple values for argument '" + k + "'");
         callee.locals[i] = v;
         placed = true;
         break;
       }
     }
     if (!placed) {
-      if (!varkw) return brk(f, "DV0010", qn + "() got an unexpected keyword argument '" + k + "'");
+      if (!varkw) return raise_new(f, PyExc_TypeError, qn + "() got an unexpected keyword argument '" + k + "'");
       extra_kw->keys.push_back(Ref::steal(PyUnicode_FromString(k.c_str())));
       extra_kw->items.push_back(v);
     }
@@ -493,13 +499,13 @@ Translator::Status Translator::inline_call(Frame& f, VPtr fn, VPtr self, std::ve
     if (callee.locals[i]) continue;
     const int d = i - (argc - ndef);
     if (d >= 0) callee.locals[i] = defaults[d];
-    else return brk(f, "DV0010", qn + "() missing required argument '" + name_at(i) + "'");
+    else return raise_new(f, PyExc_TypeError, qn + "() missing required argument '" + name_at(i) + "'");
   }
   for (int i = argc; i < argc + kwonly; ++i) {
     if (callee.locals[i]) continue;
     for (auto& [k, v] : kwdefaults)
       if (k == name_at(i)) callee.locals[i] = v;
-    if (!callee.locals[i]) return brk(f, "DV0010", qn + "() missing keyword-only argument '" + name_at(i) + "'");
+    if (!callee.locals[i]) return raise_new(f, PyExc_TypeError, qn + "() missing keyword-only argument '" + name_at(i) + "'");
   }
   int slot = argc + kwonly;
   if (varargs) callee.locals[slot++] = extra;
@@ -517,7 +523,11 @@ Translator::Status Translator::inline_call(Frame& f, VPtr fn, VPtr self, std::ve
   Status s = run_frame(callee);
   cur_step_ = caller_step;
   frames_.pop_back();
-  if (s) return s;
+  if (s) {
+    // Eager raises a generator's exception where it is iterated, not where it is made: not catchable here.
+    if (generator) s->exc = Ref();
+    return s;
+  }
   if (generator) {
     VPtr it = make(VK::Iter);
     it->items = std::move(yielded);
@@ -528,6 +538,22 @@ Translator::Status Translator::inline_call(Frame& f, VPtr fn, VPtr self, std::ve
   return std::nullopt;
 }
 
+// torch.compiler.allow_in_graph(fn) / torch._dynamo.allow_in_graph: fn's id is in TorchDynamo's
+// allowed set (trace_rules._allowed_callable_ids).
+static bool allowed_in_graph(PyObject* fn) {
+  static PyObject* ids = [] {
+    Ref rules = Ref::steal(PyImport_ImportModule("torch._dynamo.trace_rules"));
+    PyObject* s = rules ? PyObject_GetAttrString(rules.get(), "_allowed_callable_ids") : nullptr;
+    PyErr_Clear();
+    return s;  // kept for the process
+  }();
+  if (!ids) return false;
+  Ref id = Ref::steal(PyLong_FromVoidPtr(fn));
+  const int r = id ? PySequence_Contains(ids, id.get()) : -1;
+  if (r < 0) PyErr_Clear();
+  return r == 1;
+}
+
 Translator::Status call_grad_exit(Translator& t, Frame& f, const VPtr& exit, VPtr& out);
 Translator::Status call_builtin(Translator& t, Frame& f, PyObject* fn, std::vector<VPtr>& args,
                                        std::vector<std::pair<std::string, VPtr>>& kwargs, VPtr& out, bool& handled);
@@ -535,7 +561,26 @@ Translator::Status call_builtin(Translator& t, Frame& f, PyObject* fn, std::vect
 Translator::Status Translator::call(Frame& f, VPtr fn, std::vector<VPtr> args,
                                     std::vector<std::pair<std::string, VPtr>> kwargs, VPtr& out) {
   switch (fn->kind) {
-    case VK::Function: return inline_call(f, fn, nullptr, std::move(args), std::move(kwargs), out);
+    case VK::Function: {
+      if (fn->obj && PyFunction_Check(fn->obj.get())) {
+        // torch.compiler.disable / torch._dynamo.disable: not traced; the call runs eagerly (and
+        // nothing it calls is captured: eval_frame.cpp marks the wrapper's code).
+        Ref off = Ref::steal(PyObject_GetAttrString(fn->obj.get(), "_torchdynamo_disable"));
+        if (!off) PyErr_Clear();
+        if (off && PyObject_IsTrue(off.get()) == 1) {
+          mark_disabled(PyFunction_GET_CODE(fn->obj.get()));
+          Ref orig = Ref::steal(PyObject_GetAttrString(fn->obj.get(), "_torchdynamo_orig_callable"));
+          PyErr_Clear();
+          return brk(f, "DV0025", "call to " + callable_name(orig ? orig.get() : fn->obj.get()) + ", marked torch.compiler.disable");
+        }
+        if (allowed_in_graph(fn->obj.get()))  // torch.compiler.allow_in_graph: one node of the graph
+          return graph_call(f, fn->obj, "", std::move(args), std::move(kwargs), out);
+        bool handled = false;
+        if (Status s = call_frozen_maker(f, fn->obj.get(), args, kwargs, out, handled)) return s;
+        if (handled) return std::nullopt;
+      }
+      return inline_call(f, fn, nullptr, std::move(args), std::move(kwargs), out);
+    }
     case VK::NNModule: {
       PyObject* m = fn->obj.get();
       // Hooks change what calling the module does: not traced yet.
@@ -562,6 +607,15 @@ Translator::Status Translator::call(Frame& f, VPtr fn, std::vector<VPtr> args,
         VPtr fv = make(VK::Function);
         fv->obj = fn->obj;
         return inline_call(f, fv, fn->self, std::move(args), std::move(kwargs), out);
+      }
+      if (fn->obj && fn->self && fn->self->kind == VK::Object && Py_IS_TYPE(fn->obj.get(), &PyMethodDescr_Type) &&
+          PyDict_Check(fn->self->obj.get()))  // super().get(k) of a dict subclass living outside the trace
+        return outside_dict_read(f, fn->self, fn->name, args, kwargs, out);
+      if (fn->obj && fn->self && fn->self->kind == VK::Instance) {  // a builtin base's method (super().__setattr__ ...)
+        bool handled = false;
+        if (Status s = instance_builtin(f, fn->obj.get(), fn->self, args, kwargs, out, handled)) return s;
+        if (handled) return std::nullopt;
+        return brk(f, "DV0004", "calling " + callable_name(fn->obj.get()) + " on a " + reinterpret_cast<PyTypeObject*>(fn->self->obj.get())->tp_name + " made in the trace");
       }
       VPtr self = fn->self;
       const std::string& name = fn->name;
@@ -622,17 +676,8 @@ Translator::Status Translator::call(Frame& f, VPtr fn, std::vector<VPtr> args,
           out = constant(Ref::borrow(Py_None));
           return std::nullopt;
         }
-        if (self->kind == VK::Dict && (name == "items" || name == "keys" || name == "values")) {
-          VPtr l = make(VK::List);
-          for (size_t i = 0; i < self->items.size(); ++i) {
-            if (name == "values") { l->items.push_back(self->items[i]); continue; }
-            VPtr k = constant(self->keys[i]);
-            if (name == "keys") { l->items.push_back(k); continue; }
-            VPtr pair = make(VK::Tuple);
-            pair->items = {k, self->items[i]};
-            l->items.push_back(pair);
-          }
-          out = l;
+        if (self->kind == VK::Dict && (name == "items" || name == "keys" || name == "values") && args.empty() && kwargs.empty()) {
+          out = dict_view(self, name);  // live: sees later changes of the dict
           return std::nullopt;
         }
         if (self->kind == VK::Dict) {
@@ -652,7 +697,7 @@ Translator::Status Translator::call(Frame& f, VPtr fn, std::vector<VPtr> args,
               return std::nullopt;
             }
           }
-          return brk(f, "DV0010", "list.remove(x): x not in list", "the eager frame raises it");
+          return raise_new(f, PyExc_ValueError, "list.remove(x): x not in list");
         }
         if (self->kind == VK::List && (name == "clear" || name == "reverse" || name == "copy") && args.empty()) {
           if (name == "copy") {
@@ -674,7 +719,7 @@ Translator::Status Translator::call(Frame& f, VPtr fn, std::vector<VPtr> args,
             }
           }
           PyErr_Clear();
-          if (name == "index" && first < 0) return brk(f, "DV0010", "list.index: value not in list");
+          if (name == "index" && first < 0) return raise_new(f, PyExc_ValueError, "value is not in list");
           out = constant_steal(PyLong_FromLong(name == "index" ? first : count));
           return std::nullopt;
         }
@@ -758,6 +803,12 @@ Translator::Status Translator::call(Frame& f, VPtr fn, std::vector<VPtr> args,
       const bool torchy = module_is_torch(o) || is_tensor_method_descriptor(o);
       if (torchy && !PyType_Check(o)) {
         std::string nm = callable_name(o);
+        if (nm == "graph_break") {
+          Ref mod = Ref::steal(PyObject_GetAttrString(o, "__module__"));
+          PyErr_Clear();
+          if (mod && PyUnicode_Check(mod.get()) && str_of(mod.get()).rfind("torch._dynamo", 0) == 0)
+            return brk(f, "DV0026", "torch._dynamo.graph_break()");
+        }
         if (torch_fn_unsupported(nm)) return brk(f, "DV0004", "torch." + nm + " has effects outside the graph");
         if (nm == "is_grad_enabled") { out = constant_steal(PyObject_CallNoArgs(o)); return std::nullopt; }
         if (nm == "is_tensor") { out = constant(Ref::borrow(args.size() == 1 && args[0]->kind == VK::Tensor ? Py_True : Py_False)); return std::nullopt; }
@@ -811,6 +862,12 @@ Translator::Status Translator::call(Frame& f, VPtr fn, std::vector<VPtr> args,
         for (const VPtr& a : args) traced |= a->kind == VK::Tensor || a->kind == VK::Sym;
         if (traced) return graph_call(f, fn->obj, "", std::move(args), std::move(kwargs), out);
       }
+      if (!args.empty() && args[0]->kind == VK::Instance && !PyType_Check(o)) {  // object.__setattr__(obj, ...) and the like
+        bool handled = false;
+        std::vector<VPtr> rest(args.begin() + 1, args.end());
+        if (Status s = instance_builtin(f, o, args[0], rest, kwargs, out, handled)) return s;
+        if (handled) return std::nullopt;
+      }
       if (PyType_Check(o) && !module_is_torch(o) && plain_class(reinterpret_cast<PyTypeObject*>(o)))
         return construct(f, fn, std::move(args), std::move(kwargs), out);  // a user class: __init__ inlined
       if (o == py().torch_Size.get() || PyType_Check(o) || PyCFunction_Check(o)) {
@@ -818,6 +875,8 @@ Translator::Status Translator::call(Frame& f, VPtr fn, std::vector<VPtr> args,
         bool all_const = true;
         for (auto& a : args) all_const &= a->kind == VK::Const || a->kind == VK::Tuple || a->kind == VK::List;
         for (auto& kv : kwargs) all_const &= kv.second->kind == VK::Const;
+        if (all_const && PyExceptionClass_Check(o) && !simple_exception_class(o))
+          return brk(f, "DV0004", "constructing " + callable_name(o) + ": its __init__ or __new__ is Python code");
         if (all_const) {
           Ref pargs = Ref::steal(PyTuple_New(args.size()));
           for (size_t i = 0; i < args.size(); ++i) {
@@ -828,14 +887,14 @@ Translator::Status Translator::call(Frame& f, VPtr fn, std::vector<VPtr> args,
           Ref pkw = Ref::steal(PyDict_New());
           for (auto& [k, v] : kwargs) PyDict_SetItemString(pkw.get(), k.c_str(), v->obj.get());
           Ref r = Ref::steal(PyObject_Call(o, pargs.get(), pkw.get()));
-          if (!r) return brk(f, "DV0010", "calling " + callable_name(o) + " raised", "exceptions in traced code end the trace");
+          if (!r) return raise_current(f, callable_name(o) + "()");
           out = wrap(r, nullptr, f);
           if (!out) return brk(f, "DV0013", "unsupported result of " + callable_name(o));
           // Builtin functions and pure value types (range, slice, tuple, torch.Size, ...) only.
           // torch.finfo/iinfo(dtype) are immutable descriptions of a dtype: fine.
           const bool dtype_info = o == py().torch_finfo.get() || o == py().torch_iinfo.get();
           if (out->kind == VK::Object && PyType_Check(o) && !PyRange_Check(r.get()) && !PyCFunction_Check(o) && !dtype_info &&
-              !operator_getter(r.get()))
+              !operator_getter(r.get()) && !PyExceptionInstance_Check(r.get()))
             return brk(f, "DV0004", "constructing " + callable_name(o) + " inside the traced code");
           return std::nullopt;
         }
@@ -864,6 +923,18 @@ Translator::Status Translator::call_super(Frame& f, std::vector<VPtr>& args, VPt
         cls = f.locals[i]->items[0];
     if (co->co_argcount > 0 && !f.locals.empty()) self = f.locals[0];
     if (self && self->kind == VK::Cell) self = self->items.empty() ? nullptr : self->items[0];
+  }
+  if (cls && self && cls->obj && PyType_Check(cls->obj.get()) && self->kind == VK::Instance) {
+    // An object made in the trace: super(cls, its class) finds the attribute past cls in the MRO
+    // (functions come back unbound and are bound to the traced object).
+    if (!PyType_IsSubtype(reinterpret_cast<PyTypeObject*>(self->obj.get()), reinterpret_cast<PyTypeObject*>(cls->obj.get())))
+      return raise_new(f, PyExc_TypeError, "super(type, obj): obj must be an instance or subtype of type");
+    Ref sup = Ref::steal(PyObject_CallFunctionObjArgs(reinterpret_cast<PyObject*>(&PySuper_Type), cls->obj.get(), self->obj.get(), nullptr));
+    if (!sup) return raise_current(f, "super()");
+    out = make(VK::Object);
+    out->obj = sup;
+    out->self = self;
+    return std::nullopt;
   }
   if (!cls || !self || !cls->obj || !PyType_Check(cls->obj.get()) || !self->obj ||
       (self->kind != VK::NNModule && self->kind != VK::Object))

@@ -25,8 +25,13 @@ std::vector<int> output_nodes(const VPtr& ret) {
       if (std::find(out.begin(), out.end(), v->node) == out.end()) out.push_back(v->node);
       return;
     }
-    if (v->kind == VK::Tuple || v->kind == VK::List || v->kind == VK::Dict || v->kind == VK::Instance)
+    if (v->kind == VK::Tuple || v->kind == VK::List || v->kind == VK::Dict)
       for (const VPtr& x : v->items) walk(x);
+    if (v->kind == VK::Instance) {
+      walk(v->attrs);
+      walk(v->contents);
+    }
+    if (v->kind == VK::DictView) walk(v->self);
     if (v->kind == VK::Method) walk(v->self);  // a tensor's method crossing a break: its tensor
   };
   walk(ret);
@@ -156,13 +161,17 @@ struct Rebuilder {
         }
         e.emit(N::LOAD_CONST, e.konst(v->obj.get()));
         return true;
-      case VK::Tuple: case VK::List:
+      case VK::Tuple: case VK::List: {
         // A container from outside the frame is that object (written back first if it was mutated).
         if (v->source) return e.source(*v->source);
+        const bool typed = v->kind == VK::Tuple && v->obj && PyType_Check(v->obj.get());  // torch.Size((...))
+        if (typed) e.callable_const(v->obj.get());
         for (const VPtr& x : v->items)
           if (!value(x)) return false;
         e.emit(v->kind == VK::Tuple ? N::BUILD_TUPLE : N::BUILD_LIST, static_cast<int>(v->items.size()));
+        if (typed) e.call(1);
         return remember(v);
+      }
       case VK::Dict:
         if (v->source) return e.source(*v->source);
         for (size_t i = 0; i < v->items.size(); ++i) {
@@ -199,8 +208,12 @@ struct Rebuilder {
         e.emit(N::LOAD_CONST, e.konst(r));
         return true;
       }
-      case VK::Instance: {  // obj = object.__new__(cls); obj.<attr> = value ...; then obj
-        Ref new_fn = Ref::steal(PyObject_GetAttrString(reinterpret_cast<PyObject*>(&PyBaseObject_Type), "__new__"));
+      case VK::Instance: {
+        // obj = cls.__new__(cls) (object's or dict's: plain classes have no other); a dict
+        // subclass's items by its builtin base's __setitem__ (base.__setitem__(obj, k, v) ...);
+        // attributes by STORE_ATTR, or object.__setattr__(obj, name, v) past a custom __setattr__.
+        auto* tp = reinterpret_cast<PyTypeObject*>(v->obj.get());
+        Ref new_fn = Ref::steal(PyObject_GetAttrString(v->obj.get(), "__new__"));
         if (!new_fn) return PyErr_Clear(), false;
         e.callable_const(new_fn.get());
         e.emit(N::LOAD_CONST, e.konst(v->obj.get()));
@@ -208,12 +221,44 @@ struct Rebuilder {
         const int slot = e.temp();
         e.emit(N::STORE_FAST, slot);
         memo[v.get()] = slot;  // before its attributes: they may refer back to it
-        for (size_t i = 0; i < v->keys.size(); ++i) {
-          if (!value(v->items[i])) return false;
+        if (v->contents) {
+          PyTypeObject* base = builtin_base(tp);
+          PyObject* setitem = base ? _PyType_Lookup(base, Ref::steal(PyUnicode_FromString("__setitem__")).get()) : nullptr;
+          if (!setitem) return false;
+          for (size_t i = 0; i < v->contents->keys.size(); ++i) {
+            e.callable_const(setitem);
+            e.emit(N::LOAD_FAST, slot);
+            e.emit(N::LOAD_CONST, e.konst(v->contents->keys[i].get()));
+            if (!value(v->contents->items[i])) return false;
+            e.call(3);
+            e.emit(N::POP_TOP);
+          }
+        }
+        PyObject* setattr = _PyType_Lookup(tp, Ref::steal(PyUnicode_FromString("__setattr__")).get());
+        const bool custom = setattr && PyFunction_Check(setattr);
+        for (size_t i = 0; i < v->attrs->keys.size(); ++i) {
+          if (custom) {
+            e.callable_const(py().object_setattr.get());
+            e.emit(N::LOAD_FAST, slot);
+            e.emit(N::LOAD_CONST, e.konst(v->attrs->keys[i].get()));
+            if (!value(v->attrs->items[i])) return false;
+            e.call(3);
+            e.emit(N::POP_TOP);
+            continue;
+          }
+          if (!value(v->attrs->items[i])) return false;
           e.emit(N::LOAD_FAST, slot);
-          e.emit(N::STORE_ATTR, e.name(str_of(v->keys[i].get())));
+          e.emit(N::STORE_ATTR, e.name(str_of(v->attrs->keys[i].get())));
         }
         e.emit(N::LOAD_FAST, slot);
+        return true;
+      }
+      case VK::DictView: {  // dict.keys(d) ...: a view of the rebuilt (or the frame's own) dict
+        Ref m = Ref::steal(PyObject_GetAttrString(reinterpret_cast<PyObject*>(&PyDict_Type), v->name.c_str()));
+        if (!m) return PyErr_Clear(), false;
+        e.callable_const(m.get());
+        if (!value(v->self)) return false;
+        e.call(1);
         return true;
       }
       case VK::Null: case VK::Iter: case VK::Cell: case VK::Slice: return false;

@@ -45,9 +45,12 @@ Translator::Status Translator::dict_method(Frame& f, const VPtr& self, const std
   handled = true;
   Value& d = *self;
   auto none = [&]() { return constant(Ref::borrow(Py_None)); };
-  auto key_error = [&]() { return brk(f, "DV0010", "KeyError in dict." + name, "the eager frame raises it"); };
+  auto key_error = [&]() {
+    return args.empty() || !args[0]->obj ? brk(f, "DV0010", "KeyError in dict." + name, "the eager frame raises it")
+                                         : raise(f, Ref::steal(PyObject_CallOneArg(PyExc_KeyError, args[0]->obj.get())), "dict." + name);
+  };
   if ((name == "get" || name == "pop" || name == "setdefault") && !args.empty() && kwargs.empty() && args.size() <= 2) {
-    if (!hashable_const(args[0])) return brk(f, "DV0018", "dict." + name + " with a " + std::string(vk_name(args[0]->kind)) + " key");
+    if (!hashable_const(args[0])) return brk(f, "DV0024", "dict." + name + " with a " + std::string(vk_name(args[0]->kind)) + " key");
     const long i = find_key(d, args[0]->obj.get());
     if (i == -2) return brk(f, "DV0010", "comparing dict keys raised");
     if (i >= 0) {
@@ -87,7 +90,12 @@ Translator::Status Translator::dict_method(Frame& f, const VPtr& self, const std
   }
   if (name == "update" && args.size() <= 1) {
     if (!args.empty()) {
-      const VPtr& other = args[0];
+      VPtr other = args[0];
+      if (other->kind == VK::DictView) {  // d.update(e.items()): its pairs now
+        VPtr l = make(VK::List);
+        l->items = view_items(*other);
+        other = l;
+      }
       if (other->kind == VK::Dict) {
         const std::vector<Ref> keys = other->keys;  // d.update(d) reads a copy
         const std::vector<VPtr> items = other->items;
@@ -97,17 +105,17 @@ Translator::Status Translator::dict_method(Frame& f, const VPtr& self, const std
         for (const VPtr& p : other->items) {
           if (p->kind == VK::Const && PyTuple_CheckExact(p->obj.get()) && PyTuple_GET_SIZE(p->obj.get()) == 2) {
             PyObject* k = PyTuple_GET_ITEM(p->obj.get(), 0);
-            if (PyObject_Hash(k) == -1) return PyErr_Clear(), brk(f, "DV0018", "dict.update with an unhashable key");
+            if (PyObject_Hash(k) == -1) return PyErr_Clear(), brk(f, "DV0024", "dict.update with an unhashable key");
             pairs.emplace_back(Ref::borrow(k), constant(Ref::borrow(PyTuple_GET_ITEM(p->obj.get(), 1))));
           } else if ((p->kind == VK::Tuple || p->kind == VK::List) && p->items.size() == 2 && hashable_const(p->items[0])) {
             pairs.emplace_back(p->items[0]->obj, p->items[1]);
           } else {
-            return brk(f, "DV0018", "dict.update with items that are not (constant key, value) pairs");
+            return brk(f, "DV0024", "dict.update with items that are not (constant key, value) pairs");
           }
         }
         for (auto& [k, v] : pairs) dict_set(d, k, v);
       } else {
-        return brk(f, "DV0018", "dict.update with a " + std::string(vk_name(other->kind)));
+        return brk(f, "DV0024", "dict.update with a " + std::string(vk_name(other->kind)));
       }
     }
     for (auto& [k, v] : kwargs) dict_set(d, Ref::steal(PyUnicode_FromString(k.c_str())), v);
@@ -115,13 +123,44 @@ Translator::Status Translator::dict_method(Frame& f, const VPtr& self, const std
     return std::nullopt;
   }
   if ((name == "__setitem__" && args.size() == 2) || (name == "__delitem__" && args.size() == 1)) {
-    if (!hashable_const(args[0])) return brk(f, "DV0018", "dict." + name + " with a " + std::string(vk_name(args[0]->kind)) + " key");
+    if (!hashable_const(args[0])) return brk(f, "DV0024", "dict." + name + " with a " + std::string(vk_name(args[0]->kind)) + " key");
     if (name == "__setitem__") dict_set(d, args[0]->obj, args[1]);
     else if (!dict_erase(d, args[0]->obj.get())) return key_error();
     out = none();
     return std::nullopt;
   }
   handled = false;
+  return std::nullopt;
+}
+
+Translator::Status Translator::outside_dict_read(Frame& f, const VPtr& self, const std::string& name, std::vector<VPtr>& args,
+                                                 std::vector<std::pair<std::string, VPtr>>& kwargs, VPtr& out) {
+  PyObject* d = self->obj.get();
+  const size_t want = name == "get" ? 2 : 1;
+  if (!kwargs.empty() || args.empty() || args.size() > want || !hashable_const(args[0]) || !self->source)
+    return brk(f, "DV0024", "dict." + name + " of a " + std::string(Py_TYPE(d)->tp_name) + " with these arguments");
+  Ref keys = Ref::steal(PyDict_Keys(d));
+  if (!keys) return raise_current(f, "dict.keys()");
+  for (Py_ssize_t i = 0; i < PyList_GET_SIZE(keys.get()); ++i)
+    if (!is_exact_const(PyList_GET_ITEM(keys.get(), i)))
+      return brk(f, "DV0024", "dict." + name + " of a " + std::string(Py_TYPE(d)->tp_name) + " whose keys are not constants");
+  Ref key_tuple = Ref::steal(PyList_AsTuple(keys.get()));
+  add_guard(GuardKind::DICT_KEYS, self->source, key_tuple, f, "list(" + self->source->text() + ".keys()) == " + repr_of(key_tuple.get()));
+  PyObject* v = PyDict_GetItemWithError(d, args[0]->obj.get());  // borrowed
+  if (!v && PyErr_Occurred()) return raise_current(f, "dict." + name);
+  if (name == "__contains__") {
+    out = constant(Ref::borrow(v ? Py_True : Py_False));
+    return std::nullopt;
+  }
+  if (!v) {
+    if (name == "get") {
+      out = args.size() == 2 ? args[1] : constant(Ref::borrow(Py_None));
+      return std::nullopt;
+    }
+    return raise(f, Ref::steal(PyObject_CallOneArg(PyExc_KeyError, args[0]->obj.get())), "dict.__getitem__");
+  }
+  out = wrap(Ref::borrow(v), Source::item(self->source, args[0]->obj), f);
+  if (!out) return brk(f, "DV0013", "an item of " + std::string(Py_TYPE(d)->tp_name) + " cannot be traced");
   return std::nullopt;
 }
 

@@ -45,6 +45,9 @@ ThreadMode set_thread_mode(ThreadMode m);
 void set_observer(EngineObserver* obs);  // non-owning; null disables events
 void set_unsupported_error(PyObject* exc_type);  // dynview.Unsupported
 void reset_caches();
+// torch.compiler.disable / torch._dynamo.disable on a function whose code is `code`: its frames, and
+// every frame they call, run without dynview (a rule that outlives reset_caches, as Skip does).
+void mark_disabled(PyObject* code);
 std::vector<CompileRecord> take_records();
 // Cache entries of a code object: (hits, guard texts) per entry.
 std::vector<std::pair<int, std::vector<std::string>>> cache_entries(PyObject* code);

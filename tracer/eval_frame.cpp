@@ -28,7 +28,9 @@ struct Entry {
 };
 
 struct CodeState {
-  enum Action { Default, Skip, Eager } action = Default;
+  // Skip: never captured (stdlib, torch internals, generators); Eager: captured nothing (a break),
+  // runs as it is; Disabled: torch.compiler.disable -- it and every frame it calls run without dynview.
+  enum Action { Default, Skip, Eager, Disabled } action = Default;
   bool top_only = false;   // torch.nn module code: captured only as the first frame of a compiled call
   std::vector<std::unique_ptr<Entry>> entries;  // most recently used first
   int frame_id = -1;
@@ -267,12 +269,14 @@ void report_guards(CompileId id, const std::vector<Guard>& guards) {
 
 // fullgraph=True: the break becomes a dynview.Unsupported exception.
 void raise_unsupported(const Break& brk) {
-  std::string msg = brk.id + ": " + brk.message + (brk.hint.empty() ? "" : "\n  hint: " + brk.hint) + "\n  at " +
-                    brk.filename + ":" + std::to_string(brk.line);
+  const std::string title(breaks::title(brk.id));  // "" for an id the table does not know
+  std::string msg = brk.id + (title.empty() ? "" : " (" + title + ")") + ": " + brk.message +
+                    (brk.hint.empty() ? "" : "\n  hint: " + brk.hint) + "\n  at " + brk.filename + ":" + std::to_string(brk.line);
   Ref args = Ref::steal(Py_BuildValue("(s)", msg.c_str()));
   Ref exc = Ref::steal(PyObject_Call(g_unsupported.get(), args.get(), nullptr));
   if (!exc) return;
   PyObject_SetAttrString(exc.get(), "break_id", Ref::steal(PyUnicode_FromString(brk.id.c_str())).get());
+  PyObject_SetAttrString(exc.get(), "title", Ref::steal(PyUnicode_FromString(title.c_str())).get());
   PyObject_SetAttrString(exc.get(), "message", Ref::steal(PyUnicode_FromString(brk.message.c_str())).get());
   PyObject_SetAttrString(exc.get(), "hint", Ref::steal(PyUnicode_FromString(brk.hint.c_str())).get());
   PyObject_SetAttrString(exc.get(), "lineno", Ref::steal(PyLong_FromLong(brk.line)).get());
@@ -342,11 +346,14 @@ Entry* compile_frame(CodeState& st, PyCodeObject* co, _PyInterpreterFrame* frame
     std::string why;
     if (!lower(first, mode().backend.get(), why)) {
       if (PyErr_Occurred()) return backend_error();
-      brk = Break{"DV0021", "dynamic shapes: a guard cannot be expressed (" + why + ")",
-                  "mark the input static, or compile with dynamic=False", rec.filename, -1, 0, -1, {}, -1};
+      brk = Break::of("DV0021", "dynamic shapes: a guard cannot be expressed (" + why + ")", "mark the input static, or compile with dynamic=False");
+      brk->filename = rec.filename;
     }
     if (!brk) tf = generate(code, globals, closure, first, grad_change, why);
-    if (!brk && !tf) brk = Break{"DV0020", "cannot generate code: " + why, "", rec.filename, -1, 0, -1, {}, -1};
+    if (!brk && !tf) {
+      brk = Break::of("DV0020", "cannot generate code: " + why);
+      brk->filename = rec.filename;
+    }
   } else if (!mode().fullgraph) {
     // Split the frame at the break: capture again up to the breaking root instruction, compile what
     // came before it, and continue in resume functions (TorchDynamo's partial graphs).
@@ -527,6 +534,12 @@ PyObject* dv_eval_frame(PyThreadState* ts, _PyInterpreterFrame* frame, int throw
   if (throwflag || !mode().enabled || t_busy || !shim::owned_by_thread(frame)) return fallback();
   PyCodeObject* co = shim::frame_code(frame);
   CodeState* st = state_of(co, false);
+  if (st && st->action == CodeState::Disabled) {  // torch.compiler.disable: nothing below it is captured
+    mode().enabled = false;
+    PyObject* r = fallback();
+    mode().enabled = true;
+    return r;
+  }
   if (st && st->action != CodeState::Default) {
     // Calls of a frame that runs eagerly are runtime events, as cache hits are.
     if (st->action == CodeState::Eager && g_observer)
@@ -604,6 +617,12 @@ bool hook_active() {
 void set_observer(EngineObserver* obs) { g_observer = obs; }
 void set_unsupported_error(PyObject* exc_type) { g_unsupported = Ref::borrow(exc_type); }
 
+void mark_disabled(PyObject* code) {
+  if (!code || !PyCode_Check(code)) return;
+  if (CodeState* st = state_of(reinterpret_cast<PyCodeObject*>(code), true)) st->action = CodeState::Disabled;
+  PyErr_Clear();
+}
+
 void reset_caches() {
   // Destroying an entry can free a transformed code object, whose co_extra free function edits
   // g_states: collect the entries first, destroy them after the loop.
@@ -659,6 +678,15 @@ bool install_hook() {
     std::string d = str_of(dfile.get());
     g_skip_prefixes[2] = d.substr(0, d.rfind('/') + 1);
   }
+  // torch.compiler.disable's wrapper (one code object for every disabled function): it and all it
+  // calls run without dynview, as torch.compile runs them without TorchDynamo.
+  Ref dynamo = Ref::steal(PyImport_ImportModule("torch._dynamo"));
+  Ref builtins_mod = Ref::steal(PyImport_ImportModule("builtins"));
+  Ref len_fn = builtins_mod ? Ref::steal(PyObject_GetAttrString(builtins_mod.get(), "len")) : Ref();
+  Ref wrapper = dynamo && len_fn ? Ref::steal(PyObject_CallMethod(dynamo.get(), "disable", "O", len_fn.get())) : Ref();
+  Ref wrapper_code = wrapper ? Ref::steal(PyObject_GetAttrString(wrapper.get(), "__code__")) : Ref();
+  PyErr_Clear();
+  if (wrapper_code) mark_disabled(wrapper_code.get());
   PyErr_Clear();
   g_previous = shim::get_eval_frame();
   g_installed = true;

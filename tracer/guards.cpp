@@ -1,6 +1,7 @@
 // GuardTree: accessors (local by index, closure cell, global, attribute through the instance
 // dict, nn.Module member dicts, constant item) with leaf checks; leaves run before children.
 #include "guards.h"
+#include <structmember.h>
 
 #include <algorithm>
 #include <functional>
@@ -23,6 +24,37 @@ const char* guard_kind_name(GuardKind k) {
   }
   return "?";
 }
+
+namespace {
+// Attributes a class computes in Python (a __getattribute__ or __getattr__ of its own: transformers'
+// configs map num_hidden_layers to n_layer) have no slot to read: the guard asks the object, and the
+// new references live until the check that made them ends (nested checks, from Python the lookup
+// runs, keep to their own part: stack discipline).
+std::vector<PyObject*>& computed_attrs() {
+  thread_local std::vector<PyObject*> held;
+  return held;
+}
+struct ComputedScope {
+  size_t mark = computed_attrs().size();
+  ~ComputedScope() {
+    auto& h = computed_attrs();
+    while (h.size() > mark) {
+      PyObject* o = h.back();
+      h.pop_back();
+      Py_DECREF(o);
+    }
+  }
+};
+PyObject* computed_attr(PyObject* parent, PyObject* name) {
+  PyObject* v = PyObject_GetAttr(parent, name);
+  if (!v) {
+    PyErr_Clear();
+    return nullptr;
+  }
+  computed_attrs().push_back(v);
+  return v;
+}
+}  // namespace
 
 struct GuardTree::Node {
   const Source* source = nullptr;  // how to reach this node's object from its parent's
@@ -62,7 +94,14 @@ struct GuardTree::Node {
           if (v) return v;
           PyErr_Clear();
         }
-        return _PyType_Lookup(Py_TYPE(parent), name.get());
+        PyObject* d = _PyType_Lookup(Py_TYPE(parent), name.get());
+        if (d && Py_IS_TYPE(d, &PyMemberDescr_Type)) {  // a __slots__ member: the value in its slot
+          const PyMemberDef* m = reinterpret_cast<PyMemberDescrObject*>(d)->d_member;
+          if (m->type != T_OBJECT_EX && m->type != T_OBJECT) return nullptr;
+          return *reinterpret_cast<PyObject**>(reinterpret_cast<char*>(parent) + m->offset);  // null: unset
+        }
+        if (!d && Py_TYPE(parent)->tp_getattro != PyObject_GenericGetAttr) return computed_attr(parent, name.get());
+        return d;
       }
       case Source::Kind::ModuleMember: {
         if (!parent) return nullptr;
@@ -94,7 +133,7 @@ struct GuardTree::Node {
           if (i < 0 || i >= n) return nullptr;
           return PyList_CheckExact(parent) ? PyList_GET_ITEM(parent, i) : PyTuple_GET_ITEM(parent, i);
         }
-        if (PyDict_CheckExact(parent)) {
+        if (PyDict_Check(parent)) {  // a dict subclass: its storage, as dict.get reads it
           PyObject* v = PyDict_GetItemWithError(parent, key);
           if (!v) PyErr_Clear();
           return v;
@@ -325,6 +364,7 @@ void failures_node(const Node& n, const FrameView& f, PyObject* obj, std::vector
 }  // namespace
 
 bool GuardTree::check(const FrameView& f) const {
+  ComputedScope scope;
   for (const Guard* g : root_->leaves)
     if (!leaf_ok(*g, nullptr)) return false;
   PyObject* small[16];
@@ -345,6 +385,7 @@ bool GuardTree::check(const FrameView& f) const {
 }
 
 std::vector<std::string> GuardTree::failures(const FrameView& f, std::vector<int>* which) const {
+  ComputedScope scope;
   std::vector<std::string> out;
   std::vector<const Guard*> failed;
   std::vector<PyObject*> slots(static_cast<size_t>(nslots_) + 1, nullptr);

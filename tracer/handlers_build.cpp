@@ -20,7 +20,7 @@ Status op_BUILD_MAP(Translator& t, Frame& f, const Instr& in) {  // (k1 v1 ... k
   VPtr d = t.make(VK::Dict);
   for (int i = 0; i < in.arg; ++i) {
     VPtr k = f.stack[f.stack.size() - 2 * in.arg + 2 * i];
-    if (k->kind != VK::Const) return t.brk(f, "DV0007", "dict keys must be constants");
+    if (k->kind != VK::Const) return t.brk(f, "DV0023", "dict keys must be constants");
     d->keys.push_back(k->obj);
     d->items.push_back(f.stack[f.stack.size() - 2 * in.arg + 2 * i + 1]);
   }
@@ -54,7 +54,7 @@ static bool is_trace_set(const VPtr& v) { return v && v->kind == VK::Const && !v
 Status op_BUILD_SET(Translator& t, Frame& f, const Instr& in) {  // (v1..vn -- set)
   NEED(static_cast<size_t>(in.arg));
   std::vector<VPtr> items(f.stack.end() - in.arg, f.stack.end());
-  if (!all_hashable_consts(items)) return t.brk(f, "DV0007", "a set of values that are not constants");
+  if (!all_hashable_consts(items)) return t.brk(f, "DV0023", "a set of values that are not constants");
   Ref s = Ref::steal(PySet_New(nullptr));
   for (const VPtr& v : items)
     if (!s || PySet_Add(s.get(), v->obj.get()) < 0) return PyErr_Clear(), t.brk(f, "DV0010", "building a set raised");
@@ -66,7 +66,7 @@ Status op_SET_ADD(Translator& t, Frame& f, const Instr& in) {  // (set .. v -- s
   NEED(in.arg + 1u);
   const VPtr& v = top(f);
   const VPtr& s = top(f, in.arg + 1);
-  if (!is_trace_set(s) || !all_hashable_consts({v})) return t.brk(f, "DV0007", "a set of values that are not constants");
+  if (!is_trace_set(s) || !all_hashable_consts({v})) return t.brk(f, "DV0023", "a set of values that are not constants");
   if (PySet_Add(s->obj.get(), v->obj.get()) < 0) return PyErr_Clear(), t.brk(f, "DV0010", "set.add raised");
   f.stack.pop_back();
   return std::nullopt;
@@ -75,7 +75,7 @@ Status op_SET_UPDATE(Translator& t, Frame& f, const Instr& in) {  // (set .. ite
   NEED(in.arg + 1u);
   const VPtr& it = top(f);
   const VPtr& s = top(f, in.arg + 1);
-  if (!is_trace_set(s)) return t.brk(f, "DV0007", "a set of values that are not constants");
+  if (!is_trace_set(s)) return t.brk(f, "DV0023", "a set of values that are not constants");
   if (it->kind == VK::Const) {
     Ref r = Ref::steal(PyObject_CallMethod(s->obj.get(), "update", "O", it->obj.get()));
     if (!r) return PyErr_Clear(), t.brk(f, "DV0010", "set.update raised");
@@ -83,7 +83,7 @@ Status op_SET_UPDATE(Translator& t, Frame& f, const Instr& in) {  // (set .. ite
     for (const VPtr& v : it->items)
       if (PySet_Add(s->obj.get(), v->obj.get()) < 0) return PyErr_Clear(), t.brk(f, "DV0010", "set.update raised");
   } else {
-    return t.brk(f, "DV0007", "a set of values that are not constants");
+    return t.brk(f, "DV0023", "a set of values that are not constants");
   }
   f.stack.pop_back();
   return std::nullopt;
@@ -100,7 +100,7 @@ Status op_MAP_ADD(Translator& t, Frame& f, const Instr& in) {  // (dict .. key v
   VPtr k = pop(f);
   VPtr d = top(f, in.arg);
   if (d->kind != VK::Dict) return t.brk(f, "DV0019", "MAP_ADD to a non-dict");
-  if (k->kind != VK::Const) return t.brk(f, "DV0007", "dict keys must be constants");
+  if (k->kind != VK::Const) return t.brk(f, "DV0023", "dict keys must be constants");
   for (size_t i = 0; i < d->keys.size(); ++i) {
     const int eq = PyObject_RichCompareBool(d->keys[i].get(), k->obj.get(), Py_EQ);
     if (eq < 0) {
@@ -135,7 +135,7 @@ Status op_LIST_TO_TUPLE(Translator& t, Frame& f, const Instr&) {
 Status op_DICT_UPDATE(Translator& t, Frame& f, const Instr& in) {  // (dict .. other -- dict ..)
   NEED(in.arg + 1u);
   VPtr other = pop(f);
-  if (other->kind != VK::Dict) return t.brk(f, "DV0007", "dict update with a non-dict");
+  if (other->kind != VK::Dict) return t.brk(f, "DV0023", "dict update with a non-dict");
   VPtr d = top(f, in.arg);
   for (size_t i = 0; i < other->keys.size(); ++i) {
     d->keys.push_back(other->keys[i]);
@@ -149,7 +149,9 @@ Status op_UNPACK_SEQUENCE(Translator& t, Frame& f, const Instr& in) {  // (seq -
   VPtr it;
   if (Status s = t.iterate(f, seq, it)) return s;
   if (static_cast<int>(it->items.size()) != in.arg)
-    return t.brk(f, "DV0010", "ValueError: expected " + std::to_string(in.arg) + " values to unpack, got " + std::to_string(it->items.size()));
+    return t.raise_new(f, PyExc_ValueError, it->items.size() > static_cast<size_t>(in.arg)
+        ? "too many values to unpack (expected " + std::to_string(in.arg) + ")"
+        : "not enough values to unpack (expected " + std::to_string(in.arg) + ", got " + std::to_string(it->items.size()) + ")");
   for (auto r = it->items.rbegin(); r != it->items.rend(); ++r) f.stack.push_back(*r);
   return std::nullopt;
 }
@@ -173,7 +175,7 @@ Status op_FORMAT_VALUE(Translator& t, Frame& f, const Instr& in) {  // (v [spec]
   NEED(spec ? 2u : 1u);
   VPtr fmt = spec ? pop(f) : nullptr;
   VPtr v = top(f);
-  if (v->kind != VK::Const || (fmt && fmt->kind != VK::Const)) return t.brk(f, "DV0007", "f-string of a non-constant");
+  if (v->kind != VK::Const || (fmt && fmt->kind != VK::Const)) return t.brk(f, "DV0023", "f-string of a non-constant");
   Ref val = v->obj;
   const int conv = in.arg & 3;
   if (conv == 1) val = Ref::steal(PyObject_Str(val.get()));
@@ -188,7 +190,7 @@ Status op_FORMAT_VALUE(Translator& t, Frame& f, const Instr& in) {  // (v [spec]
 Status op_CONVERT_VALUE(Translator& t, Frame& f, const Instr& in) {  // (v -- converted)
   NEED(1);
   const VPtr& v = top(f);
-  if (v->kind != VK::Const) return t.brk(f, "DV0007", "f-string of a non-constant");
+  if (v->kind != VK::Const) return t.brk(f, "DV0023", "f-string of a non-constant");
   Ref r = Ref::steal(in.arg == 1 ? PyObject_Str(v->obj.get()) : in.arg == 2 ? PyObject_Repr(v->obj.get()) : PyObject_ASCII(v->obj.get()));
   if (!r) {
     PyErr_Clear();
@@ -199,7 +201,7 @@ Status op_CONVERT_VALUE(Translator& t, Frame& f, const Instr& in) {  // (v -- co
 }
 static Status format_top(Translator& t, Frame& f, PyObject* spec) {  // (v -- str)
   const VPtr& v = top(f);
-  if (v->kind != VK::Const) return t.brk(f, "DV0007", "f-string of a non-constant");
+  if (v->kind != VK::Const) return t.brk(f, "DV0023", "f-string of a non-constant");
   Ref s = Ref::steal(PyObject_Format(v->obj.get(), spec));
   if (!s) {
     PyErr_Clear();
@@ -215,7 +217,7 @@ Status op_FORMAT_SIMPLE(Translator& t, Frame& f, const Instr&) {  // (v -- str)
 Status op_FORMAT_WITH_SPEC(Translator& t, Frame& f, const Instr&) {  // (v spec -- str)
   NEED(2);
   const VPtr spec = top(f);
-  if (spec->kind != VK::Const) return t.brk(f, "DV0007", "f-string of a non-constant");
+  if (spec->kind != VK::Const) return t.brk(f, "DV0023", "f-string of a non-constant");
   f.stack.pop_back();
   if (Status s = format_top(t, f, spec->obj.get())) {
     f.stack.push_back(spec);
@@ -228,7 +230,7 @@ Status op_BUILD_STRING(Translator& t, Frame& f, const Instr& in) {  // (s1..sn -
   Ref parts = Ref::steal(PyTuple_New(in.arg));
   for (int i = 0; i < in.arg; ++i) {
     VPtr p = f.stack[f.stack.size() - in.arg + i];
-    if (p->kind != VK::Const) return t.brk(f, "DV0007", "string of a non-constant");
+    if (p->kind != VK::Const) return t.brk(f, "DV0023", "string of a non-constant");
     PyTuple_SET_ITEM(parts.get(), i, Ref::borrow(p->obj.get()).release());
   }
   Ref empty = Ref::steal(PyUnicode_FromString(""));

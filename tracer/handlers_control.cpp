@@ -84,11 +84,105 @@ Status op_RETURN_CONST(Translator& t, Frame& f, const Instr& in) {  // ( -- ): 3
   f.result = t.constant(Ref::borrow(PyTuple_GET_ITEM(code_of(f)->co_consts, in.arg)));
   return std::nullopt;
 }
-Status op_RAISE_VARARGS(Translator& t, Frame& f, const Instr&) {
-  return t.brk(f, "DV0010", "raise statement in traced code", "the exception is raised by the eager frame");
+// Exceptions: a raise in the trace is what eager raises there; a handler of a frame in the trace
+// (try/except/finally, the exception table) catches it (Translator::catch_in), uncaught it is a break.
+// Exception classes whose __new__ and __init__ are builtin are made here (no user code runs).
+static bool builtin_init(PyObject* cls) {
+  for (const char* n : {"__init__", "__new__"}) {
+    Ref m = Ref::steal(PyObject_GetAttrString(cls, n));
+    if (!m) return PyErr_Clear(), false;
+    if (PyFunction_Check(m.get()) || PyMethod_Check(m.get())) return false;
+  }
+  return true;
 }
-Status op_LOAD_ASSERTION_ERROR(Translator& t, Frame& f, const Instr&) {
-  return t.brk(f, "DV0010", "assertion failed in traced code");
+bool simple_exception_class(PyObject* cls) { return PyExceptionClass_Check(cls) && builtin_init(cls); }
+static Status exception_of(Translator& t, Frame& f, const VPtr& v, Ref& out) {
+  PyObject* o = v->obj.get();
+  if (o && (v->kind == VK::Object || v->kind == VK::Const) && PyExceptionInstance_Check(o)) {
+    out = v->obj;
+    return std::nullopt;
+  }
+  if (o && (v->kind == VK::Object || v->kind == VK::Const) && simple_exception_class(o)) {
+    out = Ref::steal(PyObject_CallNoArgs(o));
+    if (out) return std::nullopt;
+    return t.raise_current(f, "raise");
+  }
+  return t.brk(f, "DV0010", std::string("raise of a ") + vk_name(v->kind) + (o ? std::string(" ") + Py_TYPE(o)->tp_name : ""),
+               "the exception is raised by the eager frame");
+}
+Status op_RAISE_VARARGS(Translator& t, Frame& f, const Instr& in) {  // (args[oparg] -- )
+  NEED(static_cast<size_t>(in.arg));
+  if (in.arg == 0) {  // re-raise the exception being handled
+    if (!t.exc_info || !t.exc_info->obj) return t.brk(f, "DV0010", "re-raise of an exception handled outside the traced code");
+    return t.raise(f, t.exc_info->obj);
+  }
+  VPtr cause = in.arg == 2 ? pop(f) : nullptr;
+  VPtr v = pop(f);
+  Ref exc;
+  if (Status s = exception_of(t, f, v, exc)) return s;
+  if (cause) {
+    Ref c;
+    if (cause->kind == VK::Const && cause->obj.get() == Py_None) {
+      c = Ref::borrow(Py_None);
+    } else if (Status s = exception_of(t, f, cause, c)) {
+      return s;
+    }
+    PyException_SetCause(exc.get(), c.get() == Py_None ? nullptr : Ref(c).release());
+    PyException_SetContext(exc.get(), nullptr);
+    reinterpret_cast<PyBaseExceptionObject*>(exc.get())->suppress_context = 1;
+  } else if (t.exc_info && t.exc_info->obj && t.exc_info->obj.get() != exc.get()) {  // raised inside an except block
+    PyException_SetContext(exc.get(), Ref(t.exc_info->obj).release());
+  }
+  return t.raise(f, std::move(exc));
+}
+Status op_LOAD_ASSERTION_ERROR(Translator& t, Frame& f, const Instr&) {  // ( -- AssertionError)
+  VPtr v = t.make(VK::Object);
+  v->obj = Ref::borrow(PyExc_AssertionError);
+  f.stack.push_back(v);
+  return std::nullopt;
+}
+Status op_PUSH_EXC_INFO(Translator& t, Frame& f, const Instr&) {  // (exc -- prev exc): entering a handler
+  NEED(1);
+  VPtr exc = pop(f);
+  f.stack.push_back(t.exc_info ? t.exc_info : t.make(VK::Null));  // Null: what was handled outside the trace
+  f.stack.push_back(exc);
+  t.exc_info = exc;
+  return std::nullopt;
+}
+Status op_POP_EXCEPT(Translator& t, Frame& f, const Instr&) {  // (prev -- ): leaving a handler
+  NEED(1);
+  VPtr prev = pop(f);
+  t.exc_info = prev->kind == VK::Null ? nullptr : prev;
+  return std::nullopt;
+}
+Status op_CHECK_EXC_MATCH(Translator& t, Frame& f, const Instr&) {  // (exc type -- exc bool)
+  NEED(2);
+  const VPtr& exc = top(f, 2);
+  const VPtr& type = top(f);
+  Ref types;
+  if (type->kind == VK::Tuple) {
+    types = Ref::steal(PyTuple_New(static_cast<Py_ssize_t>(type->items.size())));
+    for (size_t i = 0; i < type->items.size(); ++i) {
+      const VPtr& it = type->items[i];
+      if (!it->obj || (it->kind != VK::Object && it->kind != VK::Const)) return t.brk(f, "DV0018", "except with a computed class");
+      PyTuple_SET_ITEM(types.get(), i, Ref(it->obj).release());
+    }
+  } else if (type->obj && (type->kind == VK::Object || type->kind == VK::Const)) {
+    types = type->obj;
+  } else {
+    return t.brk(f, "DV0018", std::string("except with a ") + vk_name(type->kind));
+  }
+  if (!exc->obj || !PyExceptionInstance_Check(exc->obj.get())) return t.brk(f, "DV0018", "except over a value that is not an exception");
+  const int r = PyErr_GivenExceptionMatches(exc->obj.get(), types.get());
+  f.stack.pop_back();
+  f.stack.push_back(t.constant(Ref::borrow(r ? Py_True : Py_False)));
+  return std::nullopt;
+}
+Status op_RERAISE(Translator& t, Frame& f, const Instr&) {  // (exc -- ): the handler did not handle it
+  NEED(1);
+  VPtr exc = pop(f);
+  if (!exc->obj || !PyExceptionInstance_Check(exc->obj.get())) return t.brk(f, "DV0019", "RERAISE of a non-exception");
+  return t.raise(f, exc->obj);
 }
 // An import inside a function of a module that is already imported (its submodules in the from-list
 // too) has no effect besides the lookup: the module is a constant, read back as __import__(name).
@@ -151,13 +245,13 @@ Status op_IMPORT_FROM(Translator& t, Frame& f, const Instr& in) {  // (module --
 }
 
 Status op_RETURN_GENERATOR(Translator& t, Frame& f, const Instr&) {  // ( -- None): the first resume
-  if (!f.yields) return t.brk(f, "DV0004", "generator outside an inlined call");
+  if (!f.yields) return t.brk(f, "DV0019", "generator outside an inlined call");
   f.stack.push_back(t.constant(Ref::borrow(Py_None)));
   return std::nullopt;
 }
 Status op_YIELD_VALUE(Translator& t, Frame& f, const Instr&) {  // (v -- sent)
   NEED(1);
-  if (!f.yields) return t.brk(f, "DV0004", "yield outside an inlined generator");
+  if (!f.yields) return t.brk(f, "DV0019", "yield outside an inlined generator");
   f.yields->push_back(pop(f));
   f.stack.push_back(t.constant(Ref::borrow(Py_None)));
   return std::nullopt;
@@ -166,8 +260,23 @@ Status op_YIELD_VALUE(Translator& t, Frame& f, const Instr&) {  // (v -- sent)
 Status op_BEFORE_WITH(Translator& t, Frame& f, const Instr&) {  // (mgr -- exit enter_result)
   NEED(1);
   VPtr mgr = top(f);
+  if (mgr->kind == VK::Instance) {  // a context manager made in the trace: __enter__ now, __exit__ at the end
+    auto* tp = reinterpret_cast<PyTypeObject*>(mgr->obj.get());
+    static PyObject* enter_name = PyUnicode_InternFromString("__enter__");
+    static PyObject* exit_name = PyUnicode_InternFromString("__exit__");
+    PyObject* enter = _PyType_Lookup(tp, enter_name);
+    PyObject* exit = _PyType_Lookup(tp, exit_name);
+    if (!enter || !exit || !PyFunction_Check(enter) || !PyFunction_Check(exit))
+      return t.brk(f, "DV0009", std::string("context manager ") + tp->tp_name + " whose __enter__/__exit__ are not Python functions");
+    VPtr r;
+    if (Status s = t.call_python(f, Ref::borrow(enter), {mgr}, r)) return s;
+    top(f) = t.bound_method(mgr, Ref::borrow(exit), "__exit__");
+    f.stack.push_back(r);
+    return std::nullopt;
+  }
   if (mgr->kind != VK::GradMode)
-    return t.brk(f, "DV0009", "unsupported context manager", "only torch.no_grad/enable_grad/set_grad_enabled are traced");
+    return t.brk(f, "DV0009", "unsupported context manager",
+                 "torch.no_grad/enable_grad/set_grad_enabled and context managers made in the traced code (Python __enter__/__exit__) are traced");
   const bool prev = PyObject_IsTrue(Ref::steal(PyObject_CallMethod(py().torch.get(), "is_grad_enabled", nullptr)).get()) == 1;
   VPtr out;
   if (Status s = t.graph_call(f, py().set_grad_enabled_fn, "", {t.constant(Ref::borrow(mgr->flag ? Py_True : Py_False))}, {}, out)) return s;
@@ -176,6 +285,24 @@ Status op_BEFORE_WITH(Translator& t, Frame& f, const Instr&) {  // (mgr -- exit 
   exit->flag = prev;  // the mode to restore
   top(f) = exit;
   f.stack.push_back(t.constant(Ref::borrow(Py_None)));
+  return std::nullopt;
+}
+
+// A with-block left by an exception: __exit__(type, value, traceback) decides whether it is
+// suppressed (the traceback is None here).
+Status op_WITH_EXCEPT_START(Translator& t, Frame& f, const Instr&) {  // (exit lasti prev val -- exit lasti prev val res)
+  NEED(4);
+  VPtr exit = top(f, 4), val = top(f);
+  if (!val->obj || !PyExceptionInstance_Check(val->obj.get())) return t.brk(f, "DV0019", "WITH_EXCEPT_START without an exception");
+  VPtr r;
+  if (exit->kind == VK::GradMode) {
+    if (Status s = call_grad_exit(t, f, exit, r)) return s;
+    r = t.constant(Ref::borrow(Py_False));
+  } else if (Status s = t.call(f, exit, {t.constant(Ref::borrow(reinterpret_cast<PyObject*>(Py_TYPE(val->obj.get())))), val,
+                                         t.constant(Ref::borrow(Py_None))}, {}, r)) {
+    return s;
+  }
+  f.stack.push_back(r);
   return std::nullopt;
 }
 

@@ -37,8 +37,14 @@ Status op_IS_OP(Translator& t, Frame& f, const Instr& in) {  // (lhs rhs -- bool
   bool same;
   if (a == b) same = true;
   else if (a->obj && b->obj && (a->kind == VK::Const || a->kind == VK::Object || a->kind == VK::NNModule) &&
-           (b->kind == VK::Const || b->kind == VK::Object || b->kind == VK::NNModule))
+           (b->kind == VK::Const || b->kind == VK::Object || b->kind == VK::NNModule)) {
     same = a->obj.get() == b->obj.get();
+    // The answer holds for these very objects: objects reached from the frame are guarded by
+    // identity (a sentinel `v is _MISSING`; their usual guard may be their type only).
+    for (const VPtr* v : {&a, &b})
+      if ((*v)->source && ((*v)->kind == VK::Object || (*v)->kind == VK::NNModule))
+        t.add_guard(GuardKind::ID_MATCH, (*v)->source, (*v)->obj, f, "___check_obj_id(" + (*v)->source->text() + ", " + repr_of((*v)->obj.get()) + ")");
+  }
   else if (a->kind == VK::Tensor && b->kind == VK::Tensor) same = a->node == b->node;
   else same = false;  // different kinds (a tensor is not None, a list is not a module ...)
   VPtr out = t.constant(Ref::borrow((same != (in.arg == 1)) ? Py_True : Py_False));
@@ -50,6 +56,20 @@ Status op_CONTAINS_OP(Translator& t, Frame& f, const Instr& in) {  // (item cont
   NEED(2);
   VPtr item = top(f, 2), cont = top(f);
   bool found = false;
+  if (cont->kind == VK::DictView) {  // k in d.keys(): the dict's keys now; values and items: compared one by one
+    if (cont->name == "keys") {
+      cont = cont->self;
+    } else {
+      VPtr l = t.make(VK::List);
+      l->items = t.view_items(*cont);
+      cont = l;
+    }
+  }
+  if (cont->kind == VK::Instance && cont->contents) {  // a dict subclass: its __contains__ (inlined), else its keys
+    static PyObject* contains_name = PyUnicode_InternFromString("__contains__");
+    PyObject* m = _PyType_Lookup(reinterpret_cast<PyTypeObject*>(cont->obj.get()), contains_name);
+    if (!m || !PyFunction_Check(m)) cont = cont->contents;
+  }
   if (cont->kind == VK::Dict && item->kind == VK::Const) {
     for (auto& k : cont->keys) found |= PyObject_RichCompareBool(k.get(), item->obj.get(), Py_EQ) == 1;
   } else if ((cont->kind == VK::List || cont->kind == VK::Tuple) && item->kind == VK::Const) {
@@ -57,7 +77,7 @@ Status op_CONTAINS_OP(Translator& t, Frame& f, const Instr& in) {  // (item cont
       if (x->kind == VK::Tensor) return t.brk(f, "DV0002", "'in' over tensors compares their values");
       found |= x->kind == VK::Const && PyObject_RichCompareBool(x->obj.get(), item->obj.get(), Py_EQ) == 1;
     }
-  } else if (cont->kind == VK::Const && item->kind == VK::Const) {
+  } else if ((cont->kind == VK::Const || (cont->kind == VK::Object && frozen_object(cont->obj.get()))) && item->kind == VK::Const) {
     int r = PySequence_Contains(cont->obj.get(), item->obj.get());
     if (r < 0) return t.brk(f, "DV0010", "'in' raised");
     found = r == 1;
@@ -112,6 +132,16 @@ Status op_BINARY_SUBSCR(Translator& t, Frame& f, const Instr&) {  // (container 
 Status op_STORE_SUBSCR(Translator& t, Frame& f, const Instr&) {  // (v container sub -- )
   NEED(3);
   VPtr sub = top(f), cont = top(f, 2), v = top(f, 3);
+  if (cont->kind == VK::Instance) {  // its __setitem__ (inlined), else a dict subclass's items
+    VPtr r;
+    bool handled = false;
+    if (Status s = t.call_dunder(f, cont, "__setitem__", {sub, v}, r, handled)) return s;
+    if (handled) {
+      f.stack.resize(f.stack.size() - 3);
+      return std::nullopt;
+    }
+    if (cont->contents) cont = cont->contents;
+  }
   if (cont->kind == VK::Tensor) {
     VPtr out;
     if (Status s = t.graph_call(f, py().setitem, "", {cont, sub, v}, {}, out)) return s;
@@ -120,7 +150,7 @@ Status op_STORE_SUBSCR(Translator& t, Frame& f, const Instr&) {  // (v container
     if (cont->kind == VK::List && PySlice_Check(sub->obj.get())) {  // lst[a:b] = iterable
       Py_ssize_t start, stop, step, len, n = static_cast<Py_ssize_t>(cont->items.size());
       if (PySlice_GetIndicesEx(sub->obj.get(), n, &start, &stop, &step, &len) < 0 || step != 1)
-        return PyErr_Clear(), t.brk(f, "DV0018", "list slice assignment with a step");
+        return PyErr_Clear(), t.brk(f, "DV0024", "list slice assignment with a step");
       VPtr it;
       if (Status s = t.iterate(f, v, it)) return s;
       std::vector<VPtr> repl(it->items.begin() + static_cast<long>(it->pos), it->items.end());
@@ -135,7 +165,7 @@ Status op_STORE_SUBSCR(Translator& t, Frame& f, const Instr&) {  // (v container
       if (PyErr_Occurred() || i < 0 || i >= n) return t.brk(f, "DV0010", "list assignment index out of range");
       cont->items[i] = v;
     } else {
-      if (PyObject_Hash(sub->obj.get()) == -1) return PyErr_Clear(), t.brk(f, "DV0018", "unhashable dict key");
+      if (PyObject_Hash(sub->obj.get()) == -1) return PyErr_Clear(), t.brk(f, "DV0024", "unhashable dict key");
       dict_set(*cont, sub->obj, v);
     }
   } else {
@@ -180,13 +210,23 @@ Status op_STORE_SLICE(Translator& t, Frame& f, const Instr&) {  // (v container 
 Status op_DELETE_SUBSCR(Translator& t, Frame& f, const Instr&) {  // (container sub -- )
   NEED(2);
   VPtr sub = top(f), cont = top(f, 2);
+  if (cont->kind == VK::Instance) {  // its __delitem__ (inlined), else a dict subclass's items
+    VPtr r;
+    bool handled = false;
+    if (Status s = t.call_dunder(f, cont, "__delitem__", {sub}, r, handled)) return s;
+    if (handled) {
+      f.stack.resize(f.stack.size() - 2);
+      return std::nullopt;
+    }
+    if (cont->contents) cont = cont->contents;
+  }
   if (sub->kind != VK::Const || (cont->kind != VK::List && cont->kind != VK::Dict))
     return t.brk(f, "DV0008", std::string("del of an item of a ") + vk_name(cont->kind));
   if (cont->kind == VK::Dict) {
-    if (PyObject_Hash(sub->obj.get()) == -1) return PyErr_Clear(), t.brk(f, "DV0018", "unhashable dict key");
-    if (!dict_erase(*cont, sub->obj.get())) return t.brk(f, "DV0010", "KeyError in del", "the eager frame raises it");
+    if (PyObject_Hash(sub->obj.get()) == -1) return PyErr_Clear(), t.brk(f, "DV0024", "unhashable dict key");
+    if (!dict_erase(*cont, sub->obj.get())) return t.raise(f, Ref::steal(PyObject_CallOneArg(PyExc_KeyError, sub->obj.get())), "del");
   } else {
-    if (!PyLong_CheckExact(sub->obj.get())) return t.brk(f, "DV0018", "del of a list slice");
+    if (!PyLong_CheckExact(sub->obj.get())) return t.brk(f, "DV0024", "del of a list slice");
     long i = PyLong_AsLong(sub->obj.get());
     const long n = static_cast<long>(cont->items.size());
     if (i < 0) i += n;

@@ -37,7 +37,7 @@ Translator::Status Translator::binary(Frame& f, int nb, VPtr a, VPtr b, VPtr& ou
     return graph_call(f, op_fn(name), "", {a, b}, {}, out);  // symbolic arithmetic: a graph node
   if (a->kind == VK::Const && b->kind == VK::Const) {
     Ref r = Ref::steal(PyObject_CallFunctionObjArgs(op_fn(name).get(), a->obj.get(), b->obj.get(), nullptr));
-    if (!r) return brk(f, "DV0010", std::string("operator.") + name + " raised on constants", "exceptions in traced code end the trace");
+    if (!r) return raise_current(f, std::string("operator.") + name);
     out = constant(r);
     return std::nullopt;
   }
@@ -93,7 +93,7 @@ Translator::Status Translator::compare(Frame& f, int cmp, VPtr a, VPtr b, VPtr& 
     return brk(f, "DV0018", std::string("comparison of ") + vk_name(a->kind) + " and " + vk_name(b->kind));
   }
   Ref r = Ref::steal(PyObject_RichCompare(pa->get(), pb->get(), cmp));
-  if (!r) return brk(f, "DV0010", "comparison raised");
+  if (!r) return raise_current(f, "comparison");
   out = constant(r);
   return std::nullopt;
 }
@@ -112,7 +112,7 @@ Translator::Status Translator::subscr(Frame& f, VPtr obj, VPtr idx, VPtr& out) {
     if (PyLong_Check(i)) {
       Py_ssize_t k = PyLong_AsSsize_t(i);
       if (k < 0) k += n;
-      if (k < 0 || k >= n) return brk(f, "DV0010", "index out of range");
+      if (k < 0 || k >= n) return raise_new(f, PyExc_IndexError, obj->kind == VK::List ? "list index out of range" : "tuple index out of range");
       out = obj->items[k];
       return std::nullopt;
     }
@@ -121,6 +121,7 @@ Translator::Status Translator::subscr(Frame& f, VPtr obj, VPtr idx, VPtr& out) {
       if (PySlice_Unpack(i, &start, &stop, &step) < 0) return brk(f, "DV0010", "bad slice");
       Py_ssize_t len = PySlice_AdjustIndices(n, &start, &stop, step);
       VPtr r = make(obj->kind);
+      if (obj->kind == VK::Tuple) r->obj = obj->obj;  // x.shape[1:] is a torch.Size too
       for (Py_ssize_t k = 0, j = start; k < len; ++k, j += step) r->items.push_back(obj->items[j]);
       out = r;
       return std::nullopt;
@@ -137,7 +138,7 @@ Translator::Status Translator::subscr(Frame& f, VPtr obj, VPtr idx, VPtr& out) {
       }
       PyErr_Clear();
     }
-    return brk(f, "DV0010", "KeyError: " + repr_of(idx->obj.get()));
+    return raise(f, Ref::steal(PyObject_CallOneArg(PyExc_KeyError, idx->obj.get())));
   }
   if (obj->kind == VK::NNModule && idx->kind == VK::Const && PySlice_Check(idx->obj.get()) && obj->source) {
     // ModuleList / Sequential slices (self.layers[:-1]): the children in the slice, each with its
@@ -187,53 +188,24 @@ Translator::Status Translator::subscr(Frame& f, VPtr obj, VPtr idx, VPtr& out) {
   bool handled = false;
   if (Status s = call_dunder(f, obj, "__getitem__", {idx}, out, handled)) return s;
   if (handled) return std::nullopt;
+  if (obj->kind == VK::Instance && obj->contents) {  // a dict subclass's items; a missing key goes to __missing__
+    static PyObject* missing_name = PyUnicode_InternFromString("__missing__");
+    PyObject* missing = _PyType_Lookup(reinterpret_cast<PyTypeObject*>(obj->obj.get()), missing_name);
+    Status s = subscr(f, obj->contents, idx, out);
+    if (s && s->exc && missing && PyErr_GivenExceptionMatches(s->exc.get(), PyExc_KeyError)) {
+      if (!PyFunction_Check(missing)) return brk(f, "DV0017", "__missing__ of a " + std::string(reinterpret_cast<PyTypeObject*>(obj->obj.get())->tp_name) + " is not Python code");
+      return call_python(f, Ref::borrow(missing), {obj, idx}, out);
+    }
+    return s;
+  }
   auto po = to_python(obj, false), pi = to_python(idx, false);
   if (po && pi) {
     Ref r = Ref::steal(PyObject_GetItem(po->get(), pi->get()));
-    if (!r) return brk(f, "DV0010", "subscript raised");
+    if (!r) return raise_current(f, "subscript");
     out = wrap(r, nullptr, f);
     if (out) return std::nullopt;
   }
   return brk(f, "DV0017", std::string("subscript of a ") + vk_name(obj->kind));
-}
-
-bool plain_class(PyTypeObject* tp) {
-  if (Py_TYPE(tp) != &PyType_Type || !(tp->tp_flags & Py_TPFLAGS_HEAPTYPE) || tp->tp_dictoffset == 0) return false;
-  PyObject* mro = tp->tp_mro;
-  if (!mro || !PyTuple_Check(mro)) return false;
-  for (Py_ssize_t i = 0; i < PyTuple_GET_SIZE(mro); ++i) {
-    auto* b = reinterpret_cast<PyTypeObject*>(PyTuple_GET_ITEM(mro, i));
-    if (b == &PyBaseObject_Type) continue;
-    if (!(b->tp_flags & Py_TPFLAGS_HEAPTYPE) || Py_TYPE(b) != &PyType_Type) return false;
-  }
-  static PyObject* names[3] = {PyUnicode_InternFromString("__new__"), PyUnicode_InternFromString("__setattr__"),
-                               PyUnicode_InternFromString("__getattribute__")};
-  for (PyObject* n : names)
-    if (_PyType_Lookup(tp, n) != _PyType_Lookup(&PyBaseObject_Type, n)) return false;
-  static PyObject* getattr_name = PyUnicode_InternFromString("__getattr__");
-  return _PyType_Lookup(tp, getattr_name) == nullptr;
-}
-
-Translator::Status Translator::construct(Frame& f, const VPtr& cls, std::vector<VPtr> args,
-                                         std::vector<std::pair<std::string, VPtr>> kwargs, VPtr& out) {
-  auto* tp = reinterpret_cast<PyTypeObject*>(cls->obj.get());
-  VPtr inst = make(VK::Instance);
-  inst->obj = cls->obj;
-  inst->self = cls;
-  static PyObject* init_name = PyUnicode_InternFromString("__init__");
-  PyObject* init = _PyType_Lookup(tp, init_name);
-  if (init == _PyType_Lookup(&PyBaseObject_Type, init_name)) {
-    if (!args.empty() || !kwargs.empty())
-      return brk(f, "DV0010", std::string(tp->tp_name) + "() takes no arguments", "the eager frame raises it");
-  } else if (init && PyFunction_Check(init)) {
-    VPtr mv = bound_method(inst, Ref::borrow(init), "__init__");
-    VPtr r;
-    if (Status s = call(f, mv, std::move(args), std::move(kwargs), r)) return s;
-  } else {
-    return brk(f, "DV0004", std::string("constructing ") + tp->tp_name + ": its __init__ is not a Python function");
-  }
-  out = inst;
-  return std::nullopt;
 }
 
 // A class defined by a module of the standard library (sys.stdlib_module_names).
@@ -255,8 +227,8 @@ static bool stdlib_class(PyTypeObject* tp) {
 Translator::Status Translator::call_dunder(Frame& f, const VPtr& obj, const char* name, std::vector<VPtr> args, VPtr& out,
                                            bool& handled) {
   handled = false;
-  if (obj->kind != VK::Object || !obj->obj) return std::nullopt;
-  PyTypeObject* tp = Py_TYPE(obj->obj.get());
+  if ((obj->kind != VK::Object && obj->kind != VK::Instance) || !obj->obj) return std::nullopt;
+  PyTypeObject* tp = obj->kind == VK::Instance ? reinterpret_cast<PyTypeObject*>(obj->obj.get()) : Py_TYPE(obj->obj.get());
   if (!(tp->tp_flags & Py_TPFLAGS_HEAPTYPE)) return std::nullopt;  // builtin types: not Python code
   if (stdlib_class(tp)) return std::nullopt;  // typing.List[int] and the like: pure, evaluated as they are
   Ref nm = Ref::steal(PyUnicode_FromString(name));
@@ -291,15 +263,8 @@ Translator::Status Translator::truth(Frame& f, VPtr v, bool& out) {
       out = r == 1;
       return std::nullopt;
     }
-    case VK::Instance: {  // True unless its class says otherwise
-      static PyObject* bool_name = PyUnicode_InternFromString("__bool__");
-      static PyObject* len_name = PyUnicode_InternFromString("__len__");
-      auto* tp = reinterpret_cast<PyTypeObject*>(v->obj.get());
-      if (_PyType_Lookup(tp, bool_name) || _PyType_Lookup(tp, len_name))
-        return brk(f, "DV0007", std::string("bool() of a ") + tp->tp_name + " defining __bool__ or __len__");
-      out = true;
-      return std::nullopt;
-    }
+    case VK::Instance: return instance_truth(f, v, out);
+    case VK::DictView: out = !v->self->items.empty(); return std::nullopt;
     default: out = true; return std::nullopt;
   }
 }
@@ -344,7 +309,7 @@ Translator::Status Translator::iterate(Frame& f, VPtr v, VPtr& out, bool materia
     case VK::Tuple: case VK::List: it->items = v->items; break;
     case VK::Dict: for (auto& k : v->keys) it->items.push_back(constant(k)); break;
     case VK::Const: case VK::Object: {
-      if (v->kind == VK::Object && !PyRange_Check(v->obj.get())) return brk(f, "DV0016", std::string("iterating over ") + Py_TYPE(v->obj.get())->tp_name);
+      if (v->kind == VK::Object && !PyRange_Check(v->obj.get()) && !frozen_object(v->obj.get())) return brk(f, "DV0016", std::string("iterating over ") + Py_TYPE(v->obj.get())->tp_name);
       Ref iter = Ref::steal(PyObject_GetIter(v->obj.get()));
       if (!iter) return brk(f, "DV0016", "object is not iterable");
       while (Ref x = Ref::steal(PyIter_Next(iter.get()))) {
@@ -354,6 +319,8 @@ Translator::Status Translator::iterate(Frame& f, VPtr v, VPtr& out, bool materia
       if (PyErr_Occurred()) return brk(f, "DV0016", "iteration raised");
       break;
     }
+    case VK::Instance: return instance_iterate(f, v, out, materialize);
+    case VK::DictView: it->items = view_items(*v); break;  // what the dict holds now
     case VK::Tensor: {
       Ref shape = Ref::steal(PyObject_GetAttrString(v->obj.get(), "shape"));
       if (!shape || PyTuple_GET_SIZE(shape.get()) == 0) return brk(f, "DV0016", "iterating over a 0-d tensor");
@@ -391,15 +358,7 @@ Translator::Status Translator::iterate(Frame& f, VPtr v, VPtr& out, bool materia
 }
 
 Translator::Status Translator::store_attr(Frame& f, const VPtr& owner, const std::string& name, const VPtr& value) {
-  if (owner->kind == VK::Instance) {  // made in the trace: its attributes are values (no replay needed)
-    auto* tp = reinterpret_cast<PyTypeObject*>(owner->obj.get());
-    Ref nm = Ref::steal(PyUnicode_FromString(name.c_str()));
-    PyObject* descr = _PyType_Lookup(tp, nm.get());
-    if (descr && Py_TYPE(descr)->tp_descr_set)
-      return brk(f, "DV0008", "assignment to property or descriptor '" + name + "' of " + tp->tp_name);
-    dict_set(*owner, nm, value);
-    return std::nullopt;
-  }
+  if (owner->kind == VK::Instance) return instance_setattr(f, owner, name, value);  // made in the trace
   const char* hint = "dynview replays assignments of tensors, numbers, strings and containers of them to attributes "
                      "of modules and plain objects";
   if ((owner->kind != VK::NNModule && owner->kind != VK::Object) || !owner->obj)
@@ -455,7 +414,7 @@ VPtr Translator::bound_method(VPtr self, Ref fn, std::string name) {
 }
 
 // The getter of a property whose fget is a Python function (inlined by the trace), or null.
-static Ref python_getter(PyObject* descr) {
+Ref python_getter(PyObject* descr) {
   if (!descr || !PyObject_TypeCheck(descr, &PyProperty_Type)) return {};
   Ref getter = Ref::steal(PyObject_GetAttrString(descr, "fget"));
   if (!getter) PyErr_Clear();
@@ -511,6 +470,11 @@ Translator::Status Translator::getattr(Frame& f, VPtr obj, const std::string& na
     }
     case VK::NNModule: {
       PyObject* m = obj->obj.get();
+      if (name == "__class__") {  // type(module), guarded as the module's class
+        out = wrap(Ref::borrow(reinterpret_cast<PyObject*>(Py_TYPE(m))), obj->source ? Source::attr(obj->source, "__class__") : nullptr, f);
+        if (!out) return brk(f, "DV0005", "attribute __class__ of module " + std::string(Py_TYPE(m)->tp_name));
+        return std::nullopt;
+      }
       PyObject** dictptr = _PyObject_GetDictPtr(m);
       if (dictptr && *dictptr) {
         PyObject* d = *dictptr;
@@ -541,6 +505,24 @@ Translator::Status Translator::getattr(Frame& f, VPtr obj, const std::string& na
         out = constant(Ref::borrow(cls_attr));
         return std::nullopt;
       }
+      if (cls_attr && (Py_IS_TYPE(cls_attr, &PyStaticMethod_Type) || Py_IS_TYPE(cls_attr, &PyClassMethod_Type))) {
+        // self._relative_position_bucket(...): a staticmethod is its function; a classmethod is
+        // bound to the module's class (both fixed by the class the module's guards pin).
+        Ref fn = Ref::steal(PyObject_GetAttrString(cls_attr, "__func__"));
+        if (fn && PyFunction_Check(fn.get())) {
+          if (Py_IS_TYPE(cls_attr, &PyStaticMethod_Type)) {
+            out = make(VK::Function);
+            out->obj = fn;
+            return std::nullopt;
+          }
+          VPtr cls = make(VK::Object);
+          cls->obj = Ref::borrow(reinterpret_cast<PyObject*>(Py_TYPE(m)));
+          cls->source = obj->source ? Source::attr(obj->source, "__class__") : nullptr;
+          out = bound_method(cls, fn, name);
+          return std::nullopt;
+        }
+        PyErr_Clear();
+      }
       static PyObject* getattr_name = PyUnicode_InternFromString("__getattr__");
       const bool module_getattr = _PyType_Lookup(Py_TYPE(m), getattr_name) ==
                                   _PyType_Lookup(reinterpret_cast<PyTypeObject*>(py().nn_Module.get()), getattr_name);
@@ -557,6 +539,39 @@ Translator::Status Translator::getattr(Frame& f, VPtr obj, const std::string& na
           const bool missing = PyErr_ExceptionMatches(PyExc_AttributeError);
           PyErr_Clear();
           return brk(f, missing ? kNoAttributeId : "DV0005", "super() has no attribute " + name);
+        }
+        if (obj->self->kind == VK::Instance) {  // super over an object made in the trace: unbound lookups
+          if (PyFunction_Check(r.get())) {
+            out = bound_method(obj->self, r, name);
+            return std::nullopt;
+          }
+          if (PyMethod_Check(r.get()) && PyFunction_Check(PyMethod_GET_FUNCTION(r.get()))) {  // a classmethod
+            out = bound_method(obj->self->self, Ref::borrow(PyMethod_GET_FUNCTION(r.get())), name);
+            return std::nullopt;
+          }
+          if (Ref getter = python_getter(r.get())) return call_python(f, getter, {obj->self}, out);
+          if (Py_IS_TYPE(r.get(), &PyWrapperDescr_Type) || Py_IS_TYPE(r.get(), &PyMethodDescr_Type)) {  // object.__init__, dict.get ...
+            VPtr mv = make(VK::Method);
+            mv->self = obj->self;
+            mv->name = name;
+            mv->obj = r;
+            out = mv;
+            return std::nullopt;
+          }
+        }
+        if (obj->self->kind == VK::Object && obj->self->source && PyDict_Check(obj->self->obj.get()) && PyCFunction_Check(r.get()) &&
+            PyCFunction_GET_SELF(r.get()) == obj->self->obj.get()) {  // dict.get and friends of a dict subclass's object
+          PyObject* descr = _PyType_Lookup(&PyDict_Type, Ref::steal(PyUnicode_FromString(name.c_str())).get());
+          if (descr && Py_IS_TYPE(descr, &PyMethodDescr_Type) &&
+              reinterpret_cast<PyMethodDescrObject*>(descr)->d_method == reinterpret_cast<PyCFunctionObject*>(r.get())->m_ml &&
+              (name == "get" || name == "__getitem__" || name == "__contains__")) {
+            VPtr mv = make(VK::Method);
+            mv->self = obj->self;
+            mv->name = name;
+            mv->obj = Ref::borrow(descr);
+            out = mv;
+            return std::nullopt;
+          }
         }
         if (PyMethod_Check(r.get()) && PyFunction_Check(PyMethod_GET_FUNCTION(r.get()))) {
           VPtr mv = bound_method(obj->self, Ref::borrow(PyMethod_GET_FUNCTION(r.get())), name);
@@ -579,6 +594,18 @@ Translator::Status Translator::getattr(Frame& f, VPtr obj, const std::string& na
           out = mv;
           return std::nullopt;
         }
+      }
+      if (obj->kind == VK::Object && !obj->source && frozen_object(o)) {  // an immutable value: read now
+        Ref r = Ref::steal(PyObject_GetAttrString(o, name.c_str()));
+        if (!r) return raise_current(f, "attribute " + name);
+        if (frozen_object(r.get())) {
+          out = make(VK::Object);
+          out->obj = r;
+        } else {
+          out = wrap(r, nullptr, f);
+        }
+        if (!out) return brk(f, "DV0005", "attribute " + name + " of " + Py_TYPE(o)->tp_name + " cannot be traced");
+        return std::nullopt;
       }
       if (obj->kind == VK::Object && (Py_TYPE(o)->tp_flags & Py_TPFLAGS_HEAPTYPE) && !PyType_Check(o)) {
         // A property of a Python class: its getter is inlined (reading it here would run it
@@ -615,40 +642,7 @@ Translator::Status Translator::getattr(Frame& f, VPtr obj, const std::string& na
       if (!out) return brk(f, "DV0005", "attribute " + name + " cannot be traced");
       return std::nullopt;
     }
-    case VK::Instance: {
-      auto* tp = reinterpret_cast<PyTypeObject*>(obj->obj.get());
-      Ref nm = Ref::steal(PyUnicode_FromString(name.c_str()));
-      PyObject* cls_attr = _PyType_Lookup(tp, nm.get());
-      if (name == "__class__") {
-        out = obj->self;
-        return std::nullopt;
-      }
-      if (cls_attr && Py_TYPE(cls_attr)->tp_descr_set) {  // data descriptors first: properties
-        if (Ref getter = python_getter(cls_attr)) return call_python(f, getter, {obj}, out);
-        return brk(f, "DV0005", "descriptor " + name + " of " + tp->tp_name);
-      }
-      for (size_t i = 0; i < obj->keys.size(); ++i)  // the instance's own attributes
-        if (str_of(obj->keys[i].get()) == name) {
-          out = obj->items[i];
-          return std::nullopt;
-        }
-      if (!cls_attr) return brk(f, kNoAttributeId, "'" + std::string(tp->tp_name) + "' object has no attribute '" + name + "'");
-      if (PyFunction_Check(cls_attr)) {  // a method, bound to the instance
-        VPtr mv = bound_method(obj, Ref::borrow(cls_attr), name);
-        out = mv;
-        return std::nullopt;
-      }
-      if (Py_IS_TYPE(cls_attr, &PyClassMethod_Type)) {  // bound to the class
-        Ref fn = Ref::steal(PyObject_GetAttrString(cls_attr, "__func__"));
-        if (!fn || !PyFunction_Check(fn.get())) return PyErr_Clear(), brk(f, "DV0005", "classmethod " + name + " of " + tp->tp_name);
-        VPtr mv = bound_method(obj->self, fn, name);
-        out = mv;
-        return std::nullopt;
-      }
-      // Anything else the class holds (staticmethods, constants, registries): read through the class
-      // as loaded, so it is guarded like any class attribute.
-      return getattr(f, obj->self, name, out);
-    }
+    case VK::Instance: return instance_getattr(f, obj, name, out);
     case VK::List: case VK::Dict: case VK::Tuple: {  // methods of containers (append, items, get ...)
       if (obj->kind == VK::Tuple)  // a named result (torch.return_types): its fields
         for (size_t i = 0; i < obj->keys.size() && i < obj->items.size(); ++i)

@@ -20,7 +20,6 @@
 namespace dv {
 
 const char* const kStopId = "__stop";
-const char* const kNoAttributeId = "DV0022";
 
 const char* vk_name(VK k) {
   switch (k) {
@@ -40,6 +39,7 @@ const char* vk_name(VK k) {
     case VK::Sym: return "symint";
     case VK::Slice: return "slice";
     case VK::Instance: return "instance";
+    case VK::DictView: return "dict_view";
   }
   return "?";
 }
@@ -87,6 +87,11 @@ void describe_into(const Value& v, std::string& out, int depth) {
       return;
     }
     case VK::Sym: out += v.obj ? repr_of(v.obj.get()) : "sym"; return;
+    case VK::DictView:
+      out += "dict_" + v.name + "(";
+      if (v.self) describe_into(*v.self, out, depth + 1);
+      out += ")";
+      return;
     case VK::Instance:
       out += std::string("<") + (v.obj ? reinterpret_cast<PyTypeObject*>(v.obj.get())->tp_name : "?") + " object>";
       return;
@@ -168,11 +173,16 @@ int Translator::current_line(const Frame& f) const {
   return -1;
 }
 
-Translator::Status Translator::brk(Frame& f, const char* id, std::string msg, std::string hint) {
+Break Break::of(BreakId id, std::string message, std::string hint) {
   Break b;
-  b.id = id;
-  b.message = std::move(msg);
-  b.hint = std::move(hint);
+  b.id = id.id();
+  b.message = std::move(message);
+  b.hint = hint.empty() ? std::string(id.hint()) : std::move(hint);
+  return b;
+}
+
+Translator::Status Translator::brk(Frame& f, BreakId id, std::string msg, std::string hint) {
+  Break b = Break::of(id, std::move(msg), std::move(hint));
   // Reported at the innermost frame in the user's files (as torch.compile does); a break inside
   // torch's own code names the library location in the message.
   const Frame* at = &f;
@@ -189,7 +199,54 @@ Translator::Status Translator::brk(Frame& f, const char* id, std::string msg, st
   for (Frame* fr : frames_) b.user_stack.push_back(fr->facts->filename + ":" + std::to_string(current_line(*fr)) + " in " + fr->facts->qualname);
   if (root_ && root_->executing) b.root_ip = root_->ip - 1;
   if (PyErr_Occurred()) PyErr_Clear();
+  if (b.id == kNoAttributeId)  // AttributeError in eager: an except in the trace may catch it
+    b.exc = Ref::steal(PyObject_CallOneArg(PyExc_AttributeError, Ref::steal(PyUnicode_FromString(b.message.c_str())).get()));
+  if (PyErr_Occurred()) PyErr_Clear();
   return b;
+}
+
+Translator::Status Translator::raise(Frame& f, Ref exc, const std::string& what) {
+  if (!exc || !PyExceptionInstance_Check(exc.get())) return brk(f, "DV0010", what.empty() ? "raise of a non-exception" : what);
+  Ref text = Ref::steal(PyObject_Str(exc.get()));
+  std::string msg = std::string(Py_TYPE(exc.get())->tp_name) + (text && PyUnicode_GET_LENGTH(text.get()) ? ": " + str_of(text.get()) : "");
+  if (!text) PyErr_Clear();
+  Status s = brk(f, "DV0010", what.empty() ? msg : what + ": " + msg, "the exception is raised by the eager frame");
+  s->exc = std::move(exc);
+  return s;
+}
+
+Translator::Status Translator::raise_new(Frame& f, PyObject* type, const std::string& msg, const std::string& what) {
+  Ref m = Ref::steal(PyUnicode_FromString(msg.c_str()));
+  Ref exc = m ? Ref::steal(PyObject_CallOneArg(type, m.get())) : Ref();
+  if (!exc) return brk(f, "DV0010", what.empty() ? msg : what + ": " + msg);
+  return raise(f, std::move(exc), what);
+}
+
+Translator::Status Translator::raise_current(Frame& f, const std::string& what) {
+  if (!PyErr_Occurred()) return brk(f, "DV0010", what);
+  PyObject *type, *value, *tb;
+  PyErr_Fetch(&type, &value, &tb);
+  PyErr_NormalizeException(&type, &value, &tb);
+  Ref t = Ref::steal(type), v = Ref::steal(value), b = Ref::steal(tb);
+  if (v && PyExceptionInstance_Check(v.get())) PyException_SetTraceback(v.get(), Py_None);  // no frames of the trace kept alive
+  PyErr_Clear();
+  return raise(f, std::move(v), what);
+}
+
+bool Translator::catch_in(Frame& f, const bc::Instr& in, const Ref& exc) {
+  for (const bc::ExcEntry& e : f.facts->decoded.exceptions) {
+    if (in.offset < e.start || in.offset >= e.end) continue;
+    auto it = f.facts->index_of.find(e.target);
+    if (it == f.facts->index_of.end() || e.depth > f.stack.size()) return false;
+    f.stack.resize(e.depth);
+    if (e.lasti) f.stack.push_back(constant_steal(PyLong_FromLong(static_cast<long>(in.offset / 2))));
+    VPtr v = make(VK::Object);
+    v->obj = exc;
+    f.stack.push_back(v);
+    f.ip = it->second;
+    return true;
+  }
+  return false;
 }
 
 VPtr Translator::make(VK kind) {
@@ -285,7 +342,7 @@ void Translator::run_root(PyObject* code, PyObject* globals, PyObject* builtins,
   if (facts) output.root_file = facts->filename;
   frames_.push_back(&f);
   if (!facts) {
-    r.brk = Break{"DV0019", "cannot decode code object", "", "", -1, 0, -1, {}};
+    r.brk = Break::of("DV0019", "cannot decode code object");
     PyErr_Clear();
     return;
   }
@@ -395,6 +452,11 @@ Translator::Status Translator::run_frame(Frame& f) {
     if (!s && output.has_unbacked_symbols())
       s = brk(f, "DV0003", "data-dependent output size (" + std::string(bc::op_name(in.opcode, f.facts->decoded.version)) + ")",
               "the size depends on tensor values; dynview breaks the graph here like torch.compile");
+    if (s && s->exc && catch_in(f, in, s->exc)) {  // raised and caught in the trace: on at the handler
+      if (obs_ && !f.reported) report_step(f);
+      cur_step_ = step_no;
+      continue;
+    }
     if (s) {
       if (obs_ && !f.reported) report_step(f);  // the breaking step, with the stack it saw
       return s;
@@ -415,7 +477,7 @@ namespace dv {
 void Translator::announce(const VPtr& v) {
   v->announced = true;
   std::string type, meta;
-  if (v->obj) type = Py_TYPE(v->obj.get())->tp_name;
+  if (v->obj) type = (v->kind == VK::Tuple && PyType_Check(v->obj.get())) ? reinterpret_cast<PyTypeObject*>(v->obj.get())->tp_name : Py_TYPE(v->obj.get())->tp_name;
   if (v->kind == VK::Tensor && v->obj) {
     type = "Tensor";
     meta = tensor_meta_text(v->obj.get(), v->device.get());

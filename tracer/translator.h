@@ -7,6 +7,7 @@
 #include <unordered_map>
 #include <unordered_set>
 
+#include "core/break_ids.h"
 #include "core/bytecode.h"
 #include "core/observer.h"
 #include "output_graph.h"
@@ -15,8 +16,10 @@
 
 namespace dv {
 
+using breaks::BreakId;  // a graph-break id from core/break_ids.inc, checked at compile time
+
 struct Break {
-  std::string id;       // stable id: DV0001...
+  std::string id;       // stable id from core/break_ids.inc (DV0001...; kStopId inside the engine)
   std::string message;
   std::string hint;
   std::string filename;
@@ -25,6 +28,11 @@ struct Break {
   int step = -1;
   std::vector<std::string> user_stack;  // "file:line in fn", innermost last
   int root_ip = -1;  // instruction index of the root frame executing when it broke (-1: before any)
+  // A Python exception raised in the trace (the eager frame raises the same one here): a handler of
+  // a frame in the trace (try/except, the exception table) may catch it; uncaught, it is a break.
+  Ref exc;
+  // A break outside the interpreter (no frame, no step): the table's hint when hint is empty.
+  static Break of(BreakId id, std::string message, std::string hint = {});
 };
 
 // A decoded code object, cached per code object for the lifetime of the process.
@@ -65,7 +73,7 @@ struct Frame {
 extern const char* const kStopId;  // the Break id run_frame returns when it reaches stop_at
 // The Break id of an attribute that does not exist (AttributeError in eager): hasattr() is False and
 // getattr() with a default gives the default, where any other break of an attribute read stays a break.
-extern const char* const kNoAttributeId;
+inline constexpr BreakId kNoAttributeId{"DV0022"};
 
 // The first stage of a compile: what to trace.
 struct CaptureRequest {
@@ -120,7 +128,17 @@ class Translator {
 
   // --- used by the handlers ---
   using Status = std::optional<Break>;
-  Status brk(Frame& f, const char* id, std::string msg, std::string hint = {});
+  // A break at f's current instruction; an empty hint is the table's default hint for id.
+  Status brk(Frame& f, BreakId id, std::string msg, std::string hint = {});
+  // Raises a Python exception in the trace (what eager raises at this point): `exc` an exception
+  // instance; raise_new makes type(msg); raise_current takes the Python error set now (a plain
+  // break when none is set). `what` prefixes the message of the break it becomes when uncaught.
+  Status raise(Frame& f, Ref exc, const std::string& what = {});
+  Status raise_new(Frame& f, PyObject* type, const std::string& msg, const std::string& what = {});
+  Status raise_current(Frame& f, const std::string& what);
+  // The exception being handled (sys.exc_info()) by the innermost except/finally block the trace is
+  // in; null when the trace is in none (what is handled outside it is unknown).
+  VPtr exc_info;
   VPtr make(VK kind);
   VPtr constant(Ref obj);
   VPtr constant_steal(PyObject* obj);  // null stays null (error -> caller breaks)
@@ -131,6 +149,10 @@ class Translator {
   // Methods of dict values (dicts.cpp); `handled` false: not one of them (the caller goes on).
   Status dict_method(Frame& f, const VPtr& self, const std::string& name, std::vector<VPtr>& args,
                      std::vector<std::pair<std::string, VPtr>>& kwargs, VPtr& out, bool& handled);
+  // dict.get / __getitem__ / __contains__ of a dict (subclass) object reached from the frame: read
+  // now from its storage, guarded by its keys and the item's own guards (dicts.cpp).
+  Status outside_dict_read(Frame& f, const VPtr& self, const std::string& name, std::vector<VPtr>& args,
+                           std::vector<std::pair<std::string, VPtr>>& kwargs, VPtr& out);
   Status call_partial(Frame& f, PyObject* partial, std::vector<VPtr>& args,
                       std::vector<std::pair<std::string, VPtr>>& kwargs, VPtr& out);
   Status call_super(Frame& f, std::vector<VPtr>& args, VPtr& out);
@@ -143,6 +165,21 @@ class Translator {
   Status subscr(Frame& f, VPtr obj, VPtr idx, VPtr& out);
   // An instance of a plain Python class made in the trace (VK::Instance): __init__ inlined.
   Status construct(Frame& f, const VPtr& cls, std::vector<VPtr> args, std::vector<std::pair<std::string, VPtr>> kwargs, VPtr& out);
+  // A builtin method (object.__init__, object.__setattr__ ...) called on such an instance; `handled`
+  // false: not one dynview follows.
+  Status instance_builtin(Frame& f, PyObject* descr, const VPtr& self, std::vector<VPtr>& args,
+                          std::vector<std::pair<std::string, VPtr>>& kwargs, VPtr& out, bool& handled);
+  // Functions that make frozen objects from what the trace holds (inspect.signature): run now.
+  Status call_frozen_maker(Frame& f, PyObject* fn, std::vector<VPtr>& args, std::vector<std::pair<std::string, VPtr>>& kwargs,
+                           VPtr& out, bool& handled);
+  // d.keys()/values()/items() as a live view, and what a view holds now (tracer/values/dict_view.cpp).
+  VPtr dict_view(const VPtr& dict, const std::string& name);
+  std::vector<VPtr> view_items(const Value& view);
+  // The rest of what such an instance answers (tracer/values/instance.cpp).
+  Status instance_getattr(Frame& f, const VPtr& obj, const std::string& name, VPtr& out);
+  Status instance_setattr(Frame& f, const VPtr& obj, const std::string& name, const VPtr& value);
+  Status instance_truth(Frame& f, const VPtr& obj, bool& out);
+  Status instance_iterate(Frame& f, const VPtr& obj, VPtr& out, bool materialize);
   // obj.__name__(args) when obj is an instance of a Python class defining it in Python: inlined
   // (`handled` false otherwise: the caller goes on).
   Status call_dunder(Frame& f, const VPtr& obj, const char* name, std::vector<VPtr> args, VPtr& out, bool& handled);
@@ -171,6 +208,9 @@ class Translator {
  private:
   friend class ValueBuilder;
   Status step(Frame& f);
+  // A handler of `f` for an exception raised by its instruction `in`: unwinds the stack and jumps
+  // there (true), or false when none covers it.
+  bool catch_in(Frame& f, const bc::Instr& in, const Ref& exc);
   Status inline_call(Frame& f, VPtr fn, VPtr self, std::vector<VPtr> args,
                      std::vector<std::pair<std::string, VPtr>> kwargs, VPtr& out);
   std::optional<Ref> to_python(const VPtr& v, bool meta);  // real object for consts/containers; meta tensors
@@ -193,6 +233,15 @@ bool is_exact_const(PyObject* o);
 // __getattribute__ and no __getattr__, an instance __dict__, every base a class like it (no builtin
 // base: dict subclasses, exceptions, tensors), metaclass `type`.
 bool plain_class(PyTypeObject* tp);
+// The builtin base a plain class's instances are (dict or OrderedDict), or null (object).
+PyTypeObject* builtin_base(PyTypeObject* tp);
+Ref python_getter(PyObject* descr);
+// An immutable library value (inspect.Signature, Parameter, a signature's parameters): read directly
+// (tracer/values/frozen.cpp).
+bool frozen_object(PyObject* o);
+PyObject* dict_view_type(const std::string& name);  // dict_keys, dict_values, dict_items (borrowed)  // a property's fget when it is a Python function, else null
+// An exception class whose __new__ and __init__ are builtin (calling it runs no user code).
+bool simple_exception_class(PyObject* cls);
 void dict_set(Value& d, Ref key, VPtr value);  // d[key] = value (keys compared by ==)
 bool dict_erase(Value& d, PyObject* key);      // del d[key]; false when absent
 bool module_is_torch_mod(PyObject* mod);  // torch or torch.* module object

@@ -28,7 +28,10 @@ enum class VK : uint8_t {
   Sym,       // a symbolic int/bool/float of a dynamic-shape compile: obj = torch.SymInt..., node
   Slice,     // a slice with symbolic bounds: items = start, stop, step (constant slices are Const)
   Instance,  // an instance of a plain Python class made in the trace: obj = its class, self = the class
-             // as loaded (its source guards class attributes), keys/items = its attributes
+             // as loaded (its source guards class attributes), attrs = its __dict__, contents = its
+             // items when the class is a dict or OrderedDict subclass (tracer/values/instance.cpp)
+  DictView,  // d.keys()/values()/items(), live: self = the dict (a Dict value), name = which
+             // (tracer/values/dict_view.cpp)
 };
 const char* vk_name(VK k);
 std::string describe(const Value& v);  // short text for events: "f32[2, 3] cpu", "(1, 2)", "<function f>"
@@ -49,6 +52,7 @@ struct Value {
   VPtr defaults, kwdefaults;
   std::vector<VPtr> cells;
   Ref globals, qualname;
+  VPtr attrs, contents;   // Instance: its __dict__ and (dict subclasses) its items, both Dict values
   bool flag = false;      // GradMode: enable?
   bool mutated = false;   // a container from an input was mutated (side effect)
   bool announced = false; // described to the observer

@@ -365,7 +365,7 @@ std::vector<std::pair<ImU32, std::string>> App::why() const {
   const Compile& c = m_.compiles()[ci];
   for (int bi : c.breaks) {
     const Break& b = m_.breaks()[bi];
-    out.push_back({IM_COL32(255, 115, 115, 255), "graph break " + b.break_id + " at line " + std::to_string(b.line) + ": " + b.message});
+    out.push_back({IM_COL32(255, 115, 115, 255), "graph break " + b.id_and_title() + " at line " + std::to_string(b.line) + ": " + b.message});
     if (!b.hint.empty()) out.push_back({IM_COL32(217, 190, 140, 255), "hint: " + b.hint});
   }
   if (c.reason.rfind("resume function", 0) == 0) out.push_back({IM_COL32(140, 200, 255, 255), "[" + c.id + "] is a " + c.reason});
@@ -654,7 +654,7 @@ void App::draw_source() {
       ImGui::Text("%5d%s %s", i + 1, cur ? ">" : " ", lines[i].c_str());
       if (broke) {
         ImGui::SameLine();
-        ImGui::TextColored(ImGui::ColorConvertU32ToFloat4(kBreakCol), "  <- graph break %s", brk->break_id.c_str());
+        ImGui::TextColored(ImGui::ColorConvertU32ToFloat4(kBreakCol), "  <- graph break %s", brk->id_and_title().c_str());
       }
       if (cur || broke) ImGui::PopStyleColor();
       if (cur) {
@@ -726,7 +726,7 @@ void App::draw_rewritten() {
   }
   if (!c.breaks.empty()) {
     const Break& b = m_.breaks()[c.breaks.front()];
-    ImGui::TextColored(ImVec4(1, .4f, .4f, 1), "break %s at offset %d: %s", b.break_id.c_str(), b.offset, b.message.c_str());
+    ImGui::TextColored(ImVec4(1, .4f, .4f, 1), "break %s at offset %d: %s", b.id_and_title().c_str(), b.offset, b.message.c_str());
   }
   if (!ImGui::BeginTabBar("gen")) return;
   for (const auto& [name, code] : c.gen_codes) {
@@ -935,10 +935,11 @@ void App::draw_tables() {
   if (tab("breaks")) {
     for (size_t i = 0; i < m_.breaks().size(); ++i) {
       const Break& b = m_.breaks()[i];
-      if (!passes(filter_buf_, b.break_id + " " + b.message)) continue;
-      const std::string label = "[" + m_.compiles()[b.compile].id + "] " + b.break_id + " line " + std::to_string(b.line) + ": " + b.message + "##b" + std::to_string(i);
+      if (!passes(filter_buf_, b.break_id + " " + b.title + " " + b.message)) continue;
+      const std::string label = "[" + m_.compiles()[b.compile].id + "] " + b.id_and_title() + " line " + std::to_string(b.line) + ": " + b.message + "##b" + std::to_string(i);
       if (ImGui::Selectable(label.c_str(), m_.selected_break() == static_cast<int>(i))) m_.follow_break(static_cast<int>(i));
-      if (!b.hint.empty() && ImGui::IsItemHovered()) ImGui::SetTooltip("%s", b.hint.c_str());
+      if ((!b.title.empty() || !b.hint.empty()) && ImGui::IsItemHovered())
+        ImGui::SetTooltip("%s%s%s", b.title.c_str(), !b.title.empty() && !b.hint.empty() ? "\nhint: " : "", b.hint.c_str());
     }
     ImGui::EndTabItem();
   }

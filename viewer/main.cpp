@@ -10,6 +10,7 @@
 //   dynview disasm CODE.json [--no-recursive]   print the dis.dis listing of a recorded code object
 //                                               (of the version it records: 3.11, 3.12 or 3.13)
 //   dynview opcodes [--version 3.12]            print the opcode table (default 3.11)
+//   dynview break-ids [--json|--markdown]       the graph-break ids: id, title, default hint
 //   dynview import DIR_OR_LOG -o RUN.dyn        torch.compile's TORCH_TRACE logs -> .dyn (cli_import.cpp)
 //   dynview diff BEFORE.dyn AFTER.dyn [--json] [--fail-on new-breaks,new-recompiles,more-graphs]
 //   dynview RUN.dyn|DIR_OR_LOG [--screenshot OUT.png | --script FILE | ...]   the viewer window (window.h)
@@ -21,6 +22,7 @@
 #include <cstring>
 #include <fstream>
 #include <iostream>
+#include <map>
 #include <sstream>
 #include <string>
 
@@ -32,6 +34,7 @@
 #include <filesystem>
 #include <vector>
 
+#include "core/break_ids.h"
 #include "core/bytecode.h"
 #include "core/reports.h"
 #include "core/trace.h"
@@ -80,6 +83,9 @@ constexpr Help kHelp[] = {
     {"seek", "usage: dynview seek RUN.dyn|DIR [--random N] [--json]\n  time to reach N (>= 1) random steps\n"},
     {"disasm", "usage: dynview disasm CODE.json [--no-recursive]\n  the dis.dis listing of a recorded code object\n"},
     {"opcodes", "usage: dynview opcodes [--version 3.11|3.12|3.13]\n  the opcode table of a CPython version (default 3.11)\n"},
+    {"break-ids", "usage: dynview break-ids [--json | --markdown]\n"
+                  "  the graph-break ids (DV0001, ...) with their title and default hint; --markdown: the table of\n"
+                  "  docs/graph-breaks.md\n"},
     {"import", "usage: dynview import TORCH_TRACE_DIR_OR_LOG -o RUN.dyn [--json]\n"
                "  torch.compile's structured logs (TORCH_TRACE=DIR) -> a .dyn trace the reports and the viewer read\n"},
     {"diff", "usage: dynview diff BEFORE.dyn|DIR AFTER.dyn|DIR [--json] [--fail-on new-breaks,new-recompiles,more-graphs]\n"
@@ -273,8 +279,11 @@ int cmd_report(const std::string& cmd, int argc, char** argv) {
       const nlohmann::json& rep = multi ? p["report"] : p;
       for (const auto& x : rep["problems"]) problems.push_back(x);
     }
-    nlohmann::json j{{"ok", ok}, {"checks", checks}, {"compiles", json_int(totals, "compiles")}, {"problems", problems},
-                     {"complete", !damaged}};
+    std::map<std::string, int64_t> by_id;  // graph breaks by id, summed over processes
+    for (const auto& p : procs)
+      for (const auto& b : (multi ? p["report"] : p).value("breaks_by_id", nlohmann::json::array())) by_id[b["break_id"].get<std::string>()] += b["count"].get<int64_t>();
+    nlohmann::json j{{"ok", ok}, {"checks", checks}, {"compiles", json_int(totals, "compiles")}, {"breaks_by_id", R::breaks_by_id(by_id)},
+                     {"problems", problems}, {"complete", !damaged}};
     if (multi) j["processes"] = procs;
     emit(j, a.json, (multi ? std::to_string(paths.size()) + " processes\n" : std::string()) + R::check_text(j));
     return ok ? 0 : 1;
@@ -303,6 +312,28 @@ int cmd_report(const std::string& cmd, int argc, char** argv) {
     for (auto& [k, v] : totals.items()) sum += " " + k + " " + std::to_string(v.get<int64_t>()) + ",";
     sum.back() = '\n';
     emit(j, a.json, text + sum);
+  }
+  return 0;
+}
+
+// The graph-break table (core/break_ids.inc) as text, JSON or the Markdown of docs/graph-breaks.md.
+int cmd_break_ids(int argc, char** argv) {
+  std::string format = "text";
+  for (int i = 0; i < argc; ++i) {
+    if (!std::strcmp(argv[i], "--json")) format = "json";
+    else if (!std::strcmp(argv[i], "--markdown")) format = "markdown";
+    else return usage_error("break-ids", std::string("unexpected argument '") + argv[i] + "'");
+  }
+  if (format == "markdown") {
+    std::fputs(dv::breaks::markdown_table().c_str(), stdout);
+  } else if (format == "json") {
+    nlohmann::json j = nlohmann::json::array();
+    for (const auto& b : dv::breaks::table()) j.push_back({{"id", b.id}, {"title", b.title}, {"hint", b.hint}});
+    std::printf("%s\n", j.dump(2).c_str());
+  } else {
+    for (const auto& b : dv::breaks::table())
+      std::printf("%.*s  %.*s\n        hint: %.*s\n", static_cast<int>(b.id.size()), b.id.data(), static_cast<int>(b.title.size()), b.title.data(),
+                  static_cast<int>(b.hint.size()), b.hint.data());
   }
   return 0;
 }
@@ -498,6 +529,7 @@ int main(int argc, char** argv) {
   }
   if (cmd == "disasm") return cmd_disasm(argc - 2, argv + 2);
   if (cmd == "opcodes") return cmd_opcodes(argc - 2, argv + 2);
+  if (cmd == "break-ids") return cmd_break_ids(argc - 2, argv + 2);
   if (cmd == "explain" || cmd == "recompiles" || cmd == "check" || cmd == "stats" || cmd == "export")
     return cmd_report(cmd, argc - 2, argv + 2);
   if (cmd == "seek") return cmd_seek(argc - 2, argv + 2);

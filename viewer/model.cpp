@@ -7,6 +7,7 @@
 #include <filesystem>
 #include <fstream>
 
+#include "core/break_ids.h"
 #include "core/code_json.h"
 #include "core/json_get.h"
 #include "core/opcodes.h"
@@ -221,6 +222,7 @@ void Model::index_events() {
       b.line = json_get<int>(ev, "line", 0);
       b.offset = json_get<int>(ev, "offset", 0);
       b.break_id = json_get<std::string>(ev, "break_id", "");
+      b.title = std::string(dv::breaks::title(b.break_id));
       b.message = json_get<std::string>(ev, "message", "");
       b.hint = json_get<std::string>(ev, "hint", "");
       b.filename = json_get<std::string>(ev, "filename", "");
@@ -669,8 +671,8 @@ const std::vector<SearchHit>& Model::search(const std::string& q) {
     if (contains_ci(guards_[i].text, q) || contains_ci(guards_[i].kind, q))
       hits_.push_back({guards_[i].step, "guard", guards_[i].text, static_cast<int>(i)});
   for (size_t i = 0; i < breaks_.size(); ++i)
-    if (contains_ci(breaks_[i].break_id, q) || contains_ci(breaks_[i].message, q))
-      hits_.push_back({breaks_[i].step, "break", breaks_[i].break_id + " " + breaks_[i].message, static_cast<int>(i)});
+    if (contains_ci(breaks_[i].break_id, q) || contains_ci(breaks_[i].title, q) || contains_ci(breaks_[i].message, q))
+      hits_.push_back({breaks_[i].step, "break", breaks_[i].id_and_title() + " " + breaks_[i].message, static_cast<int>(i)});
   for (size_t i = 0; i < nodes_.size(); ++i)
     if (contains_ci(nodes_[i].name, q) || contains_ci(nodes_[i].target, q))
       hits_.push_back({nodes_[i].step, "node", nodes_[i].name + " = " + nodes_[i].target, static_cast<int>(i)});

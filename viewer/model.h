@@ -47,8 +47,11 @@ struct Guard {
 struct Break {
   int compile = 0, line = 0, offset = 0;
   std::string break_id, message, hint, filename;
+  std::string title;  // the id's title from core/break_ids.inc ("" for an id it does not know)
   int64_t step = -1;
   std::vector<std::string> stack;
+  // "DV0002 (data-dependent control flow)", or the id alone when the table does not know it.
+  std::string id_and_title() const { return title.empty() ? break_id : break_id + " (" + title + ")"; }
 };
 struct Node {
   int compile = 0, graph = -1, node = -1;  // node: the engine's node id (values refer to it)

@@ -15,8 +15,8 @@ from . import _C
 
 
 class Unsupported(RuntimeError):
-    """Raised with fullgraph=True at the first graph break: carries break_id, message, hint and
-    lineno of the user's code."""
+    """Raised with fullgraph=True at the first graph break: carries break_id, title (the id's, from
+    the graph-break table), message, hint and lineno of the user's code."""
 
 
 _C._set_unsupported(Unsupported)
@@ -188,6 +188,11 @@ class BreakReason:
     user_stack: list
     graph_break: bool = True
 
+    @property
+    def title(self):
+        """The break id's title from the graph-break table ("" for an id it does not know)."""
+        return next((b["title"] for b in _C.break_ids() if b["id"] == self.break_id), "")
+
     def __str__(self):
         return f"{self.break_id}: {self.reason}"
 
@@ -208,7 +213,8 @@ class ExplainOutput:
         out = f"Graph Count: {self.graph_count}\nGraph Break Count: {self.graph_break_count}\nOp Count: {self.op_count}\n"
         out += "Break Reasons:\n"
         for i, b in enumerate(self.break_reasons, 1):
-            out += f"  Break Reason {i}:\n    Reason: {b.break_id}: {b.reason}\n"
+            title = f" ({b.title})" if b.title else ""
+            out += f"  Break Reason {i}:\n    Reason: {b.break_id}{title}: {b.reason}\n"
             if b.hint:
                 out += f"    Hint: {b.hint}\n"
             out += "    User Stack:\n" + "".join(f"      {s}\n" for s in b.user_stack)

@@ -8,6 +8,7 @@
 #include <thread>
 #include <memory>
 
+#include "core/break_ids.h"
 #include "core/trace.h"
 #include "recorder/recorder.h"
 
@@ -116,6 +117,13 @@ class TraceFile {
 }  // namespace
 
 void init_trace(pyb::module_& m) {
+  // The graph-break table (core/break_ids.inc): [{"id", "title", "hint"}, ...] in id order.
+  m.def("break_ids", []() {
+    pyb::list out;
+    for (const breaks::BreakInfo& b : breaks::table())
+      out.append(pyb::dict("id"_a = std::string(b.id), "title"_a = std::string(b.title), "hint"_a = std::string(b.hint)));
+    return out;
+  });
   // Raises BlockingIOError when another process holds `path` (the caller picks another name),
   // OSError for any other failure to create it.
   m.def("_record_start", [](const std::string& path, const std::string& meta, int flush_ms, uint32_t chunk_steps) {

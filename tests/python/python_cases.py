@@ -700,3 +700,554 @@ class ImportInForward(nn.Module):
 
 
 module_case(ImportInForward, (2, 4))
+
+
+# ---- exceptions raised and caught inside the compiled code ----
+_DEFAULTS = {"scale": 2.0, "shift": 1.0}
+
+
+def _lookup(d, key, default=None):
+    try:
+        return d[key]
+    except KeyError:
+        return default
+
+
+@case((3,))
+def try_except_key_error_in_helper(x):
+    return x * _lookup(_DEFAULTS, "scale") + _lookup(_DEFAULTS, "bias", 0.5)
+
+
+@case((3,))
+def try_except_key_error_inline(x):
+    opts = {"a": 1}
+    try:
+        b = opts["b"]
+    except KeyError:
+        b = 3
+    return x + b
+
+
+@case((3,))
+def try_except_else_finally(x):
+    y = x
+    try:
+        y = y * 2
+    except ValueError:
+        y = y - 100
+    else:
+        y = y + 1
+    finally:
+        y = y + 10
+    return y
+
+
+class ConfigError(ValueError):
+    pass
+
+
+def _check_mode(mode):
+    if mode not in ("sum", "mean"):
+        raise ConfigError(f"unknown mode {mode!r}")
+    return mode
+
+
+@case((2, 3))
+def raise_user_exception_caught(x):
+    try:
+        mode = _check_mode("max")
+    except ConfigError as e:
+        mode = "sum" if "max" in str(e) else "mean"
+    return x.sum() if mode == "sum" else x.mean()
+
+
+@case((2, 3))
+def except_tuple_of_classes(x):
+    try:
+        n = int("not a number")
+    except (TypeError, ValueError):
+        n = 4
+    return x * n
+
+
+@case((4,))
+def index_error_caught(x):
+    dims = [1, 2]
+    try:
+        d = dims[5]
+    except IndexError:
+        d = -1
+    return x * d
+
+
+@case((3,))
+def stop_iteration_from_next(x):
+    it = iter([])
+    try:
+        first = next(it)
+    except StopIteration:
+        first = 7
+    return x + first
+
+
+@case((3,))
+def attribute_error_caught(x):
+    cfg = _Cfg()
+    try:
+        eps = cfg.eps
+    except AttributeError:
+        eps = 1e-5
+    return x + eps
+
+
+class _Cfg:
+    hidden = 4
+
+
+@case((3,))
+def nested_try_reraise(x):
+    try:
+        try:
+            raise KeyError("k")
+        except KeyError:
+            raise ValueError("wrapped")
+    except ValueError as e:
+        msg = str(e)
+    return x * len(msg)
+
+
+# ---- user classes built inside the compiled code ----
+class Output(dict):
+    """A dict subclass that also exposes its keys as attributes (like HF's ModelOutput)."""
+
+    def __setitem__(self, key, value):
+        super().__setitem__(key, value)
+        super().__setattr__(key, value)
+
+    def __setattr__(self, name, value):
+        if value is not None:
+            super().__setitem__(name, value)
+        super().__setattr__(name, value)
+
+    def to_tuple(self):
+        return tuple(self[k] for k in self.keys())
+
+
+@case((2, 3))
+def dict_subclass_output(x):
+    out = Output()
+    out["logits"] = x * 2
+    out.hidden = x + 1
+    out.skipped = None
+    return out, out.logits, out.to_tuple(), len(out), "hidden" in out, "skipped" in out
+
+
+from collections import OrderedDict  # noqa: E402
+from dataclasses import dataclass, fields  # noqa: E402
+from typing import Optional  # noqa: E402
+
+
+class OutputBase(OrderedDict):
+    def __post_init__(self):
+        for f in fields(self):
+            v = getattr(self, f.name)
+            if v is not None:
+                self[f.name] = v
+
+    def __setitem__(self, key, value):
+        super().__setitem__(key, value)
+        super().__setattr__(key, value)
+
+    def __getitem__(self, k):
+        if isinstance(k, str):
+            return dict(self.items())[k]
+        return self.to_tuple()[k]
+
+    def to_tuple(self):
+        return tuple(self[k] for k in self.keys())
+
+
+@dataclass
+class LayerOutput(OutputBase):
+    last_hidden_state: Optional[torch.Tensor] = None
+    attentions: Optional[tuple] = None
+    aux_loss: Optional[torch.Tensor] = None
+
+
+@case((2, 4))
+def dataclass_ordereddict_output(x):
+    out = LayerOutput(last_hidden_state=x.relu(), attentions=(x.softmax(-1),))
+    first = out[0]
+    by_name = out["last_hidden_state"]
+    return out, first + by_name, list(out.keys()), out.aux_loss is None
+
+
+@case((2, 4))
+def dataclass_output_positional(x):
+    out = LayerOutput(x * 3)
+    return out.to_tuple(), len(out)
+
+
+class Counter:
+    __slots__ = ()
+
+
+@dataclass
+class Box:
+    lo: float
+    hi: float = 1.0
+
+    def __post_init__(self):
+        if self.lo > self.hi:
+            self.lo, self.hi = self.hi, self.lo
+
+    @property
+    def width(self):
+        return self.hi - self.lo
+
+
+@case((3,))
+def plain_dataclass_post_init(x):
+    b = Box(2.0, 0.5)
+    return x.clamp(b.lo, b.hi) * b.width
+
+
+class Registry:
+    def __init__(self):
+        object.__setattr__(self, "_items", {})
+
+    def __setattr__(self, name, value):
+        self._items[name] = value
+
+    def __getitem__(self, name):
+        return self._items[name]
+
+
+@case((3,))
+def custom_setattr_routes_to_dict(x):
+    r = Registry()
+    r.scale = 3
+    r.bias = x + 1
+    return x * r["scale"] + r["bias"]
+
+
+from collections.abc import Sequence  # noqa: E402
+
+
+class LayerView(Sequence):
+    def __init__(self, n):
+        self._n = n
+
+    def __len__(self):
+        return self._n
+
+    def __getitem__(self, i):
+        if i >= self._n:
+            raise IndexError(i)
+        return i + 1
+
+
+@case((3,))
+def abc_sequence_iterated(x):
+    view = LayerView(3)
+    total = 0
+    for v in view:
+        total += v
+    return x * total, len(view), list(view), 2 in view
+
+
+class Cache:
+    def __init__(self, layers=None):
+        self.layers = layers if layers is not None else []
+
+    def update(self, k, idx):
+        while len(self.layers) <= idx:
+            self.layers.append(None)
+        if self.layers[idx] is None:
+            self.layers[idx] = k
+        else:
+            self.layers[idx] = torch.cat([self.layers[idx], k], dim=-1)
+        return self.layers[idx]
+
+
+class DynamicCache(Cache):
+    def __init__(self, n):
+        super().__init__(layers=[None] * n)
+
+
+@case((2, 3))
+def cache_object_built_and_returned(x):
+    cache = DynamicCache(2)
+    a = cache.update(x, 0)
+    b = cache.update(x * 2, 0)
+    return b.sum() + a.sum(), cache
+
+
+@case((3,))
+def super_init_chain_with_kwargs(x):
+    c = DynamicCache(n=1)
+    c.update(x, 0)
+    return c.layers[0] * len(c.layers)
+
+
+# ---- inspect and type introspection on constants ----
+import inspect  # noqa: E402
+
+
+def _chunk_fn(a, b):
+    return a + b
+
+
+@case((3,))
+def inspect_signature_parameters(x):
+    n = len(inspect.signature(_chunk_fn).parameters)
+    return x * n, "b" in inspect.signature(_chunk_fn).parameters
+
+
+@case((3,))
+def str_of_type(x):
+    rep = str(type(x))
+    return x + (1 if rep.startswith("<class 'torch.") else 0)
+
+
+class ChunkedFF(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.lin = nn.Linear(4, 4)
+
+    def chunk(self, h):
+        return self.lin(h)
+
+    def forward(self, x):
+        n_args = len(inspect.signature(self.chunk).parameters)
+        if n_args != 1:
+            raise ValueError(f"chunk expects {n_args} arguments")
+        return self.chunk(x)
+
+
+module_case(ChunkedFF, (2, 4))
+
+
+# ---- context managers made inside the compiled code ----
+class Recorder:
+    def __init__(self, log):
+        self.log = log
+        self.depth = 0
+
+    def __enter__(self):
+        self.depth += 1
+        self.log.append("enter")
+        return self
+
+    def __exit__(self, exc_type, exc, tb):
+        self.depth -= 1
+        self.log.append("exit" if exc_type is None else "exit:" + exc_type.__name__)
+        return False
+
+
+@case((3,))
+def user_context_manager(x):
+    log = []
+    with Recorder(log) as r:
+        y = x * 2 + r.depth
+    return y, log, r.depth
+
+
+class Suppress:
+    def __init__(self, *kinds):
+        self.kinds = kinds
+
+    def __enter__(self):
+        return None
+
+    def __exit__(self, exc_type, exc, tb):
+        return exc_type is not None and issubclass(exc_type, self.kinds)
+
+
+@case((3,))
+def context_manager_suppresses_exception(x):
+    y = x + 1
+    with Suppress(KeyError):
+        y = y * 2
+        raise KeyError("dropped")
+    return y
+
+
+@case((3,))
+def exception_through_context_manager_caught_outside(x):
+    log = []
+    try:
+        with Recorder(log):
+            y = x - 1
+            raise ValueError("out")
+    except ValueError:
+        y = x + 100
+    return y, log
+
+
+import contextlib  # noqa: E402
+
+
+@case((3,))
+def nullcontext_block(x):
+    with contextlib.nullcontext(x) as same:
+        return same * 3
+
+
+@case((3,))
+def grad_mode_block_left_by_exception(x):
+    try:
+        with torch.no_grad():
+            y = x * 2
+            raise RuntimeError("leave")
+    except RuntimeError:
+        pass
+    return y + 1, torch.is_grad_enabled()
+
+
+# ---- more objects: classmethod constructors, properties with setters, __missing__ ----
+class Settings:
+    def __init__(self, width, depth=2):
+        self.width = width
+        self._depth = depth
+
+    @classmethod
+    def from_dict(cls, d):
+        return cls(d["width"], depth=d.get("depth", 1))
+
+    @staticmethod
+    def scale_for(width):
+        return width ** 0.5
+
+    @property
+    def depth(self):
+        return self._depth
+
+    @depth.setter
+    def depth(self, v):
+        self._depth = max(1, v)
+
+
+@case((3,))
+def classmethod_constructor_and_property_setter(x):
+    s = Settings.from_dict({"width": 16})
+    s.depth = 0
+    return x * s.scale_for(s.width) + s.depth, type(s).__name__, isinstance(s, Settings)
+
+
+class Defaults(dict):
+    def __missing__(self, key):
+        return 0
+
+
+@case((3,))
+def dict_subclass_missing(x):
+    d = Defaults(a=2)
+    return x * d["a"] + d["b"], len(d)
+
+
+class Node:
+    def __init__(self, value, children=()):
+        self.value = value
+        self.children = list(children)
+
+    def total(self):
+        return self.value + sum(c.total() for c in self.children)
+
+
+@case((2, 2))
+def nested_objects_returned(x):
+    tree = Node(x, [Node(x * 2), Node(x + 1, [Node(x - 3)])])
+    return tree.total(), tree
+
+
+class Meter:
+    count = 0
+
+    def __init__(self):
+        self.values = []
+
+    def __len__(self):
+        return len(self.values)
+
+    def add(self, v):
+        self.values.append(v)
+        return self
+
+
+@case((3,))
+def object_len_and_truth(x):
+    m = Meter()
+    empty = not m
+    m.add(x).add(x * 2)
+    return sum(m.values), len(m), empty, bool(m)
+
+
+@case((2, 3))
+def getattr_default_on_object(x):
+    s = Settings(4)
+    eps = getattr(s, "eps", 1e-6)
+    return x + eps + getattr(s, "width"), hasattr(s, "depth"), hasattr(s, "nope")
+
+
+# ---- torch.compiler.disable, allow_in_graph, graph_break ----
+def _log_value(t):
+    return float(t.sum())
+
+
+@torch.compiler.disable
+def log_stats(t):
+    return _log_value(t)  # runs eagerly, and nothing it calls is captured
+
+
+@case((3,))
+def calls_disabled_function(x):
+    y = x * 2
+    s = log_stats(y)
+    return y + 1, s
+
+
+@case((3,))
+def explicit_graph_break(x):
+    y = x.sin()
+    torch._dynamo.graph_break()
+    return y.cos()
+
+
+def fused_gelu(a):
+    return a * torch.sigmoid(1.702 * a)
+
+
+torch.compiler.allow_in_graph(fused_gelu)
+
+
+@case((2, 3))
+def allow_in_graph_function(x):
+    return fused_gelu(x) + fused_gelu(x * 2)
+
+
+# ---- dict views are live; x.shape stays a torch.Size ----
+@case((3,))
+def dict_views_see_later_changes(x):
+    d = {"a": 1}
+    keys, values, items = d.keys(), d.values(), d.items()
+    d["b"] = 2
+    del d["a"]
+    return x * len(keys), list(keys), list(values), list(items), "b" in keys, 2 in values
+
+
+@case((3,))
+def dict_view_iterated_after_update(x):
+    opts = {"scale": 2}
+    names = opts.keys()
+    opts.update({"shift": 1})
+    total = x
+    for k in names:
+        total = total + opts[k]
+    return total, sorted(names)
+
+
+@case((2, 3))
+def shape_is_torch_size(x):
+    s = x.shape
+    return isinstance(s, torch.Size), s[1:], x.new_zeros(s)

@@ -298,3 +298,19 @@ def test_real_models_recompile_like_torch_compile(case, backend):
         got, want = _model_counts(m, inputs, backend)
     assert got == want
     assert got[-1] == 2  # one static graph, then one symbolic graph for everything after
+
+
+def shape_out(x):
+    s = x.shape
+    return x * 2, s, s[1:], isinstance(s, torch.Size), "%s" % (s,)
+
+
+def test_symbolic_shape_leaving_the_graph_is_a_torch_size():
+    # once a dim is dynamic, x.shape (and its slices) reach the caller as torch.Size, not tuple
+    cf = dynview.compile(shape_out, backend="eager", dynamic=True)
+    for n in (3, 5, 7):
+        x = R(n, 2)
+        got, want = cf(x), shape_out(x)
+        assert type(got[1]) is torch.Size and type(got[2]) is torch.Size
+        assert got[1:] == want[1:]
+        torch.testing.assert_close(got[0], want[0])

@@ -16,14 +16,21 @@ pytestmark = pytest.mark.usefixtures("fresh_engine")
 
 
 def close(a, b):
-    # instances of Python classes (a returned output object): same class, same attributes
+    # instances of Python classes (a returned output object, a tree of them): same class, same
+    # attributes; a dict subclass's items too, in order
     if hasattr(a, "__dict__") and not isinstance(a, (torch.Tensor, torch.nn.Module, type)) and not callable(a):
         assert type(a) is type(b)
-        close_values(vars(a), vars(b))
+        if isinstance(a, dict):
+            close(dict(a), dict(b))
+        close(vars(a), vars(b))
     elif isinstance(a, (list, tuple)) and isinstance(b, (list, tuple)):
         assert type(a) is type(b) and len(a) == len(b)
         for x, y in zip(a, b):
             close(x, y)
+    elif isinstance(a, dict) and isinstance(b, dict):
+        assert list(a.keys()) == list(b.keys())
+        for k in a:
+            close(a[k], b[k])
     else:
         close_values(a, b)
 
@@ -185,3 +192,16 @@ def test_an_instance_that_holds_itself_is_rebuilt_once():
         torch.testing.assert_close(n.value, torch.full((2,), 2.0))
     (entry,) = dynview._C.cache_entries(make_node.__code__)
     assert entry["hits"] == 1
+
+
+def test_disabled_function_and_its_callees_are_not_captured():
+    import python_cases as P
+    cf = dynview.compile(P.calls_disabled_function, backend="eager")
+    x = torch.randn(3)
+    close(cf(x), P.calls_disabled_function(x))
+    records = dynview._C.take_records()
+    assert [r["break_id"] for r in records if r["break_id"]] == ["DV0025"]
+    assert "log_stats" in records[0]["break_message"]
+    # neither the disabled function nor what it calls was compiled as a frame of its own
+    assert not {r["qualname"] for r in records} & {"log_stats", "_log_value"}
+    assert dynview._C.cache_entries(P._log_value.__code__) == []

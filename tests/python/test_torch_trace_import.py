@@ -489,3 +489,16 @@ def test_diff_between_engines_and_between_recorded_traces(runs, tmp_path):
     # two recorded traces: the same run, nothing changed
     j, rc = diff(rec, rec, "--fail-on", "new-breaks,new-recompiles,more-graphs")
     assert rc == 0 and not any(c["changed"] for c in j["code_objects"]) and j["totals"]["new_breaks"] == 0
+
+
+def test_imported_break_ids_show_as_themselves(runs, tmp_path):
+    # TorchDynamo's GBnnnn ids are not in dynview's graph-break table: the reports and the viewer show
+    # them as they are, with no title (docs/graph-breaks.md).
+    import_json(runs["cases"], tmp_path / "cases.dyn")
+    breaks = [b for c in explain(tmp_path / "cases.dyn")["compiles"] for b in c["breaks"]]
+    assert breaks and all(b["break_id"].startswith("GB") and b["title"] == "" for b in breaks)
+    text = run_cli("explain", tmp_path / "cases.dyn").stdout
+    assert f"graph break {breaks[0]['break_id']}: " in text and "graph breaks by id:" in text
+    first = next(i for i, c in enumerate(explain(tmp_path / "cases.dyn")["compiles"]) if c["breaks"])
+    st = script_out(str(tmp_path / "cases.dyn"), [f"click compile {first}"], tmp_path)[0]["state"]
+    assert st["why"][0].startswith(f"graph break {breaks[0]['break_id']} at line ")

@@ -173,9 +173,12 @@ def test_break_link(traces, tmp_path):
     # The original-bytecode pane marks the break site: the instruction at the break's offset.
     assert f" {brk['offset']} " in st["break_instruction"] and st["step"]["opname"] in st["break_instruction"]
     check_state(st, t)
-    # The breaks table is shown, and the source pane says why in words: id, line, message and hint.
+    # The breaks table is shown, and the source pane says why in words: id with its title (the
+    # graph-break table's), line, message and hint.
     assert st["tab"] == "breaks"
-    assert st["why"][0] == f"graph break {brk['break_id']} at line {brk['line']}: {brk['message']}"
+    title = dynview.break_title(brk["break_id"])
+    assert brk["break_id"] == "DV0002" and title == "data-dependent control flow"
+    assert st["why"][0] == f"graph break {brk['break_id']} ({title}) at line {brk['line']}: {brk['message']}"
     assert brk["hint"] and st["why"][1] == "hint: " + brk["hint"]
 
 

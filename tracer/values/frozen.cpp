@@ -1,0 +1,79 @@
+// Frozen objects: instances of library classes that are immutable values once made
+// (inspect.Signature and inspect.Parameter, the mappingproxy of a signature's parameters). The
+// trace reads their attributes, items, length and iteration directly, as constants; the functions
+// that make them from constant arguments (inspect.signature of a function the trace knows) run
+// once at trace time. TorchDynamo models these as InspectSignatureVariable and friends.
+#include "tracer/translator.h"
+
+namespace dv {
+
+namespace {
+
+Ref attr_of(const char* module, const char* name) {
+  Ref mod = Ref::steal(PyImport_ImportModule(module));
+  Ref r = mod ? Ref::steal(PyObject_GetAttrString(mod.get(), name)) : Ref();
+  if (!r) PyErr_Clear();
+  return r;
+}
+
+struct Frozen {
+  Ref signature_fn, signature_type, parameter_type;
+};
+
+const Frozen& frozen() {
+  static const Frozen* fz = [] {
+    auto* z = new Frozen;  // kept for the process
+    z->signature_fn = attr_of("inspect", "signature");
+    z->signature_type = attr_of("inspect", "Signature");
+    z->parameter_type = attr_of("inspect", "Parameter");
+    return z;
+  }();
+  return *fz;
+}
+
+}  // namespace
+
+bool frozen_object(PyObject* o) {
+  if (!o) return false;
+  PyTypeObject* tp = Py_TYPE(o);
+  const Frozen& z = frozen();
+  if (tp == reinterpret_cast<PyTypeObject*>(z.signature_type.get()) || tp == reinterpret_cast<PyTypeObject*>(z.parameter_type.get()))
+    return true;
+  if (tp == &PyDictProxy_Type) {  // a signature's parameters: a proxy of a dict of Parameters
+    Ref items = Ref::steal(PyObject_CallMethod(o, "items", nullptr));
+    Ref list = items ? Ref::steal(PySequence_List(items.get())) : Ref();
+    if (!list) return PyErr_Clear(), false;
+    for (Py_ssize_t i = 0; i < PyList_GET_SIZE(list.get()); ++i) {
+      PyObject* pair = PyList_GET_ITEM(list.get(), i);
+      if (!PyUnicode_CheckExact(PyTuple_GET_ITEM(pair, 0)) || !frozen_object(PyTuple_GET_ITEM(pair, 1))) return false;
+    }
+    return true;
+  }
+  return false;
+}
+
+// inspect.signature(fn) of a function, method or module the trace holds as a real object.
+Translator::Status Translator::call_frozen_maker(Frame& f, PyObject* fn, std::vector<VPtr>& args,
+                                                 std::vector<std::pair<std::string, VPtr>>& kwargs, VPtr& out, bool& handled) {
+  handled = false;
+  const Frozen& z = frozen();
+  if (!z.signature_fn || fn != z.signature_fn.get() || args.size() != 1 || !kwargs.empty()) return std::nullopt;
+  const VPtr& a = args[0];
+  Ref target;
+  if ((a->kind == VK::Function || a->kind == VK::Object || a->kind == VK::NNModule) && a->obj && !PyCode_Check(a->obj.get())) {
+    target = a->obj;
+  } else if (a->kind == VK::Method && a->obj && PyFunction_Check(a->obj.get()) && a->self && a->self->obj &&
+             (a->self->kind == VK::NNModule || a->self->kind == VK::Object)) {
+    target = Ref::steal(PyMethod_New(a->obj.get(), a->self->obj.get()));  // the same bound method eager makes
+  } else {
+    return std::nullopt;
+  }
+  handled = true;
+  Ref r = target ? Ref::steal(PyObject_CallOneArg(fn, target.get())) : Ref();
+  if (!r) return raise_current(f, "inspect.signature()");
+  out = make(VK::Object);
+  out->obj = r;
+  return std::nullopt;
+}
+
+}  // namespace dv

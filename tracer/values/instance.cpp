@@ -1,0 +1,297 @@
+// Instances of plain Python classes made in the trace (VK::Instance): which classes qualify, how one
+// is constructed (__new__ and __init__), attribute reads and writes (properties, a custom
+// __setattr__), truth, iteration, and the builtin methods the class inherits -- object's, and for
+// dict and OrderedDict subclasses (transformers' ModelOutput) the dict's, over the instance's
+// contents. The transformed code rebuilds an instance that escapes the trace (codegen.cpp).
+#include "tracer/pycache.h"
+#include "tracer/translator.h"
+
+namespace dv {
+
+namespace {
+
+PyObject* interned(const char* s) { return PyUnicode_InternFromString(s); }
+
+PyTypeObject* ordered_dict_type() {
+  static PyTypeObject* t = [] {
+    Ref mod = Ref::steal(PyImport_ImportModule("collections"));
+    Ref od = mod ? Ref::steal(PyObject_GetAttrString(mod.get(), "OrderedDict")) : Ref();
+    if (!od || !PyType_Check(od.get())) return PyErr_Clear(), static_cast<PyTypeObject*>(nullptr);
+    return reinterpret_cast<PyTypeObject*>(od.release());  // kept for the process
+  }();
+  return t;
+}
+
+// A metaclass that makes instances as `type` does (type, abc.ABCMeta: no __call__ of its own).
+bool plain_metaclass(PyTypeObject* meta) {
+  if (meta == &PyType_Type) return true;
+  static PyObject* call_name = interned("__call__");
+  return PyType_IsSubtype(meta, &PyType_Type) && _PyType_Lookup(meta, call_name) == _PyType_Lookup(&PyType_Type, call_name);
+}
+
+PyTypeObject* class_of(const VPtr& v) { return reinterpret_cast<PyTypeObject*>(v->obj.get()); }
+
+// A builtin descriptor (slot wrapper or method) defined by `base` or one of its bases.
+bool descriptor_of(PyObject* d, PyTypeObject* base) {
+  if (!d || !base || !(Py_IS_TYPE(d, &PyWrapperDescr_Type) || Py_IS_TYPE(d, &PyMethodDescr_Type))) return false;
+  return PyType_IsSubtype(base, PyDescr_TYPE(d));
+}
+
+}  // namespace
+
+PyTypeObject* builtin_base(PyTypeObject* tp) {
+  PyObject* mro = tp->tp_mro;
+  if (!mro || !PyTuple_Check(mro)) return nullptr;
+  for (Py_ssize_t i = 0; i < PyTuple_GET_SIZE(mro); ++i) {
+    auto* b = reinterpret_cast<PyTypeObject*>(PyTuple_GET_ITEM(mro, i));
+    if (b != &PyBaseObject_Type && !(b->tp_flags & Py_TPFLAGS_HEAPTYPE)) return b;
+  }
+  return nullptr;
+}
+
+bool plain_class(PyTypeObject* tp) {
+  if (!plain_metaclass(Py_TYPE(tp)) || !(tp->tp_flags & Py_TPFLAGS_HEAPTYPE) || tp->tp_dictoffset == 0) return false;
+  if (tp->tp_flags & Py_TPFLAGS_IS_ABSTRACT) return false;  // eager raises TypeError: abstract methods
+  PyObject* mro = tp->tp_mro;
+  if (!mro || !PyTuple_Check(mro)) return false;
+  PyTypeObject* base = nullptr;  // the one builtin base allowed: dict or OrderedDict
+  for (Py_ssize_t i = 0; i < PyTuple_GET_SIZE(mro); ++i) {
+    auto* b = reinterpret_cast<PyTypeObject*>(PyTuple_GET_ITEM(mro, i));
+    if (b == &PyBaseObject_Type) continue;
+    if (b->tp_flags & Py_TPFLAGS_HEAPTYPE) {
+      if (!plain_metaclass(Py_TYPE(b))) return false;
+      continue;
+    }
+    if (b == &PyDict_Type || b == ordered_dict_type()) {
+      if (!base) base = b;
+      continue;
+    }
+    return false;  // other builtin bases: exceptions, tensors, lists, ...
+  }
+  static PyObject* new_name = interned("__new__");
+  static PyObject* getattribute_name = interned("__getattribute__");
+  static PyObject* getattr_name = interned("__getattr__");
+  static PyObject* setattr_name = interned("__setattr__");
+  auto* root = base ? base : &PyBaseObject_Type;
+  if (_PyType_Lookup(tp, new_name) != _PyType_Lookup(root, new_name)) return false;
+  if (_PyType_Lookup(tp, getattribute_name) != _PyType_Lookup(root, getattribute_name)) return false;  // generic lookup
+  if (_PyType_Lookup(tp, getattr_name)) return false;
+  PyObject* setattr = _PyType_Lookup(tp, setattr_name);
+  return setattr == _PyType_Lookup(&PyBaseObject_Type, setattr_name) || (setattr && PyFunction_Check(setattr));
+}
+
+Translator::Status Translator::construct(Frame& f, const VPtr& cls, std::vector<VPtr> args,
+                                         std::vector<std::pair<std::string, VPtr>> kwargs, VPtr& out) {
+  auto* tp = class_of(cls);
+  VPtr inst = make(VK::Instance);
+  inst->obj = cls->obj;
+  inst->self = cls;
+  inst->attrs = make(VK::Dict);
+  PyTypeObject* base = builtin_base(tp);
+  if (base) inst->contents = make(VK::Dict);
+  static PyObject* init_name = interned("__init__");
+  PyObject* init = _PyType_Lookup(tp, init_name);
+  if (init && PyFunction_Check(init)) {
+    VPtr r;
+    if (Status s = call(f, bound_method(inst, Ref::borrow(init), "__init__"), std::move(args), std::move(kwargs), r)) return s;
+  } else if (init == _PyType_Lookup(&PyBaseObject_Type, init_name)) {
+    if (!args.empty() || !kwargs.empty()) return raise_new(f, PyExc_TypeError, std::string(tp->tp_name) + "() takes no arguments");
+  } else if (base && descriptor_of(init, base)) {  // dict.__init__: the items given
+    VPtr r;
+    bool handled = false;
+    if (Status s = instance_builtin(f, init, inst, args, kwargs, r, handled)) return s;
+    if (!handled) return brk(f, "DV0004", std::string("constructing ") + tp->tp_name + ": " + base->tp_name + ".__init__");
+  } else {
+    return brk(f, "DV0004", std::string("constructing ") + tp->tp_name + ": its __init__ is not a Python function");
+  }
+  out = inst;
+  return std::nullopt;
+}
+
+// object's and dict's methods on an instance made in the trace -- through super() or spelled out
+// (object.__setattr__(self, k, v), dict.__setitem__(self, k, v)).
+Translator::Status Translator::instance_builtin(Frame& f, PyObject* descr, const VPtr& self, std::vector<VPtr>& args,
+                                                std::vector<std::pair<std::string, VPtr>>& kwargs, VPtr& out, bool& handled) {
+  handled = false;
+  static PyObject* object_init = PyObject_GetAttrString(reinterpret_cast<PyObject*>(&PyBaseObject_Type), "__init__");
+  auto* tp = class_of(self);
+  auto none = [&] { return constant(Ref::borrow(Py_None)); };
+  if (descr == object_init) {
+    handled = true;
+    if (!args.empty() || !kwargs.empty())
+      return raise_new(f, PyExc_TypeError, "object.__init__() takes exactly one argument (the instance to initialize)");
+    out = none();
+    return std::nullopt;
+  }
+  if (descr == py().object_setattr.get()) {
+    handled = true;
+    if (args.size() != 2 || !kwargs.empty() || args[0]->kind != VK::Const || !PyUnicode_Check(args[0]->obj.get()))
+      return brk(f, "DV0008", std::string("object.__setattr__ on a ") + tp->tp_name + " with a computed name");
+    PyObject* d = _PyType_Lookup(tp, args[0]->obj.get());
+    if (d && Py_TYPE(d)->tp_descr_set)
+      return brk(f, "DV0008", "assignment to property or descriptor '" + str_of(args[0]->obj.get()) + "' of " + tp->tp_name);
+    dict_set(*self->attrs, args[0]->obj, args[1]);
+    out = none();
+    return std::nullopt;
+  }
+  PyTypeObject* base = self->contents ? builtin_base(tp) : nullptr;
+  if (!descriptor_of(descr, base)) return std::nullopt;
+  // dict's (or OrderedDict's) own methods: over the instance's contents, a Dict value.
+  handled = true;
+  const std::string name = str_of(PyDescr_NAME(descr));
+  const VPtr& d = self->contents;
+  if (name == "__init__") {
+    if (args.size() > 1) return raise_new(f, PyExc_TypeError, std::string("dict expected at most 1 argument, got ") + std::to_string(args.size()));
+    bool h = false;
+    if (Status s = dict_method(f, d, "update", args, kwargs, out, h)) return s;
+    if (!h) return brk(f, "DV0004", std::string(tp->tp_name) + ".__init__ with these arguments");
+    out = none();
+    return std::nullopt;
+  }
+  if (!kwargs.empty()) return brk(f, "DV0004", std::string(base->tp_name) + "." + name + " with keyword arguments");
+  if (name == "__getitem__" && args.size() == 1) return subscr(f, d, args[0], out);
+  if (name == "__len__" && args.empty()) {
+    out = constant_steal(PyLong_FromSize_t(d->items.size()));
+    return std::nullopt;
+  }
+  if (name == "__iter__" && args.empty()) return iterate(f, d, out, false);
+  if (name == "__contains__" && args.size() == 1) {
+    if (args[0]->kind != VK::Const) return brk(f, "DV0024", "'in' a dict with a " + std::string(vk_name(args[0]->kind)) + " key");
+    bool found = false;
+    for (const Ref& k : d->keys) found |= PyObject_RichCompareBool(k.get(), args[0]->obj.get(), Py_EQ) == 1;
+    PyErr_Clear();
+    out = constant(Ref::borrow(found ? Py_True : Py_False));
+    return std::nullopt;
+  }
+  VPtr m = make(VK::Method);  // get, keys, items, values, pop, update, __setitem__, __delitem__, ...
+  m->self = d;
+  m->name = name;
+  return call(f, m, std::move(args), {}, out);
+}
+
+Translator::Status Translator::instance_getattr(Frame& f, const VPtr& obj, const std::string& name, VPtr& out) {
+  auto* tp = class_of(obj);
+  if (name == "__class__") {
+    out = obj->self;
+    return std::nullopt;
+  }
+  if (name == "__dict__") {  // live: writes through it are the instance's attributes
+    out = obj->attrs;
+    return std::nullopt;
+  }
+  Ref nm = Ref::steal(PyUnicode_FromString(name.c_str()));
+  PyObject* cls_attr = _PyType_Lookup(tp, nm.get());
+  if (cls_attr && Py_TYPE(cls_attr)->tp_descr_set) {  // data descriptors first: properties
+    if (Ref getter = python_getter(cls_attr)) return call_python(f, getter, {obj}, out);
+    return brk(f, "DV0005", "descriptor " + name + " of " + tp->tp_name);
+  }
+  for (size_t i = 0; i < obj->attrs->keys.size(); ++i)  // the instance's own attributes
+    if (str_of(obj->attrs->keys[i].get()) == name) {
+      out = obj->attrs->items[i];
+      return std::nullopt;
+    }
+  if (!cls_attr) return brk(f, kNoAttributeId, "'" + std::string(tp->tp_name) + "' object has no attribute '" + name + "'");
+  if (PyFunction_Check(cls_attr)) {  // a method, bound to the instance
+    out = bound_method(obj, Ref::borrow(cls_attr), name);
+    return std::nullopt;
+  }
+  if (Py_IS_TYPE(cls_attr, &PyClassMethod_Type)) {  // bound to the class
+    Ref fn = Ref::steal(PyObject_GetAttrString(cls_attr, "__func__"));
+    if (!fn || !PyFunction_Check(fn.get())) return PyErr_Clear(), brk(f, "DV0005", "classmethod " + name + " of " + tp->tp_name);
+    out = bound_method(obj->self, fn, name);
+    return std::nullopt;
+  }
+  if (obj->contents && descriptor_of(cls_attr, builtin_base(tp))) {  // a method of the dict it is
+    VPtr mv = make(VK::Method);
+    mv->self = obj;
+    mv->name = name;
+    mv->obj = Ref::borrow(cls_attr);
+    out = mv;
+    return std::nullopt;
+  }
+  // Anything else the class holds (staticmethods, constants, registries): read through the class
+  // as loaded, so it is guarded like any class attribute.
+  return getattr(f, obj->self, name, out);
+}
+
+Translator::Status Translator::instance_setattr(Frame& f, const VPtr& obj, const std::string& name, const VPtr& value) {
+  auto* tp = class_of(obj);
+  Ref nm = Ref::steal(PyUnicode_FromString(name.c_str()));
+  static PyObject* setattr_name = interned("__setattr__");
+  PyObject* setattr = _PyType_Lookup(tp, setattr_name);
+  if (setattr && PyFunction_Check(setattr)) {  // the class's own __setattr__, inlined
+    VPtr r;
+    return call_python(f, Ref::borrow(setattr), {obj, constant(nm), value}, r);
+  }
+  PyObject* descr = _PyType_Lookup(tp, nm.get());
+  if (descr && Py_TYPE(descr)->tp_descr_set) {
+    if (PyObject_TypeCheck(descr, &PyProperty_Type)) {  // a property whose setter is Python: inlined
+      Ref setter = Ref::steal(PyObject_GetAttrString(descr, "fset"));
+      if (setter && PyFunction_Check(setter.get())) {
+        VPtr r;
+        return call_python(f, setter, {obj, value}, r);
+      }
+      PyErr_Clear();
+    }
+    return brk(f, "DV0008", "assignment to property or descriptor '" + name + "' of " + tp->tp_name);
+  }
+  dict_set(*obj->attrs, nm, value);
+  return std::nullopt;
+}
+
+Translator::Status Translator::instance_truth(Frame& f, const VPtr& obj, bool& out) {
+  // True unless its class says otherwise: __bool__, else __len__ (inlined; a dict's: its contents).
+  static PyObject* bool_name = interned("__bool__");
+  static PyObject* len_name = interned("__len__");
+  auto* tp = class_of(obj);
+  PyObject* b = _PyType_Lookup(tp, bool_name);
+  PyObject* l = b ? nullptr : _PyType_Lookup(tp, len_name);
+  if (!b && !l) {
+    out = true;
+    return std::nullopt;
+  }
+  if (l && obj->contents && descriptor_of(l, builtin_base(tp))) {
+    out = !obj->contents->items.empty();
+    return std::nullopt;
+  }
+  PyObject* m = b ? b : l;
+  if (!PyFunction_Check(m)) return brk(f, "DV0007", std::string("bool() of a ") + tp->tp_name + " whose __bool__ or __len__ is not Python code");
+  VPtr r;
+  if (Status s = call_python(f, Ref::borrow(m), {obj}, r)) return s;
+  if (r->kind != VK::Const || (b ? !PyBool_Check(r->obj.get()) : !PyLong_Check(r->obj.get())))
+    return brk(f, "DV0007", std::string("bool() of a ") + tp->tp_name + ": " + (b ? "__bool__" : "__len__") + " gave a " + vk_name(r->kind));
+  out = PyObject_IsTrue(r->obj.get()) == 1;
+  return std::nullopt;
+}
+
+Translator::Status Translator::instance_iterate(Frame& f, const VPtr& obj, VPtr& out, bool materialize) {
+  // __iter__ inlined (a generator runs to its end); a dict's: its keys; else __getitem__ from 0 to IndexError.
+  static PyObject* iter_name = interned("__iter__");
+  static PyObject* getitem_name = interned("__getitem__");
+  auto* tp = class_of(obj);
+  PyObject* iter_fn = _PyType_Lookup(tp, iter_name);
+  PyObject* getitem = _PyType_Lookup(tp, getitem_name);
+  if (iter_fn && PyFunction_Check(iter_fn)) {
+    VPtr r;
+    if (Status s = call_python(f, Ref::borrow(iter_fn), {obj}, r)) return s;
+    if (r->kind != VK::Iter) return brk(f, "DV0016", std::string(tp->tp_name) + ".__iter__ gave a " + vk_name(r->kind));
+    return iterate(f, r, out, materialize);
+  }
+  if (iter_fn && obj->contents && descriptor_of(iter_fn, builtin_base(tp))) return iterate(f, obj->contents, out, materialize);
+  if (iter_fn || !getitem || !PyFunction_Check(getitem)) return brk(f, "DV0016", std::string("iterating over a ") + tp->tp_name);
+  VPtr it = make(VK::Iter);
+  for (long i = 0;; ++i) {
+    VPtr item;
+    Status s = call_python(f, Ref::borrow(getitem), {obj, constant_steal(PyLong_FromLong(i))}, item);
+    if (s && s->exc && (PyErr_GivenExceptionMatches(s->exc.get(), PyExc_IndexError) ||
+                        PyErr_GivenExceptionMatches(s->exc.get(), PyExc_StopIteration)))
+      break;
+    if (s) return s;
+    it->items.push_back(item);
+    if (it->items.size() > 100000) return brk(f, "DV0014", "iterable too long to unroll");
+  }
+  out = it;
+  return std::nullopt;
+}
+
+}  // namespace dv
