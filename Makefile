@@ -34,7 +34,7 @@ endif
 # $(PYTHON)'s. Each pytest run uses every core (pytest-xdist, one test file per worker at a time).
 PYTEST := -m pytest -q -p no:cacheprovider -p no:benchmark -n $(JOBS) --dist loadfile
 test: build
-	@t=$$(date +%s); ctest --test-dir $(BUILD) --output-on-failure && echo "== ctest: $$(($$(date +%s) - t)) s"
+	@t=$$(date +%s); ctest --test-dir $(BUILD) --output-on-failure -j$(JOBS) && echo "== ctest: $$(($$(date +%s) - t)) s"
 	@t=$$(date +%s); $(PYTHON) $(PYTEST) tests/python && echo "== Python $$($(PYTHON) -c 'import sys; print("%d.%d" % sys.version_info[:2])'): pytest $$(($$(date +%s) - t)) s"
 	@if [ "$${DV_OTHER_PYTHONS:-1}" != 0 ] || [ "$${REQUIRE_ALL:-0}" = 1 ]; then \
 	    BUILD=$(BUILD) JOBS=$(JOBS) PYTHON=$(PYTHON) bash .ci/other_pythons.sh; \
