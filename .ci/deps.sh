@@ -30,6 +30,7 @@ try:
 except ImportError:
     need.append("torch==2.13.0")
 for mod, pkg in (("pybind11", "pybind11"), ("pytest", "pytest"),
+                 ("xdist", "pytest-xdist"),  # make test runs each suite on every core (pytest -n)
                  ("scikit_build_core", "scikit-build-core"), ("numpy", "numpy"),
                  ("transformers", "transformers")):  # real model code for the engine tests (tiny configs, offline)
     if importlib.util.find_spec(mod) is None:

@@ -1,20 +1,46 @@
 #!/usr/bin/env bash
-# The Python suite on every other supported CPython (3.12, 3.13) this machine has: for each, a venv
-# (.venv-X.Y, created once, with torch==2.13.0 and the test deps), dynview._C built for it alone
-# (build-X.Y; no viewer or C++ tests: those do not depend on Python) into python/dynview beside the
-# main interpreter's (_C.cpython-3XY-*.so: each interpreter loads its own), and the same pytest run
-# as for the main interpreter, with the viewer built beside it. Used by `make test`.
-# Prints which versions ran. REQUIRE_ALL=1 (CI) fails when one of them is missing.
-# `other_pythons.sh demo 3.12`: the same set-up for one version, then the demo on it (make demo).
+# The Python suite on every other supported CPython (3.11, 3.12, 3.13 but the one running `make test`)
+# this machine has: for each, a venv (.venv-X.Y, created once, with torch==2.13.0 and the test deps
+# from .ci/deps.sh), dynview._C built for it alone (build-X.Y; no viewer or C++ tests: those do not
+# depend on Python) into python/dynview beside the main interpreter's (_C.cpython-3XY-*.so: each
+# interpreter loads its own), and the same pytest run as for the main interpreter, with the viewer
+# built beside it, minus the cross_version tests (tests/python/conftest.py: they run other
+# interpreters by subprocess, which the main suite did for every version). Used by `make test`.
+# Prints which versions ran. REQUIRE_ALL=1 (CI) fails when one of 3.11, 3.12, 3.13 is missing.
+#   other_pythons.sh [test]    the above
+#   other_pythons.sh venvs     only the venvs (.ci/run starts this first, in the background: the
+#                              downloads overlap the main build; `test` waits for it per venv)
+#   other_pythons.sh demo 3.12 the same set-up for one version, then the demo on it (make demo)
 set -euo pipefail
 mode=${1:-test}
-versions="3.12 3.13"
-if [ "$mode" = demo ]; then versions=$2; fi
 cd "$(dirname "$0")/.."
 ROOT=$PWD
 BUILD=${BUILD:-build}
 JOBS=${JOBS:-$(nproc)}
 PYTHON=${PYTHON:-python3}
+main=$("$PYTHON" -c 'import sys; print("%d.%d" % sys.version_info[:2])')
+case $main in
+  3.11|3.12|3.13) ;;
+  *) echo "error: $PYTHON is CPython $main; dynview supports 3.11, 3.12 and 3.13" >&2; exit 1 ;;
+esac
+versions=""
+for v in 3.11 3.12 3.13; do [ "$v" = "$main" ] || versions="$versions $v"; done
+if [ "$mode" = demo ]; then versions=$2; fi
+
+# The venv for $1 at $2 with torch==2.13.0 and the test deps; one process at a time per venv
+# (flock), so `test` waits for a `venvs` run still installing it.
+venv_ready() {
+  local v=$1 exe=$2 venv=.venv-$1
+  (
+    flock 9
+    if [ ! -x "$venv/bin/python" ]; then
+      echo "== $v: creating $venv with torch==2.13.0 (first run only)"
+      "$exe" -m venv "$venv"
+    fi
+    PYTHON="$ROOT/$venv/bin/python" bash .ci/deps.sh  # torch==2.13.0 and the test deps, as for python3
+  ) 9>"$venv.lock"
+}
+
 ran=()
 missing=()
 for v in $versions; do
@@ -23,12 +49,14 @@ for v in $versions; do
     missing+=("$v")
     continue
   fi
-  venv=.venv-$v
-  if [ ! -x "$venv/bin/python" ]; then
-    echo "== $v: creating $venv with torch==2.13.0 (first run only)"
-    "$exe" -m venv "$venv"
+  t0=$SECONDS
+  venv_ready "$v" "$exe"
+  if [ "$mode" = venvs ]; then
+    echo "== $v: .venv-$v ready ($((SECONDS - t0)) s)"
+    continue
   fi
-  PYTHON="$ROOT/$venv/bin/python" bash .ci/deps.sh  # torch==2.13.0 and the test deps, as for python3
+  venv=.venv-$v
+  t1=$SECONDS
   bdir=$BUILD-$v
   cmake -S . -B "$bdir" -G Ninja -DCMAKE_BUILD_TYPE=Release -DDV_BUILD_TESTS=OFF -DDV_PREBUILT_LIBS_DIR="$ROOT/$BUILD" \
       -DDV_PY_PACKAGE_DIR="$ROOT/python/dynview" -DPython3_EXECUTABLE="$ROOT/$venv/bin/python" \
@@ -38,15 +66,18 @@ for v in $versions; do
     DYNVIEW_BIN="$ROOT/$BUILD/dynview" PYTHONPATH="$ROOT/python" "$venv/bin/python" assets/examples/demo.py
     exit
   fi
+  t2=$SECONDS
   echo "== Python $v: tests/python"
   PYTHONPATH="$ROOT/python:$ROOT/tests/python" DYNVIEW_BIN="$ROOT/$BUILD/dynview" \
-      "$venv/bin/python" -m pytest -q -p no:cacheprovider tests/python
+      "$venv/bin/python" -m pytest -q -p no:cacheprovider -p no:benchmark -n "$JOBS" --dist loadfile -m "not cross_version" tests/python
+  echo "== Python $v: venv $((t1 - t0)) s, dynview._C $((t2 - t1)) s, pytest $((SECONDS - t2)) s"
   ran+=("$v")
 done
 if [ "$mode" = demo ]; then echo "error: CPython $versions not found" >&2; exit 1; fi
-main=$("$PYTHON" -c 'import sys; print("%d.%d" % sys.version_info[:2])')
-echo "make test: the suite ran on CPython $main ${ran[*]}${missing:+ (not found: ${missing[*]})}"
+if [ "$mode" = test ]; then
+  echo "make test: the suite ran on CPython $main ${ran[*]}${missing:+ (not found: ${missing[*]})}"
+fi
 if [ "${REQUIRE_ALL:-0}" = 1 ] && [ ${#missing[@]} -gt 0 ]; then
-  echo "error: CPython ${missing[*]} not found (CI requires 3.11, 3.12 and 3.13)" >&2
+  echo "error: CPython ${missing[*]} not found: CI requires 3.11, 3.12 and 3.13" >&2
   exit 1
 fi

@@ -193,8 +193,11 @@ std::string App::command(const std::string& line) {
       if (!num(n)) return "Ctrl+G needs a step";
       m_.go_to(n);
     } else {
-      int64_t times = 1;  // "key Right 3"
-      num(times);
+      int64_t times = 1;  // "key Right 3" (a count that does not parse, or overflows, is refused)
+      constexpr int64_t kMaxTimes = 1'000'000;
+      in >> std::ws;
+      if (!in.eof() && (!num(times) || times < 1 || times > kMaxTimes))
+        return "key " + what + ": TIMES must be 1 to " + std::to_string(kMaxTimes);
       for (int64_t i = 0; i < times; ++i) key(it->second);
     }
   } else if (verb == "click") {

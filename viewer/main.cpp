@@ -447,7 +447,7 @@ constexpr const char* kScriptHelp =
     "{\"command\", \"state\", \"error\"?} on stdout; exit 1 when a command failed, 64 for an unreadable script.\n"
     "  goto N | step N                  cursor to global step N\n"
     "  key K [TIMES]                    Left Right Shift+Left Shift+Right Alt+Left Alt+Right Home End\n"
-    "                                   Ctrl+B F3 Shift+F3; 'key Ctrl+G N' goes to step N\n"
+    "                                   Ctrl+B F3 Shift+F3 (TIMES 1 to 1000000); 'key Ctrl+G N' goes to step N\n"
     "  click compile|guard|break|recompile I   select by index (from 0; out of range is an error)\n"
     "  click node NAME|I                node by name (in the selected compile) or index\n"
     "  click stack SLOT | local NAME    follow a value on the stack (0 = bottom) or a local\n"

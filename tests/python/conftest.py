@@ -1,4 +1,8 @@
-"""pytest configuration: puts tests/python on sys.path and lets tests add lines to the summary."""
+"""pytest configuration: puts tests/python on sys.path and lets tests add lines to the summary.
+
+`make test` runs the suite with pytest-xdist (`-n`, one worker per core, `--dist loadfile`: a test
+file's module fixtures are built once, on one worker). A figure a test reports travels to the
+controller in its test report (user_properties), so the summary is the same with or without -n."""
 import os
 import sys
 
@@ -7,6 +11,28 @@ import pytest
 sys.path.insert(0, os.path.dirname(__file__))
 
 _summary = []
+
+
+def pytest_configure(config):
+    config.addinivalue_line(
+        "markers", "cross_version: runs another CPython (3.12, 3.13) by subprocess and checks what it says "
+        "against core/, which is one library linked into every version's dynview._C; the main "
+        "interpreter's suite runs these for every version and the other versions' suites deselect them "
+        "(.ci/other_pythons.sh: -m 'not cross_version'): each would re-check its own version, which its "
+        "in-process tests check in full, and the others with the same code")
+
+
+# Under pytest-xdist (make test) the files that take longest go first, so that no worker is left
+# with one of them at the end while the other idles. Whole files: `--dist loadfile` keeps a file on
+# one worker. (Measured with --durations; order only, every test still runs.)
+SLOW_FILES = ("test_bytecode_corpus.py", "test_trace_crash.py", "test_torch_trace_import.py", "test_faults.py",
+              "test_engine_cases.py", "test_dynamic_shapes.py", "test_hf_models.py", "test_cli_errors.py")
+
+
+def pytest_collection_modifyitems(config, items):
+    if os.environ.get("PYTEST_XDIST_WORKER"):
+        rank = {name: i for i, name in enumerate(SLOW_FILES)}
+        items.sort(key=lambda item: rank.get(item.path.name, len(SLOW_FILES)))  # stable: file order kept
 
 
 @pytest.fixture
@@ -24,9 +50,14 @@ def fresh_engine():
 
 
 @pytest.fixture
-def report():
+def report(request):
     """report(line): printed in pytest's terminal summary (counts a test wants on record)."""
-    return _summary.append
+    return lambda line: request.node.user_properties.append(("dynview figure", line))
+
+
+def pytest_runtest_logreport(report):
+    if report.when == "teardown":  # the last report of a test carries all its properties
+        _summary.extend(v for k, v in report.user_properties if k == "dynview figure")
 
 
 def pytest_terminal_summary(terminalreporter):

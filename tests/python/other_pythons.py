@@ -1,4 +1,5 @@
-"""The other CPython versions core/ supports, found on this machine (dynview._C is built for 3.11 only).
+"""The other CPython versions core/ supports, found on this machine (.ci/other_pythons.sh, run by
+`make test`, builds dynview._C for each in its venv; the cross_version tests run them by subprocess).
 
 An interpreter for X.Y is taken from $DYNVIEW_PYTHON_X_Y, else the newest pyenv install
 ($(pyenv root)/versions/X.Y.*/bin/pythonX.Y), else `pythonX.Y` on PATH (not a pyenv shim, which

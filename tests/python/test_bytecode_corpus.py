@@ -173,6 +173,7 @@ def test_stacksize_freedom_executes_identically(report):
     assert smaller >= 2
 
 
+@pytest.mark.cross_version
 @pytest.mark.parametrize("version", other_pythons.OTHER_VERSIONS)
 def test_other_version_corpus(version, tmp_path, report):
     python = other_pythons.find(version)

@@ -90,6 +90,7 @@ print(json.dumps(out))
 """
 
 
+@pytest.mark.cross_version
 @pytest.mark.parametrize("version", other_pythons.OTHER_VERSIONS)
 def test_cli_lists_other_versions_code_like_their_dis(tmp_path, version):
     python = other_pythons.find(version)

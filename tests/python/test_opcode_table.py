@@ -117,6 +117,7 @@ print(json.dumps({"ops": ops, "spec": spec}))
 """
 
 
+@pytest.mark.cross_version
 @pytest.mark.parametrize("version", other_pythons.OTHER_VERSIONS)
 def test_other_versions_table_equals_their_interpreter(version):
     python = other_pythons.find(version)

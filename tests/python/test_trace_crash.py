@@ -1,6 +1,10 @@
 """Crash safety: a process recording a long capture is killed with SIGKILL at 20 random moments.
 Every trace opens, and every chunk the process had flushed before the kill (it logs its
-recorder's chunk and step counts after each compile) reads back intact."""
+recorder's chunk and step counts after each compile) reads back intact.
+
+The recording processes are forked from a server that imported torch and dynview once (and ran
+nothing else), instead of each being a new interpreter: the import is most of a fresh process's
+cost and none of what is tested (the recording is started in the killed process, after the fork)."""
 import os
 import random
 import signal
@@ -15,36 +19,64 @@ from test_cli_disasm import cli
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(os.path.dirname(HERE))
 
-CHILD = r'''
+# Reads "PATH LOG" lines; for each forks a child that records a long capture into PATH until it is
+# killed, and answers "pid N" at the fork, "ready" once the child records, "dead S" when it is reaped.
+SERVER = r'''
 import os, sys, torch, dynview
-path, log = sys.argv[1], sys.argv[2]
-rec = dynview.record(path, flush_ms=100, chunk_steps=1024).start()
-print("ready", flush=True)
-logf = open(log, "w")
-i = 0
-while True:
-    # a long capture: distinct functions with unrolled loops and helper calls
-    src = "def helper(t):\n    return t.sin() * 2 + t.cos()\n"
-    src += "def f%d(x, y):\n    z = x\n    for k in range(%d):\n        z = helper(z) * y + k\n    return z\n" % (i, 40 + i % 30)
-    ns = {}
-    exec(compile(src, "gen_%d.py" % i, "exec"), ns)
-    dynview.compile(ns["f%d" % i], backend="eager")(torch.ones(4), torch.ones(4))
-    s = dynview._C._record_stats()
-    logf.write("%d %d\n" % (s["chunks"], s["steps"]))
-    logf.flush()
-    i += 1
+
+
+def record(path, log):
+    rec = dynview.record(path, flush_ms=100, chunk_steps=1024).start()
+    print("ready", flush=True)
+    logf = open(log, "w")
+    i = 0
+    while True:
+        # a long capture: distinct functions with unrolled loops and helper calls
+        src = "def helper(t):\n    return t.sin() * 2 + t.cos()\n"
+        src += "def f%d(x, y):\n    z = x\n    for k in range(%d):\n        z = helper(z) * y + k\n    return z\n" % (i, 40 + i % 30)
+        ns = {}
+        exec(compile(src, "gen_%d.py" % i, "exec"), ns)
+        dynview.compile(ns["f%d" % i], backend="eager")(torch.ones(4), torch.ones(4))
+        s = dynview._C._record_stats()
+        logf.write("%d %d\n" % (s["chunks"], s["steps"]))
+        logf.flush()
+        i += 1
+
+
+for line in sys.stdin:
+    path, log = line.split()
+    pid = os.fork()
+    if pid == 0:
+        try:
+            record(path, log)
+        finally:
+            os._exit(1)
+    print("pid", pid, flush=True)
+    _, status = os.waitpid(pid, 0)
+    print("dead", status, flush=True)
 '''
 
 
-def one_kill(tmp, k, rng, results):
-    path, log = os.path.join(tmp, f"kill{k}.dyn"), os.path.join(tmp, f"kill{k}.log")
+def start_server():
     env = dict(os.environ, PYTHONPATH=os.path.join(ROOT, "python"))
-    p = subprocess.Popen([sys.executable, "-c", CHILD, path, log], env=env, stdout=subprocess.PIPE, text=True)
-    assert p.stdout.readline().strip() == "ready"
+    return subprocess.Popen([sys.executable, "-c", SERVER], env=env, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                            text=True)
+
+
+def one_kill(server, child, tmp, k, rng, results):
+    path, log = os.path.join(tmp, f"kill{k}.dyn"), os.path.join(tmp, f"kill{k}.log")
+    server.stdin.write(f"{path} {log}\n")
+    server.stdin.flush()
+    kind, pid = server.stdout.readline().split()
+    assert kind == "pid"
+    child[0] = int(pid)
+    assert server.stdout.readline().strip() == "ready"
     delay = rng.uniform(0.05, 1.5)
     time.sleep(delay)
-    p.send_signal(signal.SIGKILL)
-    p.wait()
+    os.kill(child[0], signal.SIGKILL)
+    kind, status = server.stdout.readline().split()
+    child[0] = None
+    assert kind == "dead" and os.WIFSIGNALED(int(status)) and os.WTERMSIG(int(status)) == signal.SIGKILL
     lines = open(log).read().split("\n") if os.path.exists(log) else []
     logged = [tuple(map(int, l.split())) for l in lines if l.strip()]
     chunks_logged, steps_logged = logged[-1] if logged else (0, 0)
@@ -61,11 +93,23 @@ def test_sigkill_at_random_moments(tmp_path, report):
     results, errors = [], []
 
     def worker(ks):
-        for k in ks:
+        server, child = start_server(), [None]
+        try:
+            for k in ks:
+                one_kill(server, child, str(tmp_path), k, random.Random(rng.random() + k), results)
+        except Exception as e:  # surfaced below with the kill number
+            errors.append((k, repr(e)))
+        finally:
+            if child[0] is not None:  # a failed kill: the child would record forever
+                try:
+                    os.kill(child[0], signal.SIGKILL)
+                except ProcessLookupError:
+                    pass
+            server.stdin.close()
             try:
-                one_kill(str(tmp_path), k, random.Random(rng.random() + k), results)
-            except Exception as e:  # surfaced below with the kill number
-                errors.append((k, repr(e)))
+                server.wait(timeout=60)
+            except subprocess.TimeoutExpired:
+                server.kill()
 
     threads = [threading.Thread(target=worker, args=(range(i, 20, 2),)) for i in range(2)]
     for th in threads:

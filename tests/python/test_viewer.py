@@ -298,8 +298,12 @@ def test_search_names_and_break_ids(traces, tmp_path):
 
 def test_script_errors_and_bad_traces(traces, tmp_path):
     path, _ = traces["toy"]
-    out = script(path, ["click node nosuchnode", "frobnicate"], tmp_path, expect_ok=False)
+    out = script(path, ["click node nosuchnode", "frobnicate", "key F3 99999999999999999999", "key Right x",
+                        "key Right 0", "key Right 2"], tmp_path, expect_ok=False)
     assert "no graph node" in out[0]["error"] and "unknown command" in out[1]["error"]
+    # a repeat count that overflows (the fuzzer's: it used to repeat F3 for ever) or is not 1..10^6
+    assert all("TIMES must be 1 to 1000000" in o["error"] for o in out[2:5])
+    assert "error" not in out[5] and out[5]["state"]["cursor"] == out[4]["state"]["cursor"] + 2
     bad = tmp_path / "bad.dyn"
     bad.write_text('{"not": "a trace"}')
     p = subprocess.run([*xvfb(), cli(), str(bad), "--screenshot", str(tmp_path / "x.png")], capture_output=True, text=True, timeout=60)
