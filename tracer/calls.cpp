@@ -562,11 +562,13 @@ Translator::Status call_builtin(Translator& t, Frame& f, PyObject* fn, std::vect
 // a constant private to the trace, as op_BUILD_SET makes.
 static bool set_of_constants(PyObject* r) {
   if (!PySet_CheckExact(r)) return false;
-  Py_ssize_t pos = 0;
-  PyObject* key;
-  Py_hash_t hash;
-  while (_PySet_NextEntry(r, &pos, &key, &hash))
-    if (!(PyUnicode_CheckExact(key) || PyLong_Check(key) || PyFloat_CheckExact(key) || PyTuple_CheckExact(key) || key == Py_None)) return false;
+  Ref it = Ref::steal(PyObject_GetIter(r));  // (_PySet_NextEntry is not in 3.13's headers)
+  if (!it) return PyErr_Clear(), false;
+  while (Ref key = Ref::steal(PyIter_Next(it.get()))) {
+    PyObject* k = key.get();
+    if (!(PyUnicode_CheckExact(k) || PyLong_Check(k) || PyFloat_CheckExact(k) || PyTuple_CheckExact(k) || k == Py_None)) return false;
+  }
+  if (PyErr_Occurred()) return PyErr_Clear(), false;
   return true;
 }
 
