@@ -47,7 +47,7 @@ Translator::Status Translator::dict_method(Frame& f, const VPtr& self, const std
   auto none = [&]() { return constant(Ref::borrow(Py_None)); };
   auto key_error = [&]() {
     return args.empty() || !args[0]->obj ? brk(f, "DV0010", "KeyError in dict." + name, "the eager frame raises it")
-                                         : raise(f, Ref::steal(PyObject_CallOneArg(PyExc_KeyError, args[0]->obj.get())), "dict." + name);
+                                         : raise_key_error(f, args[0]->obj.get(), "dict." + name);
   };
   if ((name == "get" || name == "pop" || name == "setdefault") && !args.empty() && kwargs.empty() && args.size() <= 2) {
     if (!hashable_const(args[0])) return brk(f, "DV0024", "dict." + name + " with a " + std::string(vk_name(args[0]->kind)) + " key");
@@ -157,7 +157,7 @@ Translator::Status Translator::outside_dict_read(Frame& f, const VPtr& self, con
       out = args.size() == 2 ? args[1] : constant(Ref::borrow(Py_None));
       return std::nullopt;
     }
-    return raise(f, Ref::steal(PyObject_CallOneArg(PyExc_KeyError, args[0]->obj.get())), "dict.__getitem__");
+    return raise_key_error(f, args[0]->obj.get(), "dict.__getitem__");
   }
   out = wrap(Ref::borrow(v), Source::item(self->source, args[0]->obj), f);
   if (!out) return brk(f, "DV0013", "an item of " + std::string(Py_TYPE(d)->tp_name) + " cannot be traced");

@@ -224,7 +224,7 @@ Status op_DELETE_SUBSCR(Translator& t, Frame& f, const Instr&) {  // (container 
     return t.brk(f, "DV0008", std::string("del of an item of a ") + vk_name(cont->kind));
   if (cont->kind == VK::Dict) {
     if (PyObject_Hash(sub->obj.get()) == -1) return PyErr_Clear(), t.brk(f, "DV0024", "unhashable dict key");
-    if (!dict_erase(*cont, sub->obj.get())) return t.raise(f, Ref::steal(PyObject_CallOneArg(PyExc_KeyError, sub->obj.get())), "del");
+    if (!dict_erase(*cont, sub->obj.get())) return t.raise_key_error(f, sub->obj.get(), "del");
   } else {
     if (!PyLong_CheckExact(sub->obj.get())) return t.brk(f, "DV0024", "del of a list slice");
     long i = PyLong_AsLong(sub->obj.get());

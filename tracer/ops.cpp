@@ -156,7 +156,7 @@ Translator::Status Translator::subscr(Frame& f, VPtr obj, VPtr idx, VPtr& out) {
       }
       PyErr_Clear();
     }
-    return raise(f, Ref::steal(PyObject_CallOneArg(PyExc_KeyError, idx->obj.get())));
+    return raise_key_error(f, idx->obj.get());
   }
   if (obj->kind == VK::NNModule && idx->kind == VK::Const && PySlice_Check(idx->obj.get()) && obj->source) {
     // ModuleList / Sequential slices (self.layers[:-1]): the children in the slice, each with its

@@ -222,6 +222,10 @@ Translator::Status Translator::raise_new(Frame& f, PyObject* type, const std::st
   return raise(f, std::move(exc), what);
 }
 
+Translator::Status Translator::raise_key_error(Frame& f, PyObject* key, const std::string& what) {
+  return raise(f, Ref::steal(PyObject_CallOneArg(PyExc_KeyError, key)), what);
+}
+
 Translator::Status Translator::raise_current(Frame& f, const std::string& what) {
   if (!PyErr_Occurred()) return brk(f, "DV0010", what);
   PyObject *type, *value, *tb;

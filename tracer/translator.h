@@ -136,6 +136,7 @@ class Translator {
   Status raise(Frame& f, Ref exc, const std::string& what = {});
   Status raise_new(Frame& f, PyObject* type, const std::string& msg, const std::string& what = {});
   Status raise_current(Frame& f, const std::string& what);
+  Status raise_key_error(Frame& f, PyObject* key, const std::string& what = {});  // KeyError(key)
   // The exception being handled (sys.exc_info()) by the innermost except/finally block the trace is
   // in; null when the trace is in none (what is handled outside it is unknown).
   VPtr exc_info;
