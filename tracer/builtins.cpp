@@ -194,7 +194,10 @@ Translator::Status call_builtin(Translator& t, Frame& f, PyObject* fn, std::vect
       case VK::Tuple: return v->obj ? v->obj.get() : reinterpret_cast<PyObject*>(&PyTuple_Type);
       case VK::List: return reinterpret_cast<PyObject*>(&PyList_Type);
       case VK::Dict: return reinterpret_cast<PyObject*>(&PyDict_Type);
-      case VK::Const: case VK::Object: case VK::NNModule: return reinterpret_cast<PyObject*>(Py_TYPE(v->obj.get()));
+      case VK::Const:
+        if (is_fake_id(v->obj.get())) return reinterpret_cast<PyObject*>(&PyLong_Type);
+        return reinterpret_cast<PyObject*>(Py_TYPE(v->obj.get()));
+      case VK::Object: case VK::NNModule: return reinterpret_cast<PyObject*>(Py_TYPE(v->obj.get()));
       case VK::Function: return reinterpret_cast<PyObject*>(&PyFunction_Type);
       case VK::Instance: return v->obj.get();
       case VK::DictView: return dict_view_type(v->name);
@@ -202,6 +205,19 @@ Translator::Status call_builtin(Translator& t, Frame& f, PyObject* fn, std::vect
     }
   };
   if (is("print")) return t.brk(f, "DV0015", "call to print()", "printing is a side effect outside the graph");
+  if (is("id") && n == 1 && kwargs.empty()) return t.call_id(f, args[0], out);
+  if (is("vars") && n == 1 && kwargs.empty() && args[0]->kind == VK::Instance) {  // its __dict__, live
+    out = args[0]->attrs;
+    return std::nullopt;
+  }
+  if (((is("setattr") && n == 3) || (is("delattr") && n == 2)) && kwargs.empty()) {  // as obj.name = v / del obj.name
+    if (args[1]->kind != VK::Const || !PyUnicode_Check(args[1]->obj.get()))
+      return t.brk(f, "DV0008", std::string(n == 3 ? "setattr" : "delattr") + "() with a computed name");
+    const std::string name = str_of(args[1]->obj.get());
+    if (Status s = n == 3 ? t.store_attr(f, args[0], name, args[2]) : t.delete_attr(f, args[0], name)) return s;
+    out = t.constant(Ref::borrow(Py_None));
+    return std::nullopt;
+  }
   if (is("len") && n == 1) {
     const VPtr& v = args[0];
     Py_ssize_t len = -1;

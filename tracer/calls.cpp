@@ -596,6 +596,9 @@ Translator::Status Translator::call(Frame& f, VPtr fn, std::vector<VPtr> args,
           PyErr_Clear();
           return brk(f, "DV0025", "call to " + callable_name(orig ? orig.get() : fn->obj.get()) + ", marked torch.compiler.disable");
         }
+        bool substituted = false;
+        if (Status s = call_substitute(f, fn->obj.get(), args, kwargs, out, substituted)) return s;
+        if (substituted) return std::nullopt;
         if (allowed_in_graph(fn->obj.get()))  // torch.compiler.allow_in_graph: one node of the graph
           return graph_call(f, fn->obj, "", std::move(args), std::move(kwargs), out);
         bool handled = false;
@@ -606,19 +609,15 @@ Translator::Status Translator::call(Frame& f, VPtr fn, std::vector<VPtr> args,
     }
     case VK::NNModule: {
       PyObject* m = fn->obj.get();
-      // Hooks change what calling the module does: not traced yet.
-      for (const char* hooks : {"_forward_hooks", "_forward_pre_hooks", "_backward_hooks"}) {
-        Ref h = Ref::steal(PyObject_GetAttrString(m, hooks));
-        if (h && PyDict_Check(h.get()) && PyDict_GET_SIZE(h.get()) > 0)
-          return brk(f, "DV0004", "module with " + std::string(hooks), "module hooks are not traced yet");
-        PyErr_Clear();
-      }
       Ref forward = Ref::steal(PyObject_GetAttrString(reinterpret_cast<PyObject*>(Py_TYPE(m)), "forward"));
       if (!forward || !PyFunction_Check(forward.get()))
-        return brk(f, "DV0004", "module " + std::string(Py_TYPE(m)->tp_name) + " has no Python forward");
+        return PyErr_Clear(), brk(f, "DV0004", "module " + std::string(Py_TYPE(m)->tp_name) + " has no Python forward");
       VPtr fv = make(VK::Function);
       fv->obj = forward;
-      return inline_call(f, fv, fn, std::move(args), std::move(kwargs), out);
+      ModuleHooks hooks;
+      if (Status s = module_hooks(f, m, hooks)) return s;
+      if (hooks.pre.empty() && hooks.post.empty()) return inline_call(f, fv, fn, std::move(args), std::move(kwargs), out);
+      return call_with_hooks(f, fn, fv, hooks, std::move(args), std::move(kwargs), out);
     }
     case VK::Method: {
       if (fn->self && fn->self->kind == VK::NNModule && fn->obj && PyFunction_Check(fn->obj.get())) {

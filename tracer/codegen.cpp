@@ -151,6 +151,7 @@ struct Rebuilder {
         return true;
       }
       case VK::Const:
+        if (is_fake_id(v->obj.get())) return false;  // id() of a value made in the trace: no real id to give
         if (PySet_CheckExact(v->obj.get())) {  // a set made in the trace: a new set per call, set(frozenset)
           Ref frozen = Ref::steal(PyFrozenSet_New(v->obj.get()));
           if (!frozen) return PyErr_Clear(), false;

@@ -15,12 +15,35 @@ long find_key(const Value& d, PyObject* key) {
   return -1;
 }
 
-bool hashable_const(const VPtr& v) {
-  if (!v || v->kind != VK::Const) return false;
-  if (PyObject_Hash(v->obj.get()) == -1) return PyErr_Clear(), false;
-  return true;
-}
+bool hashable_const(const VPtr& v) { return dict_key(v) != nullptr; }
 }  // namespace
+
+bool identity_key(PyObject* o) {
+  PyTypeObject* tp = Py_TYPE(o);
+  if (PyType_Check(o)) return tp->tp_hash == PyType_Type.tp_hash && tp->tp_richcompare == PyType_Type.tp_richcompare;
+  if (PyFunction_Check(o) || PyCFunction_Check(o)) return true;
+  if (tp->tp_hash != PyBaseObject_Type.tp_hash || tp->tp_richcompare != PyBaseObject_Type.tp_richcompare) return false;
+  PyObject* mod = tp->tp_dict ? PyDict_GetItemString(tp->tp_dict, "__module__") : nullptr;
+  return mod && PyUnicode_Check(mod) && PyUnicode_CompareWithASCIIString(mod, "typing") == 0;  // Union, Literal, ...
+}
+
+PyObject* dict_key(const VPtr& v) {
+  if (!v || !v->obj) return nullptr;
+  if (v->kind == VK::Const) {
+    if (PyObject_Hash(v->obj.get()) == -1) return PyErr_Clear(), nullptr;
+    return v->obj.get();
+  }
+  if ((v->kind == VK::Object || (v->kind == VK::Function && PyFunction_Check(v->obj.get()))) && identity_key(v->obj.get()))
+    return v->obj.get();
+  return nullptr;
+}
+
+VPtr Translator::key_value(const Ref& k) {
+  if (is_exact_const(k.get()) || !identity_key(k.get())) return constant(k);
+  VPtr v = make(PyFunction_Check(k.get()) ? VK::Function : VK::Object);
+  v->obj = k;
+  return v;
+}
 
 void dict_set(Value& d, Ref key, VPtr value) {
   const long i = find_key(d, key.get());
@@ -51,7 +74,7 @@ Translator::Status Translator::dict_method(Frame& f, const VPtr& self, const std
   };
   if ((name == "get" || name == "pop" || name == "setdefault") && !args.empty() && kwargs.empty() && args.size() <= 2) {
     if (!hashable_const(args[0])) return brk(f, "DV0024", "dict." + name + " with a " + std::string(vk_name(args[0]->kind)) + " key");
-    const long i = find_key(d, args[0]->obj.get());
+    const long i = find_key(d, dict_key(args[0]));
     if (i == -2) return brk(f, "DV0010", "comparing dict keys raised");
     if (i >= 0) {
       out = d.items[static_cast<size_t>(i)];
@@ -69,7 +92,7 @@ Translator::Status Translator::dict_method(Frame& f, const VPtr& self, const std
   if (name == "popitem" && args.empty() && kwargs.empty()) {
     if (d.keys.empty()) return key_error();
     VPtr pair = make(VK::Tuple);
-    pair->items = {constant(d.keys.back()), d.items.back()};
+    pair->items = {key_value(d.keys.back()), d.items.back()};
     d.keys.pop_back();
     d.items.pop_back();
     out = pair;

@@ -86,6 +86,10 @@ struct GuardTree::Node {
         // Descriptors whose value is owned by the parent, read without calling Python:
         // type(x) and a bound method's self / function (decorated functions' closures reach them).
         if (source->name == "__class__") return reinterpret_cast<PyObject*>(Py_TYPE(parent));
+        if (source->name == "__dict__") {  // an object's own attributes (copy.deepcopy reads them)
+          PyObject** dp = _PyObject_GetDictPtr(parent);
+          return dp ? *dp : nullptr;
+        }
         if (PyMethod_Check(parent) && source->name == "__self__") return PyMethod_GET_SELF(parent);
         if (PyMethod_Check(parent) && source->name == "__func__") return PyMethod_GET_FUNCTION(parent);
         PyObject** dictptr = _PyObject_GetDictPtr(parent);

@@ -122,6 +122,13 @@ Status op_STORE_ATTR(Translator& t, Frame& f, const Instr& in) {  // (value owne
   return std::nullopt;
 }
 
+Status op_DELETE_ATTR(Translator& t, Frame& f, const Instr& in) {  // (owner -- )
+  NEED(1);
+  if (Status s = t.delete_attr(f, f.stack.back(), name_at(f, in.arg))) return s;
+  f.stack.pop_back();
+  return std::nullopt;
+}
+
 Status op_MAKE_CELL(Translator& t, Frame& f, const Instr& in) {  // ( -- )
   VPtr c = t.make(VK::Cell);
   if (f.locals[in.arg]) c->items.push_back(f.locals[in.arg]);

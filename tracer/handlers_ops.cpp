@@ -70,8 +70,8 @@ Status op_CONTAINS_OP(Translator& t, Frame& f, const Instr& in) {  // (item cont
     PyObject* m = _PyType_Lookup(reinterpret_cast<PyTypeObject*>(cont->obj.get()), contains_name);
     if (!m || !PyFunction_Check(m)) cont = cont->contents;
   }
-  if (cont->kind == VK::Dict && item->kind == VK::Const) {
-    for (auto& k : cont->keys) found |= PyObject_RichCompareBool(k.get(), item->obj.get(), Py_EQ) == 1;
+  if (cont->kind == VK::Dict && dict_key(item)) {
+    for (auto& k : cont->keys) found |= PyObject_RichCompareBool(k.get(), dict_key(item), Py_EQ) == 1;
   } else if ((cont->kind == VK::List || cont->kind == VK::Tuple) && item->kind == VK::Const) {
     for (auto& x : cont->items) {
       if (x->kind == VK::Tensor) return t.brk(f, "DV0002", "'in' over tensors compares their values");

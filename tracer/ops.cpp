@@ -147,9 +147,10 @@ Translator::Status Translator::subscr(Frame& f, VPtr obj, VPtr idx, VPtr& out) {
     return brk(f, "DV0017", "unsupported sequence index");
   }
   if (obj->kind == VK::Dict) {
-    if (idx->kind != VK::Const) return brk(f, "DV0017", "dict key is not a constant");
+    PyObject* key = dict_key(idx);
+    if (!key) return brk(f, "DV0017", "dict key is not a constant");
     for (size_t k = 0; k < obj->keys.size(); ++k) {
-      int eq = PyObject_RichCompareBool(obj->keys[k].get(), idx->obj.get(), Py_EQ);
+      int eq = PyObject_RichCompareBool(obj->keys[k].get(), key, Py_EQ);
       if (eq == 1) {
         out = obj->items[k];
         return std::nullopt;
@@ -325,7 +326,7 @@ Translator::Status Translator::iterate(Frame& f, VPtr v, VPtr& out, bool materia
       out = v;
       return std::nullopt;
     case VK::Tuple: case VK::List: it->items = v->items; break;
-    case VK::Dict: for (auto& k : v->keys) it->items.push_back(constant(k)); break;
+    case VK::Dict: for (auto& k : v->keys) it->items.push_back(key_value(k)); break;
     case VK::Const: case VK::Object: {
       if (v->kind == VK::Object && !PyRange_Check(v->obj.get()) && !frozen_object(v->obj.get())) return brk(f, "DV0016", std::string("iterating over ") + Py_TYPE(v->obj.get())->tp_name);
       Ref iter = Ref::steal(PyObject_GetIter(v->obj.get()));
@@ -373,6 +374,13 @@ Translator::Status Translator::iterate(Frame& f, VPtr v, VPtr& out, bool materia
   }
   out = it;
   return std::nullopt;
+}
+
+Translator::Status Translator::delete_attr(Frame& f, const VPtr& owner, const std::string& name) {
+  if (owner->kind == VK::Instance) return instance_delattr(f, owner, name);  // made in the trace
+  return brk(f, "DV0008", std::string("del of attribute '") + name + "' of a " +
+                              (owner->obj && owner->kind != VK::Function ? Py_TYPE(owner->obj.get())->tp_name : vk_name(owner->kind)),
+             "dynview follows del of attributes of objects made inside the compiled function");
 }
 
 Translator::Status Translator::store_attr(Frame& f, const VPtr& owner, const std::string& name, const VPtr& value) {

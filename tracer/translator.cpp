@@ -207,6 +207,8 @@ Translator::Status Translator::brk(Frame& f, BreakId id, std::string msg, std::s
 
 Translator::Status Translator::raise(Frame& f, Ref exc, const std::string& what) {
   if (!exc || !PyExceptionInstance_Check(exc.get())) return brk(f, "DV0010", what.empty() ? "raise of a non-exception" : what);
+  if (is_fake_id_error(exc.get()))  // eager computes with the real id: dynview has none
+    return brk(f, "DV0018", (what.empty() ? std::string() : what + ": ") + "id() of a value made in the trace used as a number or text");
   Ref text = Ref::steal(PyObject_Str(exc.get()));
   std::string msg = std::string(Py_TYPE(exc.get())->tp_name) + (text && PyUnicode_GET_LENGTH(text.get()) ? ": " + str_of(text.get()) : "");
   if (!text) PyErr_Clear();

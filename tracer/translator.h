@@ -48,6 +48,15 @@ const CodeFacts* code_facts(PyObject* code);  // null (Python error set) on fail
 // Announces a code object to an observer (fills its CodeInfo on first use). False: Python error set.
 bool announce_code(EngineObserver* obs, const CodeFacts* facts);
 
+// A module's forward hooks, in the order nn.Module._call_impl runs them (the global ones first).
+struct ModuleHooks {
+  struct Hook {
+    Ref fn;
+    bool with_kwargs = false;
+  };
+  std::vector<Hook> pre, post;
+};
+
 struct Frame {
   const CodeFacts* facts;
   std::vector<VPtr> locals;   // localsplus
@@ -143,6 +152,7 @@ class Translator {
   VPtr make(VK kind);
   VPtr constant(Ref obj);
   VPtr constant_steal(PyObject* obj);  // null stays null (error -> caller breaks)
+  VPtr key_value(const Ref& k);  // a dict key as a value (a constant, or a class or function known by identity)
   VPtr wrap(Ref obj, SourcePtr source, Frame& f) { return builder.wrap(std::move(obj), std::move(source), f); }
   Status module_members(Frame& f, const VPtr& fn, const std::vector<VPtr>& args,
                         const std::vector<std::pair<std::string, VPtr>>& kwargs, VPtr& out, bool& handled);
@@ -157,6 +167,17 @@ class Translator {
   Status call_partial(Frame& f, PyObject* partial, std::vector<VPtr>& args,
                       std::vector<std::pair<std::string, VPtr>>& kwargs, VPtr& out);
   Status call_super(Frame& f, std::vector<VPtr>& args, VPtr& out);
+  // Calling a module with forward hooks: pre-hooks, forward, hooks, as nn.Module._call_impl
+  // (tracer/module_hooks.cpp). module_hooks breaks on backward hooks.
+  Status module_hooks(Frame& f, PyObject* module, ModuleHooks& out);
+  Status call_with_hooks(Frame& f, const VPtr& module, const VPtr& forward, const ModuleHooks& hooks, std::vector<VPtr> args,
+                         std::vector<std::pair<std::string, VPtr>> kwargs, VPtr& out);
+  // A library function the trace runs natively (copy.deepcopy ...: tracer/library.cpp); `handled`
+  // false when fn is not one.
+  Status call_substitute(Frame& f, PyObject* fn, std::vector<VPtr>& args, std::vector<std::pair<std::string, VPtr>>& kwargs,
+                         VPtr& out, bool& handled);
+  // id(v): the real id of an object known by identity, or a fake id (tracer/values/fake_id.cpp).
+  Status call_id(Frame& f, const VPtr& v, VPtr& out);
   Status call(Frame& f, VPtr fn, std::vector<VPtr> args, std::vector<std::pair<std::string, VPtr>> kwargs, VPtr& out);
   Status call_python(Frame& f, Ref fn, std::vector<VPtr> args, VPtr& out);  // a Python function, inlined
   VPtr bound_method(VPtr self, Ref fn, std::string name);  // fn bound to self (a Method value)
@@ -179,6 +200,11 @@ class Translator {
   // The rest of what such an instance answers (tracer/values/instance.cpp).
   Status instance_getattr(Frame& f, const VPtr& obj, const std::string& name, VPtr& out);
   Status instance_setattr(Frame& f, const VPtr& obj, const std::string& name, const VPtr& value);
+  Status instance_delattr(Frame& f, const VPtr& obj, const std::string& name);
+  Status instance_generic_getattr(Frame& f, const VPtr& obj, const std::string& name, VPtr& out);  // object.__getattribute__
+  Status instance_generic_delattr(Frame& f, const VPtr& obj, const std::string& name);             // object.__delattr__
+  // del obj.name (DELETE_ATTR, delattr()).
+  Status delete_attr(Frame& f, const VPtr& owner, const std::string& name);
   Status instance_truth(Frame& f, const VPtr& obj, bool& out);
   Status instance_iterate(Frame& f, const VPtr& obj, VPtr& out, bool materialize);
   // obj.__name__(args) when obj is an instance of a Python class defining it in Python: inlined
@@ -224,12 +250,20 @@ class Translator {
   Frame* root_ = nullptr;
   std::vector<Frame*> frames_;
   int cur_step_ = 0;
+  std::unordered_map<const Value*, std::pair<VPtr, VPtr>> fake_ids_;  // value -> (value kept alive, its fake id)
 #ifdef DV_CHECK_STACK
   void check_stack_effect(Frame& f, const bc::Instr& in, size_t before, bool jumped);
 #endif
 };
 
 bool is_exact_const(PyObject* o);
+// Dict keys the trace holds: hashable constants, and objects hashed and compared by identity that
+// stay what they are (classes, functions, typing's special forms) (dicts.cpp).
+bool identity_key(PyObject* o);
+PyObject* dict_key(const VPtr& v);  // v's key object (borrowed), or null when v cannot be a key
+// A fake id (id() of a value made in the trace), and the error using one as a number raises.
+bool is_fake_id(PyObject* o);
+bool is_fake_id_error(PyObject* exc);
 // A Python class whose instances the trace can build and follow: object's __new__, __setattr__,
 // __getattribute__ and no __getattr__, an instance __dict__, every base a class like it (no builtin
 // base: dict subclasses, exceptions, tensors), metaclass `type`.

@@ -142,8 +142,21 @@ VPtr ValueBuilder::wrap(Ref obj, SourcePtr source, Frame& f) {
     v->obj = obj;
     return remember(v);
   }
-  if (source && (PyList_CheckExact(o) || PyDict_CheckExact(o)) && !containers_seen_.emplace(o, obj).second)
-    return nullptr;  // one mutable container under two sources: no alias guard yet, so not traced
+  if (source && (PyList_CheckExact(o) || PyDict_CheckExact(o))) {
+    // One mutable container reached under a second source (a list shared by two dicts): the same
+    // value, so that a change through one is seen through the other, while both stay one object.
+    auto seen = containers_seen_.find(o);
+    if (seen != containers_seen_.end()) {
+      const VPtr first = seen->second.second;
+      if (!first || !first->source) return nullptr;
+      if (Guard* g = t_.add_guard(GuardKind::TENSOR_ALIASING, source, {}, f, key + " is " + first->source->text())) {
+        g->length = 1;
+        g->refs = {SymRef{first->source}, SymRef{source}};
+      }
+      by_source_[key] = first;
+      return first;
+    }
+  }
   if (PyTuple_CheckExact(o) || PyList_CheckExact(o)) {
     const bool is_list = PyList_CheckExact(o);
     Py_ssize_t n = is_list ? PyList_GET_SIZE(o) : PyTuple_GET_SIZE(o);
@@ -154,28 +167,34 @@ VPtr ValueBuilder::wrap(Ref obj, SourcePtr source, Frame& f) {
         g->length = n;
     }
     v = t_.make(is_list ? VK::List : VK::Tuple);
+    if (is_list && source) containers_seen_[o] = {obj, nullptr};  // its value once built (a cycle: not traced)
     for (Py_ssize_t i = 0; i < n; ++i) {
       PyObject* item = is_list ? PyList_GET_ITEM(o, i) : PyTuple_GET_ITEM(o, i);
       VPtr iv = wrap(Ref::borrow(item), source ? Source::item(source, Ref::steal(PyLong_FromSsize_t(i))) : nullptr, f);
       if (!iv) return nullptr;
       v->items.push_back(iv);
     }
+    if (is_list && source) containers_seen_[o].second = v;
     return remember(v);
   }
   if (PyDict_CheckExact(o)) {
     v = t_.make(VK::Dict);
+    if (source) containers_seen_[o] = {obj, nullptr};
     Ref keys = Ref::steal(PyTuple_New(PyDict_GET_SIZE(o)));
     Py_ssize_t pos = 0, i = 0;
     PyObject *k, *val;
     while (PyDict_Next(o, &pos, &k, &val)) {
-      if (!is_exact_const(k)) return nullptr;
+      if (!is_exact_const(k) && !identity_key(k)) return nullptr;
       PyTuple_SET_ITEM(keys.get(), i++, Ref::borrow(k).release());
       v->keys.push_back(Ref::borrow(k));
       VPtr iv = wrap(Ref::borrow(val), source ? Source::item(source, Ref::borrow(k)) : nullptr, f);
       if (!iv) return nullptr;
       v->items.push_back(iv);
     }
-    if (source) t_.add_guard(GuardKind::DICT_KEYS, source, keys, f, "list(" + key + ".keys()) == " + repr_of(keys.get()));
+    if (source) {
+      t_.add_guard(GuardKind::DICT_KEYS, source, keys, f, "list(" + key + ".keys()) == " + repr_of(keys.get()));
+      containers_seen_[o].second = v;
+    }
     return remember(v);
   }
   if (PyObject_TypeCheck(o, reinterpret_cast<PyTypeObject*>(py().nn_Module.get()))) {

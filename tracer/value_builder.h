@@ -44,8 +44,9 @@ class ValueBuilder {
   Translator& t_;
   std::unordered_map<std::string, VPtr> by_source_;   // source text -> value (dedup)
   std::unordered_map<PyObject*, VPtr> tensor_by_id_;  // input tensors by identity (aliasing)
-  std::unordered_map<PyObject*, Ref> containers_seen_;  // input lists/dicts wrapped so far (kept alive:
-                                                        // a freed one's address could be reused)
+  // input lists/dicts wrapped so far and their values (the object kept alive: a freed one's address
+  // could be reused)
+  std::unordered_map<PyObject*, std::pair<Ref, VPtr>> containers_seen_;
   std::unordered_map<std::string, uint64_t> dyn_dims_;  // source -> symbolic dims
   std::unordered_set<std::string> dyn_ints_;            // int sources that are symbolic
 };

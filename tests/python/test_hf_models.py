@@ -101,13 +101,10 @@ MODELS = {
 # outputs still equal eager. Each is an xfail the day it is fixed turns into a failure (strict).
 NOT_YET = {
     "bloom": "torch.autograd.Function.apply is not traced",
-    "bart": "copy.deepcopy of the config (PretrainedConfig.get_text_config) is not traced",
-    "t5": "copy.deepcopy of the config (PretrainedConfig.get_text_config) is not traced",
 }
 
-# ... and where, in addition, a repeat call compiles again: the config copy.deepcopy makes (in a frame
-# that runs eagerly) is a new object each call, so the frames it reaches recompile.
-RECOMPILES = {"bart", "t5"}
+# ... and where, in addition, a repeat call compiles again.
+RECOMPILES = set()
 
 _tally = {}
 

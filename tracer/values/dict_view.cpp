@@ -24,10 +24,10 @@ std::vector<VPtr> Translator::view_items(const Value& view) {
     if (view.name == "values") {
       out.push_back(d.items[i]);
     } else if (view.name == "keys") {
-      out.push_back(constant(d.keys[i]));
+      out.push_back(key_value(d.keys[i]));
     } else {
       VPtr pair = make(VK::Tuple);
-      pair->items = {constant(d.keys[i]), d.items[i]};
+      pair->items = {key_value(d.keys[i]), d.items[i]};
       out.push_back(pair);
     }
   }

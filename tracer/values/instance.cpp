@@ -74,7 +74,8 @@ bool plain_class(PyTypeObject* tp) {
   static PyObject* setattr_name = interned("__setattr__");
   auto* root = base ? base : &PyBaseObject_Type;
   if (_PyType_Lookup(tp, new_name) != _PyType_Lookup(root, new_name)) return false;
-  if (_PyType_Lookup(tp, getattribute_name) != _PyType_Lookup(root, getattribute_name)) return false;  // generic lookup
+  PyObject* getattribute = _PyType_Lookup(tp, getattribute_name);  // the generic lookup, or one in Python (inlined)
+  if (getattribute != _PyType_Lookup(root, getattribute_name) && !(getattribute && PyFunction_Check(getattribute))) return false;
   if (_PyType_Lookup(tp, getattr_name)) return false;
   PyObject* setattr = _PyType_Lookup(tp, setattr_name);
   return setattr == _PyType_Lookup(&PyBaseObject_Type, setattr_name) || (setattr && PyFunction_Check(setattr));
@@ -123,6 +124,19 @@ Translator::Status Translator::instance_builtin(Frame& f, PyObject* descr, const
     out = none();
     return std::nullopt;
   }
+  static PyObject* object_getattribute = PyObject_GetAttrString(reinterpret_cast<PyObject*>(&PyBaseObject_Type), "__getattribute__");
+  static PyObject* object_delattr = PyObject_GetAttrString(reinterpret_cast<PyObject*>(&PyBaseObject_Type), "__delattr__");
+  if (descr == object_getattribute || descr == object_delattr) {  // super().__getattribute__(name) in a class's own
+    handled = true;
+    if (args.size() != 1 || !kwargs.empty() || args[0]->kind != VK::Const || !PyUnicode_Check(args[0]->obj.get()))
+      return brk(f, "DV0005", std::string("object.") + (descr == object_delattr ? "__delattr__" : "__getattribute__") + " on a " +
+                                  tp->tp_name + " with a computed name");
+    if (descr == object_delattr) {
+      out = none();
+      return instance_generic_delattr(f, self, str_of(args[0]->obj.get()));
+    }
+    return instance_generic_getattr(f, self, str_of(args[0]->obj.get()), out);
+  }
   if (descr == py().object_setattr.get()) {
     handled = true;
     if (args.size() != 2 || !kwargs.empty() || args[0]->kind != VK::Const || !PyUnicode_Check(args[0]->obj.get()))
@@ -170,6 +184,15 @@ Translator::Status Translator::instance_builtin(Frame& f, PyObject* descr, const
 }
 
 Translator::Status Translator::instance_getattr(Frame& f, const VPtr& obj, const std::string& name, VPtr& out) {
+  static PyObject* getattribute_name = interned("__getattribute__");
+  PyObject* getattribute = _PyType_Lookup(class_of(obj), getattribute_name);
+  if (getattribute && PyFunction_Check(getattribute))  // the class's own __getattribute__, inlined
+    return call_python(f, Ref::borrow(getattribute), {obj, constant_steal(PyUnicode_FromString(name.c_str()))}, out);
+  return instance_generic_getattr(f, obj, name, out);
+}
+
+// object.__getattribute__: data descriptors, the instance's __dict__, then the class.
+Translator::Status Translator::instance_generic_getattr(Frame& f, const VPtr& obj, const std::string& name, VPtr& out) {
   auto* tp = class_of(obj);
   if (name == "__class__") {
     out = obj->self;
@@ -236,6 +259,30 @@ Translator::Status Translator::instance_setattr(Frame& f, const VPtr& obj, const
     return brk(f, "DV0008", "assignment to property or descriptor '" + name + "' of " + tp->tp_name);
   }
   dict_set(*obj->attrs, nm, value);
+  return std::nullopt;
+}
+
+Translator::Status Translator::instance_delattr(Frame& f, const VPtr& obj, const std::string& name) {
+  static PyObject* delattr_name = interned("__delattr__");
+  PyObject* delattr = _PyType_Lookup(class_of(obj), delattr_name);
+  if (delattr && PyFunction_Check(delattr)) {  // the class's own __delattr__, inlined
+    VPtr r;
+    return call_python(f, Ref::borrow(delattr), {obj, constant_steal(PyUnicode_FromString(name.c_str()))}, r);
+  }
+  if (delattr != _PyType_Lookup(&PyBaseObject_Type, delattr_name))
+    return brk(f, "DV0008", std::string("del of attribute '") + name + "' of a " + class_of(obj)->tp_name + " (a builtin __delattr__)");
+  return instance_generic_delattr(f, obj, name);
+}
+
+// object.__delattr__: a data descriptor's deleter (not followed), else the instance's __dict__ entry.
+Translator::Status Translator::instance_generic_delattr(Frame& f, const VPtr& obj, const std::string& name) {
+  auto* tp = class_of(obj);
+  Ref nm = Ref::steal(PyUnicode_FromString(name.c_str()));
+  PyObject* descr = _PyType_Lookup(tp, nm.get());
+  if (descr && Py_TYPE(descr)->tp_descr_set)
+    return brk(f, "DV0008", "del of property or descriptor '" + name + "' of " + tp->tp_name);
+  if (!dict_erase(*obj->attrs, nm.get()))
+    return raise_new(f, PyExc_AttributeError, "'" + std::string(tp->tp_name) + "' object has no attribute '" + name + "'");
   return std::nullopt;
 }
 

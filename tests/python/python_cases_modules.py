@@ -1,0 +1,99 @@
+"""Module cases: forward pre-hooks and forward hooks (feature taps, input rescaling, keyword hooks),
+written as model code and libraries register them. Appended to python_cases.CASES; each runs against
+eager and torch._dynamo.explain."""
+import torch
+import torch.nn as nn
+
+from python_cases import module_case
+
+
+class FeatureTap(nn.Module):
+    """The feature-extraction idiom: forward hooks that save intermediate outputs by name."""
+
+    def __init__(self):
+        super().__init__()
+        self.body = nn.Sequential(nn.Linear(4, 4), nn.ReLU(), nn.Linear(4, 2))
+        self.feats = {}
+        self.body[0].register_forward_hook(self._save("lin0"))
+        self.body[1].register_forward_hook(self._save("act"))
+
+    def _save(self, name):
+        def hook(module, inputs, output):
+            self.feats[name] = output.detach()
+        return hook
+
+    def forward(self, x):
+        self.feats = {}  # this call's features
+        out = self.body(x)
+        return out, self.feats["lin0"] * 2, self.feats["act"].sum()
+
+
+module_case(FeatureTap, (3, 4))
+
+
+class PreAndPostLambdas(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.lin = nn.Linear(3, 3)
+        self.lin.register_forward_pre_hook(lambda m, args: (args[0] * 2,))
+        self.lin.register_forward_pre_hook(lambda m, args: args[0] + 1)  # not a tuple: wrapped in one
+        self.lin.register_forward_hook(lambda m, args, out: out + args[0])
+        self.lin.register_forward_hook(lambda m, args, out: None)  # None keeps the result
+
+    def forward(self, x):
+        return self.lin(x).relu()
+
+
+module_case(PreAndPostLambdas, (2, 3))
+
+
+class Scale(nn.Module):
+    def forward(self, x, scale=1.0):
+        return x * scale
+
+
+class KeywordHooks(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.inner = Scale()
+        self.inner.register_forward_pre_hook(self._pre, with_kwargs=True)
+        self.inner.register_forward_hook(self._post, with_kwargs=True)
+
+    @staticmethod
+    def _pre(module, args, kwargs):
+        kwargs = dict(kwargs)
+        kwargs["scale"] = kwargs.get("scale", 1.0) * 3.0
+        return args, kwargs
+
+    @staticmethod
+    def _post(module, args, kwargs, out):
+        return out + kwargs["scale"]
+
+    def forward(self, x):
+        return self.inner(x, scale=0.5) + self.inner(x)
+
+
+module_case(KeywordHooks, (4,))
+
+
+class Clamp(nn.Module):
+    def __init__(self, lo, hi):
+        super().__init__()
+        self.lo, self.hi = lo, hi
+
+    def hook(self, module, inputs, output):  # a bound method of another module as the hook
+        return output.clamp(self.lo, self.hi)
+
+
+class HookedByOtherModule(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.clamp = Clamp(-0.5, 0.5)
+        self.proj = nn.Linear(4, 4)
+        self.proj.register_forward_hook(self.clamp.hook)
+
+    def forward(self, x):
+        return self.proj(x) * 2
+
+
+module_case(HookedByOtherModule, (2, 4))
