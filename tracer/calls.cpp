@@ -188,6 +188,16 @@ VPtr Translator::from_example(Frame&, Ref example, int node, Ref device) {
 
 Translator::Status Translator::graph_call(Frame& f, Ref target, const std::string& method, std::vector<VPtr> args,
                                           std::vector<std::pair<std::string, VPtr>> kwargs, VPtr& out) {
+  if (target && target.get() == py().set_grad_enabled_fn.get() && args.size() == 1 && args[0]->kind == VK::Const && kwargs.empty()) {
+    // torch._C._set_grad_enabled(b) of a grad-mode with-block: a node of its own (it takes no tensor
+    // and returns None), so the graph switches grad mode where the code does, as TorchDynamo's.
+    ArgTree flag;
+    if (!to_arg(args[0], flag)) return brk(f, "DV0019", "torch._C._set_grad_enabled with a non-constant flag");
+    const int n = output.graph.add_call_function(target, {flag}, {}, Ref::borrow(Py_None), cur_step_);
+    if (obs_) obs_->on_graph_node(GraphNodeEvent{id_, n, cur_step_, "call_function", "torch._C._set_grad_enabled"});
+    out = constant(Ref::borrow(Py_None));
+    return std::nullopt;
+  }
   std::vector<ArgTree> targs;
   std::vector<std::pair<std::string, ArgTree>> tkw;
   Ref device;
