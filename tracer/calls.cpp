@@ -564,6 +564,8 @@ static bool allowed_in_graph(PyObject* fn) {
   return r == 1;
 }
 
+PyObject* autograd_apply_function();           // autograd_apply.cpp
+bool is_autograd_function_class(PyObject* o);  // autograd_apply.cpp
 Translator::Status call_grad_exit(Translator& t, Frame& f, const VPtr& exit, VPtr& out);
 Translator::Status call_builtin(Translator& t, Frame& f, PyObject* fn, std::vector<VPtr>& args,
                                        std::vector<std::pair<std::string, VPtr>>& kwargs, VPtr& out, bool& handled);
@@ -631,6 +633,8 @@ Translator::Status Translator::call(Frame& f, VPtr fn, std::vector<VPtr> args,
       return inline_call(f, fv, fn, std::move(args), std::move(kwargs), out);
     }
     case VK::Method: {
+      if (fn->obj && fn->obj.get() == autograd_apply_function() && fn->self && is_autograd_function_class(fn->self->obj.get()))
+        return autograd_function_apply(f, fn->self, std::move(args), std::move(kwargs), out);  // Fn.apply(...)
       if (fn->self && fn->self->kind == VK::NNModule && fn->obj && PyFunction_Check(fn->obj.get())) {
         bool handled = false;
         if (Status s = module_members(f, fn, args, kwargs, out, handled)) return s;

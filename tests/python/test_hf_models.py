@@ -100,7 +100,6 @@ MODELS = {
 # Where dynview does not yet capture what TorchDynamo does (the graph and break counts differ);
 # outputs still equal eager. Each is an xfail the day it is fixed turns into a failure (strict).
 NOT_YET = {
-    "bloom": "torch.autograd.Function.apply is not traced",
     "bart": "copy.deepcopy of the config (PretrainedConfig.get_text_config) is not traced",
     "t5": "copy.deepcopy of the config (PretrainedConfig.get_text_config) is not traced",
 }
