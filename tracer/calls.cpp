@@ -188,6 +188,16 @@ VPtr Translator::from_example(Frame&, Ref example, int node, Ref device) {
 
 Translator::Status Translator::graph_call(Frame& f, Ref target, const std::string& method, std::vector<VPtr> args,
                                           std::vector<std::pair<std::string, VPtr>> kwargs, VPtr& out) {
+  if (target && target.get() == py().set_grad_enabled_fn.get() && args.size() == 1 && args[0]->kind == VK::Const && kwargs.empty()) {
+    // torch._C._set_grad_enabled(b) of a grad-mode with-block: a node of its own (it takes no tensor
+    // and returns None), so the graph switches grad mode where the code does, as TorchDynamo's.
+    ArgTree flag;
+    if (!to_arg(args[0], flag)) return brk(f, "DV0019", "torch._C._set_grad_enabled with a non-constant flag");
+    const int n = output.graph.add_call_function(target, {flag}, {}, Ref::borrow(Py_None), cur_step_);
+    if (obs_) obs_->on_graph_node(GraphNodeEvent{id_, n, cur_step_, "call_function", "torch._C._set_grad_enabled"});
+    out = constant(Ref::borrow(Py_None));
+    return std::nullopt;
+  }
   std::vector<ArgTree> targs;
   std::vector<std::pair<std::string, ArgTree>> tkw;
   Ref device;
@@ -554,6 +564,8 @@ static bool allowed_in_graph(PyObject* fn) {
   return r == 1;
 }
 
+PyObject* autograd_apply_function();           // autograd_apply.cpp
+bool is_autograd_function_class(PyObject* o);  // autograd_apply.cpp
 Translator::Status call_grad_exit(Translator& t, Frame& f, const VPtr& exit, VPtr& out);
 Translator::Status call_builtin(Translator& t, Frame& f, PyObject* fn, std::vector<VPtr>& args,
                                        std::vector<std::pair<std::string, VPtr>>& kwargs, VPtr& out, bool& handled);
@@ -620,6 +632,8 @@ Translator::Status Translator::call(Frame& f, VPtr fn, std::vector<VPtr> args,
       return call_with_hooks(f, fn, fv, hooks, std::move(args), std::move(kwargs), out);
     }
     case VK::Method: {
+      if (fn->obj && fn->obj.get() == autograd_apply_function() && fn->self && is_autograd_function_class(fn->self->obj.get()))
+        return autograd_function_apply(f, fn->self, std::move(args), std::move(kwargs), out);  // Fn.apply(...)
       if (fn->self && fn->self->kind == VK::NNModule && fn->obj && PyFunction_Check(fn->obj.get())) {
         bool handled = false;
         if (Status s = module_members(f, fn, args, kwargs, out, handled)) return s;

@@ -219,6 +219,9 @@ class Translator {
   Status pull(Frame& f, const VPtr& it, size_t want);
   Status graph_call(Frame& f, Ref target, const std::string& method, std::vector<VPtr> args,
                     std::vector<std::pair<std::string, VPtr>> kwargs, VPtr& out);
+  // Fn.apply(*args) of a torch.autograd.Function subclass `cls`: one graph node (autograd_apply.cpp).
+  Status autograd_function_apply(Frame& f, const VPtr& cls, std::vector<VPtr> args,
+                                 std::vector<std::pair<std::string, VPtr>> kwargs, VPtr& out);
   Status run_frame(Frame& f);
   VPtr sym_value(Ref example, int node);   // a symbolic int/bool/float computed by graph node `node`
   Ref specialize(const VPtr& v);           // a Sym as a Python constant (the ShapeEnv guards its value)

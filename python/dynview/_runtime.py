@@ -20,3 +20,20 @@ class GradModeExit:
 
 
 RESTORE_GRAD = (GradModeExit(False), GradModeExit(True))
+
+
+_autograd_applies = {}
+
+
+def autograd_function_apply(cls):
+    """The graph's target for `cls.apply(...)` of a torch.autograd.Function subclass: a plain function
+    calling it (FX would name a bound `cls.apply` after torch.autograd.function, where it is not found).
+    One per class, so repeated compiles share it."""
+    fn = _autograd_applies.get(cls)
+    if fn is None:
+        def fn(*args, **kwargs):
+            return cls.apply(*args, **kwargs)
+        fn.__name__ = f"{cls.__name__}_apply"
+        fn.__qualname__ = f"{cls.__qualname__}.apply"
+        _autograd_applies[cls] = fn
+    return fn

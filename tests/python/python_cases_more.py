@@ -1013,3 +1013,118 @@ def list_iadd_seen_through_alias_and_by_caller(x, history):
     xs += [x * 2]
     history += [len(alias)]
     return alias, len(history)
+
+
+# ---- custom torch.autograd.Function subclasses (Fn.apply: one graph node; test_autograd_function.py
+# checks their gradients with requires_grad inputs) ----
+class RoundSTE(torch.autograd.Function):
+    """Straight-through estimator: round in forward, identity gradient."""
+    @staticmethod
+    def forward(ctx, x):
+        return torch.round(x)
+
+    @staticmethod
+    def backward(ctx, grad_output):
+        return grad_output
+
+
+class TanhGelu(torch.autograd.Function):
+    """A custom GELU (tanh approximation), as bloom and Megatron write it."""
+    @staticmethod
+    def forward(ctx, x):
+        ctx.save_for_backward(x)
+        return x * 0.5 * (1.0 + torch.tanh(0.79788456 * x * (1 + 0.044715 * x * x)))
+
+    @staticmethod
+    def backward(ctx, g):
+        (x,) = ctx.saved_tensors
+        t = torch.tanh(0.79788456 * x * (1 + 0.044715 * x * x))
+        return g * (0.5 * x * ((1 - t * t) * (0.79788456 + 0.1070322243 * x * x)) + 0.5 * (1 + t))
+
+
+class ClampWithMask(torch.autograd.Function):
+    """A clamp that returns its mask too: the mask is marked non-differentiable; the gradient passes
+    where the input was not clamped."""
+    @staticmethod
+    def forward(ctx, x, lo, hi):
+        mask = (x >= lo) & (x <= hi)
+        ctx.save_for_backward(mask)
+        ctx.mark_non_differentiable(mask)
+        return x.clamp(lo, hi), mask
+
+    @staticmethod
+    def backward(ctx, g, g_mask):
+        (mask,) = ctx.saved_tensors
+        return g * mask, None, None
+
+
+class ScaleGrad(torch.autograd.Function):
+    """Gradient reversal / scaling with a non-tensor argument kept on ctx; ctx.needs_input_grad read
+    in backward."""
+    @staticmethod
+    def forward(ctx, x, alpha):
+        ctx.alpha = alpha
+        return x.view_as(x)
+
+    @staticmethod
+    def backward(ctx, g):
+        gx = -ctx.alpha * g if ctx.needs_input_grad[0] else None
+        return gx, None
+
+
+class MulAdd(torch.autograd.Function):
+    """New-style: forward without ctx, setup_context saves what backward needs; two tensor inputs
+    and a number."""
+    @staticmethod
+    def forward(x, w, b):
+        return x * w + b
+
+    @staticmethod
+    def setup_context(ctx, inputs, output):
+        x, w, _ = inputs
+        ctx.save_for_backward(x, w)
+
+    @staticmethod
+    def backward(ctx, g):
+        x, w = ctx.saved_tensors
+        return g * w, (g * x).sum(0), None
+
+
+@case((2, 3))
+def autograd_fn_straight_through(x):
+    return RoundSTE.apply(x * 4) / 4 + 1
+
+
+@case((2, 3))
+def autograd_fn_custom_gelu_save_for_backward(x):
+    return TanhGelu.apply(x).sum(-1)
+
+
+@case((2, 3))
+def autograd_fn_clamp_mark_non_differentiable(x):
+    y, mask = ClampWithMask.apply(x, -0.5, 0.5)
+    return y * 2, mask.sum()
+
+
+@case((2, 3))
+def autograd_fn_non_tensor_argument(x):
+    return ScaleGrad.apply(x + 1, 0.25) * 3
+
+
+@case((2, 3), (3,))
+def autograd_fn_setup_context_two_inputs(x, w):
+    return MulAdd.apply(x, w, 1.5).relu()
+
+
+class GeluMLP(nn.Module):
+    """An MLP whose activation is a custom autograd.Function (bloom's BloomGelu)."""
+    def __init__(self):
+        super().__init__()
+        self.fc1 = nn.Linear(4, 8)
+        self.fc2 = nn.Linear(8, 4)
+
+    def forward(self, x):
+        return self.fc2(TanhGelu.apply(self.fc1(x))) + ScaleGrad.apply(x, 0.5)
+
+
+module_case(GeluMLP, (2, 4))

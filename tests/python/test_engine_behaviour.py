@@ -81,6 +81,31 @@ def test_grad_mode_is_guarded():
     assert len(recs) == 2 and "GLOBAL_STATE" in recs[1]["reason"] and "grad_mode" in recs[1]["reason"]
 
 
+def _no_grad_then_grad(x):
+    with torch.no_grad():
+        a = x.sin()
+    with torch.enable_grad():
+        b = x.cos()
+    return a + b, a.requires_grad
+
+
+@pytest.mark.parametrize("backend", ["eager", "aot_eager"])
+def test_grad_mode_blocks_are_in_the_graph(backend):
+    # the ops of a no_grad block inside the graph record no gradient (the graph switches grad mode
+    # where the code does): x.grad equals eager's
+    dv = dynview.compile(_no_grad_then_grad, backend=backend)
+    x, y = torch.randn(4, requires_grad=True), None
+    y = x.detach().clone().requires_grad_()
+    (got, got_rg), (want, want_rg) = dv(x), _no_grad_then_grad(y)
+    torch.testing.assert_close(got, want)
+    assert got_rg == want_rg is False and torch.is_grad_enabled()
+    got.sum().backward()
+    want.sum().backward()
+    torch.testing.assert_close(x.grad, y.grad)
+    gm = dynview.explain(_no_grad_then_grad)(x).graphs[0]
+    assert [n.args for n in gm.graph.nodes if n.target is torch._C._set_grad_enabled] == [(False,), (True,), (True,), (True,)]
+
+
 def test_recompile_message_names_the_failing_guard():
     dv = dynview.compile(fn, backend="eager")
     dv(torch.randn(3, 4), 2)

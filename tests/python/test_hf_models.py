@@ -99,9 +99,7 @@ MODELS = {
 
 # Where dynview does not yet capture what TorchDynamo does (the graph and break counts differ);
 # outputs still equal eager. Each is an xfail the day it is fixed turns into a failure (strict).
-NOT_YET = {
-    "bloom": "torch.autograd.Function.apply is not traced",
-}
+NOT_YET: dict[str, str] = {}
 
 # ... and where, in addition, a repeat call compiles again.
 RECOMPILES = set()

@@ -1,0 +1,139 @@
+// Fn.apply(*args) of a torch.autograd.Function subclass: one graph node calling Fn.apply (through
+// dynview._runtime.autograd_function_apply), as TorchDynamo's autograd_function_apply op stands for
+// the whole call: forward runs in the graph, and autograd records the user's backward. Read by
+// Translator::call (calls.cpp); the breaks follow TorchDynamo's (variables/misc.py, higher_order_ops.py).
+#include <functional>
+
+#include "pycache.h"
+#include "translator.h"
+
+namespace dv {
+
+namespace {
+
+// torch.autograd.Function (a strong reference kept for the process), or null.
+PyObject* function_class() {
+  static PyObject* cls = [] {
+    Ref mod = Ref::steal(PyImport_ImportModule("torch.autograd.function"));
+    PyObject* c = mod ? PyObject_GetAttrString(mod.get(), "Function") : nullptr;
+    PyErr_Clear();
+    return c;
+  }();
+  return cls;
+}
+
+// Fn.vjp / Fn.jvp as TorchDynamo compares them with Function's (`Fn.vjp is not Function.vjp`).
+bool overrides(PyObject* cls, const char* name) {
+  Ref mine = Ref::steal(PyObject_GetAttrString(cls, name));
+  Ref base = Ref::steal(PyObject_GetAttrString(function_class(), name));
+  PyErr_Clear();
+  return mine && base && mine.get() != base.get();
+}
+
+// Whether fn (a function, or a method's function) names `name` in its code (co_names: attribute
+// reads and calls such as ctx.mark_dirty(...)). Read conservatively: any mention counts.
+bool code_names(PyObject* fn, const char* name) {
+  if (fn && PyMethod_Check(fn)) fn = PyMethod_GET_FUNCTION(fn);
+  if (!fn || !PyFunction_Check(fn)) return false;
+  PyObject* names = reinterpret_cast<PyCodeObject*>(PyFunction_GET_CODE(fn))->co_names;
+  for (Py_ssize_t i = 0; i < PyTuple_GET_SIZE(names); ++i)
+    if (PyUnicode_CompareWithASCIIString(PyTuple_GET_ITEM(names, i), name) == 0) return true;
+  return false;
+}
+
+}  // namespace
+
+// Function.apply's function (the classmethod's __func__): what Fn.apply is bound to unless Fn
+// defines its own apply.
+PyObject* autograd_apply_function() {
+  static PyObject* fn = [] {
+    PyObject* cls = function_class();
+    Ref m = cls ? Ref::steal(PyObject_GetAttrString(cls, "apply")) : Ref();
+    PyObject* r = m && PyMethod_Check(m.get()) ? Py_NewRef(PyMethod_GET_FUNCTION(m.get())) : nullptr;
+    PyErr_Clear();
+    return r;
+  }();
+  return fn;
+}
+
+// A subclass of torch.autograd.Function (the class itself, not an instance).
+bool is_autograd_function_class(PyObject* o) {
+  PyObject* base = function_class();
+  if (!o || !base || !PyType_Check(o)) return false;
+  const int r = PyObject_IsSubclass(o, base);
+  if (r < 0) PyErr_Clear();
+  return r == 1;
+}
+
+Translator::Status Translator::autograd_function_apply(Frame& f, const VPtr& cls, std::vector<VPtr> args,
+                                                       std::vector<std::pair<std::string, VPtr>> kwargs, VPtr& out) {
+  PyObject* c = cls->obj.get();
+  const std::string what = std::string(reinterpret_cast<PyTypeObject*>(c)->tp_name) + ".apply";
+  Ref forward = Ref::steal(PyObject_GetAttrString(c, "forward"));
+  PyErr_Clear();
+  if (!forward || !(PyFunction_Check(forward.get()) || PyMethod_Check(forward.get())))
+    return brk(f, "DV0004", what + ": forward is not a Python function or method",
+               "TorchDynamo traces autograd.Function subclasses whose forward is a staticmethod or classmethod");
+  // Outputs must be tensors the graph computes: an apply over constants alone is not a graph call.
+  bool any_tensor = false, needs_grad = false;
+  std::vector<PyObject*> seen;
+  bool duplicate = false;
+  std::function<void(const VPtr&, bool)> visit = [&](const VPtr& v, bool top_level) {
+    if (v->kind == VK::Tensor) {
+      any_tensor = true;
+      Ref rg = Ref::steal(PyObject_GetAttrString(v->obj.get(), "requires_grad"));
+      if (!rg || PyObject_IsTrue(rg.get()) != 0) needs_grad = true;  // unknown counts as requiring grad
+      PyErr_Clear();
+      if (top_level) {
+        for (PyObject* s : seen) duplicate |= s == v->obj.get();
+        seen.push_back(v->obj.get());
+      }
+    }
+    for (const VPtr& x : v->items) visit(x, false);
+  };
+  for (const VPtr& a : args) visit(a, true);
+  for (auto& kv : kwargs) visit(kv.second, true);
+  if (!any_tensor)
+    return brk(f, "DV0004", what + " without tensor arguments", "pass the tensors forward works on as arguments of apply");
+  Ref grad_on = Ref::steal(PyObject_CallMethod(py().torch.get(), "is_grad_enabled", nullptr));
+  if (!grad_on) return PyErr_Clear(), brk(f, "DV0019", "torch.is_grad_enabled() failed");
+  if (needs_grad && PyObject_IsTrue(grad_on.get()) == 1) {
+    // TorchDynamo traces forward and backward then, and refuses these:
+    if (overrides(c, "vjp"))
+      return brk(f, "DV0004", what + ": an autograd.Function with a custom vjp", "define backward instead of vjp");
+    if (overrides(c, "jvp"))
+      return brk(f, "DV0004", what + ": an autograd.Function with a custom jvp (forward-mode AD)",
+                 "TorchDynamo does not trace custom jvp; call apply outside the compiled function");
+    if (duplicate)
+      return brk(f, "DV0004", what + ": the same tensor passed twice", "pass each tensor once (clone one of them)");
+  }
+  // TorchDynamo traces ctx.mark_dirty only when it traces backward too (an input requires grad).
+  Ref setup = Ref::steal(PyObject_GetAttrString(c, "setup_context"));
+  PyErr_Clear();
+  if (!(needs_grad && PyObject_IsTrue(grad_on.get()) == 1) && (code_names(forward.get(), "mark_dirty") || code_names(setup.get(), "mark_dirty")))
+    return brk(f, "DV0004", what + ": forward calls ctx.mark_dirty while no input requires grad",
+               "TorchDynamo traces ctx.mark_dirty only when an input requires grad; call apply outside the compiled function");
+  // Example tensors computed in the trace stand for non-leaf tensors when they require grad, as in
+  // eager (an in-place forward with ctx.mark_dirty needs that); their copies keep node and device.
+  for (VPtr& a : args) {
+    if (a->kind != VK::Tensor || a->source) continue;
+    Ref rg = Ref::steal(PyObject_GetAttrString(a->obj.get(), "requires_grad"));
+    Ref leaf = Ref::steal(PyObject_GetAttrString(a->obj.get(), "is_leaf"));
+    PyErr_Clear();
+    if (!rg || !leaf || PyObject_IsTrue(rg.get()) != 1 || PyObject_IsTrue(leaf.get()) != 1) continue;
+    Ref d = Ref::steal(PyObject_CallMethod(a->obj.get(), "detach", nullptr));
+    Ref g = d ? Ref::steal(PyObject_CallMethod(d.get(), "requires_grad_", nullptr)) : Ref();
+    Ref non_leaf = g ? Ref::steal(PyObject_CallMethod(g.get(), "clone", nullptr)) : Ref();
+    if (!non_leaf) return PyErr_Clear(), brk(f, "DV0006", "could not make a non-leaf example tensor for " + what);
+    VPtr copy = std::make_shared<Value>(*a);
+    copy->obj = non_leaf;
+    a = copy;
+  }
+  Ref rt = Ref::steal(PyImport_ImportModule("dynview._runtime"));
+  Ref target = rt ? Ref::steal(PyObject_CallMethod(rt.get(), "autograd_function_apply", "O", c)) : Ref();
+  if (!target) return PyErr_Clear(), brk(f, "DV0019", "dynview._runtime.autograd_function_apply failed for " + what);
+  // The example value: apply itself, run on the meta example tensors (graph_call).
+  return graph_call(f, target, "", std::move(args), std::move(kwargs), out);
+}
+
+}  // namespace dv
