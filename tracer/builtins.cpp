@@ -174,6 +174,15 @@ Translator::Status call_builtin(Translator& t, Frame& f, PyObject* fn, std::vect
       return std::nullopt;
     }
   }
+  if (fn == py().functools_partial.get() && nargs >= 1 &&
+      (args[0]->kind == VK::Function || args[0]->kind == VK::Method || args[0]->kind == VK::NNModule ||
+       args[0]->kind == VK::Partial || args[0]->kind == VK::Instance ||
+       (args[0]->kind == VK::Object && args[0]->obj && PyCallable_Check(args[0]->obj.get())))) {
+    // partial over values of the trace (a tensor, a method, a function made here): a Partial value
+    handled = true;
+    out = t.make_partial(args[0], std::vector<VPtr>(args.begin() + 1, args.end()), kwargs);
+    return std::nullopt;
+  }
   PyObject* b = py().builtins.get();
   auto is = [&](const char* name) {
     PyObject* x = PyObject_GetAttrString(b, name);
@@ -201,6 +210,7 @@ Translator::Status call_builtin(Translator& t, Frame& f, PyObject* fn, std::vect
       case VK::Function: return reinterpret_cast<PyObject*>(&PyFunction_Type);
       case VK::Instance: return v->obj.get();
       case VK::DictView: return dict_view_type(v->name);
+      case VK::Partial: return py().functools_partial.get();
       default: return nullptr;
     }
   };

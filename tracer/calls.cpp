@@ -1,5 +1,6 @@
 // Calls and the operations handlers share: graph calls with meta example values, inlining of user
 // functions and nn.Module forwards, builtins, attributes, operators, truth and iteration.
+#include <cstring>
 #include <functional>
 
 #include "core/opcodes.h"
@@ -145,6 +146,15 @@ bool Translator::to_arg(const VPtr& v, ArgTree& out) {
     case VK::Object:
       out.kind = ArgTree::Kind::Const;  // dtypes, layouts, memory formats, functions passed to ops
       out.constant = v->obj;
+      if (std::strncmp(Py_TYPE(v->obj.get())->tp_name, "numpy.", 6) == 0) {
+        // A NumPy scalar: torch reads it as the Python number it holds (the graph's code could not
+        // spell it: `np` is not a name there). Arrays are not graph constants.
+        if (std::strcmp(Py_TYPE(v->obj.get())->tp_name, "numpy.ndarray") == 0) return false;
+        Ref shape = Ref::steal(PyObject_GetAttrString(v->obj.get(), "shape"));
+        if (!shape || !PyTuple_Check(shape.get()) || PyTuple_GET_SIZE(shape.get()) != 0) return PyErr_Clear(), false;
+        out.constant = Ref::steal(PyObject_CallMethod(v->obj.get(), "item", nullptr));
+        if (!out.constant || !is_exact_const(out.constant.get())) return PyErr_Clear(), false;
+      }
       return true;
     case VK::Slice:
       out.kind = ArgTree::Kind::Slice;
@@ -826,7 +836,7 @@ Translator::Status Translator::call(Frame& f, VPtr fn, std::vector<VPtr> args,
         return std::nullopt;
       }
       if (fn->kind == VK::Object && Py_IS_TYPE(o, reinterpret_cast<PyTypeObject*>(py().functools_partial.get())))
-        return call_partial(f, o, args, kwargs, out);
+        return call_partial(f, o, fn->source, args, kwargs, out);
       bool handled = false;
       if (Status s = call_builtin(*this, f, o, args, kwargs, out, handled)) return s;
       if (handled) return std::nullopt;
@@ -950,6 +960,7 @@ Translator::Status Translator::call(Frame& f, VPtr fn, std::vector<VPtr> args,
                  "dynview inlines Python functions and records torch operators; other callables break the graph");
     }
     case VK::GradMode: return call_grad_exit(*this, f, fn, out);  // a with-block's __exit__
+    case VK::Partial: return call_partial_value(f, fn, std::move(args), std::move(kwargs), out);
     case VK::Instance: {  // obj(x): its class's Python __call__, inlined
       PyObject* dunder = _PyType_Lookup(reinterpret_cast<PyTypeObject*>(fn->obj.get()), Ref::steal(PyUnicode_FromString("__call__")).get());
       if (!dunder || !PyFunction_Check(dunder)) return brk(f, "DV0004", "calling an instance without a Python __call__");
@@ -1083,7 +1094,7 @@ Translator::Status Translator::module_members(Frame& f, const VPtr& fn, const st
 
 // A functools.partial made in the trace (constant arguments, see builtins.cpp): its function called
 // with the stored arguments first; call-site keywords override stored ones.
-Translator::Status Translator::call_partial(Frame& f, PyObject* partial, std::vector<VPtr>& args,
+Translator::Status Translator::call_partial(Frame& f, PyObject* partial, const SourcePtr& src, std::vector<VPtr>& args,
                                             std::vector<std::pair<std::string, VPtr>>& kwargs, VPtr& out) {
   Ref func = Ref::steal(PyObject_GetAttrString(partial, "func"));
   Ref pargs = Ref::steal(PyObject_GetAttrString(partial, "args"));
@@ -1092,15 +1103,27 @@ Translator::Status Translator::call_partial(Frame& f, PyObject* partial, std::ve
     PyErr_Clear();
     return brk(f, "DV0004", "calling a functools.partial");
   }
-  VPtr fv = wrap(func, nullptr, f);
+  // What it holds, each read from the partial (guarded when it came from a source; a partial without
+  // one was made of constants).
+  VPtr fv = wrap(func, src ? Source::attr(src, "func") : nullptr, f);
   if (!fv) return brk(f, "DV0013", "the function of a functools.partial cannot be traced");
   std::vector<VPtr> all;
-  for (Py_ssize_t i = 0; i < PyTuple_GET_SIZE(pargs.get()); ++i) all.push_back(constant(Ref::borrow(PyTuple_GET_ITEM(pargs.get(), i))));
+  SourcePtr args_src = src ? Source::attr(src, "args") : nullptr;
+  for (Py_ssize_t i = 0; i < PyTuple_GET_SIZE(pargs.get()); ++i) {
+    VPtr a = wrap(Ref::borrow(PyTuple_GET_ITEM(pargs.get(), i)), args_src ? Source::item(args_src, Ref::steal(PyLong_FromSsize_t(i))) : nullptr, f);
+    if (!a) return brk(f, "DV0013", "an argument bound by a functools.partial cannot be traced");
+    all.push_back(a);
+  }
   all.insert(all.end(), args.begin(), args.end());
   std::vector<std::pair<std::string, VPtr>> kw;
   Py_ssize_t pos = 0;
   PyObject *k, *v;
-  while (PyDict_Next(pkw.get(), &pos, &k, &v)) kw.emplace_back(str_of(k), constant(Ref::borrow(v)));
+  SourcePtr kw_src = src ? Source::attr(src, "keywords") : nullptr;
+  while (PyDict_Next(pkw.get(), &pos, &k, &v)) {
+    VPtr a = wrap(Ref::borrow(v), kw_src ? Source::item(kw_src, Ref::borrow(k)) : nullptr, f);
+    if (!a) return brk(f, "DV0013", "a keyword bound by a functools.partial cannot be traced");
+    kw.emplace_back(str_of(k), a);
+  }
   for (auto& kv : kwargs) {
     auto same = std::find_if(kw.begin(), kw.end(), [&](const auto& e) { return e.first == kv.first; });
     if (same != kw.end()) same->second = kv.second;

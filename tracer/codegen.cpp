@@ -254,6 +254,27 @@ struct Rebuilder {
         e.emit(N::LOAD_FAST, slot);
         return true;
       }
+      case VK::Partial: {  // dynview._runtime.make_partial(func, args, keywords)
+        static PyObject* maker = [] {
+          Ref mod = Ref::steal(PyImport_ImportModule("dynview._runtime"));
+          PyObject* m = mod ? PyObject_GetAttrString(mod.get(), "make_partial") : nullptr;  // kept for the process
+          if (!m) PyErr_Clear();
+          return m;
+        }();
+        if (!maker) return false;
+        e.callable_const(maker);
+        if (!value(v->self)) return false;
+        for (const VPtr& x : v->items)
+          if (!value(x)) return false;
+        e.emit(N::BUILD_TUPLE, static_cast<int>(v->items.size()));
+        for (size_t i = 0; i < v->attrs->items.size(); ++i) {
+          e.emit(N::LOAD_CONST, e.konst(v->attrs->keys[i].get()));
+          if (!value(v->attrs->items[i])) return false;
+        }
+        e.emit(N::BUILD_MAP, static_cast<int>(v->attrs->items.size()));
+        e.call(3);
+        return remember(v);
+      }
       case VK::DictView: {  // dict.keys(d) ...: a view of the rebuilt (or the frame's own) dict
         Ref m = Ref::steal(PyObject_GetAttrString(reinterpret_cast<PyObject*>(&PyDict_Type), v->name.c_str()));
         if (!m) return PyErr_Clear(), false;

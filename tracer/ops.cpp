@@ -462,6 +462,7 @@ Translator::Status Translator::getattr(Frame& f, VPtr obj, const std::string& na
       }
   }
   switch (obj->kind) {
+    case VK::Partial: return partial_getattr(f, obj, name, out);
     case VK::Tensor: {
       PyObject* m = obj->obj.get();
       if (name == "device") { out = constant(obj->device); return std::nullopt; }

@@ -40,6 +40,7 @@ const char* vk_name(VK k) {
     case VK::Slice: return "slice";
     case VK::Instance: return "instance";
     case VK::DictView: return "dict_view";
+    case VK::Partial: return "partial";
   }
   return "?";
 }
@@ -94,6 +95,21 @@ void describe_into(const Value& v, std::string& out, int depth) {
       return;
     case VK::Instance:
       out += std::string("<") + (v.obj ? reinterpret_cast<PyTypeObject*>(v.obj.get())->tp_name : "?") + " object>";
+      return;
+    case VK::Partial:
+      out += "functools.partial(";
+      if (v.self) describe_into(*v.self, out, depth + 1);
+      for (const VPtr& a : v.items) {
+        out += ", ";
+        if (depth > 2 || out.size() > 160) { out += "..."; break; }
+        describe_into(*a, out, depth + 1);
+      }
+      for (size_t i = 0; v.attrs && i < v.attrs->keys.size(); ++i) {
+        out += ", " + str_of(v.attrs->keys[i].get()) + "=";
+        if (depth > 2 || out.size() > 160) { out += "..."; break; }
+        describe_into(*v.attrs->items[i], out, depth + 1);
+      }
+      out += ")";
       return;
     case VK::Slice: {
       out += "slice(";

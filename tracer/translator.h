@@ -164,7 +164,7 @@ class Translator {
   // now from its storage, guarded by its keys and the item's own guards (dicts.cpp).
   Status outside_dict_read(Frame& f, const VPtr& self, const std::string& name, std::vector<VPtr>& args,
                            std::vector<std::pair<std::string, VPtr>>& kwargs, VPtr& out);
-  Status call_partial(Frame& f, PyObject* partial, std::vector<VPtr>& args,
+  Status call_partial(Frame& f, PyObject* partial, const SourcePtr& src, std::vector<VPtr>& args,
                       std::vector<std::pair<std::string, VPtr>>& kwargs, VPtr& out);
   Status call_super(Frame& f, std::vector<VPtr>& args, VPtr& out);
   // Calling a module with forward hooks: pre-hooks, forward, hooks, as nn.Module._call_impl
@@ -176,6 +176,11 @@ class Translator {
   // false when fn is not one.
   Status call_substitute(Frame& f, PyObject* fn, std::vector<VPtr>& args, std::vector<std::pair<std::string, VPtr>>& kwargs,
                          VPtr& out, bool& handled);
+  // functools.partial made in the trace over any values (tracer/values/partial.cpp): made, called,
+  // its .func/.args/.keywords read.
+  VPtr make_partial(VPtr fn, std::vector<VPtr> args, const std::vector<std::pair<std::string, VPtr>>& kwargs);
+  Status call_partial_value(Frame& f, const VPtr& p, std::vector<VPtr> args, std::vector<std::pair<std::string, VPtr>> kwargs, VPtr& out);
+  Status partial_getattr(Frame& f, const VPtr& p, const std::string& name, VPtr& out);
   // id(v): the real id of an object known by identity, or a fake id (tracer/values/fake_id.cpp).
   Status call_id(Frame& f, const VPtr& v, VPtr& out);
   Status call(Frame& f, VPtr fn, std::vector<VPtr> args, std::vector<std::pair<std::string, VPtr>> kwargs, VPtr& out);

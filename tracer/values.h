@@ -32,6 +32,8 @@ enum class VK : uint8_t {
              // items when the class is a dict or OrderedDict subclass (tracer/values/instance.cpp)
   DictView,  // d.keys()/values()/items(), live: self = the dict (a Dict value), name = which
              // (tracer/values/dict_view.cpp)
+  Partial,   // functools.partial made in the trace: self = the function, items = its positional
+             // arguments, attrs = its keyword arguments (a Dict) (tracer/values/partial.cpp)
 };
 const char* vk_name(VK k);
 std::string describe(const Value& v);  // short text for events: "f32[2, 3] cpu", "(1, 2)", "<function f>"

@@ -1,4 +1,6 @@
 """Objects the transformed code of a split frame refers to (never instantiated by users)."""
+import functools
+
 import torch
 
 
@@ -37,3 +39,8 @@ def autograd_function_apply(cls):
         fn.__qualname__ = f"{cls.__qualname__}.apply"
         _autograd_applies[cls] = fn
     return fn
+
+
+def make_partial(func, args, keywords):
+    """A functools.partial made in the trace and rebuilt by the transformed code."""
+    return functools.partial(func, *args, **keywords)

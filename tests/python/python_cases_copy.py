@@ -180,3 +180,42 @@ def config_with_aliases_deep_copied(x):
     dec = copy.deepcopy(base)
     dec.n_layer = 5
     return x * dec.num_layers + base.num_layers, dec.hidden_size
+
+
+# ---- functools.partial over values of the trace (tensors, methods, functions made here) ----
+import functools  # noqa: E402
+import torch.nn.functional as F  # noqa: E402
+
+
+@case((3,))
+def partial_binds_a_tensor(x):
+    add_x = functools.partial(torch.add, other=x)
+    return add_x(x * 2), add_x(torch.ones(3), other=x + 1)
+
+
+@case((2, 4))
+def partial_of_local_function_and_nesting(x):
+    def scaled_act(t, scale, shift=0.0):
+        return F.gelu(t) * scale + shift
+
+    act = functools.partial(scaled_act, scale=x.mean())
+    act2 = functools.partial(act, shift=1.0)
+    return act2(x), act2.func is scaled_act, len(act2.args), sorted(act2.keywords)
+
+
+class GatedBlock(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.proj = nn.Linear(4, 8)
+        self.gate_bias = nn.Parameter(torch.zeros(4))
+
+    def _gated(self, t, bias):
+        a, b = t.chunk(2, dim=-1)
+        return a * torch.sigmoid(b + bias)
+
+    def forward(self, x):
+        gated = functools.partial(self._gated, bias=self.gate_bias)
+        return [gated(self.proj(h)) for h in (x, x * 2)]
+
+
+module_case(GatedBlock, (3, 4))

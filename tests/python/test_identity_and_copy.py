@@ -1,6 +1,7 @@
 """id() and copy.deepcopy in the trace: a fake id (of a value made in the trace) never leaves it nor
 becomes a number, and deep copies of objects from outside the frame are guarded by what they copy."""
 import copy
+import functools
 
 import pytest
 import torch
@@ -79,3 +80,17 @@ def test_deepcopy_of_tensor_breaks_like_torch_dynamo():
     dynview._C.take_records()
     torch.testing.assert_close(dynview.compile(f, backend="eager")(torch.ones(2)), torch.full((2,), 3.0))
     assert any(b[0] == "DV0004" and "deepcopy of a tensor" in b[1] for b in _breaks())
+
+
+def make_scaler(x):
+    scale = x.sum()
+    return functools.partial(torch.mul, other=scale), x + 1
+
+
+def test_partial_made_in_the_trace_escapes_and_calls_like_eager():
+    cf = dynview.compile(make_scaler, backend="eager")
+    x = torch.arange(3.0)
+    got, want = cf(x), make_scaler(x)
+    assert isinstance(got[0], functools.partial) and got[0].func is torch.mul
+    torch.testing.assert_close(got[0](torch.ones(3)), want[0](torch.ones(3)))
+    torch.testing.assert_close(got[1], want[1])

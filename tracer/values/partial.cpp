@@ -1,0 +1,57 @@
+// functools.partial objects made in the trace over any values (VK::Partial): a tensor bound as a
+// keyword (partial(F.dropout, p=rate, training=self.training)), a method, another partial. Calling one
+// calls its function with its arguments first and its keywords overridden by the call's, as
+// functools.partial does; .func, .args and .keywords read what it holds. One that escapes the trace
+// is rebuilt by the transformed code (codegen.cpp: dynview._runtime.make_partial). A partial whose
+// arguments are all constants stays a real functools.partial object (builtins.cpp).
+#include "tracer/pycache.h"
+#include "tracer/translator.h"
+
+namespace dv {
+
+VPtr Translator::make_partial(VPtr fn, std::vector<VPtr> args, const std::vector<std::pair<std::string, VPtr>>& kwargs) {
+  VPtr p = make(VK::Partial);
+  if (fn->kind == VK::Partial) {  // partial(partial(f, a), b) is partial(f, a, b), keywords merged
+    p->self = fn->self;
+    p->items = fn->items;
+    p->attrs = make(VK::Dict);
+    p->attrs->keys = fn->attrs->keys;
+    p->attrs->items = fn->attrs->items;
+  } else {
+    p->self = std::move(fn);
+    p->attrs = make(VK::Dict);
+  }
+  p->items.insert(p->items.end(), args.begin(), args.end());
+  for (const auto& [k, v] : kwargs) dict_set(*p->attrs, Ref::steal(PyUnicode_FromString(k.c_str())), v);
+  return p;
+}
+
+Translator::Status Translator::call_partial_value(Frame& f, const VPtr& p, std::vector<VPtr> args,
+                                                  std::vector<std::pair<std::string, VPtr>> kwargs, VPtr& out) {
+  std::vector<VPtr> all = p->items;
+  all.insert(all.end(), args.begin(), args.end());
+  std::vector<std::pair<std::string, VPtr>> kw;
+  for (size_t i = 0; i < p->attrs->keys.size(); ++i) kw.emplace_back(str_of(p->attrs->keys[i].get()), p->attrs->items[i]);
+  for (auto& kv : kwargs) {
+    auto same = std::find_if(kw.begin(), kw.end(), [&](const auto& e) { return e.first == kv.first; });
+    if (same != kw.end()) same->second = kv.second;
+    else kw.push_back(kv);
+  }
+  return call(f, p->self, std::move(all), std::move(kw), out);
+}
+
+Translator::Status Translator::partial_getattr(Frame& f, const VPtr& p, const std::string& name, VPtr& out) {
+  if (name == "func") {
+    out = p->self;
+  } else if (name == "args") {
+    out = make(VK::Tuple);
+    out->items = p->items;
+  } else if (name == "keywords") {
+    out = p->attrs;  // the partial's own dict, as functools.partial gives
+  } else {
+    return brk(f, name.rfind("__", 0) == 0 ? "DV0005" : kNoAttributeId, "attribute " + name + " of a functools.partial");
+  }
+  return std::nullopt;
+}
+
+}  // namespace dv
