@@ -25,6 +25,13 @@ bool module_is_torch(PyObject* fn) {
   return m == "torch" || m.rfind("torch.", 0) == 0;
 }
 
+// torch.distributions classes: plain Python classes whose __init__ is inlined (as TorchDynamo).
+bool module_is_distributions(PyObject* cls) {
+  Ref mod = Ref::steal(PyObject_GetAttrString(cls, "__module__"));
+  if (!mod) return PyErr_Clear(), false;
+  return str_of(mod.get()).rfind("torch.distributions.", 0) == 0;
+}
+
 // operator.itemgetter objects: 1; attrgetter objects: 2; else 0 (pure to construct from constants).
 int operator_getter(PyObject* o) {
   static PyObject* item = PyObject_GetAttrString(py().operator_mod.get(), "itemgetter");
@@ -866,6 +873,14 @@ Translator::Status Translator::call(Frame& f, VPtr fn, std::vector<VPtr> args,
         if (torch_fn_unsupported(nm)) return brk(f, "DV0004", "torch." + nm + " has effects outside the graph");
         if (nm == "is_grad_enabled") { out = constant_steal(PyObject_CallNoArgs(o)); return std::nullopt; }
         if (nm == "is_tensor") { out = constant(Ref::borrow(args.size() == 1 && args[0]->kind == VK::Tensor ? Py_True : Py_False)); return std::nullopt; }
+        if (nm == "is_tensor_like" && args.size() == 1 && kwargs.empty()) {  // torch.overrides: a tensor, or a type with __torch_function__
+          const VPtr& a = args[0];
+          bool like = a->kind == VK::Tensor;
+          if (!like && a->kind != VK::Const && a->kind != VK::Sym && a->kind != VK::Tuple && a->kind != VK::List && a->kind != VK::Dict)
+            return brk(f, "DV0004", "torch.overrides.is_tensor_like of a " + std::string(vk_name(a->kind)));
+          out = constant(Ref::borrow(like ? Py_True : Py_False));
+          return std::nullopt;
+        }
         if (nm == "get_default_dtype") { out = constant_steal(PyObject_CallNoArgs(o)); return std::nullopt; }
         if (nm == "is_compiling" || nm == "is_dynamo_compiling") {  // torch.compiler/_dynamo/_utils: model code takes its compile path
           out = constant(Ref::borrow(Py_True));
@@ -922,7 +937,7 @@ Translator::Status Translator::call(Frame& f, VPtr fn, std::vector<VPtr> args,
         if (Status s = instance_builtin(f, o, args[0], rest, kwargs, out, handled)) return s;
         if (handled) return std::nullopt;
       }
-      if (PyType_Check(o) && !module_is_torch(o) && plain_class(reinterpret_cast<PyTypeObject*>(o)))
+      if (PyType_Check(o) && (!module_is_torch(o) || module_is_distributions(o)) && plain_class(reinterpret_cast<PyTypeObject*>(o)))
         return construct(f, fn, std::move(args), std::move(kwargs), out);  // a user class: __init__ inlined
       if (PyCFunction_Check(o) && bound_to_mutable_object(o))
         return brk(f, "DV0008", "call to " + callable_name(o) + " of a " + Py_TYPE(PyCFunction_GET_SELF(o))->tp_name +

@@ -17,7 +17,9 @@ static bool function_is_torch(PyObject* fn) {
   PyObject* mod = PyFunction_GET_MODULE(fn);
   if (!mod || !PyUnicode_Check(mod)) return false;
   std::string m = str_of(mod);
-  return (m == "torch" || m.rfind("torch.", 0) == 0) && m.rfind("torch.nn.modules", 0) != 0;
+  // torch.nn.modules and torch.distributions are Python over torch operators: inlined
+  return (m == "torch" || m.rfind("torch.", 0) == 0) && m.rfind("torch.nn.modules", 0) != 0 &&
+         m.rfind("torch.distributions", 0) != 0;
 }
 
 static bool is_const_tree(PyObject* o) {

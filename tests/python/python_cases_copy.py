@@ -219,3 +219,39 @@ class GatedBlock(nn.Module):
 
 
 module_case(GatedBlock, (3, 4))
+
+
+# ---- descriptors on objects made in the trace; torch.distributions (both inline Python __get__) ----
+class CachedStats:
+    def __init__(self, t):
+        self.t = t
+
+    @functools.cached_property
+    def norm(self):
+        return self.t.norm()
+
+
+@case((3,))
+def cached_property_on_object(x):
+    s = CachedStats(x)
+    first = s.norm
+    return first * 2 + s.norm, "norm" in vars(s)
+
+
+@case((2, 3))
+def normal_log_prob_and_entropy(x):
+    d = torch.distributions.Normal(x.mean(dim=-1, keepdim=True), x.std(dim=-1, keepdim=True) + 1)
+    return d.log_prob(x), d.entropy(), d.mean
+
+
+@case((2, 4))
+def categorical_policy_head(x):
+    dist = torch.distributions.Categorical(logits=x)
+    actions = torch.tensor([1, 3])
+    return dist.log_prob(actions), dist.entropy().mean(), dist.probs
+
+
+@case((2, 3))
+def bernoulli_from_sigmoid(x):
+    d = torch.distributions.Bernoulli(probs=torch.sigmoid(x))
+    return d.log_prob(torch.ones(2, 3)), d.mean, d.variance

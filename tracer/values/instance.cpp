@@ -232,6 +232,17 @@ Translator::Status Translator::instance_generic_getattr(Frame& f, const VPtr& ob
     out = mv;
     return std::nullopt;
   }
+  if (Py_TYPE(cls_attr)->tp_descr_get && !Py_IS_TYPE(cls_attr, &PyStaticMethod_Type)) {
+    // Another descriptor (functools.cached_property, torch.distributions' lazy_property): its
+    // __get__(obj, cls) when that is Python, inlined; reading it through the class would give what
+    // __get__(None, cls) gives instead.
+    static PyObject* get_name = interned("__get__");
+    PyObject* get = _PyType_Lookup(Py_TYPE(cls_attr), get_name);
+    if (!get || !PyFunction_Check(get)) return brk(f, "DV0005", "descriptor " + name + " of " + tp->tp_name);
+    VPtr descr = wrap(Ref::borrow(cls_attr), obj->self && obj->self->source ? Source::attr(obj->self->source, name) : nullptr, f);
+    if (!descr) return brk(f, "DV0005", "descriptor " + name + " of " + tp->tp_name + " cannot be traced");
+    return call_python(f, Ref::borrow(get), {descr, obj, obj->self}, out);
+  }
   // Anything else the class holds (staticmethods, constants, registries): read through the class
   // as loaded, so it is guarded like any class attribute.
   return getattr(f, obj->self, name, out);
