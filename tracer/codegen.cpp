@@ -126,6 +126,14 @@ struct Emitter {
   }
 };
 
+// A helper of dynview._runtime the transformed code calls (borrowed, kept for the process; null: missing).
+PyObject* runtime_attr(const char* name) {
+  Ref mod = Ref::steal(PyImport_ImportModule("dynview._runtime"));
+  PyObject* m = mod ? PyObject_GetAttrString(mod.get(), name) : nullptr;
+  if (!m) PyErr_Clear();
+  return m;
+}
+
 // Rebuilds values after the graph ran: graph outputs from the output tuple, constants, containers
 // built in the trace, objects reloaded from their sources. Values stored in a temporary (memo) are
 // loaded from there, so a value reconstructed twice is still one object.
@@ -186,6 +194,24 @@ struct Rebuilder {
         if (v->obj && (v->kind != VK::Function || PyFunction_Check(v->obj.get()))) {
           e.emit(N::LOAD_CONST, e.konst(v->obj.get()));
           return true;
+        }
+        if (v->kind == VK::Function && v->obj && PyCode_Check(v->obj.get()) && v->cells.empty() && !v->flag && v->globals) {
+          // A function made in the trace without a closure: dynview._runtime.make_function(code,
+          // globals, defaults, kwdefaults). (A closure's cells are shared with the frame: not rebuilt.)
+          static PyObject* maker = runtime_attr("make_function");
+          if (!maker) return false;
+          e.callable_const(maker);
+          e.emit(N::LOAD_CONST, e.konst(v->obj.get()));
+          e.emit(N::LOAD_CONST, e.konst(v->globals.get()));
+          for (const VPtr* part : {&v->defaults, &v->kwdefaults}) {
+            if (*part) {
+              if (!value(*part)) return false;
+            } else {
+              e.emit(N::LOAD_CONST, e.konst(Py_None));
+            }
+          }
+          e.call(4);
+          return remember(v);
         }
         return false;
       case VK::Method: {
@@ -255,12 +281,7 @@ struct Rebuilder {
         return true;
       }
       case VK::Partial: {  // dynview._runtime.make_partial(func, args, keywords)
-        static PyObject* maker = [] {
-          Ref mod = Ref::steal(PyImport_ImportModule("dynview._runtime"));
-          PyObject* m = mod ? PyObject_GetAttrString(mod.get(), "make_partial") : nullptr;  // kept for the process
-          if (!m) PyErr_Clear();
-          return m;
-        }();
+        static PyObject* maker = runtime_attr("make_partial");
         if (!maker) return false;
         e.callable_const(maker);
         if (!value(v->self)) return false;

@@ -167,7 +167,10 @@ Status op_MAKE_FUNCTION(Translator& t, Frame& f, const Instr& in) {  // (default
     VPtr cl = pop(f);
     fn->cells = cl->items;
   }
-  if (flags & 4) pop(f);  // annotations
+  if (flags & 4) {  // annotations: not kept (such a function is not rebuilt by codegen)
+    pop(f);
+    fn->flag = true;
+  }
   if (flags & 2) fn->kwdefaults = pop(f);
   if (flags & 1) fn->defaults = pop(f);
   f.stack.push_back(fn);
@@ -181,7 +184,8 @@ Status op_SET_FUNCTION_ATTRIBUTE(Translator& t, Frame& f, const Instr& in) {  //
   if (in.arg == 8) fn->cells = attr->items;
   else if (in.arg == 2) fn->kwdefaults = attr;
   else if (in.arg == 1) fn->defaults = attr;
-  else if (in.arg != 4) return t.brk(f, "DV0001", "unsupported function attribute " + std::to_string(in.arg));
+  else if (in.arg == 4) fn->flag = true;  // annotations (see MAKE_FUNCTION)
+  else return t.brk(f, "DV0001", "unsupported function attribute " + std::to_string(in.arg));
   f.stack.erase(f.stack.end() - 2);
   return std::nullopt;
 }

@@ -1,5 +1,6 @@
 """Objects the transformed code of a split frame refers to (never instantiated by users)."""
 import functools
+import types
 
 import torch
 
@@ -44,3 +45,12 @@ def autograd_function_apply(cls):
 def make_partial(func, args, keywords):
     """A functools.partial made in the trace and rebuilt by the transformed code."""
     return functools.partial(func, *args, **keywords)
+
+
+def make_function(code, globals_, defaults, kwdefaults):
+    """A function made in the trace (no closure) and rebuilt by the transformed code: what
+    MAKE_FUNCTION made (its name and qualified name come from the code object)."""
+    fn = types.FunctionType(code, globals_, None, defaults)
+    if kwdefaults:
+        fn.__kwdefaults__ = kwdefaults
+    return fn

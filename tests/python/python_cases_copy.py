@@ -255,3 +255,26 @@ def categorical_policy_head(x):
 def bernoulli_from_sigmoid(x):
     d = torch.distributions.Bernoulli(probs=torch.sigmoid(x))
     return d.log_prob(torch.ones(2, 3)), d.mean, d.variance
+
+
+# ---- functions made in the trace (no closure) live across a graph break: rebuilt by the split ----
+import io  # noqa: E402
+
+_LOG = io.StringIO()
+
+
+@case((3,))
+def local_helper_breaks_inside(x):
+    def inner(t, k=2):
+        t = t + 1
+        print("inner", file=_LOG)
+        return t * k
+    return inner(x) - 1
+
+
+@case((4,))
+def lambda_kept_across_break(x):
+    scale = lambda t, *, by=2.0: t * by  # noqa: E731
+    y = scale(x)
+    print("between", file=_LOG)
+    return scale(y, by=0.5) + 1, scale.__name__
