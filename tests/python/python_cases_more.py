@@ -11,7 +11,6 @@ import itertools
 import math
 import operator
 import os
-import sys
 import typing
 
 import torch
@@ -28,9 +27,6 @@ NOT_YET = {
     "itertools_accumulate_offsets": "itertools.accumulate is not traced (DV0004)",
     "itertools_accumulate_tensors": "itertools.accumulate over tensors is not traced (DV0013)",
     "itertools_count_zip_and_repeat": "itertools.count() made in the trace is not traced (DV0004); the frame runs eagerly",
-    "itertools_filterfalse_takewhile": "itertools.filterfalse/takewhile/dropwhile are not traced (DV0004); the frame runs eagerly",
-    "itertools_combinations_with_replacement_and_product_repeat":
-        "TorchDynamo breaks on combinations_with_replacement too, but keeps a graph; dynview's break runs the frame eagerly",
     "itertools_groupby_sorted": "itertools.groupby is not traced (DV0004); the frame runs eagerly",
     "namedtuple_defaults_and_methods": "namedtuple instances made in the trace: _replace/_asdict iterate a live _Pair (DV0016)",
     "namedtuple_returned_and_unpacked": "constructing a collections.namedtuple class in the trace is not traced (DV0004)",
@@ -50,8 +46,6 @@ NOT_YET = {
     "operator_overloading_on_user_class": "a user class's __add__/__mul__ are not inlined for binary operators (DV0018)",
     "dict_keys_set_operations": "set operators on dict views (d.keys() & {...}) are not traced (DV0018)",
 }
-if sys.version_info >= (3, 12):  # there both engines' counts agree on it (the break falls where TorchDynamo's does)
-    del NOT_YET["itertools_combinations_with_replacement_and_product_repeat"]
 
 
 # ---- sets and frozensets ----
