@@ -3,6 +3,7 @@ corpus in break_cases.py. For every case: outputs equal eager on two inputs (exc
 graph count, break count and break lines equal torch._dynamo.explain's; a repeat call compiles
 nothing (the frame and every resume function hit their caches)."""
 import os
+import sys
 import warnings
 
 import pytest
@@ -21,7 +22,16 @@ DIFFERENT = {
     "numpy_roundtrip": "TorchDynamo traces NumPy calls through torch._numpy; dynview breaks at .numpy() (issue 14)",
     "live_aliased_list": "one list under two names crosses the break: without an aliasing guard the resume "
                          "function runs eagerly (correct result, one graph fewer than TorchDynamo)",
+    "class_body_in_frame": "dynview breaks at LOAD_BUILD_CLASS (DV0001) and its resume function, which starts "
+                           "there, runs eagerly; TorchDynamo breaks at the __build_class__ call and captures the "
+                           "rest (resuming after it needs the class body's function rebuilt across the break)",
+    "empty_class_body_in_frame": "TorchDynamo traces an empty class body; dynview breaks before anything is "
+                                 "captured and runs the frame eagerly",
 }
+if sys.version_info < (3, 12):  # 3.12+ inline the comprehension into the frame: dynview matches there
+    DIFFERENT["comprehension_after_break"] = ("the comprehension is its own code object: dynview cannot rebuild "
+                                              "the tensor that lives across the break and runs the frame "
+                                              "eagerly; TorchDynamo splits it (2 graphs, 1 break)")
 
 
 def dynamo_explain(fn, args):
