@@ -15,12 +15,14 @@
 
 #include <nlohmann/json.hpp>
 
+#include "opcodes.h"
 #include "result.h"
 
 namespace dv::trace {
 
-constexpr uint16_t kMajor = 3;  // readers refuse a newer major version
-constexpr uint16_t kMinor = 1;  // additions a reader of the same major may ignore
+constexpr uint16_t kMajor = 4;  // readers refuse a newer major version
+constexpr uint16_t kMinor = 0;  // additions a reader of the same major may ignore
+constexpr uint16_t kOldestMajor = 3;  // still read: 3.x predicts step offsets with 3.11's caches
 constexpr char kMagic[8] = {'\x89', 'D', 'Y', 'N', 'V', '\r', '\n', '\x1a'};
 // Frames are zstd skippable frames (magic 0x184D2A5?) so that `zstdcat run.dyn` decodes the data.
 constexpr uint32_t kSkipHeader = 0x184D2A50, kSkipChunk = 0x184D2A51, kSkipFooter = 0x184D2A52;
@@ -29,6 +31,12 @@ constexpr uint32_t kFooterTag = 0x58495644;  // "DVIX"
 constexpr uint32_t kEndTag = 0x4E455644;     // "DVEN"
 
 uint32_t crc32(const void* data, size_t n, uint32_t crc = 0);
+
+// The CPython version whose inline-cache counts predict the steps' offsets (and whose numbers the
+// steps' opcodes are): the header metadata's "opcode_table" ("cpython-3.12") from format 4.0 on,
+// 3.11 when it is absent and in every 3.x trace (whatever interpreter recorded it). nullopt: a
+// table this core does not know.
+std::optional<bc::Version> steps_version(const nlohmann::json& meta, uint16_t major);
 
 // The fixed part of every chunk, stored in a skippable frame before the chunk's two zstd frames
 // (events, then steps). All integers little-endian.
@@ -131,6 +139,7 @@ class TraceWriter {
   int32_t max_id_ = 0;
   uint32_t prev_offset_ = 0, prev_size_ = 0;
   uint8_t prev_op_ = 0;
+  std::array<uint8_t, 256> caches_{};  // inline caches per opcode, of steps_version(meta)
   std::array<int64_t, 3> row_prev_{};  // previous value row's compile, id, step (deltas)
   int32_t prev_line_ = 0;
   std::vector<StoredValue> values_;  // of the current compile, by id
@@ -204,6 +213,7 @@ class TraceReader {
   const nlohmann::json& meta() const { return meta_; }
   uint16_t major() const { return major_; }
   uint16_t minor() const { return minor_; }
+  bc::Version steps_version() const { return steps_version_; }
   const std::vector<ChunkInfo>& chunks() const { return chunks_; }
   const std::vector<nlohmann::json>& events() const { return events_; }  // in order, "chunk" added
   const std::vector<Problem>& problems() const { return problems_; }
@@ -225,6 +235,8 @@ class TraceReader {
   int fd_ = -1;
   uint64_t size_ = 0;
   uint16_t major_ = 0, minor_ = 0;
+  bc::Version steps_version_ = bc::Version::py311;
+  std::array<uint8_t, 256> caches_{};  // inline caches per opcode, of steps_version_
   bool footer_ = false;
   nlohmann::json meta_;
   std::vector<ChunkInfo> chunks_;

@@ -146,7 +146,7 @@ Result<std::unique_ptr<TraceReader>> TraceReader::open(const std::string& path) 
     return make_error(path, "trace format version " + std::to_string(r->major_) + "." + std::to_string(r->minor_) +
                                 " is newer than this reader's " + std::to_string(kMajor) + "." + std::to_string(kMinor) +
                                 "; use a newer dynview", 16);
-  if (r->major_ < kMajor)
+  if (r->major_ < kOldestMajor)
     return make_error(path, "trace format version " + std::to_string(r->major_) + "." + std::to_string(r->minor_) +
                                 " is older than this reader's " + std::to_string(kMajor) + "." + std::to_string(kMinor) +
                                 " and no longer read; record it again", 16);
@@ -159,6 +159,12 @@ Result<std::unique_ptr<TraceReader>> TraceReader::open(const std::string& path) 
   if (hc.u32() != crc32(head->data(), hsize - 4)) return make_error(path, "header checksum mismatch", 8);
   r->meta_ = nlohmann::json::parse(head->substr(16, meta_len), nullptr, /*allow_exceptions=*/false);
   if (r->meta_.is_discarded()) return make_error(path, "header metadata is not valid JSON", 24);
+  const auto sv = ::dv::trace::steps_version(r->meta_, r->major_);
+  if (!sv)
+    return make_error(path, "header metadata names opcode table " + r->meta_.at("opcode_table").dump() +
+                                ", which this reader does not know (cpython-3.11, cpython-3.12, cpython-3.13)", 24);
+  r->steps_version_ = *sv;
+  for (int op = 0; op < 256; ++op) r->caches_[op] = bc::op_info(static_cast<uint8_t>(op), *sv).caches;
   const uint64_t data_start = 8 + uint64_t{hsize};
 
   // The index: the footer when intact, else a scan of chunk headers up to the first bad one.
@@ -394,7 +400,7 @@ Result<Chunk> TraceReader::chunk(size_t k) const {
     out.opcode[i] = ops.u8();
     const uint64_t a = args.var();
     out.arg[i] = a == 0 ? INT32_MIN : static_cast<int32_t>(a - 1);
-    prev_offset += 2 + 2 * bc::op_info(prev_op).caches + offs.svar();
+    prev_offset += 2 + 2 * caches_[prev_op] + offs.svar();
     prev_op = out.opcode[i];
     prev_line += lines.svar();
     out.offset[i] = static_cast<uint32_t>(prev_offset);

@@ -17,6 +17,16 @@
 
 namespace dv::trace {
 
+std::optional<bc::Version> steps_version(const nlohmann::json& meta, uint16_t major) {
+  if (major < 4 || !meta.is_object()) return bc::Version::py311;
+  const auto t = meta.find("opcode_table");
+  if (t == meta.end()) return bc::Version::py311;
+  if (!t->is_string()) return std::nullopt;
+  const std::string s = t->get<std::string>();
+  if (s.rfind("cpython-", 0) != 0) return std::nullopt;
+  return bc::version_from_str(std::string_view(s).substr(8));
+}
+
 uint32_t crc32(const void* data, size_t n, uint32_t crc) {
   static const auto table = [] {
     std::array<uint32_t, 256> t{};
@@ -56,6 +66,10 @@ Result<std::unique_ptr<TraceWriter>> TraceWriter::create(const std::string& path
                                                          WriterOptions opts) {
   std::unique_ptr<TraceWriter> w(new TraceWriter());
   w->opts_ = opts;
+  const auto v = steps_version(meta, kMajor);
+  if (!v) return make_error(path, "cannot create trace: metadata names opcode table " + meta.at("opcode_table").dump() +
+                                      ", which is not cpython-3.11, cpython-3.12 or cpython-3.13");
+  for (int op = 0; op < 256; ++op) w->caches_[op] = bc::op_info(static_cast<uint8_t>(op), *v).caches;
   // Opened without O_TRUNC and locked before truncating: a second process recording to the same
   // path is refused (kBusy) instead of overwriting the first one's trace.
   w->fd_ = ::open(path.c_str(), O_WRONLY | O_CREAT | O_CLOEXEC, 0644);
@@ -193,7 +207,7 @@ void TraceWriter::step(const StepIn& s) {
   ops_.push_back(static_cast<char>(s.opcode));
   put_var(args_, s.arg == INT32_MIN ? 0 : static_cast<uint64_t>(static_cast<uint32_t>(s.arg)) + 1);
   // offset: predicted as the instruction after the previous one (its inline caches skipped)
-  put_svar(offs_, static_cast<int64_t>(s.offset) - (static_cast<int64_t>(prev_offset_) + 2 + 2 * bc::op_info(prev_op_).caches));
+  put_svar(offs_, static_cast<int64_t>(s.offset) - (static_cast<int64_t>(prev_offset_) + 2 + 2 * caches_[prev_op_]));
   put_svar(lines_, static_cast<int64_t>(s.line) - prev_line_);
   prev_offset_ = s.offset;
   prev_op_ = s.opcode;

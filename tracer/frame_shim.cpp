@@ -57,14 +57,27 @@ PyObject* finish_unevaluated(PyThreadState* ts, _PyInterpreterFrame* f, PyObject
   // 3.12 exports nothing that pops a frame: let its evaluator do it, by throwing into the fresh
   // frame. The frame has not started (no traceback entry, no handler covers offset -1), so the
   // evaluator unwinds it at once, clears and pops it, and returns NULL with the error kept.
-  if (!result) return previous(ts, f, 1);
-  PyObject *type, *value, *tb;
-  PyErr_Fetch(&type, &value, &tb);  // normally nothing; kept for the caller if there was
-  PyErr_SetObject(PyExc_SystemError, Py_None);
+  // Throwing fires PY_THROW, RAISE and PY_UNWIND (sys.monitoring, and sys.settrace/setprofile
+  // built on it) for a function that, to the program, never ran: the thread is marked as tracing
+  // meanwhile, which silences them. The error thrown is one instance made once (nothing allocated
+  // per hit; nothing records it: no traceback entry, no monitoring event).
+  static PyObject* thrown = nullptr;  // one SystemError for the process, kept (never freed)
+  PyObject* pending = PyErr_GetRaisedException();  // the caller's error when result is NULL
+  if (!thrown) {
+    thrown = PyObject_CallOneArg(PyExc_SystemError, Py_None);
+    if (!thrown) PyErr_Clear();
+  }
+  if (thrown) {
+    PyErr_SetRaisedException(Py_NewRef(thrown));
+  } else {
+    PyErr_SetNone(PyExc_MemoryError);  // the evaluator needs some error to unwind with
+  }
+  PyThreadState_EnterTracing(ts);
   PyObject* r = previous(ts, f, 1);
+  PyThreadState_LeaveTracing(ts);
   Py_XDECREF(r);
   PyErr_Clear();
-  PyErr_Restore(type, value, tb);
+  PyErr_SetRaisedException(pending);
   return result;
 #else
   (void)ts, (void)f, (void)previous;  // 3.11: the caller (_PyEval_Vector) clears and pops the frame

@@ -46,6 +46,21 @@ const char* vk_name(VK k) {
 }
 
 namespace {
+// Why an opcode without a handler breaks the graph, where there is more to say than its name:
+// (message, hint). TorchDynamo breaks at a class body too (at the __build_class__ call, unless
+// the body is empty) and at type parameters with a bound or constraints (def f[T: int]).
+std::pair<std::string, std::string> no_handler_reason(const bc::Instr& in, bc::Version v) {
+  if (in.name == bc::Name::LOAD_BUILD_CLASS)
+    return {"class definition inside the compiled function (LOAD_BUILD_CLASS)",
+            "define the class outside the compiled function (torch.compile breaks at a class body too, unless it is empty)"};
+  if (in.name == bc::Name::CALL_INTRINSIC_2) {
+    const auto n = bc::intrinsic_name(2, in.arg, v);
+    return {"unsupported intrinsic " + std::string(n ? *n : "?") + " (CALL_INTRINSIC_2: except*, or type parameters of a generic function or class)",
+            "move the generic definition or the except* block outside the compiled function"};
+  }
+  return {"unsupported opcode " + std::string(bc::op_name(in.opcode, v)), "dynview does not yet trace this bytecode"};
+}
+
 void describe_into(const Value& v, std::string& out, int depth) {
   if (out.size() > 160) return;
   switch (v.kind) {
@@ -468,7 +483,10 @@ Translator::Status Translator::run_frame(Frame& f) {
 #endif
     Status s;
     if (steps > 500000) s = brk(f, "DV0014", "too many symbolic steps (500000)", "the loop is probably too long to unroll");
-    else if (!h) s = brk(f, "DV0001", "unsupported opcode " + std::string(bc::op_name(in.opcode, f.facts->decoded.version)), "dynview does not yet trace this bytecode");
+    else if (!h) {
+      auto [message, hint] = no_handler_reason(in, f.facts->decoded.version);
+      s = brk(f, "DV0001", message, hint);
+    }
     else s = h(*this, f, in);
     if (output.shape_guards_pending()) output.watch_shape_guards(step_no, current_line(f), f.facts->filename);
     if (!s && output.has_unbacked_symbols())

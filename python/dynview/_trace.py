@@ -7,7 +7,6 @@
 The format is core/TRACE.md; the reader is core's (the same code as the dynview executable).
 """
 import atexit
-import dis
 import errno
 import json
 import os
@@ -29,7 +28,7 @@ def _meta():
         "python": sys.version.split()[0],
         "torch": torch.__version__,
         "dynview": "0.1.0",
-        "opcode_table": "cpython-3.11",
+        "opcode_table": "cpython-%d.%d" % sys.version_info[:2],  # the steps' opcodes and offsets
         "argv": list(sys.argv),
         "pid": os.getpid(),
         "start_time": time.time(),
@@ -189,10 +188,26 @@ class Step:
     line: int
     stack: tuple           # value ids after the step, bottom first
     locals_changed: tuple  # ((slot, value id), ...)
+    version: str = "3.11"  # the CPython version of the step's code (its opcode numbers are that version's)
 
     @property
     def opname(self):
-        return dis.opname[self.opcode]
+        return _opnames(self.version)[self.opcode]
+
+
+_OPNAMES = {}
+
+
+def _opnames(version):
+    """Opcode number -> name in `version`'s table (core's, so a trace of any version reads the same
+    on every interpreter; "<N>" for numbers that version does not use, as dis.opname)."""
+    names = _OPNAMES.get(version)
+    if names is None:
+        names = [f"<{i}>" for i in range(256)]
+        for row in _C.opcode_table(version):
+            names[row["opcode"]] = row["name"]
+        _OPNAMES[version] = names
+    return names
 
 
 @dataclass
@@ -257,11 +272,27 @@ class Trace:
         self._steps = None
         self._values = None
 
+    def code_version(self, code_id):
+        """The CPython version ("3.12") of a recorded code object (3.11: recorded before versions were)."""
+        co = self.codes.get(code_id, {}).get("json")  # core's code JSON text
+        try:
+            co = json.loads(co) if isinstance(co, str) else None
+        except ValueError:
+            co = None
+        v = co.get("version") if isinstance(co, dict) else None
+        return v if v in _C.VERSIONS else "3.11"
+
     def _decode(self):
         steps, values = [], {}
+        versions = {}
         for k in range(len(self.chunks)):
             s, v = self._f.chunk(k)
-            steps.extend(Step(*t) for t in s)
+            for t in s:
+                st = Step(*t)
+                if st.code not in versions:
+                    versions[st.code] = self.code_version(st.code)
+                st.version = versions[st.code]
+                steps.append(st)
             for d in v:
                 values[(d["compile"], d["id"])] = d
         self._steps, self._values = steps, values

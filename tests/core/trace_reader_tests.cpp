@@ -7,6 +7,7 @@
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
+#include <cstring>
 #include <random>
 
 #include "core/trace.h"
@@ -234,4 +235,75 @@ TEST_CASE("foreign and unreadable files get a message saying what is wrong", "[t
   REQUIRE(!missing);
   CHECK_THAT(missing.error().message(), Catch::Contains("cannot open"));
   fs::remove(p);
+}
+
+// Header bytes: skippable frame (8) | magic (8) | major u16 | minor u16 | meta_len u32 | meta | crc32.
+static void reheader(std::string& b, uint16_t major, const std::string& from, const std::string& to) {
+  REQUIRE(from.size() == to.size());
+  const size_t at = b.find(from);
+  REQUIRE(at != std::string::npos);
+  b.replace(at, from.size(), to);
+  b[16] = static_cast<char>(major & 0xFF);
+  b[17] = static_cast<char>(major >> 8);
+  uint32_t hsize = 0;
+  std::memcpy(&hsize, b.data() + 4, 4);
+  const uint32_t crc = crc32(b.data() + 8, hsize - 4);
+  std::memcpy(b.data() + 8 + hsize - 4, &crc, 4);
+}
+
+TEST_CASE("step offsets are predicted with the recording version's inline caches (format 4); 3.x with 3.11's", "[trace]") {
+  using dv::bc::Name;
+  using dv::bc::Version;
+  // LOAD_ATTR has 4 inline caches on 3.11 and 9 on 3.12: straight-line 3.12 code after one is
+  // predicted exactly only with 3.12's table.
+  const std::string p = tmp("v312.dyn");
+  auto w = TraceWriter::create(p, {{"opcode_table", "cpython-3.12"}});
+  REQUIRE(w);
+  const uint8_t load_attr = *dv::bc::opcode_of(Name::LOAD_ATTR, Version::py312), nop = *dv::bc::opcode_of(Name::NOP, Version::py312);
+  std::vector<uint32_t> offs;
+  uint32_t off = 0;
+  (*w)->event({{"t", "compile_start"}, {"c", 0}, {"id", "0/0"}});
+  for (int i = 0; i < 10; ++i) {
+    const uint8_t op = i % 2 ? nop : load_attr;
+    (*w)->step(StepIn{0, 0, i == 0, 1, off, op, i % 2 ? INT32_MIN : 0, 1, nullptr, 0, nullptr, 0});
+    offs.push_back(off);
+    off += 2 + 2 * dv::bc::op_info(op, Version::py312).caches;
+  }
+  REQUIRE((*w)->close());
+  auto offsets = [&](const std::string& path) {
+    auto r = TraceReader::open(path);
+    REQUIRE(r);
+    auto c = (*r)->chunk(0);
+    REQUIRE(c);
+    return std::make_pair((*r)->steps_version(), c->offset);
+  };
+  CHECK(offsets(p) == std::make_pair(Version::py312, offs));
+  const std::string good = slurp(p);
+  // The same bytes under a header naming 3.11 (what every 3.x reader assumed): each step after a
+  // LOAD_ATTR lands 10 bytes early, and the error accumulates.
+  std::string b = good;
+  reheader(b, kMajor, "cpython-3.12", "cpython-3.11");
+  spit(p, b);
+  auto [v11, o11] = offsets(p);
+  CHECK(v11 == Version::py311);
+  CHECK(o11[0] == offs[0]);
+  CHECK(o11[1] == offs[1] - 10);
+  CHECK(o11[3] == offs[3] - 20);
+  // A 3.x file reads with 3.11's caches whatever its opcode_table says.
+  b = good;
+  reheader(b, 3, "cpython-3.12", "cpython-3.12");
+  spit(p, b);
+  CHECK(offsets(p) == std::make_pair(Version::py311, o11));
+  // A table this reader does not know is refused, by name; the writer refuses it too.
+  b = good;
+  reheader(b, kMajor, "cpython-3.12", "cpython-3.1x");
+  spit(p, b);
+  auto bad = TraceReader::open(p);
+  REQUIRE(!bad);
+  CHECK_THAT(bad.error().message(), Catch::Contains("opcode table \"cpython-3.1x\"") && Catch::Contains("does not know"));
+  auto badw = TraceWriter::create(tmp("v399.dyn"), {{"opcode_table", "cpython-3.99"}});
+  REQUIRE(!badw);
+  CHECK_THAT(badw.error().message(), Catch::Contains("cpython-3.99"));
+  fs::remove(p);
+  fs::remove(tmp("v399.dyn"));
 }

@@ -758,3 +758,26 @@ class Gated(nn.Module):
 @module_case((3, 5))
 def gated_module():
     return Gated()
+
+
+# ---- class bodies, comprehensions after a break ----
+@case((4,))
+def class_body_in_frame(x):
+    y = x * 2
+    class Scale:  # TorchDynamo breaks at the __build_class__ call and resumes after it
+        k = 3
+    return y * Scale.k
+
+@case((4,))
+def empty_class_body_in_frame(x):
+    class Marker:  # an empty body: TorchDynamo traces it (one graph, no break)
+        pass
+    return x + 1, Marker.__name__
+
+@case((4,))
+def comprehension_after_break(x):
+    z = x.sin() + 1
+    if z.sum() > 0:
+        z = z * 2
+    w = [z.cos() + k for k in range(2)]
+    return w[0] + w[1]

@@ -82,7 +82,7 @@ def test_help_version_and_script_help():
     h = run("--help")
     assert h.returncode == 0 and "exit codes" in h.stdout and "3 no display" in h.stdout
     v = run("--version")
-    assert v.returncode == 0 and v.stdout.startswith("dynview 0.1.0") and "trace format 3." in v.stdout
+    assert v.returncode == 0 and v.stdout.startswith("dynview 0.1.0") and "trace format 4.0" in v.stdout
     s = run("--help-script")
     assert s.returncode == 0
     for cmd in ("goto N", "click node", "zoom F", "screenshot OUT.png", "fxtab nodes|code"):

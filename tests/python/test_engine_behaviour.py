@@ -386,3 +386,111 @@ def test_code_instrumented_by_sys_monitoring_compiles_and_splits_like_plain_code
         mon.set_local_events(tool, _monitored.__code__, 0)
         mon.free_tool_id(tool)
         dynview.reset()
+
+
+def _hit_fn(x, y):
+    return (x * 2 + y).cos()
+
+
+def _hit_split(x, y):
+    z = x.sin() + y
+    print(end="")  # a graph break: the transformed code calls a resume function, itself a cache hit
+    return z * 2
+
+
+_EXC_EVENTS = ("RAISE", "PY_THROW", "PY_UNWIND", "RERAISE", "EXCEPTION_HANDLED")
+
+
+@pytest.mark.skipif(sys.version_info < (3, 12), reason="sys.monitoring is new in CPython 3.12")
+@pytest.mark.parametrize("f", [_hit_fn, _hit_split], ids=["one_graph", "graph_break"])
+def test_cache_hit_raises_no_exception_event(f):
+    # A cache hit must not look, to sys.monitoring (debuggers, coverage, profilers) or sys.settrace,
+    # as if the original function had raised: eager gives no exception event, so must a hit.
+    mon = sys.monitoring
+    tool = next(t for t in range(6) if mon.get_tool(t) is None)
+    seen = []
+    x, y = torch.randn(3), torch.randn(3)
+    cf = dynview.compile(f, backend="eager")
+    cf(x, y)  # compiles (its own exceptions, caught inside torch, are not counted)
+    cf(x, y)
+    mon.use_tool_id(tool, "dynview-test")
+    try:
+        for name in _EXC_EVENTS:
+            ev = getattr(mon.events, name)
+            mon.register_callback(tool, ev, lambda *a, _n=name: seen.append((_n, getattr(a[0], "co_qualname", a[0]))))
+        mon.set_events(tool, sum(getattr(mon.events, n) for n in _EXC_EVENTS))
+        f(x, y)
+        eager = list(seen)
+        del seen[:]
+        out = cf(x, y)  # hits
+        hit = list(seen)
+        del seen[:]
+    finally:
+        mon.set_events(tool, 0)
+        mon.free_tool_id(tool)
+    torch.testing.assert_close(out, f(x, y))
+    assert eager == []
+    assert hit == eager
+    # Legacy tracing (sys.settrace, implemented over sys.monitoring on 3.12+) sees no exception either.
+    traced = []
+
+    def tracer(frame, event, arg):
+        if event == "exception":
+            traced.append(frame.f_code.co_qualname)
+        return tracer
+    sys.settrace(tracer)
+    try:
+        cf(x, y)
+    finally:
+        sys.settrace(None)
+    assert traced == []
+
+
+def _covered(x, n):
+    acc = x
+    for i in range(n):
+        acc = acc * 2 + i
+    return acc.sum()
+
+
+@pytest.mark.skipif(sys.version_info < (3, 12), reason="sys.monitoring is new in CPython 3.12")
+def test_coverage_style_monitoring_tool_and_dynview_do_not_disturb_each_other():
+    # A coverage-like tool: global PY_START and LINE callbacks that return DISABLE after the first
+    # event of each (code, line), which rewrites instructions in place. dynview compiles, splits and
+    # hits as without it; the tool keeps seeing the lines the program runs outside captured frames.
+    mon = sys.monitoring
+    tool = next(t for t in range(6) if mon.get_tool(t) is None)
+    starts, lines = set(), set()
+
+    def on_start(code, offset):
+        starts.add(code.co_qualname)
+        return mon.DISABLE
+
+    def on_line(code, line):
+        lines.add((code.co_qualname, line))
+        return mon.DISABLE
+    x = torch.randn(4)
+    want = [_covered(x, 3), _monitored(x, x), _hit_split(x, x)]
+    mon.use_tool_id(tool, "dynview-coverage-test")
+    try:
+        mon.register_callback(tool, mon.events.PY_START, on_start)
+        mon.register_callback(tool, mon.events.LINE, on_line)
+        mon.set_events(tool, mon.events.PY_START | mon.events.LINE)
+        got = []
+        for _ in range(3):  # compile, then hits
+            got = [dynview.compile(_covered, backend="eager")(x, 3),
+                   dynview.compile(_monitored, backend="eager")(x, x),
+                   dynview.compile(_hit_split, backend="eager")(x, x)]
+        e = dynview.explain(_monitored)(x, x)
+        probe_line = sys._getframe().f_lineno + 1
+        after = _covered(torch.ones(1), 1)  # eager code run after the compiled calls is still covered
+    finally:
+        mon.set_events(tool, 0)
+        mon.free_tool_id(tool)
+    for a, b in zip(got, want):
+        torch.testing.assert_close(a, b)
+    torch.testing.assert_close(after, torch.tensor(2.0))
+    assert (e.graph_count, e.graph_break_count) == (2, 1)
+    me = sys._getframe().f_code.co_qualname
+    assert (me, probe_line) in lines  # (this function started before the tool: no PY_START of it)
+    assert "_covered" in starts and any(q == "_covered" for q, _ in lines)

@@ -3,6 +3,7 @@ corpus in break_cases.py. For every case: outputs equal eager on two inputs (exc
 graph count, break count and break lines equal torch._dynamo.explain's; a repeat call compiles
 nothing (the frame and every resume function hit their caches)."""
 import os
+import sys
 import warnings
 
 import pytest
@@ -21,7 +22,16 @@ DIFFERENT = {
     "numpy_roundtrip": "TorchDynamo traces NumPy calls through torch._numpy; dynview breaks at .numpy() (issue 14)",
     "live_aliased_list": "one list under two names crosses the break: without an aliasing guard the resume "
                          "function runs eagerly (correct result, one graph fewer than TorchDynamo)",
+    "class_body_in_frame": "dynview breaks at LOAD_BUILD_CLASS (DV0001) and its resume function, which starts "
+                           "there, runs eagerly; TorchDynamo breaks at the __build_class__ call and captures the "
+                           "rest (resuming after it needs the class body's function rebuilt across the break)",
+    "empty_class_body_in_frame": "TorchDynamo traces an empty class body; dynview breaks before anything is "
+                                 "captured and runs the frame eagerly",
 }
+if sys.version_info < (3, 12):  # 3.12+ inline the comprehension into the frame: dynview matches there
+    DIFFERENT["comprehension_after_break"] = ("the comprehension is its own code object: dynview cannot rebuild "
+                                              "the tensor that lives across the break and runs the frame "
+                                              "eagerly; TorchDynamo splits it (2 graphs, 1 break)")
 
 
 def dynamo_explain(fn, args):
@@ -62,3 +72,23 @@ def test_breaks_match_eager_and_torch_dynamo(name, fn, make, report):
 
 def test_corpus_size():
     assert len(CASES) >= 80
+
+
+def test_class_body_and_type_parameters_break_saying_why():
+    # Where TorchDynamo breaks too (see DIFFERENT for the graph counts): the reason names the construct.
+    from break_cases import class_body_in_frame
+    e = dynview.explain(class_body_in_frame)(torch.ones(4))
+    assert [b.break_id for b in e.break_reasons] == ["DV0001"]
+    assert "class definition" in e.break_reasons[0].reason and "LOAD_BUILD_CLASS" in e.break_reasons[0].reason
+    torch.testing.assert_close(dynview.compile(class_body_in_frame, backend="eager")(torch.ones(4)), torch.full((4,), 6.0))
+    if sys.version_info < (3, 12):
+        return
+    # def h[T: int]: the bound makes CALL_INTRINSIC_2 (INTRINSIC_TYPEVAR_WITH_BOUND) the first intrinsic.
+    ns = {"torch": torch}
+    exec("def generic(x):\n    y = x * 2\n    def h[T: int](a: T) -> T:\n        return a\n    return h(y) + 1\n", ns)
+    dynview.reset()
+    dynview._C.take_records()
+    torch.testing.assert_close(dynview.compile(ns["generic"], backend="eager")(torch.ones(4)), torch.full((4,), 3.0))
+    recs = [r for r in dynview._C.take_records() if r["qualname"] == "generic"]
+    assert recs and recs[0]["break_id"] == "DV0001", recs
+    assert "INTRINSIC_TYPEVAR_WITH_BOUND" in recs[0]["break_message"] and "CALL_INTRINSIC_2" in recs[0]["break_message"]

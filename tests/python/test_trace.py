@@ -59,7 +59,7 @@ def corpus_trace(tmp_path_factory):
 
 def test_trace_holds_what_the_engine_did(corpus_trace, report):
     t, facts, stats = corpus_trace
-    assert t.problems == [] and t.version[0] == 3
+    assert t.problems == [] and t.version[0] == 4
     assert stats["step_gaps"] == 0 and stats["error"] == ""
     assert len(t.compiles) == sum(len(f[3]) for f in facts) == stats["compiles"]
     assert t.num_steps == stats["steps"] == len(t.steps)
