@@ -1,5 +1,6 @@
 // Calls and the operations handlers share: graph calls with meta example values, inlining of user
 // functions and nn.Module forwards, builtins, attributes, operators, truth and iteration.
+#include <cstring>
 #include <functional>
 
 #include "core/opcodes.h"
@@ -24,13 +25,15 @@ bool module_is_torch(PyObject* fn) {
   return m == "torch" || m.rfind("torch.", 0) == 0;
 }
 
-// operator.itemgetter objects: 1; attrgetter objects: 2; else 0 (pure to construct from constants).
+// operator.itemgetter objects: 1; attrgetter objects: 2; methodcaller objects: 3; else 0 (pure to
+// construct from constants). The classes themselves count too.
 int operator_getter(PyObject* o) {
   static PyObject* item = PyObject_GetAttrString(py().operator_mod.get(), "itemgetter");
   static PyObject* attr = PyObject_GetAttrString(py().operator_mod.get(), "attrgetter");
-  if (!item || !attr) return PyErr_Clear(), 0;
+  static PyObject* caller = PyObject_GetAttrString(py().operator_mod.get(), "methodcaller");
+  if (!item || !attr || !caller) return PyErr_Clear(), 0;
   PyObject* tp = PyType_Check(o) ? o : reinterpret_cast<PyObject*>(Py_TYPE(o));
-  return tp == item ? 1 : tp == attr ? 2 : 0;
+  return tp == item ? 1 : tp == attr ? 2 : tp == caller ? 3 : 0;
 }
 
 bool is_tensor_method_descriptor(PyObject* fn) {
@@ -107,8 +110,15 @@ std::optional<Ref> Translator::to_python(const VPtr& v, bool meta) {
         if (v->kind == VK::Tuple) PyTuple_SET_ITEM(out.get(), i, x->release());
         else PyList_SET_ITEM(out.get(), i, x->release());
       }
-      if (v->kind == VK::Tuple && v->obj) {  // a tuple subclass (torch.Size)
-        out = Ref::steal(PyObject_CallOneArg(v->obj.get(), out.get()));
+      if (is_deque(v)) {
+        auto maxlen = to_python(v->defaults, meta);
+        if (!maxlen) return std::nullopt;
+        out = Ref::steal(PyObject_CallFunctionObjArgs(v->obj.get(), out.get(), maxlen->get(), nullptr));
+        if (!out) return PyErr_Clear(), std::nullopt;
+      }
+      if (v->kind == VK::Tuple && v->obj) {  // a tuple subclass (torch.Size; a namedtuple: tuple.__new__(cls, t))
+        out = Ref::steal(namedtuple_class(v->obj.get()) ? PyObject_CallFunctionObjArgs(tuple_new_fn(), v->obj.get(), out.get(), nullptr)
+                                                         : PyObject_CallOneArg(v->obj.get(), out.get()));
         if (!out) return PyErr_Clear(), std::nullopt;
       }
       return out;
@@ -118,6 +128,13 @@ std::optional<Ref> Translator::to_python(const VPtr& v, bool meta) {
       for (size_t i = 0; i < v->items.size(); ++i) {
         auto x = to_python(v->items[i], meta);
         if (!x || PyDict_SetItem(out.get(), v->keys[i].get(), x->get()) < 0) return std::nullopt;
+      }
+      if (v->obj && PyType_Check(v->obj.get())) {  // an OrderedDict or defaultdict made in the trace
+        std::optional<Ref> factory;
+        if (v->defaults && !(factory = to_python(v->defaults, meta))) return std::nullopt;
+        out = Ref::steal(factory ? PyObject_CallFunctionObjArgs(v->obj.get(), factory->get(), out.get(), nullptr)
+                                 : PyObject_CallOneArg(v->obj.get(), out.get()));
+        if (!out) return PyErr_Clear(), std::nullopt;
       }
       return out;
     }
@@ -554,6 +571,25 @@ static bool allowed_in_graph(PyObject* fn) {
   return r == 1;
 }
 
+// Builtins that only iterate their one argument once (set, frozenset, str.join): given the items
+// as a tuple they do the same.
+static bool consumes_iterable(PyObject* o) {
+  if (o == reinterpret_cast<PyObject*>(&PySet_Type) || o == reinterpret_cast<PyObject*>(&PyFrozenSet_Type)) return true;
+  return PyCFunction_Check(o) && PyCFunction_GET_SELF(o) && PyUnicode_CheckExact(PyCFunction_GET_SELF(o)) &&
+         std::strcmp(reinterpret_cast<PyCFunctionObject*>(o)->m_ml->ml_name, "join") == 0;
+}
+
+// functools._lru_cache_wrapper: what functools.lru_cache and functools.cache return.
+static PyTypeObject* lru_cache_wrapper_type() {
+  static PyTypeObject* tp = [] {
+    Ref mod = Ref::steal(PyImport_ImportModule("functools"));
+    PyObject* t = mod ? PyObject_GetAttrString(mod.get(), "_lru_cache_wrapper") : nullptr;
+    if (!t || !PyType_Check(t)) return PyErr_Clear(), Py_XDECREF(t), static_cast<PyTypeObject*>(nullptr);
+    return reinterpret_cast<PyTypeObject*>(t);  // kept for the process
+  }();
+  return tp;
+}
+
 Translator::Status call_grad_exit(Translator& t, Frame& f, const VPtr& exit, VPtr& out);
 Translator::Status call_builtin(Translator& t, Frame& f, PyObject* fn, std::vector<VPtr>& args,
                                        std::vector<std::pair<std::string, VPtr>>& kwargs, VPtr& out, bool& handled);
@@ -642,6 +678,7 @@ Translator::Status Translator::call(Frame& f, VPtr fn, std::vector<VPtr> args,
       }
       VPtr self = fn->self;
       const std::string& name = fn->name;
+      if (is_deque(self)) return deque_method(f, self, name, args, kwargs, out);
       if (self->kind == VK::Tensor) {
         if (in_list(kDataDependent, name))
           return brk(f, "DV0003", "data-dependent operator Tensor." + name + "()",
@@ -702,6 +739,11 @@ Translator::Status Translator::call(Frame& f, VPtr fn, std::vector<VPtr> args,
         if (self->kind == VK::Dict && (name == "items" || name == "keys" || name == "values") && args.empty() && kwargs.empty()) {
           out = dict_view(self, name);  // live: sees later changes of the dict
           return std::nullopt;
+        }
+        if (self->kind == VK::Dict && self->obj.get() == ordered_dict_class() && self->obj) {
+          bool handled = false;
+          if (Status s = ordered_dict_method(f, self, name, args, kwargs, out, handled)) return s;
+          if (handled) return std::nullopt;
         }
         if (self->kind == VK::Dict) {
           bool handled = false;
@@ -781,7 +823,48 @@ Translator::Status Translator::call(Frame& f, VPtr fn, std::vector<VPtr> args,
           }
       }
       if (o == reinterpret_cast<PyObject*>(&PySuper_Type)) return call_super(f, args, out);
-      if (const int kind = operator_getter(o); kind && args.size() == 1 && kwargs.empty()) {
+      if (const int kind = operator_getter(o); kind == 3 && !PyType_Check(o) && args.size() == 1 && kwargs.empty()) {
+        // operator.methodcaller(name, *args, **kwargs)(x): x.name(*args, **kwargs). Its __reduce__
+        // gives (methodcaller, (name, *args)) or (partial(methodcaller, name, **kwargs), args).
+        Ref red = Ref::steal(PyObject_CallMethod(o, "__reduce__", nullptr));
+        if (!red || !PyTuple_Check(red.get()) || PyTuple_GET_SIZE(red.get()) < 2 || !PyTuple_Check(PyTuple_GET_ITEM(red.get(), 1)))
+          return PyErr_Clear(), brk(f, "DV0004", "call of an operator.methodcaller");
+        PyObject* head = PyTuple_GET_ITEM(red.get(), 0);
+        PyObject* rest = PyTuple_GET_ITEM(red.get(), 1);
+        Ref name, cargs, ckw;
+        if (PyType_Check(head)) {
+          if (PyTuple_GET_SIZE(rest) < 1) return brk(f, "DV0004", "call of an operator.methodcaller");
+          name = Ref::borrow(PyTuple_GET_ITEM(rest, 0));
+          cargs = Ref::steal(PyTuple_GetSlice(rest, 1, PyTuple_GET_SIZE(rest)));
+        } else {
+          Ref pargs = Ref::steal(PyObject_GetAttrString(head, "args"));
+          ckw = Ref::steal(PyObject_GetAttrString(head, "keywords"));
+          if (!pargs || !ckw || !PyTuple_Check(pargs.get()) || PyTuple_GET_SIZE(pargs.get()) < 1 || !PyDict_Check(ckw.get()))
+            return PyErr_Clear(), brk(f, "DV0004", "call of an operator.methodcaller");
+          name = Ref::borrow(PyTuple_GET_ITEM(pargs.get(), 0));
+          cargs = Ref::borrow(rest);
+        }
+        if (!PyUnicode_Check(name.get())) return brk(f, "DV0004", "call of an operator.methodcaller");
+        VPtr m;
+        if (Status s = getattr(f, args[0], str_of(name.get()), m)) return s;
+        std::vector<VPtr> margs;
+        for (Py_ssize_t i = 0; i < PyTuple_GET_SIZE(cargs.get()); ++i) {
+          PyObject* a = PyTuple_GET_ITEM(cargs.get(), i);
+          if (!is_exact_const(a)) return brk(f, "DV0004", "operator.methodcaller with a " + std::string(Py_TYPE(a)->tp_name) + " argument");
+          margs.push_back(constant(Ref::borrow(a)));
+        }
+        std::vector<std::pair<std::string, VPtr>> mkw;
+        if (ckw) {
+          Py_ssize_t pos = 0;
+          PyObject *k, *v;
+          while (PyDict_Next(ckw.get(), &pos, &k, &v)) {
+            if (!is_exact_const(v)) return brk(f, "DV0004", "operator.methodcaller with a " + std::string(Py_TYPE(v)->tp_name) + " argument");
+            mkw.emplace_back(str_of(k), constant(Ref::borrow(v)));
+          }
+        }
+        return call(f, m, std::move(margs), std::move(mkw), out);
+      }
+      if (const int kind = operator_getter(o); kind && kind != 3 && !PyType_Check(o) && args.size() == 1 && kwargs.empty()) {
         // operator.itemgetter(k...)(x) / attrgetter("a.b"...)(x): x[k] / x.a.b, one or a tuple
         Ref red = Ref::steal(PyObject_CallMethod(o, "__reduce__", nullptr));
         if (!red || !PyTuple_Check(red.get()) || PyTuple_GET_SIZE(red.get()) < 2 || !PyTuple_Check(PyTuple_GET_ITEM(red.get(), 1)))
@@ -812,13 +895,28 @@ Translator::Status Translator::call(Frame& f, VPtr fn, std::vector<VPtr> args,
         }
         return std::nullopt;
       }
+      if (Py_IS_TYPE(o, lru_cache_wrapper_type())) {
+        // functools.lru_cache / functools.cache: the wrapped function is traced (as TorchDynamo
+        // does); the cache would only return what it computes.
+        Ref wrapped = Ref::steal(PyObject_GetAttrString(o, "__wrapped__"));
+        if (!wrapped || !PyFunction_Check(wrapped.get()))
+          return PyErr_Clear(), brk(f, "DV0004", "calling a functools.lru_cache wrapper of a " + std::string(wrapped ? Py_TYPE(wrapped.get())->tp_name : "?"));
+        VPtr fv = make(VK::Function);
+        fv->obj = wrapped;
+        return call(f, fv, std::move(args), std::move(kwargs), out);
+      }
       if (fn->kind == VK::Object && Py_IS_TYPE(o, reinterpret_cast<PyTypeObject*>(py().functools_partial.get())))
         return call_partial(f, o, args, kwargs, out);
       bool handled = false;
+      if (Status s = construct_dict_kind(f, o, args, kwargs, out, handled); s || handled) return s;
+      if (o == deque_class()) return construct_deque(f, args, kwargs, out);
+      if (Status s = construct_namedtuple(f, fn, args, kwargs, out, handled); s || handled) return s;
+      if (o == tuple_new_fn())
+        if (Status s = namedtuple_new(f, args, out, handled); s || handled) return s;
       if (Status s = call_builtin(*this, f, o, args, kwargs, out, handled)) return s;
       if (handled) return std::nullopt;
       if (PyType_Check(o) && PyType_IsSubtype(reinterpret_cast<PyTypeObject*>(o), reinterpret_cast<PyTypeObject*>(py().nn_Module.get())))
-        return brk(f, "DV0004", "constructing module " + callable_name(o) + " inside the traced code");
+        return construct_module(f, o, args, kwargs, out);
       if (o == py().no_grad.get() || o == py().enable_grad.get()) {
         VPtr g = make(VK::GradMode);
         g->flag = o == py().enable_grad.get();
@@ -904,6 +1002,22 @@ Translator::Status Translator::call(Frame& f, VPtr fn, std::vector<VPtr> args,
       if (PyCFunction_Check(o) && bound_to_mutable_object(o))
         return brk(f, "DV0008", "call to " + callable_name(o) + " of a " + Py_TYPE(PyCFunction_GET_SELF(o))->tp_name +
                                     " object (a method that may mutate it runs once at trace time, not on every call)");
+      if (consumes_iterable(o) && args.size() == 1 && kwargs.empty() &&
+          (args[0]->kind == VK::Iter || args[0]->kind == VK::Dict || args[0]->kind == VK::DictView)) {
+        // set(d), frozenset(d.keys()), "x".join(map(str, dims)): the iterable's items (a lazy
+        // map's functions run now, and the iterator is used up), passed as a tuple when they are
+        // all constants.
+        VPtr it;
+        if (Status s = iterate(f, args[0], it)) return s;
+        Ref items = Ref::steal(PyTuple_New(static_cast<Py_ssize_t>(it->items.size() - it->pos)));
+        for (size_t i = it->pos; i < it->items.size(); ++i) {
+          if (it->items[i]->kind != VK::Const)
+            return brk(f, "DV0013", callable_name(o) + "() over a " + vk_name(it->items[i]->kind));
+          PyTuple_SET_ITEM(items.get(), static_cast<Py_ssize_t>(i - it->pos), Ref::borrow(it->items[i]->obj.get()).release());
+        }
+        it->pos = it->items.size();
+        args[0] = constant(items);
+      }
       if (o == py().torch_Size.get() || PyType_Check(o) || PyCFunction_Check(o) || immutable_method_descriptor(o)) {
         // Pure constructors and builtin functions over constants (math.sqrt, slice, torch.Size ...).
         bool all_const = true;

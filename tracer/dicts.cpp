@@ -85,6 +85,8 @@ Translator::Status Translator::dict_method(Frame& f, const VPtr& self, const std
     VPtr c = make(VK::Dict);
     c->keys = d.keys;
     c->items = d.items;
+    c->obj = d.source ? Ref() : d.obj;  // an OrderedDict's or defaultdict's copy is one too
+    c->defaults = d.source ? nullptr : d.defaults;
     out = c;
     return std::nullopt;
   }

@@ -16,12 +16,24 @@ const char* kBinOpNames[] = {"add", "and_", "floordiv", "lshift", "matmul", "mul
                              "imod", "ior", "ipow", "irshift", "isub", "itruediv", "ixor"};
 const char* kCmpNames[] = {"lt", "le", "eq", "ne", "gt", "ge"};
 
+// An operand whose class may define an operator in Python (made in the trace, or an object of a
+// Python class), and the other operand not a tensor: Python tries the tensor's operator first.
+bool user_operand(const VPtr& v) { return v->kind == VK::Instance; }
+
 Ref op_fn(const char* name) { return Ref::steal(PyObject_GetAttrString(py().operator_mod.get(), name)); }
 
 }  // namespace
 
 Translator::Status Translator::binary(Frame& f, int nb, VPtr a, VPtr b, VPtr& out) {
   if (nb < 0 || nb >= 26) return brk(f, "DV0018", "unknown binary operator");
+  if (user_operand(a) || user_operand(b)) {  // a Python class's __add__ / __radd__ / __iadd__
+    std::string base = kBinOpNames[nb >= 13 ? nb - 13 : nb];
+    if (base.back() == '_') base.pop_back();  // and_, or_
+    bool handled = false;
+    if (Status s = user_operator(f, "__" + base + "__", "__r" + base + "__", nb >= 13 ? "__i" + base + "__" : "", a, b, out, handled))
+      return s;
+    if (handled) return std::nullopt;
+  }
   // `s += x` where s is not a tensor (s = 0; s += t * 2) is s = s + x: numbers have no in-place
   // forms (and the FX code of operator.iadd on a literal would not even parse).
   const bool inplace = nb >= 13;
@@ -44,6 +56,8 @@ Translator::Status Translator::binary(Frame& f, int nb, VPtr a, VPtr b, VPtr& ou
     out = target;
     return std::nullopt;
   }
+  if (a->kind == VK::DictView || b->kind == VK::DictView) return view_set_operator(f, nb, a, b, out);
+  if (is_deque(a) || is_deque(b)) return brk(f, "DV0018", std::string("operator.") + kBinOpNames[nb] + " on a collections.deque");
   if (a->kind == VK::Tensor || b->kind == VK::Tensor) {
     // In-place forms on tensors keep their meaning (x += y mutates x); FX records operator.iadd.
     return graph_call(f, op_fn(name), "", {a, b}, {}, out);
@@ -98,6 +112,22 @@ Translator::Status Translator::binary(Frame& f, int nb, VPtr a, VPtr b, VPtr& ou
 
 Translator::Status Translator::compare(Frame& f, int cmp, VPtr a, VPtr b, VPtr& out) {
   if (cmp < 0 || cmp >= 6) return brk(f, "DV0018", "unknown comparison");
+  if (user_operand(a) || user_operand(b)) {  // a Python class's __eq__ / __lt__ ..., then the reflected one
+    static const char* reflected[] = {"gt", "ge", "eq", "ne", "lt", "le"};
+    bool handled = false;
+    const std::string op = std::string("__") + kCmpNames[cmp] + "__";
+    if (Status s = user_operator(f, op, std::string("__") + reflected[cmp] + "__", "", a, b, out, handled)) return s;
+    if (handled) return std::nullopt;
+    if (cmp == 3) {  // object.__ne__: the inverse of a Python __eq__
+      if (Status s = user_operator(f, "__eq__", "__eq__", "", a, b, out, handled)) return s;
+      if (handled) {
+        if (out->kind != VK::Const || !PyBool_Check(out->obj.get()))
+          return brk(f, "DV0018", std::string("!= over an __eq__ that gave a ") + vk_name(out->kind));
+        out = constant(Ref::borrow(out->obj.get() == Py_True ? Py_False : Py_True));
+        return std::nullopt;
+      }
+    }
+  }
   if (a->kind == VK::Tensor || b->kind == VK::Tensor) return graph_call(f, op_fn(kCmpNames[cmp]), "", {a, b}, {}, out);
   if ((a->kind == VK::Sym && (b->kind == VK::Sym || b->kind == VK::Const)) || (b->kind == VK::Sym && a->kind == VK::Const))
     return graph_call(f, op_fn(kCmpNames[cmp]), "", {a, b}, {}, out);  // a SymBool; branching on it adds a guard
@@ -135,11 +165,12 @@ Translator::Status Translator::subscr(Frame& f, VPtr obj, VPtr idx, VPtr& out) {
       return std::nullopt;
     }
     if (PySlice_Check(i)) {
+      if (is_deque(obj)) return raise_new(f, PyExc_TypeError, "sequence index must be integer, not 'slice'");
       Py_ssize_t start, stop, step;
       if (PySlice_Unpack(i, &start, &stop, &step) < 0) return brk(f, "DV0010", "bad slice");
       Py_ssize_t len = PySlice_AdjustIndices(n, &start, &stop, step);
       VPtr r = make(obj->kind);
-      if (obj->kind == VK::Tuple) r->obj = obj->obj;  // x.shape[1:] is a torch.Size too
+      if (obj->kind == VK::Tuple && !namedtuple_class(obj->obj.get())) r->obj = obj->obj;  // x.shape[1:] is a torch.Size too
       for (Py_ssize_t k = 0, j = start; k < len; ++k, j += step) r->items.push_back(obj->items[j]);
       out = r;
       return std::nullopt;
@@ -156,6 +187,7 @@ Translator::Status Translator::subscr(Frame& f, VPtr obj, VPtr idx, VPtr& out) {
       }
       PyErr_Clear();
     }
+    if (obj->obj.get() == defaultdict_class()) return dict_missing(f, obj, idx, out);
     return raise_key_error(f, idx->obj.get());
   }
   if (obj->kind == VK::NNModule && idx->kind == VK::Const && PySlice_Check(idx->obj.get()) && obj->source) {
@@ -226,6 +258,18 @@ Translator::Status Translator::subscr(Frame& f, VPtr obj, VPtr idx, VPtr& out) {
   return brk(f, "DV0017", std::string("subscript of a ") + vk_name(obj->kind));
 }
 
+// os._Environ, the class of os.environ.
+static PyTypeObject* environ_type() {
+  static PyTypeObject* tp = [] {
+    Ref os = Ref::steal(PyImport_ImportModule("os"));
+    Ref env = os ? Ref::steal(PyObject_GetAttrString(os.get(), "environ")) : Ref();
+    if (!env) return PyErr_Clear(), static_cast<PyTypeObject*>(nullptr);
+    Py_INCREF(Py_TYPE(env.get()));  // kept for the process
+    return Py_TYPE(env.get());
+  }();
+  return tp;
+}
+
 // A class defined by a module of the standard library (sys.stdlib_module_names).
 static bool stdlib_class(PyTypeObject* tp) {
   static PyObject* names = [] {
@@ -248,7 +292,9 @@ Translator::Status Translator::call_dunder(Frame& f, const VPtr& obj, const char
   if ((obj->kind != VK::Object && obj->kind != VK::Instance) || !obj->obj) return std::nullopt;
   PyTypeObject* tp = obj->kind == VK::Instance ? reinterpret_cast<PyTypeObject*>(obj->obj.get()) : Py_TYPE(obj->obj.get());
   if (!(tp->tp_flags & Py_TPFLAGS_HEAPTYPE)) return std::nullopt;  // builtin types: not Python code
-  if (stdlib_class(tp)) return std::nullopt;  // typing.List[int] and the like: pure, evaluated as they are
+  // typing.List[int] and the like: pure, evaluated as they are; os.environ's Python methods
+  // (Mapping.__contains__ ...) are followed, guarded through what they read.
+  if (stdlib_class(tp) && tp != environ_type()) return std::nullopt;
   Ref nm = Ref::steal(PyUnicode_FromString(name));
   PyObject* fn = _PyType_Lookup(tp, nm.get());
   if (!fn || !PyFunction_Check(fn)) return std::nullopt;
@@ -289,7 +335,14 @@ Translator::Status Translator::truth(Frame& f, VPtr v, bool& out) {
 
 Translator::Status Translator::pull(Frame& f, const VPtr& it, size_t want) {
   if (it->kind != VK::Iter || !it->flag) return std::nullopt;  // not lazy: every item is there
+  if (want == SIZE_MAX && endless_iter(*it))
+    return brk(f, "DV0014", "an endless iterator (itertools." + it->name + ") taken to its end");
   while (it->flag && it->items.size() < want) {
+    if (it->items.size() > 100000) return brk(f, "DV0014", "iterable too long to unroll");
+    if (it->name != "map" && it->name != "filter") {  // the lazy itertools
+      if (Status s = pull_itertool(f, it)) return s;
+      continue;
+    }
     std::vector<VPtr> call_args;
     for (const VPtr& src : it->cells) {
       if (Status s = pull(f, src, src->pos + 1)) return s;
@@ -665,12 +718,21 @@ Translator::Status Translator::getattr(Frame& f, VPtr obj, const std::string& na
     }
     case VK::Instance: return instance_getattr(f, obj, name, out);
     case VK::List: case VK::Dict: case VK::Tuple: {  // methods of containers (append, items, get ...)
-      if (obj->kind == VK::Tuple)  // a named result (torch.return_types): its fields
+      if (obj->kind == VK::Dict && obj->defaults && name == "default_factory") {  // a defaultdict made in the trace
+        out = obj->defaults;
+        return std::nullopt;
+      }
+      if (is_deque(obj) && name == "maxlen") {
+        out = obj->defaults;
+        return std::nullopt;
+      }
+      if (obj->kind == VK::Tuple)  // a named result (torch.return_types, a namedtuple): its fields
         for (size_t i = 0; i < obj->keys.size() && i < obj->items.size(); ++i)
           if (str_of(obj->keys[i].get()) == name) {
             out = obj->items[i];
             return std::nullopt;
           }
+      if (obj->kind == VK::Tuple && obj->self && namedtuple_class(obj->obj.get())) return namedtuple_getattr(f, obj, name, out);
       VPtr mv = make(VK::Method);
       mv->self = obj;
       mv->name = name;

@@ -47,4 +47,71 @@ PyObject* dict_view_type(const std::string& name) {
   return types[i];
 }
 
+// keys <op> other and other <op> keys for the set operators (-, &, |, ^): the view's keys are
+// constants, so the operator runs now on a real view over a dict with the same keys -- the result is
+// exactly eager's (a new set of constants, whichever side the view is on).
+Translator::Status Translator::view_set_operator(Frame& f, int nb, const VPtr& a, const VPtr& b, VPtr& out) {
+  static const std::pair<int, const char*> ops[] = {{1, "and_"}, {7, "or_"}, {10, "sub"}, {12, "xor"}};
+  const char* op = nullptr;
+  for (auto& [n, name] : ops)
+    if (n == nb) op = name;
+  auto real = [&](const VPtr& v) -> Ref {
+    if (v->kind != VK::DictView) {
+      auto r = to_python(v, false);
+      return r ? *r : Ref();
+    }
+    if (v->name != "keys") return Ref();
+    Ref d = Ref::steal(PyDict_New());
+    for (const Ref& k : v->self->keys)
+      if (!d || PyDict_SetItem(d.get(), k.get(), Py_None) < 0) return PyErr_Clear(), Ref();
+    return Ref::steal(PyObject_CallMethod(d.get(), "keys", nullptr));
+  };
+  Ref pa = op ? real(a) : Ref(), pb = op ? real(b) : Ref();
+  if (!pa || !pb)
+    return brk(f, "DV0018", std::string("operator ") + (op ? op : "?") + " on " + vk_name(a->kind) + " and " + vk_name(b->kind));
+  Ref fn = Ref::steal(PyObject_GetAttrString(py().operator_mod.get(), op));
+  Ref r = fn ? Ref::steal(PyObject_CallFunctionObjArgs(fn.get(), pa.get(), pb.get(), nullptr)) : Ref();
+  if (!r) return raise_current(f, std::string("operator.") + op);
+  // A new set of the keys (constants, as op_BUILD_SET makes); the other operand's items too.
+  Ref it = Ref::steal(PySet_CheckExact(r.get()) ? PyObject_GetIter(r.get()) : nullptr);
+  if (!it) return PyErr_Clear(), brk(f, "DV0013", std::string("the result of operator.") + op + " on a dict view");
+  while (Ref x = Ref::steal(PyIter_Next(it.get())))
+    if (!is_exact_const(x.get())) return brk(f, "DV0013", std::string("operator.") + op + " on a dict view gave a set holding a " + Py_TYPE(x.get())->tp_name);
+  if (PyErr_Occurred()) return raise_current(f, std::string("operator.") + op);
+  out = constant(r);
+  return std::nullopt;
+}
+
+// item in d.items(): the pair's key looked up, then its value compared as Python does (identity
+// first, then ==); false for anything that is not a pair.
+Translator::Status Translator::view_items_contains(Frame& f, const VPtr& view, const VPtr& item, bool& found) {
+  found = false;
+  std::vector<VPtr> pair;
+  if (item->kind == VK::Tuple) pair = item->items;
+  else if (item->kind == VK::Const && PyTuple_CheckExact(item->obj.get()))
+    for (Py_ssize_t i = 0; i < PyTuple_GET_SIZE(item->obj.get()); ++i) pair.push_back(constant(Ref::borrow(PyTuple_GET_ITEM(item->obj.get(), i))));
+  else if (item->kind == VK::Const) return std::nullopt;
+  else return brk(f, "DV0018", std::string("'in' d.items() with a ") + vk_name(item->kind));
+  if (pair.size() != 2) return std::nullopt;
+  if (pair[0]->kind != VK::Const) return brk(f, "DV0024", std::string("'in' d.items() with a ") + vk_name(pair[0]->kind) + " key");
+  const Value& d = *view->self;
+  for (size_t i = 0; i < d.keys.size(); ++i) {
+    const int eq = PyObject_RichCompareBool(d.keys[i].get(), pair[0]->obj.get(), Py_EQ);
+    if (eq < 0) return raise_current(f, "'in' d.items()");
+    if (!eq) continue;
+    const VPtr& v = d.items[i];
+    if (v == pair[1] || (v->kind == VK::Tensor && pair[1]->kind == VK::Tensor && v->node == pair[1]->node)) {
+      found = true;
+      return std::nullopt;
+    }
+    if (v->kind != VK::Const || pair[1]->kind != VK::Const)
+      return brk(f, "DV0002", std::string("'in' d.items() compares a ") + vk_name(v->kind) + " and a " + vk_name(pair[1]->kind) + " by value");
+    const int same = PyObject_RichCompareBool(v->obj.get(), pair[1]->obj.get(), Py_EQ);
+    if (same < 0) return raise_current(f, "'in' d.items()");
+    found = same == 1;
+    return std::nullopt;
+  }
+  return std::nullopt;
+}
+
 }  // namespace dv
