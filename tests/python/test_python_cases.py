@@ -212,3 +212,34 @@ def test_disabled_function_and_its_callees_are_not_captured():
     # neither the disabled function nor what it calls was compiled as a frame of its own
     assert not {r["qualname"] for r in records} & {"log_stats", "_log_value"}
     assert dynview._C.cache_entries(P._log_value.__code__) == []
+
+
+MODE = "train"
+CACHED = None
+
+
+def _switch(mode, t):
+    global MODE, CACHED
+    MODE = mode
+    CACHED = t * 2
+    return t + 1
+
+
+def set_globals(x):
+    y = _switch("eval", x)
+    return y * 2 if MODE == "eval" else y
+
+
+def test_global_assignment_is_replayed_after_the_graph():
+    # STORE_GLOBAL in an inlined callee: the trace reads the new value, and the transformed code
+    # writes it (a string, and a tensor the graph computed) on every call, cache hits included.
+    global MODE, CACHED
+    cf = dynview.compile(set_globals, backend="eager")
+    x = torch.randn(3)
+    for _ in range(3):
+        MODE, CACHED = "train", None
+        torch.testing.assert_close(cf(x), (x + 1) * 2)
+        assert MODE == "eval"
+        torch.testing.assert_close(CACHED, x * 2)
+    (entry,) = dynview._C.cache_entries(set_globals.__code__)
+    assert entry["hits"] == 2
