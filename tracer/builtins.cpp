@@ -242,6 +242,9 @@ Translator::Status call_builtin(Translator& t, Frame& f, PyObject* fn, std::vect
         return std::nullopt;
       }
       return t.brk(f, "DV0007", std::string("len() of a ") + reinterpret_cast<PyTypeObject*>(v->obj.get())->tp_name);
+    } else if (outside_dict(v, "__len__")) {  // a Counter reached from the frame: guarded by its keys
+      std::vector<VPtr> none;
+      return t.outside_dict_read(f, v, "__len__", none, kwargs, out);
     } else return t.brk(f, "DV0007", std::string("len() of a ") + vk_name(v->kind));
     out = t.constant_steal(PyLong_FromSsize_t(len));
     return std::nullopt;

@@ -910,6 +910,16 @@ Translator::Status Translator::call(Frame& f, VPtr fn, std::vector<VPtr> args,
       bool handled = false;
       if (Status s = construct_dict_kind(f, o, args, kwargs, out, handled); s || handled) return s;
       if (o == deque_class()) return construct_deque(f, args, kwargs, out);
+      if (o == reinterpret_cast<PyObject*>(&PyBaseObject_Type) && args.empty() && kwargs.empty()) {
+        // object(): a fresh sentinel (heapq.nlargest's), an instance made in the trace with no
+        // attributes (it cannot take any)
+        VPtr inst = make(VK::Instance);
+        inst->obj = fn->obj;
+        inst->self = fn;
+        inst->attrs = make(VK::Dict);
+        out = inst;
+        return std::nullopt;
+      }
       if (Status s = construct_namedtuple(f, fn, args, kwargs, out, handled); s || handled) return s;
       if (o == tuple_new_fn())
         if (Status s = namedtuple_new(f, args, out, handled); s || handled) return s;
@@ -1036,6 +1046,16 @@ Translator::Status Translator::call(Frame& f, VPtr fn, std::vector<VPtr> args,
           for (auto& [k, v] : kwargs) PyDict_SetItemString(pkw.get(), k.c_str(), v->obj.get());
           Ref r = Ref::steal(PyObject_Call(o, pargs.get(), pkw.get()));
           if (!r) return raise_current(f, callable_name(o) + "()");
+          // It ran on copies of the lists it was given: one that changed them (heapq.heapify,
+          // random.shuffle) changes nothing in the trace, so it breaks instead.
+          for (size_t i = 0; i < args.size(); ++i) {
+            if (args[i]->kind != VK::List && args[i]->kind != VK::Tuple) continue;
+            auto fresh = to_python(args[i], false);
+            const int same = fresh ? PyObject_RichCompareBool(fresh->get(), PyTuple_GET_ITEM(pargs.get(), i), Py_EQ) : -1;
+            if (same != 1)
+              return PyErr_Clear(), brk(f, "DV0008", "call to " + callable_name(o) + " that changes the list it is given",
+                                        "dynview evaluates builtins over constants on copies; mutate the list in Python code");
+          }
           out = set_of_constants(r.get()) ? constant(r) : wrap(r, nullptr, f);  // set(sizes), a.union(b): as op_BUILD_SET
           if (!out) return brk(f, "DV0013", "unsupported result of " + callable_name(o));
           // Builtin functions and pure value types (range, slice, tuple, torch.Size, ...) only.

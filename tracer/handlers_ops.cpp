@@ -84,6 +84,12 @@ Status op_CONTAINS_OP(Translator& t, Frame& f, const Instr& in) {  // (item cont
       if (x->kind == VK::Tensor) return t.brk(f, "DV0002", "'in' over tensors compares their values");
       found |= x->kind == VK::Const && PyObject_RichCompareBool(x->obj.get(), item->obj.get(), Py_EQ) == 1;
     }
+  } else if (outside_dict(cont, "__contains__") && item->kind == VK::Const) {  // k in a Counter reached from the frame
+    std::vector<VPtr> a{item};
+    std::vector<std::pair<std::string, VPtr>> no_kw;
+    VPtr r;
+    if (Status s = t.outside_dict_read(f, cont, "__contains__", a, no_kw, r)) return s;
+    found = r->obj.get() == Py_True;
   } else if ((cont->kind == VK::Const || (cont->kind == VK::Object && frozen_object(cont->obj.get()))) && item->kind == VK::Const) {
     int r = PySequence_Contains(cont->obj.get(), item->obj.get());
     if (r < 0) return t.brk(f, "DV0010", "'in' raised");

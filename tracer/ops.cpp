@@ -48,6 +48,8 @@ Translator::Status Translator::binary(Frame& f, int nb, VPtr a, VPtr b, VPtr& ou
       target = make(VK::Dict);
       target->keys = a->keys;
       target->items = a->items;
+      target->obj = a->source ? Ref() : a->obj;  // an OrderedDict's or defaultdict's | is one too
+      target->defaults = a->source ? nullptr : a->defaults;
     }
     VPtr m = make(VK::Method), ignored;
     m->self = target;
@@ -131,6 +133,7 @@ Translator::Status Translator::compare(Frame& f, int cmp, VPtr a, VPtr b, VPtr& 
   if (a->kind == VK::Tensor || b->kind == VK::Tensor) return graph_call(f, op_fn(kCmpNames[cmp]), "", {a, b}, {}, out);
   if ((a->kind == VK::Sym && (b->kind == VK::Sym || b->kind == VK::Const)) || (b->kind == VK::Sym && a->kind == VK::Const))
     return graph_call(f, op_fn(kCmpNames[cmp]), "", {a, b}, {}, out);  // a SymBool; branching on it adds a guard
+  if (a->kind == VK::DictView || b->kind == VK::DictView) return view_compare(f, cmp, a, b, out);
   auto pa = to_python(a, false), pb = to_python(b, false);
   if (!pa || !pb) {
     if (cmp == 2 || cmp == 3) {  // identity-based equality of objects
@@ -244,6 +247,22 @@ Translator::Status Translator::subscr(Frame& f, VPtr obj, VPtr idx, VPtr& out) {
     Status s = subscr(f, obj->contents, idx, out);
     if (s && s->exc && missing && PyErr_GivenExceptionMatches(s->exc.get(), PyExc_KeyError)) {
       if (!PyFunction_Check(missing)) return brk(f, "DV0017", "__missing__ of a " + std::string(reinterpret_cast<PyTypeObject*>(obj->obj.get())->tp_name) + " is not Python code");
+      return call_python(f, Ref::borrow(missing), {obj, idx}, out);
+    }
+    return s;
+  }
+  if (obj->kind == VK::Object && obj->source && PyDict_Check(obj->obj.get()) && !PyDict_CheckExact(obj->obj.get()) &&
+      _PyType_Lookup(Py_TYPE(obj->obj.get()), Ref::steal(PyUnicode_FromString("__getitem__")).get()) ==
+          _PyType_Lookup(&PyDict_Type, Ref::steal(PyUnicode_FromString("__getitem__")).get())) {
+    // counts["k"] of a dict subclass reached from the frame (a Counter): read from its storage,
+    // guarded; a missing key goes to its Python __missing__
+    std::vector<VPtr> a{idx};
+    std::vector<std::pair<std::string, VPtr>> kw;
+    Status s = outside_dict_read(f, obj, "__getitem__", a, kw, out);
+    static PyObject* missing_name = PyUnicode_InternFromString("__missing__");
+    PyObject* missing = _PyType_Lookup(Py_TYPE(obj->obj.get()), missing_name);
+    if (s && s->exc && missing && PyErr_GivenExceptionMatches(s->exc.get(), PyExc_KeyError)) {
+      if (!PyFunction_Check(missing)) return brk(f, "DV0017", "__missing__ of a " + std::string(Py_TYPE(obj->obj.get())->tp_name) + " is not Python code");
       return call_python(f, Ref::borrow(missing), {obj, idx}, out);
     }
     return s;
@@ -380,6 +399,11 @@ Translator::Status Translator::iterate(Frame& f, VPtr v, VPtr& out, bool materia
     case VK::Tuple: case VK::List: it->items = v->items; break;
     case VK::Dict: for (auto& k : v->keys) it->items.push_back(constant(k)); break;
     case VK::Const: case VK::Object: {
+      if (outside_dict(v, "__iter__")) {  // a Counter reached from the frame: its keys, guarded
+        std::vector<VPtr> none;
+        std::vector<std::pair<std::string, VPtr>> no_kw;
+        return outside_dict_read(f, v, "__iter__", none, no_kw, out);
+      }
       if (v->kind == VK::Object && !PyRange_Check(v->obj.get()) && !frozen_object(v->obj.get())) return brk(f, "DV0016", std::string("iterating over ") + Py_TYPE(v->obj.get())->tp_name);
       Ref iter = Ref::steal(PyObject_GetIter(v->obj.get()));
       if (!iter) return brk(f, "DV0016", "object is not iterable");
@@ -690,6 +714,21 @@ Translator::Status Translator::getattr(Frame& f, VPtr obj, const std::string& na
         const bool missing = PyErr_ExceptionMatches(PyExc_AttributeError);
         PyErr_Clear();
         return brk(f, missing ? kNoAttributeId : "DV0005", "no attribute " + name + " on " + Py_TYPE(o)->tp_name);
+      }
+      if (PyCFunction_Check(r.get()) && PyCFunction_GET_SELF(r.get()) == o && obj->source && PyDict_Check(o) &&
+          outside_dict_read_method(name)) {
+        // counts.items() of a Counter (a dict subclass) reached from the frame: read from its
+        // storage, guarded by its keys (outside_dict_read)
+        Ref nm = Ref::steal(PyUnicode_FromString(name.c_str()));
+        PyObject* descr = _PyType_Lookup(&PyDict_Type, nm.get());
+        if (descr && _PyType_Lookup(Py_TYPE(o), nm.get()) == descr) {
+          VPtr mv = make(VK::Method);
+          mv->self = obj;
+          mv->name = name;
+          mv->obj = Ref::borrow(descr);
+          out = mv;
+          return std::nullopt;
+        }
       }
       if (PyCFunction_Check(r.get()) && PyCFunction_GET_SELF(r.get()) == o && bound_to_mutable_object(r.get()))
         return brk(f, "DV0005", "method " + name + " of a live " + Py_TYPE(o)->tp_name + " object",

@@ -205,6 +205,7 @@ class Translator {
   std::vector<VPtr> view_items(const Value& view);
   // keys - other, other & keys ... (nb: BINARY_OP's operator) and pair in d.items().
   Status view_set_operator(Frame& f, int nb, const VPtr& a, const VPtr& b, VPtr& out);
+  Status view_compare(Frame& f, int cmp, const VPtr& a, const VPtr& b, VPtr& out);  // keys == {...}, keys <= s
   Status view_items_contains(Frame& f, const VPtr& view, const VPtr& item, bool& found);
   // The rest of what such an instance answers (tracer/values/instance.cpp).
   Status instance_getattr(Frame& f, const VPtr& obj, const std::string& name, VPtr& out);
@@ -289,6 +290,11 @@ bool simple_exception_class(PyObject* cls);
 void dict_set(Value& d, Ref key, VPtr value);  // d[key] = value (keys compared by ==)
 bool dict_erase(Value& d, PyObject* key);      // del d[key]; false when absent
 bool module_is_torch_mod(PyObject* mod);  // torch or torch.* module object
+bool outside_dict_read_method(const std::string& name);  // a dict method outside_dict_read answers
+// A dict (subclass) object reached from the frame whose `method` is dict's own: outside_dict_read
+// answers it.
+bool outside_dict(const VPtr& v, const char* method);
+bool is_view_name(const std::string& name);  // keys, values, items
 
 // Opcode handlers, by family (handlers_*.cpp). Each returns a Break or nothing; `ins` is the
 // instruction being executed; the frame's ip already points past it.

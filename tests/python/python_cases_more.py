@@ -22,7 +22,6 @@ from python_cases import case, module_case
 
 # case name -> why dynview's graph/break counts still differ from TorchDynamo's
 NOT_YET = {
-    "counter_most_common": "methods of a live Counter (a dict subclass) are not traced: its builtin dict methods break (DV0005)",
     "del_attribute_and_slice": "DELETE_ATTR is not traced (DV0001); the frame runs eagerly",
 }
 
@@ -1181,3 +1180,13 @@ def str_join_generator_and_sets_of_dict_keys(x):
     desc = ", ".join(f"{k}={v}" for k, v in opts.items())
     keys = frozenset(opts)
     return x * len(keys), desc, "-".join(sorted(set(opts.keys()))), ("eps", 1e-5) in opts.items()
+
+
+_TOKEN_COUNTS = collections.Counter({"the": 5, "a": 3, "model": 2})
+
+
+@case((3,))
+def counter_len_membership_iteration_and_missing(x):
+    total = sum(_TOKEN_COUNTS.values())
+    words = [w for w in _TOKEN_COUNTS if _TOKEN_COUNTS[w] > 2]
+    return x * total + len(_TOKEN_COUNTS), words, "a" in _TOKEN_COUNTS, _TOKEN_COUNTS["zzz"], dict(_TOKEN_COUNTS.items())

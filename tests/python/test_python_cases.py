@@ -2,6 +2,7 @@
 and against TorchDynamo: for every case, results, raised exceptions and the arguments' state after
 the call equal eager's on two inputs; a repeat call hits the cache; graph and break counts equal
 torch._dynamo.explain's on the same inputs."""
+import collections
 import warnings
 
 import pytest
@@ -243,3 +244,30 @@ def test_global_assignment_is_replayed_after_the_graph():
         torch.testing.assert_close(CACHED, x * 2)
     (entry,) = dynview._C.cache_entries(set_globals.__code__)
     assert entry["hits"] == 2
+
+
+KIND_COUNTS = collections.Counter(["attn", "mlp", "attn"])
+
+
+def top_kind(x):
+    (kind, n), = KIND_COUNTS.most_common(1)
+    return x * n, kind, len(KIND_COUNTS), KIND_COUNTS["missing"]
+
+
+def test_a_counter_from_outside_is_guarded_by_its_contents():
+    # a Counter (a dict subclass) read through its dict methods: its keys and counts are guarded,
+    # so a change is seen (a recompile), and the same contents hit the cache
+    cf = dynview.compile(top_kind, backend="eager")
+    x = torch.ones(2)
+    try:
+        for _ in range(2):
+            close(cf(x), top_kind(x))
+        KIND_COUNTS["mlp"] += 5
+        close(cf(x), top_kind(x))
+        KIND_COUNTS["norm"] = 1
+        close(cf(x), top_kind(x))
+        entries = dynview._C.cache_entries(top_kind.__code__)
+        assert len(entries) == 3 and sum(e["hits"] for e in entries) == 1
+    finally:
+        KIND_COUNTS.clear()
+        KIND_COUNTS.update(["attn", "mlp", "attn"])

@@ -141,7 +141,10 @@ Translator::Status Translator::deque_method(Frame& f, const VPtr& self, const st
     VPtr m = make(VK::Method);
     m->self = plain;
     m->name = name;
-    if (Status s = call(f, m, std::move(args), {}, out)) return s;
+    if (Status s = call(f, m, std::move(args), {}, out)) {  // the list's ValueError says "list": eager's says "deque"
+      if (s->exc) return brk(f, "DV0010", "deque." + name + " raised", "the eager frame raises it");
+      return s;
+    }
     d.items = plain->items;
     return std::nullopt;
   }

@@ -50,23 +50,29 @@ PyObject* dict_view_type(const std::string& name) {
 // keys <op> other and other <op> keys for the set operators (-, &, |, ^): the view's keys are
 // constants, so the operator runs now on a real view over a dict with the same keys -- the result is
 // exactly eager's (a new set of constants, whichever side the view is on).
+namespace {
+const char* const kViewOps[] = {"and_", "or_", "sub", "xor"};  // BINARY_OP 1, 7, 10, 12
+}  // namespace
+
+// The real objects an operator over a keys view works on: the view as a keys view of a dict with
+// the same (constant) keys, the other operand as it is. Null when one cannot be made (values and
+// items views hold traced values).
+static Ref view_operand(const VPtr& v, std::optional<Ref> as_python) {
+  if (v->kind != VK::DictView) return as_python ? *as_python : Ref();
+  if (v->name != "keys") return Ref();
+  Ref d = Ref::steal(PyDict_New());
+  for (const Ref& k : v->self->keys)
+    if (!d || PyDict_SetItem(d.get(), k.get(), Py_None) < 0) return PyErr_Clear(), Ref();
+  return Ref::steal(PyObject_CallMethod(d.get(), "keys", nullptr));
+}
+
+// keys <op> other and other <op> keys for the set operators (-, &, |, ^): the view's keys are
+// constants, so the operator runs now on a real view over a dict with the same keys -- the result is
+// exactly eager's (a new set of constants, whichever side the view is on).
 Translator::Status Translator::view_set_operator(Frame& f, int nb, const VPtr& a, const VPtr& b, VPtr& out) {
-  static const std::pair<int, const char*> ops[] = {{1, "and_"}, {7, "or_"}, {10, "sub"}, {12, "xor"}};
-  const char* op = nullptr;
-  for (auto& [n, name] : ops)
-    if (n == nb) op = name;
-  auto real = [&](const VPtr& v) -> Ref {
-    if (v->kind != VK::DictView) {
-      auto r = to_python(v, false);
-      return r ? *r : Ref();
-    }
-    if (v->name != "keys") return Ref();
-    Ref d = Ref::steal(PyDict_New());
-    for (const Ref& k : v->self->keys)
-      if (!d || PyDict_SetItem(d.get(), k.get(), Py_None) < 0) return PyErr_Clear(), Ref();
-    return Ref::steal(PyObject_CallMethod(d.get(), "keys", nullptr));
-  };
-  Ref pa = op ? real(a) : Ref(), pb = op ? real(b) : Ref();
+  const char* op = nb == 1 ? kViewOps[0] : nb == 7 ? kViewOps[1] : nb == 10 ? kViewOps[2] : nb == 12 ? kViewOps[3] : nullptr;
+  Ref pa = op ? view_operand(a, a->kind == VK::DictView ? std::nullopt : to_python(a, false)) : Ref();
+  Ref pb = op ? view_operand(b, b->kind == VK::DictView ? std::nullopt : to_python(b, false)) : Ref();
   if (!pa || !pb)
     return brk(f, "DV0018", std::string("operator ") + (op ? op : "?") + " on " + vk_name(a->kind) + " and " + vk_name(b->kind));
   Ref fn = Ref::steal(PyObject_GetAttrString(py().operator_mod.get(), op));
@@ -78,6 +84,18 @@ Translator::Status Translator::view_set_operator(Frame& f, int nb, const VPtr& a
   while (Ref x = Ref::steal(PyIter_Next(it.get())))
     if (!is_exact_const(x.get())) return brk(f, "DV0013", std::string("operator.") + op + " on a dict view gave a set holding a " + Py_TYPE(x.get())->tp_name);
   if (PyErr_Occurred()) return raise_current(f, std::string("operator.") + op);
+  out = constant(r);
+  return std::nullopt;
+}
+
+// keys == {...}, keys <= s ...: on a real keys view, as above; other views break (their items are
+// traced values).
+Translator::Status Translator::view_compare(Frame& f, int cmp, const VPtr& a, const VPtr& b, VPtr& out) {
+  Ref pa = view_operand(a, a->kind == VK::DictView ? std::nullopt : to_python(a, false));
+  Ref pb = view_operand(b, b->kind == VK::DictView ? std::nullopt : to_python(b, false));
+  if (!pa || !pb) return brk(f, "DV0018", std::string("comparison of ") + vk_name(a->kind) + " and " + vk_name(b->kind));
+  Ref r = Ref::steal(PyObject_RichCompare(pa.get(), pb.get(), cmp));
+  if (!r) return raise_current(f, "comparison");
   out = constant(r);
   return std::nullopt;
 }

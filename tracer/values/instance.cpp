@@ -216,6 +216,8 @@ Translator::Status Translator::instance_getattr(Frame& f, const VPtr& obj, const
 
 Translator::Status Translator::instance_setattr(Frame& f, const VPtr& obj, const std::string& name, const VPtr& value) {
   auto* tp = class_of(obj);
+  if (tp->tp_dictoffset == 0)  // object(): no __dict__
+    return raise_new(f, PyExc_AttributeError, "'" + std::string(tp->tp_name) + "' object has no attribute '" + name + "'");
   Ref nm = Ref::steal(PyUnicode_FromString(name.c_str()));
   static PyObject* setattr_name = interned("__setattr__");
   PyObject* setattr = _PyType_Lookup(tp, setattr_name);

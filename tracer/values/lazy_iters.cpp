@@ -1,5 +1,5 @@
 // Lazy itertools made in the trace: count, repeat, accumulate, filterfalse, takewhile, dropwhile,
-// groupby, and zip over an endless iterator. Each is an Iter value with `flag` set (lazy, as map and
+// groupby, starmap, and zip over an endless iterator. Each is an Iter value with `flag` set (lazy, as map and
 // filter are: Translator::pull makes its items one at a time, when they are taken) and `name` the
 // itertools function; what each keeps between items:
 //   count       defaults: the next number; kwdefaults: the step (endless)
@@ -12,6 +12,7 @@
 //   groupby     cells[0]: the source; self: the key function (None: the item); defaults/kwdefaults:
 //               the item read ahead and its key; contents: the group handed out last (emptied when
 //               the next group is taken, as Python's grouper stops)
+//   starmap     cells[0]: the source; self: the function, called with each item's items
 //   zip         cells: the sources (zip is lazy only when a source is endless)
 // The functions run as items are taken, in Python's order, so they see the state of that moment.
 #include "tracer/pycache.h"
@@ -43,7 +44,7 @@ bool endless_iter(const Value& it) {
       if (!endless_iter(*c)) return false;
     return true;
   }
-  if (it.name == "accumulate" || it.name == "filter" || it.name == "filterfalse" || it.name == "dropwhile")
+  if (it.name == "accumulate" || it.name == "starmap" || it.name == "filter" || it.name == "filterfalse" || it.name == "dropwhile")
     return !it.cells.empty() && endless_iter(*it.cells[0]);
   return false;
 }
@@ -52,12 +53,12 @@ bool endless_iter(const Value& it) {
 // for any other callable. Keyed by the itertools objects' identity.
 Translator::Status Translator::make_lazy_itertool(Frame& f, PyObject* fn, std::vector<VPtr>& args,
                                                   std::vector<std::pair<std::string, VPtr>>& kwargs, VPtr& out, bool& handled) {
-  static const char* names[] = {"count", "repeat", "accumulate", "filterfalse", "takewhile", "dropwhile", "groupby"};
-  static PyObject* fns[7] = {itertools_fn(names[0]), itertools_fn(names[1]), itertools_fn(names[2]), itertools_fn(names[3]),
-                             itertools_fn(names[4]), itertools_fn(names[5]), itertools_fn(names[6])};
+  static const char* names[] = {"count", "repeat", "accumulate", "filterfalse", "takewhile", "dropwhile", "groupby", "starmap"};
+  static PyObject* fns[8] = {itertools_fn(names[0]), itertools_fn(names[1]), itertools_fn(names[2]), itertools_fn(names[3]),
+                             itertools_fn(names[4]), itertools_fn(names[5]), itertools_fn(names[6]), itertools_fn(names[7])};
   handled = false;
   std::string name;
-  for (int i = 0; i < 7; ++i)
+  for (int i = 0; i < 8; ++i)
     if (fns[i] && fns[i] == fn) name = names[i];
   if (name.empty()) return std::nullopt;
   handled = true;
@@ -65,7 +66,7 @@ Translator::Status Translator::make_lazy_itertool(Frame& f, PyObject* fn, std::v
   static const std::vector<std::pair<std::string, std::vector<std::string>>> params = {
       {"count", {"start", "step"}},           {"repeat", {"object", "times"}},        {"accumulate", {"iterable", "func", "initial"}},
       {"filterfalse", {"function", "iterable"}}, {"takewhile", {"predicate", "iterable"}}, {"dropwhile", {"predicate", "iterable"}},
-      {"groupby", {"iterable", "key"}}};
+      {"groupby", {"iterable", "key"}},          {"starmap", {"function", "iterable"}}};
   std::vector<std::string> pnames;
   for (auto& [n, ps] : params)
     if (n == name) pnames = ps;
@@ -107,6 +108,10 @@ Translator::Status Translator::make_lazy_itertool(Frame& f, PyObject* fn, std::v
   } else if (name == "groupby") {
     if (Status s = source(a[0])) return s;
     r->self = a[1] ? a[1] : constant(Ref::borrow(Py_None));
+  } else if (name == "starmap") {
+    if (!a[0] || !a[1]) return raise_new(f, PyExc_TypeError, "starmap expected 2 arguments, got " + std::to_string(args.size()));
+    if (Status s = source(a[1])) return s;
+    r->self = a[0];
   } else {  // filterfalse, takewhile, dropwhile
     if (!a[0]) return raise_new(f, PyExc_TypeError, name + " expected 2 arguments, got " + std::to_string(args.size()));
     if (Status s = source(a[1])) return s;
@@ -189,6 +194,22 @@ Translator::Status Translator::pull_itertool(Frame& f, const VPtr& it) {
     }
     it->defaults = x;
     it->items.push_back(x);
+    return std::nullopt;
+  }
+  if (name == "starmap") {  // function(*item)
+    VPtr x;
+    if (Status s = next_of(it->cells[0], x)) return s;
+    if (!x) {
+      it->flag = false;
+      return std::nullopt;
+    }
+    VPtr xs;
+    if (Status s = iterate(f, x, xs)) return s;
+    std::vector<VPtr> call_args(xs->items.begin() + static_cast<long>(xs->pos), xs->items.end());
+    xs->pos = xs->items.size();
+    VPtr r;
+    if (Status s = call(f, it->self, std::move(call_args), {}, r)) return s;
+    it->items.push_back(r);
     return std::nullopt;
   }
   if (name == "filterfalse" || name == "takewhile" || name == "dropwhile") {
