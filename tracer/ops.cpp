@@ -136,8 +136,17 @@ Translator::Status Translator::compare(Frame& f, int cmp, VPtr a, VPtr b, VPtr& 
   if (a->kind == VK::DictView || b->kind == VK::DictView) return view_compare(f, cmp, a, b, out);
   auto pa = to_python(a, false), pb = to_python(b, false);
   if (!pa || !pb) {
-    if (cmp == 2 || cmp == 3) {  // identity-based equality of objects
-      bool same = a == b || (a->obj && a->obj.get() == b->obj.get());
+    // Equality by identity: objects known by identity (obj is the object), and instances made in
+    // the trace without a Python __eq__ (one value is one object). Containers compare their items
+    // (a container of tensors: a break), though one is equal to itself.
+    auto by_identity = [](const VPtr& v) {
+      return v->kind == VK::Object || v->kind == VK::NNModule || v->kind == VK::Function || v->kind == VK::Const ||
+             (v->kind == VK::Instance && !v->contents);  // a dict subclass compares its items
+    };
+    const bool container = a->kind == VK::Tuple || a->kind == VK::List || a->kind == VK::Dict || b->kind == VK::Tuple ||
+                           b->kind == VK::List || b->kind == VK::Dict;
+    if ((cmp == 2 || cmp == 3) && (a == b || (by_identity(a) && by_identity(b) && !container))) {
+      const bool same = a == b || (a->kind != VK::Instance && b->kind != VK::Instance && a->obj && a->obj.get() == b->obj.get());
       out = constant(Ref::borrow((same == (cmp == 2)) ? Py_True : Py_False));
       return std::nullopt;
     }

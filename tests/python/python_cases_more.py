@@ -1190,3 +1190,14 @@ def counter_len_membership_iteration_and_missing(x):
     total = sum(_TOKEN_COUNTS.values())
     words = [w for w in _TOKEN_COUNTS if _TOKEN_COUNTS[w] > 2]
     return x * total + len(_TOKEN_COUNTS), words, "a" in _TOKEN_COUNTS, _TOKEN_COUNTS["zzz"], dict(_TOKEN_COUNTS.items())
+
+
+class _Plain:
+    pass
+
+
+@case((3,))
+def instances_without_eq_compare_by_identity(x):
+    # regression: two instances of one class made in the trace compared equal (by their class)
+    p, q = _Plain(), _Plain()
+    return x + 1, p == q, p != q, p == p, p != 3, "%s" % type(p).__name__

@@ -329,6 +329,8 @@ Translator::Status Translator::user_operator(Frame& f, const std::string& op, co
                                              const std::string& inplace, VPtr a, VPtr b, VPtr& out, bool& handled) {
   handled = false;
   if (a->kind == VK::Tensor || a->kind == VK::Sym) return std::nullopt;  // the tensor's operator comes first
+  if (op == "__mod__" && a->kind == VK::Const && (PyUnicode_Check(a->obj.get()) || PyBytes_Check(a->obj.get())))
+    return std::nullopt;  // "%s" % obj formats obj: str's operator comes first and does not give NotImplemented
   PyObject* iop = inplace.empty() ? nullptr : user_dunder(a, inplace);
   PyObject* fwd = user_dunder(a, op);
   PyObject* ref = user_dunder(b, reflected);
