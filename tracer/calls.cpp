@@ -579,17 +579,6 @@ static bool consumes_iterable(PyObject* o) {
          std::strcmp(reinterpret_cast<PyCFunctionObject*>(o)->m_ml->ml_name, "join") == 0;
 }
 
-// functools._lru_cache_wrapper: what functools.lru_cache and functools.cache return.
-static PyTypeObject* lru_cache_wrapper_type() {
-  static PyTypeObject* tp = [] {
-    Ref mod = Ref::steal(PyImport_ImportModule("functools"));
-    PyObject* t = mod ? PyObject_GetAttrString(mod.get(), "_lru_cache_wrapper") : nullptr;
-    if (!t || !PyType_Check(t)) return PyErr_Clear(), Py_XDECREF(t), static_cast<PyTypeObject*>(nullptr);
-    return reinterpret_cast<PyTypeObject*>(t);  // kept for the process
-  }();
-  return tp;
-}
-
 Translator::Status call_grad_exit(Translator& t, Frame& f, const VPtr& exit, VPtr& out);
 Translator::Status call_builtin(Translator& t, Frame& f, PyObject* fn, std::vector<VPtr>& args,
                                        std::vector<std::pair<std::string, VPtr>>& kwargs, VPtr& out, bool& handled);
@@ -895,34 +884,11 @@ Translator::Status Translator::call(Frame& f, VPtr fn, std::vector<VPtr> args,
         }
         return std::nullopt;
       }
-      if (Py_IS_TYPE(o, lru_cache_wrapper_type())) {
-        // functools.lru_cache / functools.cache: the wrapped function is traced (as TorchDynamo
-        // does); the cache would only return what it computes.
-        Ref wrapped = Ref::steal(PyObject_GetAttrString(o, "__wrapped__"));
-        if (!wrapped || !PyFunction_Check(wrapped.get()))
-          return PyErr_Clear(), brk(f, "DV0004", "calling a functools.lru_cache wrapper of a " + std::string(wrapped ? Py_TYPE(wrapped.get())->tp_name : "?"));
-        VPtr fv = make(VK::Function);
-        fv->obj = wrapped;
-        return call(f, fv, std::move(args), std::move(kwargs), out);
-      }
       if (fn->kind == VK::Object && Py_IS_TYPE(o, reinterpret_cast<PyTypeObject*>(py().functools_partial.get())))
         return call_partial(f, o, args, kwargs, out);
       bool handled = false;
-      if (Status s = construct_dict_kind(f, o, args, kwargs, out, handled); s || handled) return s;
-      if (o == deque_class()) return construct_deque(f, args, kwargs, out);
-      if (o == reinterpret_cast<PyObject*>(&PyBaseObject_Type) && args.empty() && kwargs.empty()) {
-        // object(): a fresh sentinel (heapq.nlargest's), an instance made in the trace with no
-        // attributes (it cannot take any)
-        VPtr inst = make(VK::Instance);
-        inst->obj = fn->obj;
-        inst->self = fn;
-        inst->attrs = make(VK::Dict);
-        out = inst;
-        return std::nullopt;
-      }
-      if (Status s = construct_namedtuple(f, fn, args, kwargs, out, handled); s || handled) return s;
-      if (o == tuple_new_fn())
-        if (Status s = namedtuple_new(f, args, out, handled); s || handled) return s;
+      // collections.deque/OrderedDict/defaultdict, namedtuple classes, object(), lru_cache wrappers
+      if (Status s = call_library(f, fn, args, kwargs, out, handled); s || handled) return s;
       if (Status s = call_builtin(*this, f, o, args, kwargs, out, handled)) return s;
       if (handled) return std::nullopt;
       if (PyType_Check(o) && PyType_IsSubtype(reinterpret_cast<PyTypeObject*>(o), reinterpret_cast<PyTypeObject*>(py().nn_Module.get())))

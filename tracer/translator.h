@@ -174,6 +174,10 @@ class Translator {
   // (tracer/values/made_module.cpp); a break for any other module class.
   Status construct_module(Frame& f, PyObject* cls, std::vector<VPtr>& args, std::vector<std::pair<std::string, VPtr>>& kwargs,
                           VPtr& out);
+  // Library callables followed by identity (tracer/values/library_calls.cpp): `handled` false for
+  // any other callable.
+  Status call_library(Frame& f, const VPtr& fn, std::vector<VPtr>& args, std::vector<std::pair<std::string, VPtr>>& kwargs,
+                      VPtr& out, bool& handled);
   // collections.OrderedDict / defaultdict made in the trace (tracer/values/dict_kinds.cpp):
   // Dict values with obj = the class, defaults = the default_factory.
   Status construct_dict_kind(Frame& f, PyObject* cls, std::vector<VPtr>& args, std::vector<std::pair<std::string, VPtr>>& kwargs,
