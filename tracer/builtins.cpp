@@ -47,6 +47,22 @@ Translator::Status call_itertools(Translator& t, Frame& f, PyObject* fn, std::ve
   if (!spec) return std::nullopt;
   handled = true;
   const std::string name = spec->name;
+  if (name == "islice" && !args.empty() && endless_iter(*args[0])) {
+    // islice(count(), [start,] stop[, step]): the items up to stop taken from the endless source
+    // first (stop must be a constant), then sliced as below.
+    const VPtr& stop = args.size() == 2 ? args[1] : args.size() >= 3 ? args[2] : nullptr;
+    if (!stop || stop->kind != VK::Const || !PyLong_CheckExact(stop->obj.get()) || !kwargs.empty())
+      return t.brk(f, "DV0014", "itertools.islice of an endless iterator without a constant stop");
+    const long n = PyLong_AsLong(stop->obj.get());
+    if (n < 0) return t.raise_new(f, PyExc_ValueError, "Stop argument for islice() must be None or an integer: 0 <= x <= sys.maxsize.");
+    VPtr src = args[0];
+    if (Status s = t.pull(f, src, src->pos + static_cast<size_t>(n))) return s;
+    VPtr taken = t.make(VK::Tuple);
+    const size_t end = std::min(src->items.size(), src->pos + static_cast<size_t>(n));
+    taken->items.assign(src->items.begin() + static_cast<long>(src->pos), src->items.begin() + static_cast<long>(end));
+    src->pos = end;
+    args[0] = taken;
+  }
   std::vector<std::vector<VPtr>> seqs;
   Ref pargs = Ref::steal(PyTuple_New(static_cast<Py_ssize_t>(args.size())));
   for (size_t a = 0; a < args.size(); ++a) {
@@ -130,6 +146,7 @@ Translator::Status call_builtin(Translator& t, Frame& f, PyObject* fn, std::vect
                                 std::vector<std::pair<std::string, VPtr>>& kwargs, VPtr& out, bool& handled) {
   if (!PyCFunction_Check(fn) && !PyType_Check(fn)) return std::nullopt;
   using Status = Translator::Status;
+  if (Status s = t.make_lazy_itertool(f, fn, args, kwargs, out, handled); s || handled) return s;
   if (Status s = call_itertools(t, f, fn, args, kwargs, out, handled); s || handled) return s;
   const size_t nargs = args.size();
   if (fn == py().functools_reduce.get() && (nargs == 2 || nargs == 3) && kwargs.empty()) {
@@ -201,8 +218,8 @@ Translator::Status call_builtin(Translator& t, Frame& f, PyObject* fn, std::vect
         return py().torch_Tensor.get();
       }
       case VK::Tuple: return v->obj ? v->obj.get() : reinterpret_cast<PyObject*>(&PyTuple_Type);
-      case VK::List: return reinterpret_cast<PyObject*>(&PyList_Type);
-      case VK::Dict: return reinterpret_cast<PyObject*>(&PyDict_Type);
+      case VK::List: return is_deque(v) ? v->obj.get() : reinterpret_cast<PyObject*>(&PyList_Type);
+      case VK::Dict: return v->obj && PyType_Check(v->obj.get()) ? v->obj.get() : reinterpret_cast<PyObject*>(&PyDict_Type);
       case VK::Const:
         if (is_fake_id(v->obj.get())) return reinterpret_cast<PyObject*>(&PyLong_Type);
         return reinterpret_cast<PyObject*>(Py_TYPE(v->obj.get()));
@@ -251,6 +268,9 @@ Translator::Status call_builtin(Translator& t, Frame& f, PyObject* fn, std::vect
         return std::nullopt;
       }
       return t.brk(f, "DV0007", std::string("len() of a ") + reinterpret_cast<PyTypeObject*>(v->obj.get())->tp_name);
+    } else if (outside_dict(v, "__len__")) {  // a Counter reached from the frame: guarded by its keys
+      std::vector<VPtr> none;
+      return t.outside_dict_read(f, v, "__len__", none, kwargs, out);
     } else return t.brk(f, "DV0007", std::string("len() of a ") + vk_name(v->kind));
     out = t.constant_steal(PyLong_FromSsize_t(len));
     return std::nullopt;
@@ -336,6 +356,22 @@ Translator::Status call_builtin(Translator& t, Frame& f, PyObject* fn, std::vect
   if (is("iter") && n == 1 && args[0]->kind == VK::Iter) {  // iter(it) is it
     out = args[0];
     return std::nullopt;
+  }
+  if (is("zip") && kwargs.empty()) {  // over an endless iterator (itertools.count()): lazy, item by item
+    bool endless = false;
+    for (const VPtr& a : args) endless |= endless_iter(*a);
+    if (endless) {
+      VPtr r = t.make(VK::Iter);
+      r->name = "zip";
+      r->flag = true;
+      for (const VPtr& a : args) {
+        VPtr it;
+        if (Status s = t.iterate(f, a, it, /*materialize=*/false)) return s;
+        r->cells.push_back(it);
+      }
+      out = r;
+      return std::nullopt;
+    }
   }
   if (is("enumerate") || is("zip") || is("reversed") || is("sorted") || is("tuple") || is("list") || is("iter")) {
     std::vector<VPtr> seqs, iters;
@@ -467,21 +503,40 @@ Translator::Status call_builtin(Translator& t, Frame& f, PyObject* fn, std::vect
     out = acc;
     return std::nullopt;
   }
-  if ((is("min") || is("max")) && n >= 1 && kwargs.size() == 1 && kwargs[0].first == "key") {
-    // max(xs, key=k) / min(a, b, key=k): by the constant keys k gives (the items may be tensors),
-    // the first extreme wins, as in Python
+  auto key_or_default = [&] {
+    for (auto& [k, v] : kwargs)
+      if (k != "key" && k != "default") return false;
+    return !kwargs.empty();
+  };
+  if ((is("min") || is("max")) && n >= 1 && key_or_default()) {
+    // max(xs, key=k, default=d) / min(a, b, key=k): by the constant keys k gives (the items may be
+    // tensors; without k, the items), the first extreme wins, as in Python
+    VPtr key, dflt;
+    for (auto& [k, v] : kwargs) (k == "key" ? key : dflt) = v;
+    const char* fname = is("max") ? "max" : "min";
+    if (dflt && n != 1)
+      return t.raise_new(f, PyExc_TypeError, std::string("Cannot specify a default for ") + fname + "() with multiple positional arguments");
+    if (key && key->kind == VK::Const && key->obj.get() == Py_None) key = nullptr;
     std::vector<VPtr> vals = args;
     if (n == 1) {
       VPtr it;
       if (Status s = t.iterate(f, args[0], it)) return s;
-      vals = it->items;
+      vals.assign(it->items.begin() + static_cast<long>(it->pos), it->items.end());
+      it->pos = it->items.size();
     }
-    if (vals.empty()) return t.raise_new(f, PyExc_ValueError, std::string(is("max") ? "max" : "min") + "() iterable argument is empty");
+    if (vals.empty()) {
+      if (dflt) {
+        out = dflt;
+        return std::nullopt;
+      }
+      return t.raise_new(f, PyExc_ValueError, std::string(fname) + "() iterable argument is empty");
+    }
     size_t best = 0;
     Ref best_key;
     for (size_t i = 0; i < vals.size(); ++i) {
-      VPtr kv;
-      if (Status s = t.call(f, kwargs[0].second, {vals[i]}, {}, kv)) return s;
+      VPtr kv = vals[i];
+      if (key)
+        if (Status s = t.call(f, key, {vals[i]}, {}, kv)) return s;
       if (kv->kind != VK::Const) return t.brk(f, "DV0007", "min/max by keys that are not constants");
       const int better = best_key ? PyObject_RichCompareBool(kv->obj.get(), best_key.get(), is("max") ? Py_GT : Py_LT) : 1;
       if (better < 0) return t.raise_current(f, "comparing min/max keys");

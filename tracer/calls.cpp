@@ -32,13 +32,15 @@ bool module_is_distributions(PyObject* cls) {
   return str_of(mod.get()).rfind("torch.distributions.", 0) == 0;
 }
 
-// operator.itemgetter objects: 1; attrgetter objects: 2; else 0 (pure to construct from constants).
+// operator.itemgetter objects: 1; attrgetter objects: 2; methodcaller objects: 3; else 0 (pure to
+// construct from constants). The classes themselves count too.
 int operator_getter(PyObject* o) {
   static PyObject* item = PyObject_GetAttrString(py().operator_mod.get(), "itemgetter");
   static PyObject* attr = PyObject_GetAttrString(py().operator_mod.get(), "attrgetter");
-  if (!item || !attr) return PyErr_Clear(), 0;
+  static PyObject* caller = PyObject_GetAttrString(py().operator_mod.get(), "methodcaller");
+  if (!item || !attr || !caller) return PyErr_Clear(), 0;
   PyObject* tp = PyType_Check(o) ? o : reinterpret_cast<PyObject*>(Py_TYPE(o));
-  return tp == item ? 1 : tp == attr ? 2 : 0;
+  return tp == item ? 1 : tp == attr ? 2 : tp == caller ? 3 : 0;
 }
 
 bool is_tensor_method_descriptor(PyObject* fn) {
@@ -115,8 +117,15 @@ std::optional<Ref> Translator::to_python(const VPtr& v, bool meta) {
         if (v->kind == VK::Tuple) PyTuple_SET_ITEM(out.get(), i, x->release());
         else PyList_SET_ITEM(out.get(), i, x->release());
       }
-      if (v->kind == VK::Tuple && v->obj) {  // a tuple subclass (torch.Size)
-        out = Ref::steal(PyObject_CallOneArg(v->obj.get(), out.get()));
+      if (is_deque(v)) {
+        auto maxlen = to_python(v->defaults, meta);
+        if (!maxlen) return std::nullopt;
+        out = Ref::steal(PyObject_CallFunctionObjArgs(v->obj.get(), out.get(), maxlen->get(), nullptr));
+        if (!out) return PyErr_Clear(), std::nullopt;
+      }
+      if (v->kind == VK::Tuple && v->obj) {  // a tuple subclass (torch.Size; a namedtuple: tuple.__new__(cls, t))
+        out = Ref::steal(namedtuple_class(v->obj.get()) ? PyObject_CallFunctionObjArgs(tuple_new_fn(), v->obj.get(), out.get(), nullptr)
+                                                         : PyObject_CallOneArg(v->obj.get(), out.get()));
         if (!out) return PyErr_Clear(), std::nullopt;
       }
       return out;
@@ -126,6 +135,13 @@ std::optional<Ref> Translator::to_python(const VPtr& v, bool meta) {
       for (size_t i = 0; i < v->items.size(); ++i) {
         auto x = to_python(v->items[i], meta);
         if (!x || PyDict_SetItem(out.get(), v->keys[i].get(), x->get()) < 0) return std::nullopt;
+      }
+      if (v->obj && PyType_Check(v->obj.get())) {  // an OrderedDict or defaultdict made in the trace
+        std::optional<Ref> factory;
+        if (v->defaults && !(factory = to_python(v->defaults, meta))) return std::nullopt;
+        out = Ref::steal(factory ? PyObject_CallFunctionObjArgs(v->obj.get(), factory->get(), out.get(), nullptr)
+                                 : PyObject_CallOneArg(v->obj.get(), out.get()));
+        if (!out) return PyErr_Clear(), std::nullopt;
       }
       return out;
     }
@@ -583,6 +599,14 @@ static bool allowed_in_graph(PyObject* fn) {
 
 PyObject* autograd_apply_function();           // autograd_apply.cpp
 bool is_autograd_function_class(PyObject* o);  // autograd_apply.cpp
+// Builtins that only iterate their one argument once (set, frozenset, str.join): given the items
+// as a tuple they do the same.
+static bool consumes_iterable(PyObject* o) {
+  if (o == reinterpret_cast<PyObject*>(&PySet_Type) || o == reinterpret_cast<PyObject*>(&PyFrozenSet_Type)) return true;
+  return PyCFunction_Check(o) && PyCFunction_GET_SELF(o) && PyUnicode_CheckExact(PyCFunction_GET_SELF(o)) &&
+         std::strcmp(reinterpret_cast<PyCFunctionObject*>(o)->m_ml->ml_name, "join") == 0;
+}
+
 Translator::Status call_grad_exit(Translator& t, Frame& f, const VPtr& exit, VPtr& out);
 Translator::Status call_builtin(Translator& t, Frame& f, PyObject* fn, std::vector<VPtr>& args,
                                        std::vector<std::pair<std::string, VPtr>>& kwargs, VPtr& out, bool& handled);
@@ -672,6 +696,7 @@ Translator::Status Translator::call(Frame& f, VPtr fn, std::vector<VPtr> args,
       }
       VPtr self = fn->self;
       const std::string& name = fn->name;
+      if (is_deque(self)) return deque_method(f, self, name, args, kwargs, out);
       if (self->kind == VK::Tensor) {
         if (in_list(kDataDependent, name))
           return brk(f, "DV0003", "data-dependent operator Tensor." + name + "()",
@@ -732,6 +757,11 @@ Translator::Status Translator::call(Frame& f, VPtr fn, std::vector<VPtr> args,
         if (self->kind == VK::Dict && (name == "items" || name == "keys" || name == "values") && args.empty() && kwargs.empty()) {
           out = dict_view(self, name);  // live: sees later changes of the dict
           return std::nullopt;
+        }
+        if (self->kind == VK::Dict && self->obj.get() == ordered_dict_class() && self->obj) {
+          bool handled = false;
+          if (Status s = ordered_dict_method(f, self, name, args, kwargs, out, handled)) return s;
+          if (handled) return std::nullopt;
         }
         if (self->kind == VK::Dict) {
           bool handled = false;
@@ -811,7 +841,48 @@ Translator::Status Translator::call(Frame& f, VPtr fn, std::vector<VPtr> args,
           }
       }
       if (o == reinterpret_cast<PyObject*>(&PySuper_Type)) return call_super(f, args, out);
-      if (const int kind = operator_getter(o); kind && args.size() == 1 && kwargs.empty()) {
+      if (const int kind = operator_getter(o); kind == 3 && !PyType_Check(o) && args.size() == 1 && kwargs.empty()) {
+        // operator.methodcaller(name, *args, **kwargs)(x): x.name(*args, **kwargs). Its __reduce__
+        // gives (methodcaller, (name, *args)) or (partial(methodcaller, name, **kwargs), args).
+        Ref red = Ref::steal(PyObject_CallMethod(o, "__reduce__", nullptr));
+        if (!red || !PyTuple_Check(red.get()) || PyTuple_GET_SIZE(red.get()) < 2 || !PyTuple_Check(PyTuple_GET_ITEM(red.get(), 1)))
+          return PyErr_Clear(), brk(f, "DV0004", "call of an operator.methodcaller");
+        PyObject* head = PyTuple_GET_ITEM(red.get(), 0);
+        PyObject* rest = PyTuple_GET_ITEM(red.get(), 1);
+        Ref name, cargs, ckw;
+        if (PyType_Check(head)) {
+          if (PyTuple_GET_SIZE(rest) < 1) return brk(f, "DV0004", "call of an operator.methodcaller");
+          name = Ref::borrow(PyTuple_GET_ITEM(rest, 0));
+          cargs = Ref::steal(PyTuple_GetSlice(rest, 1, PyTuple_GET_SIZE(rest)));
+        } else {
+          Ref pargs = Ref::steal(PyObject_GetAttrString(head, "args"));
+          ckw = Ref::steal(PyObject_GetAttrString(head, "keywords"));
+          if (!pargs || !ckw || !PyTuple_Check(pargs.get()) || PyTuple_GET_SIZE(pargs.get()) < 1 || !PyDict_Check(ckw.get()))
+            return PyErr_Clear(), brk(f, "DV0004", "call of an operator.methodcaller");
+          name = Ref::borrow(PyTuple_GET_ITEM(pargs.get(), 0));
+          cargs = Ref::borrow(rest);
+        }
+        if (!PyUnicode_Check(name.get())) return brk(f, "DV0004", "call of an operator.methodcaller");
+        VPtr m;
+        if (Status s = getattr(f, args[0], str_of(name.get()), m)) return s;
+        std::vector<VPtr> margs;
+        for (Py_ssize_t i = 0; i < PyTuple_GET_SIZE(cargs.get()); ++i) {
+          PyObject* a = PyTuple_GET_ITEM(cargs.get(), i);
+          if (!is_exact_const(a)) return brk(f, "DV0004", "operator.methodcaller with a " + std::string(Py_TYPE(a)->tp_name) + " argument");
+          margs.push_back(constant(Ref::borrow(a)));
+        }
+        std::vector<std::pair<std::string, VPtr>> mkw;
+        if (ckw) {
+          Py_ssize_t pos = 0;
+          PyObject *k, *v;
+          while (PyDict_Next(ckw.get(), &pos, &k, &v)) {
+            if (!is_exact_const(v)) return brk(f, "DV0004", "operator.methodcaller with a " + std::string(Py_TYPE(v)->tp_name) + " argument");
+            mkw.emplace_back(str_of(k), constant(Ref::borrow(v)));
+          }
+        }
+        return call(f, m, std::move(margs), std::move(mkw), out);
+      }
+      if (const int kind = operator_getter(o); kind && kind != 3 && !PyType_Check(o) && args.size() == 1 && kwargs.empty()) {
         // operator.itemgetter(k...)(x) / attrgetter("a.b"...)(x): x[k] / x.a.b, one or a tuple
         Ref red = Ref::steal(PyObject_CallMethod(o, "__reduce__", nullptr));
         if (!red || !PyTuple_Check(red.get()) || PyTuple_GET_SIZE(red.get()) < 2 || !PyTuple_Check(PyTuple_GET_ITEM(red.get(), 1)))
@@ -845,10 +916,12 @@ Translator::Status Translator::call(Frame& f, VPtr fn, std::vector<VPtr> args,
       if (fn->kind == VK::Object && Py_IS_TYPE(o, reinterpret_cast<PyTypeObject*>(py().functools_partial.get())))
         return call_partial(f, o, fn->source, args, kwargs, out);
       bool handled = false;
+      // collections.deque/OrderedDict/defaultdict, namedtuple classes, object(), lru_cache wrappers
+      if (Status s = call_library(f, fn, args, kwargs, out, handled); s || handled) return s;
       if (Status s = call_builtin(*this, f, o, args, kwargs, out, handled)) return s;
       if (handled) return std::nullopt;
       if (PyType_Check(o) && PyType_IsSubtype(reinterpret_cast<PyTypeObject*>(o), reinterpret_cast<PyTypeObject*>(py().nn_Module.get())))
-        return brk(f, "DV0004", "constructing module " + callable_name(o) + " inside the traced code");
+        return construct_module(f, o, args, kwargs, out);
       if (o == py().no_grad.get() || o == py().enable_grad.get()) {
         VPtr g = make(VK::GradMode);
         g->flag = o == py().enable_grad.get();
@@ -942,6 +1015,22 @@ Translator::Status Translator::call(Frame& f, VPtr fn, std::vector<VPtr> args,
       if (PyCFunction_Check(o) && bound_to_mutable_object(o))
         return brk(f, "DV0008", "call to " + callable_name(o) + " of a " + Py_TYPE(PyCFunction_GET_SELF(o))->tp_name +
                                     " object (a method that may mutate it runs once at trace time, not on every call)");
+      if (consumes_iterable(o) && args.size() == 1 && kwargs.empty() &&
+          (args[0]->kind == VK::Iter || args[0]->kind == VK::Dict || args[0]->kind == VK::DictView)) {
+        // set(d), frozenset(d.keys()), "x".join(map(str, dims)): the iterable's items (a lazy
+        // map's functions run now, and the iterator is used up), passed as a tuple when they are
+        // all constants.
+        VPtr it;
+        if (Status s = iterate(f, args[0], it)) return s;
+        Ref items = Ref::steal(PyTuple_New(static_cast<Py_ssize_t>(it->items.size() - it->pos)));
+        for (size_t i = it->pos; i < it->items.size(); ++i) {
+          if (it->items[i]->kind != VK::Const)
+            return brk(f, "DV0013", callable_name(o) + "() over a " + vk_name(it->items[i]->kind));
+          PyTuple_SET_ITEM(items.get(), static_cast<Py_ssize_t>(i - it->pos), Ref::borrow(it->items[i]->obj.get()).release());
+        }
+        it->pos = it->items.size();
+        args[0] = constant(items);
+      }
       if (o == py().torch_Size.get() || PyType_Check(o) || PyCFunction_Check(o) || immutable_method_descriptor(o)) {
         // Pure constructors and builtin functions over constants (math.sqrt, slice, torch.Size ...).
         bool all_const = true;
@@ -960,6 +1049,16 @@ Translator::Status Translator::call(Frame& f, VPtr fn, std::vector<VPtr> args,
           for (auto& [k, v] : kwargs) PyDict_SetItemString(pkw.get(), k.c_str(), v->obj.get());
           Ref r = Ref::steal(PyObject_Call(o, pargs.get(), pkw.get()));
           if (!r) return raise_current(f, callable_name(o) + "()");
+          // It ran on copies of the lists it was given: one that changed them (heapq.heapify,
+          // random.shuffle) changes nothing in the trace, so it breaks instead.
+          for (size_t i = 0; i < args.size(); ++i) {
+            if (args[i]->kind != VK::List && args[i]->kind != VK::Tuple) continue;
+            auto fresh = to_python(args[i], false);
+            const int same = fresh ? PyObject_RichCompareBool(fresh->get(), PyTuple_GET_ITEM(pargs.get(), i), Py_EQ) : -1;
+            if (same != 1)
+              return PyErr_Clear(), brk(f, "DV0008", "call to " + callable_name(o) + " that changes the list it is given",
+                                        "dynview evaluates builtins over constants on copies; mutate the list in Python code");
+          }
           out = set_of_constants(r.get()) ? constant(r) : wrap(r, nullptr, f);  // set(sizes), a.union(b): as op_BUILD_SET
           if (!out) return brk(f, "DV0013", "unsupported result of " + callable_name(o));
           // Builtin functions and pure value types (range, slice, tuple, torch.Size, ...) only.

@@ -143,6 +143,7 @@ struct Rebuilder {
   bool compiled;
   int outs_slot;
   std::unordered_map<const Value*, int> memo;
+  PyObject* globals = nullptr;  // the transformed code's globals (borrowed)
 
   bool value(const VPtr& v) {
     if (auto it = memo.find(v.get()); it != memo.end()) {
@@ -173,24 +174,43 @@ struct Rebuilder {
       case VK::Tuple: case VK::List: {
         // A container from outside the frame is that object (written back first if it was mutated).
         if (v->source) return e.source(*v->source);
-        const bool typed = v->kind == VK::Tuple && v->obj && PyType_Check(v->obj.get());  // torch.Size((...))
+        // torch.Size((...)); deque([...], maxlen) made in the trace; tuple.__new__(cls, (...)) of a namedtuple
+        const bool named = v->kind == VK::Tuple && namedtuple_class(v->obj.get());
+        if (named) {
+          e.callable_const(tuple_new_fn());
+          e.emit(N::LOAD_CONST, e.konst(v->obj.get()));
+          for (const VPtr& x : v->items)
+            if (!value(x)) return false;
+          e.emit(N::BUILD_TUPLE, static_cast<int>(v->items.size()));
+          e.call(2);
+          return true;
+        }
+        const bool typed = v->obj && PyType_Check(v->obj.get());
         if (typed) e.callable_const(v->obj.get());
         for (const VPtr& x : v->items)
           if (!value(x)) return false;
         e.emit(v->kind == VK::Tuple ? N::BUILD_TUPLE : N::BUILD_LIST, static_cast<int>(v->items.size()));
-        if (typed) e.call(1);
+        if (typed && v->kind == VK::List && (!v->defaults || !value(v->defaults))) return false;
+        if (typed) e.call(v->kind == VK::List ? 2 : 1);
         return remember(v);
       }
-      case VK::Dict:
+      case VK::Dict: {
         if (v->source) return e.source(*v->source);
+        // An OrderedDict or defaultdict made in the trace: cls([factory,] {...}).
+        const bool typed = v->obj && PyType_Check(v->obj.get());
+        if (typed) e.callable_const(v->obj.get());
+        if (typed && v->defaults && !value(v->defaults)) return false;
         for (size_t i = 0; i < v->items.size(); ++i) {
           e.emit(N::LOAD_CONST, e.konst(v->keys[i].get()));
           if (!value(v->items[i])) return false;
         }
         e.emit(N::BUILD_MAP, static_cast<int>(v->items.size()));
+        if (typed) e.call(v->defaults ? 2 : 1);
         return remember(v);
+      }
       case VK::Object: case VK::NNModule: case VK::Function:
         if (v->source) return e.source(*v->source);
+        if (v->kind == VK::NNModule && v->flag) return false;  // a module made in the trace: one per call
         if (v->obj && (v->kind != VK::Function || PyFunction_Check(v->obj.get()))) {
           e.emit(N::LOAD_CONST, e.konst(v->obj.get()));
           return true;
@@ -386,6 +406,15 @@ bool emit_head(Emitter& e, Rebuilder& rb, PyCodeObject* co, const CaptureResult&
     }
     e.emit(N::STORE_ATTR, e.name(w.name));
   }
+  for (const auto& w : se.global_writes) {  // globals()[name] = value, in order: (value dict key -- )
+    if (!rb.value(w.value)) {
+      why = "cannot replay the assignment to global '" + w.name + "'";
+      return false;
+    }
+    e.emit(N::LOAD_CONST, e.konst(w.globals.get()));
+    e.emit(N::LOAD_CONST, e.konst(Ref::steal(PyUnicode_FromString(w.name.c_str())).get()));
+    e.emit(N::STORE_SUBSCR);
+  }
   for (size_t k = 0; k < se.mutated_lists.size(); ++k) {  // lst[:] = new contents: (value container key -- )
     const VPtr& l = se.mutated_lists[k];
     e.emit(N::LOAD_FAST, list_tmp[k]);
@@ -494,7 +523,7 @@ std::optional<Transformed> generate(PyObject* orig_code, PyObject* globals, PyOb
   Emitter e;
   e.nfixed = count_args(co) + 1;
   e.pos = bc::Position{co->co_firstlineno, co->co_firstlineno, bc::kNone, bc::kNone};
-  Rebuilder rb{e, c.outputs, static_cast<bool>(c.compiled), e.nfixed - 1, {}};
+  Rebuilder rb{e, c.outputs, static_cast<bool>(c.compiled), e.nfixed - 1, {}, globals};
   if (!emit_head(e, rb, co, c, grad_mode, why)) return std::nullopt;
   if (!rb.value(ret)) {
     why = std::string("cannot rebuild the return value (a ") + vk_name(ret->kind) + " or something inside it)";
@@ -513,7 +542,7 @@ std::optional<Transformed> generate_split(const CodeFacts& facts, PyObject* glob
   Emitter e;
   e.nfixed = count_args(co) + 1;
   e.pos = brk_in.pos.line != bc::kNone ? brk_in.pos : bc::Position{co->co_firstlineno, co->co_firstlineno, bc::kNone, bc::kNone};
-  Rebuilder rb{e, stop.outputs, static_cast<bool>(stop.compiled), e.nfixed - 1, {}};
+  Rebuilder rb{e, stop.outputs, static_cast<bool>(stop.compiled), e.nfixed - 1, {}, globals};
   if (!emit_head(e, rb, co, stop, grad_mode, why)) return std::nullopt;
   const size_t S = stop.stack.size();
   if (static_cast<size_t>(plan.operands) > S) {
@@ -559,6 +588,7 @@ std::optional<Transformed> generate_split(const CodeFacts& facts, PyObject* glob
     std::vector<VPtr> crossing = stop.stack;
     crossing.insert(crossing.end(), local_vals.begin(), local_vals.end());
     for (const auto& w : stop.out.side_effects.attr_writes) crossing.push_back(w.value);
+    for (const auto& w : stop.out.side_effects.global_writes) crossing.push_back(w.value);
     for (const VPtr& v : crossing)
       if (holds_closure(v, 0)) {
         why = "a closure over the frame's cell variables lives across the break";

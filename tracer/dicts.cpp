@@ -108,6 +108,8 @@ Translator::Status Translator::dict_method(Frame& f, const VPtr& self, const std
     VPtr c = make(VK::Dict);
     c->keys = d.keys;
     c->items = d.items;
+    c->obj = d.source ? Ref() : d.obj;  // an OrderedDict's or defaultdict's copy is one too
+    c->defaults = d.source ? nullptr : d.defaults;
     out = c;
     return std::nullopt;
   }
@@ -156,9 +158,48 @@ Translator::Status Translator::dict_method(Frame& f, const VPtr& self, const std
   return std::nullopt;
 }
 
+bool outside_dict(const VPtr& v, const char* method) {
+  if (v->kind != VK::Object || !v->source || !v->obj || !PyDict_Check(v->obj.get())) return false;
+  Ref nm = Ref::steal(PyUnicode_FromString(method));
+  PyObject* mine = nm ? _PyType_Lookup(Py_TYPE(v->obj.get()), nm.get()) : nullptr;
+  return mine && mine == _PyType_Lookup(&PyDict_Type, nm.get());
+}
+
+bool outside_dict_read_method(const std::string& name) {
+  static const char* names[] = {"get", "__getitem__", "__contains__", "items", "keys", "values", "__len__", "__iter__"};
+  for (const char* n : names)
+    if (name == n) return true;
+  return false;
+}
+
 Translator::Status Translator::outside_dict_read(Frame& f, const VPtr& self, const std::string& name, std::vector<VPtr>& args,
                                                  std::vector<std::pair<std::string, VPtr>>& kwargs, VPtr& out) {
   PyObject* d = self->obj.get();
+  if ((is_view_name(name) || name == "__len__" || name == "__iter__") && args.empty() && kwargs.empty() && self->source) {
+    // The whole storage, as a dict value of its items (each reloaded from its source), guarded by
+    // its keys: views of it, its length, an iterator over its keys. Read-only: nothing writes to it.
+    Ref keys = Ref::steal(PyDict_Keys(d));
+    if (!keys) return raise_current(f, "dict.keys()");
+    VPtr snap = make(VK::Dict);
+    snap->source = self->source;  // a view handed out of the graph is the live object's view
+    for (Py_ssize_t i = 0; i < PyList_GET_SIZE(keys.get()); ++i) {
+      PyObject* k = PyList_GET_ITEM(keys.get(), i);
+      if (!is_exact_const(k))
+        return brk(f, "DV0024", "dict." + name + " of a " + std::string(Py_TYPE(d)->tp_name) + " whose keys are not constants");
+      PyObject* v = PyDict_GetItemWithError(d, k);
+      if (!v) return PyErr_Occurred() ? raise_current(f, "dict." + name) : brk(f, "DV0010", "a key vanished from a dict");
+      VPtr iv = wrap(Ref::borrow(v), Source::item(self->source, Ref::borrow(k)), f);
+      if (!iv) return brk(f, "DV0013", "an item of " + std::string(Py_TYPE(d)->tp_name) + " cannot be traced");
+      snap->keys.push_back(Ref::borrow(k));
+      snap->items.push_back(iv);
+    }
+    Ref key_tuple = Ref::steal(PyList_AsTuple(keys.get()));
+    add_guard(GuardKind::DICT_KEYS, self->source, key_tuple, f, "list(" + self->source->text() + ".keys()) == " + repr_of(key_tuple.get()));
+    if (name == "__len__") out = constant_steal(PyLong_FromSsize_t(static_cast<Py_ssize_t>(snap->keys.size())));
+    else if (name == "__iter__") return iterate(f, snap, out, false);
+    else out = dict_view(snap, name);
+    return std::nullopt;
+  }
   const size_t want = name == "get" ? 2 : 1;
   if (!kwargs.empty() || args.empty() || args.size() > want || !hashable_const(args[0]) || !self->source)
     return brk(f, "DV0024", "dict." + name + " of a " + std::string(Py_TYPE(d)->tp_name) + " with these arguments");

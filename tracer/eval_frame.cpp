@@ -185,6 +185,7 @@ void plan_outputs(CaptureResult& c) {
     add_outputs(c.ret, outputs);
   }
   for (const auto& w : c.out.side_effects.attr_writes) add_outputs(w.value, outputs);
+  for (const auto& w : c.out.side_effects.global_writes) add_outputs(w.value, outputs);
   for (const VPtr& l : c.out.side_effects.mutated_lists) add_outputs(l, outputs);
   for (const VPtr& d : c.out.side_effects.mutated_dicts) add_outputs(d, outputs);
   if (c.stopped) {

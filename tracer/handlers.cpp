@@ -14,6 +14,7 @@ Handler handler_for(bc::Name name) {
     h[i(LOAD_FAST)] = op_LOAD_FAST; h[i(STORE_FAST)] = op_STORE_FAST; h[i(DELETE_FAST)] = op_DELETE_FAST;
     h[i(LOAD_CONST)] = op_LOAD_CONST; h[i(LOAD_GLOBAL)] = op_LOAD_GLOBAL; h[i(LOAD_ATTR)] = op_LOAD_ATTR;
     h[i(LOAD_METHOD)] = op_LOAD_METHOD; h[i(STORE_ATTR)] = op_STORE_ATTR; h[i(DELETE_ATTR)] = op_DELETE_ATTR;
+    h[i(STORE_GLOBAL)] = op_STORE_GLOBAL;
     h[i(POP_TOP)] = op_POP_TOP; h[i(PUSH_NULL)] = op_PUSH_NULL; h[i(COPY)] = op_COPY; h[i(SWAP)] = op_SWAP;
     h[i(KW_NAMES)] = op_KW_NAMES; h[i(CALL)] = op_CALL; h[i(CALL_FUNCTION_EX)] = op_CALL_FUNCTION_EX;
     h[i(BINARY_OP)] = op_BINARY_OP; h[i(COMPARE_OP)] = op_COMPARE_OP; h[i(IS_OP)] = op_IS_OP; h[i(CONTAINS_OP)] = op_CONTAINS_OP;

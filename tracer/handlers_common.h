@@ -44,6 +44,7 @@ Status op_LOAD_ATTR(Translator& t, Frame& f, const Instr& in);
 Status op_LOAD_METHOD(Translator& t, Frame& f, const Instr& in);
 Status op_STORE_ATTR(Translator& t, Frame& f, const Instr& in);
 Status op_DELETE_ATTR(Translator& t, Frame& f, const Instr& in);
+Status op_STORE_GLOBAL(Translator& t, Frame& f, const Instr& in);
 Status op_MAKE_CELL(Translator& t, Frame& f, const Instr& in);
 Status op_COPY_FREE_VARS(Translator& t, Frame& f, const Instr& in);
 Status op_LOAD_CLOSURE(Translator& t, Frame& f, const Instr& in);

@@ -38,7 +38,11 @@ Status op_JUMP_IF_FALSE_OR_POP(Translator& t, Frame& f, const Instr& in) { retur
 Status op_GET_ITER(Translator& t, Frame& f, const Instr&) {  // (iterable -- iter)
   NEED(1);
   VPtr it;
-  if (Status s = t.iterate(f, top(f), it)) return s;
+  // The lazy itertools (groupby, count ...) stay lazy: FOR_ITER takes their items one at a time, as
+  // Python does (a groupby's earlier group is empty once the next one is taken).
+  const VPtr& v = top(f);
+  const bool lazy_itertool = v->kind == VK::Iter && v->flag && v->name != "map" && v->name != "filter";
+  if (Status s = t.iterate(f, v, it, /*materialize=*/!lazy_itertool)) return s;
   if (it == top(f)) {  // iter(iterator) is itself
     return std::nullopt;
   }

@@ -63,6 +63,11 @@ Status op_LOAD_CONST(Translator& t, Frame& f, const Instr& in) {  // ( -- value)
 }
 Status op_LOAD_GLOBAL(Translator& t, Frame& f, const Instr& in) {  // ( -- [NULL] value)
   std::string name = name_at(f, in.index);
+  if (VPtr written = t.output.side_effects.global_written(f.globals.get(), name)) {  // stored earlier in the trace
+    if (in.push_null) push_with_null(t, f, written);
+    else f.stack.push_back(written);
+    return std::nullopt;
+  }
   Ref key = Ref::steal(PyUnicode_FromString(name.c_str()));
   PyObject* v = PyDict_GetItemWithError(f.globals.get(), key.get());
   SourcePtr src;
@@ -79,6 +84,17 @@ Status op_LOAD_GLOBAL(Translator& t, Frame& f, const Instr& in) {  // ( -- [NULL
   if (!val) return t.brk(f, "DV0013", "global '" + name + "' of type " + Py_TYPE(v)->tp_name + " cannot be traced");
   if (in.push_null) push_with_null(t, f, val);
   else f.stack.push_back(val);
+  return std::nullopt;
+}
+// `global g; g = v`: a write to the module's globals, replayed by the transformed code after the
+// graph (as attribute writes are); later reads in the trace see it.
+Status op_STORE_GLOBAL(Translator& t, Frame& f, const Instr& in) {  // (value -- )
+  NEED(1);
+  VPtr v = top(f);
+  if (v->kind == VK::Null || v->kind == VK::Cell || v->kind == VK::Iter || v->kind == VK::Slice)
+    return t.brk(f, "DV0008", "storing a " + std::string(vk_name(v->kind)) + " to global '" + name_at(f, in.index) + "'");
+  t.output.side_effects.global_writes.push_back(SideEffects::GlobalWrite{f.globals, name_at(f, in.index), v});
+  f.stack.pop_back();
   return std::nullopt;
 }
 Status op_LOAD_ATTR(Translator& t, Frame& f, const Instr& in) {  // (owner -- value) | 3.12+ method form (owner -- meth, self)

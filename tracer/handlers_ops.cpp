@@ -56,7 +56,14 @@ Status op_CONTAINS_OP(Translator& t, Frame& f, const Instr& in) {  // (item cont
   NEED(2);
   VPtr item = top(f, 2), cont = top(f);
   bool found = false;
-  if (cont->kind == VK::DictView) {  // k in d.keys(): the dict's keys now; values and items: compared one by one
+  if (cont->kind == VK::DictView && cont->name == "items") {  // (k, v) in d.items(): d[k] compared with v
+    if (Status s = t.view_items_contains(f, cont, item, found)) return s;
+    VPtr out = t.constant(Ref::borrow((found != (in.arg == 1)) ? Py_True : Py_False));
+    f.stack.pop_back();
+    top(f) = out;
+    return std::nullopt;
+  }
+  if (cont->kind == VK::DictView) {  // k in d.keys(): the dict's keys now; values: compared one by one
     if (cont->name == "keys") {
       cont = cont->self;
     } else {
@@ -77,6 +84,12 @@ Status op_CONTAINS_OP(Translator& t, Frame& f, const Instr& in) {  // (item cont
       if (x->kind == VK::Tensor) return t.brk(f, "DV0002", "'in' over tensors compares their values");
       found |= x->kind == VK::Const && PyObject_RichCompareBool(x->obj.get(), item->obj.get(), Py_EQ) == 1;
     }
+  } else if (outside_dict(cont, "__contains__") && item->kind == VK::Const) {  // k in a Counter reached from the frame
+    std::vector<VPtr> a{item};
+    std::vector<std::pair<std::string, VPtr>> no_kw;
+    VPtr r;
+    if (Status s = t.outside_dict_read(f, cont, "__contains__", a, no_kw, r)) return s;
+    found = r->obj.get() == Py_True;
   } else if ((cont->kind == VK::Const || (cont->kind == VK::Object && frozen_object(cont->obj.get()))) && item->kind == VK::Const) {
     int r = PySequence_Contains(cont->obj.get(), item->obj.get());
     if (r < 0) return t.brk(f, "DV0010", "'in' raised");
@@ -147,14 +160,23 @@ Status op_STORE_SUBSCR(Translator& t, Frame& f, const Instr&) {  // (v container
     if (Status s = t.graph_call(f, py().setitem, "", {cont, sub, v}, {}, out)) return s;
   } else if ((cont->kind == VK::List || cont->kind == VK::Dict) && sub->kind == VK::Const) {
     if (cont->source) t.output.side_effects.note_mutation(cont);  // written back after the graph
+    if (is_deque(cont) && PySlice_Check(sub->obj.get())) return t.brk(f, "DV0024", "slice assignment on a collections.deque");
     if (cont->kind == VK::List && PySlice_Check(sub->obj.get())) {  // lst[a:b] = iterable
       Py_ssize_t start, stop, step, len, n = static_cast<Py_ssize_t>(cont->items.size());
-      if (PySlice_GetIndicesEx(sub->obj.get(), n, &start, &stop, &step, &len) < 0 || step != 1)
-        return PyErr_Clear(), t.brk(f, "DV0024", "list slice assignment with a step");
+      if (PySlice_GetIndicesEx(sub->obj.get(), n, &start, &stop, &step, &len) < 0)
+        return PyErr_Clear(), t.brk(f, "DV0024", "list slice assignment with a bad slice");
       VPtr it;
       if (Status s = t.iterate(f, v, it)) return s;
       std::vector<VPtr> repl(it->items.begin() + static_cast<long>(it->pos), it->items.end());
       it->pos = it->items.size();
+      if (step != 1) {  // lst[::2] = [a, b]: one item per position of the extended slice
+        if (static_cast<Py_ssize_t>(repl.size()) != len)
+          return t.raise_new(f, PyExc_ValueError, "attempt to assign sequence of size " + std::to_string(repl.size()) +
+                                                      " to extended slice of size " + std::to_string(len));
+        for (Py_ssize_t i = 0; i < len; ++i) cont->items[static_cast<size_t>(start + i * step)] = repl[static_cast<size_t>(i)];
+        f.stack.resize(f.stack.size() - 3);
+        return std::nullopt;
+      }
       if (stop < start) stop = start;
       cont->items.erase(cont->items.begin() + start, cont->items.begin() + stop);
       cont->items.insert(cont->items.begin() + start, repl.begin(), repl.end());
@@ -226,7 +248,20 @@ Status op_DELETE_SUBSCR(Translator& t, Frame& f, const Instr&) {  // (container 
     if (PyObject_Hash(sub->obj.get()) == -1) return PyErr_Clear(), t.brk(f, "DV0024", "unhashable dict key");
     if (!dict_erase(*cont, sub->obj.get())) return t.raise_key_error(f, sub->obj.get(), "del");
   } else {
-    if (!PyLong_CheckExact(sub->obj.get())) return t.brk(f, "DV0024", "del of a list slice");
+    if (is_deque(cont) && PySlice_Check(sub->obj.get())) return t.brk(f, "DV0024", "del of a slice of a collections.deque");
+    if (PySlice_Check(sub->obj.get())) {  // del lst[a:b], del lst[::2]
+      Py_ssize_t start, stop, step, len;
+      if (PySlice_GetIndicesEx(sub->obj.get(), static_cast<Py_ssize_t>(cont->items.size()), &start, &stop, &step, &len) < 0)
+        return PyErr_Clear(), t.brk(f, "DV0024", "del of a list slice with a bad slice");
+      std::vector<Py_ssize_t> gone;
+      for (Py_ssize_t i = 0; i < len; ++i) gone.push_back(start + i * step);
+      std::sort(gone.rbegin(), gone.rend());  // from the back: earlier positions stay put
+      for (Py_ssize_t i : gone) cont->items.erase(cont->items.begin() + i);
+      if (cont->source) t.output.side_effects.note_mutation(cont);
+      f.stack.resize(f.stack.size() - 2);
+      return std::nullopt;
+    }
+    if (!PyLong_CheckExact(sub->obj.get())) return t.brk(f, "DV0024", "del of a list item by a " + std::string(Py_TYPE(sub->obj.get())->tp_name));
     long i = PyLong_AsLong(sub->obj.get());
     const long n = static_cast<long>(cont->items.size());
     if (i < 0) i += n;

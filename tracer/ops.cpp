@@ -16,12 +16,24 @@ const char* kBinOpNames[] = {"add", "and_", "floordiv", "lshift", "matmul", "mul
                              "imod", "ior", "ipow", "irshift", "isub", "itruediv", "ixor"};
 const char* kCmpNames[] = {"lt", "le", "eq", "ne", "gt", "ge"};
 
+// An operand whose class may define an operator in Python (made in the trace, or an object of a
+// Python class), and the other operand not a tensor: Python tries the tensor's operator first.
+bool user_operand(const VPtr& v) { return v->kind == VK::Instance; }
+
 Ref op_fn(const char* name) { return Ref::steal(PyObject_GetAttrString(py().operator_mod.get(), name)); }
 
 }  // namespace
 
 Translator::Status Translator::binary(Frame& f, int nb, VPtr a, VPtr b, VPtr& out) {
   if (nb < 0 || nb >= 26) return brk(f, "DV0018", "unknown binary operator");
+  if (user_operand(a) || user_operand(b)) {  // a Python class's __add__ / __radd__ / __iadd__
+    std::string base = kBinOpNames[nb >= 13 ? nb - 13 : nb];
+    if (base.back() == '_') base.pop_back();  // and_, or_
+    bool handled = false;
+    if (Status s = user_operator(f, "__" + base + "__", "__r" + base + "__", nb >= 13 ? "__i" + base + "__" : "", a, b, out, handled))
+      return s;
+    if (handled) return std::nullopt;
+  }
   // `s += x` where s is not a tensor (s = 0; s += t * 2) is s = s + x: numbers have no in-place
   // forms (and the FX code of operator.iadd on a literal would not even parse).
   const bool inplace = nb >= 13;
@@ -36,6 +48,8 @@ Translator::Status Translator::binary(Frame& f, int nb, VPtr a, VPtr b, VPtr& ou
       target = make(VK::Dict);
       target->keys = a->keys;
       target->items = a->items;
+      target->obj = a->source ? Ref() : a->obj;  // an OrderedDict's or defaultdict's | is one too
+      target->defaults = a->source ? nullptr : a->defaults;
     }
     VPtr m = make(VK::Method), ignored;
     m->self = target;
@@ -44,6 +58,8 @@ Translator::Status Translator::binary(Frame& f, int nb, VPtr a, VPtr b, VPtr& ou
     out = target;
     return std::nullopt;
   }
+  if (a->kind == VK::DictView || b->kind == VK::DictView) return view_set_operator(f, nb, a, b, out);
+  if (is_deque(a) || is_deque(b)) return brk(f, "DV0018", std::string("operator.") + kBinOpNames[nb] + " on a collections.deque");
   if (a->kind == VK::Tensor || b->kind == VK::Tensor) {
     // In-place forms on tensors keep their meaning (x += y mutates x); FX records operator.iadd.
     return graph_call(f, op_fn(name), "", {a, b}, {}, out);
@@ -98,13 +114,39 @@ Translator::Status Translator::binary(Frame& f, int nb, VPtr a, VPtr b, VPtr& ou
 
 Translator::Status Translator::compare(Frame& f, int cmp, VPtr a, VPtr b, VPtr& out) {
   if (cmp < 0 || cmp >= 6) return brk(f, "DV0018", "unknown comparison");
+  if (user_operand(a) || user_operand(b)) {  // a Python class's __eq__ / __lt__ ..., then the reflected one
+    static const char* reflected[] = {"gt", "ge", "eq", "ne", "lt", "le"};
+    bool handled = false;
+    const std::string op = std::string("__") + kCmpNames[cmp] + "__";
+    if (Status s = user_operator(f, op, std::string("__") + reflected[cmp] + "__", "", a, b, out, handled)) return s;
+    if (handled) return std::nullopt;
+    if (cmp == 3) {  // object.__ne__: the inverse of a Python __eq__
+      if (Status s = user_operator(f, "__eq__", "__eq__", "", a, b, out, handled)) return s;
+      if (handled) {
+        if (out->kind != VK::Const || !PyBool_Check(out->obj.get()))
+          return brk(f, "DV0018", std::string("!= over an __eq__ that gave a ") + vk_name(out->kind));
+        out = constant(Ref::borrow(out->obj.get() == Py_True ? Py_False : Py_True));
+        return std::nullopt;
+      }
+    }
+  }
   if (a->kind == VK::Tensor || b->kind == VK::Tensor) return graph_call(f, op_fn(kCmpNames[cmp]), "", {a, b}, {}, out);
   if ((a->kind == VK::Sym && (b->kind == VK::Sym || b->kind == VK::Const)) || (b->kind == VK::Sym && a->kind == VK::Const))
     return graph_call(f, op_fn(kCmpNames[cmp]), "", {a, b}, {}, out);  // a SymBool; branching on it adds a guard
+  if (a->kind == VK::DictView || b->kind == VK::DictView) return view_compare(f, cmp, a, b, out);
   auto pa = to_python(a, false), pb = to_python(b, false);
   if (!pa || !pb) {
-    if (cmp == 2 || cmp == 3) {  // identity-based equality of objects
-      bool same = a == b || (a->obj && a->obj.get() == b->obj.get());
+    // Equality by identity: objects known by identity (obj is the object), and instances made in
+    // the trace without a Python __eq__ (one value is one object). Containers compare their items
+    // (a container of tensors: a break), though one is equal to itself.
+    auto by_identity = [](const VPtr& v) {
+      return v->kind == VK::Object || v->kind == VK::NNModule || v->kind == VK::Function || v->kind == VK::Const ||
+             (v->kind == VK::Instance && !v->contents);  // a dict subclass compares its items
+    };
+    const bool container = a->kind == VK::Tuple || a->kind == VK::List || a->kind == VK::Dict || b->kind == VK::Tuple ||
+                           b->kind == VK::List || b->kind == VK::Dict;
+    if ((cmp == 2 || cmp == 3) && (a == b || (by_identity(a) && by_identity(b) && !container))) {
+      const bool same = a == b || (a->kind != VK::Instance && b->kind != VK::Instance && a->obj && a->obj.get() == b->obj.get());
       out = constant(Ref::borrow((same == (cmp == 2)) ? Py_True : Py_False));
       return std::nullopt;
     }
@@ -135,11 +177,12 @@ Translator::Status Translator::subscr(Frame& f, VPtr obj, VPtr idx, VPtr& out) {
       return std::nullopt;
     }
     if (PySlice_Check(i)) {
+      if (is_deque(obj)) return raise_new(f, PyExc_TypeError, "sequence index must be integer, not 'slice'");
       Py_ssize_t start, stop, step;
       if (PySlice_Unpack(i, &start, &stop, &step) < 0) return brk(f, "DV0010", "bad slice");
       Py_ssize_t len = PySlice_AdjustIndices(n, &start, &stop, step);
       VPtr r = make(obj->kind);
-      if (obj->kind == VK::Tuple) r->obj = obj->obj;  // x.shape[1:] is a torch.Size too
+      if (obj->kind == VK::Tuple && !namedtuple_class(obj->obj.get())) r->obj = obj->obj;  // x.shape[1:] is a torch.Size too
       for (Py_ssize_t k = 0, j = start; k < len; ++k, j += step) r->items.push_back(obj->items[j]);
       out = r;
       return std::nullopt;
@@ -157,6 +200,7 @@ Translator::Status Translator::subscr(Frame& f, VPtr obj, VPtr idx, VPtr& out) {
       }
       PyErr_Clear();
     }
+    if (obj->obj.get() == defaultdict_class()) return dict_missing(f, obj, idx, out);
     return raise_key_error(f, idx->obj.get());
   }
   if (obj->kind == VK::NNModule && idx->kind == VK::Const && PySlice_Check(idx->obj.get()) && obj->source) {
@@ -217,6 +261,22 @@ Translator::Status Translator::subscr(Frame& f, VPtr obj, VPtr idx, VPtr& out) {
     }
     return s;
   }
+  if (obj->kind == VK::Object && obj->source && PyDict_Check(obj->obj.get()) && !PyDict_CheckExact(obj->obj.get()) &&
+      _PyType_Lookup(Py_TYPE(obj->obj.get()), Ref::steal(PyUnicode_FromString("__getitem__")).get()) ==
+          _PyType_Lookup(&PyDict_Type, Ref::steal(PyUnicode_FromString("__getitem__")).get())) {
+    // counts["k"] of a dict subclass reached from the frame (a Counter): read from its storage,
+    // guarded; a missing key goes to its Python __missing__
+    std::vector<VPtr> a{idx};
+    std::vector<std::pair<std::string, VPtr>> kw;
+    Status s = outside_dict_read(f, obj, "__getitem__", a, kw, out);
+    static PyObject* missing_name = PyUnicode_InternFromString("__missing__");
+    PyObject* missing = _PyType_Lookup(Py_TYPE(obj->obj.get()), missing_name);
+    if (s && s->exc && missing && PyErr_GivenExceptionMatches(s->exc.get(), PyExc_KeyError)) {
+      if (!PyFunction_Check(missing)) return brk(f, "DV0017", "__missing__ of a " + std::string(Py_TYPE(obj->obj.get())->tp_name) + " is not Python code");
+      return call_python(f, Ref::borrow(missing), {obj, idx}, out);
+    }
+    return s;
+  }
   auto po = to_python(obj, false), pi = to_python(idx, false);
   if (po && pi) {
     Ref r = Ref::steal(PyObject_GetItem(po->get(), pi->get()));
@@ -225,6 +285,18 @@ Translator::Status Translator::subscr(Frame& f, VPtr obj, VPtr idx, VPtr& out) {
     if (out) return std::nullopt;
   }
   return brk(f, "DV0017", std::string("subscript of a ") + vk_name(obj->kind));
+}
+
+// os._Environ, the class of os.environ.
+static PyTypeObject* environ_type() {
+  static PyTypeObject* tp = [] {
+    Ref os = Ref::steal(PyImport_ImportModule("os"));
+    Ref env = os ? Ref::steal(PyObject_GetAttrString(os.get(), "environ")) : Ref();
+    if (!env) return PyErr_Clear(), static_cast<PyTypeObject*>(nullptr);
+    Py_INCREF(Py_TYPE(env.get()));  // kept for the process
+    return Py_TYPE(env.get());
+  }();
+  return tp;
 }
 
 // A class defined by a module of the standard library (sys.stdlib_module_names).
@@ -249,7 +321,9 @@ Translator::Status Translator::call_dunder(Frame& f, const VPtr& obj, const char
   if ((obj->kind != VK::Object && obj->kind != VK::Instance) || !obj->obj) return std::nullopt;
   PyTypeObject* tp = obj->kind == VK::Instance ? reinterpret_cast<PyTypeObject*>(obj->obj.get()) : Py_TYPE(obj->obj.get());
   if (!(tp->tp_flags & Py_TPFLAGS_HEAPTYPE)) return std::nullopt;  // builtin types: not Python code
-  if (stdlib_class(tp)) return std::nullopt;  // typing.List[int] and the like: pure, evaluated as they are
+  // typing.List[int] and the like: pure, evaluated as they are; os.environ's Python methods
+  // (Mapping.__contains__ ...) are followed, guarded through what they read.
+  if (stdlib_class(tp) && tp != environ_type()) return std::nullopt;
   Ref nm = Ref::steal(PyUnicode_FromString(name));
   PyObject* fn = _PyType_Lookup(tp, nm.get());
   if (!fn || !PyFunction_Check(fn)) return std::nullopt;
@@ -290,7 +364,14 @@ Translator::Status Translator::truth(Frame& f, VPtr v, bool& out) {
 
 Translator::Status Translator::pull(Frame& f, const VPtr& it, size_t want) {
   if (it->kind != VK::Iter || !it->flag) return std::nullopt;  // not lazy: every item is there
+  if (want == SIZE_MAX && endless_iter(*it))
+    return brk(f, "DV0014", "an endless iterator (itertools." + it->name + ") taken to its end");
   while (it->flag && it->items.size() < want) {
+    if (it->items.size() > 100000) return brk(f, "DV0014", "iterable too long to unroll");
+    if (it->name != "map" && it->name != "filter") {  // the lazy itertools
+      if (Status s = pull_itertool(f, it)) return s;
+      continue;
+    }
     std::vector<VPtr> call_args;
     for (const VPtr& src : it->cells) {
       if (Status s = pull(f, src, src->pos + 1)) return s;
@@ -328,6 +409,11 @@ Translator::Status Translator::iterate(Frame& f, VPtr v, VPtr& out, bool materia
     case VK::Tuple: case VK::List: it->items = v->items; break;
     case VK::Dict: for (auto& k : v->keys) it->items.push_back(key_value(k)); break;
     case VK::Const: case VK::Object: {
+      if (outside_dict(v, "__iter__")) {  // a Counter reached from the frame: its keys, guarded
+        std::vector<VPtr> none;
+        std::vector<std::pair<std::string, VPtr>> no_kw;
+        return outside_dict_read(f, v, "__iter__", none, no_kw, out);
+      }
       if (v->kind == VK::Object && !PyRange_Check(v->obj.get()) && !frozen_object(v->obj.get())) return brk(f, "DV0016", std::string("iterating over ") + Py_TYPE(v->obj.get())->tp_name);
       Ref iter = Ref::steal(PyObject_GetIter(v->obj.get()));
       if (!iter) return brk(f, "DV0016", "object is not iterable");
@@ -647,6 +733,21 @@ Translator::Status Translator::getattr(Frame& f, VPtr obj, const std::string& na
         PyErr_Clear();
         return brk(f, missing ? kNoAttributeId : "DV0005", "no attribute " + name + " on " + Py_TYPE(o)->tp_name);
       }
+      if (PyCFunction_Check(r.get()) && PyCFunction_GET_SELF(r.get()) == o && obj->source && PyDict_Check(o) &&
+          outside_dict_read_method(name)) {
+        // counts.items() of a Counter (a dict subclass) reached from the frame: read from its
+        // storage, guarded by its keys (outside_dict_read)
+        Ref nm = Ref::steal(PyUnicode_FromString(name.c_str()));
+        PyObject* descr = _PyType_Lookup(&PyDict_Type, nm.get());
+        if (descr && _PyType_Lookup(Py_TYPE(o), nm.get()) == descr) {
+          VPtr mv = make(VK::Method);
+          mv->self = obj;
+          mv->name = name;
+          mv->obj = Ref::borrow(descr);
+          out = mv;
+          return std::nullopt;
+        }
+      }
       if (PyCFunction_Check(r.get()) && PyCFunction_GET_SELF(r.get()) == o && bound_to_mutable_object(r.get()))
         return brk(f, "DV0005", "method " + name + " of a live " + Py_TYPE(o)->tp_name + " object",
                    "its methods are not traced; a bound method kept in the code would act on this one object on every call");
@@ -674,12 +775,21 @@ Translator::Status Translator::getattr(Frame& f, VPtr obj, const std::string& na
     }
     case VK::Instance: return instance_getattr(f, obj, name, out);
     case VK::List: case VK::Dict: case VK::Tuple: {  // methods of containers (append, items, get ...)
-      if (obj->kind == VK::Tuple)  // a named result (torch.return_types): its fields
+      if (obj->kind == VK::Dict && obj->defaults && name == "default_factory") {  // a defaultdict made in the trace
+        out = obj->defaults;
+        return std::nullopt;
+      }
+      if (is_deque(obj) && name == "maxlen") {
+        out = obj->defaults;
+        return std::nullopt;
+      }
+      if (obj->kind == VK::Tuple)  // a named result (torch.return_types, a namedtuple): its fields
         for (size_t i = 0; i < obj->keys.size() && i < obj->items.size(); ++i)
           if (str_of(obj->keys[i].get()) == name) {
             out = obj->items[i];
             return std::nullopt;
           }
+      if (obj->kind == VK::Tuple && obj->self && namedtuple_class(obj->obj.get())) return namedtuple_getattr(f, obj, name, out);
       VPtr mv = make(VK::Method);
       mv->self = obj;
       mv->name = name;

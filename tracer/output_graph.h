@@ -25,9 +25,21 @@ struct SideEffects {
     VPtr value;
   };
   std::vector<AttrWrite> attr_writes;
+  struct GlobalWrite {  // global mode; mode = "eval" (STORE_GLOBAL, in the frame or a function it calls)
+    Ref globals;        // the module's globals dict the name is stored in (Strong reference)
+    std::string name;
+    VPtr value;
+  };
+  std::vector<GlobalWrite> global_writes;
+  // The value last stored to globals[name] in the trace, or null.
+  VPtr global_written(PyObject* globals, const std::string& name) const {
+    for (auto w = global_writes.rbegin(); w != global_writes.rend(); ++w)
+      if (w->globals.get() == globals && w->name == name) return w->value;
+    return nullptr;
+  }
   std::vector<VPtr> mutated_lists;  // lists from outside the frame changed by append/extend/pop/insert
   std::vector<VPtr> mutated_dicts;  // dicts from outside the frame (the frame's **kwargs too) changed
-  bool empty() const { return attr_writes.empty() && mutated_lists.empty() && mutated_dicts.empty(); }
+  bool empty() const { return attr_writes.empty() && global_writes.empty() && mutated_lists.empty() && mutated_dicts.empty(); }
   void note_mutation(const VPtr& container) {  // a list or dict from outside the frame was changed
     auto& v = container->kind == VK::Dict ? mutated_dicts : mutated_lists;
     if (std::find(v.begin(), v.end(), container) == v.end()) v.push_back(container);

@@ -196,12 +196,47 @@ class Translator {
   // false: not one dynview follows.
   Status instance_builtin(Frame& f, PyObject* descr, const VPtr& self, std::vector<VPtr>& args,
                           std::vector<std::pair<std::string, VPtr>>& kwargs, VPtr& out, bool& handled);
+  // nn.Softmax(dim=-1) and other stateless torch.nn modules built from constants in the trace
+  // (tracer/values/made_module.cpp); a break for any other module class.
+  Status construct_module(Frame& f, PyObject* cls, std::vector<VPtr>& args, std::vector<std::pair<std::string, VPtr>>& kwargs,
+                          VPtr& out);
+  // Library callables followed by identity (tracer/values/library_calls.cpp): `handled` false for
+  // any other callable.
+  Status call_library(Frame& f, const VPtr& fn, std::vector<VPtr>& args, std::vector<std::pair<std::string, VPtr>>& kwargs,
+                      VPtr& out, bool& handled);
+  // collections.OrderedDict / defaultdict made in the trace (tracer/values/dict_kinds.cpp):
+  // Dict values with obj = the class, defaults = the default_factory.
+  Status construct_dict_kind(Frame& f, PyObject* cls, std::vector<VPtr>& args, std::vector<std::pair<std::string, VPtr>>& kwargs,
+                             VPtr& out, bool& handled);
+  Status dict_missing(Frame& f, const VPtr& d, const VPtr& key, VPtr& out);  // d[key] of an absent key
+  Status ordered_dict_method(Frame& f, const VPtr& self, const std::string& name, std::vector<VPtr>& args,
+                             std::vector<std::pair<std::string, VPtr>>& kwargs, VPtr& out, bool& handled);
+  // collections.deque made in the trace (tracer/values/deque.cpp): a List with obj = deque,
+  // defaults = its maxlen.
+  Status construct_deque(Frame& f, std::vector<VPtr>& args, std::vector<std::pair<std::string, VPtr>>& kwargs, VPtr& out);
+  Status deque_method(Frame& f, const VPtr& self, const std::string& name, std::vector<VPtr>& args,
+                      std::vector<std::pair<std::string, VPtr>>& kwargs, VPtr& out);
+  // namedtuple instances made in the trace (tracer/values/named_tuple.cpp): Tuple values with
+  // obj = the class, keys = its fields, self = the class value.
+  Status construct_namedtuple(Frame& f, const VPtr& cls, std::vector<VPtr>& args, std::vector<std::pair<std::string, VPtr>>& kwargs,
+                              VPtr& out, bool& handled);
+  Status namedtuple_new(Frame& f, std::vector<VPtr>& args, VPtr& out, bool& handled);  // tuple.__new__(cls, it)
+  Status namedtuple_getattr(Frame& f, const VPtr& obj, const std::string& name, VPtr& out);
+  // Lazy itertools (tracer/values/lazy_iters.cpp): made by make_lazy_itertool, stepped by
+  // pull_itertool (one item, or the end).
+  Status make_lazy_itertool(Frame& f, PyObject* fn, std::vector<VPtr>& args, std::vector<std::pair<std::string, VPtr>>& kwargs,
+                            VPtr& out, bool& handled);
+  Status pull_itertool(Frame& f, const VPtr& it);
   // Functions that make frozen objects from what the trace holds (inspect.signature): run now.
   Status call_frozen_maker(Frame& f, PyObject* fn, std::vector<VPtr>& args, std::vector<std::pair<std::string, VPtr>>& kwargs,
                            VPtr& out, bool& handled);
   // d.keys()/values()/items() as a live view, and what a view holds now (tracer/values/dict_view.cpp).
   VPtr dict_view(const VPtr& dict, const std::string& name);
   std::vector<VPtr> view_items(const Value& view);
+  // keys - other, other & keys ... (nb: BINARY_OP's operator) and pair in d.items().
+  Status view_set_operator(Frame& f, int nb, const VPtr& a, const VPtr& b, VPtr& out);
+  Status view_compare(Frame& f, int cmp, const VPtr& a, const VPtr& b, VPtr& out);  // keys == {...}, keys <= s
+  Status view_items_contains(Frame& f, const VPtr& view, const VPtr& item, bool& found);
   // The rest of what such an instance answers (tracer/values/instance.cpp).
   Status instance_getattr(Frame& f, const VPtr& obj, const std::string& name, VPtr& out);
   Status instance_setattr(Frame& f, const VPtr& obj, const std::string& name, const VPtr& value);
@@ -212,6 +247,10 @@ class Translator {
   Status delete_attr(Frame& f, const VPtr& owner, const std::string& name);
   Status instance_truth(Frame& f, const VPtr& obj, bool& out);
   Status instance_iterate(Frame& f, const VPtr& obj, VPtr& out, bool materialize);
+  // a <op> b where an operand's class defines the operator (op, its reflected and in-place forms:
+  // "__add__", "__radd__", "__iadd__" or "") in Python: inlined (`handled` false otherwise).
+  Status user_operator(Frame& f, const std::string& op, const std::string& reflected, const std::string& inplace,
+                       VPtr a, VPtr b, VPtr& out, bool& handled);
   // obj.__name__(args) when obj is an instance of a Python class defining it in Python: inlined
   // (`handled` false otherwise: the caller goes on).
   Status call_dunder(Frame& f, const VPtr& obj, const char* name, std::vector<VPtr> args, VPtr& out, bool& handled);
@@ -284,12 +323,24 @@ Ref python_getter(PyObject* descr);
 bool frozen_object(PyObject* o);
 // A builtin method bound to a live mutable object (not a module, class, set of constants or immutable value).
 bool bound_to_mutable_object(PyObject* fn);
+bool namedtuple_class(PyObject* o);  // a collections.namedtuple / typing.NamedTuple class
+PyObject* tuple_new_fn();            // tuple.__new__ (borrowed)
+bool endless_iter(const Value& it);  // a lazy iterator that never ends (itertools.count, repeat(x))
+PyObject* deque_class();         // collections.deque (borrowed)
+bool is_deque(const VPtr& v);    // a deque made in the trace
+PyObject* ordered_dict_class();  // collections.OrderedDict (borrowed)
+PyObject* defaultdict_class();   // collections.defaultdict (borrowed)
 PyObject* dict_view_type(const std::string& name);  // dict_keys, dict_values, dict_items (borrowed)  // a property's fget when it is a Python function, else null
 // An exception class whose __new__ and __init__ are builtin (calling it runs no user code).
 bool simple_exception_class(PyObject* cls);
 void dict_set(Value& d, Ref key, VPtr value);  // d[key] = value (keys compared by ==)
 bool dict_erase(Value& d, PyObject* key);      // del d[key]; false when absent
 bool module_is_torch_mod(PyObject* mod);  // torch or torch.* module object
+bool outside_dict_read_method(const std::string& name);  // a dict method outside_dict_read answers
+// A dict (subclass) object reached from the frame whose `method` is dict's own: outside_dict_read
+// answers it.
+bool outside_dict(const VPtr& v, const char* method);
+bool is_view_name(const std::string& name);  // keys, values, items
 
 // Opcode handlers, by family (handlers_*.cpp). Each returns a Break or nothing; `ins` is the
 // instruction being executed; the frame's ip already points past it.

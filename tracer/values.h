@@ -55,7 +55,8 @@ struct Value {
   std::vector<VPtr> cells;
   Ref globals, qualname;
   VPtr attrs, contents;   // Instance: its __dict__ and (dict subclasses) its items, both Dict values
-  bool flag = false;      // GradMode: enable? Function made by MAKE_FUNCTION: it has annotations
+  bool flag = false;      // GradMode: enable? Function made by MAKE_FUNCTION: it has annotations;
+                          // NNModule: made in the trace (made_module.cpp)
   bool mutated = false;   // a container from an input was mutated (side effect)
   bool announced = false; // described to the observer
 };

@@ -65,10 +65,9 @@ def fstring(x):
     return f"{x}"
 
 
-def list_step_slice(x):
-    ys = [x, x + 1, x + 2]
-    ys[::2] = [x, x]
-    return ys[0]
+def dict_get_by_tensor(x):
+    d = {"a": x}
+    return d.get(x, x)
 
 
 def data_dependent(x):
@@ -80,7 +79,7 @@ def data_dependent(x):
 
 @pytest.mark.parametrize("fn,break_id,site_hint", [
     (fstring, "DV0023", False),           # split from DV0007: an f-string of a tensor
-    (list_step_slice, "DV0024", False),   # split from DV0018: list slice assignment with a step
+    (dict_get_by_tensor, "DV0024", False),  # split from DV0018: a dict key that is not a hashable constant
     (data_dependent, "DV0002", True),     # its call site gives its own hint
 ])
 def test_break_ids_and_default_hints(fn, break_id, site_hint):

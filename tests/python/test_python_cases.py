@@ -2,6 +2,7 @@
 and against TorchDynamo: for every case, results, raised exceptions and the arguments' state after
 the call equal eager's on two inputs; a repeat call hits the cache; graph and break counts equal
 torch._dynamo.explain's on the same inputs."""
+import collections
 import warnings
 
 import pytest
@@ -212,3 +213,61 @@ def test_disabled_function_and_its_callees_are_not_captured():
     # neither the disabled function nor what it calls was compiled as a frame of its own
     assert not {r["qualname"] for r in records} & {"log_stats", "_log_value"}
     assert dynview._C.cache_entries(P._log_value.__code__) == []
+
+
+MODE = "train"
+CACHED = None
+
+
+def _switch(mode, t):
+    global MODE, CACHED
+    MODE = mode
+    CACHED = t * 2
+    return t + 1
+
+
+def set_globals(x):
+    y = _switch("eval", x)
+    return y * 2 if MODE == "eval" else y
+
+
+def test_global_assignment_is_replayed_after_the_graph():
+    # STORE_GLOBAL in an inlined callee: the trace reads the new value, and the transformed code
+    # writes it (a string, and a tensor the graph computed) on every call, cache hits included.
+    global MODE, CACHED
+    cf = dynview.compile(set_globals, backend="eager")
+    x = torch.randn(3)
+    for _ in range(3):
+        MODE, CACHED = "train", None
+        torch.testing.assert_close(cf(x), (x + 1) * 2)
+        assert MODE == "eval"
+        torch.testing.assert_close(CACHED, x * 2)
+    (entry,) = dynview._C.cache_entries(set_globals.__code__)
+    assert entry["hits"] == 2
+
+
+KIND_COUNTS = collections.Counter(["attn", "mlp", "attn"])
+
+
+def top_kind(x):
+    (kind, n), = KIND_COUNTS.most_common(1)
+    return x * n, kind, len(KIND_COUNTS), KIND_COUNTS["missing"]
+
+
+def test_a_counter_from_outside_is_guarded_by_its_contents():
+    # a Counter (a dict subclass) read through its dict methods: its keys and counts are guarded,
+    # so a change is seen (a recompile), and the same contents hit the cache
+    cf = dynview.compile(top_kind, backend="eager")
+    x = torch.ones(2)
+    try:
+        for _ in range(2):
+            close(cf(x), top_kind(x))
+        KIND_COUNTS["mlp"] += 5
+        close(cf(x), top_kind(x))
+        KIND_COUNTS["norm"] = 1
+        close(cf(x), top_kind(x))
+        entries = dynview._C.cache_entries(top_kind.__code__)
+        assert len(entries) == 3 and sum(e["hits"] for e in entries) == 1
+    finally:
+        KIND_COUNTS.clear()
+        KIND_COUNTS.update(["attn", "mlp", "attn"])

@@ -47,4 +47,89 @@ PyObject* dict_view_type(const std::string& name) {
   return types[i];
 }
 
+// keys <op> other and other <op> keys for the set operators (-, &, |, ^): the view's keys are
+// constants, so the operator runs now on a real view over a dict with the same keys -- the result is
+// exactly eager's (a new set of constants, whichever side the view is on).
+namespace {
+const char* const kViewOps[] = {"and_", "or_", "sub", "xor"};  // BINARY_OP 1, 7, 10, 12
+}  // namespace
+
+// The real objects an operator over a keys view works on: the view as a keys view of a dict with
+// the same (constant) keys, the other operand as it is. Null when one cannot be made (values and
+// items views hold traced values).
+static Ref view_operand(const VPtr& v, std::optional<Ref> as_python) {
+  if (v->kind != VK::DictView) return as_python ? *as_python : Ref();
+  if (v->name != "keys") return Ref();
+  Ref d = Ref::steal(PyDict_New());
+  for (const Ref& k : v->self->keys)
+    if (!d || PyDict_SetItem(d.get(), k.get(), Py_None) < 0) return PyErr_Clear(), Ref();
+  return Ref::steal(PyObject_CallMethod(d.get(), "keys", nullptr));
+}
+
+// keys <op> other and other <op> keys for the set operators (-, &, |, ^): the view's keys are
+// constants, so the operator runs now on a real view over a dict with the same keys -- the result is
+// exactly eager's (a new set of constants, whichever side the view is on).
+Translator::Status Translator::view_set_operator(Frame& f, int nb, const VPtr& a, const VPtr& b, VPtr& out) {
+  const char* op = nb == 1 ? kViewOps[0] : nb == 7 ? kViewOps[1] : nb == 10 ? kViewOps[2] : nb == 12 ? kViewOps[3] : nullptr;
+  Ref pa = op ? view_operand(a, a->kind == VK::DictView ? std::nullopt : to_python(a, false)) : Ref();
+  Ref pb = op ? view_operand(b, b->kind == VK::DictView ? std::nullopt : to_python(b, false)) : Ref();
+  if (!pa || !pb)
+    return brk(f, "DV0018", std::string("operator ") + (op ? op : "?") + " on " + vk_name(a->kind) + " and " + vk_name(b->kind));
+  Ref fn = Ref::steal(PyObject_GetAttrString(py().operator_mod.get(), op));
+  Ref r = fn ? Ref::steal(PyObject_CallFunctionObjArgs(fn.get(), pa.get(), pb.get(), nullptr)) : Ref();
+  if (!r) return raise_current(f, std::string("operator.") + op);
+  // A new set of the keys (constants, as op_BUILD_SET makes); the other operand's items too.
+  Ref it = Ref::steal(PySet_CheckExact(r.get()) ? PyObject_GetIter(r.get()) : nullptr);
+  if (!it) return PyErr_Clear(), brk(f, "DV0013", std::string("the result of operator.") + op + " on a dict view");
+  while (Ref x = Ref::steal(PyIter_Next(it.get())))
+    if (!is_exact_const(x.get())) return brk(f, "DV0013", std::string("operator.") + op + " on a dict view gave a set holding a " + Py_TYPE(x.get())->tp_name);
+  if (PyErr_Occurred()) return raise_current(f, std::string("operator.") + op);
+  out = constant(r);
+  return std::nullopt;
+}
+
+// keys == {...}, keys <= s ...: on a real keys view, as above; other views break (their items are
+// traced values).
+Translator::Status Translator::view_compare(Frame& f, int cmp, const VPtr& a, const VPtr& b, VPtr& out) {
+  Ref pa = view_operand(a, a->kind == VK::DictView ? std::nullopt : to_python(a, false));
+  Ref pb = view_operand(b, b->kind == VK::DictView ? std::nullopt : to_python(b, false));
+  if (!pa || !pb) return brk(f, "DV0018", std::string("comparison of ") + vk_name(a->kind) + " and " + vk_name(b->kind));
+  Ref r = Ref::steal(PyObject_RichCompare(pa.get(), pb.get(), cmp));
+  if (!r) return raise_current(f, "comparison");
+  out = constant(r);
+  return std::nullopt;
+}
+
+// item in d.items(): the pair's key looked up, then its value compared as Python does (identity
+// first, then ==); false for anything that is not a pair.
+Translator::Status Translator::view_items_contains(Frame& f, const VPtr& view, const VPtr& item, bool& found) {
+  found = false;
+  std::vector<VPtr> pair;
+  if (item->kind == VK::Tuple) pair = item->items;
+  else if (item->kind == VK::Const && PyTuple_CheckExact(item->obj.get()))
+    for (Py_ssize_t i = 0; i < PyTuple_GET_SIZE(item->obj.get()); ++i) pair.push_back(constant(Ref::borrow(PyTuple_GET_ITEM(item->obj.get(), i))));
+  else if (item->kind == VK::Const) return std::nullopt;
+  else return brk(f, "DV0018", std::string("'in' d.items() with a ") + vk_name(item->kind));
+  if (pair.size() != 2) return std::nullopt;
+  if (pair[0]->kind != VK::Const) return brk(f, "DV0024", std::string("'in' d.items() with a ") + vk_name(pair[0]->kind) + " key");
+  const Value& d = *view->self;
+  for (size_t i = 0; i < d.keys.size(); ++i) {
+    const int eq = PyObject_RichCompareBool(d.keys[i].get(), pair[0]->obj.get(), Py_EQ);
+    if (eq < 0) return raise_current(f, "'in' d.items()");
+    if (!eq) continue;
+    const VPtr& v = d.items[i];
+    if (v == pair[1] || (v->kind == VK::Tensor && pair[1]->kind == VK::Tensor && v->node == pair[1]->node)) {
+      found = true;
+      return std::nullopt;
+    }
+    if (v->kind != VK::Const || pair[1]->kind != VK::Const)
+      return brk(f, "DV0002", std::string("'in' d.items() compares a ") + vk_name(v->kind) + " and a " + vk_name(pair[1]->kind) + " by value");
+    const int same = PyObject_RichCompareBool(v->obj.get(), pair[1]->obj.get(), Py_EQ);
+    if (same < 0) return raise_current(f, "'in' d.items()");
+    found = same == 1;
+    return std::nullopt;
+  }
+  return std::nullopt;
+}
+
 }  // namespace dv

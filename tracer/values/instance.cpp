@@ -250,6 +250,8 @@ Translator::Status Translator::instance_generic_getattr(Frame& f, const VPtr& ob
 
 Translator::Status Translator::instance_setattr(Frame& f, const VPtr& obj, const std::string& name, const VPtr& value) {
   auto* tp = class_of(obj);
+  if (tp->tp_dictoffset == 0)  // object(): no __dict__
+    return raise_new(f, PyExc_AttributeError, "'" + std::string(tp->tp_name) + "' object has no attribute '" + name + "'");
   Ref nm = Ref::steal(PyUnicode_FromString(name.c_str()));
   static PyObject* setattr_name = interned("__setattr__");
   PyObject* setattr = _PyType_Lookup(tp, setattr_name);
@@ -350,6 +352,82 @@ Translator::Status Translator::instance_iterate(Frame& f, const VPtr& obj, VPtr&
   }
   out = it;
   return std::nullopt;
+}
+
+namespace {
+
+// The Python function `name` of the class of an instance made in the trace (or of an object of a
+// Python class reached from the frame), or null: not defined, or not Python code.
+PyObject* user_dunder(const VPtr& v, const std::string& name) {
+  if (!v->obj) return nullptr;
+  PyTypeObject* tp = nullptr;
+  if (v->kind == VK::Instance) tp = class_of(v);
+  else if (v->kind == VK::Object && (Py_TYPE(v->obj.get())->tp_flags & Py_TPFLAGS_HEAPTYPE) && !PyType_Check(v->obj.get()))
+    tp = Py_TYPE(v->obj.get());
+  if (!tp) return nullptr;
+  Ref nm = Ref::steal(PyUnicode_FromString(name.c_str()));
+  PyObject* fn = nm ? _PyType_Lookup(tp, nm.get()) : nullptr;
+  return fn && PyFunction_Check(fn) ? fn : nullptr;
+}
+
+PyTypeObject* type_of(const VPtr& v) {
+  if (v->kind == VK::Instance) return class_of(v);
+  return v->obj ? Py_TYPE(v->obj.get()) : nullptr;
+}
+
+bool not_implemented(const VPtr& r) { return r && r->kind == VK::Const && r->obj.get() == Py_NotImplemented; }
+
+}  // namespace
+
+// a + b, a += b, a == b ... where an operand's class defines the operator in Python: its __add__ /
+// __iadd__ / __radd__ inlined in the order Python tries them (the reflected one first when the right
+// operand's class is a subclass of the left's that defines it), NotImplemented passing on to the
+// next. `handled` false: neither operand defines it in Python (the caller goes on).
+Translator::Status Translator::user_operator(Frame& f, const std::string& op, const std::string& reflected,
+                                             const std::string& inplace, VPtr a, VPtr b, VPtr& out, bool& handled) {
+  handled = false;
+  if (a->kind == VK::Tensor || a->kind == VK::Sym) return std::nullopt;  // the tensor's operator comes first
+  if (op == "__mod__" && a->kind == VK::Const && (PyUnicode_Check(a->obj.get()) || PyBytes_Check(a->obj.get())))
+    return std::nullopt;  // "%s" % obj formats obj: str's operator comes first and does not give NotImplemented
+  PyObject* iop = inplace.empty() ? nullptr : user_dunder(a, inplace);
+  PyObject* fwd = user_dunder(a, op);
+  PyObject* ref = user_dunder(b, reflected);
+  PyTypeObject *ta = type_of(a), *tb = type_of(b);
+  if (ta && ta == tb && op != reflected) ref = nullptr;  // same class: the reflected form is not tried
+  if (!iop && !fwd && !ref) return std::nullopt;
+  handled = true;
+  // An operand whose class defines the operator in something other than Python code (a builtin
+  // base): dynview does not follow it.
+  auto foreign = [&](const VPtr& v, const std::string& n) {
+    if (v->kind != VK::Instance && v->kind != VK::Object) return false;
+    PyTypeObject* tp = type_of(v);
+    Ref nm = Ref::steal(PyUnicode_FromString(n.c_str()));
+    PyObject* d = tp && nm ? _PyType_Lookup(tp, nm.get()) : nullptr;
+    return d && !PyFunction_Check(d) && d != _PyType_Lookup(&PyBaseObject_Type, nm.get());
+  };
+  if ((!fwd && foreign(a, op)) || (!ref && tb != ta && foreign(b, reflected)))
+    return brk(f, "DV0018", "operator " + op + " of a " + std::string(ta ? ta->tp_name : "?") + " and a " + (tb ? tb->tp_name : "?"));
+  std::vector<std::pair<PyObject*, std::pair<VPtr, VPtr>>> order;
+  if (iop) order.push_back({iop, {a, b}});
+  const bool reflected_first = ref && ta && tb && ta != tb && PyType_IsSubtype(tb, ta);
+  if (reflected_first) order.push_back({ref, {b, a}});
+  if (fwd) order.push_back({fwd, {a, b}});
+  if (ref && !reflected_first) order.push_back({ref, {b, a}});
+  for (auto& [fn, operands] : order) {
+    VPtr r;
+    if (Status s = call_python(f, Ref::borrow(fn), {operands.first, operands.second}, r)) return s;
+    if (!not_implemented(r)) {
+      out = r;
+      return std::nullopt;
+    }
+  }
+  if (op == "__eq__" || op == "__ne__") {  // object's default: identity
+    const bool same = a == b || (a->obj && a->kind != VK::Instance && a->obj.get() == b->obj.get());
+    out = constant(Ref::borrow(same == (op == "__eq__") ? Py_True : Py_False));
+    return std::nullopt;
+  }
+  return brk(f, "DV0018", "operator " + op + " returned NotImplemented for a " + (ta ? ta->tp_name : "?") + " and a " +
+                              (tb ? tb->tp_name : "?"), "eager raises TypeError here");
 }
 
 }  // namespace dv

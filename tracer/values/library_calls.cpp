@@ -1,0 +1,110 @@
+// Library callables dynview follows, found by the callable's identity (or, for objects such as
+// functools.lru_cache wrappers, its exact type): one table built once, one small function each.
+// The kinds they make live in their own files (deque.cpp, dict_kinds.cpp, named_tuple.cpp, ...).
+#include <unordered_map>
+
+#include "tracer/pycache.h"
+#include "tracer/translator.h"
+
+namespace dv {
+
+namespace {
+
+using Status = Translator::Status;
+using Args = std::vector<VPtr>;
+using Kwargs = std::vector<std::pair<std::string, VPtr>>;
+// `handled` false: the call is not one this entry follows after all (the caller goes on).
+using LibraryCall = Status (*)(Translator& t, Frame& f, const VPtr& fn, Args& args, Kwargs& kwargs, VPtr& out, bool& handled);
+
+Status deque_new(Translator& t, Frame& f, const VPtr&, Args& args, Kwargs& kwargs, VPtr& out, bool&) {
+  return t.construct_deque(f, args, kwargs, out);
+}
+
+Status dict_kind_new(Translator& t, Frame& f, const VPtr& fn, Args& args, Kwargs& kwargs, VPtr& out, bool& handled) {
+  return t.construct_dict_kind(f, fn->obj.get(), args, kwargs, out, handled);
+}
+
+// object(): a fresh sentinel (heapq.nlargest's), an instance made in the trace with no attributes
+// (it cannot take any).
+Status object_new(Translator& t, Frame&, const VPtr& fn, Args& args, Kwargs& kwargs, VPtr& out, bool& handled) {
+  if (!args.empty() || !kwargs.empty()) {
+    handled = false;
+    return std::nullopt;
+  }
+  VPtr inst = t.make(VK::Instance);
+  inst->obj = fn->obj;
+  inst->self = fn;
+  inst->attrs = t.make(VK::Dict);
+  out = inst;
+  return std::nullopt;
+}
+
+Status tuple_new(Translator& t, Frame& f, const VPtr&, Args& args, Kwargs& kwargs, VPtr& out, bool& handled) {
+  if (!kwargs.empty()) {
+    handled = false;
+    return std::nullopt;
+  }
+  return t.namedtuple_new(f, args, out, handled);
+}
+
+// functools.lru_cache / functools.cache wrappers: the wrapped function is traced (as TorchDynamo
+// does); the cache would only return what it computes.
+Status lru_cache_call(Translator& t, Frame& f, const VPtr& fn, Args& args, Kwargs& kwargs, VPtr& out, bool&) {
+  Ref wrapped = Ref::steal(PyObject_GetAttrString(fn->obj.get(), "__wrapped__"));
+  if (!wrapped || !PyFunction_Check(wrapped.get()))
+    return PyErr_Clear(), t.brk(f, "DV0004", "calling a functools.lru_cache wrapper of a " + std::string(wrapped ? Py_TYPE(wrapped.get())->tp_name : "?"));
+  VPtr fv = t.make(VK::Function);
+  fv->obj = wrapped;
+  return t.call(f, fv, std::move(args), std::move(kwargs), out);
+}
+
+PyObject* attr_of(const char* module, const char* name) {  // a new reference kept for the process, or null
+  Ref mod = Ref::steal(PyImport_ImportModule(module));
+  PyObject* o = mod ? PyObject_GetAttrString(mod.get(), name) : nullptr;
+  if (!o) PyErr_Clear();
+  return o;
+}
+
+const std::unordered_map<PyObject*, LibraryCall>& by_identity() {
+  static const auto* table = [] {
+    auto* m = new std::unordered_map<PyObject*, LibraryCall>;  // lives as long as the process
+    auto add = [&](PyObject* o, LibraryCall c) {
+      if (o) (*m)[o] = c;
+    };
+    add(deque_class(), deque_new);
+    add(ordered_dict_class(), dict_kind_new);
+    add(defaultdict_class(), dict_kind_new);
+    add(reinterpret_cast<PyObject*>(&PyBaseObject_Type), object_new);
+    add(tuple_new_fn(), tuple_new);
+    return m;
+  }();
+  return *table;
+}
+
+const std::unordered_map<PyTypeObject*, LibraryCall>& by_type() {
+  static const auto* table = [] {
+    auto* m = new std::unordered_map<PyTypeObject*, LibraryCall>;  // lives as long as the process
+    if (PyObject* lru = attr_of("functools", "_lru_cache_wrapper"); lru && PyType_Check(lru))
+      (*m)[reinterpret_cast<PyTypeObject*>(lru)] = lru_cache_call;
+    return m;
+  }();
+  return *table;
+}
+
+}  // namespace
+
+Translator::Status Translator::call_library(Frame& f, const VPtr& fn, std::vector<VPtr>& args,
+                                            std::vector<std::pair<std::string, VPtr>>& kwargs, VPtr& out, bool& handled) {
+  handled = false;
+  PyObject* o = fn->obj.get();
+  if (!o) return std::nullopt;
+  LibraryCall c = nullptr;
+  if (auto it = by_identity().find(o); it != by_identity().end()) c = it->second;
+  else if (auto jt = by_type().find(Py_TYPE(o)); jt != by_type().end()) c = jt->second;
+  else if (namedtuple_class(o)) return construct_namedtuple(f, fn, args, kwargs, out, handled);  // per class
+  if (!c) return std::nullopt;
+  handled = true;
+  return c(*this, f, fn, args, kwargs, out, handled);
+}
+
+}  // namespace dv

@@ -1,0 +1,53 @@
+// nn modules constructed in the traced code (nn.Softmax(dim=-1)(h), nn.Identity()(h) inside a
+// forward): torch.nn's own stateless modules, built now from constant arguments. One that holds no
+// parameters, buffers, submodules or hooks is a function of its constant arguments, so the module
+// built at trace time stands for the one each call builds; its forward is inlined like any module's.
+// The value has no source (its attributes are constants of the trace) and is marked made in the
+// trace: codegen refuses to hand it out of the graph (the caller would get one shared object).
+#include "tracer/pycache.h"
+#include "tracer/translator.h"
+
+namespace dv {
+
+namespace {
+
+bool torch_nn_class(PyObject* cls) {
+  Ref mod = Ref::steal(PyObject_GetAttrString(cls, "__module__"));
+  if (!mod || !PyUnicode_Check(mod.get())) return PyErr_Clear(), false;
+  return str_of(mod.get()).rfind("torch.nn.modules.", 0) == 0;
+}
+
+bool empty_dict_attr(PyObject* m, const char* name) {
+  Ref d = Ref::steal(PyObject_GetAttrString(m, name));
+  if (!d) return PyErr_Clear(), false;
+  return PyDict_Check(d.get()) && PyDict_GET_SIZE(d.get()) == 0;
+}
+
+}  // namespace
+
+Translator::Status Translator::construct_module(Frame& f, PyObject* cls, std::vector<VPtr>& args,
+                                                std::vector<std::pair<std::string, VPtr>>& kwargs, VPtr& out) {
+  const std::string what = "constructing module " + std::string(reinterpret_cast<PyTypeObject*>(cls)->tp_name) + " inside the traced code";
+  if (!torch_nn_class(cls)) return brk(f, "DV0004", what, "build the module in __init__");
+  Ref pargs = Ref::steal(PyTuple_New(static_cast<Py_ssize_t>(args.size())));
+  for (size_t i = 0; i < args.size(); ++i) {
+    if (args[i]->kind != VK::Const) return brk(f, "DV0004", what + " from a " + vk_name(args[i]->kind));
+    PyTuple_SET_ITEM(pargs.get(), i, Ref::borrow(args[i]->obj.get()).release());
+  }
+  Ref pkw = Ref::steal(PyDict_New());
+  for (auto& [k, v] : kwargs) {
+    if (v->kind != VK::Const) return brk(f, "DV0004", what + " from a " + vk_name(v->kind));
+    PyDict_SetItemString(pkw.get(), k.c_str(), v->obj.get());
+  }
+  Ref m = Ref::steal(PyObject_Call(cls, pargs.get(), pkw.get()));
+  if (!m) return raise_current(f, what);
+  for (const char* member : {"_parameters", "_buffers", "_modules", "_forward_hooks", "_forward_pre_hooks", "_backward_hooks"})
+    if (!empty_dict_attr(m.get(), member))
+      return brk(f, "DV0004", what + ": it holds " + member + " (made anew on every call)", "build the module in __init__");
+  out = make(VK::NNModule);
+  out->obj = m;
+  out->flag = true;  // made in the trace
+  return std::nullopt;
+}
+
+}  // namespace dv
