@@ -2,6 +2,7 @@
 // enumerate, zip, sum, sorted, reversed, int/float/bool/str, type, print (a break).
 #include <algorithm>
 #include <functional>
+#include <unordered_map>
 
 #include "pycache.h"
 #include "tensor_match.h"
@@ -142,6 +143,119 @@ Translator::Status call_itertools(Translator& t, Frame& f, PyObject* fn, std::ve
 
 }  // namespace
 
+// The builtins call_builtin follows, by identity: one table built once (a lookup per call instead of
+// a getattr on the builtins module per comparison).
+enum class Builtin : uint8_t {
+  none,
+  abs_,
+  all_,
+  any_,
+  bool_,
+  callable_,
+  chr_,
+  delattr_,
+  dict_,
+  divmod_,
+  enumerate_,
+  filter_,
+  float_,
+  frozenset_,
+  getattr_,
+  hasattr_,
+  hash_,
+  id_,
+  int_,
+  isinstance_,
+  iter_,
+  len_,
+  list_,
+  map_,
+  max_,
+  min_,
+  next_,
+  ord_,
+  pow_,
+  print_,
+  range_,
+  repr_,
+  reversed_,
+  round_,
+  set_,
+  setattr_,
+  slice_,
+  sorted_,
+  str_,
+  sum_,
+  tuple_,
+  type_,
+  vars_,
+  zip_,
+};
+
+Builtin builtin_kind(PyObject* fn) {
+  static const auto* table = [] {
+    auto* m = new std::unordered_map<PyObject*, Builtin>();  // lives as long as the process (builtins do too)
+    static const struct {
+      const char* name;
+      Builtin kind;
+    } rows[] = {
+      {"abs", Builtin::abs_},
+      {"all", Builtin::all_},
+      {"any", Builtin::any_},
+      {"bool", Builtin::bool_},
+      {"callable", Builtin::callable_},
+      {"chr", Builtin::chr_},
+      {"delattr", Builtin::delattr_},
+      {"dict", Builtin::dict_},
+      {"divmod", Builtin::divmod_},
+      {"enumerate", Builtin::enumerate_},
+      {"filter", Builtin::filter_},
+      {"float", Builtin::float_},
+      {"frozenset", Builtin::frozenset_},
+      {"getattr", Builtin::getattr_},
+      {"hasattr", Builtin::hasattr_},
+      {"hash", Builtin::hash_},
+      {"id", Builtin::id_},
+      {"int", Builtin::int_},
+      {"isinstance", Builtin::isinstance_},
+      {"iter", Builtin::iter_},
+      {"len", Builtin::len_},
+      {"list", Builtin::list_},
+      {"map", Builtin::map_},
+      {"max", Builtin::max_},
+      {"min", Builtin::min_},
+      {"next", Builtin::next_},
+      {"ord", Builtin::ord_},
+      {"pow", Builtin::pow_},
+      {"print", Builtin::print_},
+      {"range", Builtin::range_},
+      {"repr", Builtin::repr_},
+      {"reversed", Builtin::reversed_},
+      {"round", Builtin::round_},
+      {"set", Builtin::set_},
+      {"setattr", Builtin::setattr_},
+      {"slice", Builtin::slice_},
+      {"sorted", Builtin::sorted_},
+      {"str", Builtin::str_},
+      {"sum", Builtin::sum_},
+      {"tuple", Builtin::tuple_},
+      {"type", Builtin::type_},
+      {"vars", Builtin::vars_},
+      {"zip", Builtin::zip_}};
+    for (const auto& r : rows) {
+      if (PyObject* o = PyObject_GetAttrString(py().builtins.get(), r.name)) {
+        (*m)[o] = r.kind;
+        Py_DECREF(o);
+      } else {
+        PyErr_Clear();
+      }
+    }
+    return m;
+  }();
+  auto it = table->find(fn);
+  return it == table->end() ? Builtin::none : it->second;
+}
+
 Translator::Status call_builtin(Translator& t, Frame& f, PyObject* fn, std::vector<VPtr>& args,
                                 std::vector<std::pair<std::string, VPtr>>& kwargs, VPtr& out, bool& handled) {
   if (!PyCFunction_Check(fn) && !PyType_Check(fn)) return std::nullopt;
@@ -200,14 +314,8 @@ Translator::Status call_builtin(Translator& t, Frame& f, PyObject* fn, std::vect
     out = t.make_partial(args[0], std::vector<VPtr>(args.begin() + 1, args.end()), kwargs);
     return std::nullopt;
   }
-  PyObject* b = py().builtins.get();
-  auto is = [&](const char* name) {
-    PyObject* x = PyObject_GetAttrString(b, name);
-    bool r = x == fn;
-    Py_XDECREF(x);
-    if (!x) PyErr_Clear();
-    return r;
-  };
+  const Builtin kind = builtin_kind(fn);
+  auto is = [&](Builtin k) { return kind == k; };
   handled = true;
   const size_t n = args.size();
   auto python_type_of = [&](const VPtr& v) -> PyObject* {
@@ -231,13 +339,13 @@ Translator::Status call_builtin(Translator& t, Frame& f, PyObject* fn, std::vect
       default: return nullptr;
     }
   };
-  if (is("print")) return t.brk(f, "DV0015", "call to print()", "printing is a side effect outside the graph");
-  if (is("id") && n == 1 && kwargs.empty()) return t.call_id(f, args[0], out);
-  if (is("vars") && n == 1 && kwargs.empty() && args[0]->kind == VK::Instance) {  // its __dict__, live
+  if (is(Builtin::print_)) return t.brk(f, "DV0015", "call to print()", "printing is a side effect outside the graph");
+  if (is(Builtin::id_) && n == 1 && kwargs.empty()) return t.call_id(f, args[0], out);
+  if (is(Builtin::vars_) && n == 1 && kwargs.empty() && args[0]->kind == VK::Instance) {  // its __dict__, live
     out = args[0]->attrs;
     return std::nullopt;
   }
-  if (((is("setattr") && n == 3) || (is("delattr") && n == 2)) && kwargs.empty()) {  // as obj.name = v / del obj.name
+  if (((is(Builtin::setattr_) && n == 3) || (is(Builtin::delattr_) && n == 2)) && kwargs.empty()) {  // as obj.name = v / del obj.name
     if (args[1]->kind != VK::Const || !PyUnicode_Check(args[1]->obj.get()))
       return t.brk(f, "DV0008", std::string(n == 3 ? "setattr" : "delattr") + "() with a computed name");
     const std::string name = str_of(args[1]->obj.get());
@@ -245,7 +353,7 @@ Translator::Status call_builtin(Translator& t, Frame& f, PyObject* fn, std::vect
     out = t.constant(Ref::borrow(Py_None));
     return std::nullopt;
   }
-  if (is("len") && n == 1) {
+  if (is(Builtin::len_) && n == 1) {
     const VPtr& v = args[0];
     Py_ssize_t len = -1;
     if (v->kind == VK::Tuple || v->kind == VK::List || v->kind == VK::Dict) len = static_cast<Py_ssize_t>(v->items.size());
@@ -275,7 +383,7 @@ Translator::Status call_builtin(Translator& t, Frame& f, PyObject* fn, std::vect
     out = t.constant_steal(PyLong_FromSsize_t(len));
     return std::nullopt;
   }
-  if (is("isinstance") && n == 2) {
+  if (is(Builtin::isinstance_) && n == 2) {
     PyObject* tp = python_type_of(args[0]);
     Ref classes;
     if (args[1]->kind == VK::Tuple) {
@@ -290,9 +398,9 @@ Translator::Status call_builtin(Translator& t, Frame& f, PyObject* fn, std::vect
     out = t.constant(Ref::borrow(r ? Py_True : Py_False));
     return std::nullopt;
   }
-  if ((is("getattr") || is("hasattr")) && (n == 2 || n == 3) && args[1]->kind == VK::Const) {
+  if ((is(Builtin::getattr_) || is(Builtin::hasattr_)) && (n == 2 || n == 3) && args[1]->kind == VK::Const) {
     std::string name = str_of(args[1]->obj.get());
-    if (is("hasattr") && args[0]->kind == VK::Tensor && PyUnicode_Check(args[1]->obj.get())) {  // what a plain tensor's type defines
+    if (is(Builtin::hasattr_) && args[0]->kind == VK::Tensor && PyUnicode_Check(args[1]->obj.get())) {  // what a plain tensor's type defines
       const bool has = _PyType_Lookup(reinterpret_cast<PyTypeObject*>(py().torch_Tensor.get()), args[1]->obj.get()) != nullptr;
       out = t.constant(Ref::borrow(has ? Py_True : Py_False));
       return std::nullopt;
@@ -300,7 +408,7 @@ Translator::Status call_builtin(Translator& t, Frame& f, PyObject* fn, std::vect
     Status s = t.getattr(f, args[0], name, out);
     const bool missing = s && s->id == kNoAttributeId;
     if (s && !missing) return s;  // the attribute may exist but cannot be traced: not a False
-    if (is("hasattr")) {
+    if (is(Builtin::hasattr_)) {
       out = t.constant(Ref::borrow(missing ? Py_False : Py_True));
       return std::nullopt;
     }
@@ -310,7 +418,7 @@ Translator::Status call_builtin(Translator& t, Frame& f, PyObject* fn, std::vect
     }
     return s;
   }
-  if (is("next") && (n == 1 || n == 2) && args[0]->kind == VK::Iter) {
+  if (is(Builtin::next_) && (n == 1 || n == 2) && args[0]->kind == VK::Iter) {
     VPtr it = args[0];
     if (Status s = t.pull(f, it, it->pos + 1)) return s;
     if (it->pos < it->items.size()) {
@@ -323,12 +431,12 @@ Translator::Status call_builtin(Translator& t, Frame& f, PyObject* fn, std::vect
     }
     return t.raise(f, Ref::steal(PyObject_CallNoArgs(PyExc_StopIteration)), "next()");
   }
-  if ((is("map") || is("filter")) && n >= 2 && kwargs.empty()) {
+  if ((is(Builtin::map_) || is(Builtin::filter_)) && n >= 2 && kwargs.empty()) {
     // Lazy, as Python's: the function runs as items are taken (Translator::pull), so it sees the
     // state of that moment (y.extend(map(f, xs)) where f reads y), and each item is made once.
-    if (is("filter") && n != 2) return t.brk(f, "DV0007", "filter() takes two arguments");
+    if (is(Builtin::filter_) && n != 2) return t.brk(f, "DV0007", "filter() takes two arguments");
     VPtr r = t.make(VK::Iter);
-    r->name = is("map") ? "map" : "filter";
+    r->name = is(Builtin::map_) ? "map" : "filter";
     r->self = args[0];
     r->flag = true;  // lazy: items made so far; `cells` the source iterators
     for (size_t i = 1; i < n; ++i) {
@@ -339,7 +447,7 @@ Translator::Status call_builtin(Translator& t, Frame& f, PyObject* fn, std::vect
     out = r;
     return std::nullopt;
   }
-  if (is("type") && n == 1) {
+  if (is(Builtin::type_) && n == 1) {
     PyObject* tp = python_type_of(args[0]);
     if (!tp) return t.brk(f, "DV0007", "type() of an unsupported value");
     VPtr v = t.make(VK::Object);
@@ -347,17 +455,17 @@ Translator::Status call_builtin(Translator& t, Frame& f, PyObject* fn, std::vect
     out = v;
     return std::nullopt;
   }
-  if (is("callable") && n == 1) {
+  if (is(Builtin::callable_) && n == 1) {
     bool c = args[0]->kind == VK::Function || args[0]->kind == VK::Method || args[0]->kind == VK::NNModule ||
              ((args[0]->kind == VK::Object || args[0]->kind == VK::Const) && PyCallable_Check(args[0]->obj.get()));
     out = t.constant(Ref::borrow(c ? Py_True : Py_False));
     return std::nullopt;
   }
-  if (is("iter") && n == 1 && args[0]->kind == VK::Iter) {  // iter(it) is it
+  if (is(Builtin::iter_) && n == 1 && args[0]->kind == VK::Iter) {  // iter(it) is it
     out = args[0];
     return std::nullopt;
   }
-  if (is("zip") && kwargs.empty()) {  // over an endless iterator (itertools.count()): lazy, item by item
+  if (is(Builtin::zip_) && kwargs.empty()) {  // over an endless iterator (itertools.count()): lazy, item by item
     bool endless = false;
     for (const VPtr& a : args) endless |= endless_iter(*a);
     if (endless) {
@@ -373,7 +481,7 @@ Translator::Status call_builtin(Translator& t, Frame& f, PyObject* fn, std::vect
       return std::nullopt;
     }
   }
-  if (is("enumerate") || is("zip") || is("reversed") || is("sorted") || is("tuple") || is("list") || is("iter")) {
+  if (is(Builtin::enumerate_) || is(Builtin::zip_) || is(Builtin::reversed_) || is(Builtin::sorted_) || is(Builtin::tuple_) || is(Builtin::list_) || is(Builtin::iter_)) {
     std::vector<VPtr> seqs, iters;
     for (auto& a : args) {
       VPtr it;
@@ -386,17 +494,17 @@ Translator::Status call_builtin(Translator& t, Frame& f, PyObject* fn, std::vect
     }
     // What the call consumes of iterators passed to it (a map or generator taken twice is empty the
     // second time): zip stops at the shortest, having taken one more item from those before it.
-    if (is("zip")) {
+    if (is(Builtin::zip_)) {
       size_t m = SIZE_MAX, first_short = iters.size();
       for (size_t i = 0; i < seqs.size(); ++i)
         if (seqs[i]->items.size() < m) m = seqs[i]->items.size(), first_short = i;
       for (size_t i = 0; i < iters.size(); ++i)
         iters[i]->pos = std::min(iters[i]->items.size(), iters[i]->pos + m + (i < first_short ? 1 : 0));
-    } else if (!is("iter")) {
+    } else if (!is(Builtin::iter_)) {
       for (auto& it : iters) it->pos = it->items.size();
     }
-    VPtr r = t.make(is("list") ? VK::List : is("tuple") ? VK::Tuple : VK::Iter);
-    if (is("enumerate")) {
+    VPtr r = t.make(is(Builtin::list_) ? VK::List : is(Builtin::tuple_) ? VK::Tuple : VK::Iter);
+    if (is(Builtin::enumerate_)) {
       if (seqs.empty()) return t.brk(f, "DV0007", "enumerate() needs an argument");
       long start = 0;
       if (n == 2 && args[1]->kind == VK::Const) start = PyLong_AsLong(args[1]->obj.get());
@@ -406,7 +514,7 @@ Translator::Status call_builtin(Translator& t, Frame& f, PyObject* fn, std::vect
         pair->items = {t.constant_steal(PyLong_FromLong(start + static_cast<long>(i))), seqs[0]->items[i]};
         r->items.push_back(pair);
       }
-    } else if (is("zip")) {
+    } else if (is(Builtin::zip_)) {
       size_t m = seqs.empty() ? 0 : SIZE_MAX;
       for (auto& s : seqs) m = std::min(m, s->items.size());
       for (size_t i = 0; i < m; ++i) {
@@ -414,10 +522,10 @@ Translator::Status call_builtin(Translator& t, Frame& f, PyObject* fn, std::vect
         for (auto& s : seqs) tup->items.push_back(s->items[i]);
         r->items.push_back(tup);
       }
-    } else if (is("reversed")) {
+    } else if (is(Builtin::reversed_)) {
       if (seqs.size() != 1) return t.brk(f, "DV0007", "reversed() takes one argument");
       r->items.assign(seqs[0]->items.rbegin(), seqs[0]->items.rend());
-    } else if (is("sorted")) {
+    } else if (is(Builtin::sorted_)) {
       // sorted(xs, key=k, reverse=b): by constant keys (the items themselves, or what k gives for
       // each, a tensor included), stable as Python's sort.
       if (seqs.size() != 1) return t.brk(f, "DV0007", "sorted() takes one iterable");
@@ -463,7 +571,7 @@ Translator::Status call_builtin(Translator& t, Frame& f, PyObject* fn, std::vect
     out = r;
     return std::nullopt;
   }
-  if (is("dict")) {
+  if (is(Builtin::dict_)) {
     VPtr d = t.make(VK::Dict);
     if (n == 1 && args[0]->kind == VK::Dict) {
       d->keys = args[0]->keys;
@@ -485,7 +593,7 @@ Translator::Status call_builtin(Translator& t, Frame& f, PyObject* fn, std::vect
     out = d;
     return std::nullopt;
   }
-  if (is("sum") && n >= 1 && n <= 2) {  // sum(iterable, start=0): start + each item, in order, as Python adds them
+  if (is(Builtin::sum_) && n >= 1 && n <= 2) {  // sum(iterable, start=0): start + each item, in order, as Python adds them
     VPtr acc = n == 2 ? args[1] : t.constant_steal(PyLong_FromLong(0));
     for (auto& [k, v] : kwargs) {
       if (k != "start" || n == 2) return t.brk(f, "DV0007", "sum() with keyword " + k);
@@ -508,12 +616,12 @@ Translator::Status call_builtin(Translator& t, Frame& f, PyObject* fn, std::vect
       if (k != "key" && k != "default") return false;
     return !kwargs.empty();
   };
-  if ((is("min") || is("max")) && n >= 1 && key_or_default()) {
+  if ((is(Builtin::min_) || is(Builtin::max_)) && n >= 1 && key_or_default()) {
     // max(xs, key=k, default=d) / min(a, b, key=k): by the constant keys k gives (the items may be
     // tensors; without k, the items), the first extreme wins, as in Python
     VPtr key, dflt;
     for (auto& [k, v] : kwargs) (k == "key" ? key : dflt) = v;
-    const char* fname = is("max") ? "max" : "min";
+    const char* fname = is(Builtin::max_) ? "max" : "min";
     if (dflt && n != 1)
       return t.raise_new(f, PyExc_TypeError, std::string("Cannot specify a default for ") + fname + "() with multiple positional arguments");
     if (key && key->kind == VK::Const && key->obj.get() == Py_None) key = nullptr;
@@ -538,16 +646,16 @@ Translator::Status call_builtin(Translator& t, Frame& f, PyObject* fn, std::vect
       if (key)
         if (Status s = t.call(f, key, {vals[i]}, {}, kv)) return s;
       if (kv->kind != VK::Const) return t.brk(f, "DV0007", "min/max by keys that are not constants");
-      const int better = best_key ? PyObject_RichCompareBool(kv->obj.get(), best_key.get(), is("max") ? Py_GT : Py_LT) : 1;
+      const int better = best_key ? PyObject_RichCompareBool(kv->obj.get(), best_key.get(), is(Builtin::max_) ? Py_GT : Py_LT) : 1;
       if (better < 0) return t.raise_current(f, "comparing min/max keys");
       if (better) best = i, best_key = kv->obj;
     }
     out = vals[best];
     return std::nullopt;
   }
-  if ((is("min") || is("max") || is("abs") || is("any") || is("all")) && n >= 1 && kwargs.empty()) {
+  if ((is(Builtin::min_) || is(Builtin::max_) || is(Builtin::abs_) || is(Builtin::any_) || is(Builtin::all_)) && n >= 1 && kwargs.empty()) {
     std::vector<VPtr> vals;
-    if (n == 1 && !is("abs")) {
+    if (n == 1 && !is(Builtin::abs_)) {
       VPtr it;
       if (Status s = t.iterate(f, args[0], it)) return s;
       vals = it->items;
@@ -556,43 +664,43 @@ Translator::Status call_builtin(Translator& t, Frame& f, PyObject* fn, std::vect
     }
     bool all_const = true;
     for (auto& v : vals) all_const &= v->kind == VK::Const;
-    if (is("abs") && args[0]->kind == VK::Tensor) return t.graph_call(f, Ref::borrow(fn), "", args, {}, out);
+    if (is(Builtin::abs_) && args[0]->kind == VK::Tensor) return t.graph_call(f, Ref::borrow(fn), "", args, {}, out);
     if (!all_const) return t.brk(f, "DV0007", "min/max/any/all of tensors depend on their values", "use torch.minimum/torch.maximum");
     Ref tup = Ref::steal(PyTuple_New(vals.size()));
     for (size_t i = 0; i < vals.size(); ++i) PyTuple_SET_ITEM(tup.get(), i, Ref::borrow(vals[i]->obj.get()).release());
-    Ref r = (n == 1 && !is("abs")) ? Ref::steal(PyObject_CallOneArg(fn, tup.get())) : Ref::steal(PyObject_Call(fn, tup.get(), nullptr));
+    Ref r = (n == 1 && !is(Builtin::abs_)) ? Ref::steal(PyObject_CallOneArg(fn, tup.get())) : Ref::steal(PyObject_Call(fn, tup.get(), nullptr));
     if (!r) return t.raise_current(f, "builtin on constants");
     out = t.constant(r);
     return std::nullopt;
   }
-  if (is("bool") && n == 1 && kwargs.empty() && (args[0]->kind == VK::Instance || args[0]->kind == VK::List ||
+  if (is(Builtin::bool_) && n == 1 && kwargs.empty() && (args[0]->kind == VK::Instance || args[0]->kind == VK::List ||
                                                   args[0]->kind == VK::Tuple || args[0]->kind == VK::Dict)) {
     bool b = false;  // its truth: __bool__/__len__ of an object (inlined), emptiness of a container
     if (Status s = t.truth(f, args[0], b)) return s;
     out = t.constant(Ref::borrow(b ? Py_True : Py_False));
     return std::nullopt;
   }
-  if ((is("int") || is("float") || is("bool") || is("str") || is("range") || is("slice") || is("round") || is("repr") ||
-       is("divmod") || is("pow") || is("hash") || is("ord") || is("chr") || is("frozenset") || is("set")) ) {
+  if ((is(Builtin::int_) || is(Builtin::float_) || is(Builtin::bool_) || is(Builtin::str_) || is(Builtin::range_) || is(Builtin::slice_) || is(Builtin::round_) || is(Builtin::repr_) ||
+       is(Builtin::divmod_) || is(Builtin::pow_) || is(Builtin::hash_) || is(Builtin::ord_) || is(Builtin::chr_) || is(Builtin::frozenset_) || is(Builtin::set_)) ) {
     for (auto& a : args)
       if (a->kind == VK::Tensor)
         return t.brk(f, "DV0003", "converting a tensor to a Python value depends on its data",
                      "keep the value as a tensor, or expect a graph break as with torch.compile");
-    if ((is("str") || is("repr")) && n == 1 && kwargs.empty() && args[0]->kind == VK::Object && args[0]->obj &&
+    if ((is(Builtin::str_) || is(Builtin::repr_)) && n == 1 && kwargs.empty() && args[0]->kind == VK::Object && args[0]->obj &&
         PyType_Check(args[0]->obj.get()) && Py_TYPE(args[0]->obj.get())->tp_repr == PyType_Type.tp_repr) {
       out = t.constant_steal(PyObject_Repr(args[0]->obj.get()));  // a class: "<class 'torch.Tensor'>"
       if (!out) return t.raise_current(f, "repr()");
       return std::nullopt;
     }
-    if ((is("str") || is("repr")) && n == 1 && kwargs.empty() && args[0]->kind == VK::Object && args[0]->obj &&
+    if ((is(Builtin::str_) || is(Builtin::repr_)) && n == 1 && kwargs.empty() && args[0]->kind == VK::Object && args[0]->obj &&
         PyExceptionInstance_Check(args[0]->obj.get()) && simple_exception_class(reinterpret_cast<PyObject*>(Py_TYPE(args[0]->obj.get())))) {
       // An exception raised in the trace (except ... as e): its text, as eager prints it.
       static PyObject* str_name = PyUnicode_InternFromString("__str__");
       static PyObject* repr_name = PyUnicode_InternFromString("__repr__");
-      PyObject* m = _PyType_Lookup(Py_TYPE(args[0]->obj.get()), is("str") ? str_name : repr_name);
+      PyObject* m = _PyType_Lookup(Py_TYPE(args[0]->obj.get()), is(Builtin::str_) ? str_name : repr_name);
       if (m && !PyFunction_Check(m)) {
-        Ref r = Ref::steal(is("str") ? PyObject_Str(args[0]->obj.get()) : PyObject_Repr(args[0]->obj.get()));
-        if (!r) return t.raise_current(f, is("str") ? "str()" : "repr()");
+        Ref r = Ref::steal(is(Builtin::str_) ? PyObject_Str(args[0]->obj.get()) : PyObject_Repr(args[0]->obj.get()));
+        if (!r) return t.raise_current(f, is(Builtin::str_) ? "str()" : "repr()");
         out = t.constant(r);
         return std::nullopt;
       }

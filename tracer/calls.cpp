@@ -649,9 +649,8 @@ Translator::Status Translator::call(Frame& f, VPtr fn, std::vector<VPtr> args,
           PyErr_Clear();
           return brk(f, "DV0025", "call to " + callable_name(orig ? orig.get() : fn->obj.get()) + ", marked torch.compiler.disable");
         }
-        bool substituted = false;
-        if (Status s = call_substitute(f, fn->obj.get(), args, kwargs, out, substituted)) return s;
-        if (substituted) return std::nullopt;
+        bool library = false;  // Python functions dynview runs natively (copy.deepcopy ...)
+        if (Status s = call_library(f, fn, args, kwargs, out, library); s || library) return s;
         if (allowed_in_graph(fn->obj.get()))  // torch.compiler.allow_in_graph: one node of the graph
           return graph_call(f, fn->obj, "", std::move(args), std::move(kwargs), out);
         bool handled = false;

@@ -172,10 +172,8 @@ class Translator {
   Status module_hooks(Frame& f, PyObject* module, ModuleHooks& out);
   Status call_with_hooks(Frame& f, const VPtr& module, const VPtr& forward, const ModuleHooks& hooks, std::vector<VPtr> args,
                          std::vector<std::pair<std::string, VPtr>> kwargs, VPtr& out);
-  // A library function the trace runs natively (copy.deepcopy ...: tracer/library.cpp); `handled`
-  // false when fn is not one.
-  Status call_substitute(Frame& f, PyObject* fn, std::vector<VPtr>& args, std::vector<std::pair<std::string, VPtr>>& kwargs,
-                         VPtr& out, bool& handled);
+  // copy.deepcopy(args...) (deep) or copy.copy(args...) of what the trace holds (tracer/values/copying.cpp).
+  Status copy_value(Frame& f, std::vector<VPtr>& args, std::vector<std::pair<std::string, VPtr>>& kwargs, VPtr& out, bool deep);
   // functools.partial made in the trace over any values (tracer/values/partial.cpp): made, called,
   // its .func/.args/.keywords read.
   VPtr make_partial(VPtr fn, std::vector<VPtr> args, const std::vector<std::pair<std::string, VPtr>>& kwargs);

@@ -20,9 +20,7 @@ import torch.nn.functional as F
 from python_cases import case, module_case
 
 # case name -> why dynview's graph/break counts still differ from TorchDynamo's
-NOT_YET = {
-    "del_attribute_and_slice": "DELETE_ATTR is not traced (DV0001); the frame runs eagerly",
-}
+NOT_YET: dict[str, str] = {}
 
 
 # ---- sets and frozensets ----

@@ -58,6 +58,14 @@ Status lru_cache_call(Translator& t, Frame& f, const VPtr& fn, Args& args, Kwarg
   return t.call(f, fv, std::move(args), std::move(kwargs), out);
 }
 
+Status deep_copy(Translator& t, Frame& f, const VPtr&, Args& args, Kwargs& kwargs, VPtr& out, bool&) {
+  return t.copy_value(f, args, kwargs, out, true);
+}
+
+Status shallow_copy(Translator& t, Frame& f, const VPtr&, Args& args, Kwargs& kwargs, VPtr& out, bool&) {
+  return t.copy_value(f, args, kwargs, out, false);
+}
+
 PyObject* attr_of(const char* module, const char* name) {  // a new reference kept for the process, or null
   Ref mod = Ref::steal(PyImport_ImportModule(module));
   PyObject* o = mod ? PyObject_GetAttrString(mod.get(), name) : nullptr;
@@ -76,6 +84,8 @@ const std::unordered_map<PyObject*, LibraryCall>& by_identity() {
     add(defaultdict_class(), dict_kind_new);
     add(reinterpret_cast<PyObject*>(&PyBaseObject_Type), object_new);
     add(tuple_new_fn(), tuple_new);
+    add(attr_of("copy", "deepcopy"), deep_copy);  // copying.cpp
+    add(attr_of("copy", "copy"), shallow_copy);
     return m;
   }();
   return *table;

@@ -1,12 +1,10 @@
-// Python library functions the trace runs natively instead of inlining their code: a registry keyed
-// by the function object (TorchDynamo's polyfills and substitutes). Each answers for the values the
-// trace holds exactly as the library function would on the real objects, and breaks where it cannot.
-//
-//   copy.deepcopy / copy.copy: lists, dicts, tuples, sets and constants; objects made in the trace
-//   (VK::Instance); plain Python objects from outside the frame, read through their __dict__ (each
-//   attribute guarded), which become objects made in the trace. Classes that customise copying
-//   (__deepcopy__, __copy__, __reduce_ex__, __reduce__, __getstate__, __setstate__, copyreg, slots)
-//   and tensors break, as TorchDynamo breaks on copy.deepcopy of a tensor.
+// copy.deepcopy and copy.copy over what the trace holds, run natively instead of inlining copy.py
+// (reached through the library table, library_calls.cpp): lists, dicts, tuples, sets and constants;
+// objects made in the trace (VK::Instance); plain Python objects from outside the frame, read through
+// their __dict__ (each attribute guarded), which become objects made in the trace. Classes that
+// customise copying (__deepcopy__, __copy__, __reduce_ex__, __reduce__, __getstate__, __setstate__,
+// copyreg, slots) and tensors break, as TorchDynamo breaks on copy.deepcopy of a tensor; so does
+// copy.copy of a list or dict, which TorchDynamo does not trace either.
 #include <unordered_map>
 
 #include "tracer/translator.h"
@@ -17,7 +15,6 @@ namespace {
 
 using Status = Translator::Status;
 using Kwargs = std::vector<std::pair<std::string, VPtr>>;
-using Substitute = Status (*)(Translator&, Frame&, std::vector<VPtr>&, Kwargs&, VPtr&);
 
 Ref attr_of(const char* module, const char* name) {
   Ref mod = Ref::steal(PyImport_ImportModule(module));
@@ -215,35 +212,11 @@ Status copy_any(Translator& t, Frame& f, std::vector<VPtr>& args, Kwargs& kwargs
   Copier c{t, f, deep};
   return c.copy(args[0], out);
 }
-Status deepcopy(Translator& t, Frame& f, std::vector<VPtr>& args, Kwargs& kwargs, VPtr& out) {
-  return copy_any(t, f, args, kwargs, out, true);
-}
-Status shallow_copy(Translator& t, Frame& f, std::vector<VPtr>& args, Kwargs& kwargs, VPtr& out) {
-  return copy_any(t, f, args, kwargs, out, false);
-}
-
-const std::unordered_map<PyObject*, Substitute>& registry() {
-  static const auto* r = [] {
-    auto* m = new std::unordered_map<PyObject*, Substitute>();  // kept for the process (holds its keys)
-    auto add = [&](const char* module, const char* name, Substitute s) {
-      if (Ref fn = attr_of(module, name)) m->emplace(fn.release(), s);
-    };
-    add("copy", "deepcopy", deepcopy);
-    add("copy", "copy", shallow_copy);
-    return m;
-  }();
-  return *r;
-}
-
 }  // namespace
 
-Translator::Status Translator::call_substitute(Frame& f, PyObject* fn, std::vector<VPtr>& args,
-                                               std::vector<std::pair<std::string, VPtr>>& kwargs, VPtr& out, bool& handled) {
-  const auto& r = registry();
-  auto it = r.find(fn);
-  handled = it != r.end();
-  if (!handled) return std::nullopt;
-  return it->second(*this, f, args, kwargs, out);
+Translator::Status Translator::copy_value(Frame& f, std::vector<VPtr>& args, std::vector<std::pair<std::string, VPtr>>& kwargs,
+                                          VPtr& out, bool deep) {
+  return copy_any(*this, f, args, kwargs, out, deep);
 }
 
 }  // namespace dv
