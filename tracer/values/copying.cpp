@@ -77,15 +77,17 @@ struct Copier {
     n->self = v->self;
     memo[v.get()] = n;
     VPtr attrs;
-    if (Status s = dict(v->attrs, attrs)) return s;
+    if (Status s = container(v->attrs, attrs)) return s;
     n->attrs = attrs;
     out = n;
     return std::nullopt;
   }
-  Status dict(const VPtr& v, VPtr& out) {
-    VPtr n = t.make(VK::Dict);
+  // A new list or dict holding v's items, copied (deep) or the same (shallow); memoised first, so
+  // that an item referring back to v finds the copy.
+  Status container(const VPtr& v, VPtr& out) {
+    VPtr n = t.make(v->kind);
     memo[v.get()] = n;
-    n->keys = v->keys;  // dict keys are constants: atomic
+    if (v->kind == VK::Dict) n->keys = v->keys;  // dict keys are constants: atomic
     for (const VPtr& i : v->items) {
       VPtr c;
       if (Status s = item(i, c)) return s;
@@ -137,19 +139,11 @@ struct Copier {
         // copy.copy of a list (or dict) runs list.copy through copy's dispatch table, which
         // TorchDynamo does not trace: break there as it does.
         if (!deep) return brk("a list (TorchDynamo does not trace list.copy through copy.copy either)");
-        VPtr n = t.make(VK::List);
-        memo[v.get()] = n;
-        for (const VPtr& i : v->items) {
-          VPtr c;
-          if (Status s = item(i, c)) return s;
-          n->items.push_back(c);
-        }
-        out = n;
-        return std::nullopt;
+        return container(v, out);
       }
       case VK::Dict:
         if (!deep) return brk("a dict (TorchDynamo does not trace dict.copy through copy.copy either)");
-        return dict(v, out);
+        return container(v, out);
       case VK::Instance: return instance(v, out);
       case VK::Function:  // functions are atomic
         out = v;
@@ -195,7 +189,7 @@ struct Copier {
         memo_obj[o] = n;
         memo[v.get()] = n;
         VPtr attrs;
-        if (Status s = dict(state, attrs)) return s;
+        if (Status s = container(state, attrs)) return s;
         n->attrs = attrs;
         out = n;
         return std::nullopt;
