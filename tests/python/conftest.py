@@ -4,6 +4,7 @@
 file's module fixtures are built once, on one worker). A figure a test reports travels to the
 controller in its test report (user_properties), so the summary is the same with or without -n."""
 import os
+import subprocess
 import sys
 
 import pytest
@@ -65,3 +66,17 @@ def pytest_terminal_summary(terminalreporter):
         terminalreporter.section("dynview figures")
         for line in _summary:
             terminalreporter.write_line(line)
+
+
+_XVFB_CLEANUP = "xvfb-run: error: problem while cleaning up temporary directory"
+
+
+def run_with_display(cmd, **kwargs):
+    """subprocess.run of a command under xvfb-run. When xvfb-run itself fails to remove its temporary
+    directory after the command ended (exit 5 with that message, the command's own status lost; seen
+    when several X servers start and stop at once), the run is repeated, at most twice more."""
+    for _ in range(3):
+        p = subprocess.run(cmd, **kwargs)
+        if not (p.returncode == 5 and _XVFB_CLEANUP in (p.stderr or "")):
+            break
+    return p

@@ -12,6 +12,7 @@ import torch
 
 import dynview
 from test_cli_disasm import cli
+from conftest import run_with_display
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(os.path.dirname(HERE))
@@ -23,7 +24,7 @@ def run(*args, xvfb=False):
         exe = shutil.which("xvfb-run")
         assert exe, "xvfb-run is needed (make deps installs xvfb)"
         pre = [exe, "-a", "-s", "-screen 0 1600x1000x24"]
-    return subprocess.run([*pre, cli(), *args], capture_output=True, text=True, timeout=120)
+    return run_with_display([*pre, cli(), *args], capture_output=True, text=True, timeout=120)
 
 
 def f(x):

@@ -14,6 +14,7 @@ import pytest
 
 import dynview
 from test_cli_disasm import cli
+from conftest import run_with_display
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(os.path.dirname(HERE))
@@ -38,7 +39,7 @@ def view(tmp_path, path, *commands):
     """The viewer's --script states after each command (headless, under xvfb)."""
     script = tmp_path / "view.txt"
     script.write_text("\n".join(commands or ("print",)) + "\n")
-    v = subprocess.run(["xvfb-run", "-a", "-s", "-screen 0 1600x1000x24", cli(), str(path), "--script", str(script)],
+    v = run_with_display(["xvfb-run", "-a", "-s", "-screen 0 1600x1000x24", cli(), str(path), "--script", str(script)],
                        capture_output=True, text=True, timeout=TIMEOUT)
     assert v.returncode == 0, (v.stdout[-2000:], v.stderr[-2000:])
     return [json.loads(line)["state"] for line in v.stdout.splitlines() if line.startswith("{")]
@@ -408,7 +409,7 @@ def test_counts_agree_across_reports_and_viewer(tmp_path):
         if not complete:
             assert dv("check", path).returncode == 2
         (tmp_path / "print.txt").write_text("print\n")
-        v = subprocess.run(["xvfb-run", "-a", "-s", "-screen 0 1600x1000x24", cli(), path, "--script", str(tmp_path / "print.txt")],
+        v = run_with_display(["xvfb-run", "-a", "-s", "-screen 0 1600x1000x24", cli(), path, "--script", str(tmp_path / "print.txt")],
                            capture_output=True, text=True, timeout=TIMEOUT)
         assert v.returncode == 0, v.stderr
         state = json.loads(v.stdout.splitlines()[-1])["state"]

@@ -307,7 +307,9 @@ def test_explain_matches_torch_dynamo_explain(runs, tmp_path):
 def script_out(src, lines, tmp_path):
     script = tmp_path / "s2.txt"
     script.write_text("\n".join(lines) + "\n")
-    p = subprocess.run([shutil.which("xvfb-run"), "-a", "-s", "-screen 0 1600x1000x24", cli(), src, "--script", str(script)],
+    from conftest import run_with_display  # here: the module is also imported by a subprocess without it
+
+    p = run_with_display([shutil.which("xvfb-run"), "-a", "-s", "-screen 0 1600x1000x24", cli(), src, "--script", str(script)],
                        capture_output=True, text=True, timeout=120)
     assert p.returncode == 0, p.stderr
     return [json.loads(line) for line in p.stdout.splitlines() if line.startswith("{")]
@@ -319,7 +321,9 @@ def test_viewer_and_reports_open_the_log_directly(runs, tmp_path):
     script.write_text("click compile 0\nclick recompile 0\n")
     exe = shutil.which("xvfb-run")
     assert exe, "xvfb-run is needed (make deps installs xvfb)"
-    p = subprocess.run([exe, "-a", "-s", "-screen 0 1600x1000x24", cli(), runs["dtype"], "--script", str(script)],
+    from conftest import run_with_display
+
+    p = run_with_display([exe, "-a", "-s", "-screen 0 1600x1000x24", cli(), runs["dtype"], "--script", str(script)],
                        capture_output=True, text=True, timeout=120)
     assert p.returncode == 0, p.stderr
     out = [json.loads(line) for line in p.stdout.splitlines() if line.startswith("{")]

@@ -17,6 +17,7 @@ import torch
 
 import dynview
 from test_cli_disasm import cli
+from conftest import run_with_display
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 GOLDEN = os.path.join(HERE, "..", "screenshots")
@@ -83,7 +84,7 @@ def xvfb():
 def script(path, lines, tmp_path, expect_ok=True):
     f = tmp_path / "script.txt"
     f.write_text("\n".join(lines) + "\n")
-    p = subprocess.run([*xvfb(), cli(), path, "--script", str(f)], capture_output=True, text=True, timeout=120)
+    p = run_with_display([*xvfb(), cli(), path, "--script", str(f)], capture_output=True, text=True, timeout=120)
     assert (p.returncode == 0) == expect_ok, p.stderr
     out = [json.loads(line) for line in p.stdout.splitlines() if line.startswith("{")]
     assert len(out) == len(lines)
@@ -306,12 +307,12 @@ def test_script_errors_and_bad_traces(traces, tmp_path):
     assert "error" not in out[5] and out[5]["state"]["cursor"] == out[4]["state"]["cursor"] + 2
     bad = tmp_path / "bad.dyn"
     bad.write_text('{"not": "a trace"}')
-    p = subprocess.run([*xvfb(), cli(), str(bad), "--screenshot", str(tmp_path / "x.png")], capture_output=True, text=True, timeout=60)
+    p = run_with_display([*xvfb(), cli(), str(bad), "--screenshot", str(tmp_path / "x.png")], capture_output=True, text=True, timeout=60)
     assert p.returncode == 2 and "JSON text, not a dynview trace" in p.stderr
     cut = tmp_path / "cut.dyn"
     data = open(path, "rb").read()
     cut.write_bytes(data[: len(data) * 2 // 3])
-    p = subprocess.run([*xvfb(), cli(), str(cut), "--screenshot", str(tmp_path / "c.png")], capture_output=True, text=True, timeout=60)
+    p = run_with_display([*xvfb(), cli(), str(cut), "--screenshot", str(tmp_path / "c.png")], capture_output=True, text=True, timeout=60)
     assert p.returncode == 0 and os.path.getsize(tmp_path / "c.png") > 1000
 
 
@@ -365,7 +366,7 @@ LAYOUTS = {  # name -> (trace, viewer arguments)
 def test_screenshot(traces, tmp_path, layout):
     trace, args = LAYOUTS[layout]
     out = tmp_path / f"{layout}.png"
-    p = subprocess.run([*xvfb(), cli(), traces[trace][0], "--screenshot", str(out), "--size", "1280x800", "--scale", "1", *args],
+    p = run_with_display([*xvfb(), cli(), traces[trace][0], "--screenshot", str(out), "--size", "1280x800", "--scale", "1", *args],
                        capture_output=True, text=True, timeout=120)
     assert p.returncode == 0, p.stderr
     golden = os.path.join(GOLDEN, f"{layout}.png")
