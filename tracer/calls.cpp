@@ -52,15 +52,6 @@ bool is_tensor_method_descriptor(PyObject* fn) {
   return cls.get() == py().tensorbase.get() || cls.get() == py().torch_Tensor.get();
 }
 
-// torch functions that read state or have effects outside the graph: never graph calls.
-bool torch_fn_unsupported(const std::string& name) {
-  static const char* names[] = {"manual_seed", "seed", "save", "load", "set_default_dtype", "set_printoptions",
-                                "use_deterministic_algorithms", "set_num_threads", "compile", "jit", nullptr};
-  for (const char** n = names; *n; ++n)
-    if (name == *n) return true;
-  return false;
-}
-
 const char* kDataDependent[] = {"item", "tolist", "__bool__", "numpy", "data_ptr", "__int__", "__float__",
                                 "__index__", "nonzero_static", "backward", "register_hook", "retain_grad", nullptr};
 const char* kMetaMethods[] = {"size", "dim", "ndimension", "numel", "nelement", "stride", "is_contiguous",
@@ -933,19 +924,18 @@ Translator::Status Translator::call(Frame& f, VPtr fn, std::vector<VPtr> args,
         out = g;
         return std::nullopt;
       }
-      const bool torchy = module_is_torch(o) || is_tensor_method_descriptor(o);
-      if (torchy && !PyType_Check(o)) {
-        std::string nm = callable_name(o);
-        if (nm == "graph_break") {
-          Ref mod = Ref::steal(PyObject_GetAttrString(o, "__module__"));
-          PyErr_Clear();
-          if (mod && PyUnicode_Check(mod.get()) && str_of(mod.get()).rfind("torch._dynamo", 0) == 0)
-            return brk(f, "DV0026", "torch._dynamo.graph_break()");
-        }
-        if (torch_fn_unsupported(nm)) return brk(f, "DV0004", "torch." + nm + " has effects outside the graph");
-        if (nm == "is_grad_enabled") { out = constant_steal(PyObject_CallNoArgs(o)); return std::nullopt; }
-        if (nm == "is_tensor") { out = constant(Ref::borrow(args.size() == 1 && args[0]->kind == VK::Tensor ? Py_True : Py_False)); return std::nullopt; }
-        if (nm == "is_tensor_like" && args.size() == 1 && kwargs.empty()) {  // torch.overrides: a tensor, or a type with __torch_function__
+      switch (torch_special(o)) {
+        case TorchSpecial::none: break;
+        case TorchSpecial::graph_break: return brk(f, "DV0026", "torch._dynamo.graph_break()");
+        case TorchSpecial::effect:
+          return brk(f, "DV0004", callable_name(o) + " has effects outside the graph");
+        case TorchSpecial::is_grad_enabled:
+        case TorchSpecial::get_default_dtype: out = constant_steal(PyObject_CallNoArgs(o)); return std::nullopt;
+        case TorchSpecial::is_tensor:
+          out = constant(Ref::borrow(args.size() == 1 && args[0]->kind == VK::Tensor ? Py_True : Py_False));
+          return std::nullopt;
+        case TorchSpecial::is_tensor_like: {  // a tensor, or a type with __torch_function__
+          if (args.size() != 1 || !kwargs.empty()) break;
           const VPtr& a = args[0];
           bool like = a->kind == VK::Tensor;
           if (!like && a->kind != VK::Const && a->kind != VK::Sym && a->kind != VK::Tuple && a->kind != VK::List && a->kind != VK::Dict)
@@ -953,20 +943,17 @@ Translator::Status Translator::call(Frame& f, VPtr fn, std::vector<VPtr> args,
           out = constant(Ref::borrow(like ? Py_True : Py_False));
           return std::nullopt;
         }
-        if (nm == "get_default_dtype") { out = constant_steal(PyObject_CallNoArgs(o)); return std::nullopt; }
-        if (nm == "is_compiling" || nm == "is_dynamo_compiling") {  // torch.compiler/_dynamo/_utils: model code takes its compile path
+        case TorchSpecial::is_compiling:  // model code takes its compile path
           out = constant(Ref::borrow(Py_True));
           return std::nullopt;
-        }
-        if (nm == "annotate" && args.size() == 2 && kwargs.empty()) {  // torch.jit.annotate(type, value) is value
+        case TorchSpecial::annotate:  // torch.jit.annotate(type, value) is value
+          if (args.size() != 2 || !kwargs.empty()) break;
           out = args[1];
           return std::nullopt;
-        }
-        if (nm == "is_scripting" || nm == "is_tracing") {  // torch.jit: neither while capturing
+        case TorchSpecial::not_scripting:  // torch.jit: neither while capturing
           out = constant(Ref::borrow(Py_False));
           return std::nullopt;
-        }
-        if (nm.rfind("_has_torch_function", 0) == 0 || nm.rfind("has_torch_function", 0) == 0) {
+        case TorchSpecial::has_torch_function: {
           // torch.overrides' dispatch test: traced tensors are plain tensors (TENSOR_MATCH checks
           // the exact type), so it is False unless an argument is some other object, which could
           // define __torch_function__.
@@ -981,14 +968,15 @@ Translator::Status Translator::call(Frame& f, VPtr fn, std::vector<VPtr> args,
           };
           bool all_plain = kwargs.empty();
           for (const VPtr& a : args) all_plain = all_plain && plain(a);
-          if (!all_plain) return brk(f, "DV0004", "torch." + nm + " over values that may define __torch_function__");
+          if (!all_plain) return brk(f, "DV0004", callable_name(o) + " over values that may define __torch_function__");
           out = constant(Ref::borrow(Py_False));
           return std::nullopt;
         }
+      }
+      const bool torchy = module_is_torch(o) || is_tensor_method_descriptor(o);
+      if (torchy && !PyType_Check(o)) {
         if (is_tensor_method_descriptor(o) && !args.empty() && args[0]->kind == VK::Tensor) {
-          VPtr mv = make(VK::Method);
-          mv->self = args[0];
-          mv->name = str_of(Ref::steal(PyObject_GetAttrString(o, "__name__")).get());
+          VPtr mv = bound_method(args[0], Ref(), str_of(Ref::steal(PyObject_GetAttrString(o, "__name__")).get()));
           args.erase(args.begin());
           return call(f, mv, std::move(args), std::move(kwargs), out);
         }

@@ -104,25 +104,64 @@ struct Emitter {
       case K::Local: emit(N::LOAD_FAST, s.index); return true;
       case K::Closure: emit_free(N::LOAD_DEREF, s.index); return true;
       case K::Global: emit(N::LOAD_GLOBAL, name(s.name) << 1); return true;
-      case K::Attr: case K::ModuleMember:
-        if (!source(*s.base)) return false;
-        emit(N::LOAD_ATTR, name(s.name));
+      case K::Held: emit(N::LOAD_CONST, konst(s.key.get())); return true;
+      default: return source(*s.base) && step(s);
+    }
+  }
+  // The access of a source with a base, its base already pushed.
+  bool step(const Source& s) {
+    using K = Source::Kind;
+    switch (s.kind) {
+      case K::Attr: emit(N::LOAD_ATTR, name(s.name)); return true;
+      case K::ModuleMember:  // base._modules['name'], as the guard reads it: no nn.Module.__getattr__
+        emit(N::LOAD_ATTR, name(s.dict_name));
+        emit(N::LOAD_CONST, konst(Ref::steal(PyUnicode_InternFromString(s.name.c_str())).get()));
+        emit(N::BINARY_SUBSCR);
         return true;
       case K::Item:
-        if (!source(*s.base)) return false;
         emit(N::LOAD_CONST, konst(s.key.get()));
         emit(N::BINARY_SUBSCR);
         return true;
       case K::FnClosure:
-        if (!source(*s.base)) return false;
         emit(N::LOAD_ATTR, name("__closure__"));
         load_int(s.index);
         emit(N::BINARY_SUBSCR);
         emit(N::LOAD_ATTR, name("cell_contents"));
         return true;
-      case K::Held: emit(N::LOAD_CONST, konst(s.key.get())); return true;
+      case K::Local: case K::Closure: case K::Global: case K::Held: return false;
     }
     return false;
+  }
+};
+
+// Loads many sources (a graph's inputs) with each shared base read once: the parameters of a
+// module tree share `self._modules['encoder']._modules['layer']...`, kept in temporaries.
+struct SharedSources {
+  Emitter& e;
+  std::unordered_map<std::string, int> uses, slot;  // by the access path (equal sources are one)
+
+  static std::string key(const Source& s) {
+    std::string k = std::to_string(static_cast<int>(s.kind)) + ":" + s.name + ":" + s.dict_name + ":" + std::to_string(s.index);
+    if (s.kind == Source::Kind::Held) k += ":" + std::to_string(reinterpret_cast<uintptr_t>(s.key.get()));
+    if (s.kind == Source::Kind::Item) k += ":" + std::string(Py_TYPE(s.key.get())->tp_name) + ":" + repr_of(s.key.get());
+    return s.base ? key(*s.base) + "/" + k : k;
+  }
+  SharedSources(Emitter& em, const std::vector<SourcePtr>& all) : e(em) {
+    for (const SourcePtr& s : all)
+      for (const Source* b = s->base.get(); b; b = b->base.get()) ++uses[key(*b)];
+  }
+  bool load(const Source& s) {
+    const std::string k = key(s);
+    if (auto it = slot.find(k); it != slot.end()) return e.emit(N::LOAD_FAST, it->second), true;
+    if (!s.base) return e.source(s);
+    if (!load(*s.base) || !e.step(s)) return false;
+    if (auto u = uses.find(k); u != uses.end() && u->second > 1) {
+      const int t = e.temp();
+      e.emit(N::COPY, 1);
+      e.emit(N::STORE_FAST, t);
+      slot[k] = t;
+    }
+    return true;
   }
 };
 
@@ -357,8 +396,11 @@ bool emit_head(Emitter& e, Rebuilder& rb, PyCodeObject* co, const CaptureResult&
   e.emit(N::RESUME, 0);
   if (compiled) {
     e.callable_const(compiled);
-    for (const auto& [src, node] : og.inputs) {
-      if (!e.source(*src)) {
+    std::vector<SourcePtr> srcs;
+    for (const auto& [src, node] : og.inputs) srcs.push_back(src);
+    SharedSources shared(e, srcs);
+    for (const SourcePtr& src : srcs) {
+      if (!shared.load(*src)) {
         why = "cannot reload input " + src->text();
         return false;
       }

@@ -51,10 +51,8 @@ Translator::Status Translator::binary(Frame& f, int nb, VPtr a, VPtr b, VPtr& ou
       target->obj = a->source ? Ref() : a->obj;  // an OrderedDict's or defaultdict's | is one too
       target->defaults = a->source ? nullptr : a->defaults;
     }
-    VPtr m = make(VK::Method), ignored;
-    m->self = target;
-    m->name = nb == 0 ? "extend" : "update";
-    if (Status s = call(f, m, {b}, {}, ignored)) return s;
+    VPtr ignored;
+    if (Status s = call(f, bound_method(target, Ref(), nb == 0 ? "extend" : "update"), {b}, {}, ignored)) return s;
     out = target;
     return std::nullopt;
   }
@@ -575,10 +573,7 @@ Translator::Status Translator::getattr(Frame& f, VPtr obj, const std::string& na
       Ref nm = Ref::steal(PyUnicode_FromString(name.c_str()));
       if (!_PyType_Lookup(reinterpret_cast<PyTypeObject*>(py().torch_Tensor.get()), nm.get()))
         return brk(f, kNoAttributeId, "'Tensor' object has no attribute '" + name + "'");  // AttributeError in eager
-      VPtr mv = make(VK::Method);
-      mv->self = obj;
-      mv->name = name;
-      out = mv;
+      out = bound_method(obj, Ref(), name);
       return std::nullopt;
     }
     case VK::NNModule: {
@@ -664,11 +659,7 @@ Translator::Status Translator::getattr(Frame& f, VPtr obj, const std::string& na
           }
           if (Ref getter = python_getter(r.get())) return call_python(f, getter, {obj->self}, out);
           if (Py_IS_TYPE(r.get(), &PyWrapperDescr_Type) || Py_IS_TYPE(r.get(), &PyMethodDescr_Type)) {  // object.__init__, dict.get ...
-            VPtr mv = make(VK::Method);
-            mv->self = obj->self;
-            mv->name = name;
-            mv->obj = r;
-            out = mv;
+            out = bound_method(obj->self, r, name);
             return std::nullopt;
           }
         }
@@ -678,11 +669,7 @@ Translator::Status Translator::getattr(Frame& f, VPtr obj, const std::string& na
           if (descr && Py_IS_TYPE(descr, &PyMethodDescr_Type) &&
               reinterpret_cast<PyMethodDescrObject*>(descr)->d_method == reinterpret_cast<PyCFunctionObject*>(r.get())->m_ml &&
               (name == "get" || name == "__getitem__" || name == "__contains__")) {
-            VPtr mv = make(VK::Method);
-            mv->self = obj->self;
-            mv->name = name;
-            mv->obj = Ref::borrow(descr);
-            out = mv;
+            out = bound_method(obj->self, Ref::borrow(descr), name);
             return std::nullopt;
           }
         }
@@ -701,10 +688,7 @@ Translator::Status Translator::getattr(Frame& f, VPtr obj, const std::string& na
         Ref nm = Ref::steal(PyUnicode_FromString(name.c_str()));
         PyObject* cls_attr = _PyType_Lookup(Py_TYPE(o), nm.get());
         if (cls_attr && (PyObject_TypeCheck(cls_attr, &PyMethodDescr_Type) || PyFunction_Check(cls_attr))) {
-          VPtr mv = make(VK::Method);
-          mv->self = obj;
-          mv->name = name;
-          out = mv;
+          out = bound_method(obj, Ref(), name);
           return std::nullopt;
         }
       }
@@ -740,11 +724,7 @@ Translator::Status Translator::getattr(Frame& f, VPtr obj, const std::string& na
         Ref nm = Ref::steal(PyUnicode_FromString(name.c_str()));
         PyObject* descr = _PyType_Lookup(&PyDict_Type, nm.get());
         if (descr && _PyType_Lookup(Py_TYPE(o), nm.get()) == descr) {
-          VPtr mv = make(VK::Method);
-          mv->self = obj;
-          mv->name = name;
-          mv->obj = Ref::borrow(descr);
-          out = mv;
+          out = bound_method(obj, Ref::borrow(descr), name);
           return std::nullopt;
         }
       }
@@ -790,10 +770,7 @@ Translator::Status Translator::getattr(Frame& f, VPtr obj, const std::string& na
             return std::nullopt;
           }
       if (obj->kind == VK::Tuple && obj->self && namedtuple_class(obj->obj.get())) return namedtuple_getattr(f, obj, name, out);
-      VPtr mv = make(VK::Method);
-      mv->self = obj;
-      mv->name = name;
-      out = mv;
+      out = bound_method(obj, Ref(), name);
       return std::nullopt;
     }
     default: return brk(f, "DV0005", "attribute " + name + " of a " + vk_name(obj->kind));

@@ -334,6 +334,21 @@ bool simple_exception_class(PyObject* cls);
 void dict_set(Value& d, Ref key, VPtr value);  // d[key] = value (keys compared by ==)
 bool dict_erase(Value& d, PyObject* key);      // del d[key]; false when absent
 bool module_is_torch_mod(PyObject* mod);  // torch or torch.* module object
+// torch's functions that are not graph operators, by identity (tracer/torch_special.cpp).
+enum class TorchSpecial {
+  none,
+  graph_break,         // torch._dynamo.graph_break(): a break
+  is_grad_enabled,     // the current grad mode, a constant (guarded by the global-state guard)
+  is_tensor,           // torch.is_tensor(v): whether v is a traced tensor
+  is_tensor_like,      // torch.overrides.is_tensor_like
+  get_default_dtype,   // a constant
+  is_compiling,        // torch.compiler.is_compiling() and aliases: True while capturing
+  annotate,            // torch.jit.annotate(type, v) is v
+  not_scripting,       // torch.jit.is_scripting() / is_tracing(): False while capturing
+  has_torch_function,  // torch.overrides' dispatch tests
+  effect,              // seeds, save/load, process settings, compile: a break
+};
+TorchSpecial torch_special(PyObject* fn);
 bool outside_dict_read_method(const std::string& name);  // a dict method outside_dict_read answers
 // A dict (subclass) object reached from the frame whose `method` is dict's own: outside_dict_read
 // answers it.

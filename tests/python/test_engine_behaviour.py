@@ -276,6 +276,37 @@ def test_dynview_logs_print_events_in_order():
     assert log.index("Graph break DV0002") < log.index("TRACED GRAPH [2/0]") < log.index("Recompiling function g")
 
 
+def test_torch_functions_answered_while_tracing_are_found_when_their_module_is_imported_later():
+    # torch._dynamo is imported lazily: its graph_break and is_compiling are still recognised when the
+    # first capture ran before anything imported it. A torch function that merely shares a name with
+    # one of them (torch.fx.traceback.annotate is not torch.jit.annotate) is not mistaken for it.
+    script = (
+        "import sys, torch, dynview\n"
+        "assert 'torch._dynamo' not in sys.modules\n"
+        "def f(x):\n"
+        "    return x + 1 if torch.jit.is_scripting() else x - 1\n"
+        "torch.testing.assert_close(dynview.compile(f, backend='eager')(torch.ones(2)), torch.zeros(2))\n"
+        "import torch._dynamo\n"
+        "def g(x):\n"
+        "    y = x * 2\n"
+        "    torch._dynamo.graph_break()\n"
+        "    return y + 1 if torch._dynamo.is_compiling() else y\n"
+        "e = dynview.explain(g)(torch.ones(2))\n"
+        "print('graphs', e.graph_count, 'breaks', e.graph_break_count, e.break_reasons[0].break_id)\n"
+        "torch.testing.assert_close(dynview.compile(g, backend='eager')(torch.ones(2)), torch.full((2,), 3.0))\n"
+        "import torch.fx.traceback as tb\n"
+        "def h(x):\n"
+        "    with tb.annotate({'k': 1}):\n"
+        "        return x + 1\n"
+        "torch.testing.assert_close(dynview.compile(h, backend='eager')(torch.ones(2)), torch.full((2,), 2.0))\n"
+        "print('ok')\n"
+    )
+    env = dict(os.environ, PYTHONPATH=os.path.join(ROOT, "python"))
+    out = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, env=env, timeout=120)
+    assert out.returncode == 0, out.stderr
+    assert "graphs 2 breaks 1 DV0026" in out.stdout and "ok" in out.stdout, out.stdout + out.stderr
+
+
 def test_hook_installed_only_while_capturing():
     assert not dynview._C._hook_active()
     seen = []

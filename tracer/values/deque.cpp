@@ -138,10 +138,7 @@ Translator::Status Translator::deque_method(Frame& f, const VPtr& self, const st
       return raise_new(f, PyExc_IndexError, "deque already at its maximum size");
     VPtr plain = make(VK::List);
     plain->items = d.items;
-    VPtr m = make(VK::Method);
-    m->self = plain;
-    m->name = name;
-    if (Status s = call(f, m, std::move(args), {}, out)) {  // the list's ValueError says "list": eager's says "deque"
+    if (Status s = call(f, bound_method(plain, Ref(), name), std::move(args), {}, out)) {  // the list's ValueError says "list": eager's says "deque"
       if (s->exc) return brk(f, "DV0010", "deque." + name + " raised", "the eager frame raises it");
       return s;
     }

@@ -177,10 +177,8 @@ Translator::Status Translator::instance_builtin(Frame& f, PyObject* descr, const
     out = constant(Ref::borrow(found ? Py_True : Py_False));
     return std::nullopt;
   }
-  VPtr m = make(VK::Method);  // get, keys, items, values, pop, update, __setitem__, __delitem__, ...
-  m->self = d;
-  m->name = name;
-  return call(f, m, std::move(args), {}, out);
+  // get, keys, items, values, pop, update, __setitem__, __delitem__, ...
+  return call(f, bound_method(d, Ref(), name), std::move(args), {}, out);
 }
 
 Translator::Status Translator::instance_getattr(Frame& f, const VPtr& obj, const std::string& name, VPtr& out) {
@@ -225,11 +223,7 @@ Translator::Status Translator::instance_generic_getattr(Frame& f, const VPtr& ob
     return std::nullopt;
   }
   if (obj->contents && descriptor_of(cls_attr, builtin_base(tp))) {  // a method of the dict it is
-    VPtr mv = make(VK::Method);
-    mv->self = obj;
-    mv->name = name;
-    mv->obj = Ref::borrow(cls_attr);
-    out = mv;
+    out = bound_method(obj, Ref::borrow(cls_attr), name);
     return std::nullopt;
   }
   if (Py_TYPE(cls_attr)->tp_descr_get && !Py_IS_TYPE(cls_attr, &PyStaticMethod_Type)) {

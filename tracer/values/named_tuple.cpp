@@ -89,10 +89,7 @@ Translator::Status Translator::namedtuple_getattr(Frame& f, const VPtr& obj, con
   if (attr && (Py_IS_TYPE(attr, &PyMethodDescr_Type) || Py_IS_TYPE(attr, &PyWrapperDescr_Type))) {  // tuple's: count, index
     VPtr plain = make(VK::Tuple);
     plain->items = obj->items;
-    VPtr mv = make(VK::Method);
-    mv->self = plain;
-    mv->name = name;
-    out = mv;
+    out = bound_method(plain, Ref(), name);
     return std::nullopt;
   }
   return getattr(f, obj->self, name, out);  // _fields, _field_defaults, constants of the class
