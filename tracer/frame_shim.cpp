@@ -54,7 +54,25 @@ PyObject* finish_unevaluated(PyThreadState* ts, _PyInterpreterFrame* f, PyObject
   _PyEval_FrameClearAndPop(ts, f);  // exported by 3.13 for exactly this
   return result;
 #elif PY_VERSION_HEX >= 0x030C0000
-  // 3.12 exports nothing that pops a frame: let its evaluator do it, by throwing into the fresh
+  // 3.12 exports nothing that pops a frame. A fresh frame (not started, so never linked into the
+  // thread's frame chain nor seen by sys.monitoring) that has no frame object and is not the first
+  // frame of its data-stack chunk is cleared and popped here as the evaluator would at its exit:
+  // its references dropped (localsplus up to stacktop, f_locals, the function, the code), then the
+  // data stack's top moved back to it. The error of a failed result is kept across the releases,
+  // which may run finalizers.
+  if (!f->frame_obj && reinterpret_cast<PyObject**>(f) != &ts->datastack_chunk->data[0] &&
+      reinterpret_cast<PyObject**>(f->localsplus + f->stacktop) <= ts->datastack_top) {
+    PyObject* pending = result ? nullptr : PyErr_GetRaisedException();
+    for (int i = 0; i < f->stacktop; ++i) Py_CLEAR(f->localsplus[i]);
+    Py_CLEAR(f->f_locals);
+    Py_CLEAR(f->f_funcobj);
+    PyCodeObject* code = f->f_code;
+    ts->datastack_top = reinterpret_cast<PyObject**>(f);
+    Py_DECREF(code);
+    if (!result) PyErr_SetRaisedException(pending);
+    return result;
+  }
+  // Otherwise let its evaluator do it, by throwing into the fresh
   // frame. The frame has not started (no traceback entry, no handler covers offset -1), so the
   // evaluator unwinds it at once, clears and pops it, and returns NULL with the error kept.
   // Throwing fires PY_THROW, RAISE and PY_UNWIND (sys.monitoring, and sys.settrace/setprofile

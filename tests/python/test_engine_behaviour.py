@@ -231,6 +231,28 @@ def test_input_refcounts_unchanged_after_many_calls():
     assert (sys.getrefcount(x), sys.getrefcount(y)) == before
 
 
+def test_cache_hits_at_every_stack_depth_keep_results_errors_and_refcounts():
+    # A hit pops the frame it replaced: at every depth of Python recursion (so at every position in
+    # the interpreter's frame stack, including the first frame of a fresh stack chunk), results and
+    # raised errors equal eager's and no reference is leaked or dropped.
+    x = torch.randn(4)
+    fn = dynview.compile(lambda a, k: a * k if k >= 0 else a[99], backend="eager")
+    fn(x, 1)
+    before = sys.getrefcount(x)
+
+    def down(depth, pad0=0, pad1=1, pad2=2, pad3=3, pad4=4, pad5=5, pad6=6, pad7=7):
+        if depth:
+            return down(depth - 1)
+        out = fn(x, 2)
+        with pytest.raises(IndexError):
+            fn(x, -1)
+        return out
+
+    for depth in range(0, 600, 3):
+        torch.testing.assert_close(down(depth), x * 2)
+    assert sys.getrefcount(x) == before
+
+
 def rss_kb():
     with open("/proc/self/statm") as f:
         return int(f.read().split()[1]) * os.sysconf("SC_PAGE_SIZE") // 1024
