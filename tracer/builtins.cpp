@@ -48,7 +48,24 @@ Translator::Status call_itertools(Translator& t, Frame& f, PyObject* fn, std::ve
   if (!spec) return std::nullopt;
   handled = true;
   const std::string name = spec->name;
-  if (name == "islice" && !args.empty() && endless_iter(*args[0])) {
+  if (name == "chain" && kwargs.empty()) {
+    bool lazy = false;  // a generator or map among the sources: taken one item at a time, as in eager
+    for (const VPtr& a : args) lazy |= a->kind == VK::Iter && a->flag;
+    if (lazy) {
+      VPtr r = t.make(VK::Iter);
+      r->name = "chain";
+      r->flag = true;
+      r->defaults = t.constant_steal(PyLong_FromLong(0));
+      for (const VPtr& a : args) {
+        VPtr it;
+        if (Status s = t.iterate(f, a, it, /*materialize=*/false)) return s;
+        r->cells.push_back(it);
+      }
+      out = r;
+      return std::nullopt;
+    }
+  }
+  if (name == "islice" && !args.empty() && (endless_iter(*args[0]) || (args[0]->kind == VK::Iter && args[0]->frame))) {
     // islice(count(), [start,] stop[, step]): the items up to stop taken from the endless source
     // first (stop must be a constant), then sliced as below.
     const VPtr& stop = args.size() == 2 ? args[1] : args.size() >= 3 ? args[2] : nullptr;
@@ -465,9 +482,27 @@ Translator::Status call_builtin(Translator& t, Frame& f, PyObject* fn, std::vect
     out = args[0];
     return std::nullopt;
   }
-  if (is(Builtin::zip_) && kwargs.empty()) {  // over an endless iterator (itertools.count()): lazy, item by item
+  // zip/enumerate over an endless iterator (itertools.count()) or a lazy one (a generator, map: its
+  // items are made as the zip is taken, interleaved as in eager): lazy, item by item.
+  auto lazy_arg = [&](const VPtr& a) { return a->kind == VK::Iter && a->flag; };
+  if (is(Builtin::enumerate_) && n >= 1 && n <= 2 && lazy_arg(args[0])) {
+    VPtr start = n == 2 ? args[1] : nullptr;
+    for (auto& [k, v] : kwargs) {
+      if (k != "start" || start) return t.brk(f, "DV0007", "enumerate() with keyword " + k);
+      start = v;
+    }
+    if (start && (start->kind != VK::Const || !PyLong_Check(start->obj.get()))) return t.brk(f, "DV0007", "enumerate() with a non-constant start");
+    VPtr r = t.make(VK::Iter);
+    r->name = "enumerate";
+    r->flag = true;
+    r->cells.push_back(args[0]);
+    r->defaults = start ? start : t.constant_steal(PyLong_FromLong(0));
+    out = r;
+    return std::nullopt;
+  }
+  if (is(Builtin::zip_) && kwargs.empty()) {
     bool endless = false;
-    for (const VPtr& a : args) endless |= endless_iter(*a);
+    for (const VPtr& a : args) endless |= endless_iter(*a) || lazy_arg(a);
     if (endless) {
       VPtr r = t.make(VK::Iter);
       r->name = "zip";
@@ -651,6 +686,27 @@ Translator::Status call_builtin(Translator& t, Frame& f, PyObject* fn, std::vect
       if (better) best = i, best_key = kv->obj;
     }
     out = vals[best];
+    return std::nullopt;
+  }
+  if ((is(Builtin::any_) || is(Builtin::all_)) && n == 1 && kwargs.empty() && lazy_arg(args[0])) {
+    // any/all stop at the first item that decides, taking no more of a lazy iterator (a generator's
+    // body past that point does not run), as in eager.
+    const VPtr& it = args[0];
+    const bool want = is(Builtin::any_);
+    bool result = !want;
+    for (;;) {
+      if (Status s = t.pull(f, it, it->pos + 1)) return s;
+      if (it->pos >= it->items.size()) break;
+      const VPtr& v = it->items[it->pos++];
+      if (v->kind != VK::Const) return t.brk(f, "DV0007", "min/max/any/all of tensors depend on their values", "use torch.minimum/torch.maximum");
+      const int b = PyObject_IsTrue(v->obj.get());
+      if (b < 0) return t.raise_current(f, "truth of an item");
+      if ((b == 1) == want) {
+        result = want;
+        break;
+      }
+    }
+    out = t.constant(Ref::borrow(result ? Py_True : Py_False));
     return std::nullopt;
   }
   if ((is(Builtin::min_) || is(Builtin::max_) || is(Builtin::abs_) || is(Builtin::any_) || is(Builtin::all_)) && n >= 1 && kwargs.empty()) {

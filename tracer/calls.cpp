@@ -486,8 +486,8 @@ Translator::Status Translator::inline_call(Frame& f, VPtr fn, VPtr self, std::ve
   auto* co = reinterpret_cast<PyCodeObject*>(code);
   if (co->co_flags & (CO_COROUTINE | CO_ASYNC_GENERATOR))
     return brk(f, "DV0004", "calling coroutine function " + str_of(co->co_qualname), "coroutines are not traced");
-  // Generators (generator expressions, simple generator functions) run to completion here and
-  // become an iterator over what they yield.
+  // Generators (generator expressions, generator functions): a lazy iterator whose frame runs up to
+  // its next yield each time an item is taken, as Python's (Translator::resume_generator).
   const bool generator = co->co_flags & CO_GENERATOR;
   const CodeFacts* facts = code_facts(code);
   if (!facts) return brk(f, "DV0019", "cannot decode " + str_of(co->co_qualname));
@@ -546,8 +546,15 @@ Translator::Status Translator::inline_call(Frame& f, VPtr fn, VPtr self, std::ve
   if (varkw) callee.locals[slot++] = extra_kw;
   const int nfree = co->co_nfreevars;
   for (int k = 0; k < nfree && k < static_cast<int>(cells.size()); ++k) callee.locals[nlocalsplus - nfree + k] = cells[k];
-  std::vector<VPtr> yielded;
-  if (generator) callee.yields = &yielded;
+  if (generator) {  // nothing of its body runs until an item is taken
+    callee.generator = true;
+    VPtr it = make(VK::Iter);
+    it->name = "generator";
+    it->flag = true;
+    it->frame = std::make_shared<Frame>(std::move(callee));
+    out = it;
+    return std::nullopt;
+  }
   if (obs_) {
     if (!f.reported) report_step(f);  // the calling step, before the callee's steps
     if (!announce_code(obs_, facts)) PyErr_Clear();
@@ -557,17 +564,7 @@ Translator::Status Translator::inline_call(Frame& f, VPtr fn, VPtr self, std::ve
   Status s = run_frame(callee);
   cur_step_ = caller_step;
   frames_.pop_back();
-  if (s) {
-    // Eager raises a generator's exception where it is iterated, not where it is made: not catchable here.
-    if (generator) s->exc = Ref();
-    return s;
-  }
-  if (generator) {
-    VPtr it = make(VK::Iter);
-    it->items = std::move(yielded);
-    out = it;
-    return std::nullopt;
-  }
+  if (s) return s;
   out = callee.result;
   return std::nullopt;
 }

@@ -49,6 +49,7 @@ Handler handler_for(bc::Name name) {
     h[i(TO_BOOL)] = op_TO_BOOL; h[i(CONVERT_VALUE)] = op_CONVERT_VALUE; h[i(FORMAT_SIMPLE)] = op_FORMAT_SIMPLE;
     h[i(FORMAT_WITH_SPEC)] = op_FORMAT_WITH_SPEC; h[i(RETURN_CONST)] = op_RETURN_CONST;
     h[i(END_FOR)] = op_END_FOR; h[i(END_SEND)] = op_END_SEND;
+    h[i(GET_YIELD_FROM_ITER)] = op_GET_YIELD_FROM_ITER; h[i(SEND)] = op_SEND;
     h[i(POP_JUMP_IF_TRUE)] = op_POP_JUMP_IF_TRUE; h[i(POP_JUMP_IF_FALSE)] = op_POP_JUMP_IF_FALSE;
     h[i(POP_JUMP_IF_NONE)] = op_POP_JUMP_IF_NONE; h[i(POP_JUMP_IF_NOT_NONE)] = op_POP_JUMP_IF_NOT_NONE;
     return h;

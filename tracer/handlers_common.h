@@ -133,5 +133,7 @@ Status op_FORMAT_WITH_SPEC(Translator& t, Frame& f, const Instr& in);
 Status op_RETURN_CONST(Translator& t, Frame& f, const Instr& in);
 Status op_END_FOR(Translator& t, Frame& f, const Instr& in);
 Status op_END_SEND(Translator& t, Frame& f, const Instr& in);
+Status op_GET_YIELD_FROM_ITER(Translator& t, Frame& f, const Instr& in);
+Status op_SEND(Translator& t, Frame& f, const Instr& in);
 
 }  // namespace dv

@@ -74,6 +74,36 @@ Status op_END_FOR(Translator& t, Frame& f, const Instr&) {  // 3.12 (iter value 
   f.stack.resize(f.stack.size() - n);
   return std::nullopt;
 }
+// `yield from it` in a generator made in the trace: SEND takes it's next item, or (at its end) what
+// it returned (a generator's return value; None for other iterators). Only None is ever sent.
+Status op_GET_YIELD_FROM_ITER(Translator& t, Frame& f, const Instr&) {  // (iterable -- iter)
+  NEED(1);
+  if (top(f)->kind == VK::Iter) return std::nullopt;
+  VPtr it;
+  if (Status s = t.iterate(f, top(f), it, /*materialize=*/false)) return s;
+  top(f) = it;
+  return std::nullopt;
+}
+Status op_SEND(Translator& t, Frame& f, const Instr& in) {  // (receiver v -- receiver next) | at its end, jump
+  NEED(2);
+  VPtr v = top(f), it = top(f, 2);
+  if (v->kind != VK::Const || v->obj.get() != Py_None) return t.brk(f, "DV0004", "send() of a value into a generator");
+  if (it->kind != VK::Iter) return t.brk(f, "DV0016", "yield from a non-iterator");
+  if (Status s = t.pull(f, it, it->pos + 1)) return s;
+  if (it->pos < it->items.size()) {
+    top(f) = it->items[it->pos++];
+    return std::nullopt;
+  }
+  VPtr ret = it->frame && it->frame->result ? it->frame->result : t.constant(Ref::borrow(Py_None));
+  if (version_of(f) >= bc::Version::py312) {
+    top(f) = ret;  // (receiver retval), then END_SEND
+  } else {
+    f.stack.pop_back();
+    top(f) = ret;
+  }
+  jump_to(f, in);
+  return std::nullopt;
+}
 Status op_END_SEND(Translator& t, Frame& f, const Instr&) {  // (receiver value -- value)
   NEED(2);
   f.stack.erase(f.stack.end() - 2);
@@ -249,15 +279,15 @@ Status op_IMPORT_FROM(Translator& t, Frame& f, const Instr& in) {  // (module --
 }
 
 Status op_RETURN_GENERATOR(Translator& t, Frame& f, const Instr&) {  // ( -- None): the first resume
-  if (!f.yields) return t.brk(f, "DV0019", "generator outside an inlined call");
+  if (!f.generator) return t.brk(f, "DV0019", "generator outside an inlined call");
   f.stack.push_back(t.constant(Ref::borrow(Py_None)));
   return std::nullopt;
 }
 Status op_YIELD_VALUE(Translator& t, Frame& f, const Instr&) {  // (v -- sent)
   NEED(1);
-  if (!f.yields) return t.brk(f, "DV0019", "yield outside an inlined generator");
-  f.yields->push_back(pop(f));
-  f.stack.push_back(t.constant(Ref::borrow(Py_None)));
+  if (!f.generator) return t.brk(f, "DV0019", "yield outside an inlined generator");
+  f.yielded = pop(f);
+  f.suspended = true;  // the sent value is pushed when it is resumed
   return std::nullopt;
 }
 

@@ -366,6 +366,10 @@ Translator::Status Translator::pull(Frame& f, const VPtr& it, size_t want) {
     return brk(f, "DV0014", "an endless iterator (itertools." + it->name + ") taken to its end");
   while (it->flag && it->items.size() < want) {
     if (it->items.size() > 100000) return brk(f, "DV0014", "iterable too long to unroll");
+    if (it->frame) {
+      if (Status s = resume_generator(f, it)) return s;
+      continue;
+    }
     if (it->name != "map" && it->name != "filter") {  // the lazy itertools
       if (Status s = pull_itertool(f, it)) return s;
       continue;
@@ -392,6 +396,35 @@ Translator::Status Translator::pull(Frame& f, const VPtr& it, size_t want) {
     VPtr res;
     if (Status s = call(f, it->self, std::move(call_args), {}, res)) return s;
     it->items.push_back(res);
+  }
+  return std::nullopt;
+}
+
+// Runs a generator made in the trace up to its next yield (an item appended) or its end (flag
+// cleared; its frame's result is what it returned). The step that takes the item is reported first.
+Translator::Status Translator::resume_generator(Frame& f, const VPtr& it) {
+  Frame& g = *it->frame;
+  if (g.resumed) g.stack.push_back(constant(Ref::borrow(Py_None)));  // what next() sends
+  g.resumed = true;
+  g.depth = f.depth + 1;
+  if (obs_ && !f.reported) report_step(f);
+  frames_.push_back(&g);
+  const int caller_step = cur_step_;
+  Status s = run_frame(g);
+  cur_step_ = caller_step;
+  frames_.pop_back();
+  if (s) {
+    // An exception of the generator's body is raised where it is iterated: not caught in the trace
+    // (a raise inside a generator ends it, and a StopIteration becomes a RuntimeError): a break.
+    s->exc = Ref();
+    return s;
+  }
+  if (g.suspended) {
+    g.suspended = false;
+    it->items.push_back(std::move(g.yielded));
+    g.yielded = nullptr;
+  } else {
+    it->flag = false;  // returned: g.result is its value (what `yield from` gives)
   }
   return std::nullopt;
 }

@@ -464,7 +464,7 @@ void Translator::check_stack_effect(Frame& f, const bc::Instr& in, size_t before
 
 Translator::Status Translator::run_frame(Frame& f) {
   const auto& ins = f.facts->decoded.instrs;
-  while (!f.result) {
+  while (!f.result && !f.suspended) {
     if (stop_at >= 0 && &f == root_ && f.ip == stop_at) {
       Break b;
       b.id = kStopId;

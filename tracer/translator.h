@@ -67,7 +67,10 @@ struct Frame {
   int depth = 0;
   Ref kw_names;               // pending KW_NAMES tuple
   VPtr result;                // set by RETURN_VALUE
-  std::vector<VPtr>* yields = nullptr;  // generator run to completion: the values it yields
+  bool generator = false;     // a generator's frame: YIELD_VALUE suspends it (Translator::resume_generator)
+  bool suspended = false;     // stopped at a YIELD_VALUE; `yielded` is the value
+  bool resumed = false;       // ran before: a resume pushes the value sent (None)
+  VPtr yielded;
   std::vector<std::pair<bool, bool>> grad_stack;  // with-blocks: (previous grad mode)
   int stack_drift = 0;        // checked builds: stack moves minus the table's stack effects
   // Observer bookkeeping: the step being executed, whether it was reported (a step that inlines
@@ -183,6 +186,7 @@ class Translator {
   Status call_id(Frame& f, const VPtr& v, VPtr& out);
   Status call(Frame& f, VPtr fn, std::vector<VPtr> args, std::vector<std::pair<std::string, VPtr>> kwargs, VPtr& out);
   Status call_python(Frame& f, Ref fn, std::vector<VPtr> args, VPtr& out);  // a Python function, inlined
+  Status resume_generator(Frame& f, const VPtr& it);  // a generator's next item (ops.cpp)
   VPtr bound_method(VPtr self, Ref fn, std::string name);  // fn bound to self (a Method value)
   Status getattr(Frame& f, VPtr obj, const std::string& name, VPtr& out);
   Status binary(Frame& f, int nb_op, VPtr a, VPtr b, VPtr& out);

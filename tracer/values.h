@@ -12,13 +12,15 @@ namespace dv {
 
 struct Value;
 using VPtr = std::shared_ptr<Value>;
+struct Frame;
 
 enum class VK : uint8_t {
   Null,      // the NULL pushed by PUSH_NULL / LOAD_GLOBAL
   Tensor,    // obj: meta example; node: graph node; device: real device
   Const,     // obj: immutable Python constant (numbers, str, None, dtype, device, torch.Size, tuples of consts, slices)
   Tuple, List, Dict,  // items (Dict: keys + items)
-  Iter,      // items snapshot + pos
+  Iter,      // items snapshot + pos; lazy (flag): items made as they are taken (map, filter, itertools,
+             // generators: name "generator", frame = its suspended frame)
   Object,    // obj: any Python object known by identity (modules, classes, builtins, torch functions)
   Function,  // user function: obj = function object or code (made by MAKE_FUNCTION), cells/defaults
   Method,    // self + name (tensor/list/dict/const methods), or self + function (bound user method)
@@ -58,6 +60,7 @@ struct Value {
   bool flag = false;      // GradMode: enable? Function made by MAKE_FUNCTION: it has annotations;
                           // NNModule: made in the trace (made_module.cpp)
   bool mutated = false;   // a container from an input was mutated (side effect)
+  std::shared_ptr<Frame> frame;  // Iter of a generator made in the trace: its frame (result: what it returned)
   bool announced = false; // described to the observer
 };
 

@@ -44,8 +44,13 @@ bool endless_iter(const Value& it) {
       if (!endless_iter(*c)) return false;
     return true;
   }
-  if (it.name == "accumulate" || it.name == "starmap" || it.name == "filter" || it.name == "filterfalse" || it.name == "dropwhile")
+  if (it.name == "accumulate" || it.name == "starmap" || it.name == "filter" || it.name == "filterfalse" || it.name == "dropwhile" ||
+      it.name == "enumerate")
     return !it.cells.empty() && endless_iter(*it.cells[0]);
+  if (it.name == "chain") {  // endless when one of the sources still to come is
+    for (size_t k = it.defaults ? PyLong_AsSize_t(it.defaults->obj.get()) : 0; k < it.cells.size(); ++k)
+      if (endless_iter(*it.cells[k])) return true;
+  }
   return false;
 }
 
@@ -154,6 +159,33 @@ Translator::Status Translator::pull_itertool(Frame& f, const VPtr& it) {
       it->kwdefaults = constant_steal(PyLong_FromLong(left - 1));
     }
     it->items.push_back(it->self);
+    return std::nullopt;
+  }
+  if (name == "enumerate") {  // (index, item); defaults: the next index
+    VPtr x;
+    if (Status s = next_of(it->cells[0], x)) return s;
+    if (!x) {
+      it->flag = false;
+      return std::nullopt;
+    }
+    VPtr pair = make(VK::Tuple);
+    pair->items = {it->defaults, x};
+    it->items.push_back(pair);
+    it->defaults = constant_steal(PyNumber_Add(it->defaults->obj.get(), Ref::steal(PyLong_FromLong(1)).get()));
+    return std::nullopt;
+  }
+  if (name == "chain") {  // the sources one after another; defaults: the index of the current one
+    size_t k = PyLong_AsSize_t(it->defaults->obj.get());
+    for (; k < it->cells.size(); ++k) {
+      VPtr x;
+      if (Status s = next_of(it->cells[k], x)) return s;
+      if (x) {
+        it->items.push_back(x);
+        break;
+      }
+    }
+    if (k >= it->cells.size()) it->flag = false;
+    it->defaults = constant_steal(PyLong_FromSize_t(k));
     return std::nullopt;
   }
   if (name == "zip") {
