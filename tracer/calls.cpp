@@ -473,8 +473,13 @@ Translator::Status Translator::inline_call(Frame& f, VPtr fn, VPtr self, std::ve
     }
     if (PyObject* cl = PyFunction_GET_CLOSURE(func)) {
       for (Py_ssize_t i = 0; i < PyTuple_GET_SIZE(cl); ++i) {
-        VPtr cell = make(VK::Cell);
+        const size_t known = real_cells_.size();
+        VPtr cell = real_cell(PyTuple_GET_ITEM(cl, i));
         PyObject* contents = PyCell_GET(PyTuple_GET_ITEM(cl, i));
+        if (real_cells_.size() == known) {  // met before (the root frame's own cell): its traced contents
+          cells.push_back(cell);
+          continue;
+        }
         if (contents) {
           VPtr v = wrap(Ref::borrow(contents), fn->source ? Source::fn_closure(fn->source, static_cast<int>(i), "") : nullptr, f);
           if (!v) return brk(f, "DV0013", "unsupported closure variable of " + callable_name(func), "tensors captured by closures of inlined functions need a source");
@@ -1081,6 +1086,15 @@ Translator::Status Translator::call(Frame& f, VPtr fn, std::vector<VPtr> args,
     }
     default: return brk(f, "DV0004", std::string("calling a ") + vk_name(fn->kind));
   }
+}
+
+VPtr Translator::real_cell(PyObject* cell) {
+  for (const auto& [c, v] : real_cells_)
+    if (c.get() == cell) return v;
+  VPtr v = make(VK::Cell);
+  v->cell_of = -2;
+  real_cells_.emplace_back(Ref::borrow(cell), v);
+  return v;
 }
 
 // super() and super(cls, self) in a method: a super object over the real class and instance, whose

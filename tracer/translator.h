@@ -294,6 +294,10 @@ class Translator {
   int next_value_ = 1;
   Frame* root_ = nullptr;
   std::vector<Frame*> frames_;
+  // The Cell value standing for each real cell met in the trace (the root frame's free variables,
+  // the closures of functions called): one per cell, so a write through one is read through all.
+  std::vector<std::pair<Ref, VPtr>> real_cells_;
+  VPtr real_cell(PyObject* cell);  // the Cell value for `cell`: known, or a new one (cell_of -2)
   int cur_step_ = 0;
   std::unordered_map<const Value*, std::pair<VPtr, VPtr>> fake_ids_;  // value -> (value kept alive, its fake id)
 #ifdef DV_CHECK_STACK

@@ -59,6 +59,9 @@ struct Value {
                           // NNModule: made in the trace (made_module.cpp)
   bool mutated = false;   // a container from an input was mutated (side effect)
   bool announced = false; // described to the observer
+  int cell_of = -1;       // Cell: -1 made in the trace; k >= 0 the root frame's free variable k (a
+                          // real cell the transformed code reaches by LOAD_CLOSURE); -2 a real cell
+                          // of a function from outside the trace (codegen cannot name it)
 };
 
 }  // namespace dv
