@@ -473,10 +473,11 @@ Translator::Status Translator::inline_call(Frame& f, VPtr fn, VPtr self, std::ve
     }
     if (PyObject* cl = PyFunction_GET_CLOSURE(func)) {
       for (Py_ssize_t i = 0; i < PyTuple_GET_SIZE(cl); ++i) {
-        const size_t known = real_cells_.size();
-        VPtr cell = real_cell(PyTuple_GET_ITEM(cl, i));
+        bool fresh = false;
+        SourcePtr cell_src = fn->source ? Source::item(Source::attr(fn->source, "__closure__"), Ref::steal(PyLong_FromSsize_t(i))) : nullptr;
+        VPtr cell = real_cell(f, PyTuple_GET_ITEM(cl, i), cell_src, fresh);
         PyObject* contents = PyCell_GET(PyTuple_GET_ITEM(cl, i));
-        if (real_cells_.size() == known) {  // met before (the root frame's own cell): its traced contents
+        if (!fresh) {  // met before (the root frame's own cell): its traced contents
           cells.push_back(cell);
           continue;
         }
@@ -1088,12 +1089,22 @@ Translator::Status Translator::call(Frame& f, VPtr fn, std::vector<VPtr> args,
   }
 }
 
-VPtr Translator::real_cell(PyObject* cell) {
-  for (const auto& [c, v] : real_cells_)
-    if (c.get() == cell) return v;
+VPtr Translator::real_cell(Frame& f, PyObject* cell, const SourcePtr& source, bool& fresh) {
+  fresh = false;
+  for (const RealCell& c : real_cells_) {
+    if (c.cell.get() != cell) continue;
+    if (!c.source || !source) break;  // no guard can tie them: a value of its own
+    if (c.source->text() != source->text())
+      if (Guard* g = add_guard(GuardKind::TENSOR_ALIASING, source, {}, f, source->text() + " is " + c.source->text())) {
+        g->length = 1;
+        g->refs = {SymRef{c.source}, SymRef{source}};
+      }
+    return c.value;
+  }
+  fresh = true;
   VPtr v = make(VK::Cell);
   v->cell_of = -2;
-  real_cells_.emplace_back(Ref::borrow(cell), v);
+  real_cells_.push_back(RealCell{Ref::borrow(cell), v, source});
   return v;
 }
 

@@ -127,6 +127,7 @@ struct Emitter {
         emit(N::LOAD_ATTR, name("cell_contents"));
         return true;
       case K::Held: emit(N::LOAD_CONST, konst(s.key.get())); return true;
+      case K::FreeCell: emit_free(N::LOAD_CLOSURE, s.index); return true;
     }
     return false;
   }

@@ -414,7 +414,7 @@ void Translator::run_root(PyObject* code, PyObject* globals, PyObject* builtins,
     PyObject* contents = PyCell_GET(PyTuple_GET_ITEM(closure, k));
     VPtr cell = make(VK::Cell);
     cell->cell_of = k;
-    real_cells_.emplace_back(Ref::borrow(PyTuple_GET_ITEM(closure, k)), cell);
+    real_cells_.push_back(RealCell{Ref::borrow(PyTuple_GET_ITEM(closure, k)), cell, Source::free_cell(k, name)});
     if (contents) {
       VPtr v = wrap(Ref::borrow(contents), Source::closure(k, name), f);
       if (!v) {

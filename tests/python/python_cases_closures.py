@@ -108,6 +108,26 @@ def decorator_made_in_frame(x):
 
 
 @case((3,))
+def wraps_decorator_made_in_frame(x):
+    seen = []
+
+    def traced(fn):
+        @functools.wraps(fn)
+        def wrapper(*args, **kwargs):
+            seen.append(fn.__name__)
+            return fn(*args, **kwargs)
+        return wrapper
+
+    @traced
+    def project(t, scale=2.0):
+        """Scales t."""
+        return t * scale
+    y = project(x)
+    print("traced", file=_LOG)
+    return project(y, scale=0.5), seen, project.__name__, project.__doc__
+
+
+@case((3,))
 def cell_rebound_after_split(x):
     scale = 2
 

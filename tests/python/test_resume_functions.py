@@ -443,3 +443,39 @@ def test_closure_made_in_the_trace_is_returned():
         torch.testing.assert_close(cf(x)(x), returns_closure_without_break(x)(x))
     e = dynview.explain(returns_closure_without_break)(x)
     assert (e.graph_count, len(e.break_reasons)) == (1, 0)
+
+
+def test_closure_across_a_split_compiles_once():
+    # the closure passed to the resume function is new on every call: guarded by its code and by
+    # its cell being the resume function's own (TorchDynamo's CLOSURE_MATCH), not by its identity
+    cf = dynview.compile(shared_cell_after_split, backend="eager")
+    x = torch.zeros(3)
+    cf(x)
+    dynview._C.take_records()
+    for _ in range(3):
+        cf(x)
+    assert dynview._C.take_records() == [], "repeat calls compile nothing"
+
+
+def make_pair(t):
+    n = t
+
+    def g(x, fn):
+        nonlocal n
+        n = n + 1  # the frame writes its free variable ...
+        return fn(x)  # ... which fn reads when fn closes over the same cell
+
+    def inner(x):
+        return x * n
+    return g, inner
+
+
+def test_closure_sharing_the_frames_cell_is_guarded():
+    g1, inner1 = make_pair(torch.ones(2))
+    _, inner2 = make_pair(torch.ones(2))
+    e1, e_inner1 = make_pair(torch.ones(2))
+    _, e_inner2 = make_pair(torch.ones(2))
+    cg = dynview.compile(g1, backend="eager")
+    x = torch.ones(2)
+    for fn, efn in ((inner1, e_inner1), (inner2, e_inner2), (inner1, e_inner1), (inner2, e_inner2)):
+        torch.testing.assert_close(cg(x, fn), e1(x, efn))
