@@ -252,7 +252,7 @@ struct Rebuilder {
           if (!maker) return false;
           e.callable_const(maker);
           e.emit(N::LOAD_CONST, e.konst(v->obj.get()));
-          e.emit(N::LOAD_CONST, e.konst(v->globals.get()));
+          if (!load_globals(v->globals.get())) return false;
           for (const VPtr* part : {&v->defaults, &v->kwdefaults}) {
             if (*part) {
               if (!value(*part)) return false;
@@ -399,6 +399,23 @@ struct Rebuilder {
       }
       e.emit(N::LOAD_FAST, memo.at(c.get()));
       e.emit(N::STORE_ATTR, e.name("cell_contents"));
+    }
+    return true;
+  }
+  // A function's globals: the transformed code's own by globals() (a readable listing), others as
+  // a constant.
+  bool load_globals(PyObject* g) {
+    static PyObject* globals_fn = [] {
+      Ref mod = Ref::steal(PyImport_ImportModule("builtins"));
+      PyObject* f = mod ? PyObject_GetAttrString(mod.get(), "globals") : nullptr;  // kept for the process
+      if (!f) PyErr_Clear();
+      return f;
+    }();
+    if (g == globals && globals_fn) {
+      e.callable_const(globals_fn);
+      e.call(0);
+    } else {
+      e.emit(N::LOAD_CONST, e.konst(g));
     }
     return true;
   }
