@@ -277,6 +277,12 @@ Translator::Status call_builtin(Translator& t, Frame& f, PyObject* fn, std::vect
                                 std::vector<std::pair<std::string, VPtr>>& kwargs, VPtr& out, bool& handled) {
   if (!PyCFunction_Check(fn) && !PyType_Check(fn)) return std::nullopt;
   using Status = Translator::Status;
+  // A class body (LOAD_BUILD_CLASS; MAKE_FUNCTION; CALL): TorchDynamo breaks at the call, so the
+  // frame splits there and the transformed code builds the class (its body function rebuilt with
+  // the frame's cells).
+  if (f.builtins && PyDict_Check(f.builtins.get()) && fn == PyDict_GetItemString(f.builtins.get(), "__build_class__"))
+    return t.brk(f, "DV0007", "class definition inside the compiled function (__build_class__)",
+                 "define the class outside the compiled function (torch.compile breaks at a class body too)");
   if (Status s = t.make_lazy_itertool(f, fn, args, kwargs, out, handled); s || handled) return s;
   if (Status s = call_itertools(t, f, fn, args, kwargs, out, handled); s || handled) return s;
   const size_t nargs = args.size();

@@ -464,8 +464,14 @@ Translator::Status Translator::inline_call(Frame& f, VPtr fn, VPtr self, std::ve
     }
     if (PyObject* cl = PyFunction_GET_CLOSURE(func)) {
       for (Py_ssize_t i = 0; i < PyTuple_GET_SIZE(cl); ++i) {
-        VPtr cell = make(VK::Cell);
+        bool fresh = false;
+        SourcePtr cell_src = fn->source ? Source::item(Source::attr(fn->source, "__closure__"), Ref::steal(PyLong_FromSsize_t(i))) : nullptr;
+        VPtr cell = real_cell(f, PyTuple_GET_ITEM(cl, i), cell_src, fresh);
         PyObject* contents = PyCell_GET(PyTuple_GET_ITEM(cl, i));
+        if (!fresh) {  // met before (the root frame's own cell): its traced contents
+          cells.push_back(cell);
+          continue;
+        }
         if (contents) {
           VPtr v = wrap(Ref::borrow(contents), fn->source ? Source::fn_closure(fn->source, static_cast<int>(i), "") : nullptr, f);
           if (!v) return brk(f, "DV0013", "unsupported closure variable of " + callable_name(func), "tensors captured by closures of inlined functions need a source");
@@ -1066,6 +1072,25 @@ Translator::Status Translator::call(Frame& f, VPtr fn, std::vector<VPtr> args,
     }
     default: return brk(f, "DV0004", std::string("calling a ") + vk_name(fn->kind));
   }
+}
+
+VPtr Translator::real_cell(Frame& f, PyObject* cell, const SourcePtr& source, bool& fresh) {
+  fresh = false;
+  for (const RealCell& c : real_cells_) {
+    if (c.cell.get() != cell) continue;
+    if (!c.source || !source) break;  // no guard can tie them: a value of its own
+    if (c.source->text() != source->text())
+      if (Guard* g = add_guard(GuardKind::TENSOR_ALIASING, source, {}, f, source->text() + " is " + c.source->text())) {
+        g->length = 1;
+        g->refs = {SymRef{c.source}, SymRef{source}};
+      }
+    return c.value;
+  }
+  fresh = true;
+  VPtr v = make(VK::Cell);
+  v->cell_of = -2;
+  real_cells_.push_back(RealCell{Ref::borrow(cell), v, source});
+  return v;
 }
 
 // super() and super(cls, self) in a method: a super object over the real class and instance, whose

@@ -33,6 +33,12 @@ std::vector<int> output_nodes(const VPtr& ret) {
     }
     if (v->kind == VK::DictView) walk(v->self);
     if (v->kind == VK::Method) walk(v->self);  // a tensor's method crossing a break: its tensor
+    if (v->kind == VK::Cell) walk(v->items.empty() ? nullptr : v->items[0]);
+    if (v->kind == VK::Function) {  // a closure made in the trace: its cells' contents and defaults
+      for (const VPtr& c : v->cells) walk(c);
+      walk(v->defaults);
+      walk(v->kwdefaults);
+    }
   };
   walk(ret);
   return out;
@@ -105,6 +111,7 @@ struct Emitter {
       case K::Closure: emit_free(N::LOAD_DEREF, s.index); return true;
       case K::Global: emit(N::LOAD_GLOBAL, name(s.name) << 1); return true;
       case K::Held: emit(N::LOAD_CONST, konst(s.key.get())); return true;
+      case K::FreeCell: emit_free(N::LOAD_CLOSURE, s.index); return true;
       default: return source(*s.base) && step(s);
     }
   }
@@ -128,7 +135,7 @@ struct Emitter {
         emit(N::BINARY_SUBSCR);
         emit(N::LOAD_ATTR, name("cell_contents"));
         return true;
-      case K::Local: case K::Closure: case K::Global: case K::Held: return false;
+      case K::Local: case K::Closure: case K::Global: case K::Held: case K::FreeCell: return false;
     }
     return false;
   }
@@ -171,6 +178,28 @@ PyObject* runtime_attr(const char* name) {
   PyObject* m = mod ? PyObject_GetAttrString(mod.get(), name) : nullptr;
   if (!m) PyErr_Clear();
   return m;
+}
+
+// The cells made in the trace that `roots` reach (through closures, containers, cell contents), in
+// order; `outside`: a real cell of a function from outside the trace is reached too.
+std::vector<VPtr> trace_cells(const std::vector<VPtr>& roots, bool& outside) {
+  std::vector<VPtr> cells;
+  std::unordered_set<const Value*> seen;
+  std::function<void(const VPtr&)> walk = [&](const VPtr& v) {
+    if (!v || !seen.insert(v.get()).second) return;
+    if (v->kind == VK::Cell) {
+      if (v->cell_of == -1) cells.push_back(v);
+      if (v->cell_of == -2) outside = true;
+      if (!v->items.empty()) walk(v->items[0]);
+      return;
+    }
+    if (v->kind == VK::Tensor || v->kind == VK::Sym || v->kind == VK::Const) return;
+    for (const VPtr& x : v->items) walk(x);
+    for (const VPtr& x : v->cells) walk(x);
+    for (const VPtr* x : {&v->self, &v->defaults, &v->kwdefaults, &v->attrs, &v->contents}) walk(*x);
+  };
+  for (const VPtr& v : roots) walk(v);
+  return cells;
 }
 
 // Rebuilds values after the graph ran: graph outputs from the output tuple, constants, containers
@@ -254,14 +283,15 @@ struct Rebuilder {
           e.emit(N::LOAD_CONST, e.konst(v->obj.get()));
           return true;
         }
-        if (v->kind == VK::Function && v->obj && PyCode_Check(v->obj.get()) && v->cells.empty() && !v->flag && v->globals) {
-          // A function made in the trace without a closure: dynview._runtime.make_function(code,
-          // globals, defaults, kwdefaults). (A closure's cells are shared with the frame: not rebuilt.)
+        if (v->kind == VK::Function && v->obj && PyCode_Check(v->obj.get()) && !v->flag && v->globals) {
+          // A function made in the trace: dynview._runtime.make_function(code, globals, defaults,
+          // kwdefaults[, closure]). Its closure holds the real cells: the frame's free variables
+          // (LOAD_CLOSURE) and the cells made for the trace's cells by make_cells (in the memo).
           static PyObject* maker = runtime_attr("make_function");
           if (!maker) return false;
           e.callable_const(maker);
           e.emit(N::LOAD_CONST, e.konst(v->obj.get()));
-          e.emit(N::LOAD_CONST, e.konst(v->globals.get()));
+          if (!load_globals(v->globals.get())) return false;
           for (const VPtr* part : {&v->defaults, &v->kwdefaults}) {
             if (*part) {
               if (!value(*part)) return false;
@@ -269,7 +299,12 @@ struct Rebuilder {
               e.emit(N::LOAD_CONST, e.konst(Py_None));
             }
           }
-          e.call(4);
+          if (!v->cells.empty()) {
+            for (const VPtr& c : v->cells)
+              if (!c || c->kind != VK::Cell || !value(c)) return false;
+            e.emit(N::BUILD_TUPLE, static_cast<int>(v->cells.size()));
+          }
+          e.call(v->cells.empty() ? 4 : 5);
           return remember(v);
         }
         return false;
@@ -363,9 +398,65 @@ struct Rebuilder {
         e.call(1);
         return true;
       }
-      case VK::Null: case VK::Iter: case VK::Cell: case VK::Slice: return false;
+      case VK::Cell:  // a cell made in the trace is in the memo (make_cells); the frame's own free variable
+        if (v->cell_of < 0) return false;
+        e.emit_free(N::LOAD_CLOSURE, v->cell_of);
+        return true;
+      case VK::Null: case VK::Iter: case VK::Slice: return false;
     }
     return false;
+  }
+  // Real cells for the cells made in the trace that `roots` reach (through closures, containers,
+  // cell contents; `extra` too): each a new types.CellType() in a temporary, made empty first and
+  // filled after (a closure may hold the cell it is stored in). False with `why` when a closure
+  // over a real cell of a function from outside the trace would have to be rebuilt.
+  bool make_cells(const std::vector<VPtr>& roots, const std::vector<VPtr>& extra, std::string& why) {
+    bool outside = false;
+    std::vector<VPtr> all = extra;
+    all.insert(all.end(), roots.begin(), roots.end());
+    std::vector<VPtr> cells;
+    for (const VPtr& c : trace_cells(all, outside))
+      if (!memo.count(c.get())) cells.push_back(c);
+    if (outside) {
+      why = "a closure over a cell of a function defined outside the frame lives across the break";
+      return false;
+    }
+    if (cells.empty()) return true;
+    static PyObject* cell_type = reinterpret_cast<PyObject*>(&PyCell_Type);
+    for (const VPtr& c : cells) {
+      e.callable_const(cell_type);
+      e.call(0);
+      const int slot = e.temp();
+      e.emit(N::STORE_FAST, slot);
+      memo[c.get()] = slot;
+    }
+    for (const VPtr& c : cells) {
+      if (c->items.empty() || !c->items[0]) continue;
+      if (!value(c->items[0])) {
+        why = "cannot rebuild the contents of a cell (" + describe(*c->items[0]) + ")";
+        return false;
+      }
+      e.emit(N::LOAD_FAST, memo.at(c.get()));
+      e.emit(N::STORE_ATTR, e.name("cell_contents"));
+    }
+    return true;
+  }
+  // A function's globals: the transformed code's own by globals() (a readable listing), others as
+  // a constant.
+  bool load_globals(PyObject* g) {
+    static PyObject* globals_fn = [] {
+      Ref mod = Ref::steal(PyImport_ImportModule("builtins"));
+      PyObject* f = mod ? PyObject_GetAttrString(mod.get(), "globals") : nullptr;  // kept for the process
+      if (!f) PyErr_Clear();
+      return f;
+    }();
+    if (g == globals && globals_fn) {
+      e.callable_const(globals_fn);
+      e.call(0);
+    } else {
+      e.emit(N::LOAD_CONST, e.konst(g));
+    }
+    return true;
   }
   // Keeps a freshly built mutable container in a temporary, so later uses share it.
   bool remember(const VPtr& v) {
@@ -387,9 +478,24 @@ struct Rebuilder {
   }
 };
 
+// The values the side effects write (they cross into the code after the graph).
+std::vector<VPtr> side_effect_values(const SideEffects& se) {
+  std::vector<VPtr> out;
+  for (const auto& w : se.attr_writes) out.push_back(w.value);
+  for (const auto& w : se.global_writes) out.push_back(w.value);
+  for (const VPtr& l : se.mutated_lists) out.push_back(l);
+  for (const VPtr& d : se.mutated_dicts) out.push_back(d);
+  for (const VPtr& c : se.written_cells)
+    if (!c->items.empty()) out.push_back(c->items[0]);
+  return out;
+}
+
 // Common head of a transformed code object: free variables, RESUME, the graph call, the grad mode
 // the rest must run in, and the replayed side effects.
-bool emit_head(Emitter& e, Rebuilder& rb, PyCodeObject* co, const CaptureResult& c, int grad_mode, std::string& why) {
+// `roots`: the values rebuilt after the head (return value, or what crosses a split); real cells are
+// made for the trace's cells they and the side effects reach.
+bool emit_head(Emitter& e, Rebuilder& rb, PyCodeObject* co, const CaptureResult& c, int grad_mode,
+               const std::vector<VPtr>& roots, std::string& why) {
   PyObject* compiled = c.compiled.get();
   const OutputGraph& og = c.out;
   if (co->co_nfreevars) e.emit(N::COPY_FREE_VARS, co->co_nfreevars);
@@ -414,10 +520,11 @@ bool emit_head(Emitter& e, Rebuilder& rb, PyCodeObject* co, const CaptureResult&
     e.call(1);
     e.emit(N::POP_TOP);
   }
+  const SideEffects& se = og.side_effects;
+  if (!rb.make_cells(roots, side_effect_values(se), why)) return false;
   // The new contents of every mutated list and dict are built first, before anything is written
   // back: an item may be reloaded from a source inside a container (the same one or another) that a
   // write-back changes.
-  const SideEffects& se = og.side_effects;
   std::vector<int> list_tmp, dict_tmp;
   for (const VPtr& l : se.mutated_lists) {
     for (const VPtr& x : l->items)
@@ -447,6 +554,13 @@ bool emit_head(Emitter& e, Rebuilder& rb, PyCodeObject* co, const CaptureResult&
       return false;
     }
     e.emit(N::STORE_ATTR, e.name(w.name));
+  }
+  for (const VPtr& c : se.written_cells) {  // nonlocal writes to the frame's free variables: (value -- )
+    if (c->items.empty() || !c->items[0] || !rb.value(c->items[0])) {
+      why = "cannot replay the assignment to a free variable";
+      return false;
+    }
+    e.emit_free(N::STORE_DEREF, c->cell_of);
   }
   for (const auto& w : se.global_writes) {  // globals()[name] = value, in order: (value dict key -- )
     if (!rb.value(w.value)) {
@@ -541,16 +655,6 @@ std::optional<Transformed> finish(Emitter& e, PyCodeObject* co, PyObject* global
   return Transformed{code, fn, {}};
 }
 
-// A function made in the trace that closes over cells, or a cell itself, anywhere inside `v`.
-bool holds_closure(const VPtr& v, int depth) {
-  if (!v || depth > 8) return false;
-  if (v->kind == VK::Cell || (v->kind == VK::Function && !v->cells.empty())) return true;
-  if (v->self && holds_closure(v->self, depth + 1)) return true;
-  for (const VPtr& x : v->items)
-    if (holds_closure(x, depth + 1)) return true;
-  return false;
-}
-
 int count_args(PyCodeObject* co) {
   return co->co_argcount + co->co_kwonlyargcount + ((co->co_flags & CO_VARARGS) ? 1 : 0) +
          ((co->co_flags & CO_VARKEYWORDS) ? 1 : 0);
@@ -566,7 +670,7 @@ std::optional<Transformed> generate(PyObject* orig_code, PyObject* globals, PyOb
   e.nfixed = count_args(co) + 1;
   e.pos = bc::Position{co->co_firstlineno, co->co_firstlineno, bc::kNone, bc::kNone};
   Rebuilder rb{e, c.outputs, static_cast<bool>(c.compiled), e.nfixed - 1, {}, globals};
-  if (!emit_head(e, rb, co, c, grad_mode, why)) return std::nullopt;
+  if (!emit_head(e, rb, co, c, grad_mode, {ret}, why)) return std::nullopt;
   if (!rb.value(ret)) {
     why = std::string("cannot rebuild the return value (a ") + vk_name(ret->kind) + " or something inside it)";
     return std::nullopt;
@@ -585,7 +689,6 @@ std::optional<Transformed> generate_split(const CodeFacts& facts, PyObject* glob
   e.nfixed = count_args(co) + 1;
   e.pos = brk_in.pos.line != bc::kNone ? brk_in.pos : bc::Position{co->co_firstlineno, co->co_firstlineno, bc::kNone, bc::kNone};
   Rebuilder rb{e, stop.outputs, static_cast<bool>(stop.compiled), e.nfixed - 1, {}, globals};
-  if (!emit_head(e, rb, co, stop, grad_mode, why)) return std::nullopt;
   const size_t S = stop.stack.size();
   if (static_cast<size_t>(plan.operands) > S) {
     why = "the stack is shallower than the breaking instruction's operands";
@@ -611,33 +714,51 @@ std::optional<Transformed> generate_split(const CodeFacts& facts, PyObject* glob
       }
     return true;
   };
-  // Cell variables cross as their contents (the resume function makes new cells): sound only when
-  // no closure over the old cells is still reachable afterwards.
+  // Cell variables cross as their contents (the resume function makes new cells) while no closure
+  // or cell made in the trace crosses. Otherwise they cross as cells (TorchDynamo's resume functions
+  // take the frame's cells as free variables): the transformed code makes a real cell for each cell
+  // of the trace (Rebuilder::make_cells), rebuilds the closures over them, and passes the frame's
+  // cell variables into the resume function's closure, so both sides see one cell.
   std::vector<int> cells;
-  std::vector<VPtr> local_vals;
+  std::vector<VPtr> local_vals, cell_vals;
   const size_t ncells_end = static_cast<size_t>(PyTuple_GET_SIZE(co->co_localsplusnames) - co->co_nfreevars);
-  for (size_t i = 0; i < stop.locals.size() && i < ncells_end; ++i) {  // free variables stay in the closure
-    const VPtr& v = stop.locals[i];
+  const auto* kinds = reinterpret_cast<const uint8_t*>(PyBytes_AS_STRING(co->co_localspluskinds));
+  std::vector<int> cell_slots;  // the frame's cell variables (localsplus indexes)
+  for (size_t i = 0; i < ncells_end; ++i)
+    if (kinds[i] & 0x40) cell_slots.push_back(static_cast<int>(i));  // CO_FAST_CELL
+  for (int i : cell_slots) {  // free variables stay in the closure
+    const VPtr& v = i < static_cast<int>(stop.locals.size()) ? stop.locals[static_cast<size_t>(i)] : nullptr;
     if (v && v->kind == VK::Cell && !v->items.empty() && v->items[0]) {
-      cells.push_back(static_cast<int>(i));
-      local_vals.push_back(v->items[0]);
+      cells.push_back(i);
+      cell_vals.push_back(v->items[0]);
     }
   }
   for (int target : {plan.next, plan.target})
     if (target >= 0)
       for (int l : live_at(target)) local_vals.push_back(stop.locals[static_cast<size_t>(l)]);
-  if (!cells.empty()) {
-    std::vector<VPtr> crossing = stop.stack;
-    crossing.insert(crossing.end(), local_vals.begin(), local_vals.end());
-    for (const auto& w : stop.out.side_effects.attr_writes) crossing.push_back(w.value);
-    for (const auto& w : stop.out.side_effects.global_writes) crossing.push_back(w.value);
-    for (const VPtr& v : crossing)
-      if (holds_closure(v, 0)) {
-        why = "a closure over the frame's cell variables lives across the break";
+  std::vector<VPtr> crossing = stop.stack;
+  crossing.insert(crossing.end(), local_vals.begin(), local_vals.end());
+  crossing.insert(crossing.end(), cell_vals.begin(), cell_vals.end());
+  std::vector<int> shared;  // cell variables passed as cells
+  std::vector<VPtr> reached = crossing;
+  for (const VPtr& v : side_effect_values(stop.out.side_effects)) reached.push_back(v);
+  bool outside = false;
+  const bool share = !trace_cells(reached, outside).empty() || outside;
+  std::vector<VPtr> roots = crossing;
+  if (share) {
+    for (int i : cell_slots) {
+      const VPtr& v = i < static_cast<int>(stop.locals.size()) ? stop.locals[static_cast<size_t>(i)] : nullptr;
+      if (!v || v->kind != VK::Cell || v->cell_of != -1) {
+        why = "a cell variable of the frame is not a cell at the break";
         return std::nullopt;
       }
+      shared.push_back(i);
+      roots.push_back(v);
+    }
+    cells.clear();
   }
-  if (!stash_all(stop.stack) || !stash_all(local_vals)) return std::nullopt;
+  if (!emit_head(e, rb, co, stop, grad_mode, roots, why)) return std::nullopt;
+  if (!stash_all(stop.stack) || !stash_all(local_vals) || (!share && !stash_all(cell_vals))) return std::nullopt;
 
   // The call of the resume function at `target` with the stack `vals` (bottom first; `result_slot`
   // stands for the last one when >= 0), then return its result.
@@ -648,12 +769,14 @@ std::optional<Transformed> generate_split(const CodeFacts& facts, PyObject* glob
     if (result_slot >= 0) layout.stack_null.push_back(false);
     layout.locals = live_at(target);
     layout.cells = cells;
+    layout.shared = shared;
     PyObject* code = resume_code(facts, target, layout, why);
     if (!code) return false;
-    if (co->co_nfreevars) {
+    if (co->co_nfreevars || !shared.empty()) {  // closure: (shared cells..., the frame's free variables...)
       e.callable([&] {
+        for (int c : shared) e.emit(N::LOAD_FAST, rb.memo.at(stop.locals[static_cast<size_t>(c)].get()));
         for (int k = 0; k < co->co_nfreevars; ++k) e.emit_free(N::LOAD_CLOSURE, k);
-        e.emit(N::BUILD_TUPLE, co->co_nfreevars);
+        e.emit(N::BUILD_TUPLE, co->co_nfreevars + static_cast<int>(shared.size()));
         e.emit(N::LOAD_CONST, e.konst(code));
         e.emit(N::MAKE_FUNCTION, 8);
       });

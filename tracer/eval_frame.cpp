@@ -188,6 +188,7 @@ void plan_outputs(CaptureResult& c) {
   for (const auto& w : c.out.side_effects.global_writes) add_outputs(w.value, outputs);
   for (const VPtr& l : c.out.side_effects.mutated_lists) add_outputs(l, outputs);
   for (const VPtr& d : c.out.side_effects.mutated_dicts) add_outputs(d, outputs);
+  for (const VPtr& cell : c.out.side_effects.written_cells) add_outputs(cell, outputs);
   if (c.stopped) {
     const auto& nodes = c.out.graph.nodes();
     std::erase_if(outputs, [&](int n) { return nodes[static_cast<size_t>(n)].op == GraphNode::Op::Placeholder; });

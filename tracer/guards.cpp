@@ -90,6 +90,7 @@ struct GuardTree::Node {
           PyObject** dp = _PyObject_GetDictPtr(parent);
           return dp ? *dp : nullptr;
         }
+        if (PyFunction_Check(parent) && source->name == "__code__") return PyFunction_GET_CODE(parent);
         if (PyMethod_Check(parent) && source->name == "__self__") return PyMethod_GET_SELF(parent);
         if (PyMethod_Check(parent) && source->name == "__func__") return PyMethod_GET_FUNCTION(parent);
         PyObject** dictptr = _PyObject_GetDictPtr(parent);
@@ -121,6 +122,9 @@ struct GuardTree::Node {
         return v;
       }
       case Source::Kind::Held: return source->key.get();
+      case Source::Kind::FreeCell:
+        if (!f.closure || source->index >= PyTuple_GET_SIZE(f.closure)) return nullptr;
+        return PyTuple_GET_ITEM(f.closure, source->index);
       case Source::Kind::FnClosure: {
         if (!parent || !PyFunction_Check(parent)) return nullptr;
         PyObject* cl = PyFunction_GET_CLOSURE(parent);

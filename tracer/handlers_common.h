@@ -105,6 +105,7 @@ Status op_FOR_ITER(Translator& t, Frame& f, const Instr& in);
 Status op_RETURN_VALUE(Translator& t, Frame& f, const Instr& in);
 Status op_RAISE_VARARGS(Translator& t, Frame& f, const Instr& in);
 Status op_LOAD_ASSERTION_ERROR(Translator& t, Frame& f, const Instr& in);
+Status op_LOAD_BUILD_CLASS(Translator& t, Frame& f, const Instr& in);
 Status op_PUSH_EXC_INFO(Translator& t, Frame& f, const Instr& in);
 Status op_POP_EXCEPT(Translator& t, Frame& f, const Instr& in);
 Status op_CHECK_EXC_MATCH(Translator& t, Frame& f, const Instr& in);

@@ -175,6 +175,17 @@ Status op_LOAD_ASSERTION_ERROR(Translator& t, Frame& f, const Instr&) {  // ( --
   f.stack.push_back(v);
   return std::nullopt;
 }
+// builtins.__build_class__ (the call of it breaks: builtins.cpp).
+Status op_LOAD_BUILD_CLASS(Translator& t, Frame& f, const Instr&) {  // ( -- __build_class__)
+  PyObject* b = f.builtins && PyDict_Check(f.builtins.get()) ? PyDict_GetItemString(f.builtins.get(), "__build_class__") : nullptr;
+  if (!b || !PyCFunction_Check(b))
+    return t.brk(f, "DV0001", "class definition inside the compiled function (LOAD_BUILD_CLASS)",
+                 "define the class outside the compiled function (torch.compile breaks at a class body too)");
+  VPtr v = t.make(VK::Object);
+  v->obj = Ref::borrow(b);
+  f.stack.push_back(v);
+  return std::nullopt;
+}
 Status op_PUSH_EXC_INFO(Translator& t, Frame& f, const Instr&) {  // (exc -- prev exc): entering a handler
   NEED(1);
   VPtr exc = pop(f);

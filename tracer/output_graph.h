@@ -39,7 +39,10 @@ struct SideEffects {
   }
   std::vector<VPtr> mutated_lists;  // lists from outside the frame changed by append/extend/pop/insert
   std::vector<VPtr> mutated_dicts;  // dicts from outside the frame (the frame's **kwargs too) changed
-  bool empty() const { return attr_writes.empty() && global_writes.empty() && mutated_lists.empty() && mutated_dicts.empty(); }
+  std::vector<VPtr> written_cells;  // the root frame's free variables (real cells) written by STORE_DEREF
+  bool empty() const {
+    return attr_writes.empty() && global_writes.empty() && mutated_lists.empty() && mutated_dicts.empty() && written_cells.empty();
+  }
   void note_mutation(const VPtr& container) {  // a list or dict from outside the frame was changed
     auto& v = container->kind == VK::Dict ? mutated_dicts : mutated_lists;
     if (std::find(v.begin(), v.end(), container) == v.end()) v.push_back(container);

@@ -160,10 +160,10 @@ std::vector<bool> live_locals(const CodeFacts& facts, int index) {
 
 PyObject* resume_code(const CodeFacts& facts, int target, const ResumeLayout& layout, std::string& why) {
   // Shared per (code, target, layout); never destroyed (holds code objects past Py_Finalize).
-  using Key = std::tuple<PyObject*, int, std::vector<bool>, std::vector<int>, std::vector<int>>;
+  using Key = std::tuple<PyObject*, int, std::vector<bool>, std::vector<int>, std::vector<int>, std::vector<int>>;
   static auto& cache = *new std::map<Key, Ref>();
   static auto& counter = *new std::map<PyObject*, int>();
-  Key key{facts.code.get(), target, layout.stack_null, layout.locals, layout.cells};
+  Key key{facts.code.get(), target, layout.stack_null, layout.locals, layout.cells, layout.shared};
   if (auto it = cache.find(key); it != cache.end()) return it->second.get();
 
   auto* co = reinterpret_cast<PyCodeObject*>(facts.code.get());
@@ -182,7 +182,8 @@ PyObject* resume_code(const CodeFacts& facts, int target, const ResumeLayout& la
   }
   asm_index[ins.size()] = k;
   // New layout. varnames: [stack args][live locals][passed cells][other varnames]; cellvars: [passed
-  // cells][other cells] (code.replace puts the cells not among varnames after them, then freevars).
+  // cells][other cells] (code.replace puts the cells not among varnames after them, then freevars);
+  // freevars: [shared cells][the code's free variables].
   const int nplus = static_cast<int>(PyTuple_GET_SIZE(co->co_localsplusnames));
   const int nfree = co->co_nfreevars;
   const auto* kinds = reinterpret_cast<const uint8_t*>(PyBytes_AS_STRING(co->co_localspluskinds));
@@ -211,16 +212,26 @@ PyObject* resume_code(const CodeFacts& facts, int target, const ResumeLayout& la
     add_var(c);
     PyList_Append(cellvars.get(), name_of(c));
   }
+  std::vector<bool> is_shared(static_cast<size_t>(nplus), false);
+  for (int c : layout.shared) is_shared[static_cast<size_t>(c)] = true;
   for (int i = 0; i < nplus - nfree; ++i)
     if (new_index[static_cast<size_t>(i)] < 0 && !is_cell(i)) add_var(i);
   const int nvar = static_cast<int>(PyList_GET_SIZE(varnames.get()));
   for (int i = 0; i < nplus - nfree; ++i)
-    if (new_index[static_cast<size_t>(i)] < 0 && is_cell(i)) {
+    if (new_index[static_cast<size_t>(i)] < 0 && is_cell(i) && !is_shared[static_cast<size_t>(i)]) {
       new_index[static_cast<size_t>(i)] = nvar + static_cast<int>(PyList_GET_SIZE(pure_cells.get()));
       PyList_Append(pure_cells.get(), name_of(i));
       PyList_Append(cellvars.get(), name_of(i));
     }
-  const int nnew = nvar + static_cast<int>(PyList_GET_SIZE(pure_cells.get())) + nfree;
+  const int npure = static_cast<int>(PyList_GET_SIZE(pure_cells.get()));
+  Ref freevars = Ref::steal(PyList_New(0));
+  for (int c : layout.shared) {
+    new_index[static_cast<size_t>(c)] = nvar + npure + static_cast<int>(PyList_GET_SIZE(freevars.get()));
+    PyList_Append(freevars.get(), name_of(c));
+  }
+  for (int i = nplus - nfree; i < nplus; ++i) PyList_Append(freevars.get(), name_of(i));
+  const int nallfree = static_cast<int>(PyList_GET_SIZE(freevars.get()));
+  const int nnew = nvar + npure + nallfree;
   auto remap = [&](int idx) { return idx < nplus - nfree ? new_index[static_cast<size_t>(idx)] : idx - (nplus - nfree) + (nnew - nfree); };
 
   const bc::Version v = facts.decoded.version;
@@ -231,8 +242,8 @@ PyObject* resume_code(const CodeFacts& facts, int target, const ResumeLayout& la
   if (target < static_cast<int>(ins.size())) pos = ins[static_cast<size_t>(target)].pos;
   auto emit = [&](N op, int arg = 0) { in.instrs.push_back(bc::AsmInstr{*bc::opcode_of(op, v), arg, pos}); };
   for (int i = 0; i < nplus - nfree; ++i)
-    if (is_cell(i)) emit(N::MAKE_CELL, new_index[static_cast<size_t>(i)]);
-  if (nfree) emit(N::COPY_FREE_VARS, nfree);
+    if (is_cell(i) && !is_shared[static_cast<size_t>(i)]) emit(N::MAKE_CELL, new_index[static_cast<size_t>(i)]);
+  if (nallfree) emit(N::COPY_FREE_VARS, nallfree);
   emit(N::RESUME, 0);
   int passed = 0;
   for (bool isnull : layout.stack_null) {
@@ -284,6 +295,7 @@ PyObject* resume_code(const CodeFacts& facts, int target, const ResumeLayout& la
   set("co_stacksize", PyLong_FromLong(out->stacksize));
   set("co_varnames", PyList_AsTuple(varnames.get()));
   set("co_cellvars", PyList_AsTuple(cellvars.get()));
+  set("co_freevars", PyList_AsTuple(freevars.get()));
   set("co_nlocals", PyLong_FromLong(nvar));
   set("co_argcount", PyLong_FromLong(nstack + static_cast<long>(layout.locals.size() + layout.cells.size())));
   set("co_posonlyargcount", PyLong_FromLong(0));

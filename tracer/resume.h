@@ -38,6 +38,8 @@ struct ResumeLayout {
   std::vector<bool> stack_null;  // one per stack slot at the resume point, bottom first
   std::vector<int> locals;       // localsplus indexes of the live locals passed, in order
   std::vector<int> cells;        // localsplus indexes of the cell variables whose contents are passed
+  std::vector<int> shared;       // localsplus indexes of the cell variables passed as cells: the resume
+                                 // function's first free variables (its closure), before the frame's own
 };
 
 // A resume code object `__resume_at_<offset>_<n>` for instruction `target` of `facts`' code,

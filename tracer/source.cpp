@@ -13,6 +13,7 @@ std::string Source::text() const {
     case Kind::Item: return base->text() + "[" + repr_of(key.get()) + "]";
     case Kind::FnClosure: return base->text() + ".__closure__[" + std::to_string(index) + "].cell_contents";
     case Kind::Held: return name;
+    case Kind::FreeCell: return "___closure_cell['" + name + "']";
   }
   return "?";
 }
@@ -42,6 +43,10 @@ SourcePtr Source::fn_closure(SourcePtr base, int index, std::string name) {
 }
 SourcePtr Source::held(Ref obj, std::string name) {
   return std::make_shared<Source>(Source{Kind::Held, -1, std::move(name), {}, std::move(obj), {}});
+}
+
+SourcePtr Source::free_cell(int index, std::string name) {
+  return std::make_shared<Source>(Source{Kind::FreeCell, index, std::move(name), {}, {}, {}});
 }
 
 }  // namespace dv

@@ -22,6 +22,7 @@ struct Source {
     Item,      // base[key] for a constant int/str key, list/tuple/dict bases
     FnClosure, // base.__closure__[index].cell_contents (base: a Python function)
     Held,      // an object held by the source itself (another module's globals dict)
+    FreeCell,  // func_closure[index]: the frame's free variable cell itself (identity guards)
   };
   Kind kind;
   int index = -1;        // Local/Closure
@@ -39,6 +40,7 @@ struct Source {
   static SourcePtr item(SourcePtr base, Ref key);
   static SourcePtr fn_closure(SourcePtr base, int index, std::string name);
   static SourcePtr held(Ref obj, std::string name);
+  static SourcePtr free_cell(int index, std::string name);
 };
 
 }  // namespace dv

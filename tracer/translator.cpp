@@ -47,12 +47,8 @@ const char* vk_name(VK k) {
 
 namespace {
 // Why an opcode without a handler breaks the graph, where there is more to say than its name:
-// (message, hint). TorchDynamo breaks at a class body too (at the __build_class__ call, unless
-// the body is empty) and at type parameters with a bound or constraints (def f[T: int]).
+// (message, hint). TorchDynamo breaks at type parameters with a bound or constraints (def f[T: int]).
 std::pair<std::string, std::string> no_handler_reason(const bc::Instr& in, bc::Version v) {
-  if (in.name == bc::Name::LOAD_BUILD_CLASS)
-    return {"class definition inside the compiled function (LOAD_BUILD_CLASS)",
-            "define the class outside the compiled function (torch.compile breaks at a class body too, unless it is empty)"};
   if (in.name == bc::Name::CALL_INTRINSIC_2) {
     const auto n = bc::intrinsic_name(2, in.arg, v);
     return {"unsupported intrinsic " + std::string(n ? *n : "?") + " (CALL_INTRINSIC_2: except*, or type parameters of a generic function or class)",
@@ -417,6 +413,8 @@ void Translator::run_root(PyObject* code, PyObject* globals, PyObject* builtins,
     std::string name = str_of(PyTuple_GET_ITEM(co->co_localsplusnames, slot));
     PyObject* contents = PyCell_GET(PyTuple_GET_ITEM(closure, k));
     VPtr cell = make(VK::Cell);
+    cell->cell_of = k;
+    real_cells_.push_back(RealCell{Ref::borrow(PyTuple_GET_ITEM(closure, k)), cell, Source::free_cell(k, name)});
     if (contents) {
       VPtr v = wrap(Ref::borrow(contents), Source::closure(k, name), f);
       if (!v) {

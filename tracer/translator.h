@@ -298,6 +298,18 @@ class Translator {
   int next_value_ = 1;
   Frame* root_ = nullptr;
   std::vector<Frame*> frames_;
+  // The Cell value standing for each real cell met in the trace (the root frame's free variables,
+  // the closures of functions called): one per cell, so a write through one is read through all.
+  struct RealCell {
+    Ref cell;           // the cell (Strong reference)
+    VPtr value;         // its Cell value
+    SourcePtr source;   // reads the cell object itself (identity guards), or null
+  };
+  std::vector<RealCell> real_cells_;
+  // The Cell value for `cell`, reached by `source` (the cell object, or null): the one met before
+  // when an identity guard can tie the two sources, else a new one (cell_of -2; `fresh` set: the
+  // caller fills its contents).
+  VPtr real_cell(Frame& f, PyObject* cell, const SourcePtr& source, bool& fresh);
   int cur_step_ = 0;
   std::unordered_map<const Value*, std::pair<VPtr, VPtr>> fake_ids_;  // value -> (value kept alive, its fake id)
 #ifdef DV_CHECK_STACK

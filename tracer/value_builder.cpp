@@ -209,7 +209,22 @@ VPtr ValueBuilder::wrap(Ref obj, SourcePtr source, Frame& f) {
     return remember(v);
   }
   if (PyFunction_Check(o) && !function_is_torch(o)) {  // torch.nn.functional.* are graph calls, not inlined
-    if (source) t_.add_guard(GuardKind::ID_MATCH, source, obj, f, "___check_obj_id(" + key + ", " + repr_of(o) + ")");
+    const Source* root = source.get();
+    while (root && root->base) root = root->base.get();
+    const bool local = root && root->kind == Source::Kind::Local;
+    if (source && (PyFunction_GET_CLOSURE(o) || local) && !PyFunction_GET_DEFAULTS(o) && !PyFunction_GET_KW_DEFAULTS(o)) {
+      // A closure, or a function the frame was given (TorchDynamo's CLOSURE_MATCH): made anew by
+      // every call of the code that makes it (a resume function's argument), so guarded by its
+      // code; its cells' contents are guarded where a call reads them, their identity by the
+      // guards of Translator::real_cell.
+      PyObject* code = PyFunction_GET_CODE(o);
+      t_.add_guard(GuardKind::TYPE_MATCH, source, Ref::borrow(reinterpret_cast<PyObject*>(Py_TYPE(o))), f,
+                   "___check_type_id(" + key + ", function)");
+      t_.add_guard(GuardKind::ID_MATCH, Source::attr(source, "__code__"), Ref::borrow(code), f,
+                   "___check_obj_id(" + key + ".__code__, " + repr_of(code) + ")");
+    } else if (source) {
+      t_.add_guard(GuardKind::ID_MATCH, source, obj, f, "___check_obj_id(" + key + ", " + repr_of(o) + ")");
+    }
     v = t_.make(VK::Function);
     v->obj = obj;
     return remember(v);

@@ -62,6 +62,9 @@ struct Value {
   bool mutated = false;   // a container from an input was mutated (side effect)
   std::shared_ptr<Frame> frame;  // Iter of a generator made in the trace: its frame (result: what it returned)
   bool announced = false; // described to the observer
+  int cell_of = -1;       // Cell: -1 made in the trace; k >= 0 the root frame's free variable k (a
+                          // real cell the transformed code reaches by LOAD_CLOSURE); -2 a real cell
+                          // of a function from outside the trace (codegen cannot name it)
 };
 
 }  // namespace dv

@@ -47,10 +47,10 @@ def make_partial(func, args, keywords):
     return functools.partial(func, *args, **keywords)
 
 
-def make_function(code, globals_, defaults, kwdefaults):
-    """A function made in the trace (no closure) and rebuilt by the transformed code: what
-    MAKE_FUNCTION made (its name and qualified name come from the code object)."""
-    fn = types.FunctionType(code, globals_, None, defaults)
+def make_function(code, globals_, defaults, kwdefaults, closure=None):
+    """A function made in the trace and rebuilt by the transformed code: what MAKE_FUNCTION made
+    (its name and qualified name come from the code object; `closure` holds the real cells)."""
+    fn = types.FunctionType(code, globals_, None, defaults, closure)
     if kwdefaults:
         fn.__kwdefaults__ = kwdefaults
     return fn

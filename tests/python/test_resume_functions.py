@@ -322,3 +322,160 @@ def test_tensor_aliasing_between_arguments_is_guarded(first, second):
     texts = [g for e in entries for g in e["guards"]]
     assert "L['b'] is L['a']" in texts
     assert "___check_no_aliasing(L['a'], L['b'])" in texts
+
+
+# ---- closures made in the frame across a split (issue 14) ----
+
+def shared_cell_after_split(x):
+    count = 0
+
+    def bump(t):
+        nonlocal count
+        count += 1
+        return t + count
+    y = bump(x)
+    print("split", file=SINK)
+    count += 10  # the resumed code writes the cell: bump sees it
+    y = bump(y)  # bump writes it: the resumed code sees it
+    return y, count, bump
+
+
+def test_cell_shared_by_inner_function_and_resumed_code():
+    x = torch.zeros(3)
+    cf = dynview.compile(shared_cell_after_split, backend="eager")
+    for _ in range(2):
+        got_y, got_count, got_bump = cf(x)
+        want_y, want_count, want_bump = shared_cell_after_split(x)
+        torch.testing.assert_close(got_y, want_y)
+        assert got_count == want_count == 12
+        # the returned closure holds the one cell both sides wrote
+        assert got_bump.__closure__[0].cell_contents == 12
+        torch.testing.assert_close(got_bump(x), want_bump(x))
+        assert got_bump.__closure__[0].cell_contents == 13
+    e = dynview.explain(shared_cell_after_split)(x)
+    assert (e.graph_count, len(e.break_reasons)) == (2, 1)
+
+
+def make_counter():
+    calls = 0
+
+    def step(x):
+        nonlocal calls
+        calls += 1
+        return x * calls
+
+    def step_with_break(x):
+        nonlocal calls
+        calls += 1
+        y = x * calls
+        print("counted", file=SINK)
+        calls += 1
+        return y + calls
+
+    def get():
+        return calls
+    return step, step_with_break, get
+
+
+@pytest.mark.parametrize("which", [0, 1])
+def test_nonlocal_write_to_the_frames_free_variable_is_replayed(which):
+    fns, eager = make_counter(), make_counter()
+    cf = dynview.compile(fns[which], backend="eager")
+    x = torch.ones(2)
+    for _ in range(3):
+        torch.testing.assert_close(cf(x), eager[which](x))
+        assert fns[2]() == eager[2]()
+
+
+_outside_step, _, _outside_get = make_counter()
+
+
+def calls_a_closure_defined_outside(x):
+    return _outside_step(x) + 1
+
+
+def test_nonlocal_write_of_an_outside_closure_breaks_and_runs_once():
+    # the inlined closure's write cannot be replayed (its cell is not the frame's): it breaks there,
+    # and the closure runs as its own frame, where the cell is a free variable (written back)
+    before = _outside_get()
+    cf = dynview.compile(calls_a_closure_defined_outside, backend="eager")
+    x = torch.ones(2)
+    dynview._C.take_records()
+    for k in range(1, 4):
+        torch.testing.assert_close(cf(x), x * (before + k) + 1)
+        assert _outside_get() == before + k
+    recs = dynview._C.take_records()
+    assert any("nonlocal 'calls'" in r["break_message"] for r in recs), recs
+
+
+def closure_returned_after_rebind(x):
+    n = 1
+
+    def get():
+        return n * x
+    y = get()
+    print("rebind", file=SINK)
+    n = 7
+    return y, get
+
+
+def test_closure_returned_sees_the_rebound_cell():
+    cf = dynview.compile(closure_returned_after_rebind, backend="eager")
+    x = torch.ones(2)
+    for _ in range(2):
+        y, get = cf(x)
+        torch.testing.assert_close(y, x)
+        torch.testing.assert_close(get(), x * 7)
+
+
+def returns_closure_without_break(x):
+    bias = x.sum()
+
+    def add(t):
+        return t + bias
+    return add
+
+
+def test_closure_made_in_the_trace_is_returned():
+    cf = dynview.compile(returns_closure_without_break, backend="eager")
+    x = torch.ones(2)
+    for _ in range(2):
+        torch.testing.assert_close(cf(x)(x), returns_closure_without_break(x)(x))
+    e = dynview.explain(returns_closure_without_break)(x)
+    assert (e.graph_count, len(e.break_reasons)) == (1, 0)
+
+
+def test_closure_across_a_split_compiles_once():
+    # the closure passed to the resume function is new on every call: guarded by its code and by
+    # its cell being the resume function's own (TorchDynamo's CLOSURE_MATCH), not by its identity
+    cf = dynview.compile(shared_cell_after_split, backend="eager")
+    x = torch.zeros(3)
+    cf(x)
+    dynview._C.take_records()
+    for _ in range(3):
+        cf(x)
+    assert dynview._C.take_records() == [], "repeat calls compile nothing"
+
+
+def make_pair(t):
+    n = t
+
+    def g(x, fn):
+        nonlocal n
+        n = n + 1  # the frame writes its free variable ...
+        return fn(x)  # ... which fn reads when fn closes over the same cell
+
+    def inner(x):
+        return x * n
+    return g, inner
+
+
+def test_closure_sharing_the_frames_cell_is_guarded():
+    g1, inner1 = make_pair(torch.ones(2))
+    _, inner2 = make_pair(torch.ones(2))
+    e1, e_inner1 = make_pair(torch.ones(2))
+    _, e_inner2 = make_pair(torch.ones(2))
+    cg = dynview.compile(g1, backend="eager")
+    x = torch.ones(2)
+    for fn, efn in ((inner1, e_inner1), (inner2, e_inner2), (inner1, e_inner1), (inner2, e_inner2)):
+        torch.testing.assert_close(cg(x, fn), e1(x, efn))
