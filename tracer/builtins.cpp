@@ -336,6 +336,15 @@ Translator::Status call_builtin(Translator& t, Frame& f, PyObject* fn, std::vect
       case VK::Instance: return v->obj.get();
       case VK::DictView: return dict_view_type(v->name);
       case VK::Partial: return py().functools_partial.get();
+      case VK::NdArray: {
+        static PyObject* nd = [] {
+          Ref np = Ref::steal(PyImport_ImportModule("numpy"));
+          PyObject* t = np ? PyObject_GetAttrString(np.get(), "ndarray") : nullptr;
+          if (!t) PyErr_Clear();
+          return t;
+        }();
+        return nd;
+      }
       default: return nullptr;
     }
   };
@@ -358,6 +367,10 @@ Translator::Status call_builtin(Translator& t, Frame& f, PyObject* fn, std::vect
     Py_ssize_t len = -1;
     if (v->kind == VK::Tuple || v->kind == VK::List || v->kind == VK::Dict) len = static_cast<Py_ssize_t>(v->items.size());
     else if (v->kind == VK::DictView) len = static_cast<Py_ssize_t>(v->self->items.size());
+    else if (v->kind == VK::NdArray) {
+      std::vector<VPtr> none;
+      return t.ndarray_method(f, v, "__len__", none, kwargs, out);
+    }
     else if (v->kind == VK::Tensor) {
       Ref shape = Ref::steal(PyObject_GetAttrString(v->obj.get(), "shape"));
       if (!shape || PyTuple_GET_SIZE(shape.get()) == 0) return t.brk(f, "DV0010", "len() of a 0-d tensor");

@@ -21,7 +21,7 @@ std::vector<int> output_nodes(const VPtr& ret) {
   std::unordered_set<const Value*> seen;  // mutable values can hold themselves (o.me = o)
   std::function<void(const VPtr&)> walk = [&](const VPtr& v) {
     if (!v || !seen.insert(v.get()).second) return;
-    if (v->kind == VK::Tensor || v->kind == VK::Sym) {
+    if (v->kind == VK::Tensor || v->kind == VK::Sym || v->kind == VK::NdArray) {
       if (std::find(out.begin(), out.end(), v->node) == out.end()) out.push_back(v->node);
       return;
     }
@@ -121,6 +121,11 @@ struct Emitter {
         emit(N::LOAD_ATTR, name("cell_contents"));
         return true;
       case K::Held: emit(N::LOAD_CONST, konst(s.key.get())); return true;
+      case K::AsTensor:  // torch.as_tensor(ndarray)
+        callable_const(s.key.get());
+        if (!source(*s.base)) return false;
+        call(1);
+        return true;
     }
     return false;
   }
@@ -158,6 +163,23 @@ struct Rebuilder {
         e.load_int(it - outputs.begin());
         e.emit(N::BINARY_SUBSCR);
         return true;
+      }
+      case VK::NdArray: {  // the ndarray argument itself, or dynview._numpy.to_numpy(graph output)
+        auto it = std::find(outputs.begin(), outputs.end(), v->node);
+        if (v->source) return e.source(*v->source);
+        static PyObject* to_numpy = [] {
+          Ref mod = Ref::steal(PyImport_ImportModule("dynview._numpy"));
+          PyObject* m = mod ? PyObject_GetAttrString(mod.get(), "to_numpy") : nullptr;
+          if (!m) PyErr_Clear();
+          return m;
+        }();
+        if (it == outputs.end() || !compiled || !to_numpy) return false;
+        e.callable_const(to_numpy);
+        e.emit(N::LOAD_FAST, outs_slot);
+        e.load_int(it - outputs.begin());
+        e.emit(N::BINARY_SUBSCR);
+        e.call(1);
+        return remember(v);
       }
       case VK::Const:
         if (is_fake_id(v->obj.get())) return false;  // id() of a value made in the trace: no real id to give

@@ -22,6 +22,8 @@ struct Source {
     Item,      // base[key] for a constant int/str key, list/tuple/dict bases
     FnClosure, // base.__closure__[index].cell_contents (base: a Python function)
     Held,      // an object held by the source itself (another module's globals dict)
+    AsTensor,  // torch.as_tensor(base) of a numpy.ndarray base: the tensor an ndarray argument is in the
+               // graph (TorchDynamo's NumpyTensorSource); key: torch.as_tensor
   };
   Kind kind;
   int index = -1;        // Local/Closure
@@ -39,6 +41,7 @@ struct Source {
   static SourcePtr item(SourcePtr base, Ref key);
   static SourcePtr fn_closure(SourcePtr base, int index, std::string name);
   static SourcePtr held(Ref obj, std::string name);
+  static SourcePtr as_tensor(SourcePtr base, Ref as_tensor_fn);
 };
 
 }  // namespace dv

@@ -1257,3 +1257,4 @@ def shape_is_torch_size(x):
 import python_cases_more  # noqa: E402,F401  (appends to CASES)
 import python_cases_copy  # noqa: E402,F401  (copying and identity)
 import python_cases_modules  # noqa: E402,F401  (module hooks)
+import python_cases_numpy  # noqa: E402,F401  (NumPy through torch._numpy)
