@@ -452,6 +452,20 @@ Translator::Status Translator::iterate(Frame& f, VPtr v, VPtr& out, bool materia
       }
       break;
     }
+    case VK::NdArray: {  // its rows, nd[0], nd[1] ... (TorchDynamo unpacks it as a tensor: ndarray.__getitem__ nodes)
+      Ref shape = Ref::steal(PyObject_GetAttrString(v->obj.get(), "shape"));
+      if (!shape || PyTuple_GET_SIZE(shape.get()) == 0) return PyErr_Clear(), raise_new(f, PyExc_TypeError, "iteration over a 0-d array");
+      if (is_sym(PyTuple_GET_ITEM(shape.get(), 0))) return brk(f, "DV0021", "iterating over an ndarray of a dynamic size");
+      const long n = PyLong_AsLong(PyTuple_GET_ITEM(shape.get(), 0));
+      for (long i = 0; i < n; ++i) {
+        VPtr item;
+        std::vector<VPtr> idx{constant_steal(PyLong_FromLong(i))};
+        std::vector<std::pair<std::string, VPtr>> none;
+        if (Status s = ndarray_method(f, v, "__getitem__", idx, none, item)) return s;
+        it->items.push_back(item);
+      }
+      break;
+    }
     case VK::NNModule: {  // ModuleList, Sequential, ModuleDict iterate their children
       Ref mods = Ref::steal(PyObject_GetAttrString(v->obj.get(), "_modules"));
       Ref cls_iter = Ref::steal(PyObject_GetAttrString(reinterpret_cast<PyObject*>(Py_TYPE(v->obj.get())), "__iter__"));

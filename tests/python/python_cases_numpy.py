@@ -158,6 +158,14 @@ def ndarray_int_argument_arithmetic(x, a):
     return a * 2, a // 2, a % 2, a * 0.5, x * torch.as_tensor(a)
 
 
+@case((3, 2))
+def ndarray_rows_in_a_loop(x):
+    total = np.zeros(2, dtype=np.float32)
+    for row in x.numpy():
+        total = total + np.abs(row)
+    return total, [r * 2 for r in x.numpy()]
+
+
 @case((3,), extra=lambda seed: [np.arange(1, 4) + seed])
 def ndarray_int_true_division_breaks(x, a):
     return a / 2, x + 1
