@@ -291,6 +291,13 @@ void ValueBuilder::plan_dynamic(PyObject* o, const std::string& text, int depth)
     if (seen.dynamic) dyn_dims_[text] = seen.dynamic;
     return;
   }
+  if (std::strcmp(Py_TYPE(o)->tp_name, "numpy.ndarray") == 0) {  // planned as the tensor the graph takes (AsTensor)
+    Ref as_tensor = Ref::steal(PyObject_GetAttrString(py().torch.get(), "as_tensor"));
+    Ref t = as_tensor ? Ref::steal(PyObject_CallOneArg(as_tensor.get(), o)) : Ref();
+    if (!t) return PyErr_Clear();
+    plan_dynamic(t.get(), "___as_tensor(" + text + ")", depth);
+    return;
+  }
   if (PyLong_CheckExact(o)) {
     int overflow = 0;
     const long long v = PyLong_AsLongLongAndOverflow(o, &overflow);

@@ -130,3 +130,22 @@ def test_ndarray_arguments_are_guarded_graph_inputs():
     got = cf(x, b)
     assert got[1].dtype == np.int32 and len(dynview._C.cache_entries(scale_array.__code__)) == 2
     np.testing.assert_array_equal(got[1], b * 2)
+
+
+def rows_of(x, a):
+    return torch.from_numpy(np.sin(a)) + x.sum(), a.shape, (a * 2).sum(axis=0)
+
+
+def test_ndarray_arguments_become_dynamic_like_tensors():
+    # automatic dynamic shapes: a size that changes between calls is symbolic in the next compile
+    # (the ndarray's shape then comes from the graph), and later sizes hit that entry.
+    cf = dynview.compile(rows_of, backend="eager")
+    g = np.random.default_rng(0)
+    for n in (3, 4, 5, 6):
+        x, a = torch.randn(n), g.standard_normal((n, 2))
+        got, want = cf(x, a), rows_of(x, a)
+        torch.testing.assert_close(got[0], want[0])
+        assert got[1] == want[1] and type(got[1]) is tuple
+        np.testing.assert_allclose(got[2], want[2])
+    entries = dynview._C.cache_entries(rows_of.__code__)
+    assert len(entries) == 2 and sum(e["hits"] for e in entries) == 2
