@@ -57,7 +57,7 @@ def ndarray_arithmetic_with_scalars(x):
     a = x.numpy()
     b = 2 * a + 1
     c = -b / 3
-    return c ** 2, a >= 0, abs(c) if False else b - 0.5
+    return c ** 2, a >= 0, abs(c), b - 0.5
 
 
 @case((3,), (3,))
@@ -126,6 +126,12 @@ def numpy_function_missing_from_torch_numpy(x):
 def numpy_tolist_breaks(x):
     a = np.square(x.numpy())
     return a.tolist(), x + 1
+
+
+@case((3,))
+def ndarray_to_python_float_breaks(x):
+    a = np.mean(x.numpy() * 2)
+    return float(a) + 1.0, x * 2
 
 
 @case((3,))
