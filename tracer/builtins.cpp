@@ -359,6 +359,15 @@ Translator::Status call_builtin(Translator& t, Frame& f, PyObject* fn, std::vect
       case VK::Instance: return v->obj.get();
       case VK::DictView: return dict_view_type(v->name);
       case VK::Partial: return py().functools_partial.get();
+      case VK::NdArray: {
+        static PyObject* nd = [] {
+          Ref np = Ref::steal(PyImport_ImportModule("numpy"));
+          PyObject* t = np ? PyObject_GetAttrString(np.get(), "ndarray") : nullptr;
+          if (!t) PyErr_Clear();
+          return t;
+        }();
+        return nd;
+      }
       default: return nullptr;
     }
   };
@@ -381,6 +390,10 @@ Translator::Status call_builtin(Translator& t, Frame& f, PyObject* fn, std::vect
     Py_ssize_t len = -1;
     if (v->kind == VK::Tuple || v->kind == VK::List || v->kind == VK::Dict) len = static_cast<Py_ssize_t>(v->items.size());
     else if (v->kind == VK::DictView) len = static_cast<Py_ssize_t>(v->self->items.size());
+    else if (v->kind == VK::NdArray) {
+      std::vector<VPtr> none;
+      return t.ndarray_method(f, v, "__len__", none, kwargs, out);
+    }
     else if (v->kind == VK::Tensor) {
       Ref shape = Ref::steal(PyObject_GetAttrString(v->obj.get(), "shape"));
       if (!shape || PyTuple_GET_SIZE(shape.get()) == 0) return t.brk(f, "DV0010", "len() of a 0-d tensor");
@@ -727,6 +740,10 @@ Translator::Status call_builtin(Translator& t, Frame& f, PyObject* fn, std::vect
     bool all_const = true;
     for (auto& v : vals) all_const &= v->kind == VK::Const;
     if (is(Builtin::abs_) && args[0]->kind == VK::Tensor) return t.graph_call(f, Ref::borrow(fn), "", args, {}, out);
+    if (is(Builtin::abs_) && n == 1 && args[0]->kind == VK::NdArray) {  // ndarray.__abs__: torch._numpy's
+      bool nd = false;
+      return t.ndarray_operator(f, "abs", args, out, nd);
+    }
     if (!all_const) return t.brk(f, "DV0007", "min/max/any/all of tensors depend on their values", "use torch.minimum/torch.maximum");
     Ref tup = Ref::steal(PyTuple_New(vals.size()));
     for (size_t i = 0; i < vals.size(); ++i) PyTuple_SET_ITEM(tup.get(), i, Ref::borrow(vals[i]->obj.get()).release());
@@ -745,8 +762,8 @@ Translator::Status call_builtin(Translator& t, Frame& f, PyObject* fn, std::vect
   if ((is(Builtin::int_) || is(Builtin::float_) || is(Builtin::bool_) || is(Builtin::str_) || is(Builtin::range_) || is(Builtin::slice_) || is(Builtin::round_) || is(Builtin::repr_) ||
        is(Builtin::divmod_) || is(Builtin::pow_) || is(Builtin::hash_) || is(Builtin::ord_) || is(Builtin::chr_) || is(Builtin::frozenset_) || is(Builtin::set_)) ) {
     for (auto& a : args)
-      if (a->kind == VK::Tensor)
-        return t.brk(f, "DV0003", "converting a tensor to a Python value depends on its data",
+      if (a->kind == VK::Tensor || a->kind == VK::NdArray)
+        return t.brk(f, "DV0003", std::string("converting a ") + vk_name(a->kind) + " to a Python value depends on its data",
                      "keep the value as a tensor, or expect a graph break as with torch.compile");
     if ((is(Builtin::str_) || is(Builtin::repr_)) && n == 1 && kwargs.empty() && args[0]->kind == VK::Object && args[0]->obj &&
         PyType_Check(args[0]->obj.get()) && Py_TYPE(args[0]->obj.get())->tp_repr == PyType_Type.tp_repr) {

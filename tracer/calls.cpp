@@ -84,7 +84,7 @@ std::optional<Ref> Translator::to_python(const VPtr& v, bool meta) {
   switch (v->kind) {
     case VK::Const: case VK::Object: case VK::NNModule: return v->obj;
     case VK::Function: return v->obj && PyFunction_Check(v->obj.get()) ? std::optional<Ref>(v->obj) : std::nullopt;
-    case VK::Tensor: return meta ? std::optional<Ref>(v->obj) : std::nullopt;
+    case VK::Tensor: case VK::NdArray: return meta ? std::optional<Ref>(v->obj) : std::nullopt;
     case VK::Sym: {
       if (meta) return v->obj;
       Ref r = specialize(v);  // a Python value is needed: the ShapeEnv guards this one
@@ -143,6 +143,11 @@ std::optional<Ref> Translator::to_python(const VPtr& v, bool meta) {
 bool Translator::to_arg(const VPtr& v, ArgTree& out) {
   switch (v->kind) {
     case VK::Tensor: case VK::Sym: out.kind = ArgTree::Kind::Node; out.node = v->node; return true;
+    case VK::NdArray:  // only to torch._numpy's wrappers (ndarray.cpp): no torch function takes an ndarray
+      if (!allow_ndarray_) return false;
+      out.kind = ArgTree::Kind::Node;
+      out.node = v->node;
+      return true;
     case VK::Const:
       if (PySlice_Check(v->obj.get())) {
         auto* s = reinterpret_cast<PySliceObject*>(v->obj.get());
@@ -228,7 +233,7 @@ Translator::Status Translator::graph_call(Frame& f, Ref target, const std::strin
   bool any_tensor = false, any_sym = false;
   std::function<void(const VPtr&)> find_dev = [&](const VPtr& v) {
     any_sym |= v->kind == VK::Sym;
-    if (v->kind == VK::Tensor) {
+    if (v->kind == VK::Tensor || v->kind == VK::NdArray) {
       any_tensor = true;
       if (!device) device = v->device;
     }
@@ -690,7 +695,9 @@ Translator::Status Translator::call(Frame& f, VPtr fn, std::vector<VPtr> args,
       VPtr self = fn->self;
       const std::string& name = fn->name;
       if (is_deque(self)) return deque_method(f, self, name, args, kwargs, out);
+      if (self->kind == VK::NdArray) return ndarray_method(f, self, name, args, kwargs, out);
       if (self->kind == VK::Tensor) {
+        if (name == "numpy") return tensor_numpy(f, self, args, kwargs, out);  // as TorchDynamo: an ndarray in the graph
         if (in_list(kDataDependent, name))
           return brk(f, "DV0003", "data-dependent operator Tensor." + name + "()",
                      "the result depends on tensor values; dynview breaks the graph here like torch.compile");
@@ -909,6 +916,8 @@ Translator::Status Translator::call(Frame& f, VPtr fn, std::vector<VPtr> args,
       if (fn->kind == VK::Object && Py_IS_TYPE(o, reinterpret_cast<PyTypeObject*>(py().functools_partial.get())))
         return call_partial(f, o, fn->source, args, kwargs, out);
       bool handled = false;
+      if (Status s = call_numpy(f, o, args, kwargs, out, handled); s || handled) return s;  // np.<fn>: torch._numpy
+      if (Status s = ndarray_to_tensor(f, o, args, kwargs, out, handled); s || handled) return s;  // torch.from_numpy(nd)
       // collections.deque/OrderedDict/defaultdict, namedtuple classes, object(), lru_cache wrappers
       if (Status s = call_library(f, fn, args, kwargs, out, handled); s || handled) return s;
       if (Status s = call_builtin(*this, f, o, args, kwargs, out, handled)) return s;

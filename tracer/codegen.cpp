@@ -21,7 +21,7 @@ std::vector<int> output_nodes(const VPtr& ret) {
   std::unordered_set<const Value*> seen;  // mutable values can hold themselves (o.me = o)
   std::function<void(const VPtr&)> walk = [&](const VPtr& v) {
     if (!v || !seen.insert(v.get()).second) return;
-    if (v->kind == VK::Tensor || v->kind == VK::Sym) {
+    if (v->kind == VK::Tensor || v->kind == VK::Sym || v->kind == VK::NdArray) {
       if (std::find(out.begin(), out.end(), v->node) == out.end()) out.push_back(v->node);
       return;
     }
@@ -112,6 +112,11 @@ struct Emitter {
       case K::Global: emit(N::LOAD_GLOBAL, name(s.name) << 1); return true;
       case K::Held: emit(N::LOAD_CONST, konst(s.key.get())); return true;
       case K::FreeCell: emit_free(N::LOAD_CLOSURE, s.index); return true;
+      case K::AsTensor:  // torch.as_tensor(ndarray)
+        callable_const(s.key.get());
+        if (!source(*s.base)) return false;
+        call(1);
+        return true;
       default: return source(*s.base) && step(s);
     }
   }
@@ -135,7 +140,7 @@ struct Emitter {
         emit(N::BINARY_SUBSCR);
         emit(N::LOAD_ATTR, name("cell_contents"));
         return true;
-      case K::Local: case K::Closure: case K::Global: case K::Held: case K::FreeCell: return false;
+      case K::Local: case K::Closure: case K::Global: case K::Held: case K::FreeCell: case K::AsTensor: return false;
     }
     return false;
   }
@@ -161,7 +166,13 @@ struct SharedSources {
     const std::string k = key(s);
     if (auto it = slot.find(k); it != slot.end()) return e.emit(N::LOAD_FAST, it->second), true;
     if (!s.base) return e.source(s);
-    if (!load(*s.base) || !e.step(s)) return false;
+    if (s.kind == Source::Kind::AsTensor) {  // torch.as_tensor(base): the callable goes first
+      e.callable_const(s.key.get());
+      if (!load(*s.base)) return false;
+      e.call(1);
+    } else if (!load(*s.base) || !e.step(s)) {
+      return false;
+    }
     if (auto u = uses.find(k); u != uses.end() && u->second > 1) {
       const int t = e.temp();
       e.emit(N::COPY, 1);
@@ -226,6 +237,23 @@ struct Rebuilder {
         e.load_int(it - outputs.begin());
         e.emit(N::BINARY_SUBSCR);
         return true;
+      }
+      case VK::NdArray: {  // the ndarray argument itself, or dynview._numpy.to_numpy(graph output)
+        auto it = std::find(outputs.begin(), outputs.end(), v->node);
+        if (v->source) return e.source(*v->source);
+        static PyObject* to_numpy = [] {
+          Ref mod = Ref::steal(PyImport_ImportModule("dynview._numpy"));
+          PyObject* m = mod ? PyObject_GetAttrString(mod.get(), "to_numpy") : nullptr;
+          if (!m) PyErr_Clear();
+          return m;
+        }();
+        if (it == outputs.end() || !compiled || !to_numpy) return false;
+        e.callable_const(to_numpy);
+        e.emit(N::LOAD_FAST, outs_slot);
+        e.load_int(it - outputs.begin());
+        e.emit(N::BINARY_SUBSCR);
+        e.call(1);
+        return remember(v);
       }
       case VK::Const:
         if (is_fake_id(v->obj.get())) return false;  // id() of a value made in the trace: no real id to give

@@ -3,6 +3,7 @@
 // with the frame's argument slots. No Python code runs there besides the cached code itself.
 // Frame internals are read through the per-version shim (frame_shim.h).
 #include <algorithm>
+#include <cstring>
 #include <Python.h>
 
 #include <chrono>
@@ -96,13 +97,16 @@ int skip_file(PyCodeObject* co) {
     const std::string rest = fn.substr(g_skip_prefixes[1].size());
     return rest.rfind("nn/modules/", 0) != 0 || rest == "nn/modules/module.py" ? 1 : 2;
   }
+  if (fn.find("/site-packages/numpy/") != std::string::npos) return 1;  // NumPy's own Python (TorchDynamo skips it too)
   return under(g_skip_prefixes[0]) && fn.find("/site-packages/") == std::string::npos;  // the stdlib
 }
 
-// A tensor or module among the arguments, or inside their tuples, lists and dicts (3 levels deep).
+// A tensor, module or numpy.ndarray (a tensor in the graph) among the arguments, or inside their
+// tuples, lists and dicts (3 levels deep).
 bool holds_tensor(PyObject* a, int depth) {
   if (!a) return false;
   if (is_tensor(a) || PyObject_TypeCheck(a, reinterpret_cast<PyTypeObject*>(py().nn_Module.get()))) return true;
+  if (std::strcmp(Py_TYPE(a)->tp_name, "numpy.ndarray") == 0) return true;
   if (depth >= 3) return false;
   if (PyTuple_Check(a) || PyList_Check(a)) {
     Py_ssize_t m = PySequence_Fast_GET_SIZE(a);
@@ -237,7 +241,13 @@ GraphEvent graph_event(CompileId id, PyObject* gm, const Graph& graph) {
     if (target && PyUnicode_Check(target.get())) info.target = str_of(target.get());
     else if (target) {
       Ref qn = Ref::steal(PyObject_GetAttrString(target.get(), "__qualname__"));
+      if (!qn) {  // a callable object (torch._numpy's wrappers): its __name__, as FX's code names it
+        PyErr_Clear();
+        qn = Ref::steal(PyObject_GetAttrString(target.get(), "__name__"));
+      }
+      PyErr_Clear();
       Ref mod = Ref::steal(PyObject_GetAttrString(target.get(), "__module__"));
+      PyErr_Clear();
       if (qn && PyUnicode_Check(qn.get())) info.target = (mod && PyUnicode_Check(mod.get()) ? str_of(mod.get()) + "." : "") + str_of(qn.get());
       else info.target = repr_of(target.get());
     }

@@ -4,6 +4,7 @@
 #include <structmember.h>
 
 #include <algorithm>
+#include <cstring>
 #include <functional>
 #include <unordered_map>
 
@@ -125,6 +126,16 @@ struct GuardTree::Node {
       case Source::Kind::FreeCell:
         if (!f.closure || source->index >= PyTuple_GET_SIZE(f.closure)) return nullptr;
         return PyTuple_GET_ITEM(f.closure, source->index);
+      case Source::Kind::AsTensor: {  // a new tensor over the ndarray's memory, held until the check ends
+        if (!parent || std::strcmp(Py_TYPE(parent)->tp_name, "numpy.ndarray") != 0) return nullptr;
+        PyObject* t = PyObject_CallOneArg(source->key.get(), parent);
+        if (!t) {
+          PyErr_Clear();
+          return nullptr;
+        }
+        computed_attrs().push_back(t);
+        return t;
+      }
       case Source::Kind::FnClosure: {
         if (!parent || !PyFunction_Check(parent)) return nullptr;
         PyObject* cl = PyFunction_GET_CLOSURE(parent);

@@ -111,7 +111,10 @@ static Status unary(Translator& t, Frame& f, const char* op_name, int (*fold)(Py
   NEED(1);
   VPtr v = top(f);
   VPtr out;
-  if (v->kind == VK::Tensor || v->kind == VK::Sym) {
+  if (v->kind == VK::NdArray) {
+    bool handled = false;
+    if (Status s = t.ndarray_operator(f, op_name, {v}, out, handled)) return s;
+  } else if (v->kind == VK::Tensor || v->kind == VK::Sym) {
     if (Status s = t.graph_call(f, Ref::steal(PyObject_GetAttrString(py().operator_mod.get(), op_name)), "", {v}, {}, out)) return s;
   } else if (v->kind == VK::Const) {
     PyObject* r = nullptr;
@@ -155,7 +158,11 @@ Status op_STORE_SUBSCR(Translator& t, Frame& f, const Instr&) {  // (v container
     }
     if (cont->contents) cont = cont->contents;
   }
-  if (cont->kind == VK::Tensor) {
+  if (cont->kind == VK::NdArray || (cont->kind == VK::Tensor && v->kind == VK::NdArray)) {  // nd[i] = v: in place
+    VPtr out;
+    bool handled = false;
+    if (Status s = t.ndarray_operator(f, "setitem", {cont, sub, v}, out, handled)) return s;
+  } else if (cont->kind == VK::Tensor) {
     VPtr out;
     if (Status s = t.graph_call(f, py().setitem, "", {cont, sub, v}, {}, out)) return s;
   } else if ((cont->kind == VK::List || cont->kind == VK::Dict) && sub->kind == VK::Const) {

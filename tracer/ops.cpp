@@ -34,6 +34,10 @@ Translator::Status Translator::binary(Frame& f, int nb, VPtr a, VPtr b, VPtr& ou
       return s;
     if (handled) return std::nullopt;
   }
+  if (a->kind == VK::NdArray || b->kind == VK::NdArray) {  // torch._numpy's operators (values/ndarray.cpp)
+    bool handled = false;
+    return ndarray_operator(f, kBinOpNames[nb], {a, b}, out, handled);
+  }
   // `s += x` where s is not a tensor (s = 0; s += t * 2) is s = s + x: numbers have no in-place
   // forms (and the FX code of operator.iadd on a literal would not even parse).
   const bool inplace = nb >= 13;
@@ -128,6 +132,10 @@ Translator::Status Translator::compare(Frame& f, int cmp, VPtr a, VPtr b, VPtr& 
       }
     }
   }
+  if (a->kind == VK::NdArray || b->kind == VK::NdArray) {  // element-wise, as NumPy's
+    bool handled = false;
+    return ndarray_operator(f, kCmpNames[cmp], {a, b}, out, handled);
+  }
   if (a->kind == VK::Tensor || b->kind == VK::Tensor) return graph_call(f, op_fn(kCmpNames[cmp]), "", {a, b}, {}, out);
   if ((a->kind == VK::Sym && (b->kind == VK::Sym || b->kind == VK::Const)) || (b->kind == VK::Sym && a->kind == VK::Const))
     return graph_call(f, op_fn(kCmpNames[cmp]), "", {a, b}, {}, out);  // a SymBool; branching on it adds a guard
@@ -158,6 +166,10 @@ Translator::Status Translator::compare(Frame& f, int cmp, VPtr a, VPtr b, VPtr& 
 
 Translator::Status Translator::subscr(Frame& f, VPtr obj, VPtr idx, VPtr& out) {
   if (obj->kind == VK::Tensor) return graph_call(f, py().getitem, "", {obj, idx}, {}, out);
+  if (obj->kind == VK::NdArray) {  // nd[i], nd[a:b, None], nd[mask]: torch._numpy's indexing
+    bool handled = false;
+    return ndarray_operator(f, "getitem", {obj, idx}, out, handled);
+  }
   if ((idx->kind == VK::Sym || idx->kind == VK::Slice) && obj->kind != VK::Tensor) {  // a Python index: specialise it
     auto r = to_python(idx, false);
     if (!r) return brk(f, "DV0021", "cannot specialise a symbolic index");
@@ -332,6 +344,9 @@ Translator::Status Translator::call_dunder(Frame& f, const VPtr& obj, const char
 
 Translator::Status Translator::truth(Frame& f, VPtr v, bool& out) {
   switch (v->kind) {
+    case VK::NdArray:
+      return brk(f, "DV0002", "data-dependent control flow: branching on an ndarray's value",
+                 "use np.where; torch.compile breaks the graph here too");
     case VK::Tensor:
       return brk(f, "DV0002", "data-dependent control flow: branching on a tensor's value",
                  "use torch.where, or torch.cond; torch.compile breaks the graph here too");
@@ -468,6 +483,20 @@ Translator::Status Translator::iterate(Frame& f, VPtr v, VPtr& out, bool materia
       }
       break;
     }
+    case VK::NdArray: {  // its rows, nd[0], nd[1] ... (TorchDynamo unpacks it as a tensor: ndarray.__getitem__ nodes)
+      Ref shape = Ref::steal(PyObject_GetAttrString(v->obj.get(), "shape"));
+      if (!shape || PyTuple_GET_SIZE(shape.get()) == 0) return PyErr_Clear(), raise_new(f, PyExc_TypeError, "iteration over a 0-d array");
+      if (is_sym(PyTuple_GET_ITEM(shape.get(), 0))) return brk(f, "DV0021", "iterating over an ndarray of a dynamic size");
+      const long n = PyLong_AsLong(PyTuple_GET_ITEM(shape.get(), 0));
+      for (long i = 0; i < n; ++i) {
+        VPtr item;
+        std::vector<VPtr> idx{constant_steal(PyLong_FromLong(i))};
+        std::vector<std::pair<std::string, VPtr>> none;
+        if (Status s = ndarray_method(f, v, "__getitem__", idx, none, item)) return s;
+        it->items.push_back(item);
+      }
+      break;
+    }
     case VK::NNModule: {  // ModuleList, Sequential, ModuleDict iterate their children
       Ref mods = Ref::steal(PyObject_GetAttrString(v->obj.get(), "_modules"));
       Ref cls_iter = Ref::steal(PyObject_GetAttrString(reinterpret_cast<PyObject*>(Py_TYPE(v->obj.get())), "__iter__"));
@@ -580,6 +609,7 @@ Translator::Status Translator::getattr(Frame& f, VPtr obj, const std::string& na
   }
   switch (obj->kind) {
     case VK::Partial: return partial_getattr(f, obj, name, out);
+    case VK::NdArray: return ndarray_getattr(f, obj, name, out);
     case VK::Tensor: {
       PyObject* m = obj->obj.get();
       if (name == "device") { out = constant(obj->device); return std::nullopt; }

@@ -14,6 +14,7 @@ std::string Source::text() const {
     case Kind::FnClosure: return base->text() + ".__closure__[" + std::to_string(index) + "].cell_contents";
     case Kind::Held: return name;
     case Kind::FreeCell: return "___closure_cell['" + name + "']";
+    case Kind::AsTensor: return "___as_tensor(" + base->text() + ")";
   }
   return "?";
 }
@@ -40,6 +41,9 @@ SourcePtr Source::item(SourcePtr base, Ref key) {
 
 SourcePtr Source::fn_closure(SourcePtr base, int index, std::string name) {
   return std::make_shared<Source>(Source{Kind::FnClosure, index, std::move(name), {}, {}, std::move(base)});
+}
+SourcePtr Source::as_tensor(SourcePtr base, Ref as_tensor_fn) {
+  return std::make_shared<Source>(Source{Kind::AsTensor, -1, {}, {}, std::move(as_tensor_fn), std::move(base)});
 }
 SourcePtr Source::held(Ref obj, std::string name) {
   return std::make_shared<Source>(Source{Kind::Held, -1, std::move(name), {}, std::move(obj), {}});

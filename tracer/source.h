@@ -23,6 +23,8 @@ struct Source {
     FnClosure, // base.__closure__[index].cell_contents (base: a Python function)
     Held,      // an object held by the source itself (another module's globals dict)
     FreeCell,  // func_closure[index]: the frame's free variable cell itself (identity guards)
+    AsTensor,  // torch.as_tensor(base) of a numpy.ndarray base: the tensor an ndarray argument is in the
+               // graph (TorchDynamo's NumpyTensorSource); key: torch.as_tensor
   };
   Kind kind;
   int index = -1;        // Local/Closure
@@ -41,6 +43,7 @@ struct Source {
   static SourcePtr fn_closure(SourcePtr base, int index, std::string name);
   static SourcePtr held(Ref obj, std::string name);
   static SourcePtr free_cell(int index, std::string name);
+  static SourcePtr as_tensor(SourcePtr base, Ref as_tensor_fn);
 };
 
 }  // namespace dv

@@ -41,6 +41,7 @@ const char* vk_name(VK k) {
     case VK::Instance: return "instance";
     case VK::DictView: return "dict_view";
     case VK::Partial: return "partial";
+    case VK::NdArray: return "ndarray";
   }
   return "?";
 }
@@ -62,6 +63,7 @@ void describe_into(const Value& v, std::string& out, int depth) {
   switch (v.kind) {
     case VK::Null: out += "NULL"; return;
     case VK::Tensor: out += v.obj ? tensor_meta_text(v.obj.get(), v.device.get()) : "tensor"; return;
+    case VK::NdArray: out += "ndarray " + (v.obj ? tensor_meta_text(v.obj.get(), v.device.get()) : std::string()); return;
     case VK::Tuple: case VK::List: {
       const bool tuple = v.kind == VK::Tuple;
       out += tuple ? "(" : "[";

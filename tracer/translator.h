@@ -202,6 +202,20 @@ class Translator {
   // (tracer/values/made_module.cpp); a break for any other module class.
   Status construct_module(Frame& f, PyObject* cls, std::vector<VPtr>& args, std::vector<std::pair<std::string, VPtr>>& kwargs,
                           VPtr& out);
+  // NumPy through torch._numpy, as TorchDynamo (tracer/values/ndarray.cpp): x.numpy(), np.<fn>(...)
+  // (`handled` false: fn is no NumPy callable), ndarray attributes, methods and operators (`handled`
+  // false: no ndarray operand) become graph nodes over the tensor behind the ndarray;
+  // torch.from_numpy/as_tensor of an ndarray give that tensor back (`handled` false: not those).
+  Status tensor_numpy(Frame& f, const VPtr& self, std::vector<VPtr>& args, std::vector<std::pair<std::string, VPtr>>& kwargs, VPtr& out);
+  Status call_numpy(Frame& f, PyObject* fn, std::vector<VPtr>& args, std::vector<std::pair<std::string, VPtr>>& kwargs, VPtr& out,
+                    bool& handled);
+  Status ndarray_to_tensor(Frame& f, PyObject* fn, std::vector<VPtr>& args, std::vector<std::pair<std::string, VPtr>>& kwargs,
+                           VPtr& out, bool& handled);
+  Status ndarray_getattr(Frame& f, const VPtr& self, const std::string& name, VPtr& out);
+  Status ndarray_method(Frame& f, const VPtr& self, const std::string& name, std::vector<VPtr>& args,
+                        std::vector<std::pair<std::string, VPtr>>& kwargs, VPtr& out);
+  Status ndarray_operator(Frame& f, const std::string& op, std::vector<VPtr> args, VPtr& out, bool& handled);
+  VPtr tensor_of_ndarray(const VPtr& nd);  // the tensor behind an ndarray (same node)
   // Library callables followed by identity (tracer/values/library_calls.cpp): `handled` false for
   // any other callable.
   Status call_library(Frame& f, const VPtr& fn, std::vector<VPtr>& args, std::vector<std::pair<std::string, VPtr>>& kwargs,
@@ -292,6 +306,10 @@ class Translator {
   std::optional<Ref> to_python(const VPtr& v, bool meta);  // real object for consts/containers; meta tensors
   bool to_arg(const VPtr& v, ArgTree& out);
   VPtr from_example(Frame& f, Ref example, int node, Ref device);
+  Status as_ndarray(Frame& f, VPtr& v, const std::string& what);  // tensors of a result -> ndarrays
+  Status ndarray_call(Frame& f, Ref target, std::vector<VPtr> args, std::vector<std::pair<std::string, VPtr>> kwargs,
+                      const std::string& what, VPtr& out);
+  bool allow_ndarray_ = false;  // to_arg passes ndarrays as their tensors (inside ndarray_call only)
 
   CompileId id_;
   EngineObserver* obs_;
@@ -324,6 +342,7 @@ bool identity_key(PyObject* o);
 PyObject* dict_key(const VPtr& v);  // v's key object (borrowed), or null when v cannot be a key
 // A fake id (id() of a value made in the trace), and the error using one as a number raises.
 bool is_fake_id(PyObject* o);
+bool is_numpy_callable(PyObject* o);  // a NumPy function or ufunc (not a class) (values/ndarray.cpp)
 bool is_fake_id_error(PyObject* exc);
 // A Python class whose instances the trace can build and follow: object's __new__, __setattr__,
 // __getattribute__ and no __getattr__, an instance __dict__, every base a class like it (no builtin

@@ -242,7 +242,26 @@ VPtr ValueBuilder::wrap(Ref obj, SourcePtr source, Frame& f) {
     v->obj = Ref::borrow(PyMethod_GET_FUNCTION(o));
     return remember(v);
   }
-  if (std::strcmp(Py_TYPE(o)->tp_name, "numpy.ndarray") == 0) return nullptr;  // NumPy is not traced: the caller breaks
+  if (std::strcmp(Py_TYPE(o)->tp_name, "numpy.ndarray") == 0) {
+    // An ndarray argument (TorchDynamo's wrap_numpy_ndarray): the graph's input is torch.as_tensor of
+    // it, guarded as a tensor; the value is an ndarray over that input (tracer/values/ndarray.cpp).
+    if (!source) return nullptr;
+    Ref writeable = Ref::steal(PyObject_GetAttrString(o, "flags"));
+    if (writeable) writeable = Ref::steal(PyObject_GetAttrString(writeable.get(), "writeable"));
+    if (!writeable || writeable.get() != Py_True) return PyErr_Clear(), nullptr;  // read-only: torch warns on each call
+    Ref as_tensor = Ref::steal(PyObject_GetAttrString(py().torch.get(), "as_tensor"));
+    Ref t = as_tensor ? Ref::steal(PyObject_CallOneArg(as_tensor.get(), o)) : Ref();
+    if (!t) return PyErr_Clear(), nullptr;  // a dtype torch has no tensor for (object, strings)
+    t_.add_guard(GuardKind::TYPE_MATCH, source, Ref::borrow(reinterpret_cast<PyObject*>(Py_TYPE(o))), f,
+                 "___check_type_id(" + key + ", numpy.ndarray)");
+    VPtr tv = wrap(t, Source::as_tensor(source, as_tensor), f);
+    if (!tv || tv->kind != VK::Tensor) return nullptr;
+    v = t_.make(VK::NdArray);
+    v->obj = tv->obj;
+    v->node = tv->node;
+    v->device = tv->device;
+    return remember(v);
+  }
   if (const int mode = grad_restore_mode(o); mode >= 0) {  // a split with-block's exit (codegen)
     if (source) t_.add_guard(GuardKind::ID_MATCH, source, obj, f, "___check_obj_id(" + key + ", " + repr_of(o) + ")");
     v = t_.make(VK::GradMode);
@@ -285,6 +304,13 @@ void ValueBuilder::plan_dynamic(PyObject* o, const std::string& text, int depth)
         if (seen.sizes[d] != spec.sizes[d]) seen.dynamic |= 1ull << d;
     }
     if (seen.dynamic) dyn_dims_[text] = seen.dynamic;
+    return;
+  }
+  if (std::strcmp(Py_TYPE(o)->tp_name, "numpy.ndarray") == 0) {  // planned as the tensor the graph takes (AsTensor)
+    Ref as_tensor = Ref::steal(PyObject_GetAttrString(py().torch.get(), "as_tensor"));
+    Ref t = as_tensor ? Ref::steal(PyObject_CallOneArg(as_tensor.get(), o)) : Ref();
+    if (!t) return PyErr_Clear();
+    plan_dynamic(t.get(), "___as_tensor(" + text + ")", depth);
     return;
   }
   if (PyLong_CheckExact(o)) {

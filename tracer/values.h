@@ -36,6 +36,9 @@ enum class VK : uint8_t {
              // (tracer/values/dict_view.cpp)
   Partial,   // functools.partial made in the trace: self = the function, items = its positional
              // arguments, attrs = its keyword arguments (a Dict) (tracer/values/partial.cpp)
+  NdArray,   // a numpy.ndarray, backed by a tensor in the graph as TorchDynamo's NumpyNdarrayVariable:
+             // obj = example tensor, node, device as a Tensor's; source = the ndarray argument it is
+             // (tracer/values/ndarray.cpp)
 };
 const char* vk_name(VK k);
 std::string describe(const Value& v);  // short text for events: "f32[2, 3] cpu", "(1, 2)", "<function f>"

@@ -5,6 +5,7 @@ torch._dynamo.explain's on the same inputs."""
 import collections
 import warnings
 
+import numpy as np
 import pytest
 import torch
 
@@ -17,7 +18,20 @@ warnings.filterwarnings("ignore")
 pytestmark = pytest.mark.usefixtures("fresh_engine")
 
 
+def close_arrays(a, b):
+    # ndarrays: same type, dtype, shape and values. A NumPy scalar that eager NumPy returns (np.sum(a),
+    # a[i, j]) is a 0-d ndarray out of the compiled code, as out of torch.compile's (an ndarray in the
+    # graph is a tensor; torch._numpy returns 0-d arrays), with the same dtype and value.
+    if isinstance(a, np.ndarray) and a.ndim == 0 and isinstance(b, np.generic):
+        b = np.asarray(b)
+    assert type(a) is type(b), (type(a), type(b))
+    assert a.dtype == b.dtype and a.shape == b.shape, (a.dtype, a.shape, b.dtype, b.shape)
+    np.testing.assert_allclose(a, b, rtol=1.3e-6, atol=1e-5, equal_nan=True)
+
+
 def close(a, b):
+    if isinstance(a, (np.ndarray, np.generic)) or isinstance(b, (np.ndarray, np.generic)):
+        return close_arrays(a, b)
     # instances of Python classes (a returned output object, a tree of them): same class, same
     # attributes; a dict subclass's items too, in order
     if hasattr(a, "__dict__") and not isinstance(a, (torch.Tensor, torch.nn.Module, type)) and not callable(a):

@@ -1,0 +1,197 @@
+"""Cases for NumPy in compiled code, written the way people write it: `x.numpy()` then NumPy functions,
+ndarray attributes, methods, operators and subscripts, ndarrays turned back into tensors, NumPy under
+a module's forward. TorchDynamo traces them through torch._numpy (an ndarray is a tensor inside the
+graph; one that leaves it is a numpy.ndarray again), and breaks where torch._numpy has no answer.
+Appended to python_cases.CASES; each runs against eager and torch._dynamo.explain."""
+import numpy as np
+import torch
+import torch.nn as nn
+
+from python_cases import case, module_case
+from python_cases_more import NOT_YET
+
+
+@case((2, 3))
+def numpy_sin_exp_back_to_tensor(x):
+    a = x.numpy()
+    return torch.from_numpy(np.sin(a) + np.exp(a))
+
+
+@case((3, 4))
+def numpy_sum_mean_over_axes(x):
+    a = x.numpy()
+    return np.sum(a, axis=0), np.mean(a, axis=1), np.max(a, axis=-1)
+
+
+@case((3, 4))
+def numpy_where_and_clip(x):
+    a = x.numpy()
+    return np.where(a > 0, a, 0.0), np.clip(a, -0.5, 0.5), np.clip(a, a_min=0.0, a_max=None)
+
+
+@case((2, 3), (4, 3))
+def numpy_concatenate_arrays(x, y):
+    return np.concatenate([x.numpy(), y.numpy()], axis=0), np.stack([x.numpy(), x.numpy() * 2])
+
+
+@case((4,))
+def numpy_arange_times_array(x):
+    a = x.numpy()
+    return a * np.arange(4), np.arange(0, 8, 2) + a
+
+
+@case((2, 3))
+def ndarray_attributes(x):
+    a = x.numpy()
+    return a.T, a.shape, a.ndim, a.size, a.itemsize, len(a)
+
+
+@case((2, 3))
+def ndarray_methods(x):
+    a = x.numpy()
+    return a.reshape(-1), a.astype(np.float64), a.reshape(3, 2).max(axis=0), a.transpose(1, 0).copy(), a.mean(axis=0)
+
+
+@case((2, 3))
+def ndarray_arithmetic_with_scalars(x):
+    a = x.numpy()
+    b = 2 * a + 1
+    c = -b / 3
+    return c ** 2, a >= 0, abs(c), b - 0.5
+
+
+@case((3,), (3,))
+def ndarray_arithmetic_of_two_tensors(x, y):
+    a, b = x.numpy(), y.numpy()
+    return a + b * 2, a @ b, np.maximum(a, b)
+
+
+@case((2, 3))
+def numpy_between_torch_ops(x):
+    y = torch.relu(x) + 1
+    z = torch.from_numpy(np.cos(y.numpy()))
+    return z * x, torch.as_tensor(np.log(y.numpy()))
+
+
+@case((3, 3))
+def ndarray_subscripts(x):
+    a = x.numpy()
+    return a[0], a[:, 1:], a[1, 2] * 2, a[None, :, 0]
+
+
+@case((3, 3))
+def ndarray_item_assignment_on_a_copy(x):
+    a = x.numpy().copy()
+    a[0] = 0.0
+    a[:, 2] += 1.0
+    return a, x
+
+
+@case((4,))
+def numpy_returned_directly(x):
+    return x.numpy() * 2
+
+
+@case((2, 3))
+def numpy_pi_and_linalg(x):
+    a = x.numpy()
+    return np.sin(a * np.pi), np.linalg.norm(a, axis=1), np.matmul(a, a.T)
+
+
+@case((3,))
+def numpy_force_and_isinstance(x):
+    a = (x * 2).numpy(force=True)
+    return isinstance(a, np.ndarray), np.tanh(a)
+
+
+@case((2, 3))
+def numpy_reduction_to_scalar(x):
+    a = x.numpy()
+    return np.sum(a), a.max()
+
+
+@case((2, 2))
+def ndarray_dtype_breaks(x):
+    a = np.exp(x.numpy())
+    return str(a.dtype), a + 1
+
+
+@case((3,))
+def numpy_function_missing_from_torch_numpy(x):
+    a = x.numpy() + 1
+    return np.nanpercentile(a, 50), a * 2
+
+
+@case((3,))
+def numpy_tolist_breaks(x):
+    a = np.square(x.numpy())
+    return a.tolist(), x + 1
+
+
+@case((3,))
+def ndarray_to_python_float_breaks(x):
+    a = np.mean(x.numpy() * 2)
+    return float(a) + 1.0, x * 2
+
+
+@case((3,))
+def numpy_branch_on_array_value_breaks(x):
+    a = x.numpy()
+    if np.sum(a) > 100.0:
+        return x + 1
+    return x - 1
+
+
+def _arrays(seed):
+    rng = np.random.default_rng(seed)
+    return [rng.standard_normal((2, 3)).astype(np.float32), rng.standard_normal(3)]
+
+
+@case((2, 3), extra=_arrays)
+def ndarray_arguments_are_graph_inputs(x, a, b):
+    return torch.from_numpy(a) + x, np.exp(a) * b, a, b.T
+
+
+@case((3,), extra=lambda seed: [np.arange(3.0) + seed])
+def ndarray_argument_mutated_in_place(x, a):
+    a += 1
+    a[0] = -1.0
+    return x + torch.from_numpy(a)
+
+
+@case((3,), extra=lambda seed: [np.arange(3, dtype=np.int64)])
+def ndarray_int_argument_arithmetic(x, a):
+    return a * 2, a // 2, a % 2, a * 0.5, x * torch.as_tensor(a)
+
+
+@case((3, 2))
+def ndarray_rows_in_a_loop(x):
+    total = np.zeros(2, dtype=np.float32)
+    for row in x.numpy():
+        total = total + np.abs(row)
+    return total, [r * 2 for r in x.numpy()]
+
+
+@case((3,), extra=lambda seed: [np.arange(1, 4) + seed])
+def ndarray_int_true_division_breaks(x, a):
+    return a / 2, x + 1
+
+
+NOT_YET["ndarray_int_true_division_breaks"] = (
+    "deliberate: torch._numpy divides int arrays into float32 where NumPy gives float64; TorchDynamo "
+    "returns the float32 array (1 graph), dynview breaks there and eager NumPy computes it")
+
+
+class NumpyPostprocess(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.lin = nn.Linear(4, 3)
+
+    def forward(self, x):
+        h = self.lin(x).detach()
+        probs = np.exp(h.numpy())
+        probs = probs / probs.sum(axis=-1, keepdims=True)
+        return torch.from_numpy(probs), h
+
+
+module_case(NumpyPostprocess, (2, 4))

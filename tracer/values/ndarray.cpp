@@ -1,0 +1,344 @@
+// numpy.ndarray values (VK::NdArray), as TorchDynamo traces NumPy through torch._numpy: inside the
+// graph an ndarray is the tensor behind it; x.numpy(), np.<fn>(...), ndarray methods, attributes,
+// operators and subscripts become graph nodes calling TorchDynamo's wrappers (numpy_to_tensor_wrapper,
+// numpy_method_wrapper, numpy_operator_wrapper, numpy_attr_wrapper), taken from dynview._numpy;
+// torch.from_numpy / torch.as_tensor give the tensor back; codegen turns an ndarray that leaves the
+// graph into a numpy.ndarray (dynview._numpy.to_numpy). Where TorchDynamo breaks, or where its result
+// could differ from eager NumPy, this breaks with the reason.
+#include <cstring>
+#include <functional>
+
+#include "tracer/pycache.h"
+#include "tracer/translator.h"
+
+namespace dv {
+
+namespace {
+
+using Status = Translator::Status;
+using Kwargs = std::vector<std::pair<std::string, VPtr>>;
+
+PyObject* helpers() {  // dynview._numpy (borrowed, kept for the process; null with no error set: missing)
+  static PyObject* mod = [] {
+    PyObject* m = PyImport_ImportModule("dynview._numpy");
+    if (!m) PyErr_Clear();
+    return m;
+  }();
+  return mod;
+}
+
+// dynview._numpy.<name>(args...): a new reference, or null (error cleared).
+Ref helper(const char* name, PyObject* arg) {
+  if (!helpers()) return {};
+  Ref fn = Ref::steal(PyObject_GetAttrString(helpers(), name));
+  Ref r = fn ? Ref::steal(arg ? PyObject_CallOneArg(fn.get(), arg) : PyObject_CallNoArgs(fn.get())) : Ref();
+  if (!r) PyErr_Clear();
+  return r;
+}
+
+bool numpy_type_name(PyObject* o) { return std::strncmp(Py_TYPE(o)->tp_name, "numpy.", 6) == 0; }
+
+// ndarray methods that leave the graph or that torch._numpy does not model (TorchDynamo breaks on
+// tostring/tobytes/__delattr__ and delegates tolist/__iter__ to the tensor, which breaks on them).
+const char* kBreakingMethods[] = {"tolist", "item", "itemset", "tobytes", "tostring", "tofile", "dump", "dumps", "__iter__",
+                                  "__delattr__", "resize", "view", "__array__", "__reduce__", "__reduce_ex__", "__setstate__",
+                                  "setflags", "getfield", "setfield", "byteswap", "newbyteorder", "__bool__", "__int__",
+                                  "__float__", "__index__", "__complex__", "__hash__", nullptr};
+
+bool in_list(const char* const* list, const std::string& s) {
+  for (const char* const* n = list; *n; ++n)
+    if (s == *n) return true;
+  return false;
+}
+
+}  // namespace
+
+bool is_numpy_callable(PyObject* o) {
+  if (!o || PyType_Check(o)) return false;
+  if (std::strcmp(Py_TYPE(o)->tp_name, "numpy.ufunc") == 0) return true;
+  Ref mod = Ref::steal(PyObject_GetAttrString(o, "__module__"));
+  if (!mod) return PyErr_Clear(), false;
+  if (!PyUnicode_Check(mod.get())) return false;
+  const std::string m = str_of(mod.get());
+  return (m == "numpy" || m.rfind("numpy.", 0) == 0) && PyCallable_Check(o);
+}
+
+VPtr Translator::tensor_of_ndarray(const VPtr& nd) {
+  VPtr t = make(VK::Tensor);
+  t->obj = nd->obj;
+  t->node = nd->node;
+  t->device = nd->device;
+  return t;
+}
+
+// A graph call's result as ndarrays: tensors become NdArray values (also inside a tuple or list,
+// np.nonzero's), None and constants stay.
+Status Translator::as_ndarray(Frame& f, VPtr& v, const std::string& what) {
+  if (v->kind == VK::Tensor) {
+    VPtr nd = make(VK::NdArray);
+    nd->obj = v->obj;
+    nd->node = v->node;
+    nd->device = v->device;
+    if (obs_) announce(nd);
+    v = nd;
+    return std::nullopt;
+  }
+  if (v->kind == VK::Tuple || v->kind == VK::List) {
+    for (VPtr& x : v->items)
+      if (Status s = as_ndarray(f, x, what)) return s;
+    return std::nullopt;
+  }
+  if (v->kind == VK::Const) return std::nullopt;
+  return brk(f, "DV0006", what + " gave a " + vk_name(v->kind) + ", not an ndarray");
+}
+
+// One graph node calling `target` (a torch._numpy wrapper) over ndarrays, numbers and constants.
+Status Translator::ndarray_call(Frame& f, Ref target, std::vector<VPtr> args, Kwargs kwargs, const std::string& what,
+                                VPtr& out) {
+  if (!target) return brk(f, "DV0019", "no torch._numpy wrapper for " + what);
+  std::function<Status(VPtr&)> fix = [&](VPtr& a) -> Status {
+    switch (a->kind) {
+      case VK::Tensor:  // np.sin(tensor) is a Tensor in eager (Tensor.__array_wrap__); the wrapper gives an ndarray
+        return brk(f, "DV0013", "a torch.Tensor passed to " + what,
+                   "NumPy on a tensor returns what torch's __array_wrap__ makes; call .numpy() on it first");
+      case VK::Object:
+        if (a->obj && (numpy_type_name(a->obj.get()) || PyType_Check(a->obj.get()))) {
+          if (Ref name = helper("dtype_name", a->obj.get()); name && name.get() != Py_None) {  // np.float32 -> "float32"
+            a = constant(name);
+            return std::nullopt;
+          }
+        }
+        return brk(f, "DV0013", std::string("a ") + (a->obj ? Py_TYPE(a->obj.get())->tp_name : "?") + " passed to " + what);
+      case VK::Tuple: case VK::List: {
+        VPtr copy = make(a->kind);
+        copy->items = a->items;
+        for (VPtr& x : copy->items)
+          if (Status s = fix(x)) return s;
+        a = copy;
+        return std::nullopt;
+      }
+      case VK::NdArray: case VK::Const: case VK::Sym: case VK::Slice: return std::nullopt;
+      default: return brk(f, "DV0013", std::string("a ") + vk_name(a->kind) + " passed to " + what);
+    }
+  };
+  for (VPtr& a : args)
+    if (Status s = fix(a)) return s;
+  for (auto& kv : kwargs) {
+    if (kv.first == "out") return brk(f, "DV0008", what + " with out=", "assign the result instead of passing out=");
+    if (Status s = fix(kv.second)) return s;
+  }
+  // torch._numpy makes float32 (torch's default dtype) where NumPy makes float64 from integers
+  // (`a / 2` of an int array; TorchDynamo returns the float32): a result eager never gives, so a
+  // break. Inputs of a 32-bit or smaller float type, or a dtype named in the call, may make float32.
+  bool may_make_float32 = false;
+  std::function<void(const VPtr&)> scan = [&](const VPtr& a) {
+    if (a->kind == VK::NdArray) {
+      Ref dt = Ref::steal(PyObject_GetAttrString(a->obj.get(), "dtype"));
+      Ref fp = dt ? Ref::steal(PyObject_GetAttrString(dt.get(), "is_floating_point")) : Ref();
+      Ref cx = dt ? Ref::steal(PyObject_GetAttrString(dt.get(), "is_complex")) : Ref();
+      Ref size = dt ? Ref::steal(PyObject_GetAttrString(dt.get(), "itemsize")) : Ref();
+      PyErr_Clear();
+      const long bytes = size ? PyLong_AsLong(size.get()) : 8;
+      PyErr_Clear();
+      if ((fp.get() == Py_True && bytes <= 4) || (cx.get() == Py_True && bytes <= 8)) may_make_float32 = true;
+    }
+    if (a->kind == VK::Const && PyUnicode_Check(a->obj.get())) may_make_float32 = true;
+    for (const VPtr& x : a->items) scan(x);
+  };
+  for (const VPtr& a : args) scan(a);
+  for (auto& kv : kwargs) scan(kv.second);
+  allow_ndarray_ = true;
+  Status s = graph_call(f, std::move(target), "", std::move(args), std::move(kwargs), out);
+  allow_ndarray_ = false;
+  if (s) return s;
+  if (!may_make_float32 && out->kind == VK::Tensor) {
+    Ref dt = Ref::steal(PyObject_GetAttrString(out->obj.get(), "dtype"));
+    Ref f32 = Ref::steal(PyObject_GetAttrString(py().torch.get(), "float32"));
+    PyErr_Clear();
+    if (dt && dt.get() == f32.get())
+      return brk(f, "DV0006", what + " gives float32 in torch._numpy where NumPy gives float64",
+                 "cast first (a.astype(np.float64) / 2), or compute it with torch on a float64 tensor");
+  }
+  return as_ndarray(f, out, what);
+}
+
+// x.numpy(force=False): a view of x marked as an ndarray (TorchDynamo's view_as node); force=True
+// detaches and moves it to the CPU.
+Status Translator::tensor_numpy(Frame& f, const VPtr& self, std::vector<VPtr>& args, Kwargs& kwargs, VPtr& out) {
+  bool force = false;
+  if (!args.empty() || kwargs.size() > 1 || (kwargs.size() == 1 && kwargs[0].first != "force"))
+    return brk(f, "DV0013", "Tensor.numpy() takes only force=");
+  if (!kwargs.empty()) {
+    if (kwargs[0].second->kind != VK::Const || !PyBool_Check(kwargs[0].second->obj.get()))
+      return brk(f, "DV0013", "Tensor.numpy(force=) with a non-constant flag");
+    force = kwargs[0].second->obj.get() == Py_True;
+  }
+  if (!helpers()) return brk(f, "DV0004", "Tensor.numpy() without NumPy installed", "install NumPy");
+  Ref layout = Ref::steal(PyObject_GetAttrString(self->obj.get(), "layout"));
+  Ref strided = Ref::steal(PyObject_GetAttrString(py().torch.get(), "strided"));
+  PyErr_Clear();
+  if (!layout || layout.get() != strided.get()) return raise_new(f, PyExc_TypeError, "can't convert a non-strided tensor to numpy. Use Tensor.to_dense() first");
+  if (!force) {
+    // Eager raises on these (TorchDynamo does not check, and the compiled code would not raise).
+    Ref dtype = Ref::steal(PyObject_GetAttrString(self->device.get(), "type"));
+    PyErr_Clear();
+    if (!dtype || str_of(dtype.get()) != "cpu")
+      return brk(f, "DV0003", "Tensor.numpy() of a tensor on " + (dtype ? str_of(dtype.get()) : std::string("?")),
+                 "eager raises: NumPy arrays live on the CPU; use .cpu().numpy() or numpy(force=True)");
+    Ref rg = Ref::steal(PyObject_GetAttrString(self->obj.get(), "requires_grad"));
+    PyErr_Clear();
+    if (rg && rg.get() == Py_True)
+      return brk(f, "DV0003", "Tensor.numpy() of a tensor that requires grad", "eager raises: use .detach().numpy()");
+    Ref bound = Ref::steal(PyObject_CallMethod(self->obj.get(), "is_conj", nullptr));
+    PyErr_Clear();
+    if (bound && bound.get() == Py_True) return brk(f, "DV0003", "Tensor.numpy() of a conjugated tensor", "eager raises: use .resolve_conj()");
+    if (Status s = graph_call(f, {}, "view_as", {self, self}, {}, out)) return s;
+  } else {
+    VPtr detached;
+    if (Status s = graph_call(f, {}, "detach", {self}, {}, detached)) return s;
+    // .cpu() as Tensor.to("cpu"): the example stays on meta, the real device is tracked beside it
+    if (Status s = graph_call(f, {}, "to", {detached, constant_steal(PyUnicode_FromString("cpu"))}, {}, out)) return s;
+  }
+  return as_ndarray(f, out, "Tensor.numpy()");
+}
+
+// np.<fn>(...): torch._numpy's function as a graph node (TorchDynamo's NumpyVariable.call_function).
+Status Translator::call_numpy(Frame& f, PyObject* fn, std::vector<VPtr>& args, Kwargs& kwargs, VPtr& out, bool& handled) {
+  handled = false;
+  if (!helpers() || !is_numpy_callable(fn)) return std::nullopt;
+  handled = true;
+  Ref name_obj = Ref::steal(PyObject_GetAttrString(fn, "__name__"));
+  PyErr_Clear();
+  const std::string what = "numpy." + (name_obj && PyUnicode_Check(name_obj.get()) ? str_of(name_obj.get()) : std::string("?"));
+  Ref tnp = helper("tnp_function", fn);
+  if (!tnp || tnp.get() == Py_None)
+    return brk(f, "DV0004", what + " is not in torch._numpy (as torch.compile, dynview cannot trace it)",
+               "call it outside the compiled function, or use a torch operator");
+  Ref random = helper("is_random", tnp.get());
+  if (random && random.get() == Py_True)
+    return brk(f, "DV0004", what + ": NumPy's random stream cannot be reproduced in the graph",
+               "draw the random numbers outside the compiled function, or use torch's random functions");
+  for (auto& kv : kwargs) {  // TorchDynamo's patch_args: np.clip's a_min/a_max are torch._numpy's min/max
+    if (what == "numpy.clip" && kv.first == "a_min") kv.first = "min";
+    if (what == "numpy.clip" && kv.first == "a_max") kv.first = "max";
+  }
+  Ref wrapper = helper("function_wrapper", tnp.get());
+  return ndarray_call(f, wrapper, args, kwargs, what, out);
+}
+
+// torch.from_numpy(nd) / torch.as_tensor(nd, ...): the tensor behind the ndarray (a torch.as_tensor node).
+Status Translator::ndarray_to_tensor(Frame& f, PyObject* fn, std::vector<VPtr>& args, Kwargs& kwargs, VPtr& out, bool& handled) {
+  handled = false;
+  if (args.empty() || args[0]->kind != VK::NdArray) return std::nullopt;
+  Ref from_numpy = Ref::steal(PyObject_GetAttrString(py().torch.get(), "from_numpy"));
+  Ref as_tensor = Ref::steal(PyObject_GetAttrString(py().torch.get(), "as_tensor"));
+  PyErr_Clear();
+  if (fn != from_numpy.get() && fn != as_tensor.get()) return std::nullopt;
+  handled = true;
+  if (fn == from_numpy.get() && (args.size() != 1 || !kwargs.empty())) return brk(f, "DV0013", "torch.from_numpy takes one ndarray");
+  std::vector<VPtr> a = args;
+  a[0] = tensor_of_ndarray(args[0]);
+  return graph_call(f, as_tensor, "", std::move(a), kwargs, out);
+}
+
+Status Translator::ndarray_getattr(Frame& f, const VPtr& self, const std::string& name, VPtr& out) {
+  PyObject* ex = self->obj.get();
+  if (name == "T" || name == "real" || name == "imag") {
+    Ref wrapper = helper("attr_wrapper", nullptr);
+    return ndarray_call(f, wrapper, {self, constant_steal(PyUnicode_FromString(name.c_str()))}, {}, "ndarray." + name, out);
+  }
+  if (name == "shape") {
+    Ref r = Ref::steal(PyObject_GetAttrString(ex, "shape"));
+    if (!r) return PyErr_Clear(), brk(f, "DV0005", "ndarray.shape");
+    if (Status s = meta_result(f, tensor_of_ndarray(self), "size", {}, r, out)) return s;
+    if (out->kind == VK::Const && PyTuple_Check(out->obj.get()))  // a plain tuple, as NumPy's (not torch.Size)
+      out = constant_steal(PySequence_Tuple(out->obj.get()));
+    else if (out->kind == VK::Tuple)
+      out->obj = Ref();
+    return std::nullopt;
+  }
+  if (name == "ndim" || name == "size" || name == "itemsize" || name == "nbytes") {
+    const char* m = name == "ndim" ? "dim" : name == "size" ? "numel" : "element_size";
+    Ref r = Ref::steal(PyObject_CallMethod(ex, m, nullptr));
+    if (r && name == "nbytes") {
+      Ref n = Ref::steal(PyObject_CallMethod(ex, "numel", nullptr));
+      r = n ? Ref::steal(PyNumber_Multiply(r.get(), n.get())) : Ref();
+    }
+    if (!r) return PyErr_Clear(), brk(f, "DV0005", "ndarray." + name);
+    if (is_sym(r.get())) return brk(f, "DV0021", "ndarray." + name + " of a dynamic shape");
+    out = constant(r);
+    return std::nullopt;
+  }
+  if (name == "dtype" || name == "base" || name == "flags" || name == "__version__" || name == "flat" || name == "strides" ||
+      name == "ctypes" || name == "data")
+    return brk(f, "DV0005", "ndarray." + name + " is not traced (torch.compile does not trace it either)",
+               "read it outside the compiled function, or convert with torch.from_numpy and use the tensor's attribute");
+  static PyObject* nd_type = [] {
+    Ref np = Ref::steal(PyImport_ImportModule("numpy"));
+    PyObject* t = np ? PyObject_GetAttrString(np.get(), "ndarray") : nullptr;
+    if (!t) PyErr_Clear();
+    return t;
+  }();
+  Ref nm = Ref::steal(PyUnicode_FromString(name.c_str()));
+  PyObject* attr = nd_type ? _PyType_Lookup(reinterpret_cast<PyTypeObject*>(nd_type), nm.get()) : nullptr;
+  if (!attr) return brk(f, kNoAttributeId, "'numpy.ndarray' object has no attribute '" + name + "'");
+  if (!PyCallable_Check(attr)) return brk(f, "DV0005", "ndarray." + name + " is not traced");
+  VPtr mv = make(VK::Method);
+  mv->self = self;
+  mv->name = name;
+  out = mv;
+  return std::nullopt;
+}
+
+Status Translator::ndarray_method(Frame& f, const VPtr& self, const std::string& name, std::vector<VPtr>& args, Kwargs& kwargs,
+                                  VPtr& out) {
+  if (in_list(kBreakingMethods, name))
+    return brk(f, "DV0003", "ndarray." + name + "() leaves the graph or is not modelled in torch._numpy",
+               "keep the computation in arrays, or call it outside the compiled function");
+  if (name == "astype") {
+    VPtr dt = !args.empty() ? args[0] : nullptr;
+    for (auto& kv : kwargs)
+      if (kv.first == "dtype") dt = kv.second;
+    const bool object = dt && ((dt->kind == VK::Const && PyUnicode_Check(dt->obj.get()) && str_of(dt->obj.get()) == "O") ||
+                               (dt->obj && dt->obj.get() == reinterpret_cast<PyObject*>(&PyBaseObject_Type)));
+    if (object) return brk(f, "DV0013", "ndarray.astype(object): no tensor holds Python objects", "convert outside the compiled function");
+  }
+  if (name == "__len__") {
+    Ref shape = Ref::steal(PyObject_GetAttrString(self->obj.get(), "shape"));
+    if (!shape || PyTuple_GET_SIZE(shape.get()) == 0) return PyErr_Clear(), raise_new(f, PyExc_TypeError, "len() of unsized object");
+    if (is_sym(PyTuple_GET_ITEM(shape.get(), 0))) return brk(f, "DV0021", "len() of an ndarray with a dynamic size");
+    out = constant(Ref::borrow(PyTuple_GET_ITEM(shape.get(), 0)));
+    return std::nullopt;
+  }
+  Ref wrapper = helper("method_wrapper", Ref::steal(PyUnicode_FromString(name.c_str())).get());
+  std::vector<VPtr> a{self};
+  a.insert(a.end(), args.begin(), args.end());
+  return ndarray_call(f, wrapper, std::move(a), kwargs, "ndarray." + name, out);
+}
+
+// operator.<op>(operands) with an ndarray operand and no tensor one: numpy_operator_wrapper(op).
+// With a tensor operand the ndarray is the tensor behind it and the tensor operator runs (as
+// TorchDynamo; eager's Tensor operators convert the ndarray too). `handled` false: not one of these.
+Status Translator::ndarray_operator(Frame& f, const std::string& op, std::vector<VPtr> args, VPtr& out, bool& handled) {
+  bool nd = false, tensor = false;
+  for (const VPtr& a : args) {
+    nd |= a->kind == VK::NdArray;
+    tensor |= a->kind == VK::Tensor;
+  }
+  handled = nd;
+  if (!nd) return std::nullopt;
+  if (tensor) {
+    if (op.rfind("i", 0) == 0 && args[0]->kind == VK::NdArray)  // nd += t: NumPy's in-place add keeps nd an ndarray
+      return brk(f, "DV0018", "in-place operator." + op + " of an ndarray with a tensor");
+    for (VPtr& a : args)
+      if (a->kind == VK::NdArray) a = tensor_of_ndarray(a);
+    return graph_call(f, Ref::steal(PyObject_GetAttrString(py().operator_mod.get(), op.c_str())), "", std::move(args), {}, out);
+  }
+  for (const VPtr& a : args)
+    if (a->kind != VK::NdArray && a->kind != VK::Const && a->kind != VK::Sym && a->kind != VK::Slice && a->kind != VK::Tuple)
+      return brk(f, "DV0018", "operator." + op + " of an ndarray and a " + vk_name(a->kind));
+  Ref wrapper = helper("operator_wrapper", Ref::steal(PyUnicode_FromString(op.c_str())).get());
+  return ndarray_call(f, wrapper, std::move(args), {}, "ndarray operator." + op, out);
+}
+
+}  // namespace dv
