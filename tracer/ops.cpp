@@ -420,9 +420,12 @@ Translator::Status Translator::pull(Frame& f, const VPtr& it, size_t want) {
 Translator::Status Translator::resume_generator(Frame& f, const VPtr& it) {
   Frame& g = *it->frame;
   if (g.resumed) g.stack.push_back(constant(Ref::borrow(Py_None)));  // what next() sends
-  g.resumed = true;
   g.depth = f.depth + 1;
-  if (obs_ && !f.reported) report_step(f);
+  if (obs_) {
+    if (!f.reported) report_step(f);  // the taking step, before the generator's steps
+    if (!g.resumed && !announce_code(obs_, g.facts)) PyErr_Clear();
+  }
+  g.resumed = true;
   frames_.push_back(&g);
   const int caller_step = cur_step_;
   Status s = run_frame(g);

@@ -7,8 +7,7 @@ import numpy as np
 import torch
 import torch.nn as nn
 
-from python_cases import case, module_case
-from python_cases_more import NOT_YET
+from python_cases import NOT_YET, case, module_case
 
 
 @case((2, 3))
