@@ -12,6 +12,20 @@ namespace dv {
 
 namespace {
 
+// A lazy iterator `name` over the iterators of `args` (its items made as they are taken: pull_itertool).
+Translator::Status lazy_over(Translator& t, Frame& f, const char* name, const std::vector<VPtr>& args, VPtr& out) {
+  VPtr r = t.make(VK::Iter);
+  r->name = name;
+  r->flag = true;
+  for (const VPtr& a : args) {
+    VPtr it;
+    if (Translator::Status s = t.iterate(f, a, it, /*materialize=*/false)) return s;
+    r->cells.push_back(it);
+  }
+  out = r;
+  return std::nullopt;
+}
+
 // itertools over traced values, by their structure: the same itertools function runs on tokens that
 // stand for the items ((argument, index) tuples), and its output is mapped back to the values, so
 // product/permutations/chain/... of tensors give exactly what they give eagerly, in the same order.
@@ -52,16 +66,8 @@ Translator::Status call_itertools(Translator& t, Frame& f, PyObject* fn, std::ve
     bool lazy = false;  // a generator or map among the sources: taken one item at a time, as in eager
     for (const VPtr& a : args) lazy |= a->kind == VK::Iter && a->flag;
     if (lazy) {
-      VPtr r = t.make(VK::Iter);
-      r->name = "chain";
-      r->flag = true;
-      r->defaults = t.constant_steal(PyLong_FromLong(0));
-      for (const VPtr& a : args) {
-        VPtr it;
-        if (Status s = t.iterate(f, a, it, /*materialize=*/false)) return s;
-        r->cells.push_back(it);
-      }
-      out = r;
+      if (Status s = lazy_over(t, f, "chain", args, out)) return s;
+      out->defaults = t.constant_steal(PyLong_FromLong(0));  // the source being taken
       return std::nullopt;
     }
   }
@@ -522,18 +528,7 @@ Translator::Status call_builtin(Translator& t, Frame& f, PyObject* fn, std::vect
   if (is(Builtin::zip_) && kwargs.empty()) {
     bool endless = false;
     for (const VPtr& a : args) endless |= endless_iter(*a) || lazy_arg(a);
-    if (endless) {
-      VPtr r = t.make(VK::Iter);
-      r->name = "zip";
-      r->flag = true;
-      for (const VPtr& a : args) {
-        VPtr it;
-        if (Status s = t.iterate(f, a, it, /*materialize=*/false)) return s;
-        r->cells.push_back(it);
-      }
-      out = r;
-      return std::nullopt;
-    }
+    if (endless) return lazy_over(t, f, "zip", args, out);
   }
   if (is(Builtin::enumerate_) || is(Builtin::zip_) || is(Builtin::reversed_) || is(Builtin::sorted_) || is(Builtin::tuple_) || is(Builtin::list_) || is(Builtin::iter_)) {
     std::vector<VPtr> seqs, iters;
