@@ -597,6 +597,7 @@ static bool allowed_in_graph(PyObject* fn) {
 }
 
 PyObject* autograd_apply_function();           // autograd_apply.cpp
+bool library_callable(PyObject* o);            // values/library_calls.cpp
 bool is_autograd_function_class(PyObject* o);  // autograd_apply.cpp
 // Builtins that only iterate their one argument once (set, frozenset, str.join): given the items
 // as a tuple they do the same.
@@ -635,6 +636,15 @@ static bool immutable_method_descriptor(PyObject* o) {
 
 Translator::Status Translator::call(Frame& f, VPtr fn, std::vector<VPtr> args,
                                     std::vector<std::pair<std::string, VPtr>> kwargs, VPtr& out) {
+  if (builder.any_lazy()) {
+    // Lazy dicts stay lazy only into user code traced instruction by instruction (a function, a
+    // module's forward or hooks, a bound user method): everything else may read them whole.
+    const bool py_fn = fn->obj && PyFunction_Check(fn->obj.get());
+    const bool inlined = (fn->kind == VK::Function && (!py_fn || (!library_callable(fn->obj.get()) && !allowed_in_graph(fn->obj.get())))) ||
+                         fn->kind == VK::NNModule ||
+                         (fn->kind == VK::Method && py_fn && fn->obj.get() != autograd_apply_function());
+    if (Status s = realize_call(f, fn, args, kwargs, inlined)) return s;
+  }
   switch (fn->kind) {
     case VK::Function: {
       if (fn->obj && PyFunction_Check(fn->obj.get())) {

@@ -22,6 +22,7 @@ const char* guard_kind_name(GuardKind k) {
     case GuardKind::GLOBAL_STATE: return "GLOBAL_STATE";
     case GuardKind::SHAPE_ENV: return "SHAPE_ENV";
     case GuardKind::TENSOR_ALIASING: return "TENSOR_ALIASING";
+    case GuardKind::DICT_CONTAINS: return "DICT_CONTAINS";
   }
   return "?";
 }
@@ -200,6 +201,12 @@ bool leaf_ok(const Guard& g, PyObject* o) {
         }
       }
       return true;
+    }
+    case GuardKind::DICT_CONTAINS: {
+      if (!PyDict_Check(o)) return false;
+      const int r = PyDict_Contains(o, g.value.get());
+      if (r < 0) return PyErr_Clear(), false;
+      return r == g.length;
     }
     case GuardKind::TENSOR_MATCH: return tensor_matches(g.tensor, o);
     case GuardKind::GLOBAL_STATE: return global_state() == g.state;

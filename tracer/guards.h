@@ -18,6 +18,9 @@ enum class GuardKind : uint8_t {
   // from two sources, TorchDynamo's DUPLICATE_INPUT: `length` 1) or all distinct (the graph's
   // inputs, NO_TENSOR_ALIASING: `length` 0).
   TENSOR_ALIASING,
+  // `value` in the dict (`length` 1) or not (0): a key read (d[k], d.get(k), k in d) of a dict from
+  // the frame whose other entries the capture does not depend on (value_builder.cpp, lazy dicts).
+  DICT_CONTAINS,
 };
 
 // SHAPE_ENV: what a guard program reads, and the program (postfix over int64; python/dynview/_shapes.py
@@ -38,7 +41,7 @@ const char* guard_kind_name(GuardKind k);
 struct Guard {
   GuardKind kind;
   SourcePtr source;       // null for GLOBAL_STATE
-  Ref value;              // ID_MATCH / EQUALS_MATCH: the object; TYPE_MATCH: the type; DICT_KEYS: key tuple
+  Ref value;              // ID_MATCH / EQUALS_MATCH: the object; TYPE_MATCH: the type; DICT_KEYS: key tuple; DICT_CONTAINS: the key
   Py_ssize_t length = 0;  // LENGTH_CHECK; TENSOR_ALIASING: 1 same object, 0 distinct objects
   TensorSpec tensor;      // TENSOR_MATCH
   GlobalState state;      // GLOBAL_STATE

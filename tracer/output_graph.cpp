@@ -8,7 +8,8 @@ Guard* OutputGraph::add_guard(GuardKind kind, SourcePtr source, Ref value, int s
                               std::string text) {
   const std::string src = source ? source->text() : "";
   for (const Guard& g : guards)
-    if (g.kind == kind && (g.source ? g.source->text() : "") == src) return nullptr;
+    if (g.kind == kind && (g.source ? g.source->text() : "") == src && (kind != GuardKind::DICT_CONTAINS || g.text == text))
+      return nullptr;  // (one DICT_CONTAINS per key probed)
   Guard g;
   g.kind = kind;
   g.source = std::move(source);

@@ -180,22 +180,27 @@ VPtr ValueBuilder::wrap(Ref obj, SourcePtr source, Frame& f) {
     return remember(v);
   }
   if (PyDict_CheckExact(o)) {
-    v = t_.make(VK::Dict);
-    if (source) containers_seen_[o] = {obj, nullptr};
-    Ref keys = Ref::steal(PyTuple_New(PyDict_GET_SIZE(o)));
-    Py_ssize_t pos = 0, i = 0;
+    Py_ssize_t pos = 0;
     PyObject *k, *val;
-    while (PyDict_Next(o, &pos, &k, &val)) {
+    while (PyDict_Next(o, &pos, &k, &val))
       if (!is_exact_const(k) && !identity_key(k)) return nullptr;
-      PyTuple_SET_ITEM(keys.get(), i++, Ref::borrow(k).release());
+    v = t_.make(VK::Dict);
+    if (source) {
+      // From the frame: lazy (TorchDynamo's LazyVariableTracker over a ConstDictVariable). Guarded
+      // here only as a dict; its entries as they are read (realize_entry) or all at once (realize).
+      t_.add_guard(GuardKind::TYPE_MATCH, source, Ref::borrow(reinterpret_cast<PyObject*>(&PyDict_Type)), f,
+                   "___check_type_id(" + key + ", dict)");
+      v->lazy = obj;
+      any_lazy_ = true;
+      containers_seen_[o] = {obj, v};
+      return remember(v);
+    }
+    pos = 0;
+    while (PyDict_Next(o, &pos, &k, &val)) {
       v->keys.push_back(Ref::borrow(k));
-      VPtr iv = wrap(Ref::borrow(val), source ? Source::item(source, Ref::borrow(k)) : nullptr, f);
+      VPtr iv = wrap(Ref::borrow(val), nullptr, f);
       if (!iv) return nullptr;
       v->items.push_back(iv);
-    }
-    if (source) {
-      t_.add_guard(GuardKind::DICT_KEYS, source, keys, f, "list(" + key + ".keys()) == " + repr_of(keys.get()));
-      containers_seen_[o].second = v;
     }
     return remember(v);
   }
@@ -279,6 +284,70 @@ VPtr ValueBuilder::wrap(Ref obj, SourcePtr source, Frame& f) {
   v = t_.make(VK::Object);
   v->obj = obj;
   return remember(v);
+}
+
+// ---- lazy dicts -------------------------------------------------------------------------------
+
+bool ValueBuilder::realize_entry(const VPtr& d, PyObject* key, Frame& f) {
+  PyObject* o = d->lazy.get();
+  if (!o) return true;
+  PyObject* stored = nullptr;  // the dict's own key object equal to `key`
+  PyObject* item = nullptr;
+  Py_ssize_t pos = 0;
+  PyObject *k, *val;
+  while (PyDict_Next(o, &pos, &k, &val)) {
+    const int eq = k == key ? 1 : PyObject_RichCompareBool(k, key, Py_EQ);
+    if (eq < 0) return PyErr_Clear(), realize(d, f);
+    if (eq == 1) {
+      stored = k;
+      item = val;
+      break;
+    }
+  }
+  const std::string text = d->source->text();
+  if (!stored) {
+    if (probed_absent_.insert(text + "|" + repr_of(key)).second) {
+      if (Guard* g = t_.add_guard(GuardKind::DICT_CONTAINS, d->source, Ref::borrow(key), f, repr_of(key) + " not in " + text))
+        g->length = 0;
+    }
+    return true;
+  }
+  if (Py_TYPE(stored) != Py_TYPE(key)) return realize(d, f);  // 1 read as 1.0 or True: all of it, as before
+  for (const Ref& have : d->keys)
+    if (have.get() == stored) return true;
+  Ref held = Ref::borrow(stored), value = Ref::borrow(item);  // wrap may run Python code
+  if (Guard* g = t_.add_guard(GuardKind::DICT_CONTAINS, d->source, held, f, repr_of(stored) + " in " + text))
+    g->length = 1;
+  VPtr iv = wrap(value, Source::item(d->source, held), f);
+  if (!iv) return false;
+  d->keys.push_back(held);
+  d->items.push_back(iv);
+  return true;
+}
+
+bool ValueBuilder::realize(const VPtr& d, Frame& f) {
+  if (!d->lazy) return true;
+  Ref o = d->lazy;
+  std::vector<Ref> keys;
+  std::vector<VPtr> items;
+  Ref key_tuple = Ref::steal(PyTuple_New(PyDict_GET_SIZE(o.get())));
+  Py_ssize_t pos = 0, i = 0;
+  PyObject *k, *val;
+  std::vector<std::pair<Ref, Ref>> entries;
+  while (PyDict_Next(o.get(), &pos, &k, &val)) entries.emplace_back(Ref::borrow(k), Ref::borrow(val));
+  for (auto& [key, value] : entries) {
+    PyTuple_SET_ITEM(key_tuple.get(), i++, Ref(key).release());
+    VPtr iv = wrap(value, Source::item(d->source, key), f);  // entries read before: their value as read
+    if (!iv) return false;
+    keys.push_back(key);
+    items.push_back(iv);
+  }
+  const std::string text = d->source->text();
+  t_.add_guard(GuardKind::DICT_KEYS, d->source, key_tuple, f, "list(" + text + ".keys()) == " + repr_of(key_tuple.get()));
+  d->keys = std::move(keys);
+  d->items = std::move(items);
+  d->lazy = Ref();
+  return true;
 }
 
 // ---- dynamic shapes -----------------------------------------------------------------------------

@@ -35,6 +35,12 @@ class ValueBuilder {
   // Automatic dynamic shapes: compares an argument with what earlier compiles saw (`state`, updated)
   // and plans which of its sizes and ints are symbolic in this compile.
   void plan_dynamic(PyObject* o, const std::string& text, int depth);
+  // A lazy dict (Value::lazy) read at one constant key: that entry wrapped (and guarded present) or
+  // its absence guarded. False: the entry cannot be traced.
+  bool realize_entry(const VPtr& d, PyObject* key, Frame& f);
+  // All of a lazy dict's entries, in order, and DICT_KEYS on its key list (the eager behaviour).
+  bool realize(const VPtr& d, Frame& f);
+  bool any_lazy() const { return any_lazy_; }
   bool has_dynamic_plan() const { return !dyn_dims_.empty() || !dyn_ints_.empty(); }
 
   FrameState* frame_state = nullptr;  // this code object's history (null: none kept)
@@ -49,6 +55,8 @@ class ValueBuilder {
   std::unordered_map<PyObject*, std::pair<Ref, VPtr>> containers_seen_;
   std::unordered_map<std::string, uint64_t> dyn_dims_;  // source -> symbolic dims
   std::unordered_set<std::string> dyn_ints_;            // int sources that are symbolic
+  bool any_lazy_ = false;                               // a lazy dict was made (the interpreter checks reads)
+  std::unordered_set<std::string> probed_absent_;       // "source|repr(key)" guarded absent
 };
 
 }  // namespace dv

@@ -63,6 +63,10 @@ struct Value {
   bool flag = false;      // GradMode: enable? Function made by MAKE_FUNCTION: it has annotations;
                           // NNModule: made in the trace (made_module.cpp)
   bool mutated = false;   // a container from an input was mutated (side effect)
+  // Dict from the frame (TorchDynamo's lazy ConstDictVariable): the real dict while its entries are
+  // wrapped only as they are read by key (keys/items hold those so far, DICT_CONTAINS guards the
+  // keys probed); null once realized (all entries, DICT_KEYS). Translator::realize_lazy decides.
+  Ref lazy;
   std::shared_ptr<Frame> frame;  // Iter of a generator made in the trace: its frame (result: what it returned)
   bool announced = false; // described to the observer
   int cell_of = -1;       // Cell: -1 made in the trace; k >= 0 the root frame's free variable k (a

@@ -103,6 +103,11 @@ const std::unordered_map<PyTypeObject*, LibraryCall>& by_type() {
 
 }  // namespace
 
+// A function call_library runs natively (it may read its arguments whole).
+bool library_callable(PyObject* o) {
+  return o && (by_identity().count(o) || by_type().count(Py_TYPE(o)) || namedtuple_class(o));
+}
+
 Translator::Status Translator::call_library(Frame& f, const VPtr& fn, std::vector<VPtr>& args,
                                             std::vector<std::pair<std::string, VPtr>>& kwargs, VPtr& out, bool& handled) {
   handled = false;

@@ -1,0 +1,294 @@
+"""Guards on dicts reached from the frame are as lazy as TorchDynamo's (issue 14): only what the code
+reads is guarded (an entry read by a constant key, a key probed with `in` or .get), the whole key list
+only when the code depends on it (iteration, len, **d, ==, copy, mutation, escape). Each case runs a
+sequence of dicts that change in read and unread ways under torch.compile and dynview with counting
+backends: the same number of compiles, and results equal to eager on every call."""
+import pytest
+import torch
+import torch.nn as nn
+
+import dynview
+
+pytestmark = pytest.mark.usefixtures("fresh_engine")
+
+
+def dynview_compiles():
+    return len([r for r in dynview._C.take_records() if r["graph"] is not None])
+
+
+def counts(fn, calls, make=None):
+    """Runs `calls` (tuples of arguments, or callables making them) through eager, torch.compile and
+    dynview; returns (dynview compiles, torch.compile compiles)."""
+    def args_of(c):
+        return c() if callable(c) else c
+
+    torch._dynamo.reset()
+    n = [0]
+
+    def be(gm, ex):
+        n[0] += 1
+        return gm.forward
+    obj_td = make() if make else fn
+    obj_dv = make() if make else fn
+    obj_eager = make() if make else fn
+    td = torch.compile(obj_td, backend=be)
+    for c in calls:
+        want = obj_eager(*args_of(c))
+        torch.testing.assert_close(td(*args_of(c)), want)
+    dynview.reset()
+    dynview._C.take_records()
+    obj_eager = make() if make else fn
+    dv = dynview.compile(obj_dv, backend="eager")
+    for i, c in enumerate(calls):
+        want = obj_eager(*args_of(c))
+        torch.testing.assert_close(dv(*args_of(c)), want, msg=lambda m: f"call {i}: {m}")
+    return dynview_compiles(), n[0]
+
+
+X = torch.arange(4.0)
+
+
+# ---- cases ---------------------------------------------------------------------------------------
+
+def read_one(x, d):
+    return x * d['a']
+
+
+def options_get(x, opts):
+    scale = opts.get('scale', 1.0)
+    return x * scale + opts.get('bias', 0.0)
+
+
+def contains(x, cfg):
+    if 'bias' in cfg:
+        x = x + cfg['bias']
+    if 'missing' not in cfg:
+        x = x * 2
+    return x
+
+
+def iterate(x, d):
+    acc = x
+    for k in d:
+        acc = acc + d[k]
+    return acc
+
+
+def items(x, d):
+    return [x * v for k, v in d.items()]
+
+
+def length(x, d):
+    return x * len(d)
+
+
+def unpack_kwargs(x, d):
+    def g(x, a, b=1, **rest):
+        return x * a + b
+    return g(x, **d)
+
+
+def nested(x, cfg):
+    return x * cfg['optim']['lr'] + cfg['optim'].get('wd', 0.0)
+
+
+def mutated(x, d):
+    d['calls'] = d.get('calls', 0) + 1
+    return x * d['scale']
+
+
+def tensors(x, d):
+    return d['w'] @ x + d['b']
+
+
+def equality(x, d):
+    if d == {'a': 1, 'b': 2}:
+        return x + 1
+    return x - 1
+
+
+def copied(x, d):
+    e = dict(d)
+    e['z'] = 0
+    return x * e['a'] + len(e)
+
+
+def returned(x, d):
+    return x * d['a'], d
+
+
+def star_kwargs(x, **kw):
+    return x * kw['a']
+
+
+CONFIG = {'act': 'relu', 'unused': 1}
+
+
+def global_config(x):
+    return torch.relu(x) if CONFIG['act'] == 'relu' else torch.tanh(x)
+
+
+class UsesCfg(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.l = nn.Linear(4, 4)
+
+    def forward(self, x, cfg):
+        return self.l(x) * cfg['scale']
+
+
+class Wrapper(nn.Module):  # the dict passed on to a submodule's forward
+    def __init__(self):
+        super().__init__()
+        self.inner = UsesCfg()
+
+    def forward(self, x, cfg):
+        return self.inner(x, cfg) + cfg.get('shift', 0.0)
+
+
+class AttrCfg(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.cfg = {'scale': 2.0, 'name': 'm'}
+
+    def forward(self, x):
+        return x * self.cfg['scale']
+
+
+def set_global(**kv):
+    def make():
+        CONFIG.clear()
+        CONFIG.update(kv)
+        return (X,)
+    return make
+
+
+def attr_cfg_calls():
+    m = AttrCfg()
+    seq = []
+    for cfg in [{'scale': 2.0, 'name': 'm'}, {'scale': 2.0, 'name': 'n'}, {'scale': 2.0, 'name': 'n', 'x': 1},
+                {'scale': 3.0}]:
+        seq.append(cfg)
+    return m, seq
+
+
+CASES = {
+    # name: (fn, calls, make)
+    "read_one": (read_one, [(X, {'a': 2, 'b': 3}), (X, {'a': 2, 'b': 4}), (X, {'a': 2, 'b': 4, 'c': 1}),
+                            (X, {'b': 1, 'a': 2}), (X, {'a': 5, 'b': 1})], None),
+    "options_get": (options_get, [(X, {'scale': 2.0}), (X, {'scale': 2.0, 'verbose': True}), (X, {'verbose': False, 'scale': 2.0}),
+                                  (X, {'scale': 2.0, 'bias': 1.0}), (X, {'scale': 3.0, 'bias': 1.0})], None),
+    "contains": (contains, [(X, {'lr': 1}), (X, {'lr': 2}), (X, {'lr': 2, 'bias': 1.0}), (X, {'bias': 1.0}),
+                            (X, {'bias': 2.0}), (X, {'missing': 0})], None),
+    "iterate": (iterate, [(X, {'a': 1, 'b': 2}), (X, {'a': 1, 'b': 2}), (X, {'b': 2, 'a': 1}), (X, {'a': 3, 'b': 2})], None),
+    "items": (items, [(X, {'a': 1, 'b': 2}), (X, {'a': 1, 'b': 2}), (X, {'a': 1, 'b': 3}), (X, {'a': 1})], None),
+    "length": (length, [(X, {'a': 1}), (X, {'b': 1}), (X, {'a': 1, 'b': 2})], None),
+    "unpack_kwargs": (unpack_kwargs, [(X, {'a': 2}), (X, {'a': 2}), (X, {'a': 2, 'b': 3}), (X, {'a': 3, 'b': 3})], None),
+    "nested": (nested, [(X, {'optim': {'lr': 0.1}, 'model': {'depth': 2}}),
+                        (X, {'optim': {'lr': 0.1}, 'model': {'depth': 3}}),
+                        (X, {'optim': {'lr': 0.1, 'momentum': 0.9}, 'model': {'depth': 3}}),
+                        (X, {'model': {}, 'optim': {'lr': 0.1}}),
+                        (X, {'optim': {'lr': 0.5}, 'model': {'depth': 3}}),
+                        (X, {'optim': {'lr': 0.5, 'wd': 0.01}})], None),
+    "mutated": (mutated, [lambda: (X, {'scale': 2.0}), lambda: (X, {'scale': 2.0, 'calls': 3}),
+                          lambda: (X, {'scale': 2.0})], None),
+    "tensors": (tensors, [(X, {'w': torch.eye(4), 'b': torch.ones(4), 'unused': torch.zeros(2)}),
+                          (X, {'w': torch.eye(4), 'b': torch.ones(4), 'unused': torch.zeros(5, 5)}),
+                          (X, {'w': torch.eye(4), 'b': torch.ones(4)}),
+                          (X, {'w': torch.eye(4) * 2, 'b': torch.ones(1)})], None),
+    "equality": (equality, [(X, {'a': 1, 'b': 2}), (X, {'a': 1, 'b': 3}), (X, {'a': 1, 'b': 2})], None),
+    "copied": (copied, [(X, {'a': 1}), (X, {'a': 1}), (X, {'a': 1, 'b': 2})], None),
+    "returned": (returned, [(X, {'a': 2, 'b': 1}), (X, {'a': 2, 'b': 1}), (X, {'a': 2, 'b': 1, 'c': 1}), (X, {'a': 3, 'b': 1, 'c': 1})], None),
+    "global_config": (global_config, [set_global(act='relu', unused=1), set_global(act='relu', unused=2),
+                                      set_global(act='relu'), set_global(act='tanh')], None),
+}
+
+
+@pytest.mark.parametrize("name", list(CASES))
+def test_same_compile_count_as_torch_compile(name):
+    fn, calls, make = CASES[name]
+    got, want = counts(fn, calls, make)
+    assert got == want, f"{name}: dynview compiled {got} times, torch.compile {want}"
+
+
+def test_star_kwargs_of_the_frame():
+    calls = [(X,), (X,), (X,), (X,)]
+    kws = [{'a': 2, 'b': 3}, {'a': 2, 'b': 4}, {'a': 2, 'c': 1}, {'a': 3}]
+    torch._dynamo.reset()
+    n = [0]
+
+    def be(gm, ex):
+        n[0] += 1
+        return gm.forward
+    td = torch.compile(star_kwargs, backend=be)
+    for (x,), kw in zip(calls, kws):
+        torch.testing.assert_close(td(x, **kw), star_kwargs(x, **kw))
+    dynview._C.take_records()
+    dv = dynview.compile(star_kwargs, backend="eager")
+    for (x,), kw in zip(calls, kws):
+        torch.testing.assert_close(dv(x, **kw), star_kwargs(x, **kw))
+    assert dynview_compiles() == n[0]
+
+
+@pytest.mark.parametrize("cls", [UsesCfg, Wrapper])
+def test_dict_passed_to_module_forward(cls):
+    torch.manual_seed(0)
+    m = cls()
+    calls = [(X, {'scale': 2.0, 'name': 'a'}), (X, {'scale': 2.0, 'name': 'b'}), (X, {'scale': 2.0, 'extra': 1, 'name': 'b'}),
+             (X, {'scale': 4.0}), (X, {'scale': 4.0, 'shift': 1.0})]
+    got, want = counts(m, calls)
+    assert got == want
+
+
+def test_module_attribute_dict():
+    calls = []
+    for cfg in [{'scale': 2.0, 'name': 'm'}, {'scale': 2.0, 'name': 'n'}, {'name': 'n', 'x': 1, 'scale': 2.0}, {'scale': 3.0}]:
+        calls.append(cfg)
+    results = {}
+    for engine in ("td", "dv"):
+        torch._dynamo.reset()
+        dynview.reset()
+        dynview._C.take_records()
+        n = [0]
+
+        def be(gm, ex):
+            n[0] += 1
+            return gm.forward
+        m = AttrCfg()
+        c = torch.compile(m, backend=be) if engine == "td" else dynview.compile(m, backend="eager")
+        for cfg in calls:
+            m.cfg = cfg
+            torch.testing.assert_close(c(X), X * cfg['scale'])
+        results[engine] = n[0] if engine == "td" else dynview_compiles()
+    assert results["dv"] == results["td"]
+
+
+def test_changed_read_value_is_seen():
+    """A value the code reads changes: the cached code must not reuse the old one."""
+    def f(x, d):
+        return x * d['optim']['lr'] + d.get('bias', 0.0)
+    c = dynview.compile(f, backend="eager")
+    d = {'optim': {'lr': 0.1}, 'other': 1}
+    torch.testing.assert_close(c(X, d), f(X, d))
+    d['optim']['lr'] = 0.7            # mutated in place between calls
+    torch.testing.assert_close(c(X, d), f(X, d))
+    d['bias'] = 3.0                   # a key probed absent appears
+    torch.testing.assert_close(c(X, d), f(X, d))
+    d['other'] = 2                    # unread: reused
+    torch.testing.assert_close(c(X, d), f(X, d))
+    d2 = {'other': 1, 'optim': {'lr': 0.1, 'momentum': 0}}
+    torch.testing.assert_close(c(X, d2), f(X, d2))
+    del d2['optim']['lr']
+    with pytest.raises(KeyError):
+        c(X, d2)
+
+
+def test_unread_entries_get_no_guards():
+    def f(x, d):
+        return x * d['a']
+    c = dynview.compile(f, backend="eager")
+    dynview._C.take_records()
+    c(X, {'a': 2, 'b': torch.ones(3), 'c': {'deep': 1}})
+    recs = dynview._C.take_records()
+    text = " ".join(str(r) for r in recs)
+    assert "['b']" not in text and "['c']" not in text

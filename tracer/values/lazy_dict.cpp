@@ -1,0 +1,137 @@
+// Dicts from the frame read lazily (TorchDynamo's LazyVariableTracker over ConstDictVariable): the
+// interpreter realizes a lazy dict (Value::lazy, made by ValueBuilder::wrap) before any instruction
+// or call that could read more of it than one constant key. Read by run_frame and Translator::call.
+#include "../handlers_common.h"
+#include "../translator.h"
+
+#include <functional>
+#include <unordered_set>
+
+namespace dv {
+
+namespace {
+
+// The dict a value reads through: a lazy dict, or a method bound to one (d.get).
+VPtr lazy_of(const VPtr& v) {
+  if (!v) return nullptr;
+  if (v->kind == VK::Dict && v->lazy) return v;
+  if (v->kind == VK::Method && v->self && v->self->kind == VK::Dict && v->self->lazy) return v->self;
+  return nullptr;
+}
+
+// A key read precisely: an exact str or int constant (a float or bool key realizes the dict).
+PyObject* simple_key(const VPtr& v) {
+  if (!v || v->kind != VK::Const) return nullptr;
+  PyObject* o = v->obj.get();
+  return PyUnicode_CheckExact(o) || PyLong_CheckExact(o) ? o : nullptr;
+}
+
+// Instructions that move values without reading into them: a lazy dict may pass through.
+bool moves_only(bc::Name n) {
+  using N = bc::Name;
+  switch (n) {
+    case N::NOP: case N::RESUME: case N::CACHE: case N::EXTENDED_ARG: case N::LOAD_FAST: case N::LOAD_FAST_CHECK:
+    case N::LOAD_FAST_AND_CLEAR: case N::LOAD_FAST_LOAD_FAST: case N::LOAD_CONST: case N::LOAD_GLOBAL: case N::LOAD_DEREF:
+    case N::LOAD_CLOSURE: case N::STORE_FAST: case N::STORE_FAST_LOAD_FAST: case N::STORE_FAST_STORE_FAST:
+    case N::PUSH_NULL: case N::POP_TOP: case N::COPY: case N::SWAP: case N::KW_NAMES: case N::MAKE_CELL:
+    case N::COPY_FREE_VARS: case N::JUMP_FORWARD: case N::JUMP_BACKWARD: case N::JUMP_BACKWARD_NO_INTERRUPT:
+    case N::PRECALL: case N::CALL: case N::CALL_KW:  // the call decides (Translator::call)
+    // Kept whole, not read: a tuple or list made here holds the dict (whoever reads into the
+    // container realizes what it reaches, realize_value); a returned dict is rebuilt from its source.
+    case N::BUILD_TUPLE: case N::BUILD_LIST: case N::RETURN_VALUE: case N::RETURN_CONST:
+      return true;
+    default: return false;
+  }
+}
+
+}  // namespace
+
+// Realizes every lazy dict `v` reaches (a lazy dict can sit in an input list's items, in a dict's
+// entries, in a **kwargs dict an inlined call made, in a bound method), so that nothing reads a
+// partial dict as if it were whole.
+Translator::Status Translator::realize_value(Frame& f, const VPtr& v) {
+  if (!v || v->kind == VK::Tensor || v->kind == VK::Const || v->kind == VK::Null || v->kind == VK::Object ||
+      v->kind == VK::NNModule || v->kind == VK::Sym || v->kind == VK::NdArray)
+    return std::nullopt;  // (the common case, without a walk)
+  std::unordered_set<const Value*> seen;
+  std::function<Status(const VPtr&)> walk = [&](const VPtr& x) -> Status {
+    if (!x || !seen.insert(x.get()).second) return std::nullopt;
+    if (x->kind == VK::Dict && x->lazy && !builder.realize(x, f))
+      return brk(f, "DV0005", "an entry of " + x->source->text() + " cannot be traced");
+    for (size_t i = 0; i < x->items.size(); ++i)  // (items may grow while realizing)
+      if (Status s = walk(x->items[i])) return s;
+    for (const VPtr* p : {&x->self, &x->attrs, &x->contents, &x->defaults, &x->kwdefaults})
+      if (Status s = walk(*p)) return s;
+    for (size_t i = 0; i < x->cells.size(); ++i)
+      if (Status s = walk(x->cells[i])) return s;
+    return std::nullopt;
+  };
+  return walk(v);
+}
+
+Translator::Status Translator::realize_key(Frame& f, const VPtr& d, PyObject* key) {
+  if (!builder.realize_entry(d, key, f)) return brk(f, "DV0005", "an entry of " + d->source->text() + " cannot be traced");
+  return std::nullopt;
+}
+
+Translator::Status Translator::realize_read(Frame& f, const bc::Instr& in) {
+  using N = bc::Name;
+  if (moves_only(in.name)) return std::nullopt;
+  const size_t n = f.stack.size();
+  size_t from = 0;       // stack slots the instruction may read into
+  long keep = -1;        // one slot read at one key only
+  if ((in.name == N::LOAD_ATTR || in.name == N::LOAD_METHOD) && n >= 1 && lazy_of(f.stack[n - 1]) == f.stack[n - 1]) {
+    return std::nullopt;  // d.get: a method bound to the dict; the call decides
+  } else if ((in.name == N::LOAD_ATTR || in.name == N::LOAD_METHOD || in.name == N::GET_ITER || in.name == N::TO_BOOL ||
+              in.name == N::UNARY_NOT || in.name == N::UNARY_NEGATIVE || in.name == N::POP_JUMP_IF_TRUE ||
+              in.name == N::POP_JUMP_IF_FALSE || in.name == N::POP_JUMP_IF_NONE || in.name == N::POP_JUMP_IF_NOT_NONE ||
+              in.name == N::POP_JUMP_FORWARD_IF_TRUE || in.name == N::POP_JUMP_FORWARD_IF_FALSE ||
+              in.name == N::POP_JUMP_BACKWARD_IF_TRUE || in.name == N::POP_JUMP_BACKWARD_IF_FALSE ||
+              in.name == N::POP_JUMP_FORWARD_IF_NONE || in.name == N::POP_JUMP_FORWARD_IF_NOT_NONE ||
+              in.name == N::POP_JUMP_BACKWARD_IF_NONE || in.name == N::POP_JUMP_BACKWARD_IF_NOT_NONE) && n >= 1) {
+    from = n - 1;  // (x -- ...): reads its top only
+  } else if ((in.name == N::BINARY_OP || in.name == N::COMPARE_OP || in.name == N::IS_OP) && n >= 2) {
+    from = n - 2;
+  } else if (in.name == N::BINARY_SUBSCR && n >= 2) {  // (d key -- d[key])
+    from = n - 2;
+    const VPtr& d = f.stack[n - 2];
+    if (d->kind == VK::Dict && d->lazy && simple_key(f.stack[n - 1])) {
+      if (Status s = realize_key(f, d, simple_key(f.stack[n - 1]))) return s;
+      keep = static_cast<long>(n - 2);
+    }
+  } else if (in.name == N::CONTAINS_OP && n >= 2) {  // (key d -- bool)
+    from = n - 2;
+    const VPtr& d = f.stack[n - 1];
+    if (d->kind == VK::Dict && d->lazy && simple_key(f.stack[n - 2])) {
+      if (Status s = realize_key(f, d, simple_key(f.stack[n - 2]))) return s;
+      keep = static_cast<long>(n - 1);
+    }
+  }
+  // Anything else (iteration, len, **d, ==, BUILD_*, STORE_*, RETURN_VALUE ...): every lazy dict the
+  // stack holds is realized, the eager behaviour.
+  for (size_t i = from; i < n; ++i)
+    if (static_cast<long>(i) != keep)
+      if (Status s = realize_value(f, f.stack[i])) return s;
+  return std::nullopt;
+}
+
+Translator::Status Translator::realize_call(Frame& f, const VPtr& fn, const std::vector<VPtr>& args,
+                                            const std::vector<std::pair<std::string, VPtr>>& kwargs, bool inlined) {
+  if (VPtr d = lazy_of(fn); d && fn->kind == VK::Method) {
+    // d.get(k[, default]), d[k] and k in d spelled as calls: one entry; any other method: all of it.
+    const std::string& m = fn->name;
+    PyObject* key = kwargs.empty() && !args.empty() ? simple_key(args[0]) : nullptr;
+    const bool one = key && ((m == "get" && args.size() <= 2) || ((m == "__getitem__" || m == "__contains__") && args.size() == 1));
+    if (Status s = one ? realize_key(f, d, key) : realize_value(f, fn)) return s;
+  } else if (Status s = realize_value(f, fn)) {
+    return s;
+  }
+  if (inlined) return std::nullopt;  // a user function or module: its own instructions read what they read
+  for (const VPtr& a : args)
+    if (Status s = realize_value(f, a)) return s;
+  for (const auto& kv : kwargs)
+    if (Status s = realize_value(f, kv.second)) return s;
+  return std::nullopt;
+}
+
+}  // namespace dv
