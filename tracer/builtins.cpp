@@ -7,6 +7,7 @@
 #include "pycache.h"
 #include "tensor_match.h"
 #include "translator.h"
+#include "values/kind.h"
 
 namespace dv {
 
@@ -348,34 +349,7 @@ Translator::Status call_builtin(Translator& t, Frame& f, PyObject* fn, std::vect
   handled = true;
   const size_t n = args.size();
   auto python_type_of = [&](const VPtr& v) -> PyObject* {
-    switch (v->kind) {
-      case VK::Tensor: {
-        for (size_t i = 0; i < t.output.inputs.size(); ++i)
-          if (t.output.inputs[i].second == v->node) return reinterpret_cast<PyObject*>(Py_TYPE(t.output.input_objects[i].get()));
-        return py().torch_Tensor.get();
-      }
-      case VK::Tuple: return v->obj ? v->obj.get() : reinterpret_cast<PyObject*>(&PyTuple_Type);
-      case VK::List: return is_deque(v) ? v->obj.get() : reinterpret_cast<PyObject*>(&PyList_Type);
-      case VK::Dict: return v->obj && PyType_Check(v->obj.get()) ? v->obj.get() : reinterpret_cast<PyObject*>(&PyDict_Type);
-      case VK::Const:
-        if (is_fake_id(v->obj.get())) return reinterpret_cast<PyObject*>(&PyLong_Type);
-        return reinterpret_cast<PyObject*>(Py_TYPE(v->obj.get()));
-      case VK::Object: case VK::NNModule: return reinterpret_cast<PyObject*>(Py_TYPE(v->obj.get()));
-      case VK::Function: return reinterpret_cast<PyObject*>(&PyFunction_Type);
-      case VK::Instance: return v->obj.get();
-      case VK::DictView: return dict_view_type(v->name);
-      case VK::Partial: return py().functools_partial.get();
-      case VK::NdArray: {
-        static PyObject* nd = [] {
-          Ref np = Ref::steal(PyImport_ImportModule("numpy"));
-          PyObject* t = np ? PyObject_GetAttrString(np.get(), "ndarray") : nullptr;
-          if (!t) PyErr_Clear();
-          return t;
-        }();
-        return nd;
-      }
-      default: return nullptr;
-    }
+    return ops(v->kind).python_type(t, v);
   };
   if (is(Builtin::print_)) return t.brk(f, "DV0015", "call to print()", "printing is a side effect outside the graph");
   if (is(Builtin::id_) && n == 1 && kwargs.empty()) return t.call_id(f, args[0], out);

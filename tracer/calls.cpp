@@ -8,6 +8,7 @@
 #include "tensor_match.h"
 #include "engine.h"
 #include "translator.h"
+#include "values/kind.h"
 
 namespace dv {
 
@@ -52,16 +53,7 @@ bool is_tensor_method_descriptor(PyObject* fn) {
   return cls.get() == py().tensorbase.get() || cls.get() == py().torch_Tensor.get();
 }
 
-const char* kDataDependent[] = {"item", "tolist", "__bool__", "numpy", "data_ptr", "__int__", "__float__",
-                                "__index__", "nonzero_static", "backward", "register_hook", "retain_grad", nullptr};
-const char* kMetaMethods[] = {"size", "dim", "ndimension", "numel", "nelement", "stride", "is_contiguous",
-                              "element_size", "is_floating_point", "is_complex", "__len__", nullptr};
-
-bool in_list(const char** list, const std::string& s) {
-  for (const char** n = list; *n; ++n)
-    if (s == *n) return true;
-  return false;
-}
+}  // namespace
 
 std::string callable_name(PyObject* fn) {
   Ref q = Ref::steal(PyObject_GetAttrString(fn, "__qualname__"));
@@ -76,132 +68,14 @@ std::string callable_name(PyObject* fn) {
   return str_of(q.get());
 }
 
-}  // namespace
-
 // ---- conversions --------------------------------------------------------------------------------
 
 std::optional<Ref> Translator::to_python(const VPtr& v, bool meta) {
-  switch (v->kind) {
-    case VK::Const: case VK::Object: case VK::NNModule: return v->obj;
-    case VK::Function: return v->obj && PyFunction_Check(v->obj.get()) ? std::optional<Ref>(v->obj) : std::nullopt;
-    case VK::Tensor: case VK::NdArray: return meta ? std::optional<Ref>(v->obj) : std::nullopt;
-    case VK::Sym: {
-      if (meta) return v->obj;
-      Ref r = specialize(v);  // a Python value is needed: the ShapeEnv guards this one
-      if (!r) return std::nullopt;
-      return r;
-    }
-    case VK::Slice: {
-      Ref parts[3];
-      for (size_t i = 0; i < 3 && i < v->items.size(); ++i) {
-        auto x = to_python(v->items[i], meta);
-        if (!x) return std::nullopt;
-        parts[i] = *x;
-      }
-      return Ref::steal(PySlice_New(parts[0].get(), parts[1].get(), parts[2].get()));
-    }
-    case VK::Tuple: case VK::List: {
-      Ref out = Ref::steal(v->kind == VK::Tuple ? PyTuple_New(v->items.size()) : PyList_New(v->items.size()));
-      for (size_t i = 0; i < v->items.size(); ++i) {
-        auto x = to_python(v->items[i], meta);
-        if (!x) return std::nullopt;
-        if (v->kind == VK::Tuple) PyTuple_SET_ITEM(out.get(), i, x->release());
-        else PyList_SET_ITEM(out.get(), i, x->release());
-      }
-      if (is_deque(v)) {
-        auto maxlen = to_python(v->defaults, meta);
-        if (!maxlen) return std::nullopt;
-        out = Ref::steal(PyObject_CallFunctionObjArgs(v->obj.get(), out.get(), maxlen->get(), nullptr));
-        if (!out) return PyErr_Clear(), std::nullopt;
-      }
-      if (v->kind == VK::Tuple && v->obj) {  // a tuple subclass (torch.Size; a namedtuple: tuple.__new__(cls, t))
-        out = Ref::steal(namedtuple_class(v->obj.get()) ? PyObject_CallFunctionObjArgs(tuple_new_fn(), v->obj.get(), out.get(), nullptr)
-                                                         : PyObject_CallOneArg(v->obj.get(), out.get()));
-        if (!out) return PyErr_Clear(), std::nullopt;
-      }
-      return out;
-    }
-    case VK::Dict: {
-      Ref out = Ref::steal(PyDict_New());
-      for (size_t i = 0; i < v->items.size(); ++i) {
-        auto x = to_python(v->items[i], meta);
-        if (!x || PyDict_SetItem(out.get(), v->keys[i].get(), x->get()) < 0) return std::nullopt;
-      }
-      if (v->obj && PyType_Check(v->obj.get())) {  // an OrderedDict or defaultdict made in the trace
-        std::optional<Ref> factory;
-        if (v->defaults && !(factory = to_python(v->defaults, meta))) return std::nullopt;
-        out = Ref::steal(factory ? PyObject_CallFunctionObjArgs(v->obj.get(), factory->get(), out.get(), nullptr)
-                                 : PyObject_CallOneArg(v->obj.get(), out.get()));
-        if (!out) return PyErr_Clear(), std::nullopt;
-      }
-      return out;
-    }
-    default: return std::nullopt;
-  }
+  return ops(v->kind).as_python(*this, v, meta);
 }
 
 bool Translator::to_arg(const VPtr& v, ArgTree& out) {
-  switch (v->kind) {
-    case VK::Tensor: case VK::Sym: out.kind = ArgTree::Kind::Node; out.node = v->node; return true;
-    case VK::NdArray:  // only to torch._numpy's wrappers (ndarray.cpp): no torch function takes an ndarray
-      if (!allow_ndarray_) return false;
-      out.kind = ArgTree::Kind::Node;
-      out.node = v->node;
-      return true;
-    case VK::Const:
-      if (PySlice_Check(v->obj.get())) {
-        auto* s = reinterpret_cast<PySliceObject*>(v->obj.get());
-        out.kind = ArgTree::Kind::Slice;
-        for (PyObject* part : {s->start, s->stop, s->step}) {
-          ArgTree a;
-          a.constant = Ref::borrow(part);
-          out.items.push_back(std::move(a));
-        }
-        return true;
-      }
-      out.kind = ArgTree::Kind::Const;
-      out.constant = v->obj;
-      return true;
-    case VK::Object:
-      out.kind = ArgTree::Kind::Const;  // dtypes, layouts, memory formats, functions passed to ops
-      out.constant = v->obj;
-      if (std::strncmp(Py_TYPE(v->obj.get())->tp_name, "numpy.", 6) == 0) {
-        // A NumPy scalar: torch reads it as the Python number it holds (the graph's code could not
-        // spell it: `np` is not a name there). Arrays are not graph constants.
-        if (std::strcmp(Py_TYPE(v->obj.get())->tp_name, "numpy.ndarray") == 0) return false;
-        Ref shape = Ref::steal(PyObject_GetAttrString(v->obj.get(), "shape"));
-        if (!shape || !PyTuple_Check(shape.get()) || PyTuple_GET_SIZE(shape.get()) != 0) return PyErr_Clear(), false;
-        out.constant = Ref::steal(PyObject_CallMethod(v->obj.get(), "item", nullptr));
-        if (!out.constant || !is_exact_const(out.constant.get())) return PyErr_Clear(), false;
-      }
-      return true;
-    case VK::Slice:
-      out.kind = ArgTree::Kind::Slice;
-      for (const VPtr& x : v->items) {
-        ArgTree a;
-        if (!to_arg(x, a)) return false;
-        out.items.push_back(std::move(a));
-      }
-      return true;
-    case VK::Tuple: case VK::List:
-      out.kind = v->kind == VK::Tuple ? ArgTree::Kind::Tuple : ArgTree::Kind::List;
-      for (const VPtr& x : v->items) {
-        ArgTree a;
-        if (!to_arg(x, a)) return false;
-        out.items.push_back(std::move(a));
-      }
-      return true;
-    case VK::Dict:
-      out.kind = ArgTree::Kind::Dict;
-      out.keys = v->keys;
-      for (const VPtr& x : v->items) {
-        ArgTree a;
-        if (!to_arg(x, a)) return false;
-        out.items.push_back(std::move(a));
-      }
-      return true;
-    default: return false;
-  }
+  return ops(v->kind).graph_arg(*this, v, out);
 }
 
 VPtr Translator::from_example(Frame&, Ref example, int node, Ref device) {
@@ -582,7 +456,7 @@ Translator::Status Translator::inline_call(Frame& f, VPtr fn, VPtr self, std::ve
 
 // torch.compiler.allow_in_graph(fn) / torch._dynamo.allow_in_graph: fn's id is in TorchDynamo's
 // allowed set (trace_rules._allowed_callable_ids).
-static bool allowed_in_graph(PyObject* fn) {
+bool allowed_in_graph(PyObject* fn) {
   static PyObject* ids = [] {
     Ref rules = Ref::steal(PyImport_ImportModule("torch._dynamo.trace_rules"));
     PyObject* s = rules ? PyObject_GetAttrString(rules.get(), "_allowed_callable_ids") : nullptr;
@@ -645,452 +519,254 @@ Translator::Status Translator::call(Frame& f, VPtr fn, std::vector<VPtr> args,
                          (fn->kind == VK::Method && py_fn && fn->obj.get() != autograd_apply_function());
     if (Status s = realize_call(f, fn, args, kwargs, inlined)) return s;
   }
-  switch (fn->kind) {
-    case VK::Function: {
-      if (fn->obj && PyFunction_Check(fn->obj.get())) {
-        // torch.compiler.disable / torch._dynamo.disable: not traced; the call runs eagerly (and
-        // nothing it calls is captured: eval_frame.cpp marks the wrapper's code).
-        Ref off = Ref::steal(PyObject_GetAttrString(fn->obj.get(), "_torchdynamo_disable"));
-        if (!off) PyErr_Clear();
-        if (off && PyObject_IsTrue(off.get()) == 1) {
-          mark_disabled(PyFunction_GET_CODE(fn->obj.get()));
-          Ref orig = Ref::steal(PyObject_GetAttrString(fn->obj.get(), "_torchdynamo_orig_callable"));
-          PyErr_Clear();
-          return brk(f, "DV0025", "call to " + callable_name(orig ? orig.get() : fn->obj.get()) + ", marked torch.compiler.disable");
-        }
-        bool library = false;  // Python functions dynview runs natively (copy.deepcopy ...)
-        if (Status s = call_library(f, fn, args, kwargs, out, library); s || library) return s;
-        if (allowed_in_graph(fn->obj.get()))  // torch.compiler.allow_in_graph: one node of the graph
-          return graph_call(f, fn->obj, "", std::move(args), std::move(kwargs), out);
-        bool handled = false;
-        if (Status s = call_frozen_maker(f, fn->obj.get(), args, kwargs, out, handled)) return s;
-        if (handled) return std::nullopt;
+  return ops(fn->kind).call(*this, f, fn, args, kwargs, out);
+}
+
+// Calling an object known by identity (VK::Object's call): builtins, torch functions and operators,
+// classes, operator getters, NumPy ...
+Status object_call(Translator& t, Frame& f, const VPtr& fn, std::vector<VPtr>& args, KwArgs& kwargs, VPtr& out) {
+  PyObject* o = fn->obj.get();
+  if (t.output.dynamic() && !module_is_torch(o) && !is_tensor_method_descriptor(o)) {
+    // Python callables see Python values: symbolic ints are specialised (and guarded) here,
+    // as TorchDynamo does for range(n), int(n) and the like.
+    for (VPtr& a : args)
+      if (a->kind == VK::Sym) {
+        Ref r = t.specialize(a);
+        if (!r) return t.brk(f, "DV0021", "cannot specialise a symbolic value for " + callable_name(o));
+        a = t.constant(r);
       }
-      return inline_call(f, fn, nullptr, std::move(args), std::move(kwargs), out);
-    }
-    case VK::NNModule: {
-      PyObject* m = fn->obj.get();
-      Ref forward = Ref::steal(PyObject_GetAttrString(reinterpret_cast<PyObject*>(Py_TYPE(m)), "forward"));
-      if (!forward || !PyFunction_Check(forward.get()))
-        return PyErr_Clear(), brk(f, "DV0004", "module " + std::string(Py_TYPE(m)->tp_name) + " has no Python forward");
-      VPtr fv = make(VK::Function);
-      fv->obj = forward;
-      ModuleHooks hooks;
-      if (Status s = module_hooks(f, m, hooks)) return s;
-      if (hooks.pre.empty() && hooks.post.empty()) return inline_call(f, fv, fn, std::move(args), std::move(kwargs), out);
-      return call_with_hooks(f, fn, fv, hooks, std::move(args), std::move(kwargs), out);
-    }
-    case VK::Method: {
-      if (fn->obj && fn->obj.get() == autograd_apply_function() && fn->self && is_autograd_function_class(fn->self->obj.get()))
-        return autograd_function_apply(f, fn->self, std::move(args), std::move(kwargs), out);  // Fn.apply(...)
-      if (fn->self && fn->self->kind == VK::NNModule && fn->obj && PyFunction_Check(fn->obj.get())) {
-        bool handled = false;
-        if (Status s = module_members(f, fn, args, kwargs, out, handled)) return s;
-        if (handled) return std::nullopt;
-      }
-      if (fn->obj && PyFunction_Check(fn->obj.get())) {  // bound user method
-        VPtr fv = make(VK::Function);
-        fv->obj = fn->obj;
-        return inline_call(f, fv, fn->self, std::move(args), std::move(kwargs), out);
-      }
-      if (fn->obj && fn->self && fn->self->kind == VK::Object && Py_IS_TYPE(fn->obj.get(), &PyMethodDescr_Type) &&
-          PyDict_Check(fn->self->obj.get()))  // super().get(k) of a dict subclass living outside the trace
-        return outside_dict_read(f, fn->self, fn->name, args, kwargs, out);
-      if (fn->obj && fn->self && fn->self->kind == VK::Instance) {  // a builtin base's method (super().__setattr__ ...)
-        bool handled = false;
-        if (Status s = instance_builtin(f, fn->obj.get(), fn->self, args, kwargs, out, handled)) return s;
-        if (handled) return std::nullopt;
-        return brk(f, "DV0004", "calling " + callable_name(fn->obj.get()) + " on a " + reinterpret_cast<PyTypeObject*>(fn->self->obj.get())->tp_name + " made in the trace");
-      }
-      VPtr self = fn->self;
-      const std::string& name = fn->name;
-      if (is_deque(self)) return deque_method(f, self, name, args, kwargs, out);
-      if (self->kind == VK::NdArray) return ndarray_method(f, self, name, args, kwargs, out);
-      if (self->kind == VK::Tensor) {
-        if (name == "numpy") return tensor_numpy(f, self, args, kwargs, out);  // as TorchDynamo: an ndarray in the graph
-        if (in_list(kDataDependent, name))
-          return brk(f, "DV0003", "data-dependent operator Tensor." + name + "()",
-                     "the result depends on tensor values; dynview breaks the graph here like torch.compile");
-        if (in_list(kMetaMethods, name)) {  // metadata: a constant computed from the example value
-          auto pargs = Ref::steal(PyTuple_New(args.size()));
-          for (size_t i = 0; i < args.size(); ++i) {
-            auto x = to_python(args[i], true);
-            if (!x) return brk(f, "DV0013", "unsupported argument to Tensor." + name);
-            PyTuple_SET_ITEM(pargs.get(), i, x->release());
-          }
-          Ref m = Ref::steal(PyObject_GetAttrString(self->obj.get(), name.c_str()));
-          Ref r = m ? Ref::steal(PyObject_Call(m.get(), pargs.get(), nullptr)) : Ref();
-          if (!r) return brk(f, "DV0006", "Tensor." + name + " failed on the example value");
-          return meta_result(f, self, name, args, r, out);
-        }
-        std::vector<VPtr> a{self};
-        a.insert(a.end(), args.begin(), args.end());
-        return graph_call(f, {}, name, std::move(a), std::move(kwargs), out);
-      }
-      if (self->kind == VK::List || self->kind == VK::Dict || self->kind == VK::Tuple) {
-        const bool dict_mutation = self->kind == VK::Dict && (name == "pop" || name == "popitem" || name == "setdefault" ||
-                                                              name == "update" || name == "clear" || name == "__setitem__" ||
-                                                              name == "__delitem__");
-        const bool list_mutation = self->kind == VK::List && (name == "append" || name == "extend" || name == "pop" ||
-                                                              name == "insert" || name == "remove" || name == "clear" ||
-                                                              name == "reverse");
-        if (self->source && (list_mutation || dict_mutation)) {
-          // A list or dict that lives outside the frame (an argument, the frame's **kwargs, a
-          // module's attribute): mutated here, and its new contents written back by the transformed
-          // code (lst[:] = [...]; d.clear(); d.update({...})).
-          output.side_effects.note_mutation(self);
-        } else if (self->source && (name == "sort" || name == "__setitem__" || name == "__delitem__" || name == "__iadd__")) {
-          return brk(f, "DV0008", "mutating an input " + std::string(vk_name(self->kind)) + " (" + name + ")",
-                     "dynview replays the list and dict methods it follows on inputs; this one is not followed yet");
-        }
-        if (name == "append" && args.size() == 1) { self->items.push_back(args[0]); out = constant(Ref::borrow(Py_None)); return std::nullopt; }
-        if (name == "extend" && args.size() == 1) {  // item by item: a lazy map sees the list grow
-          VPtr it;
-          if (Status s = iterate(f, args[0], it, /*materialize=*/false)) return s;
-          while (true) {  // (a list argument is iterated over a snapshot: lst.extend(lst) doubles it once)
-            if (Status s = pull(f, it, it->pos + 1)) return s;
-            if (it->pos >= it->items.size()) break;
-            self->items.push_back(it->items[it->pos++]);
-          }
-          out = constant(Ref::borrow(Py_None));
-          return std::nullopt;
-        }
-        if (name == "pop" && self->kind == VK::List && !self->items.empty() && args.empty()) { out = self->items.back(); self->items.pop_back(); return std::nullopt; }
-        if (name == "insert" && self->kind == VK::List && args.size() == 2 && args[0]->kind == VK::Const) {
-          long i = PyLong_AsLong(args[0]->obj.get());
-          long n = static_cast<long>(self->items.size());
-          if (i < 0) i = std::max(0L, i + n);
-          self->items.insert(self->items.begin() + std::min(i, n), args[1]);
-          out = constant(Ref::borrow(Py_None));
-          return std::nullopt;
-        }
-        if (self->kind == VK::Dict && (name == "items" || name == "keys" || name == "values") && args.empty() && kwargs.empty()) {
-          out = dict_view(self, name);  // live: sees later changes of the dict
-          return std::nullopt;
-        }
-        if (self->kind == VK::Dict && self->obj.get() == ordered_dict_class() && self->obj) {
-          bool handled = false;
-          if (Status s = ordered_dict_method(f, self, name, args, kwargs, out, handled)) return s;
-          if (handled) return std::nullopt;
-        }
-        if (self->kind == VK::Dict) {
-          bool handled = false;
-          if (Status s = dict_method(f, self, name, args, kwargs, out, handled)) return s;
-          if (handled) return std::nullopt;
-        }
-        if (self->kind == VK::List && name == "remove" && args.size() == 1 && args[0]->kind == VK::Const) {
-          for (size_t i = 0; i < self->items.size(); ++i) {
-            const VPtr& x = self->items[i];
-            if (x->kind != VK::Const) return brk(f, "DV0002", "list.remove compares a " + std::string(vk_name(x->kind)) + " by value");
-            const int eq = PyObject_RichCompareBool(x->obj.get(), args[0]->obj.get(), Py_EQ);
-            if (eq < 0) return PyErr_Clear(), brk(f, "DV0010", "list.remove raised comparing");
-            if (eq == 1) {
-              self->items.erase(self->items.begin() + static_cast<long>(i));
-              out = constant(Ref::borrow(Py_None));
-              return std::nullopt;
-            }
-          }
-          return raise_new(f, PyExc_ValueError, "list.remove(x): x not in list");
-        }
-        if (self->kind == VK::List && (name == "clear" || name == "reverse" || name == "copy") && args.empty()) {
-          if (name == "copy") {
-            out = make(VK::List);
-            out->items = self->items;
-            return std::nullopt;
-          }
-          if (name == "clear") self->items.clear();
-          else std::reverse(self->items.begin(), self->items.end());
-          out = constant(Ref::borrow(Py_None));
-          return std::nullopt;
-        }
-        if ((name == "index" || name == "count") && !args.empty() && args.size() <= (name == "index" ? 3u : 1u) &&
-            args[0]->kind == VK::Const) {
-          const long n = static_cast<long>(self->items.size());
-          long lo = 0, hi = n, count = 0, first = -1;  // list.index(v, start, stop): the slice's bounds
-          for (size_t a = 1; a < args.size(); ++a) {
-            if (args[a]->kind != VK::Const || !PyLong_CheckExact(args[a]->obj.get())) return brk(f, "DV0004", "list.index with non-constant bounds");
-            long b = PyLong_AsLong(args[a]->obj.get());
-            b = b < 0 ? std::max(0L, b + n) : std::min(b, n);
-            (a == 1 ? lo : hi) = b;
-          }
-          for (size_t i = static_cast<size_t>(lo); i < static_cast<size_t>(std::max(lo, hi)); ++i) {
-            if (self->items[i]->kind == VK::Const && PyObject_RichCompareBool(self->items[i]->obj.get(), args[0]->obj.get(), Py_EQ) == 1) {
-              if (first < 0) first = static_cast<long>(i);
-              ++count;
-            }
-          }
-          PyErr_Clear();
-          if (name == "index" && first < 0) return raise_new(f, PyExc_ValueError, "value is not in list");
-          out = constant_steal(PyLong_FromLong(name == "index" ? first : count));
-          return std::nullopt;
-        }
-        return brk(f, "DV0004", std::string(vk_name(self->kind)) + "." + name + " is not supported");
-      }
-      if (self->kind == VK::Const || self->kind == VK::Object) {  // methods of constants: pure, evaluate now
-        PyObject* so = self->obj.get();
-        const bool pure = self->kind == VK::Const || PyModule_Check(so);
-        if (!pure) return brk(f, "DV0004", "method " + name + " of " + Py_TYPE(so)->tp_name + " object");
-        Ref m = Ref::steal(PyObject_GetAttrString(so, name.c_str()));
-        if (!m) return brk(f, "DV0005", "no attribute " + name);
-        VPtr mv = make(VK::Object);
-        mv->obj = m;
-        return call(f, mv, std::move(args), std::move(kwargs), out);
-      }
-      return brk(f, "DV0004", "method " + name + " of a " + vk_name(self->kind));
-    }
-    case VK::Object: {
-      PyObject* o = fn->obj.get();
-      if (output.dynamic() && !module_is_torch(o) && !is_tensor_method_descriptor(o)) {
-        // Python callables see Python values: symbolic ints are specialised (and guarded) here,
-        // as TorchDynamo does for range(n), int(n) and the like.
-        for (VPtr& a : args)
-          if (a->kind == VK::Sym) {
-            Ref r = specialize(a);
-            if (!r) return brk(f, "DV0021", "cannot specialise a symbolic value for " + callable_name(o));
-            a = constant(r);
-          }
-      }
-      if (o == reinterpret_cast<PyObject*>(&PySuper_Type)) return call_super(f, args, out);
-      if (const int kind = operator_getter(o); kind == 3 && !PyType_Check(o) && args.size() == 1 && kwargs.empty()) {
-        // operator.methodcaller(name, *args, **kwargs)(x): x.name(*args, **kwargs). Its __reduce__
-        // gives (methodcaller, (name, *args)) or (partial(methodcaller, name, **kwargs), args).
-        Ref red = Ref::steal(PyObject_CallMethod(o, "__reduce__", nullptr));
-        if (!red || !PyTuple_Check(red.get()) || PyTuple_GET_SIZE(red.get()) < 2 || !PyTuple_Check(PyTuple_GET_ITEM(red.get(), 1)))
-          return PyErr_Clear(), brk(f, "DV0004", "call of an operator.methodcaller");
-        PyObject* head = PyTuple_GET_ITEM(red.get(), 0);
-        PyObject* rest = PyTuple_GET_ITEM(red.get(), 1);
-        Ref name, cargs, ckw;
-        if (PyType_Check(head)) {
-          if (PyTuple_GET_SIZE(rest) < 1) return brk(f, "DV0004", "call of an operator.methodcaller");
-          name = Ref::borrow(PyTuple_GET_ITEM(rest, 0));
-          cargs = Ref::steal(PyTuple_GetSlice(rest, 1, PyTuple_GET_SIZE(rest)));
-        } else {
-          Ref pargs = Ref::steal(PyObject_GetAttrString(head, "args"));
-          ckw = Ref::steal(PyObject_GetAttrString(head, "keywords"));
-          if (!pargs || !ckw || !PyTuple_Check(pargs.get()) || PyTuple_GET_SIZE(pargs.get()) < 1 || !PyDict_Check(ckw.get()))
-            return PyErr_Clear(), brk(f, "DV0004", "call of an operator.methodcaller");
-          name = Ref::borrow(PyTuple_GET_ITEM(pargs.get(), 0));
-          cargs = Ref::borrow(rest);
-        }
-        if (!PyUnicode_Check(name.get())) return brk(f, "DV0004", "call of an operator.methodcaller");
-        VPtr m;
-        if (Status s = getattr(f, args[0], str_of(name.get()), m)) return s;
-        std::vector<VPtr> margs;
-        for (Py_ssize_t i = 0; i < PyTuple_GET_SIZE(cargs.get()); ++i) {
-          PyObject* a = PyTuple_GET_ITEM(cargs.get(), i);
-          if (!is_exact_const(a)) return brk(f, "DV0004", "operator.methodcaller with a " + std::string(Py_TYPE(a)->tp_name) + " argument");
-          margs.push_back(constant(Ref::borrow(a)));
-        }
-        std::vector<std::pair<std::string, VPtr>> mkw;
-        if (ckw) {
-          Py_ssize_t pos = 0;
-          PyObject *k, *v;
-          while (PyDict_Next(ckw.get(), &pos, &k, &v)) {
-            if (!is_exact_const(v)) return brk(f, "DV0004", "operator.methodcaller with a " + std::string(Py_TYPE(v)->tp_name) + " argument");
-            mkw.emplace_back(str_of(k), constant(Ref::borrow(v)));
-          }
-        }
-        return call(f, m, std::move(margs), std::move(mkw), out);
-      }
-      if (const int kind = operator_getter(o); kind && kind != 3 && !PyType_Check(o) && args.size() == 1 && kwargs.empty()) {
-        // operator.itemgetter(k...)(x) / attrgetter("a.b"...)(x): x[k] / x.a.b, one or a tuple
-        Ref red = Ref::steal(PyObject_CallMethod(o, "__reduce__", nullptr));
-        if (!red || !PyTuple_Check(red.get()) || PyTuple_GET_SIZE(red.get()) < 2 || !PyTuple_Check(PyTuple_GET_ITEM(red.get(), 1)))
-          return PyErr_Clear(), brk(f, "DV0004", "call of an operator getter");
-        PyObject* keys = PyTuple_GET_ITEM(red.get(), 1);
-        std::vector<VPtr> got;
-        for (Py_ssize_t i = 0; i < PyTuple_GET_SIZE(keys); ++i) {
-          PyObject* k = PyTuple_GET_ITEM(keys, i);
-          VPtr v = args[0];
-          if (kind == 1) {
-            if (Status s = subscr(f, v, constant(Ref::borrow(k)), v)) return s;
-          } else {
-            std::string path = str_of(k);
-            for (size_t start = 0; start <= path.size();) {
-              const size_t dot = path.find('.', start);
-              if (Status s = getattr(f, v, path.substr(start, dot - start), v)) return s;
-              if (dot == std::string::npos) break;
-              start = dot + 1;
-            }
-          }
-          got.push_back(v);
-        }
-        if (got.size() == 1) {
-          out = got[0];
-        } else {
-          out = make(VK::Tuple);
-          out->items = std::move(got);
-        }
-        return std::nullopt;
-      }
-      if (fn->kind == VK::Object && Py_IS_TYPE(o, reinterpret_cast<PyTypeObject*>(py().functools_partial.get())))
-        return call_partial(f, o, fn->source, args, kwargs, out);
-      bool handled = false;
-      if (Status s = call_numpy(f, o, args, kwargs, out, handled); s || handled) return s;  // np.<fn>: torch._numpy
-      if (Status s = ndarray_to_tensor(f, o, args, kwargs, out, handled); s || handled) return s;  // torch.from_numpy(nd)
-      // collections.deque/OrderedDict/defaultdict, namedtuple classes, object(), lru_cache wrappers
-      if (Status s = call_library(f, fn, args, kwargs, out, handled); s || handled) return s;
-      if (Status s = call_builtin(*this, f, o, args, kwargs, out, handled)) return s;
-      if (handled) return std::nullopt;
-      if (PyType_Check(o) && PyType_IsSubtype(reinterpret_cast<PyTypeObject*>(o), reinterpret_cast<PyTypeObject*>(py().nn_Module.get())))
-        return construct_module(f, o, args, kwargs, out);
-      if (o == py().no_grad.get() || o == py().enable_grad.get()) {
-        VPtr g = make(VK::GradMode);
-        g->flag = o == py().enable_grad.get();
-        out = g;
-        return std::nullopt;
-      }
-      if (o == py().set_grad_enabled.get() && args.size() == 1 && args[0]->kind == VK::Const) {
-        VPtr g = make(VK::GradMode);
-        g->flag = PyObject_IsTrue(args[0]->obj.get()) == 1;
-        out = g;
-        return std::nullopt;
-      }
-      switch (torch_special(o)) {
-        case TorchSpecial::none: break;
-        case TorchSpecial::graph_break: return brk(f, "DV0026", "torch._dynamo.graph_break()");
-        case TorchSpecial::effect:
-          return brk(f, "DV0004", callable_name(o) + " has effects outside the graph");
-        case TorchSpecial::is_grad_enabled:
-        case TorchSpecial::get_default_dtype: out = constant_steal(PyObject_CallNoArgs(o)); return std::nullopt;
-        case TorchSpecial::is_tensor:
-          out = constant(Ref::borrow(args.size() == 1 && args[0]->kind == VK::Tensor ? Py_True : Py_False));
-          return std::nullopt;
-        case TorchSpecial::is_tensor_like: {  // a tensor, or a type with __torch_function__
-          if (args.size() != 1 || !kwargs.empty()) break;
-          const VPtr& a = args[0];
-          bool like = a->kind == VK::Tensor;
-          if (!like && a->kind != VK::Const && a->kind != VK::Sym && a->kind != VK::Tuple && a->kind != VK::List && a->kind != VK::Dict)
-            return brk(f, "DV0004", "torch.overrides.is_tensor_like of a " + std::string(vk_name(a->kind)));
-          out = constant(Ref::borrow(like ? Py_True : Py_False));
-          return std::nullopt;
-        }
-        case TorchSpecial::is_compiling:  // model code takes its compile path
-          out = constant(Ref::borrow(Py_True));
-          return std::nullopt;
-        case TorchSpecial::annotate:  // torch.jit.annotate(type, value) is value
-          if (args.size() != 2 || !kwargs.empty()) break;
-          out = args[1];
-          return std::nullopt;
-        case TorchSpecial::not_scripting:  // torch.jit: neither while capturing
-          out = constant(Ref::borrow(Py_False));
-          return std::nullopt;
-        case TorchSpecial::has_torch_function: {
-          // torch.overrides' dispatch test: traced tensors are plain tensors (TENSOR_MATCH checks
-          // the exact type), so it is False unless an argument is some other object, which could
-          // define __torch_function__.
-          std::function<bool(const VPtr&)> plain = [&](const VPtr& v) {
-            if (v->kind == VK::Tensor || v->kind == VK::Const || v->kind == VK::Sym) return true;
-            if (v->kind == VK::Tuple || v->kind == VK::List) {
-              for (const VPtr& i : v->items)
-                if (!plain(i)) return false;
-              return true;
-            }
-            return false;
-          };
-          bool all_plain = kwargs.empty();
-          for (const VPtr& a : args) all_plain = all_plain && plain(a);
-          if (!all_plain) return brk(f, "DV0004", callable_name(o) + " over values that may define __torch_function__");
-          out = constant(Ref::borrow(Py_False));
-          return std::nullopt;
-        }
-      }
-      const bool torchy = module_is_torch(o) || is_tensor_method_descriptor(o);
-      if (torchy && !PyType_Check(o)) {
-        if (is_tensor_method_descriptor(o) && !args.empty() && args[0]->kind == VK::Tensor) {
-          VPtr mv = bound_method(args[0], Ref(), str_of(Ref::steal(PyObject_GetAttrString(o, "__name__")).get()));
-          args.erase(args.begin());
-          return call(f, mv, std::move(args), std::move(kwargs), out);
-        }
-        return graph_call(f, fn->obj, "", std::move(args), std::move(kwargs), out);
-      }
-      if (PyCFunction_Check(o) && reinterpret_cast<PyCFunctionObject*>(o)->m_module &&
-          PyUnicode_Check(reinterpret_cast<PyCFunctionObject*>(o)->m_module) &&
-          str_of(reinterpret_cast<PyCFunctionObject*>(o)->m_module) == "_operator") {
-        // operator.add/mul/getitem ... passed around as values (functools.reduce(operator.add, ts)):
-        // over tensors or symbolic ints they are graph operators; over constants they fold below.
-        bool traced = false;
-        for (const VPtr& a : args) traced |= a->kind == VK::Tensor || a->kind == VK::Sym;
-        if (traced) return graph_call(f, fn->obj, "", std::move(args), std::move(kwargs), out);
-      }
-      if (!args.empty() && args[0]->kind == VK::Instance && !PyType_Check(o)) {  // object.__setattr__(obj, ...) and the like
-        bool handled = false;
-        std::vector<VPtr> rest(args.begin() + 1, args.end());
-        if (Status s = instance_builtin(f, o, args[0], rest, kwargs, out, handled)) return s;
-        if (handled) return std::nullopt;
-      }
-      if (PyType_Check(o) && (!module_is_torch(o) || module_is_distributions(o)) && plain_class(reinterpret_cast<PyTypeObject*>(o)))
-        return construct(f, fn, std::move(args), std::move(kwargs), out);  // a user class: __init__ inlined
-      if (PyCFunction_Check(o) && bound_to_mutable_object(o))
-        return brk(f, "DV0008", "call to " + callable_name(o) + " of a " + Py_TYPE(PyCFunction_GET_SELF(o))->tp_name +
-                                    " object (a method that may mutate it runs once at trace time, not on every call)");
-      if (consumes_iterable(o) && args.size() == 1 && kwargs.empty() &&
-          (args[0]->kind == VK::Iter || args[0]->kind == VK::Dict || args[0]->kind == VK::DictView)) {
-        // set(d), frozenset(d.keys()), "x".join(map(str, dims)): the iterable's items (a lazy
-        // map's functions run now, and the iterator is used up), passed as a tuple when they are
-        // all constants.
-        VPtr it;
-        if (Status s = iterate(f, args[0], it)) return s;
-        Ref items = Ref::steal(PyTuple_New(static_cast<Py_ssize_t>(it->items.size() - it->pos)));
-        for (size_t i = it->pos; i < it->items.size(); ++i) {
-          if (it->items[i]->kind != VK::Const)
-            return brk(f, "DV0013", callable_name(o) + "() over a " + vk_name(it->items[i]->kind));
-          PyTuple_SET_ITEM(items.get(), static_cast<Py_ssize_t>(i - it->pos), Ref::borrow(it->items[i]->obj.get()).release());
-        }
-        it->pos = it->items.size();
-        args[0] = constant(items);
-      }
-      if (o == py().torch_Size.get() || PyType_Check(o) || PyCFunction_Check(o) || immutable_method_descriptor(o)) {
-        // Pure constructors and builtin functions over constants (math.sqrt, slice, torch.Size ...).
-        bool all_const = true;
-        for (auto& a : args) all_const &= a->kind == VK::Const || a->kind == VK::Tuple || a->kind == VK::List;
-        for (auto& kv : kwargs) all_const &= kv.second->kind == VK::Const;
-        if (all_const && PyExceptionClass_Check(o) && !simple_exception_class(o))
-          return brk(f, "DV0004", "constructing " + callable_name(o) + ": its __init__ or __new__ is Python code");
-        if (all_const) {
-          Ref pargs = Ref::steal(PyTuple_New(args.size()));
-          for (size_t i = 0; i < args.size(); ++i) {
-            auto x = to_python(args[i], false);
-            if (!x) return brk(f, "DV0013", "unsupported argument to " + callable_name(o));
-            PyTuple_SET_ITEM(pargs.get(), i, x->release());
-          }
-          Ref pkw = Ref::steal(PyDict_New());
-          for (auto& [k, v] : kwargs) PyDict_SetItemString(pkw.get(), k.c_str(), v->obj.get());
-          Ref r = Ref::steal(PyObject_Call(o, pargs.get(), pkw.get()));
-          if (!r) return raise_current(f, callable_name(o) + "()");
-          // It ran on copies of the lists it was given: one that changed them (heapq.heapify,
-          // random.shuffle) changes nothing in the trace, so it breaks instead.
-          for (size_t i = 0; i < args.size(); ++i) {
-            if (args[i]->kind != VK::List && args[i]->kind != VK::Tuple) continue;
-            auto fresh = to_python(args[i], false);
-            const int same = fresh ? PyObject_RichCompareBool(fresh->get(), PyTuple_GET_ITEM(pargs.get(), i), Py_EQ) : -1;
-            if (same != 1)
-              return PyErr_Clear(), brk(f, "DV0008", "call to " + callable_name(o) + " that changes the list it is given",
-                                        "dynview evaluates builtins over constants on copies; mutate the list in Python code");
-          }
-          out = set_of_constants(r.get()) ? constant(r) : wrap(r, nullptr, f);  // set(sizes), a.union(b): as op_BUILD_SET
-          if (!out) return brk(f, "DV0013", "unsupported result of " + callable_name(o));
-          // Builtin functions and pure value types (range, slice, tuple, torch.Size, ...) only.
-          // torch.finfo/iinfo(dtype) are immutable descriptions of a dtype: fine.
-          const bool dtype_info = o == py().torch_finfo.get() || o == py().torch_iinfo.get();
-          if (out->kind == VK::Object && PyType_Check(o) && !PyRange_Check(r.get()) && !PyCFunction_Check(o) && !dtype_info &&
-              !operator_getter(r.get()) && !PyExceptionInstance_Check(r.get()))
-            return brk(f, "DV0004", "constructing " + callable_name(o) + " inside the traced code");
-          return std::nullopt;
-        }
-      }
-      return brk(f, "DV0004", "call to " + callable_name(o) + " is not supported",
-                 "dynview inlines Python functions and records torch operators; other callables break the graph");
-    }
-    case VK::GradMode: return call_grad_exit(*this, f, fn, out);  // a with-block's __exit__
-    case VK::Partial: return call_partial_value(f, fn, std::move(args), std::move(kwargs), out);
-    case VK::Instance: {  // obj(x): its class's Python __call__, inlined
-      PyObject* dunder = _PyType_Lookup(reinterpret_cast<PyTypeObject*>(fn->obj.get()), Ref::steal(PyUnicode_FromString("__call__")).get());
-      if (!dunder || !PyFunction_Check(dunder)) return brk(f, "DV0004", "calling an instance without a Python __call__");
-      return call(f, bound_method(fn, Ref::borrow(dunder), "__call__"), std::move(args), std::move(kwargs), out);
-    }
-    default: return brk(f, "DV0004", std::string("calling a ") + vk_name(fn->kind));
   }
+  if (o == reinterpret_cast<PyObject*>(&PySuper_Type)) return t.call_super(f, args, out);
+  if (const int kind = operator_getter(o); kind == 3 && !PyType_Check(o) && args.size() == 1 && kwargs.empty()) {
+    // operator.methodcaller(name, *args, **kwargs)(x): x.name(*args, **kwargs). Its __reduce__
+    // gives (methodcaller, (name, *args)) or (partial(methodcaller, name, **kwargs), args).
+    Ref red = Ref::steal(PyObject_CallMethod(o, "__reduce__", nullptr));
+    if (!red || !PyTuple_Check(red.get()) || PyTuple_GET_SIZE(red.get()) < 2 || !PyTuple_Check(PyTuple_GET_ITEM(red.get(), 1)))
+      return PyErr_Clear(), t.brk(f, "DV0004", "call of an operator.methodcaller");
+    PyObject* head = PyTuple_GET_ITEM(red.get(), 0);
+    PyObject* rest = PyTuple_GET_ITEM(red.get(), 1);
+    Ref name, cargs, ckw;
+    if (PyType_Check(head)) {
+      if (PyTuple_GET_SIZE(rest) < 1) return t.brk(f, "DV0004", "call of an operator.methodcaller");
+      name = Ref::borrow(PyTuple_GET_ITEM(rest, 0));
+      cargs = Ref::steal(PyTuple_GetSlice(rest, 1, PyTuple_GET_SIZE(rest)));
+    } else {
+      Ref pargs = Ref::steal(PyObject_GetAttrString(head, "args"));
+      ckw = Ref::steal(PyObject_GetAttrString(head, "keywords"));
+      if (!pargs || !ckw || !PyTuple_Check(pargs.get()) || PyTuple_GET_SIZE(pargs.get()) < 1 || !PyDict_Check(ckw.get()))
+        return PyErr_Clear(), t.brk(f, "DV0004", "call of an operator.methodcaller");
+      name = Ref::borrow(PyTuple_GET_ITEM(pargs.get(), 0));
+      cargs = Ref::borrow(rest);
+    }
+    if (!PyUnicode_Check(name.get())) return t.brk(f, "DV0004", "call of an operator.methodcaller");
+    VPtr m;
+    if (Status s = t.getattr(f, args[0], str_of(name.get()), m)) return s;
+    std::vector<VPtr> margs;
+    for (Py_ssize_t i = 0; i < PyTuple_GET_SIZE(cargs.get()); ++i) {
+      PyObject* a = PyTuple_GET_ITEM(cargs.get(), i);
+      if (!is_exact_const(a)) return t.brk(f, "DV0004", "operator.methodcaller with a " + std::string(Py_TYPE(a)->tp_name) + " argument");
+      margs.push_back(t.constant(Ref::borrow(a)));
+    }
+    std::vector<std::pair<std::string, VPtr>> mkw;
+    if (ckw) {
+      Py_ssize_t pos = 0;
+      PyObject *k, *v;
+      while (PyDict_Next(ckw.get(), &pos, &k, &v)) {
+        if (!is_exact_const(v)) return t.brk(f, "DV0004", "operator.methodcaller with a " + std::string(Py_TYPE(v)->tp_name) + " argument");
+        mkw.emplace_back(str_of(k), t.constant(Ref::borrow(v)));
+      }
+    }
+    return t.call(f, m, std::move(margs), std::move(mkw), out);
+  }
+  if (const int kind = operator_getter(o); kind && kind != 3 && !PyType_Check(o) && args.size() == 1 && kwargs.empty()) {
+    // operator.itemgetter(k...)(x) / attrgetter("a.b"...)(x): x[k] / x.a.b, one or a tuple
+    Ref red = Ref::steal(PyObject_CallMethod(o, "__reduce__", nullptr));
+    if (!red || !PyTuple_Check(red.get()) || PyTuple_GET_SIZE(red.get()) < 2 || !PyTuple_Check(PyTuple_GET_ITEM(red.get(), 1)))
+      return PyErr_Clear(), t.brk(f, "DV0004", "call of an operator getter");
+    PyObject* keys = PyTuple_GET_ITEM(red.get(), 1);
+    std::vector<VPtr> got;
+    for (Py_ssize_t i = 0; i < PyTuple_GET_SIZE(keys); ++i) {
+      PyObject* k = PyTuple_GET_ITEM(keys, i);
+      VPtr v = args[0];
+      if (kind == 1) {
+        if (Status s = t.subscr(f, v, t.constant(Ref::borrow(k)), v)) return s;
+      } else {
+        std::string path = str_of(k);
+        for (size_t start = 0; start <= path.size();) {
+          const size_t dot = path.find('.', start);
+          if (Status s = t.getattr(f, v, path.substr(start, dot - start), v)) return s;
+          if (dot == std::string::npos) break;
+          start = dot + 1;
+        }
+      }
+      got.push_back(v);
+    }
+    if (got.size() == 1) {
+      out = got[0];
+    } else {
+      out = t.make(VK::Tuple);
+      out->items = std::move(got);
+    }
+    return std::nullopt;
+  }
+  if (fn->kind == VK::Object && Py_IS_TYPE(o, reinterpret_cast<PyTypeObject*>(py().functools_partial.get())))
+    return t.call_partial(f, o, fn->source, args, kwargs, out);
+  bool handled = false;
+  if (Status s = t.call_numpy(f, o, args, kwargs, out, handled); s || handled) return s;  // np.<fn>: torch._numpy
+  if (Status s = t.ndarray_to_tensor(f, o, args, kwargs, out, handled); s || handled) return s;  // torch.from_numpy(nd)
+  // collections.deque/OrderedDict/defaultdict, namedtuple classes, object(), lru_cache wrappers
+  if (Status s = t.call_library(f, fn, args, kwargs, out, handled); s || handled) return s;
+  if (Status s = call_builtin(t, f, o, args, kwargs, out, handled)) return s;
+  if (handled) return std::nullopt;
+  if (PyType_Check(o) && PyType_IsSubtype(reinterpret_cast<PyTypeObject*>(o), reinterpret_cast<PyTypeObject*>(py().nn_Module.get())))
+    return t.construct_module(f, o, args, kwargs, out);
+  if (o == py().no_grad.get() || o == py().enable_grad.get()) {
+    VPtr g = t.make(VK::GradMode);
+    g->flag = o == py().enable_grad.get();
+    out = g;
+    return std::nullopt;
+  }
+  if (o == py().set_grad_enabled.get() && args.size() == 1 && args[0]->kind == VK::Const) {
+    VPtr g = t.make(VK::GradMode);
+    g->flag = PyObject_IsTrue(args[0]->obj.get()) == 1;
+    out = g;
+    return std::nullopt;
+  }
+  switch (torch_special(o)) {
+    case TorchSpecial::none: break;
+    case TorchSpecial::graph_break: return t.brk(f, "DV0026", "torch._dynamo.graph_break()");
+    case TorchSpecial::effect:
+      return t.brk(f, "DV0004", callable_name(o) + " has effects outside the graph");
+    case TorchSpecial::is_grad_enabled:
+    case TorchSpecial::get_default_dtype: out = t.constant_steal(PyObject_CallNoArgs(o)); return std::nullopt;
+    case TorchSpecial::is_tensor:
+      out = t.constant(Ref::borrow(args.size() == 1 && args[0]->kind == VK::Tensor ? Py_True : Py_False));
+      return std::nullopt;
+    case TorchSpecial::is_tensor_like: {  // a tensor, or a type with __torch_function__
+      if (args.size() != 1 || !kwargs.empty()) break;
+      const VPtr& a = args[0];
+      bool like = a->kind == VK::Tensor;
+      if (!like && a->kind != VK::Const && a->kind != VK::Sym && a->kind != VK::Tuple && a->kind != VK::List && a->kind != VK::Dict)
+        return t.brk(f, "DV0004", "torch.overrides.is_tensor_like of a " + std::string(vk_name(a->kind)));
+      out = t.constant(Ref::borrow(like ? Py_True : Py_False));
+      return std::nullopt;
+    }
+    case TorchSpecial::is_compiling:  // model code takes its compile path
+      out = t.constant(Ref::borrow(Py_True));
+      return std::nullopt;
+    case TorchSpecial::annotate:  // torch.jit.annotate(type, value) is value
+      if (args.size() != 2 || !kwargs.empty()) break;
+      out = args[1];
+      return std::nullopt;
+    case TorchSpecial::not_scripting:  // torch.jit: neither while capturing
+      out = t.constant(Ref::borrow(Py_False));
+      return std::nullopt;
+    case TorchSpecial::has_torch_function: {
+      // torch.overrides' dispatch test: traced tensors are plain tensors (TENSOR_MATCH checks
+      // the exact type), so it is False unless an argument is some other object, which could
+      // define __torch_function__.
+      std::function<bool(const VPtr&)> plain = [&](const VPtr& v) {
+        if (v->kind == VK::Tensor || v->kind == VK::Const || v->kind == VK::Sym) return true;
+        if (v->kind == VK::Tuple || v->kind == VK::List) {
+          for (const VPtr& i : v->items)
+            if (!plain(i)) return false;
+          return true;
+        }
+        return false;
+      };
+      bool all_plain = kwargs.empty();
+      for (const VPtr& a : args) all_plain = all_plain && plain(a);
+      if (!all_plain) return t.brk(f, "DV0004", callable_name(o) + " over values that may define __torch_function__");
+      out = t.constant(Ref::borrow(Py_False));
+      return std::nullopt;
+    }
+  }
+  const bool torchy = module_is_torch(o) || is_tensor_method_descriptor(o);
+  if (torchy && !PyType_Check(o)) {
+    if (is_tensor_method_descriptor(o) && !args.empty() && args[0]->kind == VK::Tensor) {
+      VPtr mv = t.bound_method(args[0], Ref(), str_of(Ref::steal(PyObject_GetAttrString(o, "__name__")).get()));
+      args.erase(args.begin());
+      return t.call(f, mv, std::move(args), std::move(kwargs), out);
+    }
+    return t.graph_call(f, fn->obj, "", std::move(args), std::move(kwargs), out);
+  }
+  if (PyCFunction_Check(o) && reinterpret_cast<PyCFunctionObject*>(o)->m_module &&
+      PyUnicode_Check(reinterpret_cast<PyCFunctionObject*>(o)->m_module) &&
+      str_of(reinterpret_cast<PyCFunctionObject*>(o)->m_module) == "_operator") {
+    // operator.add/mul/getitem ... passed around as values (functools.reduce(operator.add, ts)):
+    // over tensors or symbolic ints they are graph operators; over constants they fold below.
+    bool traced = false;
+    for (const VPtr& a : args) traced |= a->kind == VK::Tensor || a->kind == VK::Sym;
+    if (traced) return t.graph_call(f, fn->obj, "", std::move(args), std::move(kwargs), out);
+  }
+  if (!args.empty() && args[0]->kind == VK::Instance && !PyType_Check(o)) {  // object.__setattr__(obj, ...) and the like
+    bool handled = false;
+    std::vector<VPtr> rest(args.begin() + 1, args.end());
+    if (Status s = t.instance_builtin(f, o, args[0], rest, kwargs, out, handled)) return s;
+    if (handled) return std::nullopt;
+  }
+  if (PyType_Check(o) && (!module_is_torch(o) || module_is_distributions(o)) && plain_class(reinterpret_cast<PyTypeObject*>(o)))
+    return t.construct(f, fn, std::move(args), std::move(kwargs), out);  // a user class: __init__ inlined
+  if (PyCFunction_Check(o) && bound_to_mutable_object(o))
+    return t.brk(f, "DV0008", "call to " + callable_name(o) + " of a " + Py_TYPE(PyCFunction_GET_SELF(o))->tp_name +
+                                " object (a method that may mutate it runs once at trace time, not on every call)");
+  if (consumes_iterable(o) && args.size() == 1 && kwargs.empty() &&
+      (args[0]->kind == VK::Iter || args[0]->kind == VK::Dict || args[0]->kind == VK::DictView)) {
+    // set(d), frozenset(d.keys()), "x".join(map(str, dims)): the iterable's items (a lazy
+    // map's functions run now, and the iterator is used up), passed as a tuple when they are
+    // all constants.
+    VPtr it;
+    if (Status s = t.iterate(f, args[0], it)) return s;
+    Ref items = Ref::steal(PyTuple_New(static_cast<Py_ssize_t>(it->items.size() - it->pos)));
+    for (size_t i = it->pos; i < it->items.size(); ++i) {
+      if (it->items[i]->kind != VK::Const)
+        return t.brk(f, "DV0013", callable_name(o) + "() over a " + vk_name(it->items[i]->kind));
+      PyTuple_SET_ITEM(items.get(), static_cast<Py_ssize_t>(i - it->pos), Ref::borrow(it->items[i]->obj.get()).release());
+    }
+    it->pos = it->items.size();
+    args[0] = t.constant(items);
+  }
+  if (o == py().torch_Size.get() || PyType_Check(o) || PyCFunction_Check(o) || immutable_method_descriptor(o)) {
+    // Pure constructors and builtin functions over constants (math.sqrt, slice, torch.Size ...).
+    bool all_const = true;
+    for (auto& a : args) all_const &= a->kind == VK::Const || a->kind == VK::Tuple || a->kind == VK::List;
+    for (auto& kv : kwargs) all_const &= kv.second->kind == VK::Const;
+    if (all_const && PyExceptionClass_Check(o) && !simple_exception_class(o))
+      return t.brk(f, "DV0004", "constructing " + callable_name(o) + ": its __init__ or __new__ is Python code");
+    if (all_const) {
+      Ref pargs = Ref::steal(PyTuple_New(args.size()));
+      for (size_t i = 0; i < args.size(); ++i) {
+        auto x = t.to_python(args[i], false);
+        if (!x) return t.brk(f, "DV0013", "unsupported argument to " + callable_name(o));
+        PyTuple_SET_ITEM(pargs.get(), i, x->release());
+      }
+      Ref pkw = Ref::steal(PyDict_New());
+      for (auto& [k, v] : kwargs) PyDict_SetItemString(pkw.get(), k.c_str(), v->obj.get());
+      Ref r = Ref::steal(PyObject_Call(o, pargs.get(), pkw.get()));
+      if (!r) return t.raise_current(f, callable_name(o) + "()");
+      // It ran on copies of the lists it was given: one that changed them (heapq.heapify,
+      // random.shuffle) changes nothing in the trace, so it breaks instead.
+      for (size_t i = 0; i < args.size(); ++i) {
+        if (args[i]->kind != VK::List && args[i]->kind != VK::Tuple) continue;
+        auto fresh = t.to_python(args[i], false);
+        const int same = fresh ? PyObject_RichCompareBool(fresh->get(), PyTuple_GET_ITEM(pargs.get(), i), Py_EQ) : -1;
+        if (same != 1)
+          return PyErr_Clear(), t.brk(f, "DV0008", "call to " + callable_name(o) + " that changes the list it is given",
+                                    "dynview evaluates builtins over constants on copies; mutate the list in Python code");
+      }
+      out = set_of_constants(r.get()) ? t.constant(r) : t.wrap(r, nullptr, f);  // set(sizes), a.union(b): as op_BUILD_SET
+      if (!out) return t.brk(f, "DV0013", "unsupported result of " + callable_name(o));
+      // Builtin functions and pure value types (range, slice, tuple, torch.Size, ...) only.
+      // torch.finfo/iinfo(dtype) are immutable descriptions of a dtype: fine.
+      const bool dtype_info = o == py().torch_finfo.get() || o == py().torch_iinfo.get();
+      if (out->kind == VK::Object && PyType_Check(o) && !PyRange_Check(r.get()) && !PyCFunction_Check(o) && !dtype_info &&
+          !operator_getter(r.get()) && !PyExceptionInstance_Check(r.get()))
+        return t.brk(f, "DV0004", "constructing " + callable_name(o) + " inside the traced code");
+      return std::nullopt;
+    }
+  }
+  return t.brk(f, "DV0004", "call to " + callable_name(o) + " is not supported",
+             "dynview inlines Python functions and records torch operators; other callables break the graph");
 }
 
 VPtr Translator::real_cell(Frame& f, PyObject* cell, const SourcePtr& source, bool& fresh) {

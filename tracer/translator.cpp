@@ -2,6 +2,7 @@
 // calls (graph calls, inlining, builtins) and the graph-call example values. Opcode handlers live
 // in handlers_*.cpp.
 #include "translator.h"
+#include "values/kind.h"
 
 #include <cstdio>
 #include <cstdlib>
@@ -21,31 +22,6 @@ namespace dv {
 
 const char* const kStopId = "__stop";
 
-const char* vk_name(VK k) {
-  switch (k) {
-    case VK::Null: return "null";
-    case VK::Tensor: return "tensor";
-    case VK::Const: return "constant";
-    case VK::Tuple: return "tuple";
-    case VK::List: return "list";
-    case VK::Dict: return "dict";
-    case VK::Iter: return "iterator";
-    case VK::Object: return "object";
-    case VK::Function: return "function";
-    case VK::Method: return "method";
-    case VK::NNModule: return "module";
-    case VK::Cell: return "cell";
-    case VK::GradMode: return "grad_mode";
-    case VK::Sym: return "symint";
-    case VK::Slice: return "slice";
-    case VK::Instance: return "instance";
-    case VK::DictView: return "dict_view";
-    case VK::Partial: return "partial";
-    case VK::NdArray: return "ndarray";
-  }
-  return "?";
-}
-
 namespace {
 // Why an opcode without a handler breaks the graph, where there is more to say than its name:
 // (message, hint). TorchDynamo breaks at type parameters with a bound or constraints (def f[T: int]).
@@ -58,90 +34,6 @@ std::pair<std::string, std::string> no_handler_reason(const bc::Instr& in, bc::V
   return {"unsupported opcode " + std::string(bc::op_name(in.opcode, v)), "dynview does not yet trace this bytecode"};
 }
 
-void describe_into(const Value& v, std::string& out, int depth) {
-  if (out.size() > 160) return;
-  switch (v.kind) {
-    case VK::Null: out += "NULL"; return;
-    case VK::Tensor: out += v.obj ? tensor_meta_text(v.obj.get(), v.device.get()) : "tensor"; return;
-    case VK::NdArray: out += "ndarray " + (v.obj ? tensor_meta_text(v.obj.get(), v.device.get()) : std::string()); return;
-    case VK::Tuple: case VK::List: {
-      const bool tuple = v.kind == VK::Tuple;
-      out += tuple ? "(" : "[";
-      for (size_t i = 0; i < v.items.size(); ++i) {
-        if (i) out += ", ";
-        if (depth > 2 || out.size() > 160) { out += "..."; break; }
-        if (v.items[i]) describe_into(*v.items[i], out, depth + 1);
-      }
-      if (tuple && v.items.size() == 1) out += ",";
-      out += tuple ? ")" : "]";
-      return;
-    }
-    case VK::Dict: {
-      out += "{";
-      for (size_t i = 0; i < v.items.size(); ++i) {
-        if (i) out += ", ";
-        if (depth > 2 || out.size() > 160) { out += "..."; break; }
-        out += i < v.keys.size() ? repr_of(v.keys[i].get()) : "?";
-        out += ": ";
-        if (v.items[i]) describe_into(*v.items[i], out, depth + 1);
-      }
-      out += "}";
-      return;
-    }
-    case VK::Iter: out += "<iterator of " + std::to_string(v.items.size()) + ">"; return;
-    case VK::Cell: out += "<cell>"; return;
-    case VK::GradMode: out += v.flag ? "<enable_grad>" : "<no_grad>"; return;
-    case VK::Method: out += "<method " + v.name + ">"; return;
-    case VK::NNModule: out += std::string("<") + (v.obj ? Py_TYPE(v.obj.get())->tp_name : "module") + ">"; return;
-    case VK::Function: {
-      PyObject* qn = v.qualname ? v.qualname.get() : nullptr;
-      if (!qn && v.obj && PyFunction_Check(v.obj.get())) qn = reinterpret_cast<PyFunctionObject*>(v.obj.get())->func_qualname;
-      if (!qn && v.obj && PyCode_Check(v.obj.get())) qn = reinterpret_cast<PyCodeObject*>(v.obj.get())->co_qualname;
-      out += "<function " + (qn ? str_of(qn) : std::string("?")) + ">";
-      return;
-    }
-    case VK::Sym: out += v.obj ? repr_of(v.obj.get()) : "sym"; return;
-    case VK::DictView:
-      out += "dict_" + v.name + "(";
-      if (v.self) describe_into(*v.self, out, depth + 1);
-      out += ")";
-      return;
-    case VK::Instance:
-      out += std::string("<") + (v.obj ? reinterpret_cast<PyTypeObject*>(v.obj.get())->tp_name : "?") + " object>";
-      return;
-    case VK::Partial:
-      out += "functools.partial(";
-      if (v.self) describe_into(*v.self, out, depth + 1);
-      for (const VPtr& a : v.items) {
-        out += ", ";
-        if (depth > 2 || out.size() > 160) { out += "..."; break; }
-        describe_into(*a, out, depth + 1);
-      }
-      for (size_t i = 0; v.attrs && i < v.attrs->keys.size(); ++i) {
-        out += ", " + str_of(v.attrs->keys[i].get()) + "=";
-        if (depth > 2 || out.size() > 160) { out += "..."; break; }
-        describe_into(*v.attrs->items[i], out, depth + 1);
-      }
-      out += ")";
-      return;
-    case VK::Slice: {
-      out += "slice(";
-      for (size_t i = 0; i < v.items.size(); ++i) {
-        if (i) out += ", ";
-        if (v.items[i]) describe_into(*v.items[i], out, depth + 1);
-      }
-      out += ")";
-      return;
-    }
-    case VK::Const: case VK::Object: {
-      if (!v.obj) { out += "?"; return; }
-      std::string r = repr_of(v.obj.get());
-      if (r.size() > 120) r = r.substr(0, 117) + "...";
-      out += r;
-      return;
-    }
-  }
-}
 }  // namespace
 
 std::string describe(const Value& v) {

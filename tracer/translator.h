@@ -300,15 +300,6 @@ class Translator {
   void report_step(Frame& f);              // observer: the step f is executing, with its stack
   // A guard created by the step being executed (null: one of that kind and source exists).
   Guard* add_guard(GuardKind kind, SourcePtr source, Ref value, Frame& f, std::string text = {});
-  bool is_tensor_value(const VPtr& v) const { return v && v->kind == VK::Tensor; }
-  int current_line(const Frame& f) const;
-
- private:
-  friend class ValueBuilder;
-  Status step(Frame& f);
-  // A handler of `f` for an exception raised by its instruction `in`: unwinds the stack and jumps
-  // there (true), or false when none covers it.
-  bool catch_in(Frame& f, const bc::Instr& in, const Ref& exc);
   Status inline_call(Frame& f, VPtr fn, VPtr self, std::vector<VPtr> args,
                      std::vector<std::pair<std::string, VPtr>> kwargs, VPtr& out);
   std::optional<Ref> to_python(const VPtr& v, bool meta);  // real object for consts/containers; meta tensors
@@ -317,6 +308,17 @@ class Translator {
   Status as_ndarray(Frame& f, VPtr& v, const std::string& what);  // tensors of a result -> ndarrays
   Status ndarray_call(Frame& f, Ref target, std::vector<VPtr> args, std::vector<std::pair<std::string, VPtr>> kwargs,
                       const std::string& what, VPtr& out);
+  bool is_tensor_value(const VPtr& v) const { return v && v->kind == VK::Tensor; }
+  int current_line(const Frame& f) const;
+
+ private:
+  friend class ValueBuilder;
+  template <VK>
+  friend struct Kind;  // the value protocol's answers (tracer/values/kind.h)
+  Status step(Frame& f);
+  // A handler of `f` for an exception raised by its instruction `in`: unwinds the stack and jumps
+  // there (true), or false when none covers it.
+  bool catch_in(Frame& f, const bc::Instr& in, const Ref& exc);
   bool allow_ndarray_ = false;  // to_arg passes ndarrays as their tensors (inside ndarray_call only)
 
   CompileId id_;

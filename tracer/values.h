@@ -40,6 +40,10 @@ enum class VK : uint8_t {
              // obj = example tensor, node, device as a Tensor's; source = the ndarray argument it is
              // (tracer/values/ndarray.cpp)
 };
+inline constexpr size_t kKindCount = static_cast<size_t>(VK::NdArray) + 1;  // NdArray: the last kind
+// The value protocol: what each kind answers, one specialisation per kind (tracer/values/kind.h).
+template <VK K>
+struct Kind;
 const char* vk_name(VK k);
 std::string describe(const Value& v);  // short text for events: "f32[2, 3] cpu", "(1, 2)", "<function f>"
 

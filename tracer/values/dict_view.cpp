@@ -4,6 +4,7 @@
 // trace, one from outside, or a dict subclass's contents); name = "keys", "values" or "items".
 #include "tracer/pycache.h"
 #include "tracer/translator.h"
+#include "tracer/values/kind.h"
 
 namespace dv {
 
@@ -131,5 +132,47 @@ Translator::Status Translator::view_items_contains(Frame& f, const VPtr& view, c
   }
   return std::nullopt;
 }
+
+// ---- the protocol (kind.h) ----
+
+template <>
+struct Kind<VK::DictView> {
+  static void describe(const Value& v, std::string& out, int depth) {
+    out += "dict_" + v.name + "(";
+    if (v.self) describe_into(*v.self, out, depth + 1);
+    out += ")";
+    return;
+  }
+  static PyObject* python_type(Translator& /*t*/, const VPtr& v) {
+    return dict_view_type(v->name);
+  }
+  static std::optional<Ref> as_python(Translator& /*t*/, const VPtr& /*v*/, bool /*meta*/) {
+    return std::nullopt;
+  }
+  static bool graph_arg(Translator& /*t*/, const VPtr& /*v*/, ArgTree& /*out*/) {
+    return false;
+  }
+  static Status truth(Translator& /*t*/, Frame& /*f*/, const VPtr& v, bool& out) {
+    out = !v->self->items.empty(); return std::nullopt;
+  }
+  static Status iterate(Translator& t, Frame& /*f*/, const VPtr& v, VPtr& out, bool /*materialize*/) {
+    out = t.make(VK::Iter);
+    out->items = t.view_items(*v);  // what the dict holds now
+    return std::nullopt;
+  }
+  static Status getattr(Translator& t, Frame& f, const VPtr& obj, const std::string& name, VPtr& /*out*/) {
+    return t.brk(f, "DV0005", "attribute " + name + " of a " + vk_name(obj->kind));
+  }
+  static Status call(Translator& t, Frame& f, const VPtr& fn, std::vector<VPtr>& /*args*/, KwArgs& /*kwargs*/, VPtr& /*out*/) {
+    return t.brk(f, "DV0004", std::string("calling a ") + vk_name(fn->kind));
+  }
+  static Status setattr(Translator& t, Frame& f, const VPtr& owner, const std::string& name, const VPtr& /*value*/) {
+    return t.brk(f, "DV0008", "assignment to attribute '" + name + "' of a " + vk_name(owner->kind), kSetattrHint);
+  }
+  static Status call_method(Translator& t, Frame& f, const VPtr& m, std::vector<VPtr>& /*args*/, KwArgs& /*kwargs*/, VPtr& /*out*/) {
+    return t.brk(f, "DV0004", "method " + m->name + " of a " + vk_name(m->self->kind));
+  }
+};
+DV_KIND(DictView, "dict_view")
 
 }  // namespace dv

@@ -5,6 +5,7 @@
 // contents. The transformed code rebuilds an instance that escapes the trace (codegen.cpp).
 #include "tracer/pycache.h"
 #include "tracer/translator.h"
+#include "tracer/values/kind.h"
 
 namespace dv {
 
@@ -423,5 +424,50 @@ Translator::Status Translator::user_operator(Frame& f, const std::string& op, co
   return brk(f, "DV0018", "operator " + op + " returned NotImplemented for a " + (ta ? ta->tp_name : "?") + " and a " +
                               (tb ? tb->tp_name : "?"), "eager raises TypeError here");
 }
+
+// ---- the protocol (kind.h) ----
+
+template <>
+struct Kind<VK::Instance> {
+  static void describe(const Value& v, std::string& out, int /*depth*/) {
+    out += std::string("<") + (v.obj ? reinterpret_cast<PyTypeObject*>(v.obj.get())->tp_name : "?") + " object>";
+    return;
+  }
+  static PyObject* python_type(Translator& /*t*/, const VPtr& v) {
+    return v->obj.get();
+  }
+  static std::optional<Ref> as_python(Translator& /*t*/, const VPtr& /*v*/, bool /*meta*/) {
+    return std::nullopt;
+  }
+  static bool graph_arg(Translator& /*t*/, const VPtr& /*v*/, ArgTree& /*out*/) {
+    return false;
+  }
+  static Status truth(Translator& t, Frame& f, const VPtr& v, bool& out) {
+    return t.instance_truth(f, v, out);
+  }
+  static Status iterate(Translator& t, Frame& f, const VPtr& v, VPtr& out, bool materialize) {
+    return t.instance_iterate(f, v, out, materialize);
+  }
+  static Status getattr(Translator& t, Frame& f, const VPtr& obj, const std::string& name, VPtr& out) {
+    return t.instance_getattr(f, obj, name, out);
+  }
+  static Status call(Translator& t, Frame& f, const VPtr& fn, std::vector<VPtr>& args, KwArgs& kwargs, VPtr& out) {
+    // obj(x): its class's Python __call__, inlined
+    PyObject* dunder = _PyType_Lookup(reinterpret_cast<PyTypeObject*>(fn->obj.get()), Ref::steal(PyUnicode_FromString("__call__")).get());
+    if (!dunder || !PyFunction_Check(dunder)) return t.brk(f, "DV0004", "calling an instance without a Python __call__");
+    return t.call(f, t.bound_method(fn, Ref::borrow(dunder), "__call__"), std::move(args), std::move(kwargs), out);
+  }
+  static Status setattr(Translator& t, Frame& f, const VPtr& owner, const std::string& name, const VPtr& value) {
+    return t.instance_setattr(f, owner, name, value);  // made in the trace
+  }
+  static Status call_method(Translator& t, Frame& f, const VPtr& m, std::vector<VPtr>& args, KwArgs& kwargs, VPtr& out) {
+    if (!m->obj) return t.brk(f, "DV0004", "method " + m->name + " of an instance made in the trace");
+    bool handled = false;  // a builtin base's method (super().__setattr__ ...)
+    if (Status s = t.instance_builtin(f, m->obj.get(), m->self, args, kwargs, out, handled)) return s;
+    if (handled) return std::nullopt;
+    return t.brk(f, "DV0004", "calling " + callable_name(m->obj.get()) + " on a " + reinterpret_cast<PyTypeObject*>(m->self->obj.get())->tp_name + " made in the trace");
+  }
+};
+DV_KIND(Instance, "instance")
 
 }  // namespace dv

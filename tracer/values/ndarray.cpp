@@ -10,6 +10,7 @@
 
 #include "tracer/pycache.h"
 #include "tracer/translator.h"
+#include "tracer/values/kind.h"
 
 namespace dv {
 
@@ -340,5 +341,67 @@ Status Translator::ndarray_operator(Frame& f, const std::string& op, std::vector
   Ref wrapper = helper("operator_wrapper", Ref::steal(PyUnicode_FromString(op.c_str())).get());
   return ndarray_call(f, wrapper, std::move(args), {}, "ndarray operator." + op, out);
 }
+
+// ---- the protocol (kind.h) ----
+
+template <>
+struct Kind<VK::NdArray> {
+  static void describe(const Value& v, std::string& out, int /*depth*/) {
+    out += "ndarray " + (v.obj ? tensor_meta_text(v.obj.get(), v.device.get()) : std::string()); return;
+  }
+  static PyObject* python_type(Translator& /*t*/, const VPtr& /*v*/) {
+    static PyObject* nd = [] {
+      Ref np = Ref::steal(PyImport_ImportModule("numpy"));
+      PyObject* t = np ? PyObject_GetAttrString(np.get(), "ndarray") : nullptr;
+      if (!t) PyErr_Clear();
+      return t;
+    }();
+    return nd;
+  }
+  static std::optional<Ref> as_python(Translator& /*t*/, const VPtr& v, bool meta) {
+    return meta ? std::optional<Ref>(v->obj) : std::nullopt;
+  }
+  static bool graph_arg(Translator& t, const VPtr& v, ArgTree& out) {
+    // only to torch._numpy's wrappers (ndarray.cpp): no torch function takes an ndarray
+    if (!t.allow_ndarray_) return false;
+    out.kind = ArgTree::Kind::Node;
+    out.node = v->node;
+    return true;
+  }
+  static Status truth(Translator& t, Frame& f, const VPtr& /*v*/, bool& /*out*/) {
+    return t.brk(f, "DV0002", "data-dependent control flow: branching on an ndarray's value",
+    "use np.where; torch.compile breaks the graph here too");
+  }
+  static Status iterate(Translator& t, Frame& f, const VPtr& v, VPtr& out, bool /*materialize*/) {
+    VPtr it = t.make(VK::Iter);
+    // its rows, nd[0], nd[1] ... (TorchDynamo unpacks it as a tensor: ndarray.__getitem__ nodes)
+    Ref shape = Ref::steal(PyObject_GetAttrString(v->obj.get(), "shape"));
+    if (!shape || PyTuple_GET_SIZE(shape.get()) == 0) return PyErr_Clear(), t.raise_new(f, PyExc_TypeError, "iteration over a 0-d array");
+    if (is_sym(PyTuple_GET_ITEM(shape.get(), 0))) return t.brk(f, "DV0021", "iterating over an ndarray of a dynamic size");
+    const long n = PyLong_AsLong(PyTuple_GET_ITEM(shape.get(), 0));
+    for (long i = 0; i < n; ++i) {
+      VPtr item;
+      std::vector<VPtr> idx{t.constant_steal(PyLong_FromLong(i))};
+      std::vector<std::pair<std::string, VPtr>> none;
+      if (Status s = t.ndarray_method(f, v, "__getitem__", idx, none, item)) return s;
+      it->items.push_back(item);
+    }
+    out = it;
+    return std::nullopt;
+  }
+  static Status getattr(Translator& t, Frame& f, const VPtr& obj, const std::string& name, VPtr& out) {
+    return t.ndarray_getattr(f, obj, name, out);
+  }
+  static Status call(Translator& t, Frame& f, const VPtr& fn, std::vector<VPtr>& /*args*/, KwArgs& /*kwargs*/, VPtr& /*out*/) {
+    return t.brk(f, "DV0004", std::string("calling a ") + vk_name(fn->kind));
+  }
+  static Status setattr(Translator& t, Frame& f, const VPtr& owner, const std::string& name, const VPtr& /*value*/) {
+    return t.brk(f, "DV0008", "assignment to attribute '" + name + "' of a " + vk_name(owner->kind), kSetattrHint);
+  }
+  static Status call_method(Translator& t, Frame& f, const VPtr& m, std::vector<VPtr>& args, KwArgs& kwargs, VPtr& out) {
+    return t.ndarray_method(f, m->self, m->name, args, kwargs, out);
+  }
+};
+DV_KIND(NdArray, "ndarray")
 
 }  // namespace dv

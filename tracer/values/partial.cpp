@@ -6,6 +6,7 @@
 // arguments are all constants stays a real functools.partial object (builtins.cpp).
 #include "tracer/pycache.h"
 #include "tracer/translator.h"
+#include "tracer/values/kind.h"
 
 namespace dv {
 
@@ -53,5 +54,55 @@ Translator::Status Translator::partial_getattr(Frame& f, const VPtr& p, const st
   }
   return std::nullopt;
 }
+
+// ---- the protocol (kind.h) ----
+
+template <>
+struct Kind<VK::Partial> {
+  static void describe(const Value& v, std::string& out, int depth) {
+    out += "functools.partial(";
+    if (v.self) describe_into(*v.self, out, depth + 1);
+    for (const VPtr& a : v.items) {
+      out += ", ";
+      if (depth > 2 || out.size() > 160) { out += "..."; break; }
+      describe_into(*a, out, depth + 1);
+    }
+    for (size_t i = 0; v.attrs && i < v.attrs->keys.size(); ++i) {
+      out += ", " + str_of(v.attrs->keys[i].get()) + "=";
+      if (depth > 2 || out.size() > 160) { out += "..."; break; }
+      describe_into(*v.attrs->items[i], out, depth + 1);
+    }
+    out += ")";
+    return;
+  }
+  static PyObject* python_type(Translator& /*t*/, const VPtr& /*v*/) {
+    return py().functools_partial.get();
+  }
+  static std::optional<Ref> as_python(Translator& /*t*/, const VPtr& /*v*/, bool /*meta*/) {
+    return std::nullopt;
+  }
+  static bool graph_arg(Translator& /*t*/, const VPtr& /*v*/, ArgTree& /*out*/) {
+    return false;
+  }
+  static Status truth(Translator& /*t*/, Frame& /*f*/, const VPtr& /*v*/, bool& out) {
+    out = true; return std::nullopt;
+  }
+  static Status iterate(Translator& t, Frame& f, const VPtr& v, VPtr& /*out*/, bool /*materialize*/) {
+    return t.brk(f, "DV0016", std::string("iterating over a ") + vk_name(v->kind));
+  }
+  static Status getattr(Translator& t, Frame& f, const VPtr& obj, const std::string& name, VPtr& out) {
+    return t.partial_getattr(f, obj, name, out);
+  }
+  static Status call(Translator& t, Frame& f, const VPtr& fn, std::vector<VPtr>& args, KwArgs& kwargs, VPtr& out) {
+    return t.call_partial_value(f, fn, std::move(args), std::move(kwargs), out);
+  }
+  static Status setattr(Translator& t, Frame& f, const VPtr& owner, const std::string& name, const VPtr& /*value*/) {
+    return t.brk(f, "DV0008", "assignment to attribute '" + name + "' of a " + vk_name(owner->kind), kSetattrHint);
+  }
+  static Status call_method(Translator& t, Frame& f, const VPtr& m, std::vector<VPtr>& /*args*/, KwArgs& /*kwargs*/, VPtr& /*out*/) {
+    return t.brk(f, "DV0004", "method " + m->name + " of a " + vk_name(m->self->kind));
+  }
+};
+DV_KIND(Partial, "partial")
 
 }  // namespace dv

@@ -1,0 +1,83 @@
+// Immutable Python constants (VK::Const): numbers, strings, None, dtypes, devices, torch.Size, tuples of
+// constants, slices: evaluated now.
+#include "tracer/pycache.h"
+#include "tracer/values/kind.h"
+
+namespace dv {
+
+// Const, Object
+Status const_iterate(Translator& t, Frame& f, const VPtr& v, VPtr& out, bool /*materialize*/) {
+  VPtr it = t.make(VK::Iter);
+  if (outside_dict(v, "__iter__")) {  // a Counter reached from the frame: its keys, guarded
+    std::vector<VPtr> none;
+    std::vector<std::pair<std::string, VPtr>> no_kw;
+    return t.outside_dict_read(f, v, "__iter__", none, no_kw, out);
+  }
+  if (v->kind == VK::Object && !PyRange_Check(v->obj.get()) && !frozen_object(v->obj.get())) return t.brk(f, "DV0016", std::string("iterating over ") + Py_TYPE(v->obj.get())->tp_name);
+  Ref iter = Ref::steal(PyObject_GetIter(v->obj.get()));
+  if (!iter) return t.brk(f, "DV0016", "object is not iterable");
+  while (Ref x = Ref::steal(PyIter_Next(iter.get()))) {
+    it->items.push_back(t.constant(x));
+    if (it->items.size() > 100000) return t.brk(f, "DV0014", "iterable too long to unroll");
+  }
+  if (PyErr_Occurred()) return t.brk(f, "DV0016", "iteration raised");
+  out = it;
+  return std::nullopt;
+}
+
+template <>
+struct Kind<VK::Const> {
+  static void describe(const Value& v, std::string& out, int /*depth*/) {
+    if (!v.obj) { out += "?"; return; }
+    std::string r = repr_of(v.obj.get());
+    if (r.size() > 120) r = r.substr(0, 117) + "...";
+    out += r;
+    return;
+  }
+  static PyObject* python_type(Translator& /*t*/, const VPtr& v) {
+    if (is_fake_id(v->obj.get())) return reinterpret_cast<PyObject*>(&PyLong_Type);
+    return reinterpret_cast<PyObject*>(Py_TYPE(v->obj.get()));
+  }
+  static std::optional<Ref> as_python(Translator& /*t*/, const VPtr& v, bool /*meta*/) {
+    return v->obj;
+  }
+  static bool graph_arg(Translator& /*t*/, const VPtr& v, ArgTree& out) {
+    if (PySlice_Check(v->obj.get())) {
+      auto* s = reinterpret_cast<PySliceObject*>(v->obj.get());
+      out.kind = ArgTree::Kind::Slice;
+      for (PyObject* part : {s->start, s->stop, s->step}) {
+        ArgTree a;
+        a.constant = Ref::borrow(part);
+        out.items.push_back(std::move(a));
+      }
+      return true;
+    }
+    out.kind = ArgTree::Kind::Const;
+    out.constant = v->obj;
+    return true;
+  }
+  static Status truth(Translator& t, Frame& f, const VPtr& v, bool& out) {
+    int r = PyObject_IsTrue(v->obj.get());
+    if (r < 0) return t.brk(f, "DV0010", "bool() raised");
+    out = r == 1;
+    return std::nullopt;
+  }
+  static Status iterate(Translator& t, Frame& f, const VPtr& v, VPtr& out, bool materialize) {
+    return const_iterate(t, f, v, out, materialize);
+  }
+  static Status getattr(Translator& t, Frame& f, const VPtr& obj, const std::string& name, VPtr& out) {
+    return object_getattr(t, f, obj, name, out);
+  }
+  static Status call(Translator& t, Frame& f, const VPtr& fn, std::vector<VPtr>& /*args*/, KwArgs& /*kwargs*/, VPtr& /*out*/) {
+    return t.brk(f, "DV0004", std::string("calling a ") + vk_name(fn->kind));
+  }
+  static Status setattr(Translator& t, Frame& f, const VPtr& owner, const std::string& name, const VPtr& /*value*/) {
+    return t.brk(f, "DV0008", "assignment to attribute '" + name + "' of a " + vk_name(owner->kind), kSetattrHint);
+  }
+  static Status call_method(Translator& t, Frame& f, const VPtr& m, std::vector<VPtr>& args, KwArgs& kwargs, VPtr& out) {
+    return object_method(t, f, m, args, kwargs, out);
+  }
+};
+DV_KIND(Const, "constant")
+
+}  // namespace dv

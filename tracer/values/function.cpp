@@ -1,0 +1,67 @@
+// User functions (VK::Function): obj = the function, or the code object of one made by MAKE_FUNCTION
+// (cells, defaults, kwdefaults, globals, qualname); calls are inlined.
+#include "tracer/engine.h"
+#include "tracer/pycache.h"
+#include "tracer/values/kind.h"
+
+namespace dv {
+
+template <>
+struct Kind<VK::Function> {
+  static void describe(const Value& v, std::string& out, int /*depth*/) {
+    PyObject* qn = v.qualname ? v.qualname.get() : nullptr;
+    if (!qn && v.obj && PyFunction_Check(v.obj.get())) qn = reinterpret_cast<PyFunctionObject*>(v.obj.get())->func_qualname;
+    if (!qn && v.obj && PyCode_Check(v.obj.get())) qn = reinterpret_cast<PyCodeObject*>(v.obj.get())->co_qualname;
+    out += "<function " + (qn ? str_of(qn) : std::string("?")) + ">";
+    return;
+  }
+  static PyObject* python_type(Translator& /*t*/, const VPtr& /*v*/) {
+    return reinterpret_cast<PyObject*>(&PyFunction_Type);
+  }
+  static std::optional<Ref> as_python(Translator& /*t*/, const VPtr& v, bool /*meta*/) {
+    return v->obj && PyFunction_Check(v->obj.get()) ? std::optional<Ref>(v->obj) : std::nullopt;
+  }
+  static bool graph_arg(Translator& /*t*/, const VPtr& /*v*/, ArgTree& /*out*/) {
+    return false;
+  }
+  static Status truth(Translator& /*t*/, Frame& /*f*/, const VPtr& /*v*/, bool& out) {
+    out = true; return std::nullopt;
+  }
+  static Status iterate(Translator& t, Frame& f, const VPtr& v, VPtr& /*out*/, bool /*materialize*/) {
+    return t.brk(f, "DV0016", std::string("iterating over a ") + vk_name(v->kind));
+  }
+  static Status getattr(Translator& t, Frame& f, const VPtr& obj, const std::string& name, VPtr& out) {
+    return object_getattr(t, f, obj, name, out);
+  }
+  static Status call(Translator& t, Frame& f, const VPtr& fn, std::vector<VPtr>& args, KwArgs& kwargs, VPtr& out) {
+    if (fn->obj && PyFunction_Check(fn->obj.get())) {
+      // torch.compiler.disable / torch._dynamo.disable: not traced; the call runs eagerly (and
+      // nothing it calls is captured: eval_frame.cpp marks the wrapper's code).
+      Ref off = Ref::steal(PyObject_GetAttrString(fn->obj.get(), "_torchdynamo_disable"));
+      if (!off) PyErr_Clear();
+      if (off && PyObject_IsTrue(off.get()) == 1) {
+        mark_disabled(PyFunction_GET_CODE(fn->obj.get()));
+        Ref orig = Ref::steal(PyObject_GetAttrString(fn->obj.get(), "_torchdynamo_orig_callable"));
+        PyErr_Clear();
+        return t.brk(f, "DV0025", "call to " + callable_name(orig ? orig.get() : fn->obj.get()) + ", marked torch.compiler.disable");
+      }
+      bool library = false;  // Python functions dynview runs natively (copy.deepcopy ...)
+      if (Status s = t.call_library(f, fn, args, kwargs, out, library); s || library) return s;
+      if (allowed_in_graph(fn->obj.get()))  // torch.compiler.allow_in_graph: one node of the graph
+        return t.graph_call(f, fn->obj, "", std::move(args), std::move(kwargs), out);
+      bool handled = false;
+      if (Status s = t.call_frozen_maker(f, fn->obj.get(), args, kwargs, out, handled)) return s;
+      if (handled) return std::nullopt;
+    }
+    return t.inline_call(f, fn, nullptr, std::move(args), std::move(kwargs), out);
+  }
+  static Status setattr(Translator& t, Frame& f, const VPtr& owner, const std::string& name, const VPtr& /*value*/) {
+    return t.brk(f, "DV0008", "assignment to attribute '" + name + "' of a " + vk_name(owner->kind), kSetattrHint);
+  }
+  static Status call_method(Translator& t, Frame& f, const VPtr& m, std::vector<VPtr>& /*args*/, KwArgs& /*kwargs*/, VPtr& /*out*/) {
+    return t.brk(f, "DV0004", "method " + m->name + " of a " + vk_name(m->self->kind));
+  }
+};
+DV_KIND(Function, "function")
+
+}  // namespace dv

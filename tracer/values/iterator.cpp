@@ -1,0 +1,46 @@
+// Iterators (VK::Iter): items + pos; lazy ones (map, filter, itertools, generators) make their items as
+// they are taken (Translator::pull).
+#include "tracer/pycache.h"
+#include "tracer/values/kind.h"
+
+namespace dv {
+
+template <>
+struct Kind<VK::Iter> {
+  static void describe(const Value& v, std::string& out, int /*depth*/) {
+    out += "<iterator of " + std::to_string(v.items.size()) + ">"; return;
+  }
+  static PyObject* python_type(Translator& /*t*/, const VPtr& /*v*/) {
+    return nullptr;
+  }
+  static std::optional<Ref> as_python(Translator& /*t*/, const VPtr& /*v*/, bool /*meta*/) {
+    return std::nullopt;
+  }
+  static bool graph_arg(Translator& /*t*/, const VPtr& /*v*/, ArgTree& /*out*/) {
+    return false;
+  }
+  static Status truth(Translator& /*t*/, Frame& /*f*/, const VPtr& /*v*/, bool& out) {
+    out = true; return std::nullopt;
+  }
+  static Status iterate(Translator& t, Frame& f, const VPtr& v, VPtr& out, bool materialize) {
+    if (materialize)
+      if (Status s = t.pull(f, v, SIZE_MAX)) return s;
+    out = v;
+    return std::nullopt;
+  }
+  static Status getattr(Translator& t, Frame& f, const VPtr& obj, const std::string& name, VPtr& /*out*/) {
+    return t.brk(f, "DV0005", "attribute " + name + " of a " + vk_name(obj->kind));
+  }
+  static Status call(Translator& t, Frame& f, const VPtr& fn, std::vector<VPtr>& /*args*/, KwArgs& /*kwargs*/, VPtr& /*out*/) {
+    return t.brk(f, "DV0004", std::string("calling a ") + vk_name(fn->kind));
+  }
+  static Status setattr(Translator& t, Frame& f, const VPtr& owner, const std::string& name, const VPtr& /*value*/) {
+    return t.brk(f, "DV0008", "assignment to attribute '" + name + "' of a " + vk_name(owner->kind), kSetattrHint);
+  }
+  static Status call_method(Translator& t, Frame& f, const VPtr& m, std::vector<VPtr>& /*args*/, KwArgs& /*kwargs*/, VPtr& /*out*/) {
+    return t.brk(f, "DV0004", "method " + m->name + " of a " + vk_name(m->self->kind));
+  }
+};
+DV_KIND(Iter, "iterator")
+
+}  // namespace dv

@@ -1,0 +1,78 @@
+// The value protocol (ARCHITECTURE "Values"): the questions every kind of value answers. A kind is
+// `Kind<VK::X>`, specialised in its own file under tracer/values/ with every member of KindOps as a
+// static function, and `DV_KIND(X)` after it makes it the kind's row of the table (kinds.cpp). A
+// member missing is a compile error; a kind without a file is a link error. Where a kind has no
+// answer its member says so explicitly (a break with a reason, false, null): there is no default.
+// Adding a kind: one file, and its name in the VK enum (values.h).
+#pragma once
+#include <optional>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "tracer/graph.h"
+#include "tracer/translator.h"
+
+namespace dv {
+
+using Status = Translator::Status;
+using KwArgs = std::vector<std::pair<std::string, VPtr>>;
+
+struct KindOps {
+  const char* name;  // in break messages: "a tensor", "a list"
+  // Short text for events and the viewer: "f32[2, 3] cpu", "(1, 2)", "<function f>".
+  void (*describe)(const Value& v, std::string& out, int depth);
+  // type(v) as eager would see it (borrowed), or null where the trace cannot tell.
+  PyObject* (*python_type)(Translator& t, const VPtr& v);
+  // The Python object v stands for (meta: tensors as their meta examples), or none.
+  std::optional<Ref> (*as_python)(Translator& t, const VPtr& v, bool meta);
+  // v as an argument of a graph node; false: it cannot be one.
+  bool (*graph_arg)(Translator& t, const VPtr& v, ArgTree& out);
+  Status (*truth)(Translator& t, Frame& f, const VPtr& v, bool& out);  // bool(v)
+  // An iterator over v (see Translator::iterate).
+  Status (*iterate)(Translator& t, Frame& f, const VPtr& v, VPtr& out, bool materialize);
+  Status (*getattr)(Translator& t, Frame& f, const VPtr& obj, const std::string& name, VPtr& out);
+  Status (*setattr)(Translator& t, Frame& f, const VPtr& owner, const std::string& name, const VPtr& value);
+  Status (*call)(Translator& t, Frame& f, const VPtr& fn, std::vector<VPtr>& args, KwArgs& kwargs, VPtr& out);  // fn(...)
+  // m(...) where m is a Method value bound to a value of this kind with no Python function
+  // (a builtin method named m->name, or m->obj a builtin descriptor).
+  Status (*call_method)(Translator& t, Frame& f, const VPtr& m, std::vector<VPtr>& args, KwArgs& kwargs, VPtr& out);
+};
+
+template <class K>
+constexpr KindOps kind_row(const char* name) {
+  return {name, K::describe, K::python_type, K::as_python, K::graph_arg, K::truth, K::iterate,
+          K::getattr, K::setattr, K::call, K::call_method};
+}
+template <VK K> const KindOps& kind_ops();  // one definition per kind, by DV_KIND in the kind's file
+const KindOps& ops(VK k);                   // the table (kinds.cpp)
+
+#define DV_KIND(X, NAME)                                         \
+  template <>                                                    \
+  const KindOps& kind_ops<VK::X>() {                             \
+    static constexpr KindOps row = kind_row<Kind<VK::X>>(NAME);  \
+    return row;                                                  \
+  }
+
+inline constexpr const char* kSetattrHint =
+    "dynview replays assignments of tensors, numbers, strings and containers of them to attributes "
+    "of modules and plain objects";
+
+void describe_into(const Value& v, std::string& out, int depth);  // by the kind's describe
+
+// Answers shared by several kinds (each defined in the first kind's file).
+Status const_iterate(Translator& t, Frame& f, const VPtr& v, VPtr& out, bool materialize);  // Const, Object
+std::optional<Ref> tuple_as_python(Translator& t, const VPtr& v, bool meta);               // Tuple, List
+Status list_getattr(Translator& t, Frame& f, const VPtr& obj, const std::string& name, VPtr& out);    // List, Dict, Tuple
+Status object_getattr(Translator& t, Frame& f, const VPtr& obj, const std::string& name, VPtr& out);  // Object, Const, Function
+Status object_setattr(Translator& t, Frame& f, const VPtr& owner, const std::string& name, const VPtr& value);  // Object, NNModule
+Status container_method(Translator& t, Frame& f, const VPtr& m, std::vector<VPtr>& args, KwArgs& kwargs, VPtr& out);  // List, Dict, Tuple
+Status object_method(Translator& t, Frame& f, const VPtr& m, std::vector<VPtr>& args, KwArgs& kwargs, VPtr& out);  // Const, Object
+std::string callable_name(PyObject* fn);   // its __qualname__ (calls.cpp)
+bool allowed_in_graph(PyObject* fn);       // torch.compiler.allow_in_graph (calls.cpp)
+PyObject* autograd_apply_function();       // autograd_apply.cpp
+bool is_autograd_function_class(PyObject* o);
+Status call_grad_exit(Translator& t, Frame& f, const VPtr& exit, VPtr& out);  // a with-block's __exit__ (calls.cpp)
+Status object_call(Translator& t, Frame& f, const VPtr& fn, std::vector<VPtr>& args, KwArgs& kwargs, VPtr& out);  // calls.cpp
+
+}  // namespace dv

@@ -1,0 +1,55 @@
+// Bound methods (VK::Method): self + a Python function (inlined with self), or self + a name / builtin
+// descriptor (answered by self's kind: call_method).
+#include "tracer/pycache.h"
+#include "tracer/values/kind.h"
+
+namespace dv {
+
+template <>
+struct Kind<VK::Method> {
+  static void describe(const Value& v, std::string& out, int /*depth*/) {
+    out += "<method " + v.name + ">"; return;
+  }
+  static PyObject* python_type(Translator& /*t*/, const VPtr& /*v*/) {
+    return nullptr;
+  }
+  static std::optional<Ref> as_python(Translator& /*t*/, const VPtr& /*v*/, bool /*meta*/) {
+    return std::nullopt;
+  }
+  static bool graph_arg(Translator& /*t*/, const VPtr& /*v*/, ArgTree& /*out*/) {
+    return false;
+  }
+  static Status truth(Translator& /*t*/, Frame& /*f*/, const VPtr& /*v*/, bool& out) {
+    out = true; return std::nullopt;
+  }
+  static Status iterate(Translator& t, Frame& f, const VPtr& v, VPtr& /*out*/, bool /*materialize*/) {
+    return t.brk(f, "DV0016", std::string("iterating over a ") + vk_name(v->kind));
+  }
+  static Status getattr(Translator& t, Frame& f, const VPtr& obj, const std::string& name, VPtr& /*out*/) {
+    return t.brk(f, "DV0005", "attribute " + name + " of a " + vk_name(obj->kind));
+  }
+  static Status call(Translator& t, Frame& f, const VPtr& fn, std::vector<VPtr>& args, KwArgs& kwargs, VPtr& out) {
+    if (fn->obj && fn->obj.get() == autograd_apply_function() && fn->self && is_autograd_function_class(fn->self->obj.get()))
+      return t.autograd_function_apply(f, fn->self, std::move(args), std::move(kwargs), out);  // Fn.apply(...)
+    if (fn->self && fn->self->kind == VK::NNModule && fn->obj && PyFunction_Check(fn->obj.get())) {
+      bool handled = false;
+      if (Status s = t.module_members(f, fn, args, kwargs, out, handled)) return s;
+      if (handled) return std::nullopt;
+    }
+    if (fn->obj && PyFunction_Check(fn->obj.get())) {  // bound user method
+      VPtr fv = t.make(VK::Function);
+      fv->obj = fn->obj;
+      return t.inline_call(f, fv, fn->self, std::move(args), std::move(kwargs), out);
+    }
+    return ops(fn->self->kind).call_method(t, f, fn, args, kwargs, out);  // a builtin method: self's kind answers
+  }
+  static Status setattr(Translator& t, Frame& f, const VPtr& owner, const std::string& name, const VPtr& /*value*/) {
+    return t.brk(f, "DV0008", "assignment to attribute '" + name + "' of a " + vk_name(owner->kind), kSetattrHint);
+  }
+  static Status call_method(Translator& t, Frame& f, const VPtr& m, std::vector<VPtr>& /*args*/, KwArgs& /*kwargs*/, VPtr& /*out*/) {
+    return t.brk(f, "DV0004", "method " + m->name + " of a " + vk_name(m->self->kind));
+  }
+};
+DV_KIND(Method, "method")
+
+}  // namespace dv

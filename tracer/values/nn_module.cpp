@@ -1,0 +1,133 @@
+// nn.Modules (VK::NNModule): obj = the module; its parameters, buffers and submodules are read through
+// _parameters/_buffers/_modules and guarded by source.
+#include "tracer/pycache.h"
+#include "tracer/values/kind.h"
+
+namespace dv {
+
+template <>
+struct Kind<VK::NNModule> {
+  static void describe(const Value& v, std::string& out, int /*depth*/) {
+    out += std::string("<") + (v.obj ? Py_TYPE(v.obj.get())->tp_name : "module") + ">"; return;
+  }
+  static PyObject* python_type(Translator& /*t*/, const VPtr& v) {
+    return reinterpret_cast<PyObject*>(Py_TYPE(v->obj.get()));
+  }
+  static std::optional<Ref> as_python(Translator& /*t*/, const VPtr& v, bool /*meta*/) {
+    return v->obj;
+  }
+  static bool graph_arg(Translator& /*t*/, const VPtr& /*v*/, ArgTree& /*out*/) {
+    return false;
+  }
+  static Status truth(Translator& t, Frame& f, const VPtr& v, bool& out) {
+    int r = PyObject_IsTrue(v->obj.get());  // Sequential/ModuleList define __len__
+    if (r < 0) return t.brk(f, "DV0010", "bool() of module raised");
+    out = r == 1;
+    return std::nullopt;
+  }
+  static Status iterate(Translator& t, Frame& f, const VPtr& v, VPtr& out, bool /*materialize*/) {
+    VPtr it = t.make(VK::Iter);
+    // ModuleList, Sequential, ModuleDict iterate their children
+    Ref mods = Ref::steal(PyObject_GetAttrString(v->obj.get(), "_modules"));
+    Ref cls_iter = Ref::steal(PyObject_GetAttrString(reinterpret_cast<PyObject*>(Py_TYPE(v->obj.get())), "__iter__"));
+    if (!mods || !cls_iter || !PyDict_Check(mods.get())) return t.brk(f, "DV0016", "module is not iterable");
+    Ref tname = Ref::steal(PyObject_GetAttrString(reinterpret_cast<PyObject*>(Py_TYPE(v->obj.get())), "__name__"));
+    const bool is_dict = str_of(tname.get()) == "ModuleDict";
+    Py_ssize_t pos = 0;
+    PyObject *k, *m;
+    while (PyDict_Next(mods.get(), &pos, &k, &m)) {
+      if (is_dict) {
+        it->items.push_back(t.constant(Ref::borrow(k)));
+        continue;
+      }
+      VPtr mv = t.wrap(Ref::borrow(m), v->source ? Source::module_member(v->source, "_modules", str_of(k)) : nullptr, f);
+      if (!mv) return t.brk(f, "DV0013", "unsupported submodule");
+      it->items.push_back(mv);
+    }
+    out = it;
+    return std::nullopt;
+  }
+  static Status getattr(Translator& t, Frame& f, const VPtr& obj, const std::string& name, VPtr& out) {
+    PyObject* m = obj->obj.get();
+    if (name == "__class__") {  // type(module), guarded as the module's class
+      out = t.wrap(Ref::borrow(reinterpret_cast<PyObject*>(Py_TYPE(m))), obj->source ? Source::attr(obj->source, "__class__") : nullptr, f);
+      if (!out) return t.brk(f, "DV0005", "attribute __class__ of module " + std::string(Py_TYPE(m)->tp_name));
+      return std::nullopt;
+    }
+    PyObject** dictptr = _PyObject_GetDictPtr(m);
+    if (dictptr && *dictptr) {
+      PyObject* d = *dictptr;
+      for (const char* member : {"_parameters", "_buffers", "_modules"}) {
+        PyObject* members = PyDict_GetItemString(d, member);
+        if (!members || !PyDict_Check(members)) continue;
+        PyObject* v = PyDict_GetItemString(members, name.c_str());
+        if (!v) continue;
+        out = t.wrap(Ref::borrow(v), obj->source ? Source::module_member(obj->source, member, name) : nullptr, f);
+        if (!out) return t.brk(f, "DV0013", "module member " + name + " cannot be traced");
+        return std::nullopt;
+      }
+      if (PyObject* v = PyDict_GetItemString(d, name.c_str())) {
+        out = t.wrap(Ref::borrow(v), obj->source ? Source::attr(obj->source, name) : nullptr, f);
+        if (!out) return t.brk(f, "DV0013", "module attribute " + name + " cannot be traced");
+        return std::nullopt;
+      }
+    }
+    Ref nm = Ref::steal(PyUnicode_FromString(name.c_str()));
+    PyObject* cls_attr = _PyType_Lookup(Py_TYPE(m), nm.get());
+    if (cls_attr && PyFunction_Check(cls_attr)) {
+      VPtr mv = t.bound_method(obj, Ref::borrow(cls_attr), name);
+      out = mv;
+      return std::nullopt;
+    }
+    if (Ref getter = python_getter(cls_attr)) return t.call_python(f, getter, {obj}, out);
+    if (cls_attr && is_exact_const(cls_attr)) {
+      out = t.constant(Ref::borrow(cls_attr));
+      return std::nullopt;
+    }
+    if (cls_attr && (Py_IS_TYPE(cls_attr, &PyStaticMethod_Type) || Py_IS_TYPE(cls_attr, &PyClassMethod_Type))) {
+      // self._relative_position_bucket(...): a staticmethod is its function; a classmethod is
+      // bound to the module's class (both fixed by the class the module's guards pin).
+      Ref fn = Ref::steal(PyObject_GetAttrString(cls_attr, "__func__"));
+      if (fn && PyFunction_Check(fn.get())) {
+        if (Py_IS_TYPE(cls_attr, &PyStaticMethod_Type)) {
+          out = t.make(VK::Function);
+          out->obj = fn;
+          return std::nullopt;
+        }
+        VPtr cls = t.make(VK::Object);
+        cls->obj = Ref::borrow(reinterpret_cast<PyObject*>(Py_TYPE(m)));
+        cls->source = obj->source ? Source::attr(obj->source, "__class__") : nullptr;
+        out = t.bound_method(cls, fn, name);
+        return std::nullopt;
+      }
+      PyErr_Clear();
+    }
+    static PyObject* getattr_name = PyUnicode_InternFromString("__getattr__");
+    const bool module_getattr = _PyType_Lookup(Py_TYPE(m), getattr_name) ==
+                                _PyType_Lookup(reinterpret_cast<PyTypeObject*>(py().nn_Module.get()), getattr_name);
+    if (!cls_attr && module_getattr)  // not an instance attribute, member or class attribute: nn.Module.__getattr__ raises
+      return t.brk(f, kNoAttributeId, "'" + std::string(Py_TYPE(m)->tp_name) + "' object has no attribute '" + name + "'");
+    return t.brk(f, "DV0005", "attribute " + name + " of module " + Py_TYPE(m)->tp_name);
+  }
+  static Status call(Translator& t, Frame& f, const VPtr& fn, std::vector<VPtr>& args, KwArgs& kwargs, VPtr& out) {
+    PyObject* m = fn->obj.get();
+    Ref forward = Ref::steal(PyObject_GetAttrString(reinterpret_cast<PyObject*>(Py_TYPE(m)), "forward"));
+    if (!forward || !PyFunction_Check(forward.get()))
+      return PyErr_Clear(), t.brk(f, "DV0004", "module " + std::string(Py_TYPE(m)->tp_name) + " has no Python forward");
+    VPtr fv = t.make(VK::Function);
+    fv->obj = forward;
+    ModuleHooks hooks;
+    if (Status s = t.module_hooks(f, m, hooks)) return s;
+    if (hooks.pre.empty() && hooks.post.empty()) return t.inline_call(f, fv, fn, std::move(args), std::move(kwargs), out);
+    return t.call_with_hooks(f, fn, fv, hooks, std::move(args), std::move(kwargs), out);
+  }
+  static Status setattr(Translator& t, Frame& f, const VPtr& owner, const std::string& name, const VPtr& value) {
+    return object_setattr(t, f, owner, name, value);
+  }
+  static Status call_method(Translator& t, Frame& f, const VPtr& m, std::vector<VPtr>& /*args*/, KwArgs& /*kwargs*/, VPtr& /*out*/) {
+    return t.brk(f, "DV0004", "method " + m->name + " of a " + vk_name(m->self->kind));
+  }
+};
+DV_KIND(NNModule, "module")
+
+}  // namespace dv

@@ -1,0 +1,243 @@
+// Python objects known by identity (VK::Object): modules, classes, builtins, torch functions, user objects
+// reached from the frame. Calling one: object_call (calls.cpp).
+#include <cstring>
+
+#include "tracer/pycache.h"
+#include "tracer/values/kind.h"
+
+namespace dv {
+
+// Object, Const, Function
+Status object_getattr(Translator& t, Frame& f, const VPtr& obj, const std::string& name, VPtr& out) {
+  PyObject* o = obj->obj.get();
+  if (!o) return t.brk(f, "DV0005", "attribute " + name + " of a local function");
+  if (obj->kind == VK::Object && Py_IS_TYPE(o, &PySuper_Type) && obj->self) {  // super().method
+    Ref r = Ref::steal(PyObject_GetAttrString(o, name.c_str()));
+    if (!r) {
+      const bool missing = PyErr_ExceptionMatches(PyExc_AttributeError);
+      PyErr_Clear();
+      return t.brk(f, missing ? kNoAttributeId : "DV0005", "super() has no attribute " + name);
+    }
+    if (obj->self->kind == VK::Instance) {  // super over an object made in the trace: unbound lookups
+      if (PyFunction_Check(r.get())) {
+        out = t.bound_method(obj->self, r, name);
+        return std::nullopt;
+      }
+      if (PyMethod_Check(r.get()) && PyFunction_Check(PyMethod_GET_FUNCTION(r.get()))) {  // a classmethod
+        out = t.bound_method(obj->self->self, Ref::borrow(PyMethod_GET_FUNCTION(r.get())), name);
+        return std::nullopt;
+      }
+      if (Ref getter = python_getter(r.get())) return t.call_python(f, getter, {obj->self}, out);
+      if (Py_IS_TYPE(r.get(), &PyWrapperDescr_Type) || Py_IS_TYPE(r.get(), &PyMethodDescr_Type)) {  // object.__init__, dict.get ...
+        out = t.bound_method(obj->self, r, name);
+        return std::nullopt;
+      }
+    }
+    if (obj->self->kind == VK::Object && obj->self->source && PyDict_Check(obj->self->obj.get()) && PyCFunction_Check(r.get()) &&
+        PyCFunction_GET_SELF(r.get()) == obj->self->obj.get()) {  // dict.get and friends of a dict subclass's object
+      PyObject* descr = _PyType_Lookup(&PyDict_Type, Ref::steal(PyUnicode_FromString(name.c_str())).get());
+      if (descr && Py_IS_TYPE(descr, &PyMethodDescr_Type) &&
+          reinterpret_cast<PyMethodDescrObject*>(descr)->d_method == reinterpret_cast<PyCFunctionObject*>(r.get())->m_ml &&
+          (name == "get" || name == "__getitem__" || name == "__contains__")) {
+        out = t.bound_method(obj->self, Ref::borrow(descr), name);
+        return std::nullopt;
+      }
+    }
+    if (PyMethod_Check(r.get()) && PyFunction_Check(PyMethod_GET_FUNCTION(r.get()))) {
+      VPtr mv = t.bound_method(obj->self, Ref::borrow(PyMethod_GET_FUNCTION(r.get())), name);
+      out = mv;
+      return std::nullopt;
+    }
+    if (is_exact_const(r.get())) {
+      out = t.constant(r);
+      return std::nullopt;
+    }
+    return t.brk(f, "DV0005", "super()." + name + " is not a Python method");
+  }
+  if (obj->kind == VK::Const && !PyModule_Check(o)) {
+    Ref nm = Ref::steal(PyUnicode_FromString(name.c_str()));
+    PyObject* cls_attr = _PyType_Lookup(Py_TYPE(o), nm.get());
+    if (cls_attr && (PyObject_TypeCheck(cls_attr, &PyMethodDescr_Type) || PyFunction_Check(cls_attr))) {
+      out = t.bound_method(obj, Ref(), name);
+      return std::nullopt;
+    }
+  }
+  if (obj->kind == VK::Object && !obj->source && frozen_object(o)) {  // an immutable value: read now
+    Ref r = Ref::steal(PyObject_GetAttrString(o, name.c_str()));
+    if (!r) return t.raise_current(f, "attribute " + name);
+    if (frozen_object(r.get())) {
+      out = t.make(VK::Object);
+      out->obj = r;
+    } else {
+      out = t.wrap(r, nullptr, f);
+    }
+    if (!out) return t.brk(f, "DV0005", "attribute " + name + " of " + Py_TYPE(o)->tp_name + " cannot be traced");
+    return std::nullopt;
+  }
+  if (obj->kind == VK::Object && (Py_TYPE(o)->tp_flags & Py_TPFLAGS_HEAPTYPE) && !PyType_Check(o)) {
+    // A property of a Python class: its getter is inlined (reading it here would run it
+    // unguarded, and the guard could not read it back).
+    Ref nm = Ref::steal(PyUnicode_FromString(name.c_str()));
+    PyObject* cls_attr = _PyType_Lookup(Py_TYPE(o), nm.get());
+    if (Ref getter = python_getter(cls_attr)) return t.call_python(f, getter, {obj}, out);
+  }
+  Ref r = Ref::steal(PyObject_GetAttrString(o, name.c_str()));
+  if (!r) {
+    const bool missing = PyErr_ExceptionMatches(PyExc_AttributeError);
+    PyErr_Clear();
+    return t.brk(f, missing ? kNoAttributeId : "DV0005", "no attribute " + name + " on " + Py_TYPE(o)->tp_name);
+  }
+  if (PyCFunction_Check(r.get()) && PyCFunction_GET_SELF(r.get()) == o && obj->source && PyDict_Check(o) &&
+      outside_dict_read_method(name)) {
+    // counts.items() of a Counter (a dict subclass) reached from the frame: read from its
+    // storage, guarded by its keys (outside_dict_read)
+    Ref nm = Ref::steal(PyUnicode_FromString(name.c_str()));
+    PyObject* descr = _PyType_Lookup(&PyDict_Type, nm.get());
+    if (descr && _PyType_Lookup(Py_TYPE(o), nm.get()) == descr) {
+      out = t.bound_method(obj, Ref::borrow(descr), name);
+      return std::nullopt;
+    }
+  }
+  if (PyCFunction_Check(r.get()) && PyCFunction_GET_SELF(r.get()) == o && bound_to_mutable_object(r.get()))
+    return t.brk(f, "DV0005", "method " + name + " of a live " + Py_TYPE(o)->tp_name + " object",
+               "its methods are not traced; a bound method kept in the code would act on this one object on every call");
+  // Attributes of modules (torch.relu, math.pi), classes and instances of user classes (a config
+  // object's cfg.d, o.scale) are reloaded from their owner, and so guarded: they may change
+  // between calls. Immutable constants' attributes (dtype.is_floating_point) need no guard.
+  const bool user_instance = obj->kind == VK::Object && (Py_TYPE(o)->tp_flags & Py_TPFLAGS_HEAPTYPE);
+  SourcePtr src = (obj->source && (PyModule_Check(o) || PyType_Check(o) || user_instance)) ? Source::attr(obj->source, name) : nullptr;
+  if (PyModule_Check(o) && module_is_torch_mod(o)) src = nullptr;  // torch.* is fixed: no guard needed
+  if (PyType_Check(o)) {
+    // A class attribute is guarded as the class (or a base) holds it: the raw object, which
+    // differs from the value read for staticmethods and classmethods. The metaclass's own
+    // attributes (__name__) belong to the class, which is guarded by identity.
+    PyObject* raw = _PyType_Lookup(reinterpret_cast<PyTypeObject*>(o), Ref::steal(PyUnicode_FromString(name.c_str())).get());
+    if (!raw) {
+      src = nullptr;
+    } else if (raw != r.get()) {
+      if (src) t.add_guard(GuardKind::ID_MATCH, src, Ref::borrow(raw), f, "___check_obj_id(" + src->text() + ", " + repr_of(raw) + ")");
+      src = nullptr;
+    }
+  }
+  out = t.wrap(r, src, f);
+  if (!out) return t.brk(f, "DV0005", "attribute " + name + " cannot be traced");
+  return std::nullopt;
+}
+
+// Object, NNModule: plain instance attributes of objects reached from the frame, replayed after the graph
+Status object_setattr(Translator& t, Frame& f, const VPtr& owner, const std::string& name, const VPtr& value) {
+  const char* hint = kSetattrHint;
+  if ((owner->kind != VK::NNModule && owner->kind != VK::Object) || !owner->obj)
+    return t.brk(f, "DV0008", std::string("assignment to attribute '") + name + "' of a " + vk_name(owner->kind), hint);
+  PyObject* o = owner->obj.get();
+  PyTypeObject* tp = Py_TYPE(o);
+  if (PyType_Check(o) || PyModule_Check(o) || !(tp->tp_flags & Py_TPFLAGS_HEAPTYPE))
+    return t.brk(f, "DV0008", "assignment to attribute '" + name + "' of " + tp->tp_name, hint);
+  // Only plain instance attributes: nn.Module's __setattr__ for names that are not parameters,
+  // buffers or submodules, or object's; no properties or other data descriptors.
+  Ref setattr_fn = Ref::steal(PyObject_GetAttrString(reinterpret_cast<PyObject*>(tp), "__setattr__"));
+  PyErr_Clear();
+  const bool module = owner->kind == VK::NNModule;
+  if (!setattr_fn || setattr_fn.get() != (module ? py().module_setattr.get() : py().object_setattr.get()))
+    return t.brk(f, "DV0008", std::string("assignment to attribute '") + name + "' of " + tp->tp_name + ", which defines __setattr__", hint);
+  Ref nm = Ref::steal(PyUnicode_FromString(name.c_str()));
+  PyObject* descr = _PyType_Lookup(tp, nm.get());
+  if (descr && Py_TYPE(descr)->tp_descr_set)
+    return t.brk(f, "DV0008", "assignment to property or descriptor '" + name + "' of " + tp->tp_name, hint);
+  if (module) {
+    PyObject** dictptr = _PyObject_GetDictPtr(o);
+    for (const char* member : {"_parameters", "_buffers", "_modules"}) {
+      PyObject* d = dictptr && *dictptr ? PyDict_GetItemString(*dictptr, member) : nullptr;
+      if (d && PyDict_Check(d) && PyDict_GetItemString(d, name.c_str()))
+        return t.brk(f, "DV0008", "assignment to " + std::string(member + 1) + " entry '" + name + "' of a module", hint);
+    }
+  } else if (!_PyObject_GetDictPtr(o)) {
+    return t.brk(f, "DV0008", "assignment to attribute '" + name + "' of " + tp->tp_name + " (no __dict__)", hint);
+  }
+  std::function<bool(const VPtr&)> replayable = [&](const VPtr& v) {
+    switch (v->kind) {
+      case VK::Tensor: case VK::Sym: case VK::Const: return true;
+      case VK::Tuple: case VK::List: case VK::Dict:
+        for (const VPtr& x : v->items)
+          if (!replayable(x)) return false;
+        return true;
+      case VK::Object: case VK::NNModule: return v->source || v->obj;
+      default: return false;
+    }
+  };
+  if (!replayable(value))
+    return t.brk(f, "DV0008", "assignment of a " + std::string(vk_name(value->kind)) + " to attribute '" + name + "'", hint);
+  t.output.side_effects.attr_writes.push_back(SideEffects::AttrWrite{owner, name, value});
+  return std::nullopt;
+}
+
+// Const, Object: methods of constants and modules are pure: evaluated now
+Status object_method(Translator& t, Frame& f, const VPtr& m, std::vector<VPtr>& args, KwArgs& kwargs, VPtr& out) {
+  const VPtr& self = m->self;
+  const std::string& name = m->name;
+  PyObject* so = self->obj.get();
+  const bool pure = self->kind == VK::Const || PyModule_Check(so);
+  if (!pure) return t.brk(f, "DV0004", "method " + name + " of " + Py_TYPE(so)->tp_name + " object");
+  Ref bound = Ref::steal(PyObject_GetAttrString(so, name.c_str()));
+  if (!bound) return t.brk(f, "DV0005", "no attribute " + name);
+  VPtr mv = t.make(VK::Object);
+  mv->obj = bound;
+  return t.call(f, mv, std::move(args), std::move(kwargs), out);
+}
+
+template <>
+struct Kind<VK::Object> {
+  static void describe(const Value& v, std::string& out, int /*depth*/) {
+    if (!v.obj) { out += "?"; return; }
+    std::string r = repr_of(v.obj.get());
+    if (r.size() > 120) r = r.substr(0, 117) + "...";
+    out += r;
+    return;
+  }
+  static PyObject* python_type(Translator& /*t*/, const VPtr& v) {
+    return reinterpret_cast<PyObject*>(Py_TYPE(v->obj.get()));
+  }
+  static std::optional<Ref> as_python(Translator& /*t*/, const VPtr& v, bool /*meta*/) {
+    return v->obj;
+  }
+  static bool graph_arg(Translator& /*t*/, const VPtr& v, ArgTree& out) {
+    out.kind = ArgTree::Kind::Const;  // dtypes, layouts, memory formats, functions passed to ops
+    out.constant = v->obj;
+    if (std::strncmp(Py_TYPE(v->obj.get())->tp_name, "numpy.", 6) == 0) {
+      // A NumPy scalar: torch reads it as the Python number it holds (the graph's code could not
+      // spell it: `np` is not a name there). Arrays are not graph constants.
+      if (std::strcmp(Py_TYPE(v->obj.get())->tp_name, "numpy.ndarray") == 0) return false;
+      Ref shape = Ref::steal(PyObject_GetAttrString(v->obj.get(), "shape"));
+      if (!shape || !PyTuple_Check(shape.get()) || PyTuple_GET_SIZE(shape.get()) != 0) return PyErr_Clear(), false;
+      out.constant = Ref::steal(PyObject_CallMethod(v->obj.get(), "item", nullptr));
+      if (!out.constant || !is_exact_const(out.constant.get())) return PyErr_Clear(), false;
+    }
+    return true;
+  }
+  static Status truth(Translator& t, Frame& f, const VPtr& v, bool& out) {
+    int r = PyObject_IsTrue(v->obj.get());
+    if (r < 0) return t.brk(f, "DV0010", "bool() raised");
+    out = r == 1;
+    return std::nullopt;
+  }
+  static Status iterate(Translator& t, Frame& f, const VPtr& v, VPtr& out, bool materialize) {
+    return const_iterate(t, f, v, out, materialize);
+  }
+  static Status getattr(Translator& t, Frame& f, const VPtr& obj, const std::string& name, VPtr& out) {
+    return object_getattr(t, f, obj, name, out);
+  }
+  static Status call(Translator& t, Frame& f, const VPtr& fn, std::vector<VPtr>& args, KwArgs& kwargs, VPtr& out) {
+    return object_call(t, f, fn, args, kwargs, out);  // calls.cpp: builtins, torch functions, classes ...
+  }
+  static Status setattr(Translator& t, Frame& f, const VPtr& owner, const std::string& name, const VPtr& value) {
+    return object_setattr(t, f, owner, name, value);
+  }
+  static Status call_method(Translator& t, Frame& f, const VPtr& m, std::vector<VPtr>& args, KwArgs& kwargs, VPtr& out) {
+    if (m->obj && Py_IS_TYPE(m->obj.get(), &PyMethodDescr_Type) && PyDict_Check(m->self->obj.get()))
+      return t.outside_dict_read(f, m->self, m->name, args, kwargs, out);  // super().get(k) of a dict subclass living outside the trace
+    return object_method(t, f, m, args, kwargs, out);
+  }
+};
+DV_KIND(Object, "object")
+
+}  // namespace dv

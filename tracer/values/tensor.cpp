@@ -1,0 +1,115 @@
+// Tensors (VK::Tensor): obj = the meta example, node = the graph node, device = the real device.
+#include "tracer/pycache.h"
+#include "tracer/values/kind.h"
+
+namespace dv {
+
+namespace {
+const char* const kDataDependent[] = {"item", "tolist", "__bool__", "numpy", "data_ptr", "__int__", "__float__",
+                                "__index__", "nonzero_static", "backward", "register_hook", "retain_grad", nullptr};
+const char* const kMetaMethods[] = {"size", "dim", "ndimension", "numel", "nelement", "stride", "is_contiguous",
+                              "element_size", "is_floating_point", "is_complex", "__len__", nullptr};
+
+bool in_list(const char* const* list, const std::string& s) {
+  for (const char* const* n = list; *n; ++n)
+    if (s == *n) return true;
+  return false;
+}
+
+}  // namespace
+
+template <>
+struct Kind<VK::Tensor> {
+  static void describe(const Value& v, std::string& out, int /*depth*/) {
+    out += v.obj ? tensor_meta_text(v.obj.get(), v.device.get()) : "tensor"; return;
+  }
+  static PyObject* python_type(Translator& t, const VPtr& v) {
+    for (size_t i = 0; i < t.output.inputs.size(); ++i)
+      if (t.output.inputs[i].second == v->node) return reinterpret_cast<PyObject*>(Py_TYPE(t.output.input_objects[i].get()));
+    return py().torch_Tensor.get();
+  }
+  static std::optional<Ref> as_python(Translator& /*t*/, const VPtr& v, bool meta) {
+    return meta ? std::optional<Ref>(v->obj) : std::nullopt;
+  }
+  static bool graph_arg(Translator& /*t*/, const VPtr& v, ArgTree& out) {
+    out.kind = ArgTree::Kind::Node; out.node = v->node; return true;
+  }
+  static Status truth(Translator& t, Frame& f, const VPtr& /*v*/, bool& /*out*/) {
+    return t.brk(f, "DV0002", "data-dependent control flow: branching on a tensor's value",
+    "use torch.where, or torch.cond; torch.compile breaks the graph here too");
+  }
+  static Status iterate(Translator& t, Frame& f, const VPtr& v, VPtr& out, bool /*materialize*/) {
+    VPtr it = t.make(VK::Iter);
+    Ref shape = Ref::steal(PyObject_GetAttrString(v->obj.get(), "shape"));
+    if (!shape || PyTuple_GET_SIZE(shape.get()) == 0) return t.brk(f, "DV0016", "iterating over a 0-d tensor");
+    long n = PyLong_AsLong(PyTuple_GET_ITEM(shape.get(), 0));
+    for (long i = 0; i < n; ++i) {
+      VPtr item;
+      if (Status s = t.subscr(f, v, t.constant_steal(PyLong_FromLong(i)), item)) return s;
+      it->items.push_back(item);
+    }
+    out = it;
+    return std::nullopt;
+  }
+  static Status getattr(Translator& t, Frame& f, const VPtr& obj, const std::string& name, VPtr& out) {
+    PyObject* m = obj->obj.get();
+    if (name == "device") { out = t.constant(obj->device); return std::nullopt; }
+    if (name == "shape" || name == "dtype" || name == "ndim" || name == "requires_grad" || name == "is_leaf" ||
+        name == "layout" || name == "is_cuda" || name == "is_sparse" || name == "is_quantized" || name == "is_meta" ||
+        name == "is_cpu" || name == "is_mps" || name == "is_xpu" || name == "is_nested" || name == "is_mkldnn" ||
+        name == "is_sparse_csr" || name == "itemsize") {
+      if (name == "is_meta") { out = t.constant(Ref::borrow(Py_False)); return std::nullopt; }
+      if (name == "is_cuda" || name == "is_cpu" || name == "is_mps" || name == "is_xpu") {  // the real device, not the example's
+        Ref ty = Ref::steal(PyObject_GetAttrString(obj->device.get(), "type"));
+        out = t.constant(Ref::borrow(str_of(ty.get()) == name.substr(3) ? Py_True : Py_False));
+        return std::nullopt;
+      }
+      Ref r = Ref::steal(PyObject_GetAttrString(m, name.c_str()));
+      if (!r) return t.brk(f, "DV0005", "Tensor." + name);
+      if (name == "shape") return t.meta_result(f, obj, "size", {}, r, out);
+      out = t.constant(r);
+      return std::nullopt;
+    }
+    if (name == "T" || name == "mT" || name == "H" || name == "mH" || name == "real" || name == "imag")
+      return t.graph_call(f, py().getattr_fn, "", {obj, t.constant_steal(PyUnicode_FromString(name.c_str()))}, {}, out);
+    if (name == "data" || name == "grad" || name == "_base")
+      return t.brk(f, "DV0005", "Tensor." + name + " is not traced", "use the tensor itself, or .detach()");
+    Ref nm = Ref::steal(PyUnicode_FromString(name.c_str()));
+    if (!_PyType_Lookup(reinterpret_cast<PyTypeObject*>(py().torch_Tensor.get()), nm.get()))
+      return t.brk(f, kNoAttributeId, "'Tensor' object has no attribute '" + name + "'");  // AttributeError in eager
+    out = t.bound_method(obj, Ref(), name);
+    return std::nullopt;
+  }
+  static Status call(Translator& t, Frame& f, const VPtr& fn, std::vector<VPtr>& /*args*/, KwArgs& /*kwargs*/, VPtr& /*out*/) {
+    return t.brk(f, "DV0004", std::string("calling a ") + vk_name(fn->kind));
+  }
+  static Status setattr(Translator& t, Frame& f, const VPtr& owner, const std::string& name, const VPtr& /*value*/) {
+    return t.brk(f, "DV0008", "assignment to attribute '" + name + "' of a " + vk_name(owner->kind), kSetattrHint);
+  }
+  static Status call_method(Translator& t, Frame& f, const VPtr& m, std::vector<VPtr>& args, KwArgs& kwargs, VPtr& out) {
+    const VPtr& self = m->self;
+    const std::string& name = m->name;
+    if (name == "numpy") return t.tensor_numpy(f, self, args, kwargs, out);  // as TorchDynamo: an ndarray in the graph
+    if (in_list(kDataDependent, name))
+      return t.brk(f, "DV0003", "data-dependent operator Tensor." + name + "()",
+                 "the result depends on tensor values; dynview breaks the graph here like torch.compile");
+    if (in_list(kMetaMethods, name)) {  // metadata: a constant computed from the example value
+      auto pargs = Ref::steal(PyTuple_New(args.size()));
+      for (size_t i = 0; i < args.size(); ++i) {
+        auto x = t.to_python(args[i], true);
+        if (!x) return t.brk(f, "DV0013", "unsupported argument to Tensor." + name);
+        PyTuple_SET_ITEM(pargs.get(), i, x->release());
+      }
+      Ref m = Ref::steal(PyObject_GetAttrString(self->obj.get(), name.c_str()));
+      Ref r = m ? Ref::steal(PyObject_Call(m.get(), pargs.get(), nullptr)) : Ref();
+      if (!r) return t.brk(f, "DV0006", "Tensor." + name + " failed on the example value");
+      return t.meta_result(f, self, name, args, r, out);
+    }
+    std::vector<VPtr> a{self};
+    a.insert(a.end(), args.begin(), args.end());
+    return t.graph_call(f, {}, name, std::move(a), std::move(kwargs), out);
+  }
+};
+DV_KIND(Tensor, "tensor")
+
+}  // namespace dv

@@ -1,0 +1,83 @@
+// Tuples made or unpacked in the trace (VK::Tuple): items; obj = a tuple subclass (torch.Size, a
+// namedtuple: keys = its fields).
+#include "tracer/pycache.h"
+#include "tracer/values/kind.h"
+
+namespace dv {
+
+// Tuple, List
+std::optional<Ref> tuple_as_python(Translator& t, const VPtr& v, bool meta) {
+  Ref out = Ref::steal(v->kind == VK::Tuple ? PyTuple_New(v->items.size()) : PyList_New(v->items.size()));
+  for (size_t i = 0; i < v->items.size(); ++i) {
+    auto x = t.to_python(v->items[i], meta);
+    if (!x) return std::nullopt;
+    if (v->kind == VK::Tuple) PyTuple_SET_ITEM(out.get(), i, x->release());
+    else PyList_SET_ITEM(out.get(), i, x->release());
+  }
+  if (is_deque(v)) {
+    auto maxlen = t.to_python(v->defaults, meta);
+    if (!maxlen) return std::nullopt;
+    out = Ref::steal(PyObject_CallFunctionObjArgs(v->obj.get(), out.get(), maxlen->get(), nullptr));
+    if (!out) return PyErr_Clear(), std::nullopt;
+  }
+  if (v->kind == VK::Tuple && v->obj) {  // a tuple subclass (torch.Size; a namedtuple: tuple.__new__(cls, t))
+    out = Ref::steal(namedtuple_class(v->obj.get()) ? PyObject_CallFunctionObjArgs(tuple_new_fn(), v->obj.get(), out.get(), nullptr)
+                                                     : PyObject_CallOneArg(v->obj.get(), out.get()));
+    if (!out) return PyErr_Clear(), std::nullopt;
+  }
+  return out;
+}
+
+template <>
+struct Kind<VK::Tuple> {
+  static void describe(const Value& v, std::string& out, int depth) {
+    const bool tuple = v.kind == VK::Tuple;
+    out += tuple ? "(" : "[";
+    for (size_t i = 0; i < v.items.size(); ++i) {
+      if (i) out += ", ";
+      if (depth > 2 || out.size() > 160) { out += "..."; break; }
+      if (v.items[i]) describe_into(*v.items[i], out, depth + 1);
+    }
+    if (tuple && v.items.size() == 1) out += ",";
+    out += tuple ? ")" : "]";
+    return;
+  }
+  static PyObject* python_type(Translator& /*t*/, const VPtr& v) {
+    return v->obj ? v->obj.get() : reinterpret_cast<PyObject*>(&PyTuple_Type);
+  }
+  static std::optional<Ref> as_python(Translator& t, const VPtr& v, bool meta) {
+    return tuple_as_python(t, v, meta);
+  }
+  static bool graph_arg(Translator& t, const VPtr& v, ArgTree& out) {
+    out.kind = v->kind == VK::Tuple ? ArgTree::Kind::Tuple : ArgTree::Kind::List;
+    for (const VPtr& x : v->items) {
+      ArgTree a;
+      if (!t.to_arg(x, a)) return false;
+      out.items.push_back(std::move(a));
+    }
+    return true;
+  }
+  static Status truth(Translator& /*t*/, Frame& /*f*/, const VPtr& v, bool& out) {
+    out = !v->items.empty(); return std::nullopt;
+  }
+  static Status iterate(Translator& t, Frame& /*f*/, const VPtr& v, VPtr& out, bool /*materialize*/) {
+    VPtr it = t.make(VK::Iter);
+    it->items = v->items; out = it;
+    return std::nullopt;
+  }
+  static Status getattr(Translator& t, Frame& f, const VPtr& obj, const std::string& name, VPtr& out) {
+    return list_getattr(t, f, obj, name, out);
+  }
+  static Status call(Translator& t, Frame& f, const VPtr& fn, std::vector<VPtr>& /*args*/, KwArgs& /*kwargs*/, VPtr& /*out*/) {
+    return t.brk(f, "DV0004", std::string("calling a ") + vk_name(fn->kind));
+  }
+  static Status setattr(Translator& t, Frame& f, const VPtr& owner, const std::string& name, const VPtr& /*value*/) {
+    return t.brk(f, "DV0008", "assignment to attribute '" + name + "' of a " + vk_name(owner->kind), kSetattrHint);
+  }
+  static Status call_method(Translator& t, Frame& f, const VPtr& m, std::vector<VPtr>& args, KwArgs& kwargs, VPtr& out) {
+    return container_method(t, f, m, args, kwargs, out);
+  }
+};
+DV_KIND(Tuple, "tuple")
+
+}  // namespace dv
