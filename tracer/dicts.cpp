@@ -4,7 +4,6 @@
 
 namespace dv {
 
-namespace {
 // Index of `key` among d's keys; -1 when absent, -2 when comparing raised (error cleared).
 long find_key(const Value& d, PyObject* key) {
   for (size_t i = 0; i < d.keys.size(); ++i) {
@@ -15,6 +14,7 @@ long find_key(const Value& d, PyObject* key) {
   return -1;
 }
 
+namespace {
 bool hashable_const(const VPtr& v) { return dict_key(v) != nullptr; }
 }  // namespace
 
@@ -61,101 +61,6 @@ bool dict_erase(Value& d, PyObject* key) {
   d.keys.erase(d.keys.begin() + i);
   d.items.erase(d.items.begin() + i);
   return true;
-}
-
-Translator::Status Translator::dict_method(Frame& f, const VPtr& self, const std::string& name, std::vector<VPtr>& args,
-                                           std::vector<std::pair<std::string, VPtr>>& kwargs, VPtr& out, bool& handled) {
-  handled = true;
-  Value& d = *self;
-  auto none = [&]() { return constant(Ref::borrow(Py_None)); };
-  auto key_error = [&]() {
-    return args.empty() || !args[0]->obj ? brk(f, "DV0010", "KeyError in dict." + name, "the eager frame raises it")
-                                         : raise_key_error(f, args[0]->obj.get(), "dict." + name);
-  };
-  if ((name == "get" || name == "pop" || name == "setdefault") && !args.empty() && kwargs.empty() && args.size() <= 2) {
-    if (!hashable_const(args[0])) return brk(f, "DV0024", "dict." + name + " with a " + std::string(vk_name(args[0]->kind)) + " key");
-    const long i = find_key(d, dict_key(args[0]));
-    if (i == -2) return brk(f, "DV0010", "comparing dict keys raised");
-    if (i >= 0) {
-      out = d.items[static_cast<size_t>(i)];
-      if (name == "pop") {
-        d.keys.erase(d.keys.begin() + i);
-        d.items.erase(d.items.begin() + i);
-      }
-      return std::nullopt;
-    }
-    if (name == "pop" && args.size() == 1) return key_error();
-    out = args.size() == 2 ? args[1] : none();
-    if (name == "setdefault") dict_set(d, args[0]->obj, out);
-    return std::nullopt;
-  }
-  if (name == "popitem" && args.empty() && kwargs.empty()) {
-    if (d.keys.empty()) return key_error();
-    VPtr pair = make(VK::Tuple);
-    pair->items = {key_value(d.keys.back()), d.items.back()};
-    d.keys.pop_back();
-    d.items.pop_back();
-    out = pair;
-    return std::nullopt;
-  }
-  if (name == "clear" && args.empty() && kwargs.empty()) {
-    d.keys.clear();
-    d.items.clear();
-    out = none();
-    return std::nullopt;
-  }
-  if (name == "copy" && args.empty() && kwargs.empty()) {
-    VPtr c = make(VK::Dict);
-    c->keys = d.keys;
-    c->items = d.items;
-    c->obj = d.source ? Ref() : d.obj;  // an OrderedDict's or defaultdict's copy is one too
-    c->defaults = d.source ? nullptr : d.defaults;
-    out = c;
-    return std::nullopt;
-  }
-  if (name == "update" && args.size() <= 1) {
-    if (!args.empty()) {
-      VPtr other = args[0];
-      if (other->kind == VK::DictView) {  // d.update(e.items()): its pairs now
-        VPtr l = make(VK::List);
-        l->items = view_items(*other);
-        other = l;
-      }
-      if (other->kind == VK::Dict) {
-        const std::vector<Ref> keys = other->keys;  // d.update(d) reads a copy
-        const std::vector<VPtr> items = other->items;
-        for (size_t i = 0; i < keys.size(); ++i) dict_set(d, keys[i], items[i]);
-      } else if (other->kind == VK::List || other->kind == VK::Tuple) {  // pairs
-        std::vector<std::pair<Ref, VPtr>> pairs;
-        for (const VPtr& p : other->items) {
-          if (p->kind == VK::Const && PyTuple_CheckExact(p->obj.get()) && PyTuple_GET_SIZE(p->obj.get()) == 2) {
-            PyObject* k = PyTuple_GET_ITEM(p->obj.get(), 0);
-            if (PyObject_Hash(k) == -1) return PyErr_Clear(), brk(f, "DV0024", "dict.update with an unhashable key");
-            pairs.emplace_back(Ref::borrow(k), constant(Ref::borrow(PyTuple_GET_ITEM(p->obj.get(), 1))));
-          } else if ((p->kind == VK::Tuple || p->kind == VK::List) && p->items.size() == 2 && hashable_const(p->items[0])) {
-            pairs.emplace_back(p->items[0]->obj, p->items[1]);
-          } else {
-            return brk(f, "DV0024", "dict.update with items that are not (constant key, value) pairs");
-          }
-        }
-        for (auto& [k, v] : pairs) dict_set(d, k, v);
-      } else {
-        return brk(f, "DV0024", "dict.update with a " + std::string(vk_name(other->kind)));
-      }
-    }
-    for (auto& [k, v] : kwargs) dict_set(d, Ref::steal(PyUnicode_FromString(k.c_str())), v);
-    out = none();
-    return std::nullopt;
-  }
-  if ((name == "__setitem__" && args.size() == 2) || (name == "__delitem__" && args.size() == 1)) {
-    if (!hashable_const(args[0])) return brk(f, "DV0024", "dict." + name + " with a " + std::string(vk_name(args[0]->kind)) + " key");
-    if (name == "__setitem__") dict_set(d, args[0]->obj, args[1]);
-    else if (!dict_erase(d, args[0]->obj.get())) return key_error();
-    out = none();
-    return std::nullopt;
-  }
-  handled = false;
-  return std::nullopt;
 }
 
 bool outside_dict(const VPtr& v, const char* method) {

@@ -160,9 +160,6 @@ class Translator {
   Status module_members(Frame& f, const VPtr& fn, const std::vector<VPtr>& args,
                         const std::vector<std::pair<std::string, VPtr>>& kwargs, VPtr& out, bool& handled);
   Status store_attr(Frame& f, const VPtr& owner, const std::string& name, const VPtr& value);
-  // Methods of dict values (dicts.cpp); `handled` false: not one of them (the caller goes on).
-  Status dict_method(Frame& f, const VPtr& self, const std::string& name, std::vector<VPtr>& args,
-                     std::vector<std::pair<std::string, VPtr>>& kwargs, VPtr& out, bool& handled);
   // dict.get / __getitem__ / __contains__ of a dict (subclass) object reached from the frame: read
   // now from its storage, guarded by its keys and the item's own guards (dicts.cpp).
   Status outside_dict_read(Frame& f, const VPtr& self, const std::string& name, std::vector<VPtr>& args,
@@ -378,6 +375,7 @@ PyObject* dict_view_type(const std::string& name);  // dict_keys, dict_values, d
 bool simple_exception_class(PyObject* cls);
 void dict_set(Value& d, Ref key, VPtr value);  // d[key] = value (keys compared by ==)
 bool dict_erase(Value& d, PyObject* key);      // del d[key]; false when absent
+long find_key(const Value& d, PyObject* key);  // index of key in d's keys; -1 absent, -2 comparing raised
 bool module_is_torch_mod(PyObject* mod);  // torch or torch.* module object
 // torch's functions that are not graph operators, by identity (tracer/torch_special.cpp).
 enum class TorchSpecial {

@@ -32,7 +32,6 @@ struct Kind<VK::Const> {
     std::string r = repr_of(v.obj.get());
     if (r.size() > 120) r = r.substr(0, 117) + "...";
     out += r;
-    return;
   }
   static PyObject* python_type(Translator& /*t*/, const VPtr& v) {
     if (is_fake_id(v->obj.get())) return reinterpret_cast<PyObject*>(&PyLong_Type);

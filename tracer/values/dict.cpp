@@ -5,6 +5,155 @@
 
 namespace dv {
 
+namespace {
+
+VPtr none(Translator& t) { return t.constant(Ref::borrow(Py_None)); }
+
+Status key_error(Translator& t, Frame& f, const std::vector<VPtr>& args, const char* name) {
+  return args.empty() || !args[0]->obj ? t.brk(f, "DV0010", std::string("KeyError in dict.") + name, "the eager frame raises it")
+                                       : t.raise_key_error(f, args[0]->obj.get(), std::string("dict.") + name);
+}
+
+// get / pop / setdefault (key[, default])
+Status lookup(Translator& t, Frame& f, const VPtr& self, std::vector<VPtr>& args, KwArgs& kwargs, VPtr& out, const char* name) {
+  if (args.empty() || args.size() > 2 || !kwargs.empty()) return t.brk(f, "DV0004", std::string("dict.") + name + " with these arguments");
+  if (!dict_key(args[0])) return t.brk(f, "DV0024", std::string("dict.") + name + " with a " + vk_name(args[0]->kind) + " key");
+  Value& d = *self;
+  const long i = find_key(d, dict_key(args[0]));
+  if (i == -2) return t.brk(f, "DV0010", "comparing dict keys raised");
+  const bool pop = name[0] == 'p';
+  if (i >= 0) {
+    out = d.items[static_cast<size_t>(i)];
+    if (pop) {
+      d.keys.erase(d.keys.begin() + i);
+      d.items.erase(d.items.begin() + i);
+    }
+    return std::nullopt;
+  }
+  if (pop && args.size() == 1) return key_error(t, f, args, name);
+  out = args.size() == 2 ? args[1] : none(t);
+  if (name[0] == 's') dict_set(d, args[0]->obj, out);  // setdefault
+  return std::nullopt;
+}
+Status get(Translator& t, Frame& f, const VPtr& self, std::vector<VPtr>& args, KwArgs& kwargs, VPtr& out) {
+  return lookup(t, f, self, args, kwargs, out, "get");
+}
+Status pop(Translator& t, Frame& f, const VPtr& self, std::vector<VPtr>& args, KwArgs& kwargs, VPtr& out) {
+  return lookup(t, f, self, args, kwargs, out, "pop");
+}
+Status setdefault(Translator& t, Frame& f, const VPtr& self, std::vector<VPtr>& args, KwArgs& kwargs, VPtr& out) {
+  return lookup(t, f, self, args, kwargs, out, "setdefault");
+}
+
+Status popitem(Translator& t, Frame& f, const VPtr& self, std::vector<VPtr>& args, KwArgs& kwargs, VPtr& out) {
+  if (!args.empty() || !kwargs.empty()) return t.brk(f, "DV0004", "dict.popitem with arguments");
+  Value& d = *self;
+  if (d.keys.empty()) return key_error(t, f, args, "popitem");
+  VPtr pair = t.make(VK::Tuple);
+  pair->items = {t.key_value(d.keys.back()), d.items.back()};
+  d.keys.pop_back();
+  d.items.pop_back();
+  out = pair;
+  return std::nullopt;
+}
+
+Status clear(Translator& t, Frame& f, const VPtr& self, std::vector<VPtr>& args, KwArgs& kwargs, VPtr& out) {
+  if (!args.empty() || !kwargs.empty()) return t.brk(f, "DV0004", "dict.clear with arguments");
+  self->keys.clear();
+  self->items.clear();
+  out = none(t);
+  return std::nullopt;
+}
+
+Status copy(Translator& t, Frame& f, const VPtr& self, std::vector<VPtr>& args, KwArgs& kwargs, VPtr& out) {
+  if (!args.empty() || !kwargs.empty()) return t.brk(f, "DV0004", "dict.copy with arguments");
+  VPtr c = t.make(VK::Dict);
+  c->keys = self->keys;
+  c->items = self->items;
+  c->obj = self->source ? Ref() : self->obj;  // an OrderedDict's or defaultdict's copy is one too
+  c->defaults = self->source ? nullptr : self->defaults;
+  out = c;
+  return std::nullopt;
+}
+
+Status update(Translator& t, Frame& f, const VPtr& self, std::vector<VPtr>& args, KwArgs& kwargs, VPtr& out) {
+  if (args.size() > 1) return t.brk(f, "DV0004", "dict.update with more than one positional argument");
+  Value& d = *self;
+  if (!args.empty()) {
+    VPtr other = args[0];
+    if (other->kind == VK::DictView) {  // d.update(e.items()): its pairs now
+      VPtr l = t.make(VK::List);
+      l->items = t.view_items(*other);
+      other = l;
+    }
+    if (other->kind == VK::Dict) {
+      const std::vector<Ref> keys = other->keys;  // d.update(d) reads a copy
+      const std::vector<VPtr> items = other->items;
+      for (size_t i = 0; i < keys.size(); ++i) dict_set(d, keys[i], items[i]);
+    } else if (other->kind == VK::List || other->kind == VK::Tuple) {  // pairs
+      std::vector<std::pair<Ref, VPtr>> pairs;
+      for (const VPtr& p : other->items) {
+        if (p->kind == VK::Const && PyTuple_CheckExact(p->obj.get()) && PyTuple_GET_SIZE(p->obj.get()) == 2) {
+          PyObject* k = PyTuple_GET_ITEM(p->obj.get(), 0);
+          if (PyObject_Hash(k) == -1) return PyErr_Clear(), t.brk(f, "DV0024", "dict.update with an unhashable key");
+          pairs.emplace_back(Ref::borrow(k), t.constant(Ref::borrow(PyTuple_GET_ITEM(p->obj.get(), 1))));
+        } else if ((p->kind == VK::Tuple || p->kind == VK::List) && p->items.size() == 2 && dict_key(p->items[0])) {
+          pairs.emplace_back(p->items[0]->obj, p->items[1]);
+        } else {
+          return t.brk(f, "DV0024", "dict.update with items that are not (constant key, value) pairs");
+        }
+      }
+      for (auto& [k, v] : pairs) dict_set(d, k, v);
+    } else {
+      return t.brk(f, "DV0024", "dict.update with a " + std::string(vk_name(other->kind)));
+    }
+  }
+  for (auto& [k, v] : kwargs) dict_set(d, Ref::steal(PyUnicode_FromString(k.c_str())), v);
+  out = none(t);
+  return std::nullopt;
+}
+
+Status setitem(Translator& t, Frame& f, const VPtr& self, std::vector<VPtr>& args, KwArgs& kwargs, VPtr& out) {
+  if (args.size() != 2 || !kwargs.empty()) return t.brk(f, "DV0004", "dict.__setitem__ with these arguments");
+  if (!dict_key(args[0])) return t.brk(f, "DV0024", "dict.__setitem__ with a " + std::string(vk_name(args[0]->kind)) + " key");
+  dict_set(*self, args[0]->obj, args[1]);
+  out = none(t);
+  return std::nullopt;
+}
+
+Status delitem(Translator& t, Frame& f, const VPtr& self, std::vector<VPtr>& args, KwArgs& kwargs, VPtr& out) {
+  if (args.size() != 1 || !kwargs.empty()) return t.brk(f, "DV0004", "dict.__delitem__ with these arguments");
+  if (!dict_key(args[0])) return t.brk(f, "DV0024", "dict.__delitem__ with a " + std::string(vk_name(args[0]->kind)) + " key");
+  if (!dict_erase(*self, args[0]->obj.get())) return key_error(t, f, args, "__delitem__");
+  out = none(t);
+  return std::nullopt;
+}
+
+// d.keys() / values() / items(): live views, that see later changes of the dict
+template <const char* Name>
+Status view(Translator& t, Frame& f, const VPtr& self, std::vector<VPtr>& args, KwArgs& kwargs, VPtr& out) {
+  if (!args.empty() || !kwargs.empty()) return t.brk(f, "DV0004", std::string("dict.") + Name + " with arguments");
+  out = t.dict_view(self, Name);
+  return std::nullopt;
+}
+constexpr char kKeys[] = "keys", kValues[] = "values", kItems[] = "items";
+
+// dict's methods the trace follows; `mutates`: a dict from outside the frame (an argument, the
+// frame's **kwargs) changed by one is written back by the transformed code (d.clear(); d.update(...)).
+const MethodTable kDictMethods = {
+    {"get", {get, false}},          {"pop", {pop, true}},          {"setdefault", {setdefault, true}}, {"popitem", {popitem, true}},
+    {"clear", {clear, true}},       {"copy", {copy, false}},       {"update", {update, true}},         {"__setitem__", {setitem, true}},
+    {"__delitem__", {delitem, true}}, {"keys", {view<kKeys>, false}}, {"values", {view<kValues>, false}}, {"items", {view<kItems>, false}},
+};
+
+}  // namespace
+
+Status dict_call(Translator& t, Frame& f, const VPtr& self, const std::string& name, std::vector<VPtr>& args, KwArgs& kwargs,
+                 VPtr& out) {
+  VPtr m = t.bound_method(self, Ref(), name);
+  return call_table_method(t, f, kDictMethods, m, args, kwargs, out);
+}
+
 template <>
 struct Kind<VK::Dict> {
   static void describe(const Value& v, std::string& out, int depth) {
@@ -17,7 +166,6 @@ struct Kind<VK::Dict> {
       if (v.items[i]) describe_into(*v.items[i], out, depth + 1);
     }
     out += "}";
-    return;
   }
   static PyObject* python_type(Translator& /*t*/, const VPtr& v) {
     return v->obj && PyType_Check(v->obj.get()) ? v->obj.get() : reinterpret_cast<PyObject*>(&PyDict_Type);
@@ -48,15 +196,22 @@ struct Kind<VK::Dict> {
     return true;
   }
   static Status truth(Translator& /*t*/, Frame& /*f*/, const VPtr& v, bool& out) {
-    out = !v->items.empty(); return std::nullopt;
+    out = !v->items.empty();
+    return std::nullopt;
   }
   static Status iterate(Translator& t, Frame& /*f*/, const VPtr& v, VPtr& out, bool /*materialize*/) {
     VPtr it = t.make(VK::Iter);
-    for (auto& k : v->keys) it->items.push_back(t.key_value(k)); out = it;
+    for (auto& k : v->keys) it->items.push_back(t.key_value(k));
+    out = it;
     return std::nullopt;
   }
   static Status getattr(Translator& t, Frame& f, const VPtr& obj, const std::string& name, VPtr& out) {
-    return list_getattr(t, f, obj, name, out);
+    if (obj->defaults && name == "default_factory") {  // a defaultdict made in the trace
+      out = obj->defaults;
+      return std::nullopt;
+    }
+    PyObject* cls = obj->obj && PyType_Check(obj->obj.get()) ? obj->obj.get() : reinterpret_cast<PyObject*>(&PyDict_Type);
+    return builtin_method_attr(t, f, obj, reinterpret_cast<PyTypeObject*>(cls), name, out);
   }
   static Status call(Translator& t, Frame& f, const VPtr& fn, std::vector<VPtr>& /*args*/, KwArgs& /*kwargs*/, VPtr& /*out*/) {
     return t.brk(f, "DV0004", std::string("calling a ") + vk_name(fn->kind));
@@ -65,7 +220,12 @@ struct Kind<VK::Dict> {
     return t.brk(f, "DV0008", "assignment to attribute '" + name + "' of a " + vk_name(owner->kind), kSetattrHint);
   }
   static Status call_method(Translator& t, Frame& f, const VPtr& m, std::vector<VPtr>& args, KwArgs& kwargs, VPtr& out) {
-    return container_method(t, f, m, args, kwargs, out);
+    if (m->self->obj && m->self->obj.get() == ordered_dict_class()) {  // OrderedDict's own methods first (dict_kinds.cpp)
+      bool handled = false;
+      if (Status s = t.ordered_dict_method(f, m->self, m->name, args, kwargs, out, handled)) return s;
+      if (handled) return std::nullopt;
+    }
+    return call_table_method(t, f, kDictMethods, m, args, kwargs, out);
   }
 };
 DV_KIND(Dict, "dict")

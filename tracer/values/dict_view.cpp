@@ -141,7 +141,6 @@ struct Kind<VK::DictView> {
     out += "dict_" + v.name + "(";
     if (v.self) describe_into(*v.self, out, depth + 1);
     out += ")";
-    return;
   }
   static PyObject* python_type(Translator& /*t*/, const VPtr& v) {
     return dict_view_type(v->name);
@@ -153,7 +152,8 @@ struct Kind<VK::DictView> {
     return false;
   }
   static Status truth(Translator& /*t*/, Frame& /*f*/, const VPtr& v, bool& out) {
-    out = !v->self->items.empty(); return std::nullopt;
+    out = !v->self->items.empty();
+    return std::nullopt;
   }
   static Status iterate(Translator& t, Frame& /*f*/, const VPtr& v, VPtr& out, bool /*materialize*/) {
     out = t.make(VK::Iter);

@@ -13,7 +13,6 @@ struct Kind<VK::Function> {
     if (!qn && v.obj && PyFunction_Check(v.obj.get())) qn = reinterpret_cast<PyFunctionObject*>(v.obj.get())->func_qualname;
     if (!qn && v.obj && PyCode_Check(v.obj.get())) qn = reinterpret_cast<PyCodeObject*>(v.obj.get())->co_qualname;
     out += "<function " + (qn ? str_of(qn) : std::string("?")) + ">";
-    return;
   }
   static PyObject* python_type(Translator& /*t*/, const VPtr& /*v*/) {
     return reinterpret_cast<PyObject*>(&PyFunction_Type);
@@ -25,7 +24,8 @@ struct Kind<VK::Function> {
     return false;
   }
   static Status truth(Translator& /*t*/, Frame& /*f*/, const VPtr& /*v*/, bool& out) {
-    out = true; return std::nullopt;
+    out = true;
+    return std::nullopt;
   }
   static Status iterate(Translator& t, Frame& f, const VPtr& v, VPtr& /*out*/, bool /*materialize*/) {
     return t.brk(f, "DV0016", std::string("iterating over a ") + vk_name(v->kind));

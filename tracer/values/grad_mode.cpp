@@ -19,7 +19,8 @@ struct Kind<VK::GradMode> {
     return false;
   }
   static Status truth(Translator& /*t*/, Frame& /*f*/, const VPtr& /*v*/, bool& out) {
-    out = true; return std::nullopt;
+    out = true;
+    return std::nullopt;
   }
   static Status iterate(Translator& t, Frame& f, const VPtr& v, VPtr& /*out*/, bool /*materialize*/) {
     return t.brk(f, "DV0016", std::string("iterating over a ") + vk_name(v->kind));

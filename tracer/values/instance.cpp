@@ -157,9 +157,7 @@ Translator::Status Translator::instance_builtin(Frame& f, PyObject* descr, const
   const VPtr& d = self->contents;
   if (name == "__init__") {
     if (args.size() > 1) return raise_new(f, PyExc_TypeError, std::string("dict expected at most 1 argument, got ") + std::to_string(args.size()));
-    bool h = false;
-    if (Status s = dict_method(f, d, "update", args, kwargs, out, h)) return s;
-    if (!h) return brk(f, "DV0004", std::string(tp->tp_name) + ".__init__ with these arguments");
+    if (Status s = dict_call(*this, f, d, "update", args, kwargs, out)) return s;
     out = none();
     return std::nullopt;
   }
@@ -431,7 +429,6 @@ template <>
 struct Kind<VK::Instance> {
   static void describe(const Value& v, std::string& out, int /*depth*/) {
     out += std::string("<") + (v.obj ? reinterpret_cast<PyTypeObject*>(v.obj.get())->tp_name : "?") + " object>";
-    return;
   }
   static PyObject* python_type(Translator& /*t*/, const VPtr& v) {
     return v->obj.get();

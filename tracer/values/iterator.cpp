@@ -20,7 +20,8 @@ struct Kind<VK::Iter> {
     return false;
   }
   static Status truth(Translator& /*t*/, Frame& /*f*/, const VPtr& /*v*/, bool& out) {
-    out = true; return std::nullopt;
+    out = true;
+    return std::nullopt;
   }
   static Status iterate(Translator& t, Frame& f, const VPtr& v, VPtr& out, bool materialize) {
     if (materialize)

@@ -7,6 +7,8 @@
 #pragma once
 #include <optional>
 #include <string>
+#include <string_view>
+#include <unordered_map>
 #include <utility>
 #include <vector>
 
@@ -63,10 +65,25 @@ void describe_into(const Value& v, std::string& out, int depth);  // by the kind
 // Answers shared by several kinds (each defined in the first kind's file).
 Status const_iterate(Translator& t, Frame& f, const VPtr& v, VPtr& out, bool materialize);  // Const, Object
 std::optional<Ref> tuple_as_python(Translator& t, const VPtr& v, bool meta);               // Tuple, List
-Status list_getattr(Translator& t, Frame& f, const VPtr& obj, const std::string& name, VPtr& out);    // List, Dict, Tuple
+// obj.name of a builtin container: a method bound to it when its Python type has one, else the
+// AttributeError eager raises (list.cpp).
+Status builtin_method_attr(Translator& t, Frame& f, const VPtr& obj, PyTypeObject* type, const std::string& name, VPtr& out);
 Status object_getattr(Translator& t, Frame& f, const VPtr& obj, const std::string& name, VPtr& out);  // Object, Const, Function
 Status object_setattr(Translator& t, Frame& f, const VPtr& owner, const std::string& name, const VPtr& value);  // Object, NNModule
-Status container_method(Translator& t, Frame& f, const VPtr& m, std::vector<VPtr>& args, KwArgs& kwargs, VPtr& out);  // List, Dict, Tuple
+// Builtin methods of a kind, by name, in a table in the kind's file: fn(self, args...) and whether
+// it changes self (a container from outside the frame is then written back after the graph).
+using MethodFn = Status (*)(Translator& t, Frame& f, const VPtr& self, std::vector<VPtr>& args, KwArgs& kwargs, VPtr& out);
+struct MethodRow {
+  MethodFn fn;
+  bool mutates;
+};
+using MethodTable = std::unordered_map<std::string_view, MethodRow>;
+Status call_table_method(Translator& t, Frame& f, const MethodTable& table, const VPtr& m, std::vector<VPtr>& args, KwArgs& kwargs,
+                         VPtr& out);  // list.cpp
+Status sequence_index_or_count(Translator& t, Frame& f, const VPtr& self, std::vector<VPtr>& args, KwArgs& kwargs, VPtr& out,
+                               bool index);  // list.index / count, tuple.index / count (list.cpp)
+Status dict_call(Translator& t, Frame& f, const VPtr& self, const std::string& name, std::vector<VPtr>& args, KwArgs& kwargs,
+                 VPtr& out);  // a dict method by name on a Dict value (dict.cpp)
 Status object_method(Translator& t, Frame& f, const VPtr& m, std::vector<VPtr>& args, KwArgs& kwargs, VPtr& out);  // Const, Object
 std::string callable_name(PyObject* fn);   // its __qualname__ (calls.cpp)
 bool allowed_in_graph(PyObject* fn);       // torch.compiler.allow_in_graph (calls.cpp)

@@ -1,133 +1,171 @@
 // Lists (VK::List): items; from outside the frame (source set) they are written back when mutated. A
 // deque made in the trace is a List with obj = deque (deque.cpp).
+#include <algorithm>
+
 #include "tracer/pycache.h"
 #include "tracer/values/kind.h"
 
 namespace dv {
 
 // List, Dict, Tuple
-Status list_getattr(Translator& t, Frame& f, const VPtr& obj, const std::string& name, VPtr& out) {
-  // methods of containers (append, items, get ...)
-  if (obj->kind == VK::Dict && obj->defaults && name == "default_factory") {  // a defaultdict made in the trace
-    out = obj->defaults;
-    return std::nullopt;
-  }
-  if (is_deque(obj) && name == "maxlen") {
-    out = obj->defaults;
-    return std::nullopt;
-  }
-  if (obj->kind == VK::Tuple)  // a named result (torch.return_types, a namedtuple): its fields
-    for (size_t i = 0; i < obj->keys.size() && i < obj->items.size(); ++i)
-      if (str_of(obj->keys[i].get()) == name) {
-        out = obj->items[i];
-        return std::nullopt;
-      }
-  if (obj->kind == VK::Tuple && obj->self && namedtuple_class(obj->obj.get())) return t.namedtuple_getattr(f, obj, name, out);
-  out = t.bound_method(obj, Ref(), name);
+
+namespace {
+
+VPtr none(Translator& t) { return t.constant(Ref::borrow(Py_None)); }
+
+Status append(Translator& t, Frame& f, const VPtr& self, std::vector<VPtr>& args, KwArgs& kwargs, VPtr& out) {
+  if (args.size() != 1 || !kwargs.empty()) return t.brk(f, "DV0004", "list.append with these arguments");
+  self->items.push_back(args[0]);
+  out = none(t);
   return std::nullopt;
 }
 
-// List, Dict, Tuple: their methods, by name
-Status container_method(Translator& t, Frame& f, const VPtr& m, std::vector<VPtr>& args, KwArgs& kwargs, VPtr& out) {
-  const VPtr& self = m->self;
-  const std::string& name = m->name;
-  const bool dict_mutation = self->kind == VK::Dict && (name == "pop" || name == "popitem" || name == "setdefault" ||
-                                                        name == "update" || name == "clear" || name == "__setitem__" ||
-                                                        name == "__delitem__");
-  const bool list_mutation = self->kind == VK::List && (name == "append" || name == "extend" || name == "pop" ||
-                                                        name == "insert" || name == "remove" || name == "clear" ||
-                                                        name == "reverse");
-  if (self->source && (list_mutation || dict_mutation)) {
-    // A list or dict that lives outside the frame (an argument, the frame's **kwargs, a
-    // module's attribute): mutated here, and its new contents written back by the transformed
-    // code (lst[:] = [...]; d.clear(); d.update({...})).
-    t.output.side_effects.note_mutation(self);
-  } else if (self->source && (name == "sort" || name == "__setitem__" || name == "__delitem__" || name == "__iadd__")) {
-    return t.brk(f, "DV0008", "mutating an input " + std::string(vk_name(self->kind)) + " (" + name + ")",
-               "dynview replays the list and dict methods it follows on inputs; this one is not followed yet");
+Status extend(Translator& t, Frame& f, const VPtr& self, std::vector<VPtr>& args, KwArgs& kwargs, VPtr& out) {
+  if (args.size() != 1 || !kwargs.empty()) return t.brk(f, "DV0004", "list.extend with these arguments");
+  VPtr it;  // item by item: a lazy map sees the list grow
+  if (Status s = t.iterate(f, args[0], it, /*materialize=*/false)) return s;
+  while (true) {  // (a list argument is iterated over a snapshot: lst.extend(lst) doubles it once)
+    if (Status s = t.pull(f, it, it->pos + 1)) return s;
+    if (it->pos >= it->items.size()) break;
+    self->items.push_back(it->items[it->pos++]);
   }
-  if (name == "append" && args.size() == 1) { self->items.push_back(args[0]); out = t.constant(Ref::borrow(Py_None)); return std::nullopt; }
-  if (name == "extend" && args.size() == 1) {  // item by item: a lazy map sees the list grow
-    VPtr it;
-    if (Status s = t.iterate(f, args[0], it, /*materialize=*/false)) return s;
-    while (true) {  // (a list argument is iterated over a snapshot: lst.extend(lst) doubles it once)
-      if (Status s = t.pull(f, it, it->pos + 1)) return s;
-      if (it->pos >= it->items.size()) break;
-      self->items.push_back(it->items[it->pos++]);
-    }
-    out = t.constant(Ref::borrow(Py_None));
-    return std::nullopt;
-  }
-  if (name == "pop" && self->kind == VK::List && !self->items.empty() && args.empty()) { out = self->items.back(); self->items.pop_back(); return std::nullopt; }
-  if (name == "insert" && self->kind == VK::List && args.size() == 2 && args[0]->kind == VK::Const) {
-    long i = PyLong_AsLong(args[0]->obj.get());
-    long n = static_cast<long>(self->items.size());
-    if (i < 0) i = std::max(0L, i + n);
-    self->items.insert(self->items.begin() + std::min(i, n), args[1]);
-    out = t.constant(Ref::borrow(Py_None));
-    return std::nullopt;
-  }
-  if (self->kind == VK::Dict && (name == "items" || name == "keys" || name == "values") && args.empty() && kwargs.empty()) {
-    out = t.dict_view(self, name);  // live: sees later changes of the dict
-    return std::nullopt;
-  }
-  if (self->kind == VK::Dict && self->obj.get() == ordered_dict_class() && self->obj) {
-    bool handled = false;
-    if (Status s = t.ordered_dict_method(f, self, name, args, kwargs, out, handled)) return s;
-    if (handled) return std::nullopt;
-  }
-  if (self->kind == VK::Dict) {
-    bool handled = false;
-    if (Status s = t.dict_method(f, self, name, args, kwargs, out, handled)) return s;
-    if (handled) return std::nullopt;
-  }
-  if (self->kind == VK::List && name == "remove" && args.size() == 1 && args[0]->kind == VK::Const) {
-    for (size_t i = 0; i < self->items.size(); ++i) {
-      const VPtr& x = self->items[i];
-      if (x->kind != VK::Const) return t.brk(f, "DV0002", "list.remove compares a " + std::string(vk_name(x->kind)) + " by value");
-      const int eq = PyObject_RichCompareBool(x->obj.get(), args[0]->obj.get(), Py_EQ);
-      if (eq < 0) return PyErr_Clear(), t.brk(f, "DV0010", "list.remove raised comparing");
-      if (eq == 1) {
-        self->items.erase(self->items.begin() + static_cast<long>(i));
-        out = t.constant(Ref::borrow(Py_None));
-        return std::nullopt;
-      }
-    }
-    return t.raise_new(f, PyExc_ValueError, "list.remove(x): x not in list");
-  }
-  if (self->kind == VK::List && (name == "clear" || name == "reverse" || name == "copy") && args.empty()) {
-    if (name == "copy") {
-      out = t.make(VK::List);
-      out->items = self->items;
+  out = none(t);
+  return std::nullopt;
+}
+
+Status pop(Translator& t, Frame& f, const VPtr& self, std::vector<VPtr>& args, KwArgs& kwargs, VPtr& out) {
+  if (!kwargs.empty() || args.size() > 1 || (args.size() == 1 && (args[0]->kind != VK::Const || !PyLong_CheckExact(args[0]->obj.get()))))
+    return t.brk(f, "DV0004", "list.pop with these arguments");
+  const long n = static_cast<long>(self->items.size());
+  long i = args.empty() ? n - 1 : PyLong_AsLong(args[0]->obj.get());
+  if (i < 0) i += n;
+  if (n == 0 || i < 0 || i >= n)
+    return t.raise_new(f, PyExc_IndexError, n == 0 ? "pop from empty list" : "pop index out of range");
+  out = self->items[static_cast<size_t>(i)];
+  self->items.erase(self->items.begin() + i);
+  return std::nullopt;
+}
+
+Status insert(Translator& t, Frame& f, const VPtr& self, std::vector<VPtr>& args, KwArgs& kwargs, VPtr& out) {
+  if (args.size() != 2 || !kwargs.empty() || args[0]->kind != VK::Const || !PyLong_CheckExact(args[0]->obj.get()))
+    return t.brk(f, "DV0004", "list.insert with these arguments");
+  long i = PyLong_AsLong(args[0]->obj.get());
+  const long n = static_cast<long>(self->items.size());
+  if (i < 0) i = std::max(0L, i + n);
+  self->items.insert(self->items.begin() + std::min(i, n), args[1]);
+  out = none(t);
+  return std::nullopt;
+}
+
+Status remove(Translator& t, Frame& f, const VPtr& self, std::vector<VPtr>& args, KwArgs& kwargs, VPtr& out) {
+  if (args.size() != 1 || !kwargs.empty() || args[0]->kind != VK::Const) return t.brk(f, "DV0004", "list.remove with these arguments");
+  for (size_t i = 0; i < self->items.size(); ++i) {
+    const VPtr& x = self->items[i];
+    if (x->kind != VK::Const) return t.brk(f, "DV0002", "list.remove compares a " + std::string(vk_name(x->kind)) + " by value");
+    const int eq = PyObject_RichCompareBool(x->obj.get(), args[0]->obj.get(), Py_EQ);
+    if (eq < 0) return PyErr_Clear(), t.brk(f, "DV0010", "list.remove raised comparing");
+    if (eq == 1) {
+      self->items.erase(self->items.begin() + static_cast<long>(i));
+      out = none(t);
       return std::nullopt;
     }
-    if (name == "clear") self->items.clear();
-    else std::reverse(self->items.begin(), self->items.end());
-    out = t.constant(Ref::borrow(Py_None));
-    return std::nullopt;
   }
-  if ((name == "index" || name == "count") && !args.empty() && args.size() <= (name == "index" ? 3u : 1u) &&
-      args[0]->kind == VK::Const) {
-    const long n = static_cast<long>(self->items.size());
-    long lo = 0, hi = n, count = 0, first = -1;  // list.index(v, start, stop): the slice's bounds
-    for (size_t a = 1; a < args.size(); ++a) {
-      if (args[a]->kind != VK::Const || !PyLong_CheckExact(args[a]->obj.get())) return t.brk(f, "DV0004", "list.index with non-constant bounds");
-      long b = PyLong_AsLong(args[a]->obj.get());
-      b = b < 0 ? std::max(0L, b + n) : std::min(b, n);
-      (a == 1 ? lo : hi) = b;
-    }
-    for (size_t i = static_cast<size_t>(lo); i < static_cast<size_t>(std::max(lo, hi)); ++i) {
-      if (self->items[i]->kind == VK::Const && PyObject_RichCompareBool(self->items[i]->obj.get(), args[0]->obj.get(), Py_EQ) == 1) {
-        if (first < 0) first = static_cast<long>(i);
-        ++count;
-      }
-    }
-    PyErr_Clear();
-    if (name == "index" && first < 0) return t.raise_new(f, PyExc_ValueError, "value is not in list");
-    out = t.constant_steal(PyLong_FromLong(name == "index" ? first : count));
-    return std::nullopt;
+  return t.raise_new(f, PyExc_ValueError, "list.remove(x): x not in list");
+}
+
+Status clear(Translator& t, Frame& f, const VPtr& self, std::vector<VPtr>& args, KwArgs& kwargs, VPtr& out) {
+  if (!args.empty() || !kwargs.empty()) return t.brk(f, "DV0004", "list.clear with arguments");
+  self->items.clear();
+  out = none(t);
+  return std::nullopt;
+}
+
+Status reverse(Translator& t, Frame& f, const VPtr& self, std::vector<VPtr>& args, KwArgs& kwargs, VPtr& out) {
+  if (!args.empty() || !kwargs.empty()) return t.brk(f, "DV0004", "list.reverse with arguments");
+  std::reverse(self->items.begin(), self->items.end());
+  out = none(t);
+  return std::nullopt;
+}
+
+Status copy(Translator& t, Frame& f, const VPtr& self, std::vector<VPtr>& args, KwArgs& kwargs, VPtr& out) {
+  if (!args.empty() || !kwargs.empty()) return t.brk(f, "DV0004", "list.copy with arguments");
+  out = t.make(VK::List);
+  out->items = self->items;
+  return std::nullopt;
+}
+
+}  // namespace
+
+// list.index(v[, start[, stop]]) and count(v) of constants, for lists and tuples.
+Status sequence_index_or_count(Translator& t, Frame& f, const VPtr& self, std::vector<VPtr>& args, KwArgs& kwargs, VPtr& out,
+                               bool index) {
+  const char* what = self->kind == VK::Tuple ? (index ? "tuple.index" : "tuple.count") : (index ? "list.index" : "list.count");
+  if (args.empty() || args.size() > (index ? 3u : 1u) || !kwargs.empty() || args[0]->kind != VK::Const)
+    return t.brk(f, "DV0004", std::string(what) + " with these arguments");
+  const long n = static_cast<long>(self->items.size());
+  long lo = 0, hi = n, count = 0, first = -1;  // index(v, start, stop): the slice's bounds
+  for (size_t a = 1; a < args.size(); ++a) {
+    if (args[a]->kind != VK::Const || !PyLong_CheckExact(args[a]->obj.get()))
+      return t.brk(f, "DV0004", std::string(what) + " with non-constant bounds");
+    long b = PyLong_AsLong(args[a]->obj.get());
+    b = b < 0 ? std::max(0L, b + n) : std::min(b, n);
+    (a == 1 ? lo : hi) = b;
   }
-  return t.brk(f, "DV0004", std::string(vk_name(self->kind)) + "." + name + " is not supported");
+  for (size_t i = static_cast<size_t>(lo); i < static_cast<size_t>(std::max(lo, hi)); ++i) {
+    if (self->items[i]->kind == VK::Const && PyObject_RichCompareBool(self->items[i]->obj.get(), args[0]->obj.get(), Py_EQ) == 1) {
+      if (first < 0) first = static_cast<long>(i);
+      ++count;
+    }
+  }
+  PyErr_Clear();
+  if (index && first < 0) return t.raise_new(f, PyExc_ValueError, "value is not in " + std::string(self->kind == VK::Tuple ? "tuple" : "list"));
+  out = t.constant_steal(PyLong_FromLong(index ? first : count));
+  return std::nullopt;
+}
+
+namespace {
+
+Status index(Translator& t, Frame& f, const VPtr& self, std::vector<VPtr>& args, KwArgs& kwargs, VPtr& out) {
+  return sequence_index_or_count(t, f, self, args, kwargs, out, true);
+}
+Status count(Translator& t, Frame& f, const VPtr& self, std::vector<VPtr>& args, KwArgs& kwargs, VPtr& out) {
+  return sequence_index_or_count(t, f, self, args, kwargs, out, false);
+}
+
+// list's methods the trace follows; `mutates`: a list from outside the frame (an argument, a
+// module's attribute) changed by one is written back by the transformed code (lst[:] = [...]).
+const MethodTable kListMethods = {
+    {"append", {append, true}}, {"extend", {extend, true}}, {"pop", {pop, true}},     {"insert", {insert, true}},
+    {"remove", {remove, true}}, {"clear", {clear, true}},   {"reverse", {reverse, true}}, {"copy", {copy, false}},
+    {"index", {index, false}},  {"count", {count, false}},
+};
+
+}  // namespace
+
+// Calls a container method found in `table` on self (a List, Dict or Tuple value); a container from
+// outside the frame is noted as mutated by the methods that change it. Methods not in the table break:
+// the in-place ones dynview does not replay on inputs (sort, item assignment) say so.
+Status call_table_method(Translator& t, Frame& f, const MethodTable& table, const VPtr& m, std::vector<VPtr>& args, KwArgs& kwargs,
+                         VPtr& out) {
+  const VPtr& self = m->self;
+  auto row = table.find(m->name);
+  if (row == table.end()) {
+    if (self->source && (m->name == "sort" || m->name == "__setitem__" || m->name == "__delitem__" || m->name == "__iadd__"))
+      return t.brk(f, "DV0008", "mutating an input " + std::string(vk_name(self->kind)) + " (" + m->name + ")",
+                   "dynview replays the list and dict methods it follows on inputs; this one is not followed yet");
+    return t.brk(f, "DV0004", std::string(vk_name(self->kind)) + "." + m->name + " is not supported");
+  }
+  if (row->second.mutates && self->source) t.output.side_effects.note_mutation(self);
+  return row->second.fn(t, f, self, args, kwargs, out);
+}
+
+
+Status builtin_method_attr(Translator& t, Frame& f, const VPtr& obj, PyTypeObject* type, const std::string& name, VPtr& out) {
+  Ref nm = Ref::steal(PyUnicode_FromString(name.c_str()));
+  if (!nm || !_PyType_Lookup(type, nm.get()))
+    return PyErr_Clear(), t.brk(f, kNoAttributeId, "'" + std::string(type->tp_name) + "' object has no attribute '" + name + "'");
+  out = t.bound_method(obj, Ref(), name);
+  return std::nullopt;
 }
 
 template <>
@@ -142,7 +180,6 @@ struct Kind<VK::List> {
     }
     if (tuple && v.items.size() == 1) out += ",";
     out += tuple ? ")" : "]";
-    return;
   }
   static PyObject* python_type(Translator& /*t*/, const VPtr& v) {
     return is_deque(v) ? v->obj.get() : reinterpret_cast<PyObject*>(&PyList_Type);
@@ -160,15 +197,24 @@ struct Kind<VK::List> {
     return true;
   }
   static Status truth(Translator& /*t*/, Frame& /*f*/, const VPtr& v, bool& out) {
-    out = !v->items.empty(); return std::nullopt;
+    out = !v->items.empty();
+    return std::nullopt;
   }
   static Status iterate(Translator& t, Frame& /*f*/, const VPtr& v, VPtr& out, bool /*materialize*/) {
     VPtr it = t.make(VK::Iter);
-    it->items = v->items; out = it;
+    it->items = v->items;
+    out = it;
     return std::nullopt;
   }
   static Status getattr(Translator& t, Frame& f, const VPtr& obj, const std::string& name, VPtr& out) {
-    return list_getattr(t, f, obj, name, out);
+    if (is_deque(obj)) {  // deque.cpp answers its methods
+      if (name == "maxlen") {
+        out = obj->defaults;
+        return std::nullopt;
+      }
+      return builtin_method_attr(t, f, obj, reinterpret_cast<PyTypeObject*>(obj->obj.get()), name, out);
+    }
+    return builtin_method_attr(t, f, obj, &PyList_Type, name, out);
   }
   static Status call(Translator& t, Frame& f, const VPtr& fn, std::vector<VPtr>& /*args*/, KwArgs& /*kwargs*/, VPtr& /*out*/) {
     return t.brk(f, "DV0004", std::string("calling a ") + vk_name(fn->kind));
@@ -178,7 +224,7 @@ struct Kind<VK::List> {
   }
   static Status call_method(Translator& t, Frame& f, const VPtr& m, std::vector<VPtr>& args, KwArgs& kwargs, VPtr& out) {
     if (is_deque(m->self)) return t.deque_method(f, m->self, m->name, args, kwargs, out);
-    return container_method(t, f, m, args, kwargs, out);
+    return call_table_method(t, f, kListMethods, m, args, kwargs, out);
   }
 };
 DV_KIND(List, "list")

@@ -192,7 +192,6 @@ struct Kind<VK::Object> {
     std::string r = repr_of(v.obj.get());
     if (r.size() > 120) r = r.substr(0, 117) + "...";
     out += r;
-    return;
   }
   static PyObject* python_type(Translator& /*t*/, const VPtr& v) {
     return reinterpret_cast<PyObject*>(Py_TYPE(v->obj.get()));

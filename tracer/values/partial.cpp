@@ -73,7 +73,6 @@ struct Kind<VK::Partial> {
       describe_into(*v.attrs->items[i], out, depth + 1);
     }
     out += ")";
-    return;
   }
   static PyObject* python_type(Translator& /*t*/, const VPtr& /*v*/) {
     return py().functools_partial.get();
@@ -85,7 +84,8 @@ struct Kind<VK::Partial> {
     return false;
   }
   static Status truth(Translator& /*t*/, Frame& /*f*/, const VPtr& /*v*/, bool& out) {
-    out = true; return std::nullopt;
+    out = true;
+    return std::nullopt;
   }
   static Status iterate(Translator& t, Frame& f, const VPtr& v, VPtr& /*out*/, bool /*materialize*/) {
     return t.brk(f, "DV0016", std::string("iterating over a ") + vk_name(v->kind));

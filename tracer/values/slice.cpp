@@ -13,7 +13,6 @@ struct Kind<VK::Slice> {
       if (v.items[i]) describe_into(*v.items[i], out, depth + 1);
     }
     out += ")";
-    return;
   }
   static PyObject* python_type(Translator& /*t*/, const VPtr& /*v*/) {
     return nullptr;
@@ -37,7 +36,8 @@ struct Kind<VK::Slice> {
     return true;
   }
   static Status truth(Translator& /*t*/, Frame& /*f*/, const VPtr& /*v*/, bool& out) {
-    out = true; return std::nullopt;
+    out = true;
+    return std::nullopt;
   }
   static Status iterate(Translator& t, Frame& f, const VPtr& v, VPtr& /*out*/, bool /*materialize*/) {
     return t.brk(f, "DV0016", std::string("iterating over a ") + vk_name(v->kind));

@@ -28,6 +28,16 @@ std::optional<Ref> tuple_as_python(Translator& t, const VPtr& v, bool meta) {
   return out;
 }
 
+namespace {
+Status index(Translator& t, Frame& f, const VPtr& self, std::vector<VPtr>& args, KwArgs& kwargs, VPtr& out) {
+  return sequence_index_or_count(t, f, self, args, kwargs, out, true);
+}
+Status count(Translator& t, Frame& f, const VPtr& self, std::vector<VPtr>& args, KwArgs& kwargs, VPtr& out) {
+  return sequence_index_or_count(t, f, self, args, kwargs, out, false);
+}
+const MethodTable kTupleMethods = {{"index", {index, false}}, {"count", {count, false}}};
+}  // namespace
+
 template <>
 struct Kind<VK::Tuple> {
   static void describe(const Value& v, std::string& out, int depth) {
@@ -40,7 +50,6 @@ struct Kind<VK::Tuple> {
     }
     if (tuple && v.items.size() == 1) out += ",";
     out += tuple ? ")" : "]";
-    return;
   }
   static PyObject* python_type(Translator& /*t*/, const VPtr& v) {
     return v->obj ? v->obj.get() : reinterpret_cast<PyObject*>(&PyTuple_Type);
@@ -58,15 +67,24 @@ struct Kind<VK::Tuple> {
     return true;
   }
   static Status truth(Translator& /*t*/, Frame& /*f*/, const VPtr& v, bool& out) {
-    out = !v->items.empty(); return std::nullopt;
+    out = !v->items.empty();
+    return std::nullopt;
   }
   static Status iterate(Translator& t, Frame& /*f*/, const VPtr& v, VPtr& out, bool /*materialize*/) {
     VPtr it = t.make(VK::Iter);
-    it->items = v->items; out = it;
+    it->items = v->items;
+    out = it;
     return std::nullopt;
   }
   static Status getattr(Translator& t, Frame& f, const VPtr& obj, const std::string& name, VPtr& out) {
-    return list_getattr(t, f, obj, name, out);
+    for (size_t i = 0; i < obj->keys.size() && i < obj->items.size(); ++i)  // a named result (torch.return_types, a namedtuple): its fields
+      if (str_of(obj->keys[i].get()) == name) {
+        out = obj->items[i];
+        return std::nullopt;
+      }
+    if (obj->self && namedtuple_class(obj->obj.get())) return t.namedtuple_getattr(f, obj, name, out);
+    out = t.bound_method(obj, Ref(), name);  // a tuple subclass (torch.Size ...): its class answers when called
+    return std::nullopt;
   }
   static Status call(Translator& t, Frame& f, const VPtr& fn, std::vector<VPtr>& /*args*/, KwArgs& /*kwargs*/, VPtr& /*out*/) {
     return t.brk(f, "DV0004", std::string("calling a ") + vk_name(fn->kind));
@@ -75,7 +93,7 @@ struct Kind<VK::Tuple> {
     return t.brk(f, "DV0008", "assignment to attribute '" + name + "' of a " + vk_name(owner->kind), kSetattrHint);
   }
   static Status call_method(Translator& t, Frame& f, const VPtr& m, std::vector<VPtr>& args, KwArgs& kwargs, VPtr& out) {
-    return container_method(t, f, m, args, kwargs, out);
+    return call_table_method(t, f, kTupleMethods, m, args, kwargs, out);
   }
 };
 DV_KIND(Tuple, "tuple")
