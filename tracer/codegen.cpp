@@ -13,6 +13,8 @@
 #include "frame_shim.h"
 #include "pycache.h"
 #include "resume.h"
+#include "rebuild.h"
+#include "values/kind.h"
 
 namespace dv {
 
@@ -44,107 +46,32 @@ std::vector<int> output_nodes(const VPtr& ret) {
   return out;
 }
 
+namespace cg {
+
+// A helper of dynview._runtime the transformed code calls (borrowed, kept for the process; null: missing).
+PyObject* runtime_attr(const char* name) {
+  Ref mod = Ref::steal(PyImport_ImportModule("dynview._runtime"));
+  PyObject* m = mod ? PyObject_GetAttrString(mod.get(), name) : nullptr;
+  if (!m) PyErr_Clear();
+  return m;
+}
+
+bool Rebuilder::value(const VPtr& v) {
+  if (auto it = memo.find(v.get()); it != memo.end()) {
+    e.emit(N::LOAD_FAST, it->second);
+    return true;
+  }
+  return ops(v->kind).reconstruct(*this, v);
+}
+
+}  // namespace cg
+
 namespace {
 
-using N = bc::Name;
+using cg::N;
+using cg::Emitter;
+using cg::Rebuilder;
 
-// Instructions are named version-neutrally and encoded for the running interpreter (kPyVersion):
-// 3.12+ drop PRECALL and shift LOAD_ATTR's name index past its method bit; 3.13 has no
-// LOAD_CLOSURE (a LOAD_FAST) and sets a function's closure with SET_FUNCTION_ATTRIBUTE.
-struct Emitter {
-  const bc::Version v = kPyVersion;
-  std::vector<bc::AsmInstr> ins;
-  Ref consts = Ref::steal(PyList_New(0));
-  Ref names = Ref::steal(PyList_New(0));
-  bc::Position pos;
-  int nfixed = 0;                 // argument slots + ___dv_graph_out
-  int ntemps = 0;                 // temporaries after them
-  std::vector<size_t> free_refs;  // LOAD_DEREF/LOAD_CLOSURE of free variable k: arg fixed up at the end
-
-  void emit(N n, int32_t arg = 0) {
-    if (n == N::PRECALL && v != bc::Version::py311) return;
-    if (n == N::LOAD_ATTR && v != bc::Version::py311) arg <<= 1;
-    if (n == N::LOAD_CLOSURE && v == bc::Version::py313) n = N::LOAD_FAST;
-    if (n == N::MAKE_FUNCTION && v == bc::Version::py313 && arg) {
-      emit_raw(*bc::opcode_of(N::MAKE_FUNCTION, v), 0);
-      n = N::SET_FUNCTION_ATTRIBUTE;
-    }
-    emit_raw(*bc::opcode_of(n, v), arg);
-  }
-  void emit_raw(uint8_t op, int32_t arg) { ins.push_back(bc::AsmInstr{op, arg, pos}); }  // the running version's number
-  // A callable loaded by `load` with the NULL a plain call puts beside it (3.13: after it).
-  template <class F>
-  void callable(F load) {
-    if (v != bc::Version::py313) emit(N::PUSH_NULL);
-    load();
-    if (v == bc::Version::py313) emit(N::PUSH_NULL);
-  }
-  void callable_const(PyObject* o) { callable([&] { emit(N::LOAD_CONST, konst(o)); }); }
-  void emit_free(N op, int k) {
-    free_refs.push_back(ins.size());
-    emit(op, k);
-  }
-  int temp() { return nfixed + ntemps++; }
-  int konst(PyObject* o) {
-    for (Py_ssize_t i = 0; i < PyList_GET_SIZE(consts.get()); ++i)
-      if (PyList_GET_ITEM(consts.get(), i) == o) return static_cast<int>(i);
-    PyList_Append(consts.get(), o);
-    return static_cast<int>(PyList_GET_SIZE(consts.get()) - 1);
-  }
-  void load_int(long v) { emit(N::LOAD_CONST, konst(Ref::steal(PyLong_FromLong(v)).get())); }
-  int name(const std::string& n) {
-    Ref s = Ref::steal(PyUnicode_FromString(n.c_str()));
-    for (Py_ssize_t i = 0; i < PyList_GET_SIZE(names.get()); ++i)
-      if (PyUnicode_Compare(PyList_GET_ITEM(names.get(), i), s.get()) == 0) return static_cast<int>(i);
-    PyList_Append(names.get(), s.get());
-    return static_cast<int>(PyList_GET_SIZE(names.get()) - 1);
-  }
-  // f(args...) with `n` arguments already pushed after PUSH_NULL + callable.
-  void call(int n) {
-    emit(N::PRECALL, n);
-    emit(N::CALL, n);
-  }
-  bool source(const Source& s) {
-    using K = Source::Kind;
-    switch (s.kind) {
-      case K::Local: emit(N::LOAD_FAST, s.index); return true;
-      case K::Closure: emit_free(N::LOAD_DEREF, s.index); return true;
-      case K::Global: emit(N::LOAD_GLOBAL, name(s.name) << 1); return true;
-      case K::Held: emit(N::LOAD_CONST, konst(s.key.get())); return true;
-      case K::FreeCell: emit_free(N::LOAD_CLOSURE, s.index); return true;
-      case K::AsTensor:  // torch.as_tensor(ndarray)
-        callable_const(s.key.get());
-        if (!source(*s.base)) return false;
-        call(1);
-        return true;
-      default: return source(*s.base) && step(s);
-    }
-  }
-  // The access of a source with a base, its base already pushed.
-  bool step(const Source& s) {
-    using K = Source::Kind;
-    switch (s.kind) {
-      case K::Attr: emit(N::LOAD_ATTR, name(s.name)); return true;
-      case K::ModuleMember:  // base._modules['name'], as the guard reads it: no nn.Module.__getattr__
-        emit(N::LOAD_ATTR, name(s.dict_name));
-        emit(N::LOAD_CONST, konst(Ref::steal(PyUnicode_InternFromString(s.name.c_str())).get()));
-        emit(N::BINARY_SUBSCR);
-        return true;
-      case K::Item:
-        emit(N::LOAD_CONST, konst(s.key.get()));
-        emit(N::BINARY_SUBSCR);
-        return true;
-      case K::FnClosure:
-        emit(N::LOAD_ATTR, name("__closure__"));
-        load_int(s.index);
-        emit(N::BINARY_SUBSCR);
-        emit(N::LOAD_ATTR, name("cell_contents"));
-        return true;
-      case K::Local: case K::Closure: case K::Global: case K::Held: case K::FreeCell: case K::AsTensor: return false;
-    }
-    return false;
-  }
-};
 
 // Loads many sources (a graph's inputs) with each shared base read once: the parameters of a
 // module tree share `self._modules['encoder']._modules['layer']...`, kept in temporaries.
@@ -183,13 +110,6 @@ struct SharedSources {
   }
 };
 
-// A helper of dynview._runtime the transformed code calls (borrowed, kept for the process; null: missing).
-PyObject* runtime_attr(const char* name) {
-  Ref mod = Ref::steal(PyImport_ImportModule("dynview._runtime"));
-  PyObject* m = mod ? PyObject_GetAttrString(mod.get(), name) : nullptr;
-  if (!m) PyErr_Clear();
-  return m;
-}
 
 // The cells made in the trace that `roots` reach (through closures, containers, cell contents), in
 // order; `outside`: a real cell of a function from outside the trace is reached too.
@@ -213,298 +133,44 @@ std::vector<VPtr> trace_cells(const std::vector<VPtr>& roots, bool& outside) {
   return cells;
 }
 
-// Rebuilds values after the graph ran: graph outputs from the output tuple, constants, containers
-// built in the trace, objects reloaded from their sources. Values stored in a temporary (memo) are
-// loaded from there, so a value reconstructed twice is still one object.
-struct Rebuilder {
-  Emitter& e;
-  const std::vector<int>& outputs;
-  bool compiled;
-  int outs_slot;
-  std::unordered_map<const Value*, int> memo;
-  PyObject* globals = nullptr;  // the transformed code's globals (borrowed)
 
-  bool value(const VPtr& v) {
-    if (auto it = memo.find(v.get()); it != memo.end()) {
-      e.emit(N::LOAD_FAST, it->second);
-      return true;
-    }
-    switch (v->kind) {
-      case VK::Tensor: case VK::Sym: {  // graph outputs (symbolic ints come back as ints)
-        auto it = std::find(outputs.begin(), outputs.end(), v->node);
-        if (it == outputs.end() || !compiled) return v->source ? e.source(*v->source) : false;
-        e.emit(N::LOAD_FAST, outs_slot);
-        e.load_int(it - outputs.begin());
-        e.emit(N::BINARY_SUBSCR);
-        return true;
-      }
-      case VK::NdArray: {  // the ndarray argument itself, or dynview._numpy.to_numpy(graph output)
-        auto it = std::find(outputs.begin(), outputs.end(), v->node);
-        if (v->source) return e.source(*v->source);
-        static PyObject* to_numpy = [] {
-          Ref mod = Ref::steal(PyImport_ImportModule("dynview._numpy"));
-          PyObject* m = mod ? PyObject_GetAttrString(mod.get(), "to_numpy") : nullptr;
-          if (!m) PyErr_Clear();
-          return m;
-        }();
-        if (it == outputs.end() || !compiled || !to_numpy) return false;
-        e.callable_const(to_numpy);
-        e.emit(N::LOAD_FAST, outs_slot);
-        e.load_int(it - outputs.begin());
-        e.emit(N::BINARY_SUBSCR);
-        e.call(1);
-        return remember(v);
-      }
-      case VK::Const:
-        if (is_fake_id(v->obj.get())) return false;  // id() of a value made in the trace: no real id to give
-        if (PySet_CheckExact(v->obj.get())) {  // a set made in the trace: a new set per call, set(frozenset)
-          Ref frozen = Ref::steal(PyFrozenSet_New(v->obj.get()));
-          if (!frozen) return PyErr_Clear(), false;
-          e.callable_const(reinterpret_cast<PyObject*>(&PySet_Type));
-          e.emit(N::LOAD_CONST, e.konst(frozen.get()));
-          e.call(1);
-          return true;
-        }
-        e.emit(N::LOAD_CONST, e.konst(v->obj.get()));
-        return true;
-      case VK::Tuple: case VK::List: {
-        // A container from outside the frame is that object (written back first if it was mutated).
-        if (v->source) return e.source(*v->source);
-        // torch.Size((...)); deque([...], maxlen) made in the trace; tuple.__new__(cls, (...)) of a namedtuple
-        const bool named = v->kind == VK::Tuple && namedtuple_class(v->obj.get());
-        if (named) {
-          e.callable_const(tuple_new_fn());
-          e.emit(N::LOAD_CONST, e.konst(v->obj.get()));
-          for (const VPtr& x : v->items)
-            if (!value(x)) return false;
-          e.emit(N::BUILD_TUPLE, static_cast<int>(v->items.size()));
-          e.call(2);
-          return true;
-        }
-        const bool typed = v->obj && PyType_Check(v->obj.get());
-        if (typed) e.callable_const(v->obj.get());
-        for (const VPtr& x : v->items)
-          if (!value(x)) return false;
-        e.emit(v->kind == VK::Tuple ? N::BUILD_TUPLE : N::BUILD_LIST, static_cast<int>(v->items.size()));
-        if (typed && v->kind == VK::List && (!v->defaults || !value(v->defaults))) return false;
-        if (typed) e.call(v->kind == VK::List ? 2 : 1);
-        return remember(v);
-      }
-      case VK::Dict: {
-        if (v->source) return e.source(*v->source);
-        // An OrderedDict or defaultdict made in the trace: cls([factory,] {...}).
-        const bool typed = v->obj && PyType_Check(v->obj.get());
-        if (typed) e.callable_const(v->obj.get());
-        if (typed && v->defaults && !value(v->defaults)) return false;
-        for (size_t i = 0; i < v->items.size(); ++i) {
-          e.emit(N::LOAD_CONST, e.konst(v->keys[i].get()));
-          if (!value(v->items[i])) return false;
-        }
-        e.emit(N::BUILD_MAP, static_cast<int>(v->items.size()));
-        if (typed) e.call(v->defaults ? 2 : 1);
-        return remember(v);
-      }
-      case VK::Object: case VK::NNModule: case VK::Function:
-        if (v->source) return e.source(*v->source);
-        if (v->kind == VK::NNModule && v->flag) return false;  // a module made in the trace: one per call
-        if (v->obj && (v->kind != VK::Function || PyFunction_Check(v->obj.get()))) {
-          e.emit(N::LOAD_CONST, e.konst(v->obj.get()));
-          return true;
-        }
-        if (v->kind == VK::Function && v->obj && PyCode_Check(v->obj.get()) && !v->flag && v->globals) {
-          // A function made in the trace: dynview._runtime.make_function(code, globals, defaults,
-          // kwdefaults[, closure]). Its closure holds the real cells: the frame's free variables
-          // (LOAD_CLOSURE) and the cells made for the trace's cells by make_cells (in the memo).
-          static PyObject* maker = runtime_attr("make_function");
-          if (!maker) return false;
-          e.callable_const(maker);
-          e.emit(N::LOAD_CONST, e.konst(v->obj.get()));
-          if (!load_globals(v->globals.get())) return false;
-          for (const VPtr* part : {&v->defaults, &v->kwdefaults}) {
-            if (*part) {
-              if (!value(*part)) return false;
-            } else {
-              e.emit(N::LOAD_CONST, e.konst(Py_None));
-            }
-          }
-          if (!v->cells.empty()) {
-            for (const VPtr& c : v->cells)
-              if (!c || c->kind != VK::Cell || !value(c)) return false;
-            e.emit(N::BUILD_TUPLE, static_cast<int>(v->cells.size()));
-          }
-          e.call(v->cells.empty() ? 4 : 5);
-          return remember(v);
-        }
-        return false;
-      case VK::Method: {
-        // A bound user method: types.MethodType(function, self); a method of a value: getattr.
-        if (v->source) return e.source(*v->source);
-        if (!v->obj && !v->name.empty() && v->self) {
-          if (!value(v->self)) return false;
-          e.emit(N::LOAD_ATTR, e.name(v->name));
-          return true;
-        }
-        if (!v->obj || !PyFunction_Check(v->obj.get()) || !v->self) return false;
-        e.callable_const(reinterpret_cast<PyObject*>(&PyMethod_Type));
-        e.emit(N::LOAD_CONST, e.konst(v->obj.get()));
-        if (!value(v->self)) return false;
-        e.call(2);
-        return true;
-      }
-      case VK::GradMode: {  // a with-block's __exit__: restores the grad mode it recorded
-        PyObject* r = grad_restore_object(v->flag);
-        if (!r) return false;
-        e.emit(N::LOAD_CONST, e.konst(r));
-        return true;
-      }
-      case VK::Instance: {
-        // obj = cls.__new__(cls) (object's or dict's: plain classes have no other); a dict
-        // subclass's items by its builtin base's __setitem__ (base.__setitem__(obj, k, v) ...);
-        // attributes by STORE_ATTR, or object.__setattr__(obj, name, v) past a custom __setattr__.
-        auto* tp = reinterpret_cast<PyTypeObject*>(v->obj.get());
-        Ref new_fn = Ref::steal(PyObject_GetAttrString(v->obj.get(), "__new__"));
-        if (!new_fn) return PyErr_Clear(), false;
-        e.callable_const(new_fn.get());
-        e.emit(N::LOAD_CONST, e.konst(v->obj.get()));
-        e.call(1);
-        const int slot = e.temp();
-        e.emit(N::STORE_FAST, slot);
-        memo[v.get()] = slot;  // before its attributes: they may refer back to it
-        if (v->contents) {
-          PyTypeObject* base = builtin_base(tp);
-          PyObject* setitem = base ? _PyType_Lookup(base, Ref::steal(PyUnicode_FromString("__setitem__")).get()) : nullptr;
-          if (!setitem) return false;
-          for (size_t i = 0; i < v->contents->keys.size(); ++i) {
-            e.callable_const(setitem);
-            e.emit(N::LOAD_FAST, slot);
-            e.emit(N::LOAD_CONST, e.konst(v->contents->keys[i].get()));
-            if (!value(v->contents->items[i])) return false;
-            e.call(3);
-            e.emit(N::POP_TOP);
-          }
-        }
-        PyObject* setattr = _PyType_Lookup(tp, Ref::steal(PyUnicode_FromString("__setattr__")).get());
-        const bool custom = setattr && PyFunction_Check(setattr);
-        for (size_t i = 0; i < v->attrs->keys.size(); ++i) {
-          if (custom) {
-            e.callable_const(py().object_setattr.get());
-            e.emit(N::LOAD_FAST, slot);
-            e.emit(N::LOAD_CONST, e.konst(v->attrs->keys[i].get()));
-            if (!value(v->attrs->items[i])) return false;
-            e.call(3);
-            e.emit(N::POP_TOP);
-            continue;
-          }
-          if (!value(v->attrs->items[i])) return false;
-          e.emit(N::LOAD_FAST, slot);
-          e.emit(N::STORE_ATTR, e.name(str_of(v->attrs->keys[i].get())));
-        }
-        e.emit(N::LOAD_FAST, slot);
-        return true;
-      }
-      case VK::Partial: {  // dynview._runtime.make_partial(func, args, keywords)
-        static PyObject* maker = runtime_attr("make_partial");
-        if (!maker) return false;
-        e.callable_const(maker);
-        if (!value(v->self)) return false;
-        for (const VPtr& x : v->items)
-          if (!value(x)) return false;
-        e.emit(N::BUILD_TUPLE, static_cast<int>(v->items.size()));
-        for (size_t i = 0; i < v->attrs->items.size(); ++i) {
-          e.emit(N::LOAD_CONST, e.konst(v->attrs->keys[i].get()));
-          if (!value(v->attrs->items[i])) return false;
-        }
-        e.emit(N::BUILD_MAP, static_cast<int>(v->attrs->items.size()));
-        e.call(3);
-        return remember(v);
-      }
-      case VK::DictView: {  // dict.keys(d) ...: a view of the rebuilt (or the frame's own) dict
-        Ref m = Ref::steal(PyObject_GetAttrString(reinterpret_cast<PyObject*>(&PyDict_Type), v->name.c_str()));
-        if (!m) return PyErr_Clear(), false;
-        e.callable_const(m.get());
-        if (!value(v->self)) return false;
-        e.call(1);
-        return true;
-      }
-      case VK::Cell:  // a cell made in the trace is in the memo (make_cells); the frame's own free variable
-        if (v->cell_of < 0) return false;
-        e.emit_free(N::LOAD_CLOSURE, v->cell_of);
-        return true;
-      case VK::Null: case VK::Iter: case VK::Slice: return false;
-    }
+}  // namespace
+
+namespace cg {
+bool Rebuilder::make_cells(const std::vector<VPtr>& roots, const std::vector<VPtr>& extra, std::string& why) {
+  bool outside = false;
+  std::vector<VPtr> all = extra;
+  all.insert(all.end(), roots.begin(), roots.end());
+  std::vector<VPtr> cells;
+  for (const VPtr& c : trace_cells(all, outside))
+    if (!memo.count(c.get())) cells.push_back(c);
+  if (outside) {
+    why = "a closure over a cell of a function defined outside the frame lives across the break";
     return false;
   }
-  // Real cells for the cells made in the trace that `roots` reach (through closures, containers,
-  // cell contents; `extra` too): each a new types.CellType() in a temporary, made empty first and
-  // filled after (a closure may hold the cell it is stored in). False with `why` when a closure
-  // over a real cell of a function from outside the trace would have to be rebuilt.
-  bool make_cells(const std::vector<VPtr>& roots, const std::vector<VPtr>& extra, std::string& why) {
-    bool outside = false;
-    std::vector<VPtr> all = extra;
-    all.insert(all.end(), roots.begin(), roots.end());
-    std::vector<VPtr> cells;
-    for (const VPtr& c : trace_cells(all, outside))
-      if (!memo.count(c.get())) cells.push_back(c);
-    if (outside) {
-      why = "a closure over a cell of a function defined outside the frame lives across the break";
+  if (cells.empty()) return true;
+  static PyObject* cell_type = reinterpret_cast<PyObject*>(&PyCell_Type);
+  for (const VPtr& c : cells) {
+    e.callable_const(cell_type);
+    e.call(0);
+    const int slot = e.temp();
+    e.emit(N::STORE_FAST, slot);
+    memo[c.get()] = slot;
+  }
+  for (const VPtr& c : cells) {
+    if (c->items.empty() || !c->items[0]) continue;
+    if (!value(c->items[0])) {
+      why = "cannot rebuild the contents of a cell (" + describe(*c->items[0]) + ")";
       return false;
     }
-    if (cells.empty()) return true;
-    static PyObject* cell_type = reinterpret_cast<PyObject*>(&PyCell_Type);
-    for (const VPtr& c : cells) {
-      e.callable_const(cell_type);
-      e.call(0);
-      const int slot = e.temp();
-      e.emit(N::STORE_FAST, slot);
-      memo[c.get()] = slot;
-    }
-    for (const VPtr& c : cells) {
-      if (c->items.empty() || !c->items[0]) continue;
-      if (!value(c->items[0])) {
-        why = "cannot rebuild the contents of a cell (" + describe(*c->items[0]) + ")";
-        return false;
-      }
-      e.emit(N::LOAD_FAST, memo.at(c.get()));
-      e.emit(N::STORE_ATTR, e.name("cell_contents"));
-    }
-    return true;
+    e.emit(N::LOAD_FAST, memo.at(c.get()));
+    e.emit(N::STORE_ATTR, e.name("cell_contents"));
   }
-  // A function's globals: the transformed code's own by globals() (a readable listing), others as
-  // a constant.
-  bool load_globals(PyObject* g) {
-    static PyObject* globals_fn = [] {
-      Ref mod = Ref::steal(PyImport_ImportModule("builtins"));
-      PyObject* f = mod ? PyObject_GetAttrString(mod.get(), "globals") : nullptr;  // kept for the process
-      if (!f) PyErr_Clear();
-      return f;
-    }();
-    if (g == globals && globals_fn) {
-      e.callable_const(globals_fn);
-      e.call(0);
-    } else {
-      e.emit(N::LOAD_CONST, e.konst(g));
-    }
-    return true;
-  }
-  // Keeps a freshly built mutable container in a temporary, so later uses share it.
-  bool remember(const VPtr& v) {
-    if (v->kind == VK::Tuple) return true;
-    const int slot = e.temp();
-    e.emit(N::COPY, 1);
-    e.emit(N::STORE_FAST, slot);
-    memo[v.get()] = slot;
-    return true;
-  }
-  // Evaluates `v` once into a temporary; returns the slot or -1.
-  int stash(const VPtr& v) {
-    if (auto it = memo.find(v.get()); it != memo.end()) return it->second;
-    if (!value(v)) return -1;
-    const int slot = e.temp();
-    e.emit(N::STORE_FAST, slot);
-    memo[v.get()] = slot;
-    return slot;
-  }
-};
+  return true;
+}
+}  // namespace cg
+
+namespace {
 
 // The values the side effects write (they cross into the code after the graph).
 std::vector<VPtr> side_effect_values(const SideEffects& se) {

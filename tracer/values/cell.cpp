@@ -1,8 +1,11 @@
 // Cells (VK::Cell): items[0] = the contents (or none); cell_of says which real cell it is, if any.
 #include "tracer/pycache.h"
+#include "tracer/rebuild.h"
 #include "tracer/values/kind.h"
 
 namespace dv {
+
+using cg::N;
 
 template <>
 struct Kind<VK::Cell> {
@@ -36,6 +39,12 @@ struct Kind<VK::Cell> {
   }
   static Status call_method(Translator& t, Frame& f, const VPtr& m, std::vector<VPtr>& /*args*/, KwArgs& /*kwargs*/, VPtr& /*out*/) {
     return t.brk(f, "DV0004", "method " + m->name + " of a " + vk_name(m->self->kind));
+  }
+  static bool reconstruct(cg::Rebuilder& r, const VPtr& v) {
+    // a cell made in the trace is in the r.memo (make_cells); the frame's own free variable
+    if (v->cell_of < 0) return false;
+    r.e.emit_free(N::LOAD_CLOSURE, v->cell_of);
+    return true;
   }
 };
 DV_KIND(Cell, "cell")

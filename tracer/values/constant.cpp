@@ -1,9 +1,12 @@
 // Immutable Python constants (VK::Const): numbers, strings, None, dtypes, devices, torch.Size, tuples of
 // constants, slices: evaluated now.
 #include "tracer/pycache.h"
+#include "tracer/rebuild.h"
 #include "tracer/values/kind.h"
 
 namespace dv {
+
+using cg::N;
 
 // Const, Object
 Status const_iterate(Translator& t, Frame& f, const VPtr& v, VPtr& out, bool /*materialize*/) {
@@ -75,6 +78,19 @@ struct Kind<VK::Const> {
   }
   static Status call_method(Translator& t, Frame& f, const VPtr& m, std::vector<VPtr>& args, KwArgs& kwargs, VPtr& out) {
     return object_method(t, f, m, args, kwargs, out);
+  }
+  static bool reconstruct(cg::Rebuilder& r, const VPtr& v) {
+    if (is_fake_id(v->obj.get())) return false;  // id() of a value made in the trace: no real id to give
+    if (PySet_CheckExact(v->obj.get())) {  // a set made in the trace: a new set per call, set(frozenset)
+      Ref frozen = Ref::steal(PyFrozenSet_New(v->obj.get()));
+      if (!frozen) return PyErr_Clear(), false;
+      r.e.callable_const(reinterpret_cast<PyObject*>(&PySet_Type));
+      r.e.emit(N::LOAD_CONST, r.e.konst(frozen.get()));
+      r.e.call(1);
+      return true;
+    }
+    r.e.emit(N::LOAD_CONST, r.e.konst(v->obj.get()));
+    return true;
   }
 };
 DV_KIND(Const, "constant")

@@ -1,9 +1,12 @@
 // Dicts (VK::Dict): keys + items; lazy while only read by constant keys (lazy_dict.cpp); an OrderedDict
 // or defaultdict made in the trace has obj = its class (dict_kinds.cpp). Methods: dicts.cpp.
 #include "tracer/pycache.h"
+#include "tracer/rebuild.h"
 #include "tracer/values/kind.h"
 
 namespace dv {
+
+using cg::N;
 
 namespace {
 
@@ -226,6 +229,20 @@ struct Kind<VK::Dict> {
       if (handled) return std::nullopt;
     }
     return call_table_method(t, f, kDictMethods, m, args, kwargs, out);
+  }
+  static bool reconstruct(cg::Rebuilder& r, const VPtr& v) {
+    if (v->source) return r.e.source(*v->source);
+    // An OrderedDict or defaultdict made in the trace: cls([factory,] {...}).
+    const bool typed = v->obj && PyType_Check(v->obj.get());
+    if (typed) r.e.callable_const(v->obj.get());
+    if (typed && v->defaults && !r.value(v->defaults)) return false;
+    for (size_t i = 0; i < v->items.size(); ++i) {
+      r.e.emit(N::LOAD_CONST, r.e.konst(v->keys[i].get()));
+      if (!r.value(v->items[i])) return false;
+    }
+    r.e.emit(N::BUILD_MAP, static_cast<int>(v->items.size()));
+    if (typed) r.e.call(v->defaults ? 2 : 1);
+    return r.remember(v);
   }
 };
 DV_KIND(Dict, "dict")

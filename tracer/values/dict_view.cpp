@@ -4,6 +4,7 @@
 // trace, one from outside, or a dict subclass's contents); name = "keys", "values" or "items".
 #include "tracer/pycache.h"
 #include "tracer/translator.h"
+#include "tracer/rebuild.h"
 #include "tracer/values/kind.h"
 
 namespace dv {
@@ -171,6 +172,15 @@ struct Kind<VK::DictView> {
   }
   static Status call_method(Translator& t, Frame& f, const VPtr& m, std::vector<VPtr>& /*args*/, KwArgs& /*kwargs*/, VPtr& /*out*/) {
     return t.brk(f, "DV0004", "method " + m->name + " of a " + vk_name(m->self->kind));
+  }
+  static bool reconstruct(cg::Rebuilder& r, const VPtr& v) {
+    // dict.keys(d) ...: a view of the rebuilt (or the frame's own) dict
+    Ref m = Ref::steal(PyObject_GetAttrString(reinterpret_cast<PyObject*>(&PyDict_Type), v->name.c_str()));
+    if (!m) return PyErr_Clear(), false;
+    r.e.callable_const(m.get());
+    if (!r.value(v->self)) return false;
+    r.e.call(1);
+    return true;
   }
 };
 DV_KIND(DictView, "dict_view")

@@ -2,6 +2,7 @@
 // (cells, defaults, kwdefaults, globals, qualname); calls are inlined.
 #include "tracer/engine.h"
 #include "tracer/pycache.h"
+#include "tracer/rebuild.h"
 #include "tracer/values/kind.h"
 
 namespace dv {
@@ -60,6 +61,9 @@ struct Kind<VK::Function> {
   }
   static Status call_method(Translator& t, Frame& f, const VPtr& m, std::vector<VPtr>& /*args*/, KwArgs& /*kwargs*/, VPtr& /*out*/) {
     return t.brk(f, "DV0004", "method " + m->name + " of a " + vk_name(m->self->kind));
+  }
+  static bool reconstruct(cg::Rebuilder& r, const VPtr& v) {
+    return object_reconstruct(r, v);
   }
 };
 DV_KIND(Function, "function")

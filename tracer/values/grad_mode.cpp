@@ -1,8 +1,12 @@
 // torch.no_grad() / enable_grad() / set_grad_enabled(b) as context managers (VK::GradMode): flag = enable?
+#include "tracer/codegen.h"
 #include "tracer/pycache.h"
+#include "tracer/rebuild.h"
 #include "tracer/values/kind.h"
 
 namespace dv {
+
+using cg::N;
 
 template <>
 struct Kind<VK::GradMode> {
@@ -36,6 +40,13 @@ struct Kind<VK::GradMode> {
   }
   static Status call_method(Translator& t, Frame& f, const VPtr& m, std::vector<VPtr>& /*args*/, KwArgs& /*kwargs*/, VPtr& /*out*/) {
     return t.brk(f, "DV0004", "method " + m->name + " of a " + vk_name(m->self->kind));
+  }
+  static bool reconstruct(cg::Rebuilder& r, const VPtr& v) {
+    // a with-block's __exit__: restores the grad mode it recorded
+    PyObject* restore = grad_restore_object(v->flag);
+    if (!restore) return false;
+    r.e.emit(N::LOAD_CONST, r.e.konst(restore));
+    return true;
   }
 };
 DV_KIND(GradMode, "grad_mode")

@@ -5,9 +5,12 @@
 // contents. The transformed code rebuilds an instance that escapes the trace (codegen.cpp).
 #include "tracer/pycache.h"
 #include "tracer/translator.h"
+#include "tracer/rebuild.h"
 #include "tracer/values/kind.h"
 
 namespace dv {
+
+using cg::N;
 
 namespace {
 
@@ -463,6 +466,51 @@ struct Kind<VK::Instance> {
     if (Status s = t.instance_builtin(f, m->obj.get(), m->self, args, kwargs, out, handled)) return s;
     if (handled) return std::nullopt;
     return t.brk(f, "DV0004", "calling " + callable_name(m->obj.get()) + " on a " + reinterpret_cast<PyTypeObject*>(m->self->obj.get())->tp_name + " made in the trace");
+  }
+  static bool reconstruct(cg::Rebuilder& r, const VPtr& v) {
+    // obj = cls.__new__(cls) (object's or dict's: plain classes have no other); a dict
+    // subclass's items by its builtin base's __setitem__ (base.__setitem__(obj, k, v) ...);
+    // attributes by STORE_ATTR, or object.__setattr__(obj, name, v) past a custom __setattr__.
+    auto* tp = reinterpret_cast<PyTypeObject*>(v->obj.get());
+    Ref new_fn = Ref::steal(PyObject_GetAttrString(v->obj.get(), "__new__"));
+    if (!new_fn) return PyErr_Clear(), false;
+    r.e.callable_const(new_fn.get());
+    r.e.emit(N::LOAD_CONST, r.e.konst(v->obj.get()));
+    r.e.call(1);
+    const int slot = r.e.temp();
+    r.e.emit(N::STORE_FAST, slot);
+    r.memo[v.get()] = slot;  // before its attributes: they may refer back to it
+    if (v->contents) {
+      PyTypeObject* base = builtin_base(tp);
+      PyObject* setitem = base ? _PyType_Lookup(base, Ref::steal(PyUnicode_FromString("__setitem__")).get()) : nullptr;
+      if (!setitem) return false;
+      for (size_t i = 0; i < v->contents->keys.size(); ++i) {
+        r.e.callable_const(setitem);
+        r.e.emit(N::LOAD_FAST, slot);
+        r.e.emit(N::LOAD_CONST, r.e.konst(v->contents->keys[i].get()));
+        if (!r.value(v->contents->items[i])) return false;
+        r.e.call(3);
+        r.e.emit(N::POP_TOP);
+      }
+    }
+    PyObject* setattr = _PyType_Lookup(tp, Ref::steal(PyUnicode_FromString("__setattr__")).get());
+    const bool custom = setattr && PyFunction_Check(setattr);
+    for (size_t i = 0; i < v->attrs->keys.size(); ++i) {
+      if (custom) {
+        r.e.callable_const(py().object_setattr.get());
+        r.e.emit(N::LOAD_FAST, slot);
+        r.e.emit(N::LOAD_CONST, r.e.konst(v->attrs->keys[i].get()));
+        if (!r.value(v->attrs->items[i])) return false;
+        r.e.call(3);
+        r.e.emit(N::POP_TOP);
+        continue;
+      }
+      if (!r.value(v->attrs->items[i])) return false;
+      r.e.emit(N::LOAD_FAST, slot);
+      r.e.emit(N::STORE_ATTR, r.e.name(str_of(v->attrs->keys[i].get())));
+    }
+    r.e.emit(N::LOAD_FAST, slot);
+    return true;
   }
 };
 DV_KIND(Instance, "instance")

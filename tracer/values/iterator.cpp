@@ -1,6 +1,7 @@
 // Iterators (VK::Iter): items + pos; lazy ones (map, filter, itertools, generators) make their items as
 // they are taken (Translator::pull).
 #include "tracer/pycache.h"
+#include "tracer/rebuild.h"
 #include "tracer/values/kind.h"
 
 namespace dv {
@@ -40,6 +41,9 @@ struct Kind<VK::Iter> {
   }
   static Status call_method(Translator& t, Frame& f, const VPtr& m, std::vector<VPtr>& /*args*/, KwArgs& /*kwargs*/, VPtr& /*out*/) {
     return t.brk(f, "DV0004", "method " + m->name + " of a " + vk_name(m->self->kind));
+  }
+  static bool reconstruct(cg::Rebuilder& /*r*/, const VPtr& /*v*/) {
+    return false;  // not rebuilt after the graph: a value living across a break that needs it keeps the frame eager
   }
 };
 DV_KIND(Iter, "iterator")

@@ -20,6 +20,10 @@ namespace dv {
 using Status = Translator::Status;
 using KwArgs = std::vector<std::pair<std::string, VPtr>>;
 
+namespace cg {
+struct Rebuilder;
+}
+
 struct KindOps {
   const char* name;  // in break messages: "a tensor", "a list"
   // Short text for events and the viewer: "f32[2, 3] cpu", "(1, 2)", "<function f>".
@@ -39,12 +43,14 @@ struct KindOps {
   // m(...) where m is a Method value bound to a value of this kind with no Python function
   // (a builtin method named m->name, or m->obj a builtin descriptor).
   Status (*call_method)(Translator& t, Frame& f, const VPtr& m, std::vector<VPtr>& args, KwArgs& kwargs, VPtr& out);
+  // Pushes v in the transformed code after the graph (tracer/rebuild.h); false: it cannot be rebuilt.
+  bool (*reconstruct)(cg::Rebuilder& r, const VPtr& v);
 };
 
 template <class K>
 constexpr KindOps kind_row(const char* name) {
   return {name, K::describe, K::python_type, K::as_python, K::graph_arg, K::truth, K::iterate,
-          K::getattr, K::setattr, K::call, K::call_method};
+          K::getattr, K::setattr, K::call, K::call_method, K::reconstruct};
 }
 template <VK K> const KindOps& kind_ops();  // one definition per kind, by DV_KIND in the kind's file
 const KindOps& ops(VK k);                   // the table (kinds.cpp)
@@ -90,6 +96,8 @@ bool allowed_in_graph(PyObject* fn);       // torch.compiler.allow_in_graph (cal
 PyObject* autograd_apply_function();       // autograd_apply.cpp
 bool is_autograd_function_class(PyObject* o);
 Status call_grad_exit(Translator& t, Frame& f, const VPtr& exit, VPtr& out);  // a with-block's __exit__ (calls.cpp)
+bool tuple_reconstruct(cg::Rebuilder& r, const VPtr& v);   // Tuple, List
+bool object_reconstruct(cg::Rebuilder& r, const VPtr& v);  // Object, NNModule, Function
 Status object_call(Translator& t, Frame& f, const VPtr& fn, std::vector<VPtr>& args, KwArgs& kwargs, VPtr& out);  // calls.cpp
 
 }  // namespace dv

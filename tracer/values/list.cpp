@@ -3,6 +3,7 @@
 #include <algorithm>
 
 #include "tracer/pycache.h"
+#include "tracer/rebuild.h"
 #include "tracer/values/kind.h"
 
 namespace dv {
@@ -225,6 +226,9 @@ struct Kind<VK::List> {
   static Status call_method(Translator& t, Frame& f, const VPtr& m, std::vector<VPtr>& args, KwArgs& kwargs, VPtr& out) {
     if (is_deque(m->self)) return t.deque_method(f, m->self, m->name, args, kwargs, out);
     return call_table_method(t, f, kListMethods, m, args, kwargs, out);
+  }
+  static bool reconstruct(cg::Rebuilder& r, const VPtr& v) {
+    return tuple_reconstruct(r, v);
   }
 };
 DV_KIND(List, "list")

@@ -1,9 +1,12 @@
 // Bound methods (VK::Method): self + a Python function (inlined with self), or self + a name / builtin
 // descriptor (answered by self's kind: call_method).
 #include "tracer/pycache.h"
+#include "tracer/rebuild.h"
 #include "tracer/values/kind.h"
 
 namespace dv {
+
+using cg::N;
 
 template <>
 struct Kind<VK::Method> {
@@ -49,6 +52,21 @@ struct Kind<VK::Method> {
   }
   static Status call_method(Translator& t, Frame& f, const VPtr& m, std::vector<VPtr>& /*args*/, KwArgs& /*kwargs*/, VPtr& /*out*/) {
     return t.brk(f, "DV0004", "method " + m->name + " of a " + vk_name(m->self->kind));
+  }
+  static bool reconstruct(cg::Rebuilder& r, const VPtr& v) {
+    // A bound user method: types.MethodType(function, self); a method of a value: getattr.
+    if (v->source) return r.e.source(*v->source);
+    if (!v->obj && !v->name.empty() && v->self) {
+      if (!r.value(v->self)) return false;
+      r.e.emit(N::LOAD_ATTR, r.e.name(v->name));
+      return true;
+    }
+    if (!v->obj || !PyFunction_Check(v->obj.get()) || !v->self) return false;
+    r.e.callable_const(reinterpret_cast<PyObject*>(&PyMethod_Type));
+    r.e.emit(N::LOAD_CONST, r.e.konst(v->obj.get()));
+    if (!r.value(v->self)) return false;
+    r.e.call(2);
+    return true;
   }
 };
 DV_KIND(Method, "method")

@@ -10,9 +10,12 @@
 
 #include "tracer/pycache.h"
 #include "tracer/translator.h"
+#include "tracer/rebuild.h"
 #include "tracer/values/kind.h"
 
 namespace dv {
+
+using cg::N;
 
 namespace {
 
@@ -400,6 +403,24 @@ struct Kind<VK::NdArray> {
   }
   static Status call_method(Translator& t, Frame& f, const VPtr& m, std::vector<VPtr>& args, KwArgs& kwargs, VPtr& out) {
     return t.ndarray_method(f, m->self, m->name, args, kwargs, out);
+  }
+  static bool reconstruct(cg::Rebuilder& r, const VPtr& v) {
+    // the ndarray argument itself, or dynview._numpy.to_numpy(graph output)
+    auto it = std::find(r.outputs.begin(), r.outputs.end(), v->node);
+    if (v->source) return r.e.source(*v->source);
+    static PyObject* to_numpy = [] {
+      Ref mod = Ref::steal(PyImport_ImportModule("dynview._numpy"));
+      PyObject* m = mod ? PyObject_GetAttrString(mod.get(), "to_numpy") : nullptr;
+      if (!m) PyErr_Clear();
+      return m;
+    }();
+    if (it == r.outputs.end() || !r.compiled || !to_numpy) return false;
+    r.e.callable_const(to_numpy);
+    r.e.emit(N::LOAD_FAST, r.outs_slot);
+    r.e.load_int(it - r.outputs.begin());
+    r.e.emit(N::BINARY_SUBSCR);
+    r.e.call(1);
+    return r.remember(v);
   }
 };
 DV_KIND(NdArray, "ndarray")

@@ -1,6 +1,7 @@
 // nn.Modules (VK::NNModule): obj = the module; its parameters, buffers and submodules are read through
 // _parameters/_buffers/_modules and guarded by source.
 #include "tracer/pycache.h"
+#include "tracer/rebuild.h"
 #include "tracer/values/kind.h"
 
 namespace dv {
@@ -126,6 +127,9 @@ struct Kind<VK::NNModule> {
   }
   static Status call_method(Translator& t, Frame& f, const VPtr& m, std::vector<VPtr>& /*args*/, KwArgs& /*kwargs*/, VPtr& /*out*/) {
     return t.brk(f, "DV0004", "method " + m->name + " of a " + vk_name(m->self->kind));
+  }
+  static bool reconstruct(cg::Rebuilder& r, const VPtr& v) {
+    return object_reconstruct(r, v);
   }
 };
 DV_KIND(NNModule, "module")

@@ -1,5 +1,6 @@
 // The NULL that PUSH_NULL and LOAD_GLOBAL/LOAD_ATTR push beside a callable (VK::Null): it answers nothing.
 #include "tracer/pycache.h"
+#include "tracer/rebuild.h"
 #include "tracer/values/kind.h"
 
 namespace dv {
@@ -36,6 +37,9 @@ struct Kind<VK::Null> {
   }
   static Status call_method(Translator& t, Frame& f, const VPtr& m, std::vector<VPtr>& /*args*/, KwArgs& /*kwargs*/, VPtr& /*out*/) {
     return t.brk(f, "DV0004", "method " + m->name + " of a " + vk_name(m->self->kind));
+  }
+  static bool reconstruct(cg::Rebuilder& /*r*/, const VPtr& /*v*/) {
+    return false;  // not rebuilt after the graph: a value living across a break that needs it keeps the frame eager
   }
 };
 DV_KIND(Null, "null")

@@ -3,9 +3,12 @@
 #include <cstring>
 
 #include "tracer/pycache.h"
+#include "tracer/rebuild.h"
 #include "tracer/values/kind.h"
 
 namespace dv {
+
+using cg::N;
 
 // Object, Const, Function
 Status object_getattr(Translator& t, Frame& f, const VPtr& obj, const std::string& name, VPtr& out) {
@@ -185,6 +188,41 @@ Status object_method(Translator& t, Frame& f, const VPtr& m, std::vector<VPtr>& 
   return t.call(f, mv, std::move(args), std::move(kwargs), out);
 }
 
+// Object, NNModule, Function
+bool object_reconstruct(cg::Rebuilder& r, const VPtr& v) {
+  if (v->source) return r.e.source(*v->source);
+  if (v->kind == VK::NNModule && v->flag) return false;  // a module made in the trace: one per call
+  if (v->obj && (v->kind != VK::Function || PyFunction_Check(v->obj.get()))) {
+    r.e.emit(N::LOAD_CONST, r.e.konst(v->obj.get()));
+    return true;
+  }
+  if (v->kind == VK::Function && v->obj && PyCode_Check(v->obj.get()) && !v->flag && v->globals) {
+    // A function made in the trace: dynview._runtime.make_function(code, globals, defaults,
+    // kwdefaults[, closure]). Its closure holds the real cells: the frame's free variables
+    // (LOAD_CLOSURE) and the cells made for the trace's cells by make_cells (in the r.memo).
+    static PyObject* maker = cg::runtime_attr("make_function");
+    if (!maker) return false;
+    r.e.callable_const(maker);
+    r.e.emit(N::LOAD_CONST, r.e.konst(v->obj.get()));
+    if (!r.load_globals(v->globals.get())) return false;
+    for (const VPtr* part : {&v->defaults, &v->kwdefaults}) {
+      if (*part) {
+        if (!r.value(*part)) return false;
+      } else {
+        r.e.emit(N::LOAD_CONST, r.e.konst(Py_None));
+      }
+    }
+    if (!v->cells.empty()) {
+      for (const VPtr& c : v->cells)
+        if (!c || c->kind != VK::Cell || !r.value(c)) return false;
+      r.e.emit(N::BUILD_TUPLE, static_cast<int>(v->cells.size()));
+    }
+    r.e.call(v->cells.empty() ? 4 : 5);
+    return r.remember(v);
+  }
+  return false;
+}
+
 template <>
 struct Kind<VK::Object> {
   static void describe(const Value& v, std::string& out, int /*depth*/) {
@@ -235,6 +273,9 @@ struct Kind<VK::Object> {
     if (m->obj && Py_IS_TYPE(m->obj.get(), &PyMethodDescr_Type) && PyDict_Check(m->self->obj.get()))
       return t.outside_dict_read(f, m->self, m->name, args, kwargs, out);  // super().get(k) of a dict subclass living outside the trace
     return object_method(t, f, m, args, kwargs, out);
+  }
+  static bool reconstruct(cg::Rebuilder& r, const VPtr& v) {
+    return object_reconstruct(r, v);
   }
 };
 DV_KIND(Object, "object")

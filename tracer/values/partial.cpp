@@ -6,9 +6,12 @@
 // arguments are all constants stays a real functools.partial object (builtins.cpp).
 #include "tracer/pycache.h"
 #include "tracer/translator.h"
+#include "tracer/rebuild.h"
 #include "tracer/values/kind.h"
 
 namespace dv {
+
+using cg::N;
 
 VPtr Translator::make_partial(VPtr fn, std::vector<VPtr> args, const std::vector<std::pair<std::string, VPtr>>& kwargs) {
   VPtr p = make(VK::Partial);
@@ -101,6 +104,23 @@ struct Kind<VK::Partial> {
   }
   static Status call_method(Translator& t, Frame& f, const VPtr& m, std::vector<VPtr>& /*args*/, KwArgs& /*kwargs*/, VPtr& /*out*/) {
     return t.brk(f, "DV0004", "method " + m->name + " of a " + vk_name(m->self->kind));
+  }
+  static bool reconstruct(cg::Rebuilder& r, const VPtr& v) {
+    // dynview._runtime.make_partial(func, args, keywords)
+    static PyObject* maker = cg::runtime_attr("make_partial");
+    if (!maker) return false;
+    r.e.callable_const(maker);
+    if (!r.value(v->self)) return false;
+    for (const VPtr& x : v->items)
+      if (!r.value(x)) return false;
+    r.e.emit(N::BUILD_TUPLE, static_cast<int>(v->items.size()));
+    for (size_t i = 0; i < v->attrs->items.size(); ++i) {
+      r.e.emit(N::LOAD_CONST, r.e.konst(v->attrs->keys[i].get()));
+      if (!r.value(v->attrs->items[i])) return false;
+    }
+    r.e.emit(N::BUILD_MAP, static_cast<int>(v->attrs->items.size()));
+    r.e.call(3);
+    return r.remember(v);
   }
 };
 DV_KIND(Partial, "partial")

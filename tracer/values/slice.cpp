@@ -1,5 +1,6 @@
 // Slices with symbolic bounds (VK::Slice): items = start, stop, step (constant slices are Consts).
 #include "tracer/pycache.h"
+#include "tracer/rebuild.h"
 #include "tracer/values/kind.h"
 
 namespace dv {
@@ -53,6 +54,9 @@ struct Kind<VK::Slice> {
   }
   static Status call_method(Translator& t, Frame& f, const VPtr& m, std::vector<VPtr>& /*args*/, KwArgs& /*kwargs*/, VPtr& /*out*/) {
     return t.brk(f, "DV0004", "method " + m->name + " of a " + vk_name(m->self->kind));
+  }
+  static bool reconstruct(cg::Rebuilder& /*r*/, const VPtr& /*v*/) {
+    return false;  // not rebuilt after the graph: a value living across a break that needs it keeps the frame eager
   }
 };
 DV_KIND(Slice, "slice")

@@ -1,8 +1,11 @@
 // Symbolic ints, bools and floats of a dynamic-shape compile (VK::Sym): obj = the SymInt, node = its graph node.
 #include "tracer/pycache.h"
+#include "tracer/rebuild.h"
 #include "tracer/values/kind.h"
 
 namespace dv {
+
+using cg::N;
 
 template <>
 struct Kind<VK::Sym> {
@@ -42,6 +45,15 @@ struct Kind<VK::Sym> {
   }
   static Status call_method(Translator& t, Frame& f, const VPtr& m, std::vector<VPtr>& /*args*/, KwArgs& /*kwargs*/, VPtr& /*out*/) {
     return t.brk(f, "DV0004", "method " + m->name + " of a " + vk_name(m->self->kind));
+  }
+  static bool reconstruct(cg::Rebuilder& r, const VPtr& v) {
+    // graph r.outputs (symbolic ints come back as ints)
+    auto it = std::find(r.outputs.begin(), r.outputs.end(), v->node);
+    if (it == r.outputs.end() || !r.compiled) return v->source ? r.e.source(*v->source) : false;
+    r.e.emit(N::LOAD_FAST, r.outs_slot);
+    r.e.load_int(it - r.outputs.begin());
+    r.e.emit(N::BINARY_SUBSCR);
+    return true;
   }
 };
 DV_KIND(Sym, "symint")

@@ -1,8 +1,11 @@
 // Tensors (VK::Tensor): obj = the meta example, node = the graph node, device = the real device.
 #include "tracer/pycache.h"
+#include "tracer/rebuild.h"
 #include "tracer/values/kind.h"
 
 namespace dv {
+
+using cg::N;
 
 namespace {
 const char* const kDataDependent[] = {"item", "tolist", "__bool__", "numpy", "data_ptr", "__int__", "__float__",
@@ -108,6 +111,15 @@ struct Kind<VK::Tensor> {
     std::vector<VPtr> a{self};
     a.insert(a.end(), args.begin(), args.end());
     return t.graph_call(f, {}, name, std::move(a), std::move(kwargs), out);
+  }
+  static bool reconstruct(cg::Rebuilder& r, const VPtr& v) {
+    // graph r.outputs (symbolic ints come back as ints)
+    auto it = std::find(r.outputs.begin(), r.outputs.end(), v->node);
+    if (it == r.outputs.end() || !r.compiled) return v->source ? r.e.source(*v->source) : false;
+    r.e.emit(N::LOAD_FAST, r.outs_slot);
+    r.e.load_int(it - r.outputs.begin());
+    r.e.emit(N::BINARY_SUBSCR);
+    return true;
   }
 };
 DV_KIND(Tensor, "tensor")

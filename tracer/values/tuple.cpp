@@ -1,9 +1,12 @@
 // Tuples made or unpacked in the trace (VK::Tuple): items; obj = a tuple subclass (torch.Size, a
 // namedtuple: keys = its fields).
 #include "tracer/pycache.h"
+#include "tracer/rebuild.h"
 #include "tracer/values/kind.h"
 
 namespace dv {
+
+using cg::N;
 
 // Tuple, List
 std::optional<Ref> tuple_as_python(Translator& t, const VPtr& v, bool meta) {
@@ -37,6 +40,31 @@ Status count(Translator& t, Frame& f, const VPtr& self, std::vector<VPtr>& args,
 }
 const MethodTable kTupleMethods = {{"index", {index, false}}, {"count", {count, false}}};
 }  // namespace
+
+// Tuple, List
+bool tuple_reconstruct(cg::Rebuilder& r, const VPtr& v) {
+  // A container from outside the frame is that object (written back first if it was mutated).
+  if (v->source) return r.e.source(*v->source);
+  // torch.Size((...)); deque([...], maxlen) made in the trace; tuple.__new__(cls, (...)) of a namedtuple
+  const bool named = v->kind == VK::Tuple && namedtuple_class(v->obj.get());
+  if (named) {
+    r.e.callable_const(tuple_new_fn());
+    r.e.emit(N::LOAD_CONST, r.e.konst(v->obj.get()));
+    for (const VPtr& x : v->items)
+      if (!r.value(x)) return false;
+    r.e.emit(N::BUILD_TUPLE, static_cast<int>(v->items.size()));
+    r.e.call(2);
+    return true;
+  }
+  const bool typed = v->obj && PyType_Check(v->obj.get());
+  if (typed) r.e.callable_const(v->obj.get());
+  for (const VPtr& x : v->items)
+    if (!r.value(x)) return false;
+  r.e.emit(v->kind == VK::Tuple ? N::BUILD_TUPLE : N::BUILD_LIST, static_cast<int>(v->items.size()));
+  if (typed && v->kind == VK::List && (!v->defaults || !r.value(v->defaults))) return false;
+  if (typed) r.e.call(v->kind == VK::List ? 2 : 1);
+  return r.remember(v);
+}
 
 template <>
 struct Kind<VK::Tuple> {
@@ -94,6 +122,9 @@ struct Kind<VK::Tuple> {
   }
   static Status call_method(Translator& t, Frame& f, const VPtr& m, std::vector<VPtr>& args, KwArgs& kwargs, VPtr& out) {
     return call_table_method(t, f, kTupleMethods, m, args, kwargs, out);
+  }
+  static bool reconstruct(cg::Rebuilder& r, const VPtr& v) {
+    return tuple_reconstruct(r, v);
   }
 };
 DV_KIND(Tuple, "tuple")
