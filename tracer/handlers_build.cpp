@@ -2,6 +2,7 @@
 // Each says its stack effect in a comment, checks before it mutates, and returns a Break for what
 // it does not support. The dispatch table is in handlers.cpp.
 #include "handlers_common.h"
+#include "values/kind.h"
 
 namespace dv {
 
@@ -251,21 +252,15 @@ Status op_BUILD_STRING(Translator& t, Frame& f, const Instr& in) {  // (s1..sn -
 
 // match statements: MATCH_SEQUENCE / MATCH_MAPPING / GET_LEN / MATCH_KEYS / MATCH_CLASS on lists,
 // tuples, dicts, constants and instances; anything else breaks (PEP 634 semantics, ceval.c's).
-static int subject_flags(const VPtr& v, bool& known) {  // the Py_TPFLAGS_SEQUENCE/MAPPING of its type
-  known = true;
-  switch (v->kind) {
-    case VK::Tuple: case VK::List: return Py_TPFLAGS_SEQUENCE;
-    case VK::Dict: return Py_TPFLAGS_MAPPING;
-    case VK::Tensor: case VK::Sym: case VK::Function: case VK::NNModule: return 0;
-    case VK::Const: case VK::Object: return static_cast<int>(Py_TYPE(v->obj.get())->tp_flags);
-    case VK::Instance: return static_cast<int>(reinterpret_cast<PyTypeObject*>(v->obj.get())->tp_flags);
-    default: known = false; return 0;
-  }
+static int subject_flags(Translator& t, const VPtr& v, bool& known) {  // the Py_TPFLAGS_SEQUENCE/MAPPING of its type
+  PyObject* tp = ops(v->kind).python_type(t, v);  // what type(subject) is in eager
+  known = tp && PyType_Check(tp);
+  return known ? static_cast<int>(reinterpret_cast<PyTypeObject*>(tp)->tp_flags) : 0;
 }
 static Status match_kind(Translator& t, Frame& f, unsigned long flag, const char* what) {  // (subject -- subject bool)
   NEED(1);
   bool known = false;
-  const int flags = subject_flags(top(f), known);
+  const int flags = subject_flags(t, top(f), known);
   if (!known) return t.brk(f, "DV0001", std::string(what) + " on a " + vk_name(top(f)->kind));
   f.stack.push_back(t.constant(Ref::borrow((flags & flag) ? Py_True : Py_False)));
   return std::nullopt;

@@ -1310,3 +1310,37 @@ def instances_without_eq_compare_by_identity(x):
     # regression: two instances of one class made in the trace compared equal (by their class)
     p, q = _Plain(), _Plain()
     return x + 1, p == q, p != q, p == p, p != 3, "%s" % type(p).__name__
+
+
+# ---- list methods as the value protocol's method tables answer them ----
+@case((3,))
+def list_pop_by_index_and_from_an_empty_list(x):
+    names = ["q", "k", "v", "o"]
+    first = names.pop(0)
+    last = names.pop(-1)
+    pending = []
+    try:
+        pending.pop()
+        empty = False
+    except IndexError:
+        empty = True
+    return x * len(names), first, last, names, empty
+
+
+@case((3,))
+def missing_container_attribute_is_an_attribute_error(x):
+    items = [1, 2]
+    push = getattr(items, "push", None)  # a list has append, not push
+    (push or items.append)(3)
+    cfg = {"a": 1}
+    return x * sum(items), push is None, hasattr(cfg, "get"), hasattr(cfg, "iteritems"), hasattr((1,), "count")
+
+
+@case((3,))
+def tuple_index_count_and_dict_methods_from_the_table(x):
+    dims = (2, 4, 4, 8)
+    opts = dict(bias=True)
+    opts.setdefault("eps", 1e-5)
+    opts.update(dropout=0.0)
+    gone = opts.pop("bias")
+    return x * dims.index(4) + dims.count(4), sorted(opts.items()), gone, opts.get("nope", 7)

@@ -314,3 +314,30 @@ def test_symbolic_shape_leaving_the_graph_is_a_torch_size():
         assert type(got[1]) is torch.Size and type(got[2]) is torch.Size
         assert got[1:] == want[1:]
         torch.testing.assert_close(got[0], want[0])
+
+
+def match_on_a_size(x):
+    n = x.shape[0]
+    match n:  # MATCH_CLASS on the symbolic size: eager holds an int
+        case int() if n > 3:
+            k = 1
+        case _:
+            k = 2
+    return x * k, isinstance(n, int), type(n).__name__, isinstance(n, float)
+
+
+def test_a_symbolic_size_is_an_int_to_type_isinstance_and_match():
+    c = dynview.compile(match_on_a_size, dynamic=True)
+    records = []
+    for n in (3, 4, 5, 6):
+        x = R(n)
+        got, want = c(x), match_on_a_size(x)
+        torch.testing.assert_close(got[0], want[0])
+        assert got[1:] == want[1:] == (True, "int", False)
+        records += dynview._C.take_records()
+    assert [r["break_id"] for r in records if r["break_id"]] == []
+    ours = dynview.explain(match_on_a_size)(R(4))
+    torch._dynamo.reset()
+    theirs = torch._dynamo.explain(match_on_a_size)(R(4))
+    torch._dynamo.reset()
+    assert (ours.graph_count, ours.graph_break_count) == (theirs.graph_count, theirs.graph_break_count)

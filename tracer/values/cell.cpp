@@ -13,7 +13,7 @@ struct Kind<VK::Cell> {
     out += "<cell>"; return;
   }
   static PyObject* python_type(Translator& /*t*/, const VPtr& /*v*/) {
-    return nullptr;
+    return reinterpret_cast<PyObject*>(&PyCell_Type);
   }
   static std::optional<Ref> as_python(Translator& /*t*/, const VPtr& /*v*/, bool /*meta*/) {
     return std::nullopt;

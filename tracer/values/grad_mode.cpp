@@ -14,7 +14,7 @@ struct Kind<VK::GradMode> {
     out += v.flag ? "<enable_grad>" : "<no_grad>"; return;
   }
   static PyObject* python_type(Translator& /*t*/, const VPtr& /*v*/) {
-    return nullptr;
+    return nullptr;  // no_grad / enable_grad / set_grad_enabled, or a bound __exit__: not kept
   }
   static std::optional<Ref> as_python(Translator& /*t*/, const VPtr& /*v*/, bool /*meta*/) {
     return std::nullopt;

@@ -12,7 +12,7 @@ struct Kind<VK::Iter> {
     out += "<iterator of " + std::to_string(v.items.size()) + ">"; return;
   }
   static PyObject* python_type(Translator& /*t*/, const VPtr& /*v*/) {
-    return nullptr;
+    return nullptr;  // list_iterator, map, a generator ...: not known here
   }
   static std::optional<Ref> as_python(Translator& /*t*/, const VPtr& /*v*/, bool /*meta*/) {
     return std::nullopt;

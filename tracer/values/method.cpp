@@ -13,8 +13,8 @@ struct Kind<VK::Method> {
   static void describe(const Value& v, std::string& out, int /*depth*/) {
     out += "<method " + v.name + ">"; return;
   }
-  static PyObject* python_type(Translator& /*t*/, const VPtr& /*v*/) {
-    return nullptr;
+  static PyObject* python_type(Translator& /*t*/, const VPtr& v) {  // a bound Python function; builtin ones vary (null)
+    return v->obj && PyFunction_Check(v->obj.get()) ? reinterpret_cast<PyObject*>(&PyMethod_Type) : nullptr;
   }
   static std::optional<Ref> as_python(Translator& /*t*/, const VPtr& /*v*/, bool /*meta*/) {
     return std::nullopt;

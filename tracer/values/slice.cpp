@@ -16,7 +16,7 @@ struct Kind<VK::Slice> {
     out += ")";
   }
   static PyObject* python_type(Translator& /*t*/, const VPtr& /*v*/) {
-    return nullptr;
+    return reinterpret_cast<PyObject*>(&PySlice_Type);
   }
   static std::optional<Ref> as_python(Translator& t, const VPtr& v, bool meta) {
     Ref parts[3];
