@@ -5,6 +5,7 @@
 #include "value_builder.h"
 
 #include <cstring>
+#include <unordered_map>
 
 #include "codegen.h"
 #include "pycache.h"
@@ -55,225 +56,323 @@ VPtr ValueBuilder::wrap(Ref obj, SourcePtr source, Frame& f) {
     if (it != by_source_.end()) return it->second;
   }
   PyObject* o = obj.get();
+  // By exact type: the builtin types and torch's value types, one row each.
+  using Wrap = VPtr (ValueBuilder::*)(const Ref&, const SourcePtr&, const std::string&, Frame&);
+  static const std::unordered_map<PyTypeObject*, Wrap> by_type = [] {
+    auto type = [](PyObject* t) { return reinterpret_cast<PyTypeObject*>(t); };
+    return std::unordered_map<PyTypeObject*, Wrap>{
+        {Py_TYPE(Py_None), &ValueBuilder::wrap_none},
+        {&PyBool_Type, &ValueBuilder::wrap_bool},
+        {&PyLong_Type, &ValueBuilder::wrap_int},
+        {&PyFloat_Type, &ValueBuilder::wrap_constant},
+        {&PyUnicode_Type, &ValueBuilder::wrap_constant},
+        {&PyBytes_Type, &ValueBuilder::wrap_constant},
+        {&PyComplex_Type, &ValueBuilder::wrap_constant},
+        {&PySlice_Type, &ValueBuilder::wrap_constant},
+        {Py_TYPE(Py_Ellipsis), &ValueBuilder::wrap_constant},
+        {type(py().torch_dtype.get()), &ValueBuilder::wrap_constant},
+        {type(py().torch_device.get()), &ValueBuilder::wrap_constant},
+        {type(py().torch_Size.get()), &ValueBuilder::wrap_constant},
+        {&PyTuple_Type, &ValueBuilder::wrap_sequence},
+        {&PyFrozenSet_Type, &ValueBuilder::wrap_sequence},
+        {&PyList_Type, &ValueBuilder::wrap_sequence},
+        {&PyDict_Type, &ValueBuilder::wrap_dict},
+        {&PyFunction_Type, &ValueBuilder::wrap_function},
+        {&PyMethod_Type, &ValueBuilder::wrap_method},
+    };
+  }();
+  if (auto row = by_type.find(Py_TYPE(o)); row != by_type.end()) return (this->*row->second)(obj, source, key, f);
+  // The rest, by what the exact types cannot name, in this order:
+  if (is_tensor(o)) return wrap_tensor(obj, source, key, f);  // torch.Tensor and its subclasses (Parameter ...)
+  if (PyObject_TypeCheck(o, reinterpret_cast<PyTypeObject*>(py().nn_Module.get())))  // every nn.Module subclass
+    return wrap_module(obj, source, key, f);
+  if (std::strcmp(Py_TYPE(o)->tp_name, "numpy.ndarray") == 0)  // by name: NumPy need not be imported
+    return wrap_ndarray(obj, source, key, f);
+  if (grad_restore_mode(o) >= 0) return wrap_grad_restore(obj, source, key, f);  // a split with-block's exit
+  return wrap_object(obj, source, key, f);  // modules, classes, builtins, torch functions, other objects
+}
+
+// One mutable container reached under a second source (a list shared by two dicts): the same value,
+// so that a change through one is seen through the other, while both stay one object. Null with ok_
+// set: not seen before; null with ok_ cleared: it cannot be traced.
+VPtr ValueBuilder::shared_container(PyObject* o, const SourcePtr& source, const std::string& key, Frame& f) {
+  ok_ = true;
+  if (!source) return nullptr;
+  auto seen = containers_seen_.find(o);
+  if (seen == containers_seen_.end()) return nullptr;
+  const VPtr first = seen->second.second;
+  if (!first || !first->source) return ok_ = false, nullptr;
+  if (Guard* g = t_.add_guard(GuardKind::TENSOR_ALIASING, source, {}, f, key + " is " + first->source->text())) {
+    g->length = 1;
+    g->refs = {SymRef{first->source}, SymRef{source}};
+  }
+  by_source_[key] = first;
+  return first;
+}
+
+VPtr ValueBuilder::remember(const SourcePtr& source, const std::string& key, VPtr val) {
+  val->source = source;
+  if (source) by_source_[key] = val;
+  if (t_.obs_ && !val->announced) t_.announce(val);
+  return val;
+}
+
+// A tensor (any torch.Tensor subclass): a graph input, guarded by TENSOR_MATCH; a second source of one
+// tensor is an alias guard.
+VPtr ValueBuilder::wrap_tensor(const Ref& obj, const SourcePtr& source, const std::string& key, Frame& f) {
+  PyObject* o = obj.get();
   VPtr v;
-  auto remember = [&](VPtr val) {
-    val->source = source;
-    if (source) by_source_[key] = val;
-    if (t_.obs_ && !val->announced) t_.announce(val);
-    return val;
-  };
-  if (is_tensor(o)) {
-    auto alias = tensor_by_id_.find(o);
-    if (alias != tensor_by_id_.end()) {
-      // One tensor under a second source: the capture holds only while both sources stay one object.
-      const OutputGraph& og = t_.output;
-      for (size_t i = 0; source && i < og.inputs.size(); ++i) {
-        if (og.inputs[i].second != alias->second->node) continue;
-        const SourcePtr& first = og.inputs[i].first;
-        if (Guard* g = t_.add_guard(GuardKind::TENSOR_ALIASING, source, {}, f, key + " is " + first->text())) {
-          g->length = 1;
-          g->refs = {SymRef{first}, SymRef{source}};
-        }
-        break;
-      }
-      return remember(alias->second);
-    }
-    if (!source) return nullptr;  // a tensor that cannot be reloaded: the caller breaks
-    TensorSpec spec;
-    tensor_spec(o, spec);
-    Ref example;
-    if (t_.output.dynamic()) {
-      // A fake tensor of this compile's fake mode, symbolic in the planned dims (sizes 0 and 1 stay
-      // static: TorchDynamo's 0/1 specialisation).
-      Ref dims = Ref::steal(PySet_New(nullptr));
-      auto plan = dyn_dims_.find(key);
-      for (size_t d = 0; plan != dyn_dims_.end() && d < spec.sizes.size() && d < 64; ++d)
-        if ((plan->second >> d & 1) && spec.sizes[d] >= 2) PySet_Add(dims.get(), Ref::steal(PyLong_FromSize_t(d)).get());
-      const int slot = PySet_GET_SIZE(dims.get()) > 0 ? t_.output.sym_slot(source) : -1;
-      Ref r = Ref::steal(PyObject_CallMethod(t_.output.shapes(), "tensor", "OOsiii", o, dims.get(), key.c_str(), slot,
-                                                 t_.cur_step_, t_.root_ ? t_.current_line(f) : -1));
-      if (!r || !PyTuple_Check(r.get()) || PyTuple_GET_SIZE(r.get()) != 3) return nullptr;
-      example = Ref::borrow(PyTuple_GET_ITEM(r.get(), 0));
-      spec.dyn_sizes = PyLong_AsUnsignedLongLongMask(PyTuple_GET_ITEM(r.get(), 1));
-      spec.dyn_strides = PyLong_AsUnsignedLongLongMask(PyTuple_GET_ITEM(r.get(), 2));
-    } else {
-      example = meta_like(o);
-    }
-    if (!example) return nullptr;
-    if (Guard* g = t_.add_guard(GuardKind::TENSOR_MATCH, source, {}, f, "check_tensor(" + key + ", " + tensor_spec_text(spec) + ")"))
-      g->tensor = spec;
-    v = t_.make(VK::Tensor);
-    v->obj = example;
-    v->device = Ref::steal(PyObject_GetAttrString(o, "device"));
-    v->node = t_.output.add_input(source, v->obj, obj, t_.cur_step_);
-    if (t_.obs_) t_.obs_->on_graph_node(GraphNodeEvent{t_.id_, v->node, t_.cur_step_, "placeholder", placeholder_name(*source)});
-    tensor_by_id_[o] = v;
-    return remember(v);
-  }
-  if (o == Py_None) {
-    if (source) t_.add_guard(GuardKind::NONE_MATCH, source, {}, f, key + " is None");
-    v = t_.make(VK::Const);
-    v->obj = obj;
-    return remember(v);
-  }
-  if (PyBool_Check(o)) {
-    if (source) t_.add_guard(GuardKind::ID_MATCH, source, obj, f, key + " is " + repr_of(o));
-    v = t_.make(VK::Const);
-    v->obj = obj;
-    return remember(v);
-  }
-  if (t_.output.dynamic() && source && PyLong_CheckExact(o) && dyn_ints_.count(key)) {
-    // An int that changed between compiles: a graph input of type SymInt.
-    const int slot = t_.output.sym_slot(source);
-    Ref s = Ref::steal(PyObject_CallMethod(t_.output.shapes(), "symint", "Osiii", o, key.c_str(), slot, t_.cur_step_,
-                                                t_.root_ ? t_.current_line(f) : -1));
-    if (!s) return nullptr;
-    t_.add_guard(GuardKind::TYPE_MATCH, source, Ref::borrow(reinterpret_cast<PyObject*>(Py_TYPE(o))), f,
-              "___check_type_id(" + key + ", int)");
-    v = t_.make(VK::Sym);
-    v->obj = s;
-    v->node = t_.output.add_input(source, s, obj, t_.cur_step_);
-    if (t_.obs_) t_.obs_->on_graph_node(GraphNodeEvent{t_.id_, v->node, t_.cur_step_, "placeholder", placeholder_name(*source)});
-    return remember(v);
-  }
-  if (is_const_tree(o)) {
-    if (source) {
-      t_.add_guard(GuardKind::EQUALS_MATCH, source, obj, f, key + " == " + repr_of(o));
-    }
-    v = t_.make(VK::Const);
-    v->obj = obj;
-    return remember(v);
-  }
-  if (source && (PyList_CheckExact(o) || PyDict_CheckExact(o))) {
-    // One mutable container reached under a second source (a list shared by two dicts): the same
-    // value, so that a change through one is seen through the other, while both stay one object.
-    auto seen = containers_seen_.find(o);
-    if (seen != containers_seen_.end()) {
-      const VPtr first = seen->second.second;
-      if (!first || !first->source) return nullptr;
-      if (Guard* g = t_.add_guard(GuardKind::TENSOR_ALIASING, source, {}, f, key + " is " + first->source->text())) {
+  auto alias = tensor_by_id_.find(o);
+  if (alias != tensor_by_id_.end()) {
+    // One tensor under a second source: the capture holds only while both sources stay one object.
+    const OutputGraph& og = t_.output;
+    for (size_t i = 0; source && i < og.inputs.size(); ++i) {
+      if (og.inputs[i].second != alias->second->node) continue;
+      const SourcePtr& first = og.inputs[i].first;
+      if (Guard* g = t_.add_guard(GuardKind::TENSOR_ALIASING, source, {}, f, key + " is " + first->text())) {
         g->length = 1;
-        g->refs = {SymRef{first->source}, SymRef{source}};
+        g->refs = {SymRef{first}, SymRef{source}};
       }
-      by_source_[key] = first;
-      return first;
+      break;
     }
+    return remember(source, key, alias->second);
   }
-  if (PyTuple_CheckExact(o) || PyList_CheckExact(o)) {
-    const bool is_list = PyList_CheckExact(o);
-    Py_ssize_t n = is_list ? PyList_GET_SIZE(o) : PyTuple_GET_SIZE(o);
-    if (source) {
-      t_.add_guard(GuardKind::TYPE_MATCH, source, Ref::borrow(reinterpret_cast<PyObject*>(Py_TYPE(o))), f,
-                "___check_type_id(" + key + ", " + Py_TYPE(o)->tp_name + ")");
-      if (Guard* g = t_.add_guard(GuardKind::LENGTH_CHECK, source, {}, f, "len(" + key + ") == " + std::to_string(n)))
-        g->length = n;
-    }
-    v = t_.make(is_list ? VK::List : VK::Tuple);
-    if (is_list && source) containers_seen_[o] = {obj, nullptr};  // its value once built (a cycle: not traced)
-    for (Py_ssize_t i = 0; i < n; ++i) {
-      PyObject* item = is_list ? PyList_GET_ITEM(o, i) : PyTuple_GET_ITEM(o, i);
-      VPtr iv = wrap(Ref::borrow(item), source ? Source::item(source, Ref::steal(PyLong_FromSsize_t(i))) : nullptr, f);
-      if (!iv) return nullptr;
-      v->items.push_back(iv);
-    }
-    if (is_list && source) containers_seen_[o].second = v;
-    return remember(v);
+  if (!source) return nullptr;  // a tensor that cannot be reloaded: the caller breaks
+  TensorSpec spec;
+  tensor_spec(o, spec);
+  Ref example;
+  if (t_.output.dynamic()) {
+    // A fake tensor of this compile's fake mode, symbolic in the planned dims (sizes 0 and 1 stay
+    // static: TorchDynamo's 0/1 specialisation).
+    Ref dims = Ref::steal(PySet_New(nullptr));
+    auto plan = dyn_dims_.find(key);
+    for (size_t d = 0; plan != dyn_dims_.end() && d < spec.sizes.size() && d < 64; ++d)
+      if ((plan->second >> d & 1) && spec.sizes[d] >= 2) PySet_Add(dims.get(), Ref::steal(PyLong_FromSize_t(d)).get());
+    const int slot = PySet_GET_SIZE(dims.get()) > 0 ? t_.output.sym_slot(source) : -1;
+    Ref r = Ref::steal(PyObject_CallMethod(t_.output.shapes(), "tensor", "OOsiii", o, dims.get(), key.c_str(), slot,
+                                               t_.cur_step_, t_.root_ ? t_.current_line(f) : -1));
+    if (!r || !PyTuple_Check(r.get()) || PyTuple_GET_SIZE(r.get()) != 3) return nullptr;
+    example = Ref::borrow(PyTuple_GET_ITEM(r.get(), 0));
+    spec.dyn_sizes = PyLong_AsUnsignedLongLongMask(PyTuple_GET_ITEM(r.get(), 1));
+    spec.dyn_strides = PyLong_AsUnsignedLongLongMask(PyTuple_GET_ITEM(r.get(), 2));
+  } else {
+    example = meta_like(o);
   }
-  if (PyDict_CheckExact(o)) {
-    Py_ssize_t pos = 0;
-    PyObject *k, *val;
-    while (PyDict_Next(o, &pos, &k, &val))
-      if (!is_exact_const(k) && !identity_key(k)) return nullptr;
-    v = t_.make(VK::Dict);
-    if (source) {
-      // From the frame: lazy (TorchDynamo's LazyVariableTracker over a ConstDictVariable). Guarded
-      // here only as a dict; its entries as they are read (realize_entry) or all at once (realize).
-      t_.add_guard(GuardKind::TYPE_MATCH, source, Ref::borrow(reinterpret_cast<PyObject*>(&PyDict_Type)), f,
-                   "___check_type_id(" + key + ", dict)");
-      v->lazy = obj;
-      any_lazy_ = true;
-      containers_seen_[o] = {obj, v};
-      return remember(v);
-    }
-    pos = 0;
-    while (PyDict_Next(o, &pos, &k, &val)) {
-      v->keys.push_back(Ref::borrow(k));
-      VPtr iv = wrap(Ref::borrow(val), nullptr, f);
-      if (!iv) return nullptr;
-      v->items.push_back(iv);
-    }
-    return remember(v);
+  if (!example) return nullptr;
+  if (Guard* g = t_.add_guard(GuardKind::TENSOR_MATCH, source, {}, f, "check_tensor(" + key + ", " + tensor_spec_text(spec) + ")"))
+    g->tensor = spec;
+  v = t_.make(VK::Tensor);
+  v->obj = example;
+  v->device = Ref::steal(PyObject_GetAttrString(o, "device"));
+  v->node = t_.output.add_input(source, v->obj, obj, t_.cur_step_);
+  if (t_.obs_) t_.obs_->on_graph_node(GraphNodeEvent{t_.id_, v->node, t_.cur_step_, "placeholder", placeholder_name(*source)});
+  tensor_by_id_[o] = v;
+  return remember(source, key, v);
+}
+
+// None
+VPtr ValueBuilder::wrap_none(const Ref& obj, const SourcePtr& source, const std::string& key, Frame& f) {
+  if (source) t_.add_guard(GuardKind::NONE_MATCH, source, {}, f, key + " is None");
+  VPtr v = t_.make(VK::Const);
+  v->obj = obj;
+  return remember(source, key, v);
+}
+
+// True / False
+VPtr ValueBuilder::wrap_bool(const Ref& obj, const SourcePtr& source, const std::string& key, Frame& f) {
+  PyObject* o = obj.get();
+  VPtr v;
+  if (source) t_.add_guard(GuardKind::ID_MATCH, source, obj, f, key + " is " + repr_of(o));
+  v = t_.make(VK::Const);
+  v->obj = obj;
+  return remember(source, key, v);
+}
+
+// An int: symbolic when it changed between compiles, else a constant.
+VPtr ValueBuilder::wrap_int(const Ref& obj, const SourcePtr& source, const std::string& key, Frame& f) {
+  if (!t_.output.dynamic() || !source || !dyn_ints_.count(key)) return wrap_constant(obj, source, key, f);
+  // An int that changed between compiles: a graph input of type SymInt.
+  PyObject* o = obj.get();
+  VPtr v;
+  const int slot = t_.output.sym_slot(source);
+  Ref s = Ref::steal(PyObject_CallMethod(t_.output.shapes(), "symint", "Osiii", o, key.c_str(), slot, t_.cur_step_,
+                                              t_.root_ ? t_.current_line(f) : -1));
+  if (!s) return nullptr;
+  t_.add_guard(GuardKind::TYPE_MATCH, source, Ref::borrow(reinterpret_cast<PyObject*>(Py_TYPE(o))), f,
+            "___check_type_id(" + key + ", int)");
+  v = t_.make(VK::Sym);
+  v->obj = s;
+  v->node = t_.output.add_input(source, s, obj, t_.cur_step_);
+  if (t_.obs_) t_.obs_->on_graph_node(GraphNodeEvent{t_.id_, v->node, t_.cur_step_, "placeholder", placeholder_name(*source)});
+  return remember(source, key, v);
+}
+
+// Immutable constants (numbers, strings, dtypes, devices, torch.Size, slices) and tuples/frozensets of
+// them: a Const guarded by value.
+VPtr ValueBuilder::wrap_constant(const Ref& obj, const SourcePtr& source, const std::string& key, Frame& f) {
+  PyObject* o = obj.get();
+  VPtr v;
+  if (source) {
+    t_.add_guard(GuardKind::EQUALS_MATCH, source, obj, f, key + " == " + repr_of(o));
   }
-  if (PyObject_TypeCheck(o, reinterpret_cast<PyTypeObject*>(py().nn_Module.get()))) {
-    if (source) {
-      t_.add_guard(GuardKind::TYPE_MATCH, source, Ref::borrow(reinterpret_cast<PyObject*>(Py_TYPE(o))), f,
-                "___check_type_id(" + key + ", " + Py_TYPE(o)->tp_name + ")");
-    }
-    v = t_.make(VK::NNModule);
-    v->obj = obj;
-    return remember(v);
-  }
-  if (PyFunction_Check(o) && !function_is_torch(o)) {  // torch.nn.functional.* are graph calls, not inlined
-    const Source* root = source.get();
-    while (root && root->base) root = root->base.get();
-    const bool local = root && root->kind == Source::Kind::Local;
-    if (source && (PyFunction_GET_CLOSURE(o) || local) && !PyFunction_GET_DEFAULTS(o) && !PyFunction_GET_KW_DEFAULTS(o)) {
-      // A closure, or a function the frame was given (TorchDynamo's CLOSURE_MATCH): made anew by
-      // every call of the code that makes it (a resume function's argument), so guarded by its
-      // code; its cells' contents are guarded where a call reads them, their identity by the
-      // guards of Translator::real_cell.
-      PyObject* code = PyFunction_GET_CODE(o);
-      t_.add_guard(GuardKind::TYPE_MATCH, source, Ref::borrow(reinterpret_cast<PyObject*>(Py_TYPE(o))), f,
-                   "___check_type_id(" + key + ", function)");
-      t_.add_guard(GuardKind::ID_MATCH, Source::attr(source, "__code__"), Ref::borrow(code), f,
-                   "___check_obj_id(" + key + ".__code__, " + repr_of(code) + ")");
-    } else if (source) {
-      t_.add_guard(GuardKind::ID_MATCH, source, obj, f, "___check_obj_id(" + key + ", " + repr_of(o) + ")");
-    }
-    v = t_.make(VK::Function);
-    v->obj = obj;
-    return remember(v);
-  }
-  if (PyMethod_Check(o) && PyFunction_Check(PyMethod_GET_FUNCTION(o))) {
-    v = t_.make(VK::Method);
-    // obj.method: its self is obj, already wrapped under the attribute's base source (the method is
-    // made anew by each attribute read, so a guard through it could not read it back).
-    if (source && source->kind == Source::Kind::Attr && source->base) {
-      auto base = by_source_.find(source->base->text());
-      if (base != by_source_.end() && base->second->obj.get() == PyMethod_GET_SELF(o)) v->self = base->second;
-    }
-    if (!v->self) v->self = wrap(Ref::borrow(PyMethod_GET_SELF(o)), source ? Source::attr(source, "__self__") : nullptr, f);
-    if (!v->self) return nullptr;
-    v->obj = Ref::borrow(PyMethod_GET_FUNCTION(o));
-    return remember(v);
-  }
-  if (std::strcmp(Py_TYPE(o)->tp_name, "numpy.ndarray") == 0) {
-    // An ndarray argument (TorchDynamo's wrap_numpy_ndarray): the graph's input is torch.as_tensor of
-    // it, guarded as a tensor; the value is an ndarray over that input (tracer/values/ndarray.cpp).
-    if (!source) return nullptr;
-    Ref writeable = Ref::steal(PyObject_GetAttrString(o, "flags"));
-    if (writeable) writeable = Ref::steal(PyObject_GetAttrString(writeable.get(), "writeable"));
-    if (!writeable || writeable.get() != Py_True) return PyErr_Clear(), nullptr;  // read-only: torch warns on each call
-    Ref as_tensor = Ref::steal(PyObject_GetAttrString(py().torch.get(), "as_tensor"));
-    Ref t = as_tensor ? Ref::steal(PyObject_CallOneArg(as_tensor.get(), o)) : Ref();
-    if (!t) return PyErr_Clear(), nullptr;  // a dtype torch has no tensor for (object, strings)
+  v = t_.make(VK::Const);
+  v->obj = obj;
+  return remember(source, key, v);
+}
+
+// Tuples and lists, item by item (a list from the frame is written back when mutated).
+VPtr ValueBuilder::wrap_sequence(const Ref& obj, const SourcePtr& source, const std::string& key, Frame& f) {
+  PyObject* o = obj.get();
+  VPtr v;
+  if (is_const_tree(o)) return wrap_constant(obj, source, key, f);
+  if (PyFrozenSet_CheckExact(o)) return wrap_object(obj, source, key, f);  // of non-constants: by identity
+  if (VPtr first = shared_container(o, source, key, f); first || !ok_) return first;
+  const bool is_list = PyList_CheckExact(o);
+  Py_ssize_t n = is_list ? PyList_GET_SIZE(o) : PyTuple_GET_SIZE(o);
+  if (source) {
     t_.add_guard(GuardKind::TYPE_MATCH, source, Ref::borrow(reinterpret_cast<PyObject*>(Py_TYPE(o))), f,
-                 "___check_type_id(" + key + ", numpy.ndarray)");
-    VPtr tv = wrap(t, Source::as_tensor(source, as_tensor), f);
-    if (!tv || tv->kind != VK::Tensor) return nullptr;
-    v = t_.make(VK::NdArray);
-    v->obj = tv->obj;
-    v->node = tv->node;
-    v->device = tv->device;
-    return remember(v);
+              "___check_type_id(" + key + ", " + Py_TYPE(o)->tp_name + ")");
+    if (Guard* g = t_.add_guard(GuardKind::LENGTH_CHECK, source, {}, f, "len(" + key + ") == " + std::to_string(n)))
+      g->length = n;
   }
-  if (const int mode = grad_restore_mode(o); mode >= 0) {  // a split with-block's exit (codegen)
-    if (source) t_.add_guard(GuardKind::ID_MATCH, source, obj, f, "___check_obj_id(" + key + ", " + repr_of(o) + ")");
-    v = t_.make(VK::GradMode);
-    v->flag = mode == 1;
-    return remember(v);
+  v = t_.make(is_list ? VK::List : VK::Tuple);
+  if (is_list && source) containers_seen_[o] = {obj, nullptr};  // its value once built (a cycle: not traced)
+  for (Py_ssize_t i = 0; i < n; ++i) {
+    PyObject* item = is_list ? PyList_GET_ITEM(o, i) : PyTuple_GET_ITEM(o, i);
+    VPtr iv = wrap(Ref::borrow(item), source ? Source::item(source, Ref::steal(PyLong_FromSsize_t(i))) : nullptr, f);
+    if (!iv) return nullptr;
+    v->items.push_back(iv);
   }
-  // Modules, classes, builtins, torch functions and other objects known by identity.
+  if (is_list && source) containers_seen_[o].second = v;
+  return remember(source, key, v);
+}
+
+// Dicts with constant keys: lazy when read from the frame.
+VPtr ValueBuilder::wrap_dict(const Ref& obj, const SourcePtr& source, const std::string& key, Frame& f) {
+  PyObject* o = obj.get();
+  VPtr v;
+  if (VPtr first = shared_container(o, source, key, f); first || !ok_) return first;
+  Py_ssize_t pos = 0;
+  PyObject *k, *val;
+  while (PyDict_Next(o, &pos, &k, &val))
+    if (!is_exact_const(k) && !identity_key(k)) return nullptr;
+  v = t_.make(VK::Dict);
+  if (source) {
+    // From the frame: lazy (TorchDynamo's LazyVariableTracker over a ConstDictVariable). Guarded
+    // here only as a dict; its entries as they are read (realize_entry) or all at once (realize).
+    t_.add_guard(GuardKind::TYPE_MATCH, source, Ref::borrow(reinterpret_cast<PyObject*>(&PyDict_Type)), f,
+                 "___check_type_id(" + key + ", dict)");
+    v->lazy = obj;
+    any_lazy_ = true;
+    containers_seen_[o] = {obj, v};
+    return remember(source, key, v);
+  }
+  pos = 0;
+  while (PyDict_Next(o, &pos, &k, &val)) {
+    v->keys.push_back(Ref::borrow(k));
+    VPtr iv = wrap(Ref::borrow(val), nullptr, f);
+    if (!iv) return nullptr;
+    v->items.push_back(iv);
+  }
+  return remember(source, key, v);
+}
+
+// nn.Modules (every subclass).
+VPtr ValueBuilder::wrap_module(const Ref& obj, const SourcePtr& source, const std::string& key, Frame& f) {
+  PyObject* o = obj.get();
+  VPtr v;
+  if (source) {
+    t_.add_guard(GuardKind::TYPE_MATCH, source, Ref::borrow(reinterpret_cast<PyObject*>(Py_TYPE(o))), f,
+              "___check_type_id(" + key + ", " + Py_TYPE(o)->tp_name + ")");
+  }
+  v = t_.make(VK::NNModule);
+  v->obj = obj;
+  return remember(source, key, v);
+}
+
+// Python functions, inlined when called.
+VPtr ValueBuilder::wrap_function(const Ref& obj, const SourcePtr& source, const std::string& key, Frame& f) {
+  PyObject* o = obj.get();
+  VPtr v;
+  if (function_is_torch(o)) return wrap_object(obj, source, key, f);  // torch.nn.functional.* are graph calls, not inlined
+  const Source* root = source.get();
+  while (root && root->base) root = root->base.get();
+  const bool local = root && root->kind == Source::Kind::Local;
+  if (source && (PyFunction_GET_CLOSURE(o) || local) && !PyFunction_GET_DEFAULTS(o) && !PyFunction_GET_KW_DEFAULTS(o)) {
+    // A closure, or a function the frame was given (TorchDynamo's CLOSURE_MATCH): made anew by
+    // every call of the code that makes it (a resume function's argument), so guarded by its
+    // code; its cells' contents are guarded where a call reads them, their identity by the
+    // guards of Translator::real_cell.
+    PyObject* code = PyFunction_GET_CODE(o);
+    t_.add_guard(GuardKind::TYPE_MATCH, source, Ref::borrow(reinterpret_cast<PyObject*>(Py_TYPE(o))), f,
+                 "___check_type_id(" + key + ", function)");
+    t_.add_guard(GuardKind::ID_MATCH, Source::attr(source, "__code__"), Ref::borrow(code), f,
+                 "___check_obj_id(" + key + ".__code__, " + repr_of(code) + ")");
+  } else if (source) {
+    t_.add_guard(GuardKind::ID_MATCH, source, obj, f, "___check_obj_id(" + key + ", " + repr_of(o) + ")");
+  }
+  v = t_.make(VK::Function);
+  v->obj = obj;
+  return remember(source, key, v);
+}
+
+// Bound methods of Python functions.
+VPtr ValueBuilder::wrap_method(const Ref& obj, const SourcePtr& source, const std::string& key, Frame& f) {
+  PyObject* o = obj.get();
+  VPtr v;
+  if (!PyFunction_Check(PyMethod_GET_FUNCTION(o))) return wrap_object(obj, source, key, f);
+  v = t_.make(VK::Method);
+  // obj.method: its self is obj, already wrapped under the attribute's base source (the method is
+  // made anew by each attribute read, so a guard through it could not read it back).
+  if (source && source->kind == Source::Kind::Attr && source->base) {
+    auto base = by_source_.find(source->base->text());
+    if (base != by_source_.end() && base->second->obj.get() == PyMethod_GET_SELF(o)) v->self = base->second;
+  }
+  if (!v->self) v->self = wrap(Ref::borrow(PyMethod_GET_SELF(o)), source ? Source::attr(source, "__self__") : nullptr, f);
+  if (!v->self) return nullptr;
+  v->obj = Ref::borrow(PyMethod_GET_FUNCTION(o));
+  return remember(source, key, v);
+}
+
+// numpy.ndarray arguments.
+VPtr ValueBuilder::wrap_ndarray(const Ref& obj, const SourcePtr& source, const std::string& key, Frame& f) {
+  PyObject* o = obj.get();
+  VPtr v;
+  // An ndarray argument (TorchDynamo's wrap_numpy_ndarray): the graph's input is torch.as_tensor of
+  // it, guarded as a tensor; the value is an ndarray over that input (tracer/values/ndarray.cpp).
+  if (!source) return nullptr;
+  Ref writeable = Ref::steal(PyObject_GetAttrString(o, "flags"));
+  if (writeable) writeable = Ref::steal(PyObject_GetAttrString(writeable.get(), "writeable"));
+  if (!writeable || writeable.get() != Py_True) return PyErr_Clear(), nullptr;  // read-only: torch warns on each call
+  Ref as_tensor = Ref::steal(PyObject_GetAttrString(py().torch.get(), "as_tensor"));
+  Ref t = as_tensor ? Ref::steal(PyObject_CallOneArg(as_tensor.get(), o)) : Ref();
+  if (!t) return PyErr_Clear(), nullptr;  // a dtype torch has no tensor for (object, strings)
+  t_.add_guard(GuardKind::TYPE_MATCH, source, Ref::borrow(reinterpret_cast<PyObject*>(Py_TYPE(o))), f,
+               "___check_type_id(" + key + ", numpy.ndarray)");
+  VPtr tv = wrap(t, Source::as_tensor(source, as_tensor), f);
+  if (!tv || tv->kind != VK::Tensor) return nullptr;
+  v = t_.make(VK::NdArray);
+  v->obj = tv->obj;
+  v->node = tv->node;
+  v->device = tv->device;
+  return remember(source, key, v);
+}
+
+// The grad-mode restorer a split with-block's exit leaves (codegen).
+VPtr ValueBuilder::wrap_grad_restore(const Ref& obj, const SourcePtr& source, const std::string& key, Frame& f) {
+  PyObject* o = obj.get();
+  VPtr v;
+  const int mode = grad_restore_mode(o);
+  if (source) t_.add_guard(GuardKind::ID_MATCH, source, obj, f, "___check_obj_id(" + key + ", " + repr_of(o) + ")");
+  v = t_.make(VK::GradMode);
+  v->flag = mode == 1;
+  return remember(source, key, v);
+}
+
+// Modules, classes, builtins, torch functions and other objects known by identity.
+VPtr ValueBuilder::wrap_object(const Ref& obj, const SourcePtr& source, const std::string& key, Frame& f) {
+  PyObject* o = obj.get();
+  VPtr v;
   if (source) {
     if (PyModule_Check(o) || PyType_Check(o) || PyCFunction_Check(o) || PyCallable_Check(o))
       t_.add_guard(GuardKind::ID_MATCH, source, obj, f, "___check_obj_id(" + key + ", " + repr_of(o) + ")");
@@ -283,7 +382,7 @@ VPtr ValueBuilder::wrap(Ref obj, SourcePtr source, Frame& f) {
   }
   v = t_.make(VK::Object);
   v->obj = obj;
-  return remember(v);
+  return remember(source, key, v);
 }
 
 // ---- lazy dicts -------------------------------------------------------------------------------

@@ -47,7 +47,25 @@ class ValueBuilder {
   DynamicMode dynamic_mode = DynamicMode::Auto;
 
  private:
+  // One per kind of object (wrap dispatches by exact type, then a short fallback list).
+  VPtr wrap_tensor(const Ref& obj, const SourcePtr& source, const std::string& key, Frame& f);
+  VPtr wrap_none(const Ref& obj, const SourcePtr& source, const std::string& key, Frame& f);
+  VPtr wrap_bool(const Ref& obj, const SourcePtr& source, const std::string& key, Frame& f);
+  VPtr wrap_int(const Ref& obj, const SourcePtr& source, const std::string& key, Frame& f);
+  VPtr wrap_constant(const Ref& obj, const SourcePtr& source, const std::string& key, Frame& f);
+  VPtr wrap_sequence(const Ref& obj, const SourcePtr& source, const std::string& key, Frame& f);
+  VPtr wrap_dict(const Ref& obj, const SourcePtr& source, const std::string& key, Frame& f);
+  VPtr wrap_module(const Ref& obj, const SourcePtr& source, const std::string& key, Frame& f);
+  VPtr wrap_function(const Ref& obj, const SourcePtr& source, const std::string& key, Frame& f);
+  VPtr wrap_method(const Ref& obj, const SourcePtr& source, const std::string& key, Frame& f);
+  VPtr wrap_ndarray(const Ref& obj, const SourcePtr& source, const std::string& key, Frame& f);
+  VPtr wrap_grad_restore(const Ref& obj, const SourcePtr& source, const std::string& key, Frame& f);
+  VPtr wrap_object(const Ref& obj, const SourcePtr& source, const std::string& key, Frame& f);
+  VPtr shared_container(PyObject* o, const SourcePtr& source, const std::string& key, Frame& f);
+  VPtr remember(const SourcePtr& source, const std::string& key, VPtr val);  // kept by source, announced
+
   Translator& t_;
+  bool ok_ = true;  // shared_container: false when the container cannot be traced
   std::unordered_map<std::string, VPtr> by_source_;   // source text -> value (dedup)
   std::unordered_map<PyObject*, VPtr> tensor_by_id_;  // input tensors by identity (aliasing)
   // input lists/dicts wrapped so far and their values (the object kept alive: a freed one's address
