@@ -34,6 +34,8 @@ std::vector<int> output_nodes(const VPtr& ret) {
       walk(v->contents);
     }
     if (v->kind == VK::DictView) walk(v->self);
+    if (v->kind == VK::Iter && !v->flag)  // an iterator crossing a break: the items it has yet to give
+      for (size_t i = v->pos; i < v->items.size(); ++i) walk(v->items[i]);
     if (v->kind == VK::Method) walk(v->self);  // a tensor's method crossing a break: its tensor
     if (v->kind == VK::Cell) walk(v->items.empty() ? nullptr : v->items[0]);
     if (v->kind == VK::Function) {  // a closure made in the trace: its cells' contents and defaults
@@ -93,10 +95,11 @@ struct SharedSources {
     const std::string k = key(s);
     if (auto it = slot.find(k); it != slot.end()) return e.emit(N::LOAD_FAST, it->second), true;
     if (!s.base) return e.source(s);
-    if (s.kind == Source::Kind::AsTensor) {  // torch.as_tensor(base): the callable goes first
+    if (s.kind == Source::Kind::AsTensor || s.kind == Source::Kind::TupleIterItem) {  // the callable goes first
       e.callable_const(s.key.get());
       if (!load(*s.base)) return false;
-      e.call(1);
+      if (s.kind == Source::Kind::TupleIterItem) e.load_int(s.index);
+      e.call(s.kind == Source::Kind::TupleIterItem ? 2 : 1);
     } else if (!load(*s.base) || !e.step(s)) {
       return false;
     }
@@ -293,6 +296,28 @@ bool emit_head(Emitter& e, Rebuilder& rb, PyCodeObject* co, const CaptureResult&
   return true;
 }
 
+// The items the trace took from iterators of the frame, taken from the real ones: emitted once
+// every value the rest needs is loaded (an item is reloaded by its place ahead of the iterator).
+bool emit_advances(Emitter& e, const SideEffects& se, std::string& why) {
+  for (const VPtr& it : se.advanced_iters) {  // dynview._runtime.advance_iterator(it, taken)
+    if (it->pos == 0) continue;
+    static PyObject* advance = cg::runtime_attr("advance_iterator");
+    if (!advance) {
+      why = "cannot advance the iterator " + it->source->text();
+      return false;
+    }
+    e.callable_const(advance);
+    if (!e.source(*it->source)) {
+      why = "cannot reload the iterator " + it->source->text();
+      return false;
+    }
+    e.load_int(static_cast<long>(std::min(it->pos, it->items.size())));
+    e.call(2);
+    e.emit(N::POP_TOP);
+  }
+  return true;
+}
+
 // Assembles the emitted instructions into a code object like `co` taking its arguments, and a
 // function over `globals` (its closure is set per call by the frame hook).
 std::optional<Transformed> finish(Emitter& e, PyCodeObject* co, PyObject* globals, PyObject* closure, std::string& why) {
@@ -369,6 +394,7 @@ std::optional<Transformed> generate(PyObject* orig_code, PyObject* globals, PyOb
     why = std::string("cannot rebuild the return value (a ") + vk_name(ret->kind) + " or something inside it)";
     return std::nullopt;
   }
+  if (!emit_advances(e, c.out.side_effects, why)) return std::nullopt;
   e.emit(N::RETURN_VALUE);
   return finish(e, co, globals, closure, why);
 }
@@ -453,6 +479,7 @@ std::optional<Transformed> generate_split(const CodeFacts& facts, PyObject* glob
   }
   if (!emit_head(e, rb, co, stop, grad_mode, roots, why)) return std::nullopt;
   if (!stash_all(stop.stack) || !stash_all(local_vals) || (!share && !stash_all(cell_vals))) return std::nullopt;
+  if (!emit_advances(e, stop.out.side_effects, why)) return std::nullopt;
 
   // The call of the resume function at `target` with the stack `vals` (bottom first; `result_slot`
   // stands for the last one when >= 0), then return its result.

@@ -3,6 +3,7 @@
 // finished. The rest of the engine sees only these functions; no other tracer file includes
 // CPython's internal headers for frames. Implemented in frame_shim.cpp.
 #pragma once
+#include <algorithm>
 #include <Python.h>
 
 #include "core/opcodes.h"
@@ -38,6 +39,23 @@ bool is_fresh(_PyInterpreterFrame* f);             // no instruction has run yet
 PyObject* finish_unevaluated(PyThreadState* ts, _PyInterpreterFrame* f, PyObject* result, EvalFrameFn previous);
 
 EvalFrameFn get_eval_frame();
+// A tuple iterator's tuple (borrowed; null once exhausted) and the index of its next item: CPython's
+// tupleiterobject, laid out alike on 3.11, 3.12 and 3.13.
+inline PyObject* tuple_iterator_state(PyObject* it, Py_ssize_t& index) {
+  struct TupleIter {
+    PyObject_HEAD
+    Py_ssize_t it_index;
+    PyObject* it_seq;
+  };
+  const auto* ti = reinterpret_cast<const TupleIter*>(it);
+  index = ti->it_index;
+  return ti->it_seq;
+}
+inline Py_ssize_t tuple_iterator_remaining(PyObject* it) {
+  Py_ssize_t index = 0;
+  PyObject* seq = tuple_iterator_state(it, index);
+  return seq ? std::max<Py_ssize_t>(0, PyTuple_GET_SIZE(seq) - index) : 0;
+}
 void set_eval_frame(EvalFrameFn fn);
 
 }  // namespace shim

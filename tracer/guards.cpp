@@ -1,6 +1,7 @@
 // GuardTree: accessors (local by index, closure cell, global, attribute through the instance
 // dict, nn.Module member dicts, constant item) with leaf checks; leaves run before children.
 #include "guards.h"
+#include "frame_shim.h"
 #include <structmember.h>
 
 #include <algorithm>
@@ -127,6 +128,13 @@ struct GuardTree::Node {
       case Source::Kind::FreeCell:
         if (!f.closure || source->index >= PyTuple_GET_SIZE(f.closure)) return nullptr;
         return PyTuple_GET_ITEM(f.closure, source->index);
+      case Source::Kind::TupleIterItem: {  // seq[index + k]: no Python runs
+        if (!parent || !Py_IS_TYPE(parent, &PyTupleIter_Type)) return nullptr;
+        Py_ssize_t at = 0;
+        PyObject* seq = shim::tuple_iterator_state(parent, at);
+        at += source->index;
+        return seq && at < PyTuple_GET_SIZE(seq) ? PyTuple_GET_ITEM(seq, at) : nullptr;
+      }
       case Source::Kind::AsTensor: {  // a new tensor over the ndarray's memory, held until the check ends
         if (!parent || std::strcmp(Py_TYPE(parent)->tp_name, "numpy.ndarray") != 0) return nullptr;
         PyObject* t = PyObject_CallOneArg(source->key.get(), parent);
@@ -181,7 +189,9 @@ bool leaf_ok(const Guard& g, PyObject* o) {
     }
     case GuardKind::LENGTH_CHECK: {
       Py_ssize_t n = PyList_Check(o) ? PyList_GET_SIZE(o) : PyTuple_Check(o) ? PyTuple_GET_SIZE(o)
-                                     : PyDict_Check(o) ? PyDict_GET_SIZE(o) : -1;
+                     : PyDict_Check(o) ? PyDict_GET_SIZE(o)
+                     : Py_IS_TYPE(o, &PyTupleIter_Type) ? shim::tuple_iterator_remaining(o)  // the items it has yet to give
+                                                         : -1;
       return n == g.length;
     }
     case GuardKind::DICT_KEYS: {

@@ -40,8 +40,17 @@ struct SideEffects {
   std::vector<VPtr> mutated_lists;  // lists from outside the frame changed by append/extend/pop/insert
   std::vector<VPtr> mutated_dicts;  // dicts from outside the frame (the frame's **kwargs too) changed
   std::vector<VPtr> written_cells;  // the root frame's free variables (real cells) written by STORE_DEREF
+  // Iterators from the frame (tuple iterators: value_builder.cpp): the `pos` items the trace took are
+  // taken from the real one after the graph.
+  std::vector<VPtr> advanced_iters;
+  bool any_advanced() const {
+    for (const VPtr& it : advanced_iters)
+      if (it->pos > 0) return true;
+    return false;
+  }
   bool empty() const {
-    return attr_writes.empty() && global_writes.empty() && mutated_lists.empty() && mutated_dicts.empty() && written_cells.empty();
+    return attr_writes.empty() && global_writes.empty() && mutated_lists.empty() && mutated_dicts.empty() && written_cells.empty() &&
+           !any_advanced();
   }
   void note_mutation(const VPtr& container) {  // a list or dict from outside the frame was changed
     auto& v = container->kind == VK::Dict ? mutated_dicts : mutated_lists;

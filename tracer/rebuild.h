@@ -85,6 +85,12 @@ struct Emitter {
         if (!source(*s.base)) return false;
         call(1);
         return true;
+      case K::TupleIterItem:  // dynview._runtime.tuple_iterator_getitem(it, k)
+        callable_const(s.key.get());
+        if (!source(*s.base)) return false;
+        load_int(s.index);
+        call(2);
+        return true;
       default: return source(*s.base) && step(s);
     }
   }
@@ -108,7 +114,7 @@ struct Emitter {
         emit(N::BINARY_SUBSCR);
         emit(N::LOAD_ATTR, name("cell_contents"));
         return true;
-      case K::Local: case K::Closure: case K::Global: case K::Held: case K::FreeCell: case K::AsTensor: return false;
+      case K::Local: case K::Closure: case K::Global: case K::Held: case K::FreeCell: case K::AsTensor: case K::TupleIterItem: return false;
     }
     return false;
   }

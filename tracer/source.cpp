@@ -15,6 +15,7 @@ std::string Source::text() const {
     case Kind::Held: return name;
     case Kind::FreeCell: return "___closure_cell['" + name + "']";
     case Kind::AsTensor: return "___as_tensor(" + base->text() + ")";
+    case Kind::TupleIterItem: return "___tuple_iterator_getitem(" + base->text() + ", " + std::to_string(index) + ")";
   }
   return "?";
 }
@@ -44,6 +45,9 @@ SourcePtr Source::fn_closure(SourcePtr base, int index, std::string name) {
 }
 SourcePtr Source::as_tensor(SourcePtr base, Ref as_tensor_fn) {
   return std::make_shared<Source>(Source{Kind::AsTensor, -1, {}, {}, std::move(as_tensor_fn), std::move(base)});
+}
+SourcePtr Source::tuple_iter_item(SourcePtr base, int index, Ref getitem_fn) {
+  return std::make_shared<Source>(Source{Kind::TupleIterItem, index, {}, {}, std::move(getitem_fn), std::move(base)});
 }
 SourcePtr Source::held(Ref obj, std::string name) {
   return std::make_shared<Source>(Source{Kind::Held, -1, std::move(name), {}, std::move(obj), {}});

@@ -25,6 +25,8 @@ struct Source {
     FreeCell,  // func_closure[index]: the frame's free variable cell itself (identity guards)
     AsTensor,  // torch.as_tensor(base) of a numpy.ndarray base: the tensor an ndarray argument is in the
                // graph (TorchDynamo's NumpyTensorSource); key: torch.as_tensor
+    TupleIterItem,  // the item `index` places ahead of a tuple iterator base (TorchDynamo's
+                    // ___tuple_iterator_getitem); key: dynview._runtime.tuple_iterator_getitem
   };
   Kind kind;
   int index = -1;        // Local/Closure
@@ -44,6 +46,7 @@ struct Source {
   static SourcePtr held(Ref obj, std::string name);
   static SourcePtr free_cell(int index, std::string name);
   static SourcePtr as_tensor(SourcePtr base, Ref as_tensor_fn);
+  static SourcePtr tuple_iter_item(SourcePtr base, int index, Ref getitem_fn);
 };
 
 }  // namespace dv

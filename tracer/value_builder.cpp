@@ -8,6 +8,8 @@
 #include <unordered_map>
 
 #include "codegen.h"
+#include "frame_shim.h"
+#include "rebuild.h"
 #include "pycache.h"
 #include "tensor_match.h"
 #include "translator.h"
@@ -79,6 +81,7 @@ VPtr ValueBuilder::wrap(Ref obj, SourcePtr source, Frame& f) {
         {&PyDict_Type, &ValueBuilder::wrap_dict},
         {&PyFunction_Type, &ValueBuilder::wrap_function},
         {&PyMethod_Type, &ValueBuilder::wrap_method},
+        {&PyTupleIter_Type, &ValueBuilder::wrap_tuple_iterator},
     };
   }();
   if (auto row = by_type.find(Py_TYPE(o)); row != by_type.end()) return (this->*row->second)(obj, source, key, f);
@@ -331,6 +334,32 @@ VPtr ValueBuilder::wrap_method(const Ref& obj, const SourcePtr& source, const st
   if (!v->self) v->self = wrap(Ref::borrow(PyMethod_GET_SELF(o)), source ? Source::attr(source, "__self__") : nullptr, f);
   if (!v->self) return nullptr;
   v->obj = Ref::borrow(PyMethod_GET_FUNCTION(o));
+  return remember(source, key, v);
+}
+
+// A tuple iterator from the frame (a resume function's argument: an iterator over a list or tuple
+// that lived across the break, TorchDynamo's TupleIteratorVariable): an iterator over its remaining
+// items, each reloaded by ___tuple_iterator_getitem and guarded by how many remain. The items it
+// gives in the trace are taken from the real iterator after the graph (SideEffects::advanced_iters).
+VPtr ValueBuilder::wrap_tuple_iterator(const Ref& obj, const SourcePtr& source, const std::string& key, Frame& f) {
+  if (!source) return wrap_object(obj, source, key, f);
+  static PyObject* getitem = cg::runtime_attr("tuple_iterator_getitem");
+  if (!getitem) return nullptr;
+  PyObject* o = obj.get();
+  Py_ssize_t index = 0;
+  PyObject* seq = shim::tuple_iterator_state(o, index);
+  const Py_ssize_t n = shim::tuple_iterator_remaining(o);
+  t_.add_guard(GuardKind::TYPE_MATCH, source, Ref::borrow(reinterpret_cast<PyObject*>(&PyTupleIter_Type)), f,
+               "___check_type_id(" + key + ", tuple_iterator)");
+  if (Guard* g = t_.add_guard(GuardKind::LENGTH_CHECK, source, {}, f, "___tuple_iterator_len(" + key + ") == " + std::to_string(n)))
+    g->length = n;
+  VPtr v = t_.make(VK::Iter);
+  for (Py_ssize_t i = 0; i < n; ++i) {
+    VPtr iv = wrap(Ref::borrow(PyTuple_GET_ITEM(seq, index + i)), Source::tuple_iter_item(source, static_cast<int>(i), Ref::borrow(getitem)), f);
+    if (!iv) return nullptr;
+    v->items.push_back(iv);
+  }
+  t_.output.side_effects.advanced_iters.push_back(v);
   return remember(source, key, v);
 }
 

@@ -54,3 +54,15 @@ def make_function(code, globals_, defaults, kwdefaults, closure=None):
     if kwdefaults:
         fn.__kwdefaults__ = kwdefaults
     return fn
+
+
+def tuple_iterator_getitem(it, k):
+    """The item k places ahead of a tuple iterator (the transformed code reloads a graph input)."""
+    reduced = it.__reduce__()  # (iter, (seq,), index), or (iter, ((),)) once exhausted
+    return reduced[1][0][(reduced[2] if len(reduced) > 2 else 0) + k]
+
+
+def advance_iterator(it, n):
+    """Takes the n items the graph took from an iterator of the frame."""
+    for _ in range(n):
+        next(it)

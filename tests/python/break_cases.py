@@ -781,3 +781,40 @@ def comprehension_after_break(x):
         z = z * 2
     w = [z.cos() + k for k in range(2)]
     return w[0] + w[1]
+
+
+@case((4,))
+def list_iterator_alive_across_a_print(x):
+    scales = [0.5, 2.0, 3.0]
+    it = iter(scales)
+    y = x * next(it)
+    print("first scale applied", file=SINK)
+    return y * next(it)
+
+
+@case((4,))
+def tuple_iterator_of_tensors_alive_across_a_log(x):
+    parts = iter((x.sin(), x.cos(), x.tanh()))
+    first = next(parts)
+    log.warning("took %d", 1)
+    return first + next(parts)
+
+
+@case((4,))
+def iterator_taken_on_both_sides_of_two_breaks(x):
+    parts = iter([x.sin(), x.cos(), x.exp(), x.tanh()])
+    print("start", file=SINK)
+    first = next(parts)
+    print("first taken", file=SINK)
+    rest = list(parts)
+    return first * 2 + rest[0], len(rest), next(parts, None) is None
+
+
+@case((4,))
+def loop_over_an_iterator_after_a_break(x):
+    it = iter((1.0, 2.0, 3.0))
+    y = x * next(it)
+    log.warning("scaled")
+    for k in it:
+        y = y + k
+    return y, next(it, "exhausted")

@@ -479,3 +479,33 @@ def test_closure_sharing_the_frames_cell_is_guarded():
     x = torch.ones(2)
     for fn, efn in ((inner1, e_inner1), (inner2, e_inner2), (inner1, e_inner1), (inner2, e_inner2)):
         torch.testing.assert_close(cg(x, fn), e1(x, efn))
+
+
+def take_two_around_a_print(x, ws):
+    it = iter(ws)
+    a = x * next(it)
+    print("one taken")
+    return a * next(it), it
+
+
+def test_an_iterator_living_across_a_break_is_rebuilt_and_taken_from_in_the_resume_function(capsys):
+    # As TorchDynamo: iter((the items not taken,)) crosses into the resume function, whose graph takes
+    # the next item through ___tuple_iterator_getitem, guarded by how many remain; the iterator
+    # handed back has given exactly what eager's has.
+    c = dynview.compile(take_two_around_a_print)
+    for ws in ([torch.ones(3), torch.full((3,), 2.0), torch.zeros(3)], [torch.ones(3), torch.full((3,), 3.0)]):
+        for _ in range(2):
+            x = torch.randn(3)
+            (got, got_it), (want, want_it) = c(x, list(ws)), take_two_around_a_print(x, list(ws))
+            torch.testing.assert_close(got, want)
+            rest, want_rest = list(got_it), list(want_it)
+            assert len(rest) == len(want_rest) == len(ws) - 2
+            for a, b in zip(rest, want_rest):
+                torch.testing.assert_close(a, b)
+    records = dynview._C.take_records()
+    resumed = [r for r in records if r["qualname"].startswith("__resume")]
+    assert resumed and all(r["break_id"] == "" and r["graph"] is not None for r in resumed)
+    # a second call with the same lengths hit the cache: one compile of each frame per list length
+    assert len([r for r in records if r["qualname"] == "take_two_around_a_print"]) == 2
+    guards = [g for r in resumed for g in r["guards"]]
+    assert any("___tuple_iterator_len(L['it']) == 2" in g for g in guards), guards

@@ -1,10 +1,14 @@
 // Iterators (VK::Iter): items + pos; lazy ones (map, filter, itertools, generators) make their items as
 // they are taken (Translator::pull).
+#include <algorithm>
+
 #include "tracer/pycache.h"
 #include "tracer/rebuild.h"
 #include "tracer/values/kind.h"
 
 namespace dv {
+
+using cg::N;
 
 template <>
 struct Kind<VK::Iter> {
@@ -42,9 +46,22 @@ struct Kind<VK::Iter> {
   static Status call_method(Translator& t, Frame& f, const VPtr& m, std::vector<VPtr>& /*args*/, KwArgs& /*kwargs*/, VPtr& /*out*/) {
     return t.brk(f, "DV0004", "method " + m->name + " of a " + vk_name(m->self->kind));
   }
-  static bool reconstruct(cg::Rebuilder& /*r*/, const VPtr& /*v*/) {
-    return false;  // not rebuilt after the graph: a value living across a break that needs it keeps the frame eager
+  static bool reconstruct(cg::Rebuilder& r, const VPtr& v) {
+    // iter((the items not taken yet,)), as TorchDynamo's ListIteratorVariable: an iterator over a
+    // list, tuple, dict, range or string of the trace that lives across a break. A lazy one (map,
+    // filter, itertools, a generator) is not rebuilt: its functions would run here, not when taken.
+    if (v->flag) return false;
+    if (v->source) return r.e.source(*v->source);  // an iterator from the frame: itself, advanced after the graph
+    static PyObject* iter_fn = PyDict_GetItemString(PyEval_GetBuiltins(), "iter");  // borrowed: builtins live on
+    if (!iter_fn) return false;
+    r.e.callable_const(iter_fn);
+    for (size_t i = v->pos; i < v->items.size(); ++i)
+      if (!r.value(v->items[i])) return false;
+    r.e.emit(N::BUILD_TUPLE, static_cast<int>(v->items.size() - std::min(v->pos, v->items.size())));
+    r.e.call(1);
+    return r.remember(v);
   }
+
 };
 DV_KIND(Iter, "iterator")
 
