@@ -58,24 +58,15 @@ struct Kind<VK::Const> {
     out.constant = v->obj;
     return true;
   }
-  static Status truth(Translator& t, Frame& f, const VPtr& v, bool& out) {
-    int r = PyObject_IsTrue(v->obj.get());
-    if (r < 0) return t.brk(f, "DV0010", "bool() raised");
-    out = r == 1;
-    return std::nullopt;
-  }
+  static constexpr auto truth = python_truth;
   static Status iterate(Translator& t, Frame& f, const VPtr& v, VPtr& out, bool materialize) {
     return const_iterate(t, f, v, out, materialize);
   }
   static Status getattr(Translator& t, Frame& f, const VPtr& obj, const std::string& name, VPtr& out) {
     return object_getattr(t, f, obj, name, out);
   }
-  static Status call(Translator& t, Frame& f, const VPtr& fn, std::vector<VPtr>& /*args*/, KwArgs& /*kwargs*/, VPtr& /*out*/) {
-    return t.brk(f, "DV0004", std::string("calling a ") + vk_name(fn->kind));
-  }
-  static Status setattr(Translator& t, Frame& f, const VPtr& owner, const std::string& name, const VPtr& /*value*/) {
-    return t.brk(f, "DV0008", "assignment to attribute '" + name + "' of a " + vk_name(owner->kind), kSetattrHint);
-  }
+  static constexpr auto call = no_answer::call;
+  static constexpr auto setattr = no_answer::setattr;
   static Status call_method(Translator& t, Frame& f, const VPtr& m, std::vector<VPtr>& args, KwArgs& kwargs, VPtr& out) {
     return object_method(t, f, m, args, kwargs, out);
   }

@@ -198,10 +198,7 @@ struct Kind<VK::Dict> {
     }
     return true;
   }
-  static Status truth(Translator& /*t*/, Frame& /*f*/, const VPtr& v, bool& out) {
-    out = !v->items.empty();
-    return std::nullopt;
-  }
+  static constexpr auto truth = items_truth;
   static Status iterate(Translator& t, Frame& /*f*/, const VPtr& v, VPtr& out, bool /*materialize*/) {
     VPtr it = t.make(VK::Iter);
     for (auto& k : v->keys) it->items.push_back(t.key_value(k));
@@ -216,12 +213,8 @@ struct Kind<VK::Dict> {
     PyObject* cls = obj->obj && PyType_Check(obj->obj.get()) ? obj->obj.get() : reinterpret_cast<PyObject*>(&PyDict_Type);
     return builtin_method_attr(t, f, obj, reinterpret_cast<PyTypeObject*>(cls), name, out);
   }
-  static Status call(Translator& t, Frame& f, const VPtr& fn, std::vector<VPtr>& /*args*/, KwArgs& /*kwargs*/, VPtr& /*out*/) {
-    return t.brk(f, "DV0004", std::string("calling a ") + vk_name(fn->kind));
-  }
-  static Status setattr(Translator& t, Frame& f, const VPtr& owner, const std::string& name, const VPtr& /*value*/) {
-    return t.brk(f, "DV0008", "assignment to attribute '" + name + "' of a " + vk_name(owner->kind), kSetattrHint);
-  }
+  static constexpr auto call = no_answer::call;
+  static constexpr auto setattr = no_answer::setattr;
   static Status call_method(Translator& t, Frame& f, const VPtr& m, std::vector<VPtr>& args, KwArgs& kwargs, VPtr& out) {
     if (m->self->obj && m->self->obj.get() == ordered_dict_class()) {  // OrderedDict's own methods first (dict_kinds.cpp)
       bool handled = false;

@@ -146,12 +146,8 @@ struct Kind<VK::DictView> {
   static PyObject* python_type(Translator& /*t*/, const VPtr& v) {
     return dict_view_type(v->name);
   }
-  static std::optional<Ref> as_python(Translator& /*t*/, const VPtr& /*v*/, bool /*meta*/) {
-    return std::nullopt;
-  }
-  static bool graph_arg(Translator& /*t*/, const VPtr& /*v*/, ArgTree& /*out*/) {
-    return false;
-  }
+  static constexpr auto as_python = no_answer::as_python;
+  static constexpr auto graph_arg = no_answer::graph_arg;
   static Status truth(Translator& /*t*/, Frame& /*f*/, const VPtr& v, bool& out) {
     out = !v->self->items.empty();
     return std::nullopt;
@@ -161,18 +157,10 @@ struct Kind<VK::DictView> {
     out->items = t.view_items(*v);  // what the dict holds now
     return std::nullopt;
   }
-  static Status getattr(Translator& t, Frame& f, const VPtr& obj, const std::string& name, VPtr& /*out*/) {
-    return t.brk(f, "DV0005", "attribute " + name + " of a " + vk_name(obj->kind));
-  }
-  static Status call(Translator& t, Frame& f, const VPtr& fn, std::vector<VPtr>& /*args*/, KwArgs& /*kwargs*/, VPtr& /*out*/) {
-    return t.brk(f, "DV0004", std::string("calling a ") + vk_name(fn->kind));
-  }
-  static Status setattr(Translator& t, Frame& f, const VPtr& owner, const std::string& name, const VPtr& /*value*/) {
-    return t.brk(f, "DV0008", "assignment to attribute '" + name + "' of a " + vk_name(owner->kind), kSetattrHint);
-  }
-  static Status call_method(Translator& t, Frame& f, const VPtr& m, std::vector<VPtr>& /*args*/, KwArgs& /*kwargs*/, VPtr& /*out*/) {
-    return t.brk(f, "DV0004", "method " + m->name + " of a " + vk_name(m->self->kind));
-  }
+  static constexpr auto getattr = no_answer::getattr;
+  static constexpr auto call = no_answer::call;
+  static constexpr auto setattr = no_answer::setattr;
+  static constexpr auto call_method = no_answer::call_method;
   static bool reconstruct(cg::Rebuilder& r, const VPtr& v) {
     // dict.keys(d) ...: a view of the rebuilt (or the frame's own) dict
     Ref m = Ref::steal(PyObject_GetAttrString(reinterpret_cast<PyObject*>(&PyDict_Type), v->name.c_str()));

@@ -16,31 +16,19 @@ struct Kind<VK::GradMode> {
   static PyObject* python_type(Translator& /*t*/, const VPtr& /*v*/) {
     return nullptr;  // no_grad / enable_grad / set_grad_enabled, or a bound __exit__: not kept
   }
-  static std::optional<Ref> as_python(Translator& /*t*/, const VPtr& /*v*/, bool /*meta*/) {
-    return std::nullopt;
-  }
-  static bool graph_arg(Translator& /*t*/, const VPtr& /*v*/, ArgTree& /*out*/) {
-    return false;
-  }
+  static constexpr auto as_python = no_answer::as_python;
+  static constexpr auto graph_arg = no_answer::graph_arg;
   static Status truth(Translator& /*t*/, Frame& /*f*/, const VPtr& /*v*/, bool& out) {
     out = true;
     return std::nullopt;
   }
-  static Status iterate(Translator& t, Frame& f, const VPtr& v, VPtr& /*out*/, bool /*materialize*/) {
-    return t.brk(f, "DV0016", std::string("iterating over a ") + vk_name(v->kind));
-  }
-  static Status getattr(Translator& t, Frame& f, const VPtr& obj, const std::string& name, VPtr& /*out*/) {
-    return t.brk(f, "DV0005", "attribute " + name + " of a " + vk_name(obj->kind));
-  }
+  static constexpr auto iterate = no_answer::iterate;
+  static constexpr auto getattr = no_answer::getattr;
   static Status call(Translator& t, Frame& f, const VPtr& fn, std::vector<VPtr>& /*args*/, KwArgs& /*kwargs*/, VPtr& out) {
     return call_grad_exit(t, f, fn, out);  // a with-block's __exit__
   }
-  static Status setattr(Translator& t, Frame& f, const VPtr& owner, const std::string& name, const VPtr& /*value*/) {
-    return t.brk(f, "DV0008", "assignment to attribute '" + name + "' of a " + vk_name(owner->kind), kSetattrHint);
-  }
-  static Status call_method(Translator& t, Frame& f, const VPtr& m, std::vector<VPtr>& /*args*/, KwArgs& /*kwargs*/, VPtr& /*out*/) {
-    return t.brk(f, "DV0004", "method " + m->name + " of a " + vk_name(m->self->kind));
-  }
+  static constexpr auto setattr = no_answer::setattr;
+  static constexpr auto call_method = no_answer::call_method;
   static bool reconstruct(cg::Rebuilder& r, const VPtr& v) {
     // a with-block's __exit__: restores the grad mode it recorded
     PyObject* restore = grad_restore_object(v->flag);

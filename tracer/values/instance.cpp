@@ -436,12 +436,8 @@ struct Kind<VK::Instance> {
   static PyObject* python_type(Translator& /*t*/, const VPtr& v) {
     return v->obj.get();
   }
-  static std::optional<Ref> as_python(Translator& /*t*/, const VPtr& /*v*/, bool /*meta*/) {
-    return std::nullopt;
-  }
-  static bool graph_arg(Translator& /*t*/, const VPtr& /*v*/, ArgTree& /*out*/) {
-    return false;
-  }
+  static constexpr auto as_python = no_answer::as_python;
+  static constexpr auto graph_arg = no_answer::graph_arg;
   static Status truth(Translator& t, Frame& f, const VPtr& v, bool& out) {
     return t.instance_truth(f, v, out);
   }

@@ -18,12 +18,8 @@ struct Kind<VK::Iter> {
   static PyObject* python_type(Translator& /*t*/, const VPtr& /*v*/) {
     return nullptr;  // list_iterator, map, a generator ...: not known here
   }
-  static std::optional<Ref> as_python(Translator& /*t*/, const VPtr& /*v*/, bool /*meta*/) {
-    return std::nullopt;
-  }
-  static bool graph_arg(Translator& /*t*/, const VPtr& /*v*/, ArgTree& /*out*/) {
-    return false;
-  }
+  static constexpr auto as_python = no_answer::as_python;
+  static constexpr auto graph_arg = no_answer::graph_arg;
   static Status truth(Translator& /*t*/, Frame& /*f*/, const VPtr& /*v*/, bool& out) {
     out = true;
     return std::nullopt;
@@ -34,18 +30,10 @@ struct Kind<VK::Iter> {
     out = v;
     return std::nullopt;
   }
-  static Status getattr(Translator& t, Frame& f, const VPtr& obj, const std::string& name, VPtr& /*out*/) {
-    return t.brk(f, "DV0005", "attribute " + name + " of a " + vk_name(obj->kind));
-  }
-  static Status call(Translator& t, Frame& f, const VPtr& fn, std::vector<VPtr>& /*args*/, KwArgs& /*kwargs*/, VPtr& /*out*/) {
-    return t.brk(f, "DV0004", std::string("calling a ") + vk_name(fn->kind));
-  }
-  static Status setattr(Translator& t, Frame& f, const VPtr& owner, const std::string& name, const VPtr& /*value*/) {
-    return t.brk(f, "DV0008", "assignment to attribute '" + name + "' of a " + vk_name(owner->kind), kSetattrHint);
-  }
-  static Status call_method(Translator& t, Frame& f, const VPtr& m, std::vector<VPtr>& /*args*/, KwArgs& /*kwargs*/, VPtr& /*out*/) {
-    return t.brk(f, "DV0004", "method " + m->name + " of a " + vk_name(m->self->kind));
-  }
+  static constexpr auto getattr = no_answer::getattr;
+  static constexpr auto call = no_answer::call;
+  static constexpr auto setattr = no_answer::setattr;
+  static constexpr auto call_method = no_answer::call_method;
   static bool reconstruct(cg::Rebuilder& r, const VPtr& v) {
     // iter((the items not taken yet,)), as TorchDynamo's ListIteratorVariable: an iterator over a
     // list, tuple, dict, range or string of the trace that lives across a break. A lazy one (map,

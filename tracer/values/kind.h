@@ -62,6 +62,20 @@ const KindOps& ops(VK k);                   // the table (kinds.cpp)
     return row;                                                  \
   }
 
+// The explicit answers of a kind that has none to give (`static constexpr auto iterate =
+// no_answer::iterate;`): a break with the reason, or no value.
+namespace no_answer {
+inline std::optional<Ref> as_python(Translator&, const VPtr&, bool) { return std::nullopt; }
+inline bool graph_arg(Translator&, const VPtr&, ArgTree&) { return false; }
+Status iterate(Translator& t, Frame& f, const VPtr& v, VPtr& out, bool materialize);
+Status getattr(Translator& t, Frame& f, const VPtr& obj, const std::string& name, VPtr& out);
+Status setattr(Translator& t, Frame& f, const VPtr& owner, const std::string& name, const VPtr& value);
+Status call(Translator& t, Frame& f, const VPtr& fn, std::vector<VPtr>& args, KwArgs& kwargs, VPtr& out);
+Status call_method(Translator& t, Frame& f, const VPtr& m, std::vector<VPtr>& args, KwArgs& kwargs, VPtr& out);
+// Not rebuilt after the graph: a value living across a break that needs it keeps the frame eager.
+inline bool reconstruct(cg::Rebuilder&, const VPtr&) { return false; }
+}  // namespace no_answer
+
 inline constexpr const char* kSetattrHint =
     "dynview replays assignments of tensors, numbers, strings and containers of them to attributes "
     "of modules and plain objects";
@@ -69,6 +83,12 @@ inline constexpr const char* kSetattrHint =
 void describe_into(const Value& v, std::string& out, int depth);  // by the kind's describe
 
 // Answers shared by several kinds (each defined in the first kind's file).
+void sequence_describe(const Value& v, std::string& out, int depth);                  // Tuple, List (tuple.cpp)
+bool sequence_graph_arg(Translator& t, const VPtr& v, ArgTree& out);                  // Tuple, List
+Status sequence_iterate(Translator& t, Frame& f, const VPtr& v, VPtr& out, bool materialize);  // Tuple, List
+Status items_truth(Translator& t, Frame& f, const VPtr& v, bool& out);                // Tuple, List, Dict
+Status python_truth(Translator& t, Frame& f, const VPtr& v, bool& out);               // Const, Object (object.cpp)
+bool graph_output_reconstruct(cg::Rebuilder& r, const VPtr& v);                       // Tensor, Sym (tensor.cpp)
 Status const_iterate(Translator& t, Frame& f, const VPtr& v, VPtr& out, bool materialize);  // Const, Object
 std::optional<Ref> tuple_as_python(Translator& t, const VPtr& v, bool meta);               // Tuple, List
 // obj.name of a builtin container: a method bound to it when its Python type has one, else the

@@ -20,6 +20,24 @@ const KindOps& ops(VK k) {
 
 const char* vk_name(VK k) { return ops(k).name; }
 
+namespace no_answer {
+Status iterate(Translator& t, Frame& f, const VPtr& v, VPtr&, bool) {
+  return t.brk(f, "DV0016", std::string("iterating over a ") + vk_name(v->kind));
+}
+Status getattr(Translator& t, Frame& f, const VPtr& obj, const std::string& name, VPtr&) {
+  return t.brk(f, "DV0005", "attribute " + name + " of a " + vk_name(obj->kind));
+}
+Status setattr(Translator& t, Frame& f, const VPtr& owner, const std::string& name, const VPtr&) {
+  return t.brk(f, "DV0008", "assignment to attribute '" + name + "' of a " + vk_name(owner->kind), kSetattrHint);
+}
+Status call(Translator& t, Frame& f, const VPtr& fn, std::vector<VPtr>&, KwArgs&, VPtr&) {
+  return t.brk(f, "DV0004", std::string("calling a ") + vk_name(fn->kind));
+}
+Status call_method(Translator& t, Frame& f, const VPtr& m, std::vector<VPtr>&, KwArgs&, VPtr&) {
+  return t.brk(f, "DV0004", "method " + m->name + " of a " + vk_name(m->self->kind));
+}
+}  // namespace no_answer
+
 void describe_into(const Value& v, std::string& out, int depth) {
   if (out.size() > 160) return;
   ops(v.kind).describe(v, out, depth);

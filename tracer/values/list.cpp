@@ -171,42 +171,16 @@ Status builtin_method_attr(Translator& t, Frame& f, const VPtr& obj, PyTypeObjec
 
 template <>
 struct Kind<VK::List> {
-  static void describe(const Value& v, std::string& out, int depth) {
-    const bool tuple = v.kind == VK::Tuple;
-    out += tuple ? "(" : "[";
-    for (size_t i = 0; i < v.items.size(); ++i) {
-      if (i) out += ", ";
-      if (depth > 2 || out.size() > 160) { out += "..."; break; }
-      if (v.items[i]) describe_into(*v.items[i], out, depth + 1);
-    }
-    if (tuple && v.items.size() == 1) out += ",";
-    out += tuple ? ")" : "]";
-  }
+  static constexpr auto describe = sequence_describe;
   static PyObject* python_type(Translator& /*t*/, const VPtr& v) {
     return is_deque(v) ? v->obj.get() : reinterpret_cast<PyObject*>(&PyList_Type);
   }
   static std::optional<Ref> as_python(Translator& t, const VPtr& v, bool meta) {
     return tuple_as_python(t, v, meta);
   }
-  static bool graph_arg(Translator& t, const VPtr& v, ArgTree& out) {
-    out.kind = v->kind == VK::Tuple ? ArgTree::Kind::Tuple : ArgTree::Kind::List;
-    for (const VPtr& x : v->items) {
-      ArgTree a;
-      if (!t.to_arg(x, a)) return false;
-      out.items.push_back(std::move(a));
-    }
-    return true;
-  }
-  static Status truth(Translator& /*t*/, Frame& /*f*/, const VPtr& v, bool& out) {
-    out = !v->items.empty();
-    return std::nullopt;
-  }
-  static Status iterate(Translator& t, Frame& /*f*/, const VPtr& v, VPtr& out, bool /*materialize*/) {
-    VPtr it = t.make(VK::Iter);
-    it->items = v->items;
-    out = it;
-    return std::nullopt;
-  }
+  static constexpr auto graph_arg = sequence_graph_arg;
+  static constexpr auto truth = items_truth;
+  static constexpr auto iterate = sequence_iterate;
   static Status getattr(Translator& t, Frame& f, const VPtr& obj, const std::string& name, VPtr& out) {
     if (is_deque(obj)) {  // deque.cpp answers its methods
       if (name == "maxlen") {
@@ -217,12 +191,8 @@ struct Kind<VK::List> {
     }
     return builtin_method_attr(t, f, obj, &PyList_Type, name, out);
   }
-  static Status call(Translator& t, Frame& f, const VPtr& fn, std::vector<VPtr>& /*args*/, KwArgs& /*kwargs*/, VPtr& /*out*/) {
-    return t.brk(f, "DV0004", std::string("calling a ") + vk_name(fn->kind));
-  }
-  static Status setattr(Translator& t, Frame& f, const VPtr& owner, const std::string& name, const VPtr& /*value*/) {
-    return t.brk(f, "DV0008", "assignment to attribute '" + name + "' of a " + vk_name(owner->kind), kSetattrHint);
-  }
+  static constexpr auto call = no_answer::call;
+  static constexpr auto setattr = no_answer::setattr;
   static Status call_method(Translator& t, Frame& f, const VPtr& m, std::vector<VPtr>& args, KwArgs& kwargs, VPtr& out) {
     if (is_deque(m->self)) return t.deque_method(f, m->self, m->name, args, kwargs, out);
     return call_table_method(t, f, kListMethods, m, args, kwargs, out);

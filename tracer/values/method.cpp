@@ -16,22 +16,14 @@ struct Kind<VK::Method> {
   static PyObject* python_type(Translator& /*t*/, const VPtr& v) {  // a bound Python function; builtin ones vary (null)
     return v->obj && PyFunction_Check(v->obj.get()) ? reinterpret_cast<PyObject*>(&PyMethod_Type) : nullptr;
   }
-  static std::optional<Ref> as_python(Translator& /*t*/, const VPtr& /*v*/, bool /*meta*/) {
-    return std::nullopt;
-  }
-  static bool graph_arg(Translator& /*t*/, const VPtr& /*v*/, ArgTree& /*out*/) {
-    return false;
-  }
+  static constexpr auto as_python = no_answer::as_python;
+  static constexpr auto graph_arg = no_answer::graph_arg;
   static Status truth(Translator& /*t*/, Frame& /*f*/, const VPtr& /*v*/, bool& out) {
     out = true;
     return std::nullopt;
   }
-  static Status iterate(Translator& t, Frame& f, const VPtr& v, VPtr& /*out*/, bool /*materialize*/) {
-    return t.brk(f, "DV0016", std::string("iterating over a ") + vk_name(v->kind));
-  }
-  static Status getattr(Translator& t, Frame& f, const VPtr& obj, const std::string& name, VPtr& /*out*/) {
-    return t.brk(f, "DV0005", "attribute " + name + " of a " + vk_name(obj->kind));
-  }
+  static constexpr auto iterate = no_answer::iterate;
+  static constexpr auto getattr = no_answer::getattr;
   static Status call(Translator& t, Frame& f, const VPtr& fn, std::vector<VPtr>& args, KwArgs& kwargs, VPtr& out) {
     if (fn->obj && fn->obj.get() == autograd_apply_function() && fn->self && is_autograd_function_class(fn->self->obj.get()))
       return t.autograd_function_apply(f, fn->self, std::move(args), std::move(kwargs), out);  // Fn.apply(...)
@@ -47,12 +39,8 @@ struct Kind<VK::Method> {
     }
     return ops(fn->self->kind).call_method(t, f, fn, args, kwargs, out);  // a builtin method: self's kind answers
   }
-  static Status setattr(Translator& t, Frame& f, const VPtr& owner, const std::string& name, const VPtr& /*value*/) {
-    return t.brk(f, "DV0008", "assignment to attribute '" + name + "' of a " + vk_name(owner->kind), kSetattrHint);
-  }
-  static Status call_method(Translator& t, Frame& f, const VPtr& m, std::vector<VPtr>& /*args*/, KwArgs& /*kwargs*/, VPtr& /*out*/) {
-    return t.brk(f, "DV0004", "method " + m->name + " of a " + vk_name(m->self->kind));
-  }
+  static constexpr auto setattr = no_answer::setattr;
+  static constexpr auto call_method = no_answer::call_method;
   static bool reconstruct(cg::Rebuilder& r, const VPtr& v) {
     // A bound user method: types.MethodType(function, self); a method of a value: getattr.
     if (v->source) return r.e.source(*v->source);

@@ -395,12 +395,8 @@ struct Kind<VK::NdArray> {
   static Status getattr(Translator& t, Frame& f, const VPtr& obj, const std::string& name, VPtr& out) {
     return t.ndarray_getattr(f, obj, name, out);
   }
-  static Status call(Translator& t, Frame& f, const VPtr& fn, std::vector<VPtr>& /*args*/, KwArgs& /*kwargs*/, VPtr& /*out*/) {
-    return t.brk(f, "DV0004", std::string("calling a ") + vk_name(fn->kind));
-  }
-  static Status setattr(Translator& t, Frame& f, const VPtr& owner, const std::string& name, const VPtr& /*value*/) {
-    return t.brk(f, "DV0008", "assignment to attribute '" + name + "' of a " + vk_name(owner->kind), kSetattrHint);
-  }
+  static constexpr auto call = no_answer::call;
+  static constexpr auto setattr = no_answer::setattr;
   static Status call_method(Translator& t, Frame& f, const VPtr& m, std::vector<VPtr>& args, KwArgs& kwargs, VPtr& out) {
     return t.ndarray_method(f, m->self, m->name, args, kwargs, out);
   }

@@ -17,9 +17,7 @@ struct Kind<VK::NNModule> {
   static std::optional<Ref> as_python(Translator& /*t*/, const VPtr& v, bool /*meta*/) {
     return v->obj;
   }
-  static bool graph_arg(Translator& /*t*/, const VPtr& /*v*/, ArgTree& /*out*/) {
-    return false;
-  }
+  static constexpr auto graph_arg = no_answer::graph_arg;
   static Status truth(Translator& t, Frame& f, const VPtr& v, bool& out) {
     int r = PyObject_IsTrue(v->obj.get());  // Sequential/ModuleList define __len__
     if (r < 0) return t.brk(f, "DV0010", "bool() of module raised");
@@ -125,9 +123,7 @@ struct Kind<VK::NNModule> {
   static Status setattr(Translator& t, Frame& f, const VPtr& owner, const std::string& name, const VPtr& value) {
     return object_setattr(t, f, owner, name, value);
   }
-  static Status call_method(Translator& t, Frame& f, const VPtr& m, std::vector<VPtr>& /*args*/, KwArgs& /*kwargs*/, VPtr& /*out*/) {
-    return t.brk(f, "DV0004", "method " + m->name + " of a " + vk_name(m->self->kind));
-  }
+  static constexpr auto call_method = no_answer::call_method;
   static bool reconstruct(cg::Rebuilder& r, const VPtr& v) {
     return object_reconstruct(r, v);
   }

@@ -8,39 +8,23 @@ namespace dv {
 template <>
 struct Kind<VK::Null> {
   static void describe(const Value& /*v*/, std::string& out, int /*depth*/) {
-    out += "NULL"; return;
+    out += "NULL";
   }
   static PyObject* python_type(Translator& /*t*/, const VPtr& /*v*/) {
     return nullptr;
   }
-  static std::optional<Ref> as_python(Translator& /*t*/, const VPtr& /*v*/, bool /*meta*/) {
-    return std::nullopt;
-  }
-  static bool graph_arg(Translator& /*t*/, const VPtr& /*v*/, ArgTree& /*out*/) {
-    return false;
-  }
+  static constexpr auto as_python = no_answer::as_python;
+  static constexpr auto graph_arg = no_answer::graph_arg;
   static Status truth(Translator& /*t*/, Frame& /*f*/, const VPtr& /*v*/, bool& out) {
     out = true;
     return std::nullopt;
   }
-  static Status iterate(Translator& t, Frame& f, const VPtr& v, VPtr& /*out*/, bool /*materialize*/) {
-    return t.brk(f, "DV0016", std::string("iterating over a ") + vk_name(v->kind));
-  }
-  static Status getattr(Translator& t, Frame& f, const VPtr& obj, const std::string& name, VPtr& /*out*/) {
-    return t.brk(f, "DV0005", "attribute " + name + " of a " + vk_name(obj->kind));
-  }
-  static Status call(Translator& t, Frame& f, const VPtr& fn, std::vector<VPtr>& /*args*/, KwArgs& /*kwargs*/, VPtr& /*out*/) {
-    return t.brk(f, "DV0004", std::string("calling a ") + vk_name(fn->kind));
-  }
-  static Status setattr(Translator& t, Frame& f, const VPtr& owner, const std::string& name, const VPtr& /*value*/) {
-    return t.brk(f, "DV0008", "assignment to attribute '" + name + "' of a " + vk_name(owner->kind), kSetattrHint);
-  }
-  static Status call_method(Translator& t, Frame& f, const VPtr& m, std::vector<VPtr>& /*args*/, KwArgs& /*kwargs*/, VPtr& /*out*/) {
-    return t.brk(f, "DV0004", "method " + m->name + " of a " + vk_name(m->self->kind));
-  }
-  static bool reconstruct(cg::Rebuilder& /*r*/, const VPtr& /*v*/) {
-    return false;  // not rebuilt after the graph: a value living across a break that needs it keeps the frame eager
-  }
+  static constexpr auto iterate = no_answer::iterate;
+  static constexpr auto getattr = no_answer::getattr;
+  static constexpr auto call = no_answer::call;
+  static constexpr auto setattr = no_answer::setattr;
+  static constexpr auto call_method = no_answer::call_method;
+  static constexpr auto reconstruct = no_answer::reconstruct;
 };
 DV_KIND(Null, "null")
 

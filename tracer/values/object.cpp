@@ -223,6 +223,14 @@ bool object_reconstruct(cg::Rebuilder& r, const VPtr& v) {
   return false;
 }
 
+// Const, Object: the object's own truth, evaluated now
+Status python_truth(Translator& t, Frame& f, const VPtr& v, bool& out) {
+  int r = PyObject_IsTrue(v->obj.get());
+  if (r < 0) return t.brk(f, "DV0010", "bool() raised");
+  out = r == 1;
+  return std::nullopt;
+}
+
 template <>
 struct Kind<VK::Object> {
   static void describe(const Value& v, std::string& out, int /*depth*/) {
@@ -251,12 +259,7 @@ struct Kind<VK::Object> {
     }
     return true;
   }
-  static Status truth(Translator& t, Frame& f, const VPtr& v, bool& out) {
-    int r = PyObject_IsTrue(v->obj.get());
-    if (r < 0) return t.brk(f, "DV0010", "bool() raised");
-    out = r == 1;
-    return std::nullopt;
-  }
+  static constexpr auto truth = python_truth;
   static Status iterate(Translator& t, Frame& f, const VPtr& v, VPtr& out, bool materialize) {
     return const_iterate(t, f, v, out, materialize);
   }

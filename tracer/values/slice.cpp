@@ -40,24 +40,12 @@ struct Kind<VK::Slice> {
     out = true;
     return std::nullopt;
   }
-  static Status iterate(Translator& t, Frame& f, const VPtr& v, VPtr& /*out*/, bool /*materialize*/) {
-    return t.brk(f, "DV0016", std::string("iterating over a ") + vk_name(v->kind));
-  }
-  static Status getattr(Translator& t, Frame& f, const VPtr& obj, const std::string& name, VPtr& /*out*/) {
-    return t.brk(f, "DV0005", "attribute " + name + " of a " + vk_name(obj->kind));
-  }
-  static Status call(Translator& t, Frame& f, const VPtr& fn, std::vector<VPtr>& /*args*/, KwArgs& /*kwargs*/, VPtr& /*out*/) {
-    return t.brk(f, "DV0004", std::string("calling a ") + vk_name(fn->kind));
-  }
-  static Status setattr(Translator& t, Frame& f, const VPtr& owner, const std::string& name, const VPtr& /*value*/) {
-    return t.brk(f, "DV0008", "assignment to attribute '" + name + "' of a " + vk_name(owner->kind), kSetattrHint);
-  }
-  static Status call_method(Translator& t, Frame& f, const VPtr& m, std::vector<VPtr>& /*args*/, KwArgs& /*kwargs*/, VPtr& /*out*/) {
-    return t.brk(f, "DV0004", "method " + m->name + " of a " + vk_name(m->self->kind));
-  }
-  static bool reconstruct(cg::Rebuilder& /*r*/, const VPtr& /*v*/) {
-    return false;  // not rebuilt after the graph: a value living across a break that needs it keeps the frame eager
-  }
+  static constexpr auto iterate = no_answer::iterate;
+  static constexpr auto getattr = no_answer::getattr;
+  static constexpr auto call = no_answer::call;
+  static constexpr auto setattr = no_answer::setattr;
+  static constexpr auto call_method = no_answer::call_method;
+  static constexpr auto reconstruct = no_answer::reconstruct;
 };
 DV_KIND(Slice, "slice")
 

@@ -21,6 +21,16 @@ bool in_list(const char* const* list, const std::string& s) {
 
 }  // namespace
 
+// Tensor, Sym: the graph's output (symbolic ints come back as ints), or the input it is
+bool graph_output_reconstruct(cg::Rebuilder& r, const VPtr& v) {
+  auto it = std::find(r.outputs.begin(), r.outputs.end(), v->node);
+  if (it == r.outputs.end() || !r.compiled) return v->source ? r.e.source(*v->source) : false;
+  r.e.emit(N::LOAD_FAST, r.outs_slot);
+  r.e.load_int(it - r.outputs.begin());
+  r.e.emit(N::BINARY_SUBSCR);
+  return true;
+}
+
 template <>
 struct Kind<VK::Tensor> {
   static void describe(const Value& v, std::string& out, int /*depth*/) {
@@ -83,12 +93,8 @@ struct Kind<VK::Tensor> {
     out = t.bound_method(obj, Ref(), name);
     return std::nullopt;
   }
-  static Status call(Translator& t, Frame& f, const VPtr& fn, std::vector<VPtr>& /*args*/, KwArgs& /*kwargs*/, VPtr& /*out*/) {
-    return t.brk(f, "DV0004", std::string("calling a ") + vk_name(fn->kind));
-  }
-  static Status setattr(Translator& t, Frame& f, const VPtr& owner, const std::string& name, const VPtr& /*value*/) {
-    return t.brk(f, "DV0008", "assignment to attribute '" + name + "' of a " + vk_name(owner->kind), kSetattrHint);
-  }
+  static constexpr auto call = no_answer::call;
+  static constexpr auto setattr = no_answer::setattr;
   static Status call_method(Translator& t, Frame& f, const VPtr& m, std::vector<VPtr>& args, KwArgs& kwargs, VPtr& out) {
     const VPtr& self = m->self;
     const std::string& name = m->name;
@@ -112,15 +118,7 @@ struct Kind<VK::Tensor> {
     a.insert(a.end(), args.begin(), args.end());
     return t.graph_call(f, {}, name, std::move(a), std::move(kwargs), out);
   }
-  static bool reconstruct(cg::Rebuilder& r, const VPtr& v) {
-    // graph r.outputs (symbolic ints come back as ints)
-    auto it = std::find(r.outputs.begin(), r.outputs.end(), v->node);
-    if (it == r.outputs.end() || !r.compiled) return v->source ? r.e.source(*v->source) : false;
-    r.e.emit(N::LOAD_FAST, r.outs_slot);
-    r.e.load_int(it - r.outputs.begin());
-    r.e.emit(N::BINARY_SUBSCR);
-    return true;
-  }
+  static constexpr auto reconstruct = graph_output_reconstruct;
 };
 DV_KIND(Tensor, "tensor")
 
