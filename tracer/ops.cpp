@@ -534,6 +534,23 @@ Translator::Status Translator::delete_attr(Frame& f, const VPtr& owner, const st
 
 Translator::Status Translator::store_attr(Frame& f, const VPtr& owner, const std::string& name, const VPtr& value) {
   if (owner->kind == VK::Instance) return instance_setattr(f, owner, name, value);  // made in the trace
+  if (owner->kind == VK::Object && owner->obj && !PyType_Check(owner->obj.get()) &&
+      (Py_TYPE(owner->obj.get())->tp_flags & Py_TPFLAGS_HEAPTYPE)) {
+    // A Python __setattr__ of an object from outside (a Hugging Face config's, which maps aliases
+    // and then calls super().__setattr__): inlined, as TorchDynamo does; object.__setattr__ at its
+    // end is the plain assignment below (object_store_attr).
+    static PyObject* setattr_name = PyUnicode_InternFromString("__setattr__");
+    PyObject* setattr_fn = _PyType_Lookup(Py_TYPE(owner->obj.get()), setattr_name);
+    if (setattr_fn && PyFunction_Check(setattr_fn)) {
+      VPtr ignored;
+      return call_python(f, Ref::borrow(setattr_fn), {owner, constant_steal(PyUnicode_FromString(name.c_str())), value}, ignored);
+    }
+  }
+  return object_store_attr(f, owner, name, value);
+}
+
+// object.__setattr__ (or nn.Module's) on an object from outside: recorded, replayed after the graph.
+Translator::Status Translator::object_store_attr(Frame& f, const VPtr& owner, const std::string& name, const VPtr& value) {
   const char* hint = "dynview replays assignments of tensors, numbers, strings and containers of them to attributes "
                      "of modules and plain objects";
   if ((owner->kind != VK::NNModule && owner->kind != VK::Object) || !owner->obj)
@@ -547,7 +564,8 @@ Translator::Status Translator::store_attr(Frame& f, const VPtr& owner, const std
   Ref setattr_fn = Ref::steal(PyObject_GetAttrString(reinterpret_cast<PyObject*>(tp), "__setattr__"));
   PyErr_Clear();
   const bool module = owner->kind == VK::NNModule;
-  if (!setattr_fn || setattr_fn.get() != (module ? py().module_setattr.get() : py().object_setattr.get()))
+  const bool python_setattr = !module && setattr_fn && PyFunction_Check(setattr_fn.get());  // its object.__setattr__ call
+  if (!python_setattr && (!setattr_fn || setattr_fn.get() != (module ? py().module_setattr.get() : py().object_setattr.get())))
     return brk(f, "DV0008", std::string("assignment to attribute '") + name + "' of " + tp->tp_name + ", which defines __setattr__", hint);
   Ref nm = Ref::steal(PyUnicode_FromString(name.c_str()));
   PyObject* descr = _PyType_Lookup(tp, nm.get());
@@ -578,6 +596,52 @@ Translator::Status Translator::store_attr(Frame& f, const VPtr& owner, const std
     return brk(f, "DV0008", "assignment of a " + std::string(vk_name(value->kind)) + " to attribute '" + name + "'", hint);
   output.side_effects.attr_writes.push_back(SideEffects::AttrWrite{owner, name, value});
   return std::nullopt;
+}
+
+// object.__setattr__ / object.__getattribute__ (the slot wrappers), by name.
+static PyObject* object_slot(const std::string& name) {
+  static PyObject* getattribute = PyObject_GetAttrString(reinterpret_cast<PyObject*>(&PyBaseObject_Type), "__getattribute__");
+  if (name == "__setattr__") return py().object_setattr.get();
+  return name == "__getattribute__" ? getattribute : nullptr;
+}
+
+// What super() finds for `name`: the first class after __thisclass__ in the MRO of __self_class__
+// that defines it (borrowed), or null.
+static PyObject* super_lookup(PyObject* sup, const std::string& name) {
+  Ref this_class = Ref::steal(PyObject_GetAttrString(sup, "__thisclass__"));
+  Ref self_class = Ref::steal(PyObject_GetAttrString(sup, "__self_class__"));
+  if (!this_class || !self_class || !PyType_Check(self_class.get())) return PyErr_Clear(), nullptr;
+  PyObject* mro = reinterpret_cast<PyTypeObject*>(self_class.get())->tp_mro;
+  if (!mro || !PyTuple_Check(mro)) return nullptr;
+  Ref nm = Ref::steal(PyUnicode_FromString(name.c_str()));
+  bool after = false;
+  for (Py_ssize_t i = 0; i < PyTuple_GET_SIZE(mro); ++i) {
+    PyObject* cls = PyTuple_GET_ITEM(mro, i);
+    if (!after) {
+      after = cls == this_class.get();
+      continue;
+    }
+    PyObject* d = reinterpret_cast<PyTypeObject*>(cls)->tp_dict;
+    if (PyObject* v = d ? PyDict_GetItemWithError(d, nm.get()) : nullptr) return v;
+  }
+  PyErr_Clear();
+  return nullptr;
+}
+
+// object.__setattr__(self, k, v) and object.__getattribute__(self, k) on an object from outside
+// (reached through super() in its class's Python __setattr__): the plain assignment and read.
+Translator::Status Translator::outside_object_builtin(Frame& f, PyObject* descr, const VPtr& self, std::vector<VPtr>& args,
+                                                      std::vector<std::pair<std::string, VPtr>>& kwargs, VPtr& out, bool& handled) {
+  handled = descr == object_slot("__setattr__") || descr == object_slot("__getattribute__");
+  if (!handled) return std::nullopt;
+  const bool set = descr == object_slot("__setattr__");
+  if (args.size() != (set ? 2u : 1u) || !kwargs.empty() || args[0]->kind != VK::Const || !PyUnicode_Check(args[0]->obj.get()))
+    return brk(f, "DV0008", std::string("object.") + (set ? "__setattr__" : "__getattribute__") + " on a " +
+                                Py_TYPE(self->obj.get())->tp_name + " with a computed name");
+  const std::string name = str_of(args[0]->obj.get());
+  if (!set) return getattr(f, self, name, out);
+  out = constant(Ref::borrow(Py_None));
+  return object_store_attr(f, self, name, args[1]);
 }
 
 VPtr Translator::bound_method(VPtr self, Ref fn, std::string name) {
@@ -747,6 +811,14 @@ Translator::Status Translator::getattr(Frame& f, VPtr obj, const std::string& na
         if (is_exact_const(r.get())) {
           out = constant(r);
           return std::nullopt;
+        }
+        if (obj->self->kind == VK::Object && (name == "__setattr__" || name == "__getattribute__")) {
+          // super().__setattr__(k, v) / super().__getattribute__(k) in the Python __setattr__ of an
+          // object from outside, when they reach object's own: a bound object slot (outside_object_builtin)
+          if (PyObject* descr = super_lookup(o, name); descr && descr == object_slot(name)) {
+            out = bound_method(obj->self, Ref::borrow(descr), name);
+            return std::nullopt;
+          }
         }
         return brk(f, "DV0005", "super()." + name + " is not a Python method");
       }

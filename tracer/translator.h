@@ -160,6 +160,11 @@ class Translator {
   Status module_members(Frame& f, const VPtr& fn, const std::vector<VPtr>& args,
                         const std::vector<std::pair<std::string, VPtr>>& kwargs, VPtr& out, bool& handled);
   Status store_attr(Frame& f, const VPtr& owner, const std::string& name, const VPtr& value);
+  Status call_marked_constant(Frame& f, PyObject* func, const VPtr& self, const std::vector<VPtr>& args,
+                              const std::vector<std::pair<std::string, VPtr>>& kwargs, VPtr& out);
+  Status object_store_attr(Frame& f, const VPtr& owner, const std::string& name, const VPtr& value);  // object.__setattr__
+  Status outside_object_builtin(Frame& f, PyObject* descr, const VPtr& self, std::vector<VPtr>& args,
+                                std::vector<std::pair<std::string, VPtr>>& kwargs, VPtr& out, bool& handled);
   // Methods of dict values (dicts.cpp); `handled` false: not one of them (the caller goes on).
   Status dict_method(Frame& f, const VPtr& self, const std::string& name, std::vector<VPtr>& args,
                      std::vector<std::pair<std::string, VPtr>>& kwargs, VPtr& out, bool& handled);

@@ -273,6 +273,29 @@ VPtr ValueBuilder::wrap(Ref obj, SourcePtr source, Frame& f) {
     v->flag = mode == 1;
     return remember(v);
   }
+  if (PyMethod_Check(o) && source) {
+    // A method whose function is not a Python function (logger.warning_once, an lru_cache wrapper
+    // bound to the logger): made anew by each attribute read, so guarded by its function and its
+    // self, never by its own identity (which would fail on every call).
+    PyObject* fn = PyMethod_GET_FUNCTION(o);
+    PyObject* self = PyMethod_GET_SELF(o);
+    if (source->kind == Source::Kind::Attr &&
+        _PyType_Lookup(Py_TYPE(self), Ref::steal(PyUnicode_FromString(source->name.c_str())).get()) == fn) {
+      // self.name read from the class: the guard tree reads the class's raw attribute (the
+      // function), and self is guarded through the base source.
+      t_.add_guard(GuardKind::ID_MATCH, source, Ref::borrow(fn), f, "___check_obj_id(" + key + ", " + repr_of(fn) + ")");
+      v = t_.make(VK::Object);
+      v->obj = obj;
+      return remember(v);
+    }
+    t_.add_guard(GuardKind::ID_MATCH, Source::attr(source, "__func__"), Ref::borrow(fn), f,
+                 "___check_obj_id(" + key + ".__func__, " + repr_of(fn) + ")");
+    t_.add_guard(GuardKind::ID_MATCH, Source::attr(source, "__self__"), Ref::borrow(self), f,
+                 "___check_obj_id(" + key + ".__self__, " + repr_of(self) + ")");
+    v = t_.make(VK::Object);
+    v->obj = obj;
+    return remember(v);
+  }
   // Modules, classes, builtins, torch functions and other objects known by identity.
   if (source) {
     if (PyModule_Check(o) || PyType_Check(o) || PyCFunction_Check(o) || PyCallable_Check(o))
