@@ -1045,6 +1045,12 @@ Translator::Status Translator::call(Frame& f, VPtr fn, std::vector<VPtr> args,
         for (const VPtr& a : args) traced |= a->kind == VK::Tensor || a->kind == VK::Sym;
         if (traced) return graph_call(f, fn->obj, "", std::move(args), std::move(kwargs), out);
       }
+      if (!args.empty() && args[0]->kind == VK::Object && Py_IS_TYPE(o, &PyWrapperDescr_Type)) {
+        bool handled = false;  // object.__setattr__(self, k, v) spelled out in the Python __setattr__ of an object from outside
+        std::vector<VPtr> rest(args.begin() + 1, args.end());
+        if (Status s = outside_object_builtin(f, o, args[0], rest, kwargs, out, handled)) return s;
+        if (handled) return std::nullopt;
+      }
       if (!args.empty() && args[0]->kind == VK::Instance && !PyType_Check(o)) {  // object.__setattr__(obj, ...) and the like
         bool handled = false;
         std::vector<VPtr> rest(args.begin() + 1, args.end());

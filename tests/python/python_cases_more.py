@@ -1382,3 +1382,15 @@ def assume_constant_result_runs_at_trace_time(x):
     if _package_probe():
         return h + 1
     return h - 1
+
+
+class _SuffixConfig:
+    def __setattr__(self, key, value):  # object's own, spelled out
+        object.__setattr__(self, key + "_set", value)
+
+
+@case((3,), extra=lambda seed: [_SuffixConfig()])
+def outside_object_setattr_spelled_out_in_python_setattr(x, cfg):
+    h = x * 2
+    cfg.scale = 3
+    return h * cfg.scale_set
