@@ -639,7 +639,10 @@ Translator::Status Translator::outside_object_builtin(Frame& f, PyObject* descr,
     return brk(f, "DV0008", std::string("object.") + (set ? "__setattr__" : "__getattribute__") + " on a " +
                                 Py_TYPE(self->obj.get())->tp_name + " with a computed name");
   const std::string name = str_of(args[0]->obj.get());
-  if (!set) return getattr(f, self, name, out);
+  if (!set) {
+    generic_getattr_ = true;  // object's own lookup: not the class's __getattribute__ again
+    return getattr(f, self, name, out);
+  }
   out = constant(Ref::borrow(Py_None));
   return object_store_attr(f, self, name, args[1]);
 }
@@ -667,12 +670,24 @@ Translator::Status Translator::call_python(Frame& f, Ref fn, std::vector<VPtr> a
 }
 
 Translator::Status Translator::getattr(Frame& f, VPtr obj, const std::string& name, VPtr& out) {
+  const bool generic = generic_getattr_;
+  generic_getattr_ = false;
   if ((obj->kind == VK::NNModule || obj->kind == VK::Object) && obj->obj && !output.side_effects.attr_writes.empty()) {
-    for (auto w = output.side_effects.attr_writes.rbegin(); w != output.side_effects.attr_writes.rend(); ++w)  // the latest assignment wins
-      if (w->name == name && w->owner->obj.get() == obj->obj.get()) {
+    bool written = false;
+    for (auto w = output.side_effects.attr_writes.rbegin(); w != output.side_effects.attr_writes.rend(); ++w) {  // the latest assignment wins
+      if (w->owner->obj.get() != obj->obj.get()) continue;
+      written = true;
+      if (w->name == name) {
         out = w->value;
         return std::nullopt;
       }
+    }
+    // An object written in the trace whose class has a Python __getattribute__ (a config's, which
+    // maps aliases): inlined, so that an alias reads what was written under its real name.
+    static PyObject* getattribute_name = PyUnicode_InternFromString("__getattribute__");
+    PyObject* ga = written && obj->kind == VK::Object && !generic && !PyType_Check(obj->obj.get())
+                       ? _PyType_Lookup(Py_TYPE(obj->obj.get()), getattribute_name) : nullptr;
+    if (ga && PyFunction_Check(ga)) return call_python(f, Ref::borrow(ga), {obj, constant_steal(PyUnicode_FromString(name.c_str()))}, out);
   }
   switch (obj->kind) {
     case VK::Partial: return partial_getattr(f, obj, name, out);

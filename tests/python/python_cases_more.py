@@ -1343,6 +1343,11 @@ class _AliasConfig:
             key = super().__getattribute__("attribute_map")[key]
         super().__setattr__(key, value)
 
+    def __getattribute__(self, key):
+        if key != "attribute_map" and key in super().__getattribute__("attribute_map"):
+            key = super().__getattribute__("attribute_map")[key]
+        return super().__getattribute__(key)
+
 
 def _fresh_config(seed):
     return [_AliasConfig()]
@@ -1356,7 +1361,7 @@ def outside_config_python_setattr_inlined(x, cfg):
     if cfg.problem_type is None:
         cfg.problem_type = "single_label_classification"
     cfg.num_labels_alias = 3
-    return h * cfg.num_labels, cfg.problem_type
+    return h * cfg.num_labels + cfg.num_labels_alias, cfg.problem_type  # the alias reads what was written
 
 
 @case((4, 5))
