@@ -309,6 +309,32 @@ Translator::Status Translator::meta_result(Frame& f, const VPtr& self, const std
 
 // ---- calls --------------------------------------------------------------------------------------
 
+// A function marked with torch._dynamo.assume_constant_result (its `_dynamo_marked_constant`; the
+// install probes of transformers, is_torch_distributed_available) called with constant arguments:
+// run now and its answer is a constant of the trace, as TorchDynamo's UserFunctionVariable does.
+// Sets out when it ran; otherwise the function is inlined as any other.
+Translator::Status Translator::call_marked_constant(Frame& f, PyObject* func, const VPtr& self, const std::vector<VPtr>& args,
+                                                    const std::vector<std::pair<std::string, VPtr>>& kwargs, VPtr& out) {
+  PyObject* d = reinterpret_cast<PyFunctionObject*>(func)->func_dict;
+  PyObject* mark = d ? PyDict_GetItemString(d, "_dynamo_marked_constant") : nullptr;
+  if (!mark || PyObject_IsTrue(mark) != 1 || self) return PyErr_Clear(), std::nullopt;
+  Ref pargs = Ref::steal(PyTuple_New(static_cast<Py_ssize_t>(args.size())));
+  for (size_t i = 0; i < args.size(); ++i) {
+    if (args[i]->kind != VK::Const || !args[i]->obj) return std::nullopt;
+    PyTuple_SET_ITEM(pargs.get(), i, Ref::borrow(args[i]->obj.get()).release());
+  }
+  Ref pkw = Ref::steal(PyDict_New());
+  for (const auto& [k, v] : kwargs) {
+    if (v->kind != VK::Const || !v->obj) return std::nullopt;
+    PyDict_SetItemString(pkw.get(), k.c_str(), v->obj.get());
+  }
+  Ref r = Ref::steal(PyObject_Call(func, pargs.get(), pkw.get()));
+  if (!r) return raise_current(f, "calling " + callable_name(func));
+  if (!is_exact_const(r.get())) return brk(f, "DV0004", "assume_constant_result function " + callable_name(func) + " returned a " + Py_TYPE(r.get())->tp_name);
+  out = constant(r);
+  return std::nullopt;
+}
+
 Translator::Status Translator::inline_call(Frame& f, VPtr fn, VPtr self, std::vector<VPtr> args,
                                            std::vector<std::pair<std::string, VPtr>> kwargs, VPtr& out) {
   if (frames_.size() > 24) return brk(f, "DV0012", "inlining is nested too deeply", "recursion is not supported");
@@ -321,6 +347,7 @@ Translator::Status Translator::inline_call(Frame& f, VPtr fn, VPtr self, std::ve
     PyObject* func = fn->obj.get();
     if (PyObject* mod = PyFunction_GET_MODULE(func); mod && PyUnicode_Check(mod) && str_of(mod) == "logging")
       return brk(f, "DV0015", "call to logging." + callable_name(func) + "()", "logging is a side effect outside the graph");
+    if (Status s = call_marked_constant(f, func, self, args, kwargs, out); s || out) return s;
     code = PyFunction_GET_CODE(func);
     globals = Ref::borrow(PyFunction_GET_GLOBALS(func));
     if (globals.get() != root_->globals.get()) globals_source = Source::held(globals, "G['" + str_of(PyDict_GetItemString(globals.get(), "__name__")) + "'].__dict__");
@@ -698,6 +725,12 @@ Status object_call(Translator& t, Frame& f, const VPtr& fn, std::vector<VPtr>& a
     bool traced = false;
     for (const VPtr& a : args) traced |= a->kind == VK::Tensor || a->kind == VK::Sym;
     if (traced) return t.graph_call(f, fn->obj, "", std::move(args), std::move(kwargs), out);
+  }
+  if (!args.empty() && args[0]->kind == VK::Object && Py_IS_TYPE(o, &PyWrapperDescr_Type)) {
+    bool handled = false;  // object.__setattr__(self, k, v) spelled out in the Python __setattr__ of an object from outside
+    std::vector<VPtr> rest(args.begin() + 1, args.end());
+    if (Status s = t.outside_object_builtin(f, o, args[0], rest, kwargs, out, handled)) return s;
+    if (handled) return std::nullopt;
   }
   if (!args.empty() && args[0]->kind == VK::Instance && !PyType_Check(o)) {  // object.__setattr__(obj, ...) and the like
     bool handled = false;

@@ -245,7 +245,25 @@ bool emit_head(Emitter& e, Rebuilder& rb, PyCodeObject* co, const CaptureResult&
     dict_tmp.push_back(e.temp());
     e.emit(N::STORE_FAST, dict_tmp.back());
   }
+  static PyObject* setattr_name = PyUnicode_InternFromString("__setattr__");
   for (const auto& w : se.attr_writes) {  // attribute assignments, replayed in order: (value owner -- )
+    PyObject* ow = w.owner->kind == VK::Object ? w.owner->obj.get() : nullptr;
+    PyObject* custom = ow && !PyType_Check(ow) ? _PyType_Lookup(Py_TYPE(ow), setattr_name) : nullptr;
+    if (custom && PyFunction_Check(custom)) {  // the class's Python __setattr__ ran in the trace: object.__setattr__(owner, name, value)
+      e.callable_const(py().object_setattr.get());
+      if (!rb.value(w.owner)) {
+        why = "cannot replay the assignment to attribute '" + w.name + "'";
+        return false;
+      }
+      e.emit(N::LOAD_CONST, e.konst(Ref::steal(PyUnicode_FromString(w.name.c_str())).get()));
+      if (!rb.value(w.value)) {
+        why = "cannot replay the assignment to attribute '" + w.name + "'";
+        return false;
+      }
+      e.call(3);
+      e.emit(N::POP_TOP);
+      continue;
+    }
     if (!rb.value(w.value) || !rb.value(w.owner)) {
       why = "cannot replay the assignment to attribute '" + w.name + "'";
       return false;

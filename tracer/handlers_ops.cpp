@@ -40,10 +40,20 @@ Status op_IS_OP(Translator& t, Frame& f, const Instr& in) {  // (lhs rhs -- bool
            (b->kind == VK::Const || b->kind == VK::Object || b->kind == VK::NNModule)) {
     same = a->obj.get() == b->obj.get();
     // The answer holds for these very objects: objects reached from the frame are guarded by
-    // identity (a sentinel `v is _MISSING`; their usual guard may be their type only).
-    for (const VPtr* v : {&a, &b})
-      if ((*v)->source && ((*v)->kind == VK::Object || (*v)->kind == VK::NNModule))
-        t.add_guard(GuardKind::ID_MATCH, (*v)->source, (*v)->obj, f, "___check_obj_id(" + (*v)->source->text() + ", " + repr_of((*v)->obj.get()) + ")");
+    // identity (a sentinel `v is _MISSING`; their usual guard may be their type only). Objects of
+    // different types are never the same, whatever the objects: `cache is None` for the cache a
+    // decode step passes in is guarded by the cache's type, not its identity (which is new each
+    // step), as TorchDynamo does.
+    const bool types_differ = Py_TYPE(a->obj.get()) != Py_TYPE(b->obj.get());
+    for (const VPtr* v : {&a, &b}) {
+      if (!(*v)->source || ((*v)->kind != VK::Object && (*v)->kind != VK::NNModule)) continue;
+      PyObject* o = (*v)->obj.get();
+      if (types_differ)
+        t.add_guard(GuardKind::TYPE_MATCH, (*v)->source, Ref::borrow(reinterpret_cast<PyObject*>(Py_TYPE(o))), f,
+                    "___check_type_id(" + (*v)->source->text() + ", " + Py_TYPE(o)->tp_name + ")");
+      else
+        t.add_guard(GuardKind::ID_MATCH, (*v)->source, (*v)->obj, f, "___check_obj_id(" + (*v)->source->text() + ", " + repr_of(o) + ")");
+    }
   }
   else if (a->kind == VK::Tensor && b->kind == VK::Tensor) same = a->node == b->node;
   else same = false;  // different kinds (a tensor is not None, a list is not a module ...)

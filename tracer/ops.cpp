@@ -434,6 +434,60 @@ Translator::Status Translator::store_attr(Frame& f, const VPtr& owner, const std
   return ops(owner->kind).setattr(*this, f, owner, name, value);
 }
 
+// object.__setattr__ (or nn.Module's) on an object from outside: recorded, replayed after the graph.
+Translator::Status Translator::object_store_attr(Frame& f, const VPtr& owner, const std::string& name, const VPtr& value) {
+  return object_setattr(*this, f, owner, name, value);
+}
+
+// object.__setattr__ / object.__getattribute__ (the slot wrappers), by name.
+PyObject* object_slot(const std::string& name) {
+  static PyObject* getattribute = PyObject_GetAttrString(reinterpret_cast<PyObject*>(&PyBaseObject_Type), "__getattribute__");
+  if (name == "__setattr__") return py().object_setattr.get();
+  return name == "__getattribute__" ? getattribute : nullptr;
+}
+
+// What super() finds for `name`: the first class after __thisclass__ in the MRO of __self_class__
+// that defines it (borrowed), or null.
+PyObject* super_lookup(PyObject* sup, const std::string& name) {
+  Ref this_class = Ref::steal(PyObject_GetAttrString(sup, "__thisclass__"));
+  Ref self_class = Ref::steal(PyObject_GetAttrString(sup, "__self_class__"));
+  if (!this_class || !self_class || !PyType_Check(self_class.get())) return PyErr_Clear(), nullptr;
+  PyObject* mro = reinterpret_cast<PyTypeObject*>(self_class.get())->tp_mro;
+  if (!mro || !PyTuple_Check(mro)) return nullptr;
+  Ref nm = Ref::steal(PyUnicode_FromString(name.c_str()));
+  bool after = false;
+  for (Py_ssize_t i = 0; i < PyTuple_GET_SIZE(mro); ++i) {
+    PyObject* cls = PyTuple_GET_ITEM(mro, i);
+    if (!after) {
+      after = cls == this_class.get();
+      continue;
+    }
+    PyObject* d = reinterpret_cast<PyTypeObject*>(cls)->tp_dict;
+    if (PyObject* v = d ? PyDict_GetItemWithError(d, nm.get()) : nullptr) return v;
+  }
+  PyErr_Clear();
+  return nullptr;
+}
+
+// object.__setattr__(self, k, v) and object.__getattribute__(self, k) on an object from outside
+// (reached through super() in its class's Python __setattr__): the plain assignment and read.
+Translator::Status Translator::outside_object_builtin(Frame& f, PyObject* descr, const VPtr& self, std::vector<VPtr>& args,
+                                                      std::vector<std::pair<std::string, VPtr>>& kwargs, VPtr& out, bool& handled) {
+  handled = descr == object_slot("__setattr__") || descr == object_slot("__getattribute__");
+  if (!handled) return std::nullopt;
+  const bool set = descr == object_slot("__setattr__");
+  if (args.size() != (set ? 2u : 1u) || !kwargs.empty() || args[0]->kind != VK::Const || !PyUnicode_Check(args[0]->obj.get()))
+    return brk(f, "DV0008", std::string("object.") + (set ? "__setattr__" : "__getattribute__") + " on a " +
+                                Py_TYPE(self->obj.get())->tp_name + " with a computed name");
+  const std::string name = str_of(args[0]->obj.get());
+  if (!set) {
+    generic_getattr_ = true;  // object's own lookup: not the class's __getattribute__ again
+    return getattr(f, self, name, out);
+  }
+  out = constant(Ref::borrow(Py_None));
+  return object_store_attr(f, self, name, args[1]);
+}
+
 VPtr Translator::bound_method(VPtr self, Ref fn, std::string name) {
   VPtr mv = make(VK::Method);
   mv->self = std::move(self);
@@ -457,12 +511,24 @@ Translator::Status Translator::call_python(Frame& f, Ref fn, std::vector<VPtr> a
 }
 
 Translator::Status Translator::getattr(Frame& f, VPtr obj, const std::string& name, VPtr& out) {
+  const bool generic = generic_getattr_;
+  generic_getattr_ = false;
   if ((obj->kind == VK::NNModule || obj->kind == VK::Object) && obj->obj && !output.side_effects.attr_writes.empty()) {
-    for (auto w = output.side_effects.attr_writes.rbegin(); w != output.side_effects.attr_writes.rend(); ++w)  // the latest assignment wins
-      if (w->name == name && w->owner->obj.get() == obj->obj.get()) {
+    bool written = false;
+    for (auto w = output.side_effects.attr_writes.rbegin(); w != output.side_effects.attr_writes.rend(); ++w) {  // the latest assignment wins
+      if (w->owner->obj.get() != obj->obj.get()) continue;
+      written = true;
+      if (w->name == name) {
         out = w->value;
         return std::nullopt;
       }
+    }
+    // An object written in the trace whose class has a Python __getattribute__ (a config's, which
+    // maps aliases): inlined, so that an alias reads what was written under its real name.
+    static PyObject* getattribute_name = PyUnicode_InternFromString("__getattribute__");
+    PyObject* ga = written && obj->kind == VK::Object && !generic && !PyType_Check(obj->obj.get())
+                       ? _PyType_Lookup(Py_TYPE(obj->obj.get()), getattribute_name) : nullptr;
+    if (ga && PyFunction_Check(ga)) return call_python(f, Ref::borrow(ga), {obj, constant_steal(PyUnicode_FromString(name.c_str()))}, out);
   }
   return ops(obj->kind).getattr(*this, f, obj, name, out);
 }

@@ -160,6 +160,12 @@ class Translator {
   Status module_members(Frame& f, const VPtr& fn, const std::vector<VPtr>& args,
                         const std::vector<std::pair<std::string, VPtr>>& kwargs, VPtr& out, bool& handled);
   Status store_attr(Frame& f, const VPtr& owner, const std::string& name, const VPtr& value);
+  bool generic_getattr_ = false;  // the next getattr is object.__getattribute__'s (outside_object_builtin)
+  Status call_marked_constant(Frame& f, PyObject* func, const VPtr& self, const std::vector<VPtr>& args,
+                              const std::vector<std::pair<std::string, VPtr>>& kwargs, VPtr& out);
+  Status object_store_attr(Frame& f, const VPtr& owner, const std::string& name, const VPtr& value);  // object.__setattr__
+  Status outside_object_builtin(Frame& f, PyObject* descr, const VPtr& self, std::vector<VPtr>& args,
+                                std::vector<std::pair<std::string, VPtr>>& kwargs, VPtr& out, bool& handled);
   // dict.get / __getitem__ / __contains__ of a dict (subclass) object reached from the frame: read
   // now from its storage, guarded by its keys and the item's own guards (dicts.cpp).
   Status outside_dict_read(Frame& f, const VPtr& self, const std::string& name, std::vector<VPtr>& args,

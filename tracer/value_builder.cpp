@@ -323,7 +323,28 @@ VPtr ValueBuilder::wrap_function(const Ref& obj, const SourcePtr& source, const 
 VPtr ValueBuilder::wrap_method(const Ref& obj, const SourcePtr& source, const std::string& key, Frame& f) {
   PyObject* o = obj.get();
   VPtr v;
-  if (!PyFunction_Check(PyMethod_GET_FUNCTION(o))) return wrap_object(obj, source, key, f);
+  if (!PyFunction_Check(PyMethod_GET_FUNCTION(o))) {
+    if (!source) return wrap_object(obj, source, key, f);
+    // A method whose function is not a Python function (logger.warning_once, an lru_cache wrapper
+    // bound to the logger): made anew by each attribute read, so guarded by its function and its
+    // self, never by its own identity (which would fail on every call).
+    PyObject* fn = PyMethod_GET_FUNCTION(o);
+    PyObject* self = PyMethod_GET_SELF(o);
+    if (source->kind == Source::Kind::Attr &&
+        _PyType_Lookup(Py_TYPE(self), Ref::steal(PyUnicode_FromString(source->name.c_str())).get()) == fn) {
+      // self.name read from the class: the guard tree reads the class's raw attribute (the
+      // function), and self is guarded through the base source.
+      t_.add_guard(GuardKind::ID_MATCH, source, Ref::borrow(fn), f, "___check_obj_id(" + key + ", " + repr_of(fn) + ")");
+    } else {
+      t_.add_guard(GuardKind::ID_MATCH, Source::attr(source, "__func__"), Ref::borrow(fn), f,
+                   "___check_obj_id(" + key + ".__func__, " + repr_of(fn) + ")");
+      t_.add_guard(GuardKind::ID_MATCH, Source::attr(source, "__self__"), Ref::borrow(self), f,
+                   "___check_obj_id(" + key + ".__self__, " + repr_of(self) + ")");
+    }
+    v = t_.make(VK::Object);
+    v->obj = obj;
+    return remember(source, key, v);
+  }
   v = t_.make(VK::Method);
   // obj.method: its self is obj, already wrapped under the attribute's base source (the method is
   // made anew by each attribute read, so a guard through it could not read it back).

@@ -1344,3 +1344,92 @@ def tuple_index_count_and_dict_methods_from_the_table(x):
     opts.update(dropout=0.0)
     gone = opts.pop("bias")
     return x * dims.index(4) + dims.count(4), sorted(opts.items()), gone, opts.get("nope", 7)
+
+
+# ---- Hugging Face call forms (issue 14): the constructs real model calls reach ----
+class _StepCache:
+    def __init__(self, keys):
+        self.keys = keys
+
+
+def _fresh_cache(seed):
+    return [_StepCache(torch.full((3,), float(seed)))]  # a new object on every call, as each decode step's cache
+
+
+@case((3,), extra=_fresh_cache)
+def cache_passed_in_is_none_check_guards_its_type(x, cache):
+    # regression: `cache is None` guarded the cache's identity, so every decode step (a new cache
+    # object) recompiled; objects of different types are never identical: its type is guarded
+    h = x * 2
+    has_cache = cache is not None  # IS_OP (`if cache is not None:` compiles to a jump on None)
+    return h + cache.keys if has_cache else h
+
+
+class _AliasConfig:
+    attribute_map = {"num_labels_alias": "num_labels"}
+
+    def __init__(self):
+        self.problem_type = None
+        self.num_labels = 2
+
+    def __setattr__(self, key, value):  # PretrainedConfig's: aliases mapped, then object's
+        if key in super().__getattribute__("attribute_map"):
+            key = super().__getattribute__("attribute_map")[key]
+        super().__setattr__(key, value)
+
+    def __getattribute__(self, key):
+        if key != "attribute_map" and key in super().__getattribute__("attribute_map"):
+            key = super().__getattribute__("attribute_map")[key]
+        return super().__getattribute__(key)
+
+
+def _fresh_config(seed):
+    return [_AliasConfig()]
+
+
+@case((2, 3), extra=_fresh_config)
+def outside_config_python_setattr_inlined(x, cfg):
+    # regression: assigning an attribute of a config from outside whose class defines __setattr__
+    # broke (`self.config.problem_type = ...` in every *ForSequenceClassification with labels)
+    h = x * 2
+    if cfg.problem_type is None:
+        cfg.problem_type = "single_label_classification"
+    cfg.num_labels_alias = 3
+    return h * cfg.num_labels + cfg.num_labels_alias, cfg.problem_type  # the alias reads what was written
+
+
+@case((4, 5))
+def cross_entropy_loss_module_built_in_forward(x):
+    # regression: CrossEntropyLoss() registers weight=None as a buffer: building it in forward
+    # (`loss_fct = CrossEntropyLoss()`, every HF head given labels=) broke
+    logits = x * 2
+    loss_fct = nn.CrossEntropyLoss()
+    return loss_fct(logits, torch.tensor([0, 1, 2, 3]))
+
+
+@torch._dynamo.assume_constant_result
+def _package_probe():
+    import re
+    return bool(re.match(r"tor", "torch"))  # not traceable (re's module cache): answered at trace time
+
+
+@case((3,))
+def assume_constant_result_runs_at_trace_time(x):
+    # regression: transformers' install probes (is_torch_distributed_available, marked with
+    # _dynamo_marked_constant) were inlined into importlib and broke in re (wav2vec2, hubert)
+    h = x * 2
+    if _package_probe():
+        return h + 1
+    return h - 1
+
+
+class _SuffixConfig:
+    def __setattr__(self, key, value):  # object's own, spelled out
+        object.__setattr__(self, key + "_set", value)
+
+
+@case((3,), extra=lambda seed: [_SuffixConfig()])
+def outside_object_setattr_spelled_out_in_python_setattr(x, cfg):
+    h = x * 2
+    cfg.scale = 3
+    return h * cfg.scale_set

@@ -17,10 +17,17 @@ bool torch_nn_class(PyObject* cls) {
   return str_of(mod.get()).rfind("torch.nn.modules.", 0) == 0;
 }
 
+// No entries, or only None ones: CrossEntropyLoss() registers its absent class weights as a buffer
+// `weight` that is None, which holds no state.
 bool empty_dict_attr(PyObject* m, const char* name) {
   Ref d = Ref::steal(PyObject_GetAttrString(m, name));
   if (!d) return PyErr_Clear(), false;
-  return PyDict_Check(d.get()) && PyDict_GET_SIZE(d.get()) == 0;
+  if (!PyDict_Check(d.get())) return false;
+  Py_ssize_t pos = 0;
+  PyObject *k, *v;
+  while (PyDict_Next(d.get(), &pos, &k, &v))
+    if (v != Py_None) return false;
+  return true;
 }
 
 }  // namespace

@@ -55,6 +55,14 @@ Status object_getattr(Translator& t, Frame& f, const VPtr& obj, const std::strin
       out = t.constant(r);
       return std::nullopt;
     }
+    if (obj->self->kind == VK::Object && (name == "__setattr__" || name == "__getattribute__")) {
+      // super().__setattr__(k, v) / super().__getattribute__(k) in the Python __setattr__ of an
+      // object from outside, when they reach object's own: a bound object slot (outside_object_builtin)
+      if (PyObject* descr = super_lookup(o, name); descr && descr == object_slot(name)) {
+        out = t.bound_method(obj->self, Ref::borrow(descr), name);
+        return std::nullopt;
+      }
+    }
     return t.brk(f, "DV0005", "super()." + name + " is not a Python method");
   }
   if (obj->kind == VK::Const && !PyModule_Check(o)) {
@@ -141,7 +149,8 @@ Status object_setattr(Translator& t, Frame& f, const VPtr& owner, const std::str
   Ref setattr_fn = Ref::steal(PyObject_GetAttrString(reinterpret_cast<PyObject*>(tp), "__setattr__"));
   PyErr_Clear();
   const bool module = owner->kind == VK::NNModule;
-  if (!setattr_fn || setattr_fn.get() != (module ? py().module_setattr.get() : py().object_setattr.get()))
+  const bool python_setattr = !module && setattr_fn && PyFunction_Check(setattr_fn.get());  // its object.__setattr__ call
+  if (!python_setattr && (!setattr_fn || setattr_fn.get() != (module ? py().module_setattr.get() : py().object_setattr.get())))
     return t.brk(f, "DV0008", std::string("assignment to attribute '") + name + "' of " + tp->tp_name + ", which defines __setattr__", hint);
   Ref nm = Ref::steal(PyUnicode_FromString(name.c_str()));
   PyObject* descr = _PyType_Lookup(tp, nm.get());
@@ -270,11 +279,27 @@ struct Kind<VK::Object> {
     return object_call(t, f, fn, args, kwargs, out);  // calls.cpp: builtins, torch functions, classes ...
   }
   static Status setattr(Translator& t, Frame& f, const VPtr& owner, const std::string& name, const VPtr& value) {
+    if (owner->obj && !PyType_Check(owner->obj.get()) && (Py_TYPE(owner->obj.get())->tp_flags & Py_TPFLAGS_HEAPTYPE)) {
+      // A Python __setattr__ of an object from outside (a Hugging Face config's, which maps aliases
+      // and then calls super().__setattr__): inlined, as TorchDynamo does; object.__setattr__ at its
+      // end is the plain assignment (Translator::outside_object_builtin).
+      static PyObject* setattr_name = PyUnicode_InternFromString("__setattr__");
+      PyObject* setattr_fn = _PyType_Lookup(Py_TYPE(owner->obj.get()), setattr_name);
+      if (setattr_fn && PyFunction_Check(setattr_fn)) {
+        VPtr ignored;
+        return t.call_python(f, Ref::borrow(setattr_fn), {owner, t.constant_steal(PyUnicode_FromString(name.c_str())), value}, ignored);
+      }
+    }
     return object_setattr(t, f, owner, name, value);
   }
   static Status call_method(Translator& t, Frame& f, const VPtr& m, std::vector<VPtr>& args, KwArgs& kwargs, VPtr& out) {
     if (m->obj && Py_IS_TYPE(m->obj.get(), &PyMethodDescr_Type) && PyDict_Check(m->self->obj.get()))
       return t.outside_dict_read(f, m->self, m->name, args, kwargs, out);  // super().get(k) of a dict subclass living outside the trace
+    if (m->obj && Py_IS_TYPE(m->obj.get(), &PyWrapperDescr_Type)) {
+      bool handled = false;  // super().__setattr__ in the Python __setattr__ of an object from outside
+      if (Status s = t.outside_object_builtin(f, m->obj.get(), m->self, args, kwargs, out, handled)) return s;
+      if (handled) return std::nullopt;
+    }
     return object_method(t, f, m, args, kwargs, out);
   }
   static bool reconstruct(cg::Rebuilder& r, const VPtr& v) {
