@@ -274,6 +274,7 @@ bool Translator::catch_in(Frame& f, const bc::Instr& in, const Ref& exc) {
     auto it = f.facts->index_of.find(e.target);
     if (it == f.facts->index_of.end() || e.depth > f.stack.size()) return false;
     f.stack.resize(e.depth);
+    f.stack_drift = 0;  // checked builds: the exception table sets the depth (a PRECALL's share is gone)
     if (e.lasti) f.stack.push_back(constant_steal(PyLong_FromLong(static_cast<long>(in.offset / 2))));
     VPtr v = make(VK::Object);
     v->obj = exc;
