@@ -453,6 +453,7 @@ void Translator::check_stack_effect(Frame& f, const bc::Instr& in, size_t before
   auto want = bc::stack_effect(op, in.arg == bc::kNone ? 0 : in.arg, jumped, v);
   if (!want) return;
   if (in.name == bc::Name::RETURN_GENERATOR) *want += 1;  // the value a resumed generator receives (popped next)
+  if (in.name == bc::Name::YIELD_VALUE && f.suspended) *want -= 1;  // the value sent is pushed on resume, outside a step
   // 3.12+: an exhausted FOR_ITER also skips what the table counts after the jump (END_FOR, 3.13: + POP_TOP).
   if (in.name == bc::Name::FOR_ITER && jumped && v != bc::Version::py311) *want -= 2;
   f.stack_drift += static_cast<int>(f.stack.size()) - static_cast<int>(before) - *want;
