@@ -10,6 +10,9 @@
 #   other_pythons.sh [test]    the above
 #   other_pythons.sh venvs     only the venvs (.ci/run starts this first, in the background: the
 #                              downloads overlap the main build; `test` waits for it per venv)
+#   other_pythons.sh build     the venvs and each one's dynview._C, no tests: `make test` runs this
+#                              before the main interpreter's suite, so that its tests that run another
+#                              version's dynview by subprocess (test_trace_versions.py) find it built
 #   other_pythons.sh demo 3.12 the same set-up for one version, then the demo on it (make demo)
 #   other_pythons.sh venv 3.12 the same venv for one version; prints its interpreter (make sanitize)
 set -euo pipefail
@@ -71,6 +74,11 @@ for v in $versions; do
   if [ "$mode" = demo ]; then
     DYNVIEW_BIN="$ROOT/$BUILD/dynview" PYTHONPATH="$ROOT/python" "$venv/bin/python" assets/examples/demo.py
     exit
+  fi
+  if [ "$mode" = build ]; then
+    echo "== $v: .venv-$v and its dynview._C ready ($((SECONDS - t0)) s)"
+    ran+=("$v")
+    continue
   fi
   t2=$SECONDS
   echo "== Python $v: tests/python"
