@@ -10,7 +10,11 @@
 #   other_pythons.sh [test]    the above
 #   other_pythons.sh venvs     only the venvs (.ci/run starts this first, in the background: the
 #                              downloads overlap the main build; `test` waits for it per venv)
+#   other_pythons.sh build     the venvs and each one's dynview._C, no tests: `make test` runs this
+#                              before the main interpreter's suite, so that its tests that run another
+#                              version's dynview by subprocess (test_trace_versions.py) find it built
 #   other_pythons.sh demo 3.12 the same set-up for one version, then the demo on it (make demo)
+#   other_pythons.sh venv 3.12 the same venv for one version; prints its interpreter (make sanitize)
 set -euo pipefail
 mode=${1:-test}
 cd "$(dirname "$0")/.."
@@ -25,7 +29,7 @@ case $main in
 esac
 versions=""
 for v in 3.11 3.12 3.13; do [ "$v" = "$main" ] || versions="$versions $v"; done
-if [ "$mode" = demo ]; then versions=$2; fi
+if [ "$mode" = demo ] || [ "$mode" = venv ]; then versions=$2; fi
 
 # The venv for $1 at $2 with torch==2.13.0 and the test deps; one process at a time per venv
 # (flock), so `test` waits for a `venvs` run still installing it.
@@ -50,6 +54,11 @@ for v in $versions; do
     continue
   fi
   t0=$SECONDS
+  if [ "$mode" = venv ]; then
+    venv_ready "$v" "$exe" >&2
+    echo "$ROOT/.venv-$v/bin/python"
+    exit
+  fi
   venv_ready "$v" "$exe"
   if [ "$mode" = venvs ]; then
     echo "== $v: .venv-$v ready ($((SECONDS - t0)) s)"
@@ -66,6 +75,11 @@ for v in $versions; do
     DYNVIEW_BIN="$ROOT/$BUILD/dynview" PYTHONPATH="$ROOT/python" "$venv/bin/python" assets/examples/demo.py
     exit
   fi
+  if [ "$mode" = build ]; then
+    echo "== $v: .venv-$v and its dynview._C ready ($((SECONDS - t0)) s)"
+    ran+=("$v")
+    continue
+  fi
   t2=$SECONDS
   echo "== Python $v: tests/python"
   PYTHONPATH="$ROOT/python:$ROOT/tests/python" DYNVIEW_BIN="$ROOT/$BUILD/dynview" \
@@ -73,7 +87,7 @@ for v in $versions; do
   echo "== Python $v: venv $((t1 - t0)) s, dynview._C $((t2 - t1)) s, pytest $((SECONDS - t2)) s"
   ran+=("$v")
 done
-if [ "$mode" = demo ]; then echo "error: CPython $versions not found" >&2; exit 1; fi
+if [ "$mode" = demo ] || [ "$mode" = venv ]; then echo "error: CPython $versions not found" >&2; exit 1; fi
 if [ "$mode" = test ]; then
   echo "make test: the suite ran on CPython $main ${ran[*]}${missing:+ (not found: ${missing[*]})}"
 fi

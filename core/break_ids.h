@@ -19,11 +19,16 @@ inline constexpr BreakInfo kTable[] = {
 #undef DV_BREAK
 };
 
+// The index of id's entry in the table, or -1.
+constexpr int find_index(std::string_view id) {
+  for (int i = 0; i < int(std::size(kTable)); ++i)
+    if (kTable[i].id == id) return i;
+  return -1;
+}
 // The table's entry for id, or null.
 constexpr const BreakInfo* find(std::string_view id) {
-  for (const BreakInfo& b : kTable)
-    if (b.id == id) return &b;
-  return nullptr;
+  int i = find_index(id);
+  return i < 0 ? nullptr : &kTable[i];
 }
 constexpr std::span<const BreakInfo> table() { return kTable; }
 // The title of id, or "" when the table does not know it.
@@ -36,15 +41,19 @@ constexpr std::string_view title(std::string_view id) {
 // a literal that is not in core/break_ids.inc does not compile.
 class BreakId {
  public:
-  consteval BreakId(const char* id) : info_(find(id)) {
-    if (!info_) throw "graph-break id not in core/break_ids.inc";  // (a compile error: not a constant expression)
-  }
+  // (Tested by index, not by comparing a pointer with null: GCC 12 cannot evaluate that comparison
+  // in a constant expression under -fsanitize=null, so `make sanitize` would not compile.)
+  consteval BreakId(const char* id) : info_(&kTable[checked(find_index(id))]) {}
   constexpr std::string_view id() const { return info_->id; }
   constexpr std::string_view title() const { return info_->title; }
   constexpr std::string_view hint() const { return info_->hint; }
   constexpr bool operator==(const BreakId& o) const { return info_ == o.info_; }
 
  private:
+  static consteval int checked(int i) {
+    if (i < 0) throw "graph-break id not in core/break_ids.inc";  // (a compile error: not a constant expression)
+    return i;
+  }
   const BreakInfo* info_;
 };
 // A recorded id (a Break's or a trace's string) against a table id.

@@ -166,6 +166,7 @@ bool Translator::catch_in(Frame& f, const bc::Instr& in, const Ref& exc) {
     auto it = f.facts->index_of.find(e.target);
     if (it == f.facts->index_of.end() || e.depth > f.stack.size()) return false;
     f.stack.resize(e.depth);
+    f.stack_drift = 0;  // checked builds: the exception table sets the depth (a PRECALL's share is gone)
     if (e.lasti) f.stack.push_back(constant_steal(PyLong_FromLong(static_cast<long>(in.offset / 2))));
     VPtr v = make(VK::Object);
     v->obj = exc;
@@ -343,7 +344,9 @@ void Translator::check_stack_effect(Frame& f, const bc::Instr& in, size_t before
   const uint8_t op = bc::op_info(in.opcode, v).deopt;
   auto want = bc::stack_effect(op, in.arg == bc::kNone ? 0 : in.arg, jumped, v);
   if (!want) return;
-  if (in.name == bc::Name::RETURN_GENERATOR) *want += 1;  // the value a resumed generator receives (popped next)
+  // The value a resumed generator receives (popped next): 3.13's table counts it, 3.11's and 3.12's do not.
+  if (in.name == bc::Name::RETURN_GENERATOR && v != bc::Version::py313) *want += 1;
+  if (in.name == bc::Name::YIELD_VALUE && f.suspended) *want -= 1;  // the value sent is pushed on resume, outside a step
   // 3.12+: an exhausted FOR_ITER also skips what the table counts after the jump (END_FOR, 3.13: + POP_TOP).
   if (in.name == bc::Name::FOR_ITER && jumped && v != bc::Version::py311) *want -= 2;
   f.stack_drift += static_cast<int>(f.stack.size()) - static_cast<int>(before) - *want;
