@@ -30,12 +30,7 @@ Status const_iterate(Translator& t, Frame& f, const VPtr& v, VPtr& out, bool /*m
 
 template <>
 struct Kind<VK::Const> {
-  static void describe(const Value& v, std::string& out, int /*depth*/) {
-    if (!v.obj) { out += "?"; return; }
-    std::string r = repr_of(v.obj.get());
-    if (r.size() > 120) r = r.substr(0, 117) + "...";
-    out += r;
-  }
+  static constexpr auto describe = repr_describe;
   static PyObject* python_type(Translator& /*t*/, const VPtr& v) {
     if (is_fake_id(v->obj.get())) return reinterpret_cast<PyObject*>(&PyLong_Type);
     return reinterpret_cast<PyObject*>(Py_TYPE(v->obj.get()));

@@ -87,6 +87,7 @@ void sequence_describe(const Value& v, std::string& out, int depth);            
 bool sequence_graph_arg(Translator& t, const VPtr& v, ArgTree& out);                  // Tuple, List
 Status sequence_iterate(Translator& t, Frame& f, const VPtr& v, VPtr& out, bool materialize);  // Tuple, List
 Status items_truth(Translator& t, Frame& f, const VPtr& v, bool& out);                // Tuple, List, Dict
+void repr_describe(const Value& v, std::string& out, int depth);                     // Const, Object (object.cpp)
 Status python_truth(Translator& t, Frame& f, const VPtr& v, bool& out);               // Const, Object (object.cpp)
 bool graph_output_reconstruct(cg::Rebuilder& r, const VPtr& v);                       // Tensor, Sym (tensor.cpp)
 Status const_iterate(Translator& t, Frame& f, const VPtr& v, VPtr& out, bool materialize);  // Const, Object

@@ -240,14 +240,20 @@ Status python_truth(Translator& t, Frame& f, const VPtr& v, bool& out) {
   return std::nullopt;
 }
 
+// Const, Object: their repr, shortened
+void repr_describe(const Value& v, std::string& out, int /*depth*/) {
+  if (!v.obj) {
+    out += "?";
+    return;
+  }
+  std::string r = repr_of(v.obj.get());
+  if (r.size() > 120) r = r.substr(0, 117) + "...";
+  out += r;
+}
+
 template <>
 struct Kind<VK::Object> {
-  static void describe(const Value& v, std::string& out, int /*depth*/) {
-    if (!v.obj) { out += "?"; return; }
-    std::string r = repr_of(v.obj.get());
-    if (r.size() > 120) r = r.substr(0, 117) + "...";
-    out += r;
-  }
+  static constexpr auto describe = repr_describe;
   static PyObject* python_type(Translator& /*t*/, const VPtr& v) {
     return reinterpret_cast<PyObject*>(Py_TYPE(v->obj.get()));
   }
