@@ -462,8 +462,14 @@ PyObject* super_lookup(PyObject* sup, const std::string& name) {
       after = cls == this_class.get();
       continue;
     }
+#if PY_VERSION_HEX >= 0x030C0000
+    // 3.12+: a static builtin type's (object's) dict lives in the interpreter, not in tp_dict
+    Ref d = Ref::steal(PyType_GetDict(reinterpret_cast<PyTypeObject*>(cls)));
+    if (PyObject* v = d ? PyDict_GetItemWithError(d.get(), nm.get()) : nullptr) return v;  // borrowed: the class keeps it
+#else
     PyObject* d = reinterpret_cast<PyTypeObject*>(cls)->tp_dict;
     if (PyObject* v = d ? PyDict_GetItemWithError(d, nm.get()) : nullptr) return v;
+#endif
   }
   PyErr_Clear();
   return nullptr;
