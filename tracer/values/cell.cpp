@@ -17,17 +17,14 @@ struct Kind<VK::Cell> {
   }
   static constexpr auto as_python = no_answer::as_python;
   static constexpr auto graph_arg = no_answer::graph_arg;
-  static Status truth(Translator& /*t*/, Frame& /*f*/, const VPtr& /*v*/, bool& out) {
-    out = true;
-    return std::nullopt;
-  }
+  static constexpr auto truth = always_true;
   static constexpr auto iterate = no_answer::iterate;
   static constexpr auto getattr = no_answer::getattr;
   static constexpr auto call = no_answer::call;
   static constexpr auto setattr = no_answer::setattr;
   static constexpr auto call_method = no_answer::call_method;
   static bool reconstruct(cg::Rebuilder& r, const VPtr& v) {
-    // a cell made in the trace is in the r.memo (make_cells); the frame's own free variable
+    // a cell made in the trace is in the memo (make_cells); the frame's own free variable
     if (v->cell_of < 0) return false;
     r.e.emit_free(N::LOAD_CLOSURE, v->cell_of);
     return true;

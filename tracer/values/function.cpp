@@ -22,10 +22,7 @@ struct Kind<VK::Function> {
     return v->obj && PyFunction_Check(v->obj.get()) ? std::optional<Ref>(v->obj) : std::nullopt;
   }
   static constexpr auto graph_arg = no_answer::graph_arg;
-  static Status truth(Translator& /*t*/, Frame& /*f*/, const VPtr& /*v*/, bool& out) {
-    out = true;
-    return std::nullopt;
-  }
+  static constexpr auto truth = always_true;
   static constexpr auto iterate = no_answer::iterate;
   static Status getattr(Translator& t, Frame& f, const VPtr& obj, const std::string& name, VPtr& out) {
     return object_getattr(t, f, obj, name, out);

@@ -20,10 +20,7 @@ struct Kind<VK::Iter> {
   }
   static constexpr auto as_python = no_answer::as_python;
   static constexpr auto graph_arg = no_answer::graph_arg;
-  static Status truth(Translator& /*t*/, Frame& /*f*/, const VPtr& /*v*/, bool& out) {
-    out = true;
-    return std::nullopt;
-  }
+  static constexpr auto truth = always_true;
   static Status iterate(Translator& t, Frame& f, const VPtr& v, VPtr& out, bool materialize) {
     if (materialize)
       if (Status s = t.pull(f, v, SIZE_MAX)) return s;

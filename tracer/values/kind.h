@@ -62,6 +62,12 @@ const KindOps& ops(VK k);                   // the table (kinds.cpp)
     return row;                                                  \
   }
 
+// bool(v) of a kind whose values are all true (no __bool__ or __len__: functions, cells, iterators ...).
+inline Status always_true(Translator&, Frame&, const VPtr&, bool& out) {
+  out = true;
+  return std::nullopt;
+}
+
 // The explicit answers of a kind that has none to give (`static constexpr auto iterate =
 // no_answer::iterate;`): a break with the reason, or no value.
 namespace no_answer {

@@ -18,10 +18,7 @@ struct Kind<VK::Method> {
   }
   static constexpr auto as_python = no_answer::as_python;
   static constexpr auto graph_arg = no_answer::graph_arg;
-  static Status truth(Translator& /*t*/, Frame& /*f*/, const VPtr& /*v*/, bool& out) {
-    out = true;
-    return std::nullopt;
-  }
+  static constexpr auto truth = always_true;
   static constexpr auto iterate = no_answer::iterate;
   static constexpr auto getattr = no_answer::getattr;
   static Status call(Translator& t, Frame& f, const VPtr& fn, std::vector<VPtr>& args, KwArgs& kwargs, VPtr& out) {

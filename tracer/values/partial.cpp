@@ -82,10 +82,7 @@ struct Kind<VK::Partial> {
   }
   static constexpr auto as_python = no_answer::as_python;
   static constexpr auto graph_arg = no_answer::graph_arg;
-  static Status truth(Translator& /*t*/, Frame& /*f*/, const VPtr& /*v*/, bool& out) {
-    out = true;
-    return std::nullopt;
-  }
+  static constexpr auto truth = always_true;
   static constexpr auto iterate = no_answer::iterate;
   static Status getattr(Translator& t, Frame& f, const VPtr& obj, const std::string& name, VPtr& out) {
     return t.partial_getattr(f, obj, name, out);

@@ -36,10 +36,7 @@ struct Kind<VK::Slice> {
     }
     return true;
   }
-  static Status truth(Translator& /*t*/, Frame& /*f*/, const VPtr& /*v*/, bool& out) {
-    out = true;
-    return std::nullopt;
-  }
+  static constexpr auto truth = always_true;
   static constexpr auto iterate = no_answer::iterate;
   static constexpr auto getattr = no_answer::getattr;
   static constexpr auto call = no_answer::call;
