@@ -250,31 +250,48 @@ PyObject* resume_code(const CodeFacts& facts, int target, const ResumeLayout& la
     if (isnull) emit(N::PUSH_NULL);
     else emit(N::LOAD_FAST, passed++);
   }
+  // 3.13's two-local super-instructions hold two 4-bit indexes: where the new layout moves either
+  // local past 15, the instruction is emitted as its two halves (one more instruction: jump targets
+  // and exception ranges are mapped through `at`).
+  auto is_pair = [](N op) { return op == N::LOAD_FAST_LOAD_FAST || op == N::STORE_FAST_STORE_FAST || op == N::STORE_FAST_LOAD_FAST; };
   const int shift = static_cast<int>(in.instrs.size()) + 1;  // prologue + its jump
-  emit(N::JUMP_FORWARD, asm_index[static_cast<size_t>(target)] + shift);
+  std::vector<int> at(orig->instrs.size() + 1);
+  int grown = 0;
+  for (size_t i = 0; i < orig->instrs.size(); ++i) {
+    at[i] = static_cast<int>(i) + grown + shift;
+    const bc::AsmInstr& a = orig->instrs[i];
+    if (is_pair(bc::base_name_of(a.opcode, v)) && (remap(a.arg >> 4) > 15 || remap(a.arg & 15) > 15)) ++grown;
+  }
+  at[orig->instrs.size()] = static_cast<int>(orig->instrs.size()) + grown + shift;
+  emit(N::JUMP_FORWARD, at[static_cast<size_t>(asm_index[static_cast<size_t>(target)])]);
   for (bc::AsmInstr a : orig->instrs) {
     const N op = bc::base_name_of(a.opcode, v);
     if (bc::is_jump(a.opcode, v)) {
-      a.arg += shift;
+      a.arg = at[static_cast<size_t>(a.arg)];
     } else if (op == N::LOAD_FAST || op == N::STORE_FAST || op == N::DELETE_FAST || op == N::LOAD_DEREF ||
                op == N::STORE_DEREF || op == N::DELETE_DEREF || op == N::LOAD_CLOSURE || op == N::LOAD_CLASSDEREF ||
                op == N::MAKE_CELL || op == N::LOAD_FAST_CHECK || op == N::LOAD_FAST_AND_CLEAR ||
                op == N::LOAD_FROM_DICT_OR_DEREF) {
       a.arg = remap(a.arg);
-    } else if (op == N::LOAD_FAST_LOAD_FAST || op == N::STORE_FAST_STORE_FAST || op == N::STORE_FAST_LOAD_FAST) {
-      const int hi = remap(a.arg >> 4), lo = remap(a.arg & 15);  // 3.13: two 4-bit local indexes
+    } else if (is_pair(op)) {
+      const int hi = remap(a.arg >> 4), lo = remap(a.arg & 15);
       if (hi > 15 || lo > 15) {
-        why = "a resume function's locals do not fit " + std::string(bc::name_str(op));
-        return nullptr;
+        // LOAD_FAST_LOAD_FAST pushes hi then lo; STORE_FAST_STORE_FAST stores the top into hi, the
+        // next into lo; STORE_FAST_LOAD_FAST stores the top into hi and pushes lo.
+        const N first = op == N::LOAD_FAST_LOAD_FAST ? N::LOAD_FAST : N::STORE_FAST;
+        const N second = op == N::STORE_FAST_STORE_FAST ? N::STORE_FAST : N::LOAD_FAST;
+        in.instrs.push_back(bc::AsmInstr{*bc::opcode_of(first, v), hi, a.pos});
+        in.instrs.push_back(bc::AsmInstr{*bc::opcode_of(second, v), lo, a.pos});
+        continue;
       }
       a.arg = hi << 4 | lo;
     }
     in.instrs.push_back(a);
   }
   for (bc::AsmExcRange r : orig->ranges) {
-    r.start += shift;
-    r.end += shift;
-    r.handler += shift;
+    r.start = at[static_cast<size_t>(r.start)];
+    r.end = at[static_cast<size_t>(r.end)];
+    r.handler = at[static_cast<size_t>(r.handler)];
     in.ranges.push_back(r);
   }
   auto out = bc::assemble(in);

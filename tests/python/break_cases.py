@@ -818,3 +818,36 @@ def loop_over_an_iterator_after_a_break(x):
     for k in it:
         y = y + k
     return y, next(it, "exhausted")
+
+
+# ---- many locals: 3.13's two-local instructions (LOAD_FAST_LOAD_FAST, ...) hold 4-bit indexes, and
+# a resume function reorders the locals (what it takes first): a forward with many keyword arguments
+# the way model libraries write them
+@case((2, 4), (2, 4))
+def many_keyword_arguments_forward(x, mask, scale=None, bias=None, head_mask=None, labels=None,
+                                   use_cache=False, output_attentions=False, output_hidden_states=False,
+                                   return_dict=True, position_ids=None, past=None, inputs_embeds=None,
+                                   token_type_ids=None, encoder_states=None, encoder_mask=None, extra=None):
+    hidden = x * mask
+    if scale is not None:
+        hidden = hidden * scale
+    show("hidden", hidden.shape)
+    out = hidden + mask
+    states = (out, hidden) if output_hidden_states else (out,)
+    return dict(out=out, states=states, bias=bias, head_mask=head_mask, labels=labels, use_cache=use_cache,
+                attentions=output_attentions, return_dict=return_dict, position_ids=position_ids, past=past,
+                inputs_embeds=inputs_embeds, token_type_ids=token_type_ids, encoder_states=encoder_states,
+                encoder_mask=encoder_mask, extra=extra)
+
+
+@case((4,))
+def many_locals_live_across_a_break(x):
+    cos, sin = x.cos(), x.sin()
+    base = cos * sin
+    a, b, c, d = base + 1, base + 2, base + 3, base + 4
+    e, f, g, h = a * b, b * c, c * d, d * a
+    i, j, k, m = e - f, f - g, g - h, h - e
+    n, o, p, q = i.sum(), j.sum(), k.sum(), m.sum()
+    log.info("half way: %s", n)
+    p, q = q, p
+    return a * b + p + q + n + o + c + d + e + f + g + h + i + j + k + m + x

@@ -257,12 +257,6 @@ CALL_FORMS = {
 }
 
 NOT_YET_FORMS: dict[str, str] = {}
-if sys.version_info >= (3, 13):
-    # Outputs equal eager (checked by hand on 3.13); dynview's explain counts 3 graphs and 0 breaks where
-    # TorchDynamo counts 2 and 1: the warning_once break in GPT2LMHeadModel.forward lands in a frame
-    # explain does not count on 3.13, and the output dataclass's generated __init__/__setitem__ break
-    # (super().__setitem__ on a dict subclass made outside the trace) where TorchDynamo traces them.
-    NOT_YET_FORMS["gpt2_lm_head_labels"] = "3.13: the warning_once break is counted in another frame than TorchDynamo's"
 
 
 def _run_form(fn, m, kwargs, train):
