@@ -599,6 +599,32 @@ Translator::Status call_builtin(Translator& t, Frame& f, PyObject* fn, std::vect
     if (n == 1 && args[0]->kind == VK::Dict) {
       d->keys = args[0]->keys;
       d->items = args[0]->items;
+    } else if (n == 1 && args[0]->kind == VK::Instance && args[0]->contents) {
+      // A dict subclass (ModelOutput): its items as CPython's dict_merge reads them -- the storage
+      // when the class keeps dict's __iter__, else x[key] for each of x.keys(), a Python
+      // __getitem__ inlined.
+      const VPtr x = args[0];
+      auto* tp = reinterpret_cast<PyTypeObject*>(x->obj.get());
+      static PyObject* keys_name = PyUnicode_InternFromString("keys");
+      PyObject* keys_fn = _PyType_Lookup(tp, keys_name);
+      if (keys_fn && PyFunction_Check(keys_fn)) return t.brk(f, "DV0007", std::string("dict() of a ") + tp->tp_name + " whose keys() is Python code");
+      const std::vector<Ref> keys = x->contents->keys;
+      d->keys = keys;
+      if (tp->tp_iter == PyDict_Type.tp_iter) {
+        d->items = x->contents->items;
+      } else {
+        for (const Ref& k : keys) {
+          VPtr v;
+          bool handled = false;
+          if (Status s = t.call_dunder(f, x, "__getitem__", {t.constant(k)}, v, handled)) return s;
+          if (!handled) {  // the builtin base's __getitem__: the storage
+            for (size_t i = 0; i < x->contents->keys.size(); ++i)
+              if (x->contents->keys[i].get() == k.get()) v = x->contents->items[i];
+            if (!v) return t.brk(f, "DV0007", std::string("dict() of a ") + tp->tp_name + " changed while read");
+          }
+          d->items.push_back(v);
+        }
+      }
     } else if (n == 1) {
       VPtr it;
       if (Status s = t.iterate(f, args[0], it)) return s;

@@ -84,7 +84,7 @@ struct SharedSources {
   static std::string key(const Source& s) {
     std::string k = std::to_string(static_cast<int>(s.kind)) + ":" + s.name + ":" + s.dict_name + ":" + std::to_string(s.index);
     if (s.kind == Source::Kind::Held) k += ":" + std::to_string(reinterpret_cast<uintptr_t>(s.key.get()));
-    if (s.kind == Source::Kind::Item) k += ":" + std::string(Py_TYPE(s.key.get())->tp_name) + ":" + repr_of(s.key.get());
+    if (s.kind == Source::Kind::Item) k += ":" + std::string(Py_TYPE(s.key.get())->tp_name) + ":" + repr_of(s.key.get()) + (s.storage ? ":storage" : "");
     return s.base ? key(*s.base) + "/" + k : k;
   }
   SharedSources(Emitter& em, const std::vector<SourcePtr>& all) : e(em) {
@@ -298,6 +298,34 @@ bool emit_head(Emitter& e, Rebuilder& rb, PyCodeObject* co, const CaptureResult&
   }
   for (size_t k = 0; k < se.mutated_dicts.size(); ++k) {  // dict.clear(d); dict.update(d, new contents)
     const VPtr& d = se.mutated_dicts[k];
+    if (d->storage_base && d->storage_base.get() != reinterpret_cast<PyObject*>(&PyDict_Type)) {
+      // An OrderedDict subclass's items: its base's clear, then base.__setitem__(d, key, new[key])
+      // per key in order (dict's methods would bypass the OrderedDict's links; its update calls
+      // the class's own __setitem__).
+      PyObject* base = d->storage_base.get();
+      Ref clear = Ref::steal(PyObject_GetAttrString(base, "clear"));
+      Ref setitem = Ref::steal(PyObject_GetAttrString(base, "__setitem__"));
+      if (!clear || !setitem) {
+        PyErr_Clear();
+        why = "cannot write back the items of " + d->source->text();
+        return false;
+      }
+      e.callable_const(clear.get());
+      if (!e.source(*d->source)) return why = "cannot reload " + d->source->text(), false;
+      e.call(1);
+      e.emit(N::POP_TOP);
+      for (const Ref& key : d->keys) {
+        e.callable_const(setitem.get());
+        if (!e.source(*d->source)) return why = "cannot reload " + d->source->text(), false;
+        e.emit(N::LOAD_CONST, e.konst(key.get()));
+        e.emit(N::LOAD_FAST, dict_tmp[k]);
+        e.emit(N::LOAD_CONST, e.konst(key.get()));
+        e.emit(N::BINARY_SUBSCR);
+        e.call(3);
+        e.emit(N::POP_TOP);
+      }
+      continue;
+    }
     for (const char* method : {"clear", "update"}) {
       Ref fn = Ref::steal(PyObject_GetAttrString(reinterpret_cast<PyObject*>(&PyDict_Type), method));
       e.callable_const(fn.get());

@@ -90,8 +90,9 @@ struct GuardTree::Node {
         // type(x) and a bound method's self / function (decorated functions' closures reach them).
         if (source->name == "__class__") return reinterpret_cast<PyObject*>(Py_TYPE(parent));
         if (source->name == "__dict__") {  // an object's own attributes (copy.deepcopy reads them)
+          static PyObject* none_yet = PyDict_New();  // an object that has not made its __dict__: no attributes
           PyObject** dp = _PyObject_GetDictPtr(parent);
-          return dp ? *dp : nullptr;
+          return dp ? (*dp ? *dp : none_yet) : nullptr;
         }
         if (PyFunction_Check(parent) && source->name == "__code__") return PyFunction_GET_CODE(parent);
         if (PyMethod_Check(parent) && source->name == "__self__") return PyMethod_GET_SELF(parent);

@@ -105,6 +105,15 @@ struct Emitter {
         emit(N::BINARY_SUBSCR);
         return true;
       case K::Item:
+        if (s.storage) {  // dict.__getitem__(base, key): [base] -> [f, base, key], called as a method
+          static PyObject* dict_getitem = PyObject_GetAttrString(reinterpret_cast<PyObject*>(&PyDict_Type), "__getitem__");
+          if (!dict_getitem) return PyErr_Clear(), false;
+          emit(N::LOAD_CONST, konst(dict_getitem));
+          emit(N::SWAP, 2);
+          emit(N::LOAD_CONST, konst(s.key.get()));
+          call(1);
+          return true;
+        }
         emit(N::LOAD_CONST, konst(s.key.get()));
         emit(N::BINARY_SUBSCR);
         return true;

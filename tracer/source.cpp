@@ -40,6 +40,12 @@ SourcePtr Source::item(SourcePtr base, Ref key) {
   return std::make_shared<Source>(Source{Kind::Item, -1, {}, {}, std::move(key), std::move(base)});
 }
 
+SourcePtr Source::storage_item(SourcePtr base, Ref key) {
+  auto s = std::make_shared<Source>(Source{Kind::Item, -1, {}, {}, std::move(key), std::move(base)});
+  s->storage = true;
+  return s;
+}
+
 SourcePtr Source::fn_closure(SourcePtr base, int index, std::string name) {
   return std::make_shared<Source>(Source{Kind::FnClosure, index, std::move(name), {}, {}, std::move(base)});
 }

@@ -34,6 +34,7 @@ struct Source {
   std::string dict_name; // ModuleMember: "_parameters", "_buffers" or "_modules"
   Ref key;               // Item: the key; Held: the object
   SourcePtr base;
+  bool storage = false;  // Item of a dict subclass: its own storage (dict.__getitem__), past a __getitem__ override
 
   std::string text() const;  // guard text form, as TorchDynamo prints it
   static SourcePtr local(int index, std::string name);
@@ -42,6 +43,7 @@ struct Source {
   static SourcePtr attr(SourcePtr base, std::string name);
   static SourcePtr module_member(SourcePtr base, std::string dict_name, std::string name);
   static SourcePtr item(SourcePtr base, Ref key);
+  static SourcePtr storage_item(SourcePtr base, Ref key);  // dict.__getitem__(base, key)
   static SourcePtr fn_closure(SourcePtr base, int index, std::string name);
   static SourcePtr held(Ref obj, std::string name);
   static SourcePtr free_cell(int index, std::string name);

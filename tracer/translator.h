@@ -265,6 +265,7 @@ class Translator {
   Status view_compare(Frame& f, int cmp, const VPtr& a, const VPtr& b, VPtr& out);  // keys == {...}, keys <= s
   Status view_items_contains(Frame& f, const VPtr& view, const VPtr& item, bool& found);
   // The rest of what such an instance answers (tracer/values/instance.cpp).
+  void attrs_changed(const VPtr& obj);  // an instance from the frame: its __dict__ is written back
   Status instance_getattr(Frame& f, const VPtr& obj, const std::string& name, VPtr& out);
   Status instance_setattr(Frame& f, const VPtr& obj, const std::string& name, const VPtr& value);
   Status instance_delattr(Frame& f, const VPtr& obj, const std::string& name);

@@ -92,6 +92,8 @@ VPtr ValueBuilder::wrap(Ref obj, SourcePtr source, Frame& f) {
   if (std::strcmp(Py_TYPE(o)->tp_name, "numpy.ndarray") == 0)  // by name: NumPy need not be imported
     return wrap_ndarray(obj, source, key, f);
   if (grad_restore_mode(o) >= 0) return wrap_grad_restore(obj, source, key, f);  // a split with-block's exit
+  if (source && PyDict_Check(o) && plain_class(Py_TYPE(o)))  // a dict subclass of Python code: ModelOutput ...
+    if (VPtr v = wrap_dict_instance(obj, source, key, f); v || !ok_) return v;
   return wrap_object(obj, source, key, f);  // modules, classes, builtins, torch functions, other objects
 }
 
@@ -433,6 +435,80 @@ VPtr ValueBuilder::wrap_object(const Ref& obj, const SourcePtr& source, const st
   v = t_.make(VK::Object);
   v->obj = obj;
   return remember(source, key, v);
+}
+
+// An instance of a plain Python class that subclasses dict or OrderedDict (transformers' ModelOutput,
+// a user's dict subclass) from the frame: an Instance, as one made in the trace is, whose __dict__
+// (attrs) and items (contents) are read whole, each guarded by DICT_KEYS, and written back after the
+// graph when the trace changes them -- the items by the builtin base's own methods, past the class's
+// overrides (codegen.cpp). Null with ok_ set: not such an object after all (the caller goes on).
+VPtr ValueBuilder::wrap_dict_instance(const Ref& obj, const SourcePtr& source, const std::string& key, Frame& f) {
+  PyObject* o = obj.get();
+  auto* tp = Py_TYPE(o);
+  PyTypeObject* base = builtin_base(tp);
+  PyObject** dictptr = _PyObject_GetDictPtr(o);
+  ok_ = true;
+  if (!base || !dictptr) return nullptr;
+  if (VPtr first = shared_container(o, source, key, f); first || !ok_) return first;
+  Py_ssize_t pos = 0;
+  PyObject *k, *val;
+  while (PyDict_Next(o, &pos, &k, &val))
+    if (!PyUnicode_CheckExact(k) && !PyLong_CheckExact(k)) return nullptr;
+  if (*dictptr) {
+    pos = 0;
+    while (PyDict_Next(*dictptr, &pos, &k, &val))
+      if (!PyUnicode_CheckExact(k)) return nullptr;
+  }
+  if (base != &PyDict_Type) {
+    // An OrderedDict iterates in its own order, which the guards cannot read; the trace reads the
+    // storage's, so the two must agree (move_to_end makes them differ: left to the object path).
+    Ref order = Ref::steal(PySequence_List(o));
+    if (!order) return PyErr_Clear(), nullptr;
+    pos = 0;
+    Py_ssize_t i = 0;
+    while (PyDict_Next(o, &pos, &k, &val))
+      if (i >= PyList_GET_SIZE(order.get()) || PyList_GET_ITEM(order.get(), i++) != k) return nullptr;
+  }
+  t_.add_guard(GuardKind::TYPE_MATCH, source, Ref::borrow(reinterpret_cast<PyObject*>(tp)), f,
+               "___check_type_id(" + key + ", " + tp->tp_name + ")");
+  VPtr cls = t_.make(VK::Object);  // the class as loaded: type(x), guarded by the TYPE_MATCH above
+  cls->obj = Ref::borrow(reinterpret_cast<PyObject*>(tp));
+  cls->source = Source::attr(source, "__class__");
+  VPtr v = t_.make(VK::Instance);
+  v->obj = cls->obj;
+  v->self = cls;
+  containers_seen_[o] = {obj, v};  // before the entries: one may hold the object itself
+  remember(source, key, v);
+  v->attrs = t_.make(VK::Dict);
+  v->attrs->source = Source::attr(source, "__dict__");
+  v->contents = t_.make(VK::Dict);
+  v->contents->source = source;
+  v->contents->storage_base = Ref::borrow(reinterpret_cast<PyObject*>(base));
+  Ref empty;
+  if (!*dictptr) empty = Ref::steal(PyDict_New());
+  if (!wrap_entries(*dictptr ? *dictptr : empty.get(), v->attrs->source, false, v->attrs, f) ||
+      !wrap_entries(o, source, true, v->contents, f))
+    return ok_ = false, nullptr;
+  return v;
+}
+
+bool ValueBuilder::wrap_entries(PyObject* d, const SourcePtr& dsource, bool storage, const VPtr& out, Frame& f) {
+  std::vector<std::pair<Ref, Ref>> entries;  // wrap may run Python code: hold them first
+  Py_ssize_t pos = 0;
+  PyObject *k, *val;
+  while (PyDict_Next(d, &pos, &k, &val)) entries.emplace_back(Ref::borrow(k), Ref::borrow(val));
+  Ref key_tuple = Ref::steal(PyTuple_New(static_cast<Py_ssize_t>(entries.size())));
+  Py_ssize_t i = 0;
+  for (auto& [key, value] : entries) {
+    PyTuple_SET_ITEM(key_tuple.get(), i++, Ref(key).release());
+    VPtr iv = wrap(value, storage ? Source::storage_item(dsource, key) : Source::item(dsource, key), f);
+    if (!iv) return false;
+    out->keys.push_back(key);
+    out->items.push_back(iv);
+  }
+  const std::string text = dsource->text();
+  t_.add_guard(GuardKind::DICT_KEYS, dsource, key_tuple, f, "list(" + text + ".keys()) == " + repr_of(key_tuple.get()));
+  return true;
 }
 
 // ---- lazy dicts -------------------------------------------------------------------------------

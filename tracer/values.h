@@ -67,6 +67,9 @@ struct Value {
   bool flag = false;      // GradMode: enable? Function made by MAKE_FUNCTION: it has annotations;
                           // NNModule: made in the trace (made_module.cpp)
   bool mutated = false;   // a container from an input was mutated (side effect)
+  // Dict holding the items of a dict subclass's instance from the frame (Instance::contents): the
+  // builtin base (dict or OrderedDict) whose own methods write it back, past the class's overrides.
+  Ref storage_base;
   // Dict from the frame (TorchDynamo's lazy ConstDictVariable): the real dict while its entries are
   // wrapped only as they are read by key (keys/items hold those so far, DICT_CONTAINS guards the
   // keys probed); null once realized (all entries, DICT_KEYS). Translator::realize_lazy decides.

@@ -7,6 +7,7 @@ import collections
 import dataclasses
 import enum
 import functools
+import io
 import itertools
 import math
 import operator
@@ -1433,3 +1434,131 @@ def outside_object_setattr_spelled_out_in_python_setattr(x, cfg):
     h = x * 2
     cfg.scale = 3
     return h * cfg.scale_set
+
+
+# ---- dict subclasses from outside the frame: read, changed and written back after the graph ----
+# (python_cases.LayerOutput is a dataclass over an OrderedDict subclass, as transformers' ModelOutput;
+# python_cases.Output a dict subclass that mirrors its items as attributes)
+from python_cases import LayerOutput, Output  # noqa: E402
+
+_SINK = io.StringIO()
+
+
+def _layer_output(seed):
+    g = torch.Generator().manual_seed(seed)
+    return (LayerOutput(last_hidden_state=torch.randn(2, 4, generator=g), attentions=(torch.randn(2, 2, generator=g),)),)
+
+
+@case((2, 4), extra=_layer_output)
+def model_output_field_rescaled_in_place(x, outputs):
+    outputs.last_hidden_state = outputs.last_hidden_state.float() * 0.5 + x
+    return outputs[0], outputs["last_hidden_state"].sum()
+
+
+@case((2, 4), extra=_layer_output)
+def model_output_gains_a_loss(x, outputs):
+    outputs["aux_loss"] = (outputs.last_hidden_state - x).pow(2).mean()
+    return outputs.aux_loss * 2, len(outputs), list(outputs.keys())
+
+
+@case((2, 4), extra=_layer_output)
+def model_output_read_whole(x, outputs):
+    total = sum(v.sum() for v in outputs.values() if isinstance(v, torch.Tensor))
+    hidden, attn = outputs.to_tuple()
+    return total + x.sum(), hidden * attn[0].mean(), [k for k, v in outputs.items() if v is not None]
+
+
+@case((2, 4), extra=_layer_output)
+def model_output_fields_are_none_checked(x, outputs):
+    if outputs.aux_loss is None:
+        outputs.aux_loss = x.mean()
+    loss = outputs.aux_loss + outputs.last_hidden_state.mean()
+    return loss, "aux_loss" in outputs
+
+
+def _two_outputs(seed):
+    g = torch.Generator().manual_seed(seed)
+    a = Output()
+    a["logits"] = torch.randn(3, generator=g)
+    b = Output()
+    b["logits"] = torch.randn(3, generator=g)
+    b.extra = None
+    return ([a, b],)
+
+
+@case((3,), extra=_two_outputs)
+def dict_subclass_outputs_in_a_list(x, outs):
+    for o in outs:
+        o["logits"] = o["logits"] + x
+        o.count = len(o)
+    return outs[0].logits * outs[1].logits
+
+
+class TensorCache(dict):
+    """A cache keyed by name, as model code keeps one between calls."""
+
+    def __missing__(self, key):
+        return None
+
+
+def _cache(seed):
+    g = torch.Generator().manual_seed(seed)
+    c = TensorCache()
+    c["k"] = torch.randn(3, generator=g)
+    c["v"] = torch.randn(3, generator=g)
+    return (c,)
+
+
+@case((3,), extra=_cache)
+def dict_subclass_cache_pop_and_missing(x, cache):
+    k = cache.pop("k")
+    old = cache.get("missing_with_get", x)
+    if cache["never_set"] is None:  # __missing__
+        cache["k"] = k * 2 + x
+    cache.setdefault("step", 0)
+    del cache["v"]
+    return k + old, sorted(cache.keys())
+
+
+@case((3,), extra=_cache)
+def dict_subclass_update_and_clear(x, cache):
+    before = cache["k"] + cache["v"]
+    cache.update(k=x, extra=x * 2)
+    n = len(cache)
+    snapshot = dict(cache)
+    cache.clear()
+    cache["total"] = before.sum()
+    return before, n, list(snapshot)
+
+
+class Doubling(dict):
+    """A dict subclass whose __setitem__ changes what is stored (the write-back must not run it again)."""
+
+    def __setitem__(self, key, value):
+        super().__setitem__(key, value * 2)
+
+
+def _doubling(seed):
+    d = Doubling()
+    dict.__setitem__(d, "a", torch.full((3,), float(seed + 1)))
+    return (d,)
+
+
+@case((3,), extra=_doubling)
+def dict_subclass_with_transforming_setitem(x, d):
+    d["b"] = d["a"] + x
+    return d["b"], d["a"]
+
+
+@case((2, 4), extra=_layer_output)
+def model_output_changed_on_both_sides_of_a_break(x, outputs):
+    outputs["aux_loss"] = x.sum()
+    print("aux", file=_SINK)
+    outputs.last_hidden_state = outputs.last_hidden_state + outputs.aux_loss + x
+    return outputs["last_hidden_state"] * 2
+
+
+@case((2, 4), extra=lambda seed: (_layer_output(seed)[0],) * 2)
+def model_output_passed_twice(x, a, b):
+    a.last_hidden_state = a.last_hidden_state * 3
+    return b.last_hidden_state + x, a is b

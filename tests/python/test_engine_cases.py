@@ -31,9 +31,11 @@ def close(a, b):
         for x, y in zip(a, b):
             close(x, y)
     elif isinstance(a, dict):
-        assert a.keys() == b.keys()
+        assert type(a) is type(b) and list(a.keys()) == list(b.keys())
         for k in a:
             close(a[k], b[k])
+        if type(a) is not dict and hasattr(a, "__dict__"):  # a dict subclass's attributes (ModelOutput's fields)
+            close(vars(a), vars(b))
     else:
         assert a == b
 

@@ -311,3 +311,42 @@ def test_tally(report):
     report(f"hf models: {len(same)}/{len(MODELS)} same graphs and breaks as TorchDynamo (1/0 each)"
            + (f"; differ: {', '.join(rows)}" if rows else ""))
     assert len(same) == len(MODELS) - len(NOT_YET)
+
+
+# ---- a model's output object handled by compiled code (generation loops, heads, metrics) ----
+def _postprocess(outputs, temperature):
+    outputs.logits = outputs.logits[:, -1, :] / temperature
+    outputs["probs"] = outputs.logits.softmax(-1)
+    if outputs.loss is None:
+        outputs.loss = -outputs.probs.max(-1).values.log().mean()
+    return outputs.probs.argmax(-1), outputs.to_tuple()[0], list(outputs.keys())
+
+
+def test_a_model_output_from_eager_is_changed_by_compiled_code_as_torch_dynamo_does():
+    # transformers' ModelOutput: a dataclass over an OrderedDict subclass whose __setattr__ and
+    # __setitem__ mirror fields into items (super().__setitem__): made by eager code, read, changed and
+    # given new keys in the compiled function; the changes are written back after the graph.
+    torch.manual_seed(0)
+    m = transformers.GPT2LMHeadModel(_cfg("gpt2")).eval()
+    with torch.no_grad():
+        make = lambda seed: m(input_ids=_ids(seed))  # noqa: E731
+        torch._dynamo.reset()
+        theirs = torch._dynamo.explain(_postprocess)(make(0), 0.7)
+        torch._dynamo.reset()
+        ours = dynview.explain(_postprocess)(make(0), 0.7)
+        assert (ours.graph_count, ours.graph_break_count) == (theirs.graph_count, theirs.graph_break_count) == (1, 0), \
+            [str(b) for b in ours.break_reasons]
+        dynview.reset()
+        cf = dynview.compile(_postprocess, backend="eager")
+        for seed in (0, 1, 0):
+            got_out, want_out = make(seed), make(seed)
+            got, want = cf(got_out, 0.7), _postprocess(want_out, 0.7)
+            torch.testing.assert_close(got[:2], want[:2])
+            assert got[2] == want[2] == list(want_out.keys()) == list(got_out.keys())
+            for k in want_out.keys():  # items and attributes, as eager left them (the cache: its type)
+                if isinstance(want_out[k], torch.Tensor):
+                    torch.testing.assert_close(got_out[k], want_out[k])
+                    torch.testing.assert_close(getattr(got_out, k), getattr(want_out, k))
+                else:
+                    assert type(got_out[k]) is type(want_out[k]) and getattr(got_out, k) is got_out[k]
+        assert [e["hits"] for e in dynview._C.cache_entries(_postprocess.__code__)] == [2], "one compile, then hits"

@@ -149,6 +149,7 @@ Translator::Status Translator::instance_builtin(Frame& f, PyObject* descr, const
     if (d && Py_TYPE(d)->tp_descr_set)
       return brk(f, "DV0008", "assignment to property or descriptor '" + str_of(args[0]->obj.get()) + "' of " + tp->tp_name);
     dict_set(*self->attrs, args[0]->obj, args[1]);
+    attrs_changed(self);
     out = none();
     return std::nullopt;
   }
@@ -164,7 +165,7 @@ Translator::Status Translator::instance_builtin(Frame& f, PyObject* descr, const
     out = none();
     return std::nullopt;
   }
-  if (!kwargs.empty()) return brk(f, "DV0004", std::string(base->tp_name) + "." + name + " with keyword arguments");
+  if (!kwargs.empty() && name != "update") return brk(f, "DV0004", std::string(base->tp_name) + "." + name + " with keyword arguments");
   if (name == "__getitem__" && args.size() == 1) return subscr(f, d, args[0], out);
   if (name == "__len__" && args.empty()) {
     out = constant_steal(PyLong_FromSize_t(d->items.size()));
@@ -180,7 +181,12 @@ Translator::Status Translator::instance_builtin(Frame& f, PyObject* descr, const
     return std::nullopt;
   }
   // get, keys, items, values, pop, update, __setitem__, __delitem__, ...
-  return call(f, bound_method(d, Ref(), name), std::move(args), {}, out);
+  return call(f, bound_method(d, Ref(), name), std::move(args), std::move(kwargs), out);
+}
+
+// An instance from the frame (value_builder.cpp) whose attributes changed: written back after the graph.
+void Translator::attrs_changed(const VPtr& obj) {
+  if (obj->attrs && obj->attrs->source) output.side_effects.note_mutation(obj->attrs);
 }
 
 Translator::Status Translator::instance_getattr(Frame& f, const VPtr& obj, const std::string& name, VPtr& out) {
@@ -268,6 +274,7 @@ Translator::Status Translator::instance_setattr(Frame& f, const VPtr& obj, const
     return brk(f, "DV0008", "assignment to property or descriptor '" + name + "' of " + tp->tp_name);
   }
   dict_set(*obj->attrs, nm, value);
+  attrs_changed(obj);
   return std::nullopt;
 }
 
@@ -292,6 +299,7 @@ Translator::Status Translator::instance_generic_delattr(Frame& f, const VPtr& ob
     return brk(f, "DV0008", "del of property or descriptor '" + name + "' of " + tp->tp_name);
   if (!dict_erase(*obj->attrs, nm.get()))
     return raise_new(f, PyExc_AttributeError, "'" + std::string(tp->tp_name) + "' object has no attribute '" + name + "'");
+  attrs_changed(obj);
   return std::nullopt;
 }
 
@@ -464,6 +472,7 @@ struct Kind<VK::Instance> {
     return t.brk(f, "DV0004", "calling " + callable_name(m->obj.get()) + " on a " + reinterpret_cast<PyTypeObject*>(m->self->obj.get())->tp_name + " made in the trace");
   }
   static bool reconstruct(cg::Rebuilder& r, const VPtr& v) {
+    if (v->source) return r.e.source(*v->source);  // from the frame: the object itself (changes are written back)
     // obj = cls.__new__(cls) (object's or dict's: plain classes have no other); a dict
     // subclass's items by its builtin base's __setitem__ (base.__setitem__(obj, k, v) ...);
     // attributes by STORE_ATTR, or object.__setattr__(obj, name, v) past a custom __setattr__.
