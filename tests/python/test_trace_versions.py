@@ -153,3 +153,107 @@ def test_format_3_1_trace_recorded_on_3_12_still_reads():
     out = subprocess.run([cli(), "explain", OLD, "--json"], capture_output=True, text=True)
     assert out.returncode == 0, out.stderr
     assert [b["break_id"] for c in json.loads(out.stdout)["compiles"] for b in c["breaks"]] == want["breaks"]
+
+
+# Traces checked in, one recorded on each of 3.11, 3.12 and 3.13 (tests/data/record_version_fixture.py,
+# which says how to regenerate them), read on whatever interpreter runs this suite, so that a machine
+# with one CPython still reads the others' traces. The JSON beside each is what the recording
+# interpreter said: dis.dis of every code object the trace holds (the function, its transformed code,
+# the resume functions and their transformed code), dis's name at each step's offset, and
+# dynview.explain's counts.
+FIXTURE_VERSIONS = ("3.11", "3.12", "3.13")
+
+
+def fixture(version):
+    path = os.path.join(HERE, "..", "data", f"recorded-cpython-{version}.dyn")
+    with open(path[:-4] + ".json") as f:
+        return path, json.load(f)
+
+
+def dis_instructions(text):
+    """(opname, arg or None) of each instruction of the first code object in a dis.dis listing, in
+    the forms of 3.11 to 3.13 (offsets or labels, `>>` jump targets)."""
+    out = []
+    for line in text.splitlines():
+        if line.startswith("Disassembly of") or line.startswith("ExceptionTable:"):
+            break
+        words = [w for w in line.split() if w != ">>"]
+        name = next((i for i, w in enumerate(words) if w.isupper() and w.replace("_", "").isalnum()
+                     and not w.isdigit()), None)
+        if name is None:
+            continue
+        arg = words[name + 1] if name + 1 < len(words) and words[name + 1].isdigit() else None
+        out.append((words[name], arg))
+    return out
+
+
+@pytest.mark.parametrize("version", FIXTURE_VERSIONS)
+def test_checked_in_trace_lists_its_code_as_the_recording_dis(tmp_path, version):
+    path, want = fixture(version)
+    t = dynview.load_trace(path)
+    assert t.meta["python"] == want["python"] and t.meta["opcode_table"] == f"cpython-{version}"
+    assert not t.problems
+    assert {c: t.code_version(c) for c in t.codes} == {c: version for c in t.codes}
+    # The dynview executable (no Python; built beside the main interpreter): every code object
+    # of the trace, original and generated, listed by `dynview disasm` as dis listed it.
+    out = subprocess.run([cli(), "export", path, "--format", "json"], capture_output=True, text=True)
+    assert out.returncode == 0, out.stderr
+    codes = [e for e in json.loads(out.stdout)["events"] if e["t"] == "code"]
+    assert sorted(e["qualname"] for e in codes) == sorted(want["listings"])
+    assert any(q.startswith("__transformed_code_") for q in want["listings"])
+    assert any(q.startswith("__resume_at_") for q in want["listings"])
+    for e in codes:
+        assert json.loads(e["json"])["version"] == version
+        p = tmp_path / "code.json"
+        p.write_text(e["json"])
+        out = subprocess.run([cli(), "disasm", str(p)], capture_output=True, text=True)
+        assert out.returncode == 0, out.stderr
+        assert out.stdout == want["listings"][e["qualname"]], e["qualname"]
+
+
+@pytest.mark.parametrize("version", FIXTURE_VERSIONS)
+def test_checked_in_trace_steps_and_counts_read_as_recorded(version):
+    path, want = fixture(version)
+    t = dynview.load_trace(path)
+    qual = {c: e["qualname"] for c, e in t.codes.items()}
+    # Each step's name by this interpreter's reader (the recording version's table) is the name
+    # the recording interpreter's dis gave the instruction at that offset.
+    assert [[qual[s.code], s.depth, s.offset, s.opcode, s.opname, s.line] for s in t.steps] == \
+        [[q, d, o, n, name, line] for q, d, o, n, name, _, line in want["steps"]]
+    assert [[c.id, c.qualname, c.outcome] for c in t.compiles] == want["compiles"]
+    assert [b["break_id"] for b in t.breaks] == want["breaks"] == ["DV0002"]
+    assert [g["text"] for g in t.guards] == want["guards"]
+    out = subprocess.run([cli(), "export", path, "--format", "json", "--steps"], capture_output=True, text=True)
+    assert out.returncode == 0, out.stderr
+    assert [[s["offset"], s["opcode"], s["line"]] for s in json.loads(out.stdout)["steps"]] == \
+        [[s[2], s[3], s[6]] for s in want["steps"]]
+    # `dynview explain`: the graphs and the break that dynview.explain counted when it was recorded.
+    out = subprocess.run([cli(), "explain", path, "--json"], capture_output=True, text=True)
+    assert out.returncode == 0, out.stderr
+    ex = json.loads(out.stdout)
+    graphs = [g for c in ex["compiles"] for g in c["graphs"]]
+    assert len(graphs) == want["explain"]["graph_count"] == 2
+    assert [g["ops"] for g in graphs] == want["explain"]["ops_per_graph"]
+    assert [b["break_id"] for c in ex["compiles"] for b in c["breaks"]] == want["breaks"]
+    assert len(want["breaks"]) == want["explain"]["graph_break_count"]
+    assert [g["text"] for c in ex["compiles"] for g in c["guards"]] == want["guards"]
+    assert ex["totals"]["steps"] == len(want["steps"])
+    out = subprocess.run([cli(), "check", path, "--max-graph-breaks", "0"], capture_output=True, text=True)
+    assert out.returncode == 1 and "DV0002" in out.stdout + out.stderr
+
+
+@pytest.mark.parametrize("version", FIXTURE_VERSIONS)
+def test_checked_in_trace_opens_in_the_viewer(tmp_path, version):
+    path, want = fixture(version)
+    listed = {q: dis_instructions(text) for q, text in want["listings"].items()}
+    t = dynview.load_trace(path)
+    qual = {c: e["qualname"] for c, e in t.codes.items()}
+    states = script(path, [f"goto {i}" for i in range(len(want["steps"]))], tmp_path)
+    for i, o in enumerate(states):
+        st, (q, _, offset, _, name, _, line) = o["state"]["step"], want["steps"][i]
+        assert (qual[st["code"]], st["offset"], st["opname"], st["line"]) == (q, offset, name, line), i
+        # The highlighted line is the instruction dis listed at that place, with its argument.
+        words = [w for w in st["instruction"].split() if w != ">>"]
+        k = words.index(name)
+        arg = words[k + 1] if k + 1 < len(words) and words[k + 1].isdigit() else None
+        assert listed[q][st["instruction_index"]] == (name, arg), (i, st["instruction"])
