@@ -82,6 +82,8 @@ VPtr ValueBuilder::wrap(Ref obj, SourcePtr source, Frame& f) {
         {&PyFunction_Type, &ValueBuilder::wrap_function},
         {&PyMethod_Type, &ValueBuilder::wrap_method},
         {&PyTupleIter_Type, &ValueBuilder::wrap_tuple_iterator},
+        {type(ordered_dict_class()), &ValueBuilder::wrap_dict_kind},
+        {type(defaultdict_class()), &ValueBuilder::wrap_dict_kind},
     };
   }();
   if (auto row = by_type.find(Py_TYPE(o)); row != by_type.end()) return (this->*row->second)(obj, source, key, f);
@@ -489,6 +491,42 @@ VPtr ValueBuilder::wrap_dict_instance(const Ref& obj, const SourcePtr& source, c
   if (!wrap_entries(*dictptr ? *dictptr : empty.get(), v->attrs->source, false, v->attrs, f) ||
       !wrap_entries(o, source, true, v->contents, f))
     return ok_ = false, nullptr;
+  return v;
+}
+
+// A collections.OrderedDict or defaultdict from the frame: a Dict of that class (as one made in the
+// trace, dict_kinds.cpp) read whole, DICT_KEYS on its keys, a defaultdict's default_factory read
+// through its source; changes are written back after the graph (an OrderedDict's by its own methods).
+VPtr ValueBuilder::wrap_dict_kind(const Ref& obj, const SourcePtr& source, const std::string& key, Frame& f) {
+  PyObject* o = obj.get();
+  PyObject* cls = reinterpret_cast<PyObject*>(Py_TYPE(o));
+  if (!source) return wrap_object(obj, source, key, f);
+  if (VPtr first = shared_container(o, source, key, f); first || !ok_) return first;
+  Py_ssize_t pos = 0;
+  PyObject *k, *val;
+  while (PyDict_Next(o, &pos, &k, &val))
+    if (!is_exact_const(k)) return wrap_object(obj, source, key, f);
+  const bool ordered = cls == ordered_dict_class();
+  if (ordered) {  // its own order must be its storage's, which the guards read (see wrap_dict_instance)
+    Ref order = Ref::steal(PySequence_List(o));
+    if (!order) return PyErr_Clear(), wrap_object(obj, source, key, f);
+    pos = 0;
+    Py_ssize_t i = 0;
+    while (PyDict_Next(o, &pos, &k, &val))
+      if (i >= PyList_GET_SIZE(order.get()) || PyList_GET_ITEM(order.get(), i++) != k) return wrap_object(obj, source, key, f);
+  }
+  t_.add_guard(GuardKind::TYPE_MATCH, source, Ref::borrow(cls), f, "___check_type_id(" + key + ", " + Py_TYPE(o)->tp_name + ")");
+  VPtr v = t_.make(VK::Dict);
+  v->obj = Ref::borrow(cls);
+  if (ordered) v->storage_base = Ref::borrow(cls);
+  containers_seen_[o] = {obj, v};
+  remember(source, key, v);
+  if (!ordered) {
+    Ref factory = Ref::steal(PyObject_GetAttrString(o, "default_factory"));
+    if (!factory) return PyErr_Clear(), ok_ = false, nullptr;
+    if (!(v->defaults = wrap(factory, Source::attr(source, "default_factory"), f))) return ok_ = false, nullptr;
+  }
+  if (!wrap_entries(o, source, false, v, f)) return ok_ = false, nullptr;
   return v;
 }
 

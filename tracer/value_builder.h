@@ -62,6 +62,7 @@ class ValueBuilder {
   VPtr wrap_ndarray(const Ref& obj, const SourcePtr& source, const std::string& key, Frame& f);
   VPtr wrap_grad_restore(const Ref& obj, const SourcePtr& source, const std::string& key, Frame& f);
   VPtr wrap_object(const Ref& obj, const SourcePtr& source, const std::string& key, Frame& f);
+  VPtr wrap_dict_kind(const Ref& obj, const SourcePtr& source, const std::string& key, Frame& f);
   VPtr wrap_dict_instance(const Ref& obj, const SourcePtr& source, const std::string& key, Frame& f);
   // Every entry of `d` (a dict or a dict subclass's storage) wrapped from `entry(key)` into `out`,
   // and DICT_KEYS on `dsource`; false: an entry cannot be traced.

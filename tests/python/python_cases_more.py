@@ -1562,3 +1562,41 @@ def model_output_changed_on_both_sides_of_a_break(x, outputs):
 def model_output_passed_twice(x, a, b):
     a.last_hidden_state = a.last_hidden_state * 3
     return b.last_hidden_state + x, a is b
+
+
+# ---- OrderedDict and defaultdict from outside the frame: read whole, changed, written back ----
+def _named_states(seed):
+    g = torch.Generator().manual_seed(seed)
+    return (collections.OrderedDict((f"layer{i}", torch.randn(3, generator=g)) for i in range(3)),)
+
+
+@case((3,), extra=_named_states)
+def ordered_state_updated_in_place(x, states):
+    for name, h in states.items():
+        states[name] = h * 0.9 + x * 0.1
+    states["mean"] = sum(states.values()) / len(states)
+    return states["mean"], list(states)
+
+
+@case((3,), extra=_named_states)
+def ordered_state_reordered_and_popped(x, states):
+    states.move_to_end("layer0")
+    name, last = states.popitem(last=True)
+    first = next(iter(states))
+    return last + x, name, first, list(states.keys())
+
+
+def _stats(seed):
+    s = collections.defaultdict(list)
+    s["loss"].append(torch.full((), float(seed)))
+    return (s, collections.defaultdict(float, steps=0.0))
+
+
+@case((3,), extra=_stats)
+def training_stats_in_defaultdicts(x, history, totals):
+    loss = (x ** 2).mean()
+    history["loss"].append(loss.detach())
+    history["grad_norm"].append(x.norm())
+    totals["steps"] += 1
+    totals["tokens"] += x.numel()
+    return loss, len(history["loss"]), sorted(history), dict(totals)

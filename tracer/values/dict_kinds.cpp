@@ -62,6 +62,7 @@ Translator::Status Translator::dict_missing(Frame& f, const VPtr& d, const VPtr&
   VPtr v;
   if (Status s = call(f, factory, {}, {}, v)) return s;
   dict_set(*d, key->obj, v);
+  if (d->source) output.side_effects.note_mutation(d);  // a defaultdict from the frame: written back
   out = v;
   return std::nullopt;
 }
@@ -85,6 +86,7 @@ Translator::Status Translator::ordered_dict_method(Frame& f, const VPtr& self, c
     last = PyObject_IsTrue(last_v->obj.get()) == 1;
   }
   Value& d = *self;
+  if (self->source) output.side_effects.note_mutation(self);  // an OrderedDict from the frame: written back
   if (name == "popitem") {
     if (d.keys.empty()) return raise_new(f, PyExc_KeyError, "dictionary is empty");
     const size_t i = last ? d.keys.size() - 1 : 0;
