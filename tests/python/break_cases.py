@@ -889,6 +889,14 @@ def map_of_a_builtin_over_numbers(x):
 
 
 @case((4,))
+def map_used_up_before_a_print(x):
+    acts = map(torch.sin, [x, x + 1])
+    outs = list(acts)
+    print("activations", len(outs), file=SINK)
+    return outs[0] + outs[1], next(acts, None) is None
+
+
+@case((4,))
 def map_over_two_lists_of_tensors(x):
     sums = map(torch.add, [x, x + 1, x + 2], [x.sin(), x.cos(), x.exp()])
     first = next(sums)

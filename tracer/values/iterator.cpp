@@ -34,7 +34,8 @@ struct Kind<VK::Iter> {
   static bool reconstruct(cg::Rebuilder& r, const VPtr& v) {
     // iter((the items not taken yet,)), as TorchDynamo's ListIteratorVariable: an iterator over a
     // list, tuple, dict or range of the trace that lives across a break. Lazy ones: see lazy_rebuild.
-    if (v->flag) return lazy_rebuild(r, v);
+    if (v->flag || v->name == "map" || v->name == "filter" || v->name == "zip" || v->name == "count" || v->name == "repeat")
+      return lazy_rebuild(r, v);  // a map that has ended is still a map (next() on it breaks, as in TorchDynamo)
     if (runs_as_generator(v->name)) return false;
     if (v->source) return r.e.source(*v->source);  // an iterator from the frame: itself, advanced after the graph
     static PyObject* iter_fn = PyDict_GetItemString(PyEval_GetBuiltins(), "iter");  // borrowed: builtins live on
@@ -49,11 +50,13 @@ struct Kind<VK::Iter> {
 
   // enumerate, itertools.chain/islice/... are generators in TorchDynamo 2.13 (its polyfills): one
   // alive across a break is run to its end there, and the list iterator it advances doing so is a
-  // mutation it refuses (the frame runs eagerly). dynview runs such a frame eagerly as well.
+  // mutation it refuses (the frame runs eagerly). dynview runs such a frame eagerly as well. (A
+  // generator of the trace that has ended is rebuilt from what is left, as TorchDynamo's; one still
+  // running is lazy: lazy_rebuild.)
   static bool runs_as_generator(const std::string& name) {
     static const char* names[] = {"enumerate", "chain", "from_iterable", "islice", "pairwise", "zip_longest",
                                   "accumulate", "compress", "cycle", "dropwhile", "takewhile", "starmap",
-                                  "filterfalse", "generator"};
+                                  "filterfalse"};
     for (const char* n : names)
       if (name == n) return true;
     return false;
