@@ -111,6 +111,7 @@ Translator::Status call_itertools(Translator& t, Frame& f, PyObject* fn, std::ve
       }
       VPtr r = t.make(VK::Iter);
       r->items = std::move(flat);
+      r->name = name;  // a generator in TorchDynamo: not rebuilt across a break (iterator.cpp)
       out = r;
       return std::nullopt;
     }
@@ -151,6 +152,7 @@ Translator::Status call_itertools(Translator& t, Frame& f, PyObject* fn, std::ve
     return tup;
   };
   VPtr r = t.make(VK::Iter);
+  r->name = name;  // chain, islice, pairwise, zip_longest are generators in TorchDynamo (iterator.cpp)
   const bool flat = name == "chain" || name == "islice";
   for (Py_ssize_t j = 0; j < PyList_GET_SIZE(lst.get()); ++j) {
     PyObject* tok = PyList_GET_ITEM(lst.get(), j);
@@ -499,11 +501,9 @@ Translator::Status call_builtin(Translator& t, Frame& f, PyObject* fn, std::vect
     out = r;
     return std::nullopt;
   }
-  if (is(Builtin::zip_) && kwargs.empty()) {
-    bool endless = false;
-    for (const VPtr& a : args) endless |= endless_iter(*a) || lazy_arg(a);
-    if (endless) return lazy_over(t, f, "zip", args, out);
-  }
+  // zip without strict=: lazy over any iterables, as Python's (an iterator passed in is advanced only
+  // as the zip is taken); one alive across a break is rebuilt as zip(...) of its sources.
+  if (is(Builtin::zip_) && kwargs.empty()) return lazy_over(t, f, "zip", args, out);
   if (is(Builtin::enumerate_) || is(Builtin::zip_) || is(Builtin::reversed_) || is(Builtin::sorted_) || is(Builtin::tuple_) || is(Builtin::list_) || is(Builtin::iter_)) {
     std::vector<VPtr> seqs, iters;
     for (auto& a : args) {
@@ -528,6 +528,7 @@ Translator::Status call_builtin(Translator& t, Frame& f, PyObject* fn, std::vect
     }
     VPtr r = t.make(is(Builtin::list_) ? VK::List : is(Builtin::tuple_) ? VK::Tuple : VK::Iter);
     if (is(Builtin::enumerate_)) {
+      r->name = "enumerate";  // a generator in TorchDynamo: not rebuilt across a break (iterator.cpp)
       if (seqs.empty()) return t.brk(f, "DV0007", "enumerate() needs an argument");
       long start = 0;
       if (n == 2 && args[1]->kind == VK::Const) start = PyLong_AsLong(args[1]->obj.get());

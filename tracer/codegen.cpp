@@ -36,6 +36,12 @@ std::vector<int> output_nodes(const VPtr& ret) {
     if (v->kind == VK::DictView) walk(v->self);
     if (v->kind == VK::Iter && !v->flag)  // an iterator crossing a break: the items it has yet to give
       for (size_t i = v->pos; i < v->items.size(); ++i) walk(v->items[i]);
+    if (v->kind == VK::Iter && v->flag && !v->frame) {  // a lazy one (map, zip, count ...): what it is rebuilt from
+      walk(v->self);
+      for (const VPtr& c : v->cells) walk(c);
+      walk(v->defaults);
+      walk(v->kwdefaults);
+    }
     if (v->kind == VK::Method) walk(v->self);  // a tensor's method crossing a break: its tensor
     if (v->kind == VK::Cell) walk(v->items.empty() ? nullptr : v->items[0]);
     if (v->kind == VK::Function) {  // a closure made in the trace: its cells' contents and defaults

@@ -41,6 +41,10 @@ Status op_GET_ITER(Translator& t, Frame& f, const Instr&) {  // (iterable -- ite
   // The lazy itertools (groupby, count ...) stay lazy: FOR_ITER takes their items one at a time, as
   // Python does (a groupby's earlier group is empty once the next one is taken).
   const VPtr& v = top(f);
+  // A real iterator the trace cannot follow (a map or zip object a resume function was given):
+  // iter(it) is it, as TorchDynamo's opaque iterators; FOR_ITER, inside the loop, breaks on it.
+  if (v->kind == VK::Object && v->obj && Py_TYPE(v->obj.get())->tp_iter == PyObject_SelfIter && !frozen_object(v->obj.get()))
+    return std::nullopt;
   const bool lazy_itertool = v->kind == VK::Iter && v->flag && v->name != "map" && v->name != "filter";
   if (Status s = t.iterate(f, v, it, /*materialize=*/!lazy_itertool)) return s;
   if (it == top(f)) {  // iter(iterator) is itself
@@ -52,7 +56,10 @@ Status op_GET_ITER(Translator& t, Frame& f, const Instr&) {  // (iterable -- ite
 Status op_FOR_ITER(Translator& t, Frame& f, const Instr& in) {  // (iter -- iter next) | (iter -- ) and jump
   NEED(1);
   VPtr it = top(f);
-  if (it->kind != VK::Iter) return t.brk(f, "DV0016", "FOR_ITER over a non-iterator");
+  if (it->kind != VK::Iter) {
+    const std::string what = it->kind == VK::Object && it->obj ? std::string(" (") + Py_TYPE(it->obj.get())->tp_name + ")" : "";
+    return t.brk(f, "DV0016", "FOR_ITER over an iterator the trace cannot follow" + what);
+  }
   if (Status s = t.pull(f, it, it->pos + 1)) return s;
   if (it->pos < it->items.size()) {
     f.stack.push_back(it->items[it->pos++]);

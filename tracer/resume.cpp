@@ -88,9 +88,13 @@ bool plan_split(const CodeFacts& facts, int index, SplitPlan& plan, std::string&
     why = "graph break in a loop";
     return false;
   }
+  // A break at FOR_ITER (over an iterator the trace cannot follow) is in its own loop: the loop's
+  // jump back lands on it.
+  const bool loop_head = op == N::FOR_ITER;
   for (size_t i = static_cast<size_t>(index) + 1; i < ins.size(); ++i) {
     if (is_return(ins[i])) break;
-    if (is_jump(facts.decoded, ins[i]) && ins[i].jump_target >= 0 && static_cast<uint32_t>(ins[i].jump_target) < in.offset) {
+    if (is_jump(facts.decoded, ins[i]) && ins[i].jump_target >= 0 &&
+        (static_cast<uint32_t>(ins[i].jump_target) < in.offset || (loop_head && static_cast<uint32_t>(ins[i].jump_target) == in.offset))) {
       why = "graph break in a loop";
       return false;
     }

@@ -5,6 +5,7 @@ lists, dicts, tuples, objects, closures and *args/**kwargs alive across the brea
 test_graph_breaks.py against eager and torch._dynamo.explain."""
 import io
 import logging
+import itertools
 import math
 
 import torch
@@ -851,3 +852,211 @@ def many_locals_live_across_a_break(x):
     log.info("half way: %s", n)
     p, q = q, p
     return a * b + p + q + n + o + c + d + e + f + g + h + i + j + k + m + x
+
+
+# ---- lazy iterators and generators alive across a break: map, filter, zip and itertools.count/repeat
+# are rebuilt in the resume function's call (map(fn, *rebuilt sources) ...), so a function with side
+# effects runs once per item, when eager runs it; enumerate, itertools.chain/islice and generators
+# are generators in TorchDynamo 2.13, which it cannot rebuild once started: the frame runs eagerly
+@case((4,))
+def map_of_a_lambda_alive_across_a_print(x):
+    scaled = map(lambda t: t * 2, [x, x + 1, x + 2])
+    first = next(scaled)
+    print("first scaled", file=SINK)
+    return first + next(scaled)
+
+
+@case((4,))
+def map_with_a_recording_function_across_a_print(x):
+    seen = []
+
+    def visit(t):
+        seen.append(t.shape[0])
+        return t.relu()
+
+    outs = map(visit, [x.sin(), x.cos(), x.tanh()])
+    first = next(outs)
+    print("visited", len(seen), file=SINK)
+    return first + sum(outs), len(seen)
+
+
+@case((4,))
+def map_of_a_builtin_over_numbers(x):
+    weights = map(float, [1, 2, 3])
+    y = x * next(weights)
+    show("weighted once")
+    return y * next(weights), list(weights)
+
+
+@case((4,))
+def map_used_up_before_a_print(x):
+    acts = map(torch.sin, [x, x + 1])
+    outs = list(acts)
+    print("activations", len(outs), file=SINK)
+    return outs[0] + outs[1], next(acts, None) is None
+
+
+@case((4,))
+def map_over_two_lists_of_tensors(x):
+    sums = map(torch.add, [x, x + 1, x + 2], [x.sin(), x.cos(), x.exp()])
+    first = next(sums)
+    print("first sum", file=SINK)
+    return first + sum(sums)
+
+
+@case((4,))
+def map_of_a_map_alive_across_a_print(x):
+    acts = map(torch.relu, map(torch.neg, [x, x - 1, x + 1]))
+    a = next(acts)
+    print("first activation", file=SINK)
+    return a + next(acts)
+
+
+class MapOverProjections(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.q, self.k, self.v = nn.Linear(4, 4), nn.Linear(4, 4), nn.Linear(4, 4)
+
+    def forward(self, x):
+        projected = map(lambda proj: proj(x), (self.q, self.k, self.v))
+        q = next(projected)
+        print("q projected", file=SINK)
+        k = next(projected)
+        return q * k + next(projected)
+
+@module_case((2, 4))
+def map_over_projections_alive_across_a_print():
+    return MapOverProjections()
+
+
+@case((4,))
+def filter_of_optional_tensors_alive_across_a_print(x):
+    present = filter(lambda t: t is not None, [x.sin(), None, x.cos(), None])
+    a = next(present)
+    print("kept one", file=SINK)
+    return a + next(present), list(present)
+
+
+@case((4,))
+def filter_none_over_numbers_across_a_print(x):
+    nonzero = filter(None, [0, 1.5, 0.0, 2.0])
+    y = x * next(nonzero)
+    show("scaled")
+    return y * next(nonzero)
+
+
+@case((4,))
+def zip_of_two_lists_consumed_on_both_sides_of_a_log(x):
+    hidden = [x.sin(), x.cos(), x.exp()]
+    gates = [x + 1, x + 2, x + 3]
+    pairs = zip(hidden, gates)
+    h, g = next(pairs)
+    log.warning("took the first pair")
+    y = h * g
+    for h, g in pairs:
+        y = y + h * g
+    return y
+
+
+@case((4,))
+def zip_made_before_a_print_and_taken_after(x):
+    pairs = zip([x.sin(), x.cos()], [x, x * 2])
+    print("zipped", file=SINK)
+    return sum(a * b for a, b in pairs)
+
+
+@case((4,))
+def step_counter_alive_across_a_print(x):
+    step = itertools.count(1)
+    y = x * next(step)
+    print("step one", file=SINK)
+    return y * next(step)
+
+
+@case((4,))
+def repeated_tensor_alive_across_a_print(x):
+    bias = itertools.repeat(x.sin())
+    y = x + next(bias)
+    print("biased", file=SINK)
+    return y + next(bias)
+
+
+@case((4,))
+def enumerate_alive_across_a_print(x):
+    parts = [x.sin(), x.cos(), x.exp()]
+    numbered = enumerate(parts)
+    i, a = next(numbered)
+    print("part", i, file=SINK)
+    j, b = next(numbered)
+    return a * j + b
+
+
+class LoggedLayers(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.layers = nn.ModuleList([nn.Linear(4, 4) for _ in range(2)])
+
+    def forward(self, x):
+        for i, layer in enumerate(self.layers):
+            print("layer", i, file=SINK)
+            x = layer(x)
+        return x
+
+@module_case((2, 4))
+def enumerate_layers_printing_in_the_loop():
+    return LoggedLayers()
+
+
+@case((4,))
+def chain_of_lists_alive_across_a_print(x):
+    parts = itertools.chain([x.sin()], [x.cos(), x.exp()])
+    a = next(parts)
+    print("first part", file=SINK)
+    return a + next(parts) + next(parts)
+
+
+@case((4,))
+def islice_alive_across_a_print(x):
+    rest = itertools.islice([x.sin(), x.cos(), x.exp(), x.tanh()], 1, None)
+    a = next(rest)
+    print("skipped one", file=SINK)
+    return a + next(rest)
+
+
+@case((4,))
+def generator_expression_alive_across_a_print(x):
+    doubled = (t * 2 for t in [x, x + 1, x + 2])
+    a = next(doubled)
+    print("first doubled", file=SINK)
+    return a + next(doubled)
+
+
+def doubled_parts(parts):
+    for t in parts:
+        yield t * 2
+
+@case((4,))
+def generator_alive_across_a_print(x):
+    gen = doubled_parts([x, x + 1])
+    a = next(gen)
+    print("first doubled", file=SINK)
+    return a + next(gen)
+
+
+def total_logged(parts):
+    parts = list(parts)
+    print("summing", len(parts), file=SINK)
+    return sum(parts)
+
+@case((4,))
+def generator_expression_passed_to_a_helper_that_prints(x):
+    return total_logged(t.relu() for t in [x, x * 2]) + 1
+
+
+@case((4,))
+def zip_of_a_list_and_a_generator_across_a_print(x):
+    pairs = zip([x, x + 1], doubled_parts([x.sin(), x.cos()]))
+    a, b = next(pairs)
+    print("first pair", file=SINK)
+    c, d = next(pairs)
+    return a * b + c * d

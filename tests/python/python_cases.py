@@ -531,6 +531,16 @@ def zip_consumes_iterators(x):
     return x * len(pairs), list(a)
 
 
+@case((3,))
+def zip_is_lazy_and_zip_of_nothing_is_empty(x):
+    rows = []
+    a = iter([x, x + 1, x + 2])
+    pairs = zip(a, [1, 2])
+    first, k = next(pairs)  # zip takes from `a` only as it is taken
+    rest = next(a)
+    return first * k + rest, list(zip()), list(zip(*rows)), [p for p in pairs]
+
+
 # ---- itertools over tensors and constants ----
 import itertools  # noqa: E402
 

@@ -1,5 +1,5 @@
-// Iterators (VK::Iter): items + pos; lazy ones (map, filter, itertools, generators) make their items as
-// they are taken (Translator::pull).
+// Iterators (VK::Iter): items + pos; lazy ones (map, filter, zip, itertools, generators) make their
+// items as they are taken (Translator::pull). `name` says which builtin made one (empty: iter()).
 #include <algorithm>
 
 #include "tracer/pycache.h"
@@ -33,9 +33,10 @@ struct Kind<VK::Iter> {
   static constexpr auto call_method = no_answer::call_method;
   static bool reconstruct(cg::Rebuilder& r, const VPtr& v) {
     // iter((the items not taken yet,)), as TorchDynamo's ListIteratorVariable: an iterator over a
-    // list, tuple, dict, range or string of the trace that lives across a break. A lazy one (map,
-    // filter, itertools, a generator) is not rebuilt: its functions would run here, not when taken.
-    if (v->flag) return false;
+    // list, tuple, dict or range of the trace that lives across a break. Lazy ones: see lazy_rebuild.
+    if (v->flag || v->name == "map" || v->name == "filter" || v->name == "zip" || v->name == "count" || v->name == "repeat")
+      return lazy_rebuild(r, v);  // a map that has ended is still a map (next() on it breaks, as in TorchDynamo)
+    if (runs_as_generator(v->name)) return false;
     if (v->source) return r.e.source(*v->source);  // an iterator from the frame: itself, advanced after the graph
     static PyObject* iter_fn = PyDict_GetItemString(PyEval_GetBuiltins(), "iter");  // borrowed: builtins live on
     if (!iter_fn) return false;
@@ -47,6 +48,63 @@ struct Kind<VK::Iter> {
     return r.remember(v);
   }
 
+  // enumerate, itertools.chain/islice/... are generators in TorchDynamo 2.13 (its polyfills): one
+  // alive across a break is run to its end there, and the list iterator it advances doing so is a
+  // mutation it refuses (the frame runs eagerly). dynview runs such a frame eagerly as well. (A
+  // generator of the trace that has ended is rebuilt from what is left, as TorchDynamo's; one still
+  // running is lazy: lazy_rebuild.)
+  static bool runs_as_generator(const std::string& name) {
+    static const char* names[] = {"enumerate", "chain", "from_iterable", "islice", "pairwise", "zip_longest",
+                                  "accumulate", "compress", "cycle", "dropwhile", "takewhile", "starmap",
+                                  "filterfalse"};
+    for (const char* n : names)
+      if (name == n) return true;
+    return false;
+  }
+
+  // A lazy iterator alive across a break, rebuilt the way TorchDynamo 2.13 does (MapVariable,
+  // FilterVariable, ZipVariable, CountIteratorVariable, RepeatIteratorVariable): the same builtin
+  // called on its rebuilt parts, so the resume function takes from a real map/filter/zip whose
+  // function runs only when, and as often as, eager runs it. The others (generators, groupby,
+  // repeat(x, n) ...) are not rebuilt: the frame runs eagerly, as TorchDynamo's does for them
+  // (runs_as_generator) or where dynview cannot rebuild them.
+  static bool lazy_rebuild(cg::Rebuilder& r, const VPtr& v) {
+    if (v->items.size() > v->pos) return false;  // items made but not taken: not in a rebuilt map's state
+    auto builtin = [](const char* name) { return PyDict_GetItemString(PyEval_GetBuiltins(), name); };  // borrowed
+    PyObject* fn = nullptr;
+    std::vector<VPtr> parts;
+    if (v->name == "map" || v->name == "filter") {
+      if (!v->self || v->cells.empty()) return false;
+      fn = builtin(v->name.c_str());
+      parts.push_back(v->self);
+      parts.insert(parts.end(), v->cells.begin(), v->cells.end());
+    } else if (v->name == "zip") {
+      fn = builtin("zip");
+      parts = v->cells;
+    } else if (v->name == "count") {
+      fn = itertools_attr("count");
+      parts = {v->defaults, v->kwdefaults};
+    } else if (v->name == "repeat" && !v->kwdefaults) {  // repeat(x, n) is a generator in TorchDynamo
+      fn = itertools_attr("repeat");
+      parts = {v->self};
+    }
+    if (!fn) return false;
+    for (const VPtr& p : parts)
+      if (!p) return false;
+    r.e.callable_const(fn);
+    for (const VPtr& p : parts)
+      if (!r.value(p)) return false;
+    r.e.call(static_cast<int>(parts.size()));
+    return r.remember(v);
+  }
+
+  static PyObject* itertools_attr(const char* name) {  // borrowed from the module, which lives on
+    static PyObject* mod = PyImport_ImportModule("itertools");  // never released (process lifetime)
+    if (!mod) return PyErr_Clear(), nullptr;
+    Ref o = Ref::steal(PyObject_GetAttrString(mod, name));
+    if (!o) PyErr_Clear();
+    return o.get();
+  }
 };
 DV_KIND(Iter, "iterator")
 

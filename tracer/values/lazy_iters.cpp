@@ -1,5 +1,5 @@
 // Lazy itertools made in the trace: count, repeat, accumulate, filterfalse, takewhile, dropwhile,
-// groupby, starmap, and zip over an endless iterator. Each is an Iter value with `flag` set (lazy, as map and
+// groupby, starmap, and zip. Each is an Iter value with `flag` set (lazy, as map and
 // filter are: Translator::pull makes its items one at a time, when they are taken) and `name` the
 // itertools function; what each keeps between items:
 //   count       defaults: the next number; kwdefaults: the step (endless)
@@ -13,7 +13,7 @@
 //               the item read ahead and its key; contents: the group handed out last (emptied when
 //               the next group is taken, as Python's grouper stops)
 //   starmap     cells[0]: the source; self: the function, called with each item's items
-//   zip         cells: the sources (zip is lazy only when a source is endless)
+//   zip         cells: the sources (zip without strict=)
 // The functions run as items are taken, in Python's order, so they see the state of that moment.
 #include "tracer/pycache.h"
 #include "tracer/translator.h"
@@ -189,6 +189,10 @@ Translator::Status Translator::pull_itertool(Frame& f, const VPtr& it) {
     return std::nullopt;
   }
   if (name == "zip") {
+    if (it->cells.empty()) {  // zip() gives nothing
+      it->flag = false;
+      return std::nullopt;
+    }
     VPtr tup = make(VK::Tuple);
     for (const VPtr& src : it->cells) {
       VPtr x;
