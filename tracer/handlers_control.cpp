@@ -38,14 +38,15 @@ Status op_JUMP_IF_FALSE_OR_POP(Translator& t, Frame& f, const Instr& in) { retur
 Status op_GET_ITER(Translator& t, Frame& f, const Instr&) {  // (iterable -- iter)
   NEED(1);
   VPtr it;
-  // The lazy itertools (groupby, count ...) stay lazy: FOR_ITER takes their items one at a time, as
-  // Python does (a groupby's earlier group is empty once the next one is taken).
+  // Lazy iterators (map, filter, generators, groupby, count ...) stay lazy: FOR_ITER takes their
+  // items one at a time, as Python does (a map's function runs between the loop's bodies; a
+  // groupby's earlier group is empty once the next one is taken).
   const VPtr& v = top(f);
   // A real iterator the trace cannot follow (a map or zip object a resume function was given):
   // iter(it) is it, as TorchDynamo's opaque iterators; FOR_ITER, inside the loop, breaks on it.
   if (v->kind == VK::Object && v->obj && Py_TYPE(v->obj.get())->tp_iter == PyObject_SelfIter && !frozen_object(v->obj.get()))
     return std::nullopt;
-  const bool lazy_itertool = v->kind == VK::Iter && v->flag && v->name != "map" && v->name != "filter";
+  const bool lazy_itertool = v->kind == VK::Iter && v->flag;
   if (Status s = t.iterate(f, v, it, /*materialize=*/!lazy_itertool)) return s;
   if (it == top(f)) {  // iter(iterator) is itself
     return std::nullopt;

@@ -1600,3 +1600,29 @@ def training_stats_in_defaultdicts(x, history, totals):
     totals["steps"] += 1
     totals["tokens"] += x.numel()
     return loss, len(history["loss"]), sorted(history), dict(totals)
+
+
+# ---- a for loop over map/filter: the function runs between the loop's bodies, as in eager ----
+@case((2,))
+def for_loop_over_a_map_that_records(x):
+    seen = []
+
+    def project(v):
+        seen.append(v)
+        return v * 2
+
+    out = []
+    for y in map(project, [x, x + 1, x + 2]):
+        out.append(y + len(seen))  # eager: 1, 2, 3 items seen so far
+    return out
+
+
+@case((2,))
+def comprehension_over_a_filter_that_counts(x):
+    calls = [0]
+
+    def keep(v):
+        calls[0] += 1
+        return v.dim() == 1
+
+    return [v * calls[0] for v in filter(keep, [x, x * 2, x * 3])]
