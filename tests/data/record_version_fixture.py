@@ -5,6 +5,7 @@ readers: dis.dis of each code object the trace holds (taken live: the function, 
 and the resume functions it calls), dis.get_instructions' name at each step's offset, and what
 dynview.explain counted. Regenerate on each version, with its dynview._C built (make test builds them):
     .venv-3.12/bin/python tests/data/record_version_fixture.py  # likewise .venv-3.13; python3 for 3.11
+run from the repository root (the recorded code is filed under its path from there).
 """
 import dis
 import io
@@ -26,6 +27,16 @@ def sample(x, y):
     if z.sum() > 0:  # data-dependent: a graph break and a resume function per branch
         z = z * 2
     return z.cos()
+
+
+# The traces and listings name the recorded code's file: compiled here under its path from the
+# repository root (run from there), so that no machine's absolute path is recorded.
+REL = "tests/data/record_version_fixture.py"
+if __name__ == "__main__":
+    _ns = {"__name__": "record_version_fixture_relative", "__file__": __file__}
+    with open(__file__) as _f:
+        exec(compile(_f.read(), REL, "exec"), _ns)
+    sample = _ns["sample"]  # noqa: F811  (the same function, its code filed under REL)
 
 
 def listing(co):
