@@ -439,6 +439,19 @@ VPtr ValueBuilder::wrap_object(const Ref& obj, const SourcePtr& source, const st
   return remember(source, key, v);
 }
 
+// Whether an OrderedDict (or a subclass) iterates in its storage's order. The trace and the guards
+// read the storage (PyDict_Next); its own order is not visible to them, and move_to_end makes the
+// two differ: such an object is left to the object path.
+bool ValueBuilder::storage_order(PyObject* od) {
+  Ref order = Ref::steal(PySequence_List(od));
+  if (!order) return PyErr_Clear(), false;
+  Py_ssize_t pos = 0, i = 0;
+  PyObject *k, *val;
+  while (PyDict_Next(od, &pos, &k, &val))
+    if (i >= PyList_GET_SIZE(order.get()) || PyList_GET_ITEM(order.get(), i++) != k) return false;
+  return true;
+}
+
 // An instance of a plain Python class that subclasses dict or OrderedDict (transformers' ModelOutput,
 // a user's dict subclass) from the frame: an Instance, as one made in the trace is, whose __dict__
 // (attrs) and items (contents) are read whole, each guarded by DICT_KEYS, and written back after the
@@ -461,16 +474,7 @@ VPtr ValueBuilder::wrap_dict_instance(const Ref& obj, const SourcePtr& source, c
     while (PyDict_Next(*dictptr, &pos, &k, &val))
       if (!PyUnicode_CheckExact(k)) return nullptr;
   }
-  if (base != &PyDict_Type) {
-    // An OrderedDict iterates in its own order, which the guards cannot read; the trace reads the
-    // storage's, so the two must agree (move_to_end makes them differ: left to the object path).
-    Ref order = Ref::steal(PySequence_List(o));
-    if (!order) return PyErr_Clear(), nullptr;
-    pos = 0;
-    Py_ssize_t i = 0;
-    while (PyDict_Next(o, &pos, &k, &val))
-      if (i >= PyList_GET_SIZE(order.get()) || PyList_GET_ITEM(order.get(), i++) != k) return nullptr;
-  }
+  if (base != &PyDict_Type && !storage_order(o)) return nullptr;
   t_.add_guard(GuardKind::TYPE_MATCH, source, Ref::borrow(reinterpret_cast<PyObject*>(tp)), f,
                "___check_type_id(" + key + ", " + tp->tp_name + ")");
   VPtr cls = t_.make(VK::Object);  // the class as loaded: type(x), guarded by the TYPE_MATCH above
@@ -488,8 +492,8 @@ VPtr ValueBuilder::wrap_dict_instance(const Ref& obj, const SourcePtr& source, c
   v->contents->storage_base = Ref::borrow(reinterpret_cast<PyObject*>(base));
   Ref empty;
   if (!*dictptr) empty = Ref::steal(PyDict_New());
-  if (!wrap_entries(*dictptr ? *dictptr : empty.get(), v->attrs->source, false, v->attrs, f) ||
-      !wrap_entries(o, source, true, v->contents, f))
+  if (!wrap_entries(*dictptr ? *dictptr : empty.get(), v->attrs->source, false, v->attrs->keys, v->attrs->items, f) ||
+      !wrap_entries(o, source, true, v->contents->keys, v->contents->items, f))
     return ok_ = false, nullptr;
   return v;
 }
@@ -507,14 +511,7 @@ VPtr ValueBuilder::wrap_dict_kind(const Ref& obj, const SourcePtr& source, const
   while (PyDict_Next(o, &pos, &k, &val))
     if (!is_exact_const(k)) return wrap_object(obj, source, key, f);
   const bool ordered = cls == ordered_dict_class();
-  if (ordered) {  // its own order must be its storage's, which the guards read (see wrap_dict_instance)
-    Ref order = Ref::steal(PySequence_List(o));
-    if (!order) return PyErr_Clear(), wrap_object(obj, source, key, f);
-    pos = 0;
-    Py_ssize_t i = 0;
-    while (PyDict_Next(o, &pos, &k, &val))
-      if (i >= PyList_GET_SIZE(order.get()) || PyList_GET_ITEM(order.get(), i++) != k) return wrap_object(obj, source, key, f);
-  }
+  if (ordered && !storage_order(o)) return wrap_object(obj, source, key, f);
   t_.add_guard(GuardKind::TYPE_MATCH, source, Ref::borrow(cls), f, "___check_type_id(" + key + ", " + Py_TYPE(o)->tp_name + ")");
   VPtr v = t_.make(VK::Dict);
   v->obj = Ref::borrow(cls);
@@ -526,11 +523,12 @@ VPtr ValueBuilder::wrap_dict_kind(const Ref& obj, const SourcePtr& source, const
     if (!factory) return PyErr_Clear(), ok_ = false, nullptr;
     if (!(v->defaults = wrap(factory, Source::attr(source, "default_factory"), f))) return ok_ = false, nullptr;
   }
-  if (!wrap_entries(o, source, false, v, f)) return ok_ = false, nullptr;
+  if (!wrap_entries(o, source, false, v->keys, v->items, f)) return ok_ = false, nullptr;
   return v;
 }
 
-bool ValueBuilder::wrap_entries(PyObject* d, const SourcePtr& dsource, bool storage, const VPtr& out, Frame& f) {
+bool ValueBuilder::wrap_entries(PyObject* d, const SourcePtr& dsource, bool storage, std::vector<Ref>& keys,
+                                std::vector<VPtr>& items, Frame& f) {
   std::vector<std::pair<Ref, Ref>> entries;  // wrap may run Python code: hold them first
   Py_ssize_t pos = 0;
   PyObject *k, *val;
@@ -539,10 +537,10 @@ bool ValueBuilder::wrap_entries(PyObject* d, const SourcePtr& dsource, bool stor
   Py_ssize_t i = 0;
   for (auto& [key, value] : entries) {
     PyTuple_SET_ITEM(key_tuple.get(), i++, Ref(key).release());
-    VPtr iv = wrap(value, storage ? Source::storage_item(dsource, key) : Source::item(dsource, key), f);
+    VPtr iv = wrap(value, storage ? Source::storage_item(dsource, key) : Source::item(dsource, key), f);  // one read before: as read
     if (!iv) return false;
-    out->keys.push_back(key);
-    out->items.push_back(iv);
+    keys.push_back(key);
+    items.push_back(iv);
   }
   const std::string text = dsource->text();
   t_.add_guard(GuardKind::DICT_KEYS, dsource, key_tuple, f, "list(" + text + ".keys()) == " + repr_of(key_tuple.get()));
@@ -593,20 +591,7 @@ bool ValueBuilder::realize(const VPtr& d, Frame& f) {
   Ref o = d->lazy;
   std::vector<Ref> keys;
   std::vector<VPtr> items;
-  Ref key_tuple = Ref::steal(PyTuple_New(PyDict_GET_SIZE(o.get())));
-  Py_ssize_t pos = 0, i = 0;
-  PyObject *k, *val;
-  std::vector<std::pair<Ref, Ref>> entries;
-  while (PyDict_Next(o.get(), &pos, &k, &val)) entries.emplace_back(Ref::borrow(k), Ref::borrow(val));
-  for (auto& [key, value] : entries) {
-    PyTuple_SET_ITEM(key_tuple.get(), i++, Ref(key).release());
-    VPtr iv = wrap(value, Source::item(d->source, key), f);  // entries read before: their value as read
-    if (!iv) return false;
-    keys.push_back(key);
-    items.push_back(iv);
-  }
-  const std::string text = d->source->text();
-  t_.add_guard(GuardKind::DICT_KEYS, d->source, key_tuple, f, "list(" + text + ".keys()) == " + repr_of(key_tuple.get()));
+  if (!wrap_entries(o.get(), d->source, false, keys, items, f)) return false;
   d->keys = std::move(keys);
   d->items = std::move(items);
   d->lazy = Ref();

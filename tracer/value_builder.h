@@ -64,9 +64,12 @@ class ValueBuilder {
   VPtr wrap_object(const Ref& obj, const SourcePtr& source, const std::string& key, Frame& f);
   VPtr wrap_dict_kind(const Ref& obj, const SourcePtr& source, const std::string& key, Frame& f);
   VPtr wrap_dict_instance(const Ref& obj, const SourcePtr& source, const std::string& key, Frame& f);
-  // Every entry of `d` (a dict or a dict subclass's storage) wrapped from `entry(key)` into `out`,
-  // and DICT_KEYS on `dsource`; false: an entry cannot be traced.
-  bool wrap_entries(PyObject* d, const SourcePtr& dsource, bool storage, const VPtr& out, Frame& f);
+  // Every entry of `d` (a dict or a dict subclass's storage), in order, wrapped from its item source
+  // (`storage`: dict.__getitem__) into keys/items, and DICT_KEYS on `dsource`; false: an entry
+  // cannot be traced.
+  bool wrap_entries(PyObject* d, const SourcePtr& dsource, bool storage, std::vector<Ref>& keys, std::vector<VPtr>& items,
+                    Frame& f);
+  static bool storage_order(PyObject* od);  // an OrderedDict iterates in its storage's order
   VPtr shared_container(PyObject* o, const SourcePtr& source, const std::string& key, Frame& f);
   VPtr remember(const SourcePtr& source, const std::string& key, VPtr val);  // kept by source, announced
 
