@@ -197,8 +197,12 @@ std::vector<VPtr> side_effect_values(const SideEffects& se) {
 // the rest must run in, and the replayed side effects.
 // `roots`: the values rebuilt after the head (return value, or what crosses a split); real cells are
 // made for the trace's cells they and the side effects reach.
+// `load_roots` evaluates what the code after the head uses into temporaries (Rebuilder::stash): it
+// runs before any side effect is written back, as TorchDynamo restores the stack before it updates
+// what the trace mutated -- a value read from a container the trace then changed (`v = d.pop(k)`
+// returned, or passed on across a break) is reloaded from the container as it was.
 bool emit_head(Emitter& e, Rebuilder& rb, PyCodeObject* co, const CaptureResult& c, int grad_mode,
-               const std::vector<VPtr>& roots, std::string& why) {
+               const std::vector<VPtr>& roots, const std::function<bool()>& load_roots, std::string& why) {
   PyObject* compiled = c.compiled.get();
   const OutputGraph& og = c.out;
   if (co->co_nfreevars) e.emit(N::COPY_FREE_VARS, co->co_nfreevars);
@@ -225,6 +229,7 @@ bool emit_head(Emitter& e, Rebuilder& rb, PyCodeObject* co, const CaptureResult&
   }
   const SideEffects& se = og.side_effects;
   if (!rb.make_cells(roots, side_effect_values(se), why)) return false;
+  if (!load_roots()) return false;
   // The new contents of every mutated list and dict are built first, before anything is written
   // back: an item may be reloaded from a source inside a container (the same one or another) that a
   // write-back changes.
@@ -441,11 +446,13 @@ std::optional<Transformed> generate(PyObject* orig_code, PyObject* globals, PyOb
   e.nfixed = count_args(co) + 1;
   e.pos = bc::Position{co->co_firstlineno, co->co_firstlineno, bc::kNone, bc::kNone};
   Rebuilder rb{e, c.outputs, static_cast<bool>(c.compiled), e.nfixed - 1, {}, globals};
-  if (!emit_head(e, rb, co, c, grad_mode, {ret}, why)) return std::nullopt;
-  if (!rb.value(ret)) {
+  auto load_ret = [&] {
+    if (rb.stash(ret) >= 0) return true;
     why = std::string("cannot rebuild the return value (a ") + vk_name(ret->kind) + " or something inside it)";
-    return std::nullopt;
-  }
+    return false;
+  };
+  if (!emit_head(e, rb, co, c, grad_mode, {ret}, load_ret, why)) return std::nullopt;
+  e.emit(N::LOAD_FAST, rb.memo.at(ret.get()));
   if (!emit_advances(e, c.out.side_effects, why)) return std::nullopt;
   e.emit(N::RETURN_VALUE);
   return finish(e, co, globals, closure, why);
@@ -529,8 +536,8 @@ std::optional<Transformed> generate_split(const CodeFacts& facts, PyObject* glob
     }
     cells.clear();
   }
-  if (!emit_head(e, rb, co, stop, grad_mode, roots, why)) return std::nullopt;
-  if (!stash_all(stop.stack) || !stash_all(local_vals) || (!share && !stash_all(cell_vals))) return std::nullopt;
+  auto load_crossing = [&] { return stash_all(stop.stack) && stash_all(local_vals) && (share || stash_all(cell_vals)); };
+  if (!emit_head(e, rb, co, stop, grad_mode, roots, load_crossing, why)) return std::nullopt;
   if (!emit_advances(e, stop.out.side_effects, why)) return std::nullopt;
 
   // The call of the resume function at `target` with the stack `vals` (bottom first; `result_slot`

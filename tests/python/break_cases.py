@@ -5,6 +5,7 @@ lists, dicts, tuples, objects, closures and *args/**kwargs alive across the brea
 test_graph_breaks.py against eager and torch._dynamo.explain."""
 import io
 import logging
+import functools
 import itertools
 import math
 
@@ -1060,3 +1061,38 @@ def zip_of_a_list_and_a_generator_across_a_print(x):
     print("first pair", file=SINK)
     c, d = next(pairs)
     return a * b + c * d
+
+
+# ---- a keyword renamed by a wrapper (transformers' deprecate_kwarg), then a break in the call ----
+def _renamed_keyword(old, new):
+    def deco(fn):
+        @functools.wraps(fn)
+        def wrapper(*args, **kwargs):
+            if old in kwargs and new not in kwargs:
+                kwargs[new] = kwargs.pop(old)  # the frame's own **kwargs changed before the break
+            return fn(*args, **kwargs)
+        return wrapper
+    return deco
+
+
+@_renamed_keyword("past", "cache")
+def _decode_step(t, cache=None, scale=1.0):
+    show("step", t.shape)
+    return t * scale + cache
+
+
+@case((4,))
+def keyword_renamed_by_a_wrapper_then_a_break(x):
+    return _decode_step(x, past=x * 2), _decode_step(x, past=x, scale=0.5)
+
+
+@case((2, 3))
+def arguments_popped_from_kwargs_across_a_break(x):
+    def forward(hidden, **kwargs):
+        mask = kwargs.pop("mask")
+        bias = kwargs.pop("bias", None)
+        show("popped", sorted(kwargs))
+        out = hidden.masked_fill(mask, 0.0)
+        return out + bias if bias is not None else out, kwargs
+
+    return forward(x, mask=x > 0, bias=x.sum(0), extra=x.mean())
