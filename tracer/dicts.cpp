@@ -89,7 +89,7 @@ Translator::Status Translator::outside_dict_read(Frame& f, const VPtr& self, con
     snap->source = self->source;  // a view handed out of the graph is the live object's view
     for (Py_ssize_t i = 0; i < PyList_GET_SIZE(keys.get()); ++i) {
       PyObject* k = PyList_GET_ITEM(keys.get(), i);
-      if (!is_exact_const(k))
+      if (!const_key(k))
         return brk(f, "DV0024", "dict." + name + " of a " + std::string(Py_TYPE(d)->tp_name) + " whose keys are not constants");
       PyObject* v = PyDict_GetItemWithError(d, k);
       if (!v) return PyErr_Occurred() ? raise_current(f, "dict." + name) : brk(f, "DV0010", "a key vanished from a dict");

@@ -21,7 +21,8 @@ bool py_init() {
   p.operator_mod = Ref::steal(PyImport_ImportModule("operator"));
   p.builtins = Ref::steal(PyImport_ImportModule("builtins"));
   Ref functools = Ref::steal(PyImport_ImportModule("functools"));
-  if (!p.torch || !nn || !C || !p.operator_mod || !p.builtins || !functools) return false;
+  Ref enum_mod = Ref::steal(PyImport_ImportModule("enum"));
+  if (!p.torch || !nn || !C || !p.operator_mod || !p.builtins || !functools || !enum_mod) return false;
   if (!get(p.torch_Tensor, p.torch.get(), "Tensor") || !get(p.torch_Size, p.torch.get(), "Size") ||
       !get(p.torch_dtype, p.torch.get(), "dtype") || !get(p.torch_device, p.torch.get(), "device") ||
       !get(p.nn_Module, nn.get(), "Module") || !get(p.nn_Parameter, nn.get(), "Parameter") ||
@@ -34,7 +35,8 @@ bool py_init() {
       !get(p.object_setattr, reinterpret_cast<PyObject*>(&PyBaseObject_Type), "__setattr__") ||
       !get(p.getitem, p.operator_mod.get(), "getitem") || !get(p.setitem, p.operator_mod.get(), "setitem") ||
       !get(p.getattr_fn, p.builtins.get(), "getattr") || !get(p.sym_int, p.torch.get(), "SymInt") ||
-      !get(p.sym_bool, p.torch.get(), "SymBool") || !get(p.sym_float, p.torch.get(), "SymFloat"))
+      !get(p.sym_bool, p.torch.get(), "SymBool") || !get(p.sym_float, p.torch.get(), "SymFloat") ||
+      !get(p.enum_meta, enum_mod.get(), "EnumMeta"))
     return false;
   p.meta_str = Ref::steal(PyUnicode_InternFromString("meta"));
   g_py = std::move(p);

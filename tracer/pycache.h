@@ -14,6 +14,7 @@ struct Py {
   Ref meta_str;     // "meta"
   Ref getitem, setitem, getattr_fn;
   Ref sym_int, sym_bool, sym_float;  // torch.SymInt ...
+  Ref enum_meta;    // enum.EnumMeta (EnumType): the metaclass of every Enum class
 };
 const Py& py();  // aborts the process if torch cannot be imported (caller imported it first)
 bool py_init();  // returns false with a Python error set if something is missing

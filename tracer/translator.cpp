@@ -210,6 +210,25 @@ bool is_exact_const(PyObject* o) {
          Py_IS_TYPE(o, reinterpret_cast<PyTypeObject*>(py().torch_Size.get())) || PySlice_Check(o);
 }
 
+// An Enum's member whose class compares and hashes as the standard library's Enum does: its __eq__,
+// __ne__ and __hash__ are C slots (a str or int mix-in's) or the enum module's. Folding a comparison
+// of it now is then what running it later gives; a class with its own stays an object.
+bool enum_member(PyObject* o) {
+  PyTypeObject* tp = Py_TYPE(o);
+  if (!PyObject_TypeCheck(reinterpret_cast<PyObject*>(tp), reinterpret_cast<PyTypeObject*>(py().enum_meta.get()))) return false;
+  static PyObject* names[] = {PyUnicode_InternFromString("__eq__"), PyUnicode_InternFromString("__ne__"),
+                              PyUnicode_InternFromString("__hash__")};
+  for (PyObject* name : names) {
+    PyObject* m = _PyType_Lookup(tp, name);
+    if (!m || !PyFunction_Check(m)) continue;
+    PyObject* mod = PyFunction_GET_MODULE(m);
+    if (!mod || !PyUnicode_Check(mod) || PyUnicode_CompareWithASCIIString(mod, "enum") != 0) return false;
+  }
+  return true;
+}
+
+bool const_key(PyObject* k) { return is_exact_const(k) || enum_member(k); }
+
 VPtr Translator::sym_value(Ref example, int node) {
   VPtr v = make(VK::Sym);
   v->obj = std::move(example);

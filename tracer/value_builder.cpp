@@ -94,6 +94,7 @@ VPtr ValueBuilder::wrap(Ref obj, SourcePtr source, Frame& f) {
   if (std::strcmp(Py_TYPE(o)->tp_name, "numpy.ndarray") == 0)  // by name: NumPy need not be imported
     return wrap_ndarray(obj, source, key, f);
   if (grad_restore_mode(o) >= 0) return wrap_grad_restore(obj, source, key, f);  // a split with-block's exit
+  if (enum_member(o)) return wrap_enum_member(obj, source, key, f);  // Action.NOTIFY, a str Enum's member
   if (source && PyDict_Check(o) && plain_class(Py_TYPE(o)))  // a dict subclass of Python code: ModelOutput ...
     if (VPtr v = wrap_dict_instance(obj, source, key, f); v || !ok_) return v;
   return wrap_object(obj, source, key, f);  // modules, classes, builtins, torch functions, other objects
@@ -227,6 +228,16 @@ VPtr ValueBuilder::wrap_constant(const Ref& obj, const SourcePtr& source, const 
   return remember(source, key, v);
 }
 
+// An Enum's member (every instance of an Enum class is one, a singleton): a constant, as TorchDynamo's
+// EnumVariable, guarded by identity. `==`, `in` and hashing are then Python's own: a str or int Enum
+// compares equal to its value, a plain one only to itself.
+VPtr ValueBuilder::wrap_enum_member(const Ref& obj, const SourcePtr& source, const std::string& key, Frame& f) {
+  if (source) t_.add_guard(GuardKind::ID_MATCH, source, obj, f, "___check_obj_id(" + key + ", " + repr_of(obj.get()) + ")");
+  VPtr v = t_.make(VK::Const);
+  v->obj = obj;
+  return remember(source, key, v);
+}
+
 // Tuples and lists, item by item (a list from the frame is written back when mutated).
 VPtr ValueBuilder::wrap_sequence(const Ref& obj, const SourcePtr& source, const std::string& key, Frame& f) {
   PyObject* o = obj.get();
@@ -262,7 +273,7 @@ VPtr ValueBuilder::wrap_dict(const Ref& obj, const SourcePtr& source, const std:
   Py_ssize_t pos = 0;
   PyObject *k, *val;
   while (PyDict_Next(o, &pos, &k, &val))
-    if (!is_exact_const(k) && !identity_key(k)) return nullptr;
+    if (!const_key(k) && !identity_key(k)) return nullptr;
   v = t_.make(VK::Dict);
   if (source) {
     // From the frame: lazy (TorchDynamo's LazyVariableTracker over a ConstDictVariable). Guarded
@@ -509,7 +520,7 @@ VPtr ValueBuilder::wrap_dict_kind(const Ref& obj, const SourcePtr& source, const
   Py_ssize_t pos = 0;
   PyObject *k, *val;
   while (PyDict_Next(o, &pos, &k, &val))
-    if (!is_exact_const(k)) return wrap_object(obj, source, key, f);
+    if (!const_key(k)) return wrap_object(obj, source, key, f);
   const bool ordered = cls == ordered_dict_class();
   if (ordered && !storage_order(o)) return wrap_object(obj, source, key, f);
   t_.add_guard(GuardKind::TYPE_MATCH, source, Ref::borrow(cls), f, "___check_type_id(" + key + ", " + Py_TYPE(o)->tp_name + ")");

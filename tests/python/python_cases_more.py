@@ -13,6 +13,7 @@ import math
 import operator
 import os
 import typing
+import warnings
 
 import torch
 import torch.nn as nn
@@ -1626,3 +1627,94 @@ def comprehension_over_a_filter_that_counts(x):
         return v.dim() == 1
 
     return [v * calls[0] for v in filter(keep, [x, x * 2, x * 3])]
+
+
+# ---- values read from an argument the trace then changes: returned as they were read ----
+class _Slot:
+    def __init__(self, value):
+        self.value = value
+
+
+def _cache_and_queue(seed):
+    return ({"k": torch.full((2,), float(seed)), "layer": _Slot(seed), "steps": 3}, [_Slot(1.0), _Slot(2.0)])
+
+
+@case((3,), extra=_cache_and_queue)
+def items_popped_from_arguments_and_returned(x, cache, queue):
+    state = cache.pop("k")
+    layer = cache.pop("layer")
+    last = queue.pop()
+    cache["total"] = state.sum()
+    return x + 1, state, layer, last, cache.pop("steps")
+
+
+# ---- Enum members (transformers' ExplicitEnum(str, Enum), a plain Enum, IntEnum, Flag) ----
+class _Action(str, enum.Enum):  # transformers.utils.deprecation.Action
+    NONE = "none"
+    NOTIFY = "notify"
+    NOTIFY_ALWAYS = "notify_always"
+    RAISE = "raise"
+
+
+def _deprecate_kwarg(old_name, new_name):  # transformers' deprecate_kwarg, trimmed
+    def wrapper(func):
+        @functools.wraps(func)
+        def wrapped_func(*args, **kwargs):
+            minimum_action = _Action.NONE
+            message = None
+            if old_name in kwargs and new_name in kwargs:
+                minimum_action = _Action.NOTIFY_ALWAYS
+                message = f"Both `{old_name}` and `{new_name}` are set. Using `{new_name}`."
+                kwargs.pop(old_name)
+            elif old_name in kwargs:
+                minimum_action = _Action.NOTIFY
+                message = f"`{old_name}` is deprecated. Use `{new_name}` instead."
+                kwargs[new_name] = kwargs.pop(old_name)
+            if minimum_action == _Action.RAISE:
+                raise ValueError(message)
+            elif minimum_action in (_Action.NOTIFY, _Action.NOTIFY_ALWAYS) and not torch.compiler.is_compiling():
+                warnings.warn(message, FutureWarning, stacklevel=2)
+            return func(*args, **kwargs)
+        return wrapped_func
+    return wrapper
+
+
+@_deprecate_kwarg("past_key_values", "cache")
+def _attend(q, cache=None, scale=1.0):
+    return (q @ cache.transpose(-1, -2) * scale).softmax(-1) @ cache
+
+
+@case((2, 4), (3, 4))
+def str_enum_actions_of_a_deprecated_keyword(q, kv):
+    return _attend(q, past_key_values=kv), _attend(q, cache=kv, scale=0.5), _attend(q, cache=kv, past_key_values=q)
+
+
+class _Reduction(enum.Enum):
+    NONE = "none"
+    MEAN = "mean"
+    SUM = "sum"
+
+
+class _Level(enum.IntEnum):
+    LOW = 1
+    HIGH = 3
+
+
+class _Perm(enum.Flag):
+    R = 1
+    W = 2
+    X = 4
+
+
+_WEIGHT_OF = {_Reduction.MEAN: 0.5, _Reduction.SUM: 2.0}
+
+
+@case((4,), extra=lambda seed: (_Reduction.MEAN, _Level.HIGH))
+def enum_members_passed_in_and_compared(x, reduction, level):
+    if reduction is _Reduction.NONE:
+        return x
+    scale = _WEIGHT_OF[reduction] * (level + 1)
+    out = x.mean() if reduction == _Reduction.MEAN else x.sum()
+    perm = _Perm.R | _Perm.W
+    return (out * scale, reduction.value, reduction.name, level > _Level.LOW, _Perm.W in perm,
+            _Action.NOTIFY == "notify", f"{reduction.value}-{int(level)}")

@@ -285,3 +285,17 @@ def test_a_counter_from_outside_is_guarded_by_its_contents():
     finally:
         KIND_COUNTS.clear()
         KIND_COUNTS.update(["attn", "mlp", "attn"])
+
+
+def test_an_enum_member_passed_in_is_guarded_by_identity():
+    # an Enum member is a constant of the capture (comparisons, `in`, dict lookups by it fold), so the
+    # capture holds for that member only: another member recompiles and gives eager's answer, and
+    # each member's capture is then hit
+    from python_cases_more import _Level, _Reduction, enum_members_passed_in_and_compared as fn
+    cf = dynview.compile(fn, backend="eager")
+    x = torch.randn(4)
+    for reduction in (_Reduction.MEAN, _Reduction.SUM, _Reduction.NONE, _Reduction.SUM, _Reduction.MEAN):
+        close(cf(x, reduction, _Level.LOW), fn(x, reduction, _Level.LOW))
+    entries = dynview._C.cache_entries(fn.__code__)
+    assert len(entries) == 3 and sum(e["hits"] for e in entries) == 2
+    assert any("___check_obj_id(L['reduction']" in g for e in entries for g in e["guards"])
