@@ -31,10 +31,19 @@ except ImportError:
     need.append("torch==2.13.0")
 for mod, pkg in (("pybind11", "pybind11"), ("pytest", "pytest"),
                  ("xdist", "pytest-xdist"),  # make test runs each suite on every core (pytest -n)
-                 ("scikit_build_core", "scikit-build-core"), ("numpy", "numpy"),
-                 ("transformers", "transformers")):  # real model code for the engine tests (tiny configs, offline)
+                 ("scikit_build_core", "scikit-build-core"), ("numpy", "numpy")):
     if importlib.util.find_spec(mod) is None:
         need.append(pkg)
+# Real model code for the engine tests (tiny configs, offline), one release on every interpreter:
+# the tests hold its models to TorchDynamo's counts, and a new release changes that code (5.24 put a
+# keyword-renaming wrapper on every forward), so an upgrade is a deliberate change made here.
+TRANSFORMERS = "5.24.0"
+try:
+    from importlib.metadata import version
+    if version("transformers") != TRANSFORMERS:
+        need.append("transformers==" + TRANSFORMERS)
+except Exception:
+    need.append("transformers==" + TRANSFORMERS)
 if shutil.which("tlparse") is None:  # TORCH_TRACE reference parser: the import tests compare with it
     need.append("tlparse")
 print(" ".join(need))
