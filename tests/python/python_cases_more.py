@@ -1718,3 +1718,26 @@ def enum_members_passed_in_and_compared(x, reduction, level):
     perm = _Perm.R | _Perm.W
     return (out * scale, reduction.value, reduction.name, level > _Level.LOW, _Perm.W in perm,
             _Action.NOTIFY == "notify", f"{reduction.value}-{int(level)}")
+
+
+class _Pooling(str, enum.Enum):  # an Enum with behaviour: a property and a method of its author's
+    CLS = "cls"
+    MEAN = "mean"
+    MAX = "max"
+
+    @property
+    def reduces(self):
+        return self is not _Pooling.CLS
+
+    def apply(self, h):
+        if self is _Pooling.CLS:
+            return h[:, 0]
+        return h.mean(1) if self == "mean" else h.amax(1)
+
+
+@case((2, 5, 4))
+def enum_with_a_property_and_a_method_picks_the_pooling(h):
+    outs = {}
+    for mode in (_Pooling.CLS, _Pooling.MEAN, _Pooling.MAX):
+        outs[mode.value] = (mode.apply(h), mode.reduces, mode in {_Pooling.MEAN: 1})
+    return outs, [m.name for m in _Pooling], len(_Pooling), _Pooling("max") is _Pooling.MAX, _Pooling.MEAN in _Pooling

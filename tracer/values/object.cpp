@@ -68,10 +68,17 @@ Status object_getattr(Translator& t, Frame& f, const VPtr& obj, const std::strin
   if (obj->kind == VK::Const && !PyModule_Check(o)) {
     Ref nm = Ref::steal(PyUnicode_FromString(name.c_str()));
     PyObject* cls_attr = _PyType_Lookup(Py_TYPE(o), nm.get());
-    if (cls_attr && (PyObject_TypeCheck(cls_attr, &PyMethodDescr_Type) || PyFunction_Check(cls_attr))) {
+    if (cls_attr && PyObject_TypeCheck(cls_attr, &PyMethodDescr_Type)) {
       out = t.bound_method(obj, Ref(), name);
       return std::nullopt;
     }
+    // An Enum's own methods and @property: inlined, as an object's are (its author's code).
+    if (cls_attr && PyFunction_Check(cls_attr)) {
+      out = t.bound_method(obj, Ref::borrow(cls_attr), name);
+      return std::nullopt;
+    }
+    if (enum_member(o))
+      if (Ref getter = python_getter(cls_attr)) return t.call_python(f, getter, {obj}, out);
   }
   if (obj->kind == VK::Object && !obj->source && frozen_object(o)) {  // an immutable value: read now
     Ref r = Ref::steal(PyObject_GetAttrString(o, name.c_str()));
