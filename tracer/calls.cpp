@@ -175,6 +175,22 @@ Translator::Status Translator::graph_call(Frame& f, Ref target, const std::strin
   } else if (!any_tensor) {
     // A factory (torch.zeros(3), torch.arange(n), torch.tensor([], device=d)): ask for a meta result
     // (an explicit device is the real one, kept beside it: `device`); fall back to a real one.
+    // Only over plain values: a call given a live object (an optimizer, a generator, a module) and
+    // no tensor would run here, once, at trace time -- its effects on that object lost on every
+    // later call -- so it breaks instead.
+    std::function<bool(const VPtr&)> plain = [&](const VPtr& v) {
+      if (v->kind == VK::Const || v->kind == VK::Sym || v->kind == VK::Slice || v->kind == VK::Null) return true;
+      if (v->kind != VK::Tuple && v->kind != VK::List) return false;
+      for (const VPtr& x : v->items)
+        if (!plain(x)) return false;
+      return true;
+    };
+    for (const VPtr& a : args)
+      if (!plain(a)) return brk(f, "DV0004", "call to " + what + " with a " + vk_name(a->kind) + " argument and no tensor",
+                                "it would run once, while tracing, not on every call");
+    for (auto& [k, v] : kwargs)
+      if (!plain(v)) return brk(f, "DV0004", "call to " + what + " with a " + vk_name(v->kind) + " keyword argument '" + k + "' and no tensor",
+                                "it would run once, while tracing, not on every call");
     Ref kw2 = Ref::steal(PyDict_Copy(pkw.get()));
     PyDict_SetItemString(kw2.get(), "device", py().meta_str.get());
     result = Ref::steal(PyObject_Call(target.get(), pargs.get(), kw2.get()));

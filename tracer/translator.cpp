@@ -227,6 +227,16 @@ bool enum_member(PyObject* o) {
   return true;
 }
 
+// A function torch.compiler.disable / torch._dynamo.disable made (its wrapper carries the mark).
+bool disabled_function(PyObject* fn) {
+  if (!PyFunction_Check(fn)) return false;
+  Ref off = Ref::steal(PyObject_GetAttrString(fn, "_torchdynamo_disable"));
+  if (!off) return PyErr_Clear(), false;
+  const int on = PyObject_IsTrue(off.get());
+  if (on < 0) PyErr_Clear();
+  return on == 1;
+}
+
 bool const_key(PyObject* k) { return is_exact_const(k) || enum_member(k); }
 
 VPtr Translator::sym_value(Ref example, int node) {

@@ -352,6 +352,7 @@ class Translator {
 bool is_exact_const(PyObject* o);
 bool enum_member(PyObject* o);  // a member of an Enum that compares and hashes as the stdlib's (a constant)
 bool const_key(PyObject* k);    // a dict key read as a constant: is_exact_const, or an Enum member
+bool disabled_function(PyObject* fn);  // made by torch.compiler.disable: its call breaks, it is never traced
 // Dict keys the trace holds: hashable constants, and objects hashed and compared by identity that
 // stay what they are (classes, functions, typing's special forms) (dicts.cpp).
 bool identity_key(PyObject* o);

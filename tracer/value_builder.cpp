@@ -312,7 +312,9 @@ VPtr ValueBuilder::wrap_module(const Ref& obj, const SourcePtr& source, const st
 VPtr ValueBuilder::wrap_function(const Ref& obj, const SourcePtr& source, const std::string& key, Frame& f) {
   PyObject* o = obj.get();
   VPtr v;
-  if (function_is_torch(o)) return wrap_object(obj, source, key, f);  // torch.nn.functional.* are graph calls, not inlined
+  // torch.nn.functional.* are graph calls, not inlined -- but never a function marked
+  // torch.compiler.disable (torch._dynamo's own wrapper is in a torch module): calling it breaks.
+  if (function_is_torch(o) && !disabled_function(o)) return wrap_object(obj, source, key, f);
   const Source* root = source.get();
   while (root && root->base) root = root->base.get();
   const bool local = root && root->kind == Source::Kind::Local;

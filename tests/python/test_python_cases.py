@@ -299,3 +299,46 @@ def test_an_enum_member_passed_in_is_guarded_by_identity():
     entries = dynview._C.cache_entries(fn.__code__)
     assert len(entries) == 3 and sum(e["hits"] for e in entries) == 2
     assert any("___check_obj_id(L['reduction']" in g for e in entries for g in e["guards"])
+
+
+class _Stats:
+    def __init__(self):
+        self.calls = 0
+
+    @torch._disable_dynamo  # the decorator torch.optim's zero_grad and add_param_group carry
+    def record(self, flag=True):
+        self.calls += 1
+
+
+def _stats_step(stats, x):
+    y = x * 2
+    stats.record(flag=True)
+    return y + 1
+
+
+def test_a_function_torch_disables_runs_on_every_call():
+    # torch._disable_dynamo's wrapper lives in a torch module: it was taken for a torch operator
+    # and, given no tensor, run once while tracing -- later calls hit the cache and never ran it
+    # (an optimizer's zero_grad left the gradients in place). Now it is a break, as in TorchDynamo.
+    _Stats().record()  # an eager call first (as an eager warm-up step would): the wrapper caches the disabled function
+    stats = _Stats()
+    cf = dynview.compile(_stats_step, backend="eager")
+    for n in range(1, 5):
+        close(cf(stats, torch.ones(2)), torch.ones(2) * 3)
+        assert stats.calls == n
+    breaks = [r["break_message"] for r in dynview._C.take_records() if r["break_id"]]
+    assert breaks and all("marked torch.compiler.disable" in b for b in breaks), breaks
+
+
+def _seeded_noise(g, x):
+    return x + torch.randn(3, generator=g)
+
+
+def test_a_torch_call_given_a_live_object_and_no_tensor_is_not_run_while_tracing():
+    # torch.randn(3, generator=g) has no tensor argument: it used to run for real at trace time
+    # (advancing g once more than eager does); a live object with no tensor now breaks
+    g1, g2 = torch.Generator().manual_seed(0), torch.Generator().manual_seed(0)
+    cf = dynview.compile(_seeded_noise, backend="eager")
+    for _ in range(3):
+        close(cf(g1, torch.zeros(3)), _seeded_noise(g2, torch.zeros(3)))
+    assert torch.equal(g1.get_state(), g2.get_state())

@@ -31,9 +31,7 @@ struct Kind<VK::Function> {
     if (fn->obj && PyFunction_Check(fn->obj.get())) {
       // torch.compiler.disable / torch._dynamo.disable: not traced; the call runs eagerly (and
       // nothing it calls is captured: eval_frame.cpp marks the wrapper's code).
-      Ref off = Ref::steal(PyObject_GetAttrString(fn->obj.get(), "_torchdynamo_disable"));
-      if (!off) PyErr_Clear();
-      if (off && PyObject_IsTrue(off.get()) == 1) {
+      if (disabled_function(fn->obj.get())) {
         mark_disabled(PyFunction_GET_CODE(fn->obj.get()));
         Ref orig = Ref::steal(PyObject_GetAttrString(fn->obj.get(), "_torchdynamo_orig_callable"));
         PyErr_Clear();
