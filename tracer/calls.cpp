@@ -406,7 +406,13 @@ Translator::Status Translator::inline_call(Frame& f, VPtr fn, VPtr self, std::ve
     code = fn->obj.get();  // made by MAKE_FUNCTION
     globals = fn->globals;
     globals_source = f.globals_source;
-    if (fn->defaults) defaults = fn->defaults->items;
+    if (fn->defaults && fn->defaults->kind == VK::Const && PyTuple_Check(fn->defaults->obj.get())) {
+      // defaults that are all constants: one LOAD_CONST of their tuple
+      for (Py_ssize_t i = 0; i < PyTuple_GET_SIZE(fn->defaults->obj.get()); ++i)
+        defaults.push_back(constant(Ref::borrow(PyTuple_GET_ITEM(fn->defaults->obj.get(), i))));
+    } else if (fn->defaults) {
+      defaults = fn->defaults->items;
+    }
     if (fn->kwdefaults)
       for (size_t i = 0; i < fn->kwdefaults->items.size(); ++i) kwdefaults.emplace_back(str_of(fn->kwdefaults->keys[i].get()), fn->kwdefaults->items[i]);
     cells = fn->cells;

@@ -1741,3 +1741,13 @@ def enum_with_a_property_and_a_method_picks_the_pooling(h):
     for mode in (_Pooling.CLS, _Pooling.MEAN, _Pooling.MAX):
         outs[mode.value] = (mode.apply(h), mode.reduces, mode in {_Pooling.MEAN: 1})
     return outs, [m.name for m in _Pooling], len(_Pooling), _Pooling("max") is _Pooling.MAX, _Pooling.MEAN in _Pooling
+
+
+
+# ---- a local helper with default arguments (all constants: one LOAD_CONST of their tuple) ----
+@case((3,))
+def local_helper_with_default_arguments(x):
+    def scale(t, k=2, bias=(0.5, 1.0), *, shift=0.5):
+        return t * k + bias[0] + shift
+
+    return scale(x), scale(x, 3), scale(x, shift=1.0)
