@@ -372,6 +372,9 @@ Entry* compile_frame(CodeState& st, PyCodeObject* co, _PyInterpreterFrame* frame
     SplitPlan plan;
     if (!facts) no_split = "cannot decode the code object";
     else if (brk->root_ip < 0) no_split = "the break is before the first instruction";
+    else if (brk->exc)  // TorchDynamo's observed exception that no frame of the trace catches: the frame runs eagerly,
+      // where the code before the raise may take another path (is_compiling() is False there)
+      no_split = std::string("its code raises ") + Py_TYPE(brk->exc.get())->tp_name + " and does not catch it";
     else plan_split(*facts, brk->root_ip, plan, no_split);
     if (no_split.empty()) {
       CaptureRequest again = req;

@@ -342,3 +342,32 @@ def test_a_torch_call_given_a_live_object_and_no_tensor_is_not_run_while_tracing
     for _ in range(3):
         close(cf(g1, torch.zeros(3)), _seeded_noise(g2, torch.zeros(3)))
     assert torch.equal(g1.get_state(), g2.get_state())
+
+
+def _expand_mask(attention_mask, tgt_len):
+    return attention_mask[:, None, None, :].expand(-1, 1, tgt_len, -1)
+
+
+def _masked_scores(hidden, attention_mask=None):
+    # switch_transformers' and longt5's stacks: the mask is made only outside a compiler
+    scores = hidden @ hidden.transpose(-1, -2)
+    if attention_mask is None and not torch.compiler.is_compiling():
+        attention_mask = torch.ones(hidden.shape[:2])
+    return scores[:, None] + (1.0 - _expand_mask(attention_mask, hidden.shape[1])) * -1e4
+
+
+def test_an_exception_only_the_compile_path_reaches_runs_the_frame_eagerly():
+    # the trace (is_compiling() True) indexes None in an inlined call and nothing catches it:
+    # TorchDynamo runs the frame eagerly, where the mask is made. dynview split the frame at the
+    # raise, so the compiled code raised the TypeError eager never does.
+    hidden = torch.randn(2, 8, 4)
+    cf = dynview.compile(_masked_scores, backend="eager")
+    for _ in range(2):
+        close(cf(hidden), _masked_scores(hidden))
+    root = [r for r in dynview._C.take_records() if r["qualname"] == "_masked_scores"]
+    assert len(root) == 1 and root[0]["graph"] is None and root[0]["break_id"] == "DV0010"
+    assert "raises TypeError and does not catch it" in root[0]["eager_why"]
+    torch._dynamo.reset()
+    theirs = torch._dynamo.explain(_masked_scores)(hidden)
+    ours = dynview.explain(_masked_scores)(hidden)
+    assert (ours.graph_count, len(ours.break_reasons)) == (theirs.graph_count, len(theirs.break_reasons)) == (1, 0)
