@@ -740,6 +740,29 @@ Translator::Status call_builtin(Translator& t, Frame& f, PyObject* fn, std::vect
       bool nd = false;
       return t.ndarray_operator(f, "abs", args, out, nd);
     }
+    if (!all_const && (is(Builtin::min_) || is(Builtin::max_)) && n >= 2) {
+      // max(a, b) of 0-d tensors of one dtype (a padding computed from buffers): torch.maximum, as
+      // TorchDynamo lowers it -- the same value, where eager returns one of the operands (over more
+      // elements eager raises, and over mixed dtypes eager keeps the winner's: those break)
+      bool scalars = true;
+      Ref dtype;
+      for (const VPtr& v : vals) {
+        if (v->kind != VK::Tensor || !v->obj) { scalars = false; break; }
+        Ref dim = Ref::steal(PyObject_CallMethod(v->obj.get(), "dim", nullptr));
+        Ref dt = Ref::steal(PyObject_GetAttrString(v->obj.get(), "dtype"));
+        if (!dim || !dt || PyLong_AsLong(dim.get()) != 0 || (dtype && dt.get() != dtype.get())) { PyErr_Clear(); scalars = false; break; }
+        dtype = dt;
+      }
+      if (scalars) {
+        static PyObject* maximum = PyObject_GetAttrString(py().torch.get(), "maximum");
+        static PyObject* minimum = PyObject_GetAttrString(py().torch.get(), "minimum");
+        VPtr acc = vals[0];
+        for (size_t i = 1; i < vals.size(); ++i)
+          if (Status s = t.graph_call(f, Ref::borrow(is(Builtin::max_) ? maximum : minimum), "", {acc, vals[i]}, {}, acc)) return s;
+        out = acc;
+        return std::nullopt;
+      }
+    }
     if (!all_const) return t.brk(f, "DV0007", "min/max/any/all of tensors depend on their values", "use torch.minimum/torch.maximum");
     Ref tup = Ref::steal(PyTuple_New(vals.size()));
     for (size_t i = 0; i < vals.size(); ++i) PyTuple_SET_ITEM(tup.get(), i, Ref::borrow(vals[i]->obj.get()).release());

@@ -1751,3 +1751,27 @@ def local_helper_with_default_arguments(x):
         return t * k + bias[0] + shift
 
     return scale(x), scale(x, 3), scale(x, shift=1.0)
+
+
+# ---- max()/min() of 0-d tensors (encodec's padding from buffers): torch.maximum/minimum ----
+class _PaddedConv(nn.Module):  # transformers' EncodecConv1d, trimmed
+    def __init__(self):
+        super().__init__()
+        self.conv = nn.Conv1d(2, 2, 3)
+        self.register_buffer("padding_total", torch.tensor(2, dtype=torch.int64), persistent=False)
+
+    @staticmethod
+    def _pad1d(hidden_states, paddings):
+        length = hidden_states.shape[-1]
+        padding_left, padding_right = paddings
+        max_pad = max(padding_left, padding_right)
+        return hidden_states * (max_pad - length + 1), min(padding_left, padding_right, max_pad)
+
+    def forward(self, hidden_states):
+        padding_right = self.padding_total // 2
+        padding_left = self.padding_total - padding_right
+        scaled, low = self._pad1d(hidden_states, (padding_left, padding_right))
+        return self.conv(scaled) * (low + 1)
+
+
+module_case(_PaddedConv, (1, 2, 6))
