@@ -765,6 +765,29 @@ Status object_call(Translator& t, Frame& f, const VPtr& fn, std::vector<VPtr>& a
   if (PyCFunction_Check(o) && bound_to_mutable_object(o))
     return t.brk(f, "DV0008", "call to " + callable_name(o) + " of a " + Py_TYPE(PyCFunction_GET_SELF(o))->tp_name +
                                 " object (a method that may mutate it runs once at trace time, not on every call)");
+  if (PyCFunction_Check(o) && PyCFunction_GET_SELF(o) == reinterpret_cast<PyObject*>(&PyDict_Type) &&
+      std::strcmp(reinterpret_cast<PyCFunctionObject*>(o)->m_ml->ml_name, "fromkeys") == 0 && kwargs.empty() &&
+      (args.size() == 1 || args.size() == 2)) {
+    // dict.fromkeys(iterable[, value]): a dict made in the trace, every key mapped to the one value
+    // (transformers' cache layers: dict.fromkeys(range(n), False))
+    VPtr it;
+    if (Status s = t.iterate(f, args[0], it)) return s;
+    VPtr d = t.make(VK::Dict);
+    const VPtr value = args.size() == 2 ? args[1] : t.constant(Ref::borrow(Py_None));
+    for (size_t i = it->pos; i < it->items.size(); ++i) {
+      PyObject* k = dict_key(it->items[i]);
+      if (!k) return t.brk(f, "DV0024", "dict.fromkeys with a key that is not a constant (a " + std::string(vk_name(it->items[i]->kind)) + ")");
+      bool seen = false;
+      for (const Ref& have : d->keys) seen |= PyObject_RichCompareBool(have.get(), k, Py_EQ) == 1;
+      if (seen) continue;
+      d->keys.push_back(Ref::borrow(k));
+      d->items.push_back(value);
+    }
+    PyErr_Clear();
+    it->pos = it->items.size();
+    out = d;
+    return std::nullopt;
+  }
   if (consumes_iterable(o) && args.size() == 1 && kwargs.empty() &&
       (args[0]->kind == VK::Iter || args[0]->kind == VK::Dict || args[0]->kind == VK::DictView)) {
     // set(d), frozenset(d.keys()), "x".join(map(str, dims)): the iterable's items (a lazy

@@ -387,3 +387,26 @@ def test_a_training_step_with_its_optimizer_equals_eager_step_after_step():
         for p, q in zip(m1.parameters(), m2.parameters()):
             torch.testing.assert_close(q, p)
             torch.testing.assert_close(o2.state[q]["exp_avg"], o1.state[p]["exp_avg"])
+
+
+# ---- a cache built inside forward (mamba, jamba, lfm2): its layers' dict.fromkeys(range(n), False) ----
+def _forward_with_a_new_cache(x, config):
+    y = x * 2
+    cache = transformers.DynamicCache(config=config)
+    layer = cache.layers[0]
+    return y + len(cache.layers), dict(layer.is_conv_states_initialized), layer.conv_states
+
+
+def test_a_cache_of_linear_attention_layers_built_in_forward_equals_eager_and_torch_dynamo():
+    config = transformers.MambaConfig(hidden_size=16, num_hidden_layers=2, vocab_size=10, state_size=4)
+    x = torch.randn(2, 4)
+    got = dynview.compile(_forward_with_a_new_cache, backend="eager")(x, config)
+    want = _forward_with_a_new_cache(x, config)
+    torch.testing.assert_close(got[0], want[0])
+    assert got[1:] == want[1:]
+    ours = dynview.explain(_forward_with_a_new_cache)(x, config)
+    torch._dynamo.reset()
+    theirs = torch._dynamo.explain(_forward_with_a_new_cache)(x, config)
+    torch._dynamo.reset()
+    assert (ours.graph_count, ours.graph_break_count) == (theirs.graph_count, theirs.graph_break_count) == (1, 0), \
+        [str(b) for b in ours.break_reasons]
