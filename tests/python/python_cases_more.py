@@ -1775,3 +1775,46 @@ class _PaddedConv(nn.Module):  # transformers' EncodecConv1d, trimmed
 
 
 module_case(_PaddedConv, (1, 2, 6))
+
+
+# ---- modules built inside forward: from a tuple of constants (canine's padding), and a library's
+# nn.Module subclass with torch's __init__ (transformers' ClassInstantier: ACT2FN["silu"]) ----
+class _SiLUActivation(nn.Module):
+    def forward(self, input):
+        return F.silu(input)
+
+
+class _ClassInstantier(collections.OrderedDict):
+    def __getitem__(self, key):
+        content = super().__getitem__(key)
+        cls, kwargs = content if isinstance(content, tuple) else (content, {})
+        return cls(**kwargs)
+
+
+_ACT2FN = _ClassInstantier({"silu": _SiLUActivation, "gelu_new": (nn.GELU, {"approximate": "tanh"})})
+
+
+class _ConvProjection(nn.Module):
+    def __init__(self, kernel_size=4):
+        super().__init__()
+        self.kernel_size = kernel_size
+        self.conv = nn.Conv1d(4, 4, kernel_size)
+
+    def forward(self, inputs):
+        pad_total = self.kernel_size - 1
+        pad_beg = pad_total // 2
+        pad_end = pad_total - pad_beg
+        pad = nn.ConstantPad1d((pad_beg, pad_end), 0)
+        return _ACT2FN["silu"](self.conv(pad(inputs))) + _ACT2FN["gelu_new"](inputs)
+
+
+class _Upsampler(nn.Module):  # the projection called from another module's forward (inlined)
+    def __init__(self):
+        super().__init__()
+        self.projection = _ConvProjection()
+
+    def forward(self, x):
+        return self.projection(x * 2)
+
+
+module_case(_Upsampler, (2, 4, 8))
