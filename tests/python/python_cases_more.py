@@ -4,6 +4,7 @@ values, module hooks, exceptions, user classes and dict views, each as model lib
 PyTorch's dynamo tests write them. Appended to python_cases.CASES; NOT_YET lists the cases whose
 graph/break counts still differ from torch._dynamo.explain (the eager comparison holds for all)."""
 import collections
+import copy
 import dataclasses
 import enum
 import functools
@@ -1818,3 +1819,22 @@ class _Upsampler(nn.Module):  # the projection called from another module's forw
 
 
 module_case(_Upsampler, (2, 4, 8))
+
+
+# ---- a config holding a set, deep-copied in forward (transformers' get_text_config) ----
+class _TextConfig:
+    def __init__(self):
+        self.hidden_size = 4
+        self.is_encoder_decoder = True
+        self.keys_to_ignore_at_inference = {"past_key_values", "encoder_last_hidden_state"}
+
+
+_TEXT_CONFIG = _TextConfig()
+
+
+@case((3,))
+def config_with_a_set_deep_copied(x):
+    config = copy.deepcopy(_TEXT_CONFIG) if _TEXT_CONFIG.is_encoder_decoder else _TEXT_CONFIG
+    config.keys_to_ignore_at_inference.add("attentions")
+    return (x * config.hidden_size, sorted(config.keys_to_ignore_at_inference),
+            "attentions" in _TEXT_CONFIG.keys_to_ignore_at_inference, config is _TEXT_CONFIG)

@@ -2,6 +2,7 @@
 replayed by the transformed code after the graph runs, and attributes of user objects read by the
 trace are guarded: compared with eager and with torch.compile's compile counts."""
 import dataclasses
+import math
 
 import pytest
 import torch
@@ -285,3 +286,56 @@ def test_returned_input_containers_are_the_same_objects():
         assert got[0] is acc and got[1][0] is acc  # not a rebuilt copy
         torch.testing.assert_close(got[1][1], want[1][1])
     _lists_equal(ref, acc)
+
+
+class _RelPositionalEmbedding(nn.Module):
+    # transformers' Wav2Vec2ConformerRelPositionalEmbedding: the buffer grows when the input is longer
+    def __init__(self, d_model=4, max_len=3):
+        super().__init__()
+        self.d_model = d_model
+        self.register_buffer("pe", None, persistent=False)
+        self.pe = self.extend_pe(torch.zeros(1, max_len, d_model), self.pe)
+
+    def extend_pe(self, x, pe):
+        if pe is not None and pe.size(1) >= x.size(1) * 2 - 1:
+            return pe
+        position = torch.arange(x.size(1) * 2 - 1, dtype=torch.float32).unsqueeze(1)
+        div_term = torch.exp(torch.arange(0, self.d_model, 2, dtype=torch.float32) * -(math.log(10000.0) / self.d_model))
+        table = torch.zeros(1, x.size(1) * 2 - 1, self.d_model)
+        table[0, :, 0::2] = torch.sin(position * div_term)
+        table[0, :, 1::2] = torch.cos(position * div_term)
+        return table
+
+    def forward(self, hidden_states):
+        self.pe = self.extend_pe(hidden_states, self.pe)
+        start = self.pe.size(1) // 2 - hidden_states.size(1) + 1
+        return hidden_states + self.pe[:, start: start + hidden_states.size(1)]
+
+
+class _ConformerEncoder(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.embed_positions = _RelPositionalEmbedding()
+        self.proj = nn.Linear(4, 4)
+
+    def forward(self, x):
+        return self.proj(self.embed_positions(x * 2))
+
+
+def test_a_buffer_reassigned_in_an_inlined_forward_stays_a_buffer_and_grows_as_in_eager():
+    torch.manual_seed(0)
+    ours, theirs = _ConformerEncoder(), _ConformerEncoder()
+    theirs.load_state_dict(ours.state_dict())
+    cm = dynview.compile(ours, backend="eager")
+    for length in (2, 5, 5, 7, 3):
+        x = torch.randn(2, length, 4)
+        torch.testing.assert_close(cm(x), theirs(x))
+        torch.testing.assert_close(ours.embed_positions.pe, theirs.embed_positions.pe)
+        assert "embed_positions.pe" in dict(ours.named_buffers())  # still a buffer, not a plain attribute
+    breaks = [r["break_message"] for r in dynview._C.take_records() if r["break_id"]]
+    assert not any("buffers entry" in b for b in breaks), breaks
+    x = torch.randn(2, 5, 4)
+    torch._dynamo.reset()
+    want = torch._dynamo.explain(_ConformerEncoder())(x)
+    got = dynview.explain(_ConformerEncoder())(x)
+    assert (got.graph_count, got.graph_break_count) == (want.graph_count, want.graph_break_count)

@@ -167,8 +167,14 @@ Status object_setattr(Translator& t, Frame& f, const VPtr& owner, const std::str
     PyObject** dictptr = _PyObject_GetDictPtr(o);
     for (const char* member : {"_parameters", "_buffers", "_modules"}) {
       PyObject* d = dictptr && *dictptr ? PyDict_GetItemString(*dictptr, member) : nullptr;
-      if (d && PyDict_Check(d) && PyDict_GetItemString(d, name.c_str()))
-        return t.brk(f, "DV0008", "assignment to " + std::string(member + 1) + " entry '" + name + "' of a module", hint);
+      if (d && PyDict_Check(d) && PyDict_GetItemString(d, name.c_str())) {
+        // A buffer given a new tensor (wav2vec2-conformer's `self.pe = self.extend_pe(x, self.pe)`):
+        // replayed by the module's own __setattr__, which keeps it a buffer; the trace reads the new
+        // one after it (Translator::getattr). Parameters and submodules stay breaks.
+        const bool buffer = std::strcmp(member, "_buffers") == 0 &&
+                            (value->kind == VK::Tensor || (value->kind == VK::Const && value->obj.get() == Py_None));
+        if (!buffer) return t.brk(f, "DV0008", "assignment to " + std::string(member + 1) + " entry '" + name + "' of a module", hint);
+      }
     }
   } else if (!_PyObject_GetDictPtr(o)) {
     return t.brk(f, "DV0008", "assignment to attribute '" + name + "' of " + tp->tp_name + " (no __dict__)", hint);
