@@ -53,6 +53,22 @@ def speech_and_text(seed):
     return dict(audio(seed), decoder_input_ids=_ids(seed + 10, 4))
 
 
+def wave_and_text(seed):
+    return dict(wave(seed), decoder_input_ids=_ids(seed + 10, 4))
+
+
+def s2t(seed):
+    return dict(input_features=torch.randn(2, 32, 16, generator=torch.Generator().manual_seed(seed)),
+                decoder_input_ids=_ids(seed + 10, 4))
+
+
+KV = dict(SMALL, num_key_value_heads=2)
+BARTLIKE = dict(d_model=64, encoder_layers=2, decoder_layers=2, encoder_attention_heads=4, decoder_attention_heads=4,
+                encoder_ffn_dim=128, decoder_ffn_dim=128, vocab_size=100, max_position_embeddings=64,
+                pad_token_id=1, bos_token_id=0, eos_token_id=2, decoder_start_token_id=2)
+VITLIKE = dict(hidden_size=64, num_hidden_layers=2, num_attention_heads=4, intermediate_size=128, image_size=32, patch_size=8)
+
+
 WAV2VEC2 = dict(hidden_size=32, num_hidden_layers=2, num_attention_heads=2, intermediate_size=64, conv_dim=(16, 16),
                 conv_stride=(5, 4), conv_kernel=(10, 4), num_conv_pos_embeddings=16, num_conv_pos_embedding_groups=2, vocab_size=32)
 WHISPER = dict(d_model=64, encoder_layers=1, decoder_layers=1, encoder_attention_heads=4, decoder_attention_heads=4,
@@ -122,6 +138,43 @@ MODELS = {
     # wav2vec2's encoder asks transformers' install probes (assume_constant_result functions)
     "wav2vec2": ("audio", lambda T: T.Wav2Vec2Model(T.Wav2Vec2Config(**WAV2VEC2)), wave),
     "whisper": ("audio", lambda T: T.WhisperModel(T.WhisperConfig(**WHISPER)), speech_and_text),
+    # from a survey of 109 more architectures (tests/benchmarks/hf_survey.py): one or two per family,
+    # and those it found breaking where TorchDynamo does not (canine: a module built in forward from a
+    # tuple; lfm2: dict.fromkeys in its cache layers; wav2vec2_conformer: a buffer reassigned in
+    # forward; moonshine: a config holding a set, deep-copied)
+    "gptj": ("decoder", lambda T: T.GPTJModel(T.GPTJConfig(n_embd=64, n_layer=2, n_head=4, rotary_dim=8, vocab_size=100,
+                                                           n_positions=64)), text),
+    "stablelm": ("decoder", lambda T: T.StableLmModel(T.StableLmConfig(**KV)), text),
+    "mixtral": ("decoder", lambda T: T.MixtralModel(T.MixtralConfig(**KV, num_local_experts=4, num_experts_per_tok=2)), text),
+    "qwen2_moe": ("decoder", lambda T: T.Qwen2MoeModel(T.Qwen2MoeConfig(**KV, num_experts=4, num_experts_per_tok=2,
+                                                                         moe_intermediate_size=32, shared_expert_intermediate_size=64)),
+                  text),
+    "lfm2": ("decoder", lambda T: T.Lfm2Model(T.Lfm2Config(**KV, pad_token_id=0, layer_types=["conv", "full_attention"])), text),
+    "rwkv": ("decoder", lambda T: T.RwkvModel(T.RwkvConfig(hidden_size=64, num_hidden_layers=2, vocab_size=100, context_length=64,
+                                                           attention_hidden_size=64, intermediate_size=128)), text),
+    "xlm_roberta": ("encoder", lambda T: T.XLMRobertaModel(T.XLMRobertaConfig(**SMALL)), text),
+    "roformer": ("encoder", lambda T: T.RoFormerModel(T.RoFormerConfig(**SMALL, embedding_size=64)), text),
+    "funnel": ("encoder", lambda T: T.FunnelModel(T.FunnelConfig(d_model=64, n_head=4, d_head=16, d_inner=128, block_sizes=[1, 1],
+                                                                 num_decoder_layers=1, vocab_size=100)), text),
+    "canine": ("encoder", lambda T: T.CanineModel(T.CanineConfig(**dict(SMALL, max_position_embeddings=256), num_hash_buckets=64,
+                                                                 local_transformer_stride=4)), text),
+    "big_bird": ("encoder", lambda T: T.BigBirdModel(T.BigBirdConfig(**SMALL, attention_type="original_full")), text),
+    "marian": ("encoder-decoder", lambda T: T.MarianModel(T.MarianConfig(**dict(BARTLIKE, pad_token_id=0,
+                                                                                decoder_start_token_id=0))), enc_dec),
+    "mbart": ("encoder-decoder", lambda T: T.MBartModel(T.MBartConfig(**BARTLIKE)), enc_dec),
+    "moonshine": ("encoder-decoder", lambda T: T.MoonshineModel(T.MoonshineConfig(
+        hidden_size=64, intermediate_size=128, encoder_num_hidden_layers=1, decoder_num_hidden_layers=1,
+        encoder_num_attention_heads=4, decoder_num_attention_heads=4, vocab_size=100, pad_token_id=0, bos_token_id=1,
+        eos_token_id=2, decoder_start_token_id=1)), wave_and_text),
+    "beit": ("vision", lambda T: T.BeitModel(T.BeitConfig(**VITLIKE)), image),
+    "dinov2": ("vision", lambda T: T.Dinov2Model(T.Dinov2Config(**VITLIKE)), image),
+    "mobilevit": ("vision", lambda T: T.MobileViTModel(T.MobileViTConfig(image_size=32, hidden_sizes=[32, 48, 64],
+                                                                         neck_hidden_sizes=[8, 8, 16, 16, 32, 32, 64])), image),
+    "hubert": ("audio", lambda T: T.HubertModel(T.HubertConfig(**WAV2VEC2)), wave),
+    "wav2vec2_conformer": ("audio", lambda T: T.Wav2Vec2ConformerModel(T.Wav2Vec2ConformerConfig(**WAV2VEC2)), wave),
+    "speech_to_text": ("audio", lambda T: T.Speech2TextModel(T.Speech2TextConfig(
+        **{k: v for k, v in BARTLIKE.items() if k != "max_position_embeddings"}, max_source_positions=64, max_target_positions=64,
+        input_feat_per_channel=16, num_conv_layers=2, conv_channels=32, conv_kernel_sizes=[5, 5])), s2t),
 }
 
 # Where dynview does not yet capture what TorchDynamo does (the graph and break counts differ);
