@@ -1,5 +1,6 @@
 // Calls and the operations handlers share: graph calls with meta example values, inlining of user
 // functions and nn.Module forwards, builtins, attributes, operators, truth and iteration.
+#include <algorithm>
 #include <cstring>
 #include <functional>
 
@@ -191,9 +192,28 @@ Translator::Status Translator::graph_call(Frame& f, Ref target, const std::strin
     for (auto& [k, v] : kwargs)
       if (!plain(v)) return brk(f, "DV0004", "call to " + what + " with a " + vk_name(v->kind) + " keyword argument '" + k + "' and no tensor",
                                 "it would run once, while tracing, not on every call");
+    // Arithmetic of Python numbers (longformer's torch.div(seq_len, 2 * w, rounding_mode="trunc") as a
+    // view size): the real 0-d CPU tensor is the example, as a fake tensor keeps its constant, so a
+    // size or index taken from it is known; pure, so computing it now has no effect.
+    static const std::vector<PyObject*> arithmetic = [] {
+      std::vector<PyObject*> fns;
+      for (const char* n : {"div", "floor_divide", "true_divide", "remainder", "fmod", "mul", "add", "sub"})
+        if (PyObject* fn = PyObject_GetAttrString(py().torch.get(), n)) fns.push_back(fn);  // kept for the process
+      PyErr_Clear();
+      return fns;
+    }();
+    bool numbers = std::find(arithmetic.begin(), arithmetic.end(), target.get()) != arithmetic.end();
+    for (Py_ssize_t i = 0; numbers && i < PyTuple_GET_SIZE(pargs.get()); ++i) {
+      PyObject* a = PyTuple_GET_ITEM(pargs.get(), i);
+      numbers = (PyLong_CheckExact(a) || PyFloat_CheckExact(a)) && !PyBool_Check(a);
+    }
+    if (numbers) {
+      result = Ref::steal(PyObject_Call(target.get(), pargs.get(), pkw.get()));
+      if (!result) PyErr_Clear();
+    }
     Ref kw2 = Ref::steal(PyDict_Copy(pkw.get()));
     PyDict_SetItemString(kw2.get(), "device", py().meta_str.get());
-    result = Ref::steal(PyObject_Call(target.get(), pargs.get(), kw2.get()));
+    if (!result) result = Ref::steal(PyObject_Call(target.get(), pargs.get(), kw2.get()));
     if (!result) {
       PyErr_Clear();
       result = Ref::steal(PyObject_Call(target.get(), pargs.get(), pkw.get()));

@@ -1838,3 +1838,17 @@ def config_with_a_set_deep_copied(x):
     config.keys_to_ignore_at_inference.add("attentions")
     return (x * config.hidden_size, sorted(config.keys_to_ignore_at_inference),
             "attentions" in _TEXT_CONFIG.keys_to_ignore_at_inference, config is _TEXT_CONFIG)
+
+
+# ---- torch arithmetic of Python ints used as a size (longformer's _chunk) ----
+@case((2, 8, 3))
+def sizes_computed_with_torch_div_of_ints(hidden_states):
+    window_overlap = 2
+    hidden_states = hidden_states.view(
+        hidden_states.size(0),
+        torch.div(hidden_states.size(1), (window_overlap * 2), rounding_mode="trunc"),
+        window_overlap * 2,
+        hidden_states.size(2),
+    )
+    chunks = torch.floor_divide(hidden_states.size(1), 2)
+    return hidden_states * 2, hidden_states.reshape(-1, chunks, 3).shape
