@@ -38,6 +38,8 @@ sys.path.insert(0, os.path.join(HERE, "..", "python"))
 
 import transformers as T  # noqa: E402
 
+from test_hf_models import tensors  # noqa: E402  (every tensor of a model's output, as the tests compare them)
+
 LIMIT_S = int(os.environ.get("DV_SURVEY_LIMIT", "60"))
 
 SMALL = dict(hidden_size=64, num_hidden_layers=2, num_attention_heads=4, intermediate_size=128, vocab_size=100,
@@ -252,18 +254,6 @@ MODELS = {
     "bart_cond_gen": (lambda: T.BartForConditionalGeneration(T.BartConfig(**BARTLIKE)), enc_dec),
     "qwen2_seq_cls": (lambda: T.Qwen2ForSequenceClassification(T.Qwen2Config(**KV, pad_token_id=0)), text),
 }
-
-
-def tensors(o):
-    if isinstance(o, torch.Tensor):
-        return [o]
-    if hasattr(o, "to_tuple"):
-        o = o.to_tuple()
-    if isinstance(o, dict):
-        o = list(o.values())
-    if isinstance(o, (list, tuple)):
-        return [t for v in o for t in tensors(v)]
-    return []
 
 
 def build(name):
