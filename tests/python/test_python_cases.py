@@ -291,7 +291,7 @@ def test_an_enum_member_passed_in_is_guarded_by_identity():
     # an Enum member is a constant of the capture (comparisons, `in`, dict lookups by it fold), so the
     # capture holds for that member only: another member recompiles and gives eager's answer, and
     # each member's capture is then hit
-    from python_cases_more import _Level, _Reduction, enum_members_passed_in_and_compared as fn
+    from python_cases_library import _Level, _Reduction, enum_members_passed_in_and_compared as fn
     cf = dynview.compile(fn, backend="eager")
     x = torch.randn(4)
     for reduction in (_Reduction.MEAN, _Reduction.SUM, _Reduction.NONE, _Reduction.SUM, _Reduction.MEAN):

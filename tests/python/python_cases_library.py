@@ -1,0 +1,240 @@
+"""Plain-Python cases for test_python_cases.py found in model-library code (issue 14, transformers
+5.24 and the survey in tests/benchmarks/hf_survey.py): values read from arguments the trace changes,
+Enum members and classes, local helpers with defaults, max/min of 0-d tensors, modules built and
+buffers reassigned in forward, configs holding sets, torch arithmetic of Python ints used as sizes.
+Appended to python_cases.CASES like python_cases_more's."""
+import collections
+import copy
+import enum
+import functools
+import warnings
+
+import torch
+import torch.nn as nn
+import torch.nn.functional as F
+
+from python_cases import case, module_case
+
+
+# ---- values read from an argument the trace then changes: returned as they were read ----
+class _Slot:
+    def __init__(self, value):
+        self.value = value
+
+
+def _cache_and_queue(seed):
+    return ({"k": torch.full((2,), float(seed)), "layer": _Slot(seed), "steps": 3}, [_Slot(1.0), _Slot(2.0)])
+
+
+@case((3,), extra=_cache_and_queue)
+def items_popped_from_arguments_and_returned(x, cache, queue):
+    state = cache.pop("k")
+    layer = cache.pop("layer")
+    last = queue.pop()
+    cache["total"] = state.sum()
+    return x + 1, state, layer, last, cache.pop("steps")
+
+
+# ---- Enum members (transformers' ExplicitEnum(str, Enum), a plain Enum, IntEnum, Flag) ----
+class _Action(str, enum.Enum):  # transformers.utils.deprecation.Action
+    NONE = "none"
+    NOTIFY = "notify"
+    NOTIFY_ALWAYS = "notify_always"
+    RAISE = "raise"
+
+
+def _deprecate_kwarg(old_name, new_name):  # transformers' deprecate_kwarg, trimmed
+    def wrapper(func):
+        @functools.wraps(func)
+        def wrapped_func(*args, **kwargs):
+            minimum_action = _Action.NONE
+            message = None
+            if old_name in kwargs and new_name in kwargs:
+                minimum_action = _Action.NOTIFY_ALWAYS
+                message = f"Both `{old_name}` and `{new_name}` are set. Using `{new_name}`."
+                kwargs.pop(old_name)
+            elif old_name in kwargs:
+                minimum_action = _Action.NOTIFY
+                message = f"`{old_name}` is deprecated. Use `{new_name}` instead."
+                kwargs[new_name] = kwargs.pop(old_name)
+            if minimum_action == _Action.RAISE:
+                raise ValueError(message)
+            elif minimum_action in (_Action.NOTIFY, _Action.NOTIFY_ALWAYS) and not torch.compiler.is_compiling():
+                warnings.warn(message, FutureWarning, stacklevel=2)
+            return func(*args, **kwargs)
+        return wrapped_func
+    return wrapper
+
+
+@_deprecate_kwarg("past_key_values", "cache")
+def _attend(q, cache=None, scale=1.0):
+    return (q @ cache.transpose(-1, -2) * scale).softmax(-1) @ cache
+
+
+@case((2, 4), (3, 4))
+def str_enum_actions_of_a_deprecated_keyword(q, kv):
+    return _attend(q, past_key_values=kv), _attend(q, cache=kv, scale=0.5), _attend(q, cache=kv, past_key_values=q)
+
+
+class _Reduction(enum.Enum):
+    NONE = "none"
+    MEAN = "mean"
+    SUM = "sum"
+
+
+class _Level(enum.IntEnum):
+    LOW = 1
+    HIGH = 3
+
+
+class _Perm(enum.Flag):
+    R = 1
+    W = 2
+    X = 4
+
+
+_WEIGHT_OF = {_Reduction.MEAN: 0.5, _Reduction.SUM: 2.0}
+
+
+@case((4,), extra=lambda seed: (_Reduction.MEAN, _Level.HIGH))
+def enum_members_passed_in_and_compared(x, reduction, level):
+    if reduction is _Reduction.NONE:
+        return x
+    scale = _WEIGHT_OF[reduction] * (level + 1)
+    out = x.mean() if reduction == _Reduction.MEAN else x.sum()
+    perm = _Perm.R | _Perm.W
+    return (out * scale, reduction.value, reduction.name, level > _Level.LOW, _Perm.W in perm,
+            _Action.NOTIFY == "notify", f"{reduction.value}-{int(level)}")
+
+
+class _Pooling(str, enum.Enum):  # an Enum with behaviour: a property and a method of its author's
+    CLS = "cls"
+    MEAN = "mean"
+    MAX = "max"
+
+    @property
+    def reduces(self):
+        return self is not _Pooling.CLS
+
+    def apply(self, h):
+        if self is _Pooling.CLS:
+            return h[:, 0]
+        return h.mean(1) if self == "mean" else h.amax(1)
+
+
+@case((2, 5, 4))
+def enum_with_a_property_and_a_method_picks_the_pooling(h):
+    outs = {}
+    for mode in (_Pooling.CLS, _Pooling.MEAN, _Pooling.MAX):
+        outs[mode.value] = (mode.apply(h), mode.reduces, mode in {_Pooling.MEAN: 1})
+    return outs, [m.name for m in _Pooling], len(_Pooling), _Pooling("max") is _Pooling.MAX, _Pooling.MEAN in _Pooling
+
+
+
+# ---- a local helper with default arguments (all constants: one LOAD_CONST of their tuple) ----
+@case((3,))
+def local_helper_with_default_arguments(x):
+    def scale(t, k=2, bias=(0.5, 1.0), *, shift=0.5):
+        return t * k + bias[0] + shift
+
+    return scale(x), scale(x, 3), scale(x, shift=1.0)
+
+
+# ---- max()/min() of 0-d tensors (encodec's padding from buffers): torch.maximum/minimum ----
+class _PaddedConv(nn.Module):  # transformers' EncodecConv1d, trimmed
+    def __init__(self):
+        super().__init__()
+        self.conv = nn.Conv1d(2, 2, 3)
+        self.register_buffer("padding_total", torch.tensor(2, dtype=torch.int64), persistent=False)
+
+    @staticmethod
+    def _pad1d(hidden_states, paddings):
+        length = hidden_states.shape[-1]
+        padding_left, padding_right = paddings
+        max_pad = max(padding_left, padding_right)
+        return hidden_states * (max_pad - length + 1), min(padding_left, padding_right, max_pad)
+
+    def forward(self, hidden_states):
+        padding_right = self.padding_total // 2
+        padding_left = self.padding_total - padding_right
+        scaled, low = self._pad1d(hidden_states, (padding_left, padding_right))
+        return self.conv(scaled) * (low + 1)
+
+
+module_case(_PaddedConv, (1, 2, 6))
+
+
+# ---- modules built inside forward: from a tuple of constants (canine's padding), and a library's
+# nn.Module subclass with torch's __init__ (transformers' ClassInstantier: ACT2FN["silu"]) ----
+class _SiLUActivation(nn.Module):
+    def forward(self, input):
+        return F.silu(input)
+
+
+class _ClassInstantier(collections.OrderedDict):
+    def __getitem__(self, key):
+        content = super().__getitem__(key)
+        cls, kwargs = content if isinstance(content, tuple) else (content, {})
+        return cls(**kwargs)
+
+
+_ACT2FN = _ClassInstantier({"silu": _SiLUActivation, "gelu_new": (nn.GELU, {"approximate": "tanh"})})
+
+
+class _ConvProjection(nn.Module):
+    def __init__(self, kernel_size=4):
+        super().__init__()
+        self.kernel_size = kernel_size
+        self.conv = nn.Conv1d(4, 4, kernel_size)
+
+    def forward(self, inputs):
+        pad_total = self.kernel_size - 1
+        pad_beg = pad_total // 2
+        pad_end = pad_total - pad_beg
+        pad = nn.ConstantPad1d((pad_beg, pad_end), 0)
+        return _ACT2FN["silu"](self.conv(pad(inputs))) + _ACT2FN["gelu_new"](inputs)
+
+
+class _Upsampler(nn.Module):  # the projection called from another module's forward (inlined)
+    def __init__(self):
+        super().__init__()
+        self.projection = _ConvProjection()
+
+    def forward(self, x):
+        return self.projection(x * 2)
+
+
+module_case(_Upsampler, (2, 4, 8))
+
+
+# ---- a config holding a set, deep-copied in forward (transformers' get_text_config) ----
+class _TextConfig:
+    def __init__(self):
+        self.hidden_size = 4
+        self.is_encoder_decoder = True
+        self.keys_to_ignore_at_inference = {"past_key_values", "encoder_last_hidden_state"}
+
+
+_TEXT_CONFIG = _TextConfig()
+
+
+@case((3,))
+def config_with_a_set_deep_copied(x):
+    config = copy.deepcopy(_TEXT_CONFIG) if _TEXT_CONFIG.is_encoder_decoder else _TEXT_CONFIG
+    config.keys_to_ignore_at_inference.add("attentions")
+    return (x * config.hidden_size, sorted(config.keys_to_ignore_at_inference),
+            "attentions" in _TEXT_CONFIG.keys_to_ignore_at_inference, config is _TEXT_CONFIG)
+
+
+# ---- torch arithmetic of Python ints used as a size (longformer's _chunk) ----
+@case((2, 8, 3))
+def sizes_computed_with_torch_div_of_ints(hidden_states):
+    window_overlap = 2
+    hidden_states = hidden_states.view(
+        hidden_states.size(0),
+        torch.div(hidden_states.size(1), (window_overlap * 2), rounding_mode="trunc"),
+        window_overlap * 2,
+        hidden_states.size(2),
+    )
+    chunks = torch.floor_divide(hidden_states.size(1), 2)
+    return hidden_states * 2, hidden_states.reshape(-1, chunks, 3).shape
