@@ -67,8 +67,17 @@ struct Emitter {
     PyList_Append(names.get(), s.get());
     return static_cast<int>(PyList_GET_SIZE(names.get()) - 1);
   }
-  // f(args...) with `n` arguments already pushed after PUSH_NULL + callable.
+  // f(args...) with `n` arguments already pushed after PUSH_NULL + callable. More than 255 arguments
+  // go as one tuple (CALL_FUNCTION_EX), the shape CPython's compiler gives a long call: a PRECALL or
+  // CALL behind an EXTENDED_ARG is one no compiler emits, and 3.11's specialized PRECALL skips a fixed
+  // distance to the end of the CALL it assumes right after it (SKIP_CALL), which an EXTENDED_ARG
+  // between them shifts onto a cache entry once the code is quickened.
   void call(int n) {
+    if (n > 255) {
+      emit(N::BUILD_TUPLE, n);
+      emit(N::CALL_FUNCTION_EX, 0);
+      return;
+    }
     emit(N::PRECALL, n);
     emit(N::CALL, n);
   }

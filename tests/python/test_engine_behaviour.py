@@ -547,3 +547,27 @@ def test_coverage_style_monitoring_tool_and_dynview_do_not_disturb_each_other():
     me = sys._getframe().f_code.co_qualname
     assert (me, probe_line) in lines  # (this function started before the tool: no PY_START of it)
     assert "_covered" in starts and any(q == "_covered" for q, _ in lines)
+
+
+def test_a_graph_of_more_than_255_inputs_keeps_running_once_the_interpreter_specializes_its_call():
+    # A graph with hundreds of inputs (every parameter of a deep model is one: MobileViT's has 314).
+    # CPython 3.11 quickens a code object on its 8th run and then specializes each call site; a call
+    # of more than 255 arguments written as PRECALL/CALL behind EXTENDED_ARG sent its specialized form
+    # onto a cache entry (a segfault). Run in a child process, so a crash is this test's failure.
+    script = (
+        "import torch, dynview\n"
+        "torch.manual_seed(0)\n"
+        "m = torch.nn.Sequential(*[torch.nn.Linear(4, 4) for _ in range(150)])\n"
+        "c = dynview.compile(m, backend='eager')\n"
+        "x = torch.randn(2, 4)\n"
+        "with torch.no_grad():\n"
+        "    want = m(x)\n"
+        "    for _ in range(30):\n"
+        "        torch.testing.assert_close(c(x), want)\n"
+        "g = dynview._C.take_records()[0]['graph']\n"
+        "print('inputs', sum(n.op == 'placeholder' for n in g.graph.nodes))\n"
+    )
+    env = dict(os.environ, PYTHONPATH=os.path.join(ROOT, "python"))
+    out = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, env=env, timeout=120)
+    assert out.returncode == 0, out.stderr[-3000:]
+    assert int(out.stdout.split("inputs")[1]) > 255, out.stdout

@@ -168,6 +168,8 @@ MODELS = {
         eos_token_id=2, decoder_start_token_id=1)), wave_and_text),
     "beit": ("vision", lambda T: T.BeitModel(T.BeitConfig(**VITLIKE)), image),
     "dinov2": ("vision", lambda T: T.Dinov2Model(T.Dinov2Config(**VITLIKE)), image),
+    "mobilevit": ("vision", lambda T: T.MobileViTModel(T.MobileViTConfig(image_size=32, hidden_sizes=[32, 48, 64],
+                                                                         neck_hidden_sizes=[8, 8, 16, 16, 32, 32, 64])), image),
     "hubert": ("audio", lambda T: T.HubertModel(T.HubertConfig(**WAV2VEC2)), wave),
     "wav2vec2_conformer": ("audio", lambda T: T.Wav2Vec2ConformerModel(T.Wav2Vec2ConformerConfig(**WAV2VEC2)), wave),
     "speech_to_text": ("audio", lambda T: T.Speech2TextModel(T.Speech2TextConfig(
