@@ -90,6 +90,27 @@ VPtr Translator::from_example(Frame&, Ref example, int node, Ref device) {
 
 // ---- graph calls --------------------------------------------------------------------------------
 
+namespace {
+// A tensor method that returns the tensor itself when it has nothing to convert (dtype and device
+// already those asked for). Another tensor given (x.to(y), x.type_as(y)) is on the same real device:
+// the meta examples do not carry it.
+bool is_self_conversion(const std::string& method, const std::vector<VPtr>& args, const KwArgs& kwargs) {
+  static const char* const names[] = {"to", "type_as", "float", "double", "half", "bfloat16", "int", "long", "short",
+                                      "char", "byte", "bool", "cfloat", "cdouble"};
+  if (args.empty() || args[0]->kind != VK::Tensor ||
+      std::none_of(std::begin(names), std::end(names), [&](const char* n) { return method == n; }))
+    return false;
+  auto same_device = [&](const VPtr& v) {
+    return v->kind != VK::Tensor || PyObject_RichCompareBool(v->device.get(), args[0]->device.get(), Py_EQ) == 1;
+  };
+  for (size_t i = 1; i < args.size(); ++i)
+    if (!same_device(args[i])) return PyErr_Clear(), false;
+  for (const auto& kv : kwargs)
+    if (!same_device(kv.second)) return PyErr_Clear(), false;
+  return true;
+}
+}  // namespace
+
 Translator::Status Translator::graph_call(Frame& f, Ref target, const std::string& method, std::vector<VPtr> args,
                                           std::vector<std::pair<std::string, VPtr>> kwargs, VPtr& out) {
   if (target && target.get() == py().set_grad_enabled_fn.get() && args.size() == 1 && args[0]->kind == VK::Const && kwargs.empty()) {
@@ -245,6 +266,15 @@ Translator::Status Translator::graph_call(Frame& f, Ref target, const std::strin
     if (obs_) obs_->on_graph_node(GraphNodeEvent{id_, n, cur_step_, method.empty() ? "call_function" : "call_method", what});
     return n;
   };
+  if (is_tensor(result.get()) && is_self_conversion(method, args, kwargs) && result.get() == PyTuple_GET_ITEM(pargs.get(), 0) &&
+      PyObject_RichCompareBool(device.get(), args[0]->device.get(), Py_EQ) == 1) {
+    // x.to(x.dtype), x.float() of a float tensor ...: eager returns x itself (`is` holds), so the
+    // trace does too, with no node (Module.to's `param.data = param.to(...)` is then an assignment
+    // of a tensor to itself). Dtype, device and layout are guarded, so this holds on every hit.
+    out = args[0];
+    return std::nullopt;
+  }
+  PyErr_Clear();
   if (is_tensor(result.get())) {
     out = from_example(f, result, add_node(result), device);
     return std::nullopt;
@@ -718,6 +748,18 @@ Status object_call(Translator& t, Frame& f, const VPtr& fn, std::vector<VPtr>& a
       if (!like && a->kind != VK::Const && a->kind != VK::Sym && a->kind != VK::Tuple && a->kind != VK::List && a->kind != VK::Dict)
         return t.brk(f, "DV0004", "torch.overrides.is_tensor_like of a " + std::string(vk_name(a->kind)));
       out = t.constant(Ref::borrow(like ? Py_True : Py_False));
+      return std::nullopt;
+    }
+    case TorchSpecial::of_examples: {
+      if (!kwargs.empty()) break;
+      Ref pargs = Ref::steal(PyTuple_New(static_cast<Py_ssize_t>(args.size())));
+      for (size_t i = 0; i < args.size(); ++i) {
+        if (args[i]->kind != VK::Tensor) return t.brk(f, "DV0004", callable_name(o) + " of a " + vk_name(args[i]->kind));
+        PyTuple_SET_ITEM(pargs.get(), static_cast<Py_ssize_t>(i), Ref(args[i]->obj).release());
+      }
+      Ref r = Ref::steal(PyObject_Call(o, pargs.get(), nullptr));
+      if (!r) return t.brk(f, "DV0006", callable_name(o) + " failed on the example values: " + repr_of(take_error().get()));
+      out = t.constant(r);
       return std::nullopt;
     }
     case TorchSpecial::is_compiling:  // model code takes its compile path

@@ -109,6 +109,13 @@ struct GuardTree::Node {
           if (m->type != T_OBJECT_EX && m->type != T_OBJECT) return nullptr;
           return *reinterpret_cast<PyObject**>(reinterpret_cast<char*>(parent) + m->offset);  // null: unset
         }
+        if (d && Py_IS_TYPE(d, &PyGetSetDescr_Type)) {  // a C getter (a tensor's .grad): the value it gives
+          const PyGetSetDef* gs = reinterpret_cast<PyGetSetDescrObject*>(d)->d_getset;
+          PyObject* v = gs->get ? gs->get(parent, gs->closure) : nullptr;
+          if (!v) return PyErr_Clear(), nullptr;
+          computed_attrs().push_back(v);
+          return v;
+        }
         if (!d && Py_TYPE(parent)->tp_getattro != PyObject_GenericGetAttr) return computed_attr(parent, name.get());
         return d;
       }

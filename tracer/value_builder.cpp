@@ -20,7 +20,14 @@ static bool function_is_torch(PyObject* fn) {
   PyObject* mod = PyFunction_GET_MODULE(fn);
   if (!mod || !PyUnicode_Check(mod)) return false;
   std::string m = str_of(mod);
-  // torch.nn.modules and torch.distributions are Python over torch operators: inlined
+  // torch.nn.modules and torch.distributions are Python over torch operators: inlined. So are the
+  // type tests Module._apply makes of a converted parameter (isinstance, type, hasattr).
+  if (m == "torch.utils._python_dispatch") {
+    const std::string name = str_of(reinterpret_cast<PyFunctionObject*>(fn)->func_name);
+    if (name == "is_traceable_wrapper_subclass" || name == "is_traceable_wrapper_subclass_type" ||
+        name == "_has_traceable_wrapper_subclass_protocol")
+      return false;
+  }
   return (m == "torch" || m.rfind("torch.", 0) == 0) && m.rfind("torch.nn.modules", 0) != 0 &&
          m.rfind("torch.distributions", 0) != 0;
 }

@@ -238,3 +238,42 @@ def sizes_computed_with_torch_div_of_ints(hidden_states):
     )
     chunks = torch.floor_divide(hidden_states.size(1), 2)
     return hidden_states * 2, hidden_states.reshape(-1, chunks, 3).shape
+
+
+# ---- conversions with nothing to convert return the tensor itself (x.to(x.dtype) is x), and
+# Module.to in forward (switch_transformers' router: `self.classifier = self.classifier.to(self.dtype)`)
+class _Top1Router(nn.Module):  # transformers' SwitchTransformersTop1Router, trimmed
+    def __init__(self):
+        super().__init__()
+        self.classifier = nn.Linear(4, 3, bias=False)
+        self.dtype = getattr(torch, "float32")
+        self.expert_capacity = 2
+
+    def forward(self, hidden_states):
+        self.input_dtype = hidden_states.dtype
+        hidden_states = hidden_states.to(self.dtype)
+        self.classifier = self.classifier.to(self.dtype)
+        router_logits = self.classifier(hidden_states)
+        router_probs = nn.functional.softmax(router_logits, dim=-1, dtype=self.dtype).to(self.input_dtype)
+        expert_index = torch.argmax(router_probs, dim=-1)
+        expert_index = torch.nn.functional.one_hot(expert_index, num_classes=3)
+        token_priority = torch.cumsum(expert_index, dim=-2)
+        expert_index = expert_index * (token_priority <= self.expert_capacity)
+        return expert_index, torch.max(router_probs, dim=-1).values.unsqueeze(-1), router_logits
+
+
+module_case(_Top1Router, (2, 5, 4))
+
+
+@case((3,))
+def conversion_to_its_own_dtype_is_the_tensor(x):
+    h = x.float()  # x is float32 already: h is x, so the in-place op below changes x too
+    h.mul_(2)
+    return h + 1, x.to(torch.float32) is x, x.to("cpu") is x, x.type_as(x) is x
+
+
+@case((3,))
+def conversion_to_another_dtype_is_a_copy(x):
+    h = x.double()  # a new tensor: x keeps its values
+    h.add_(1)
+    return h, x * 2, h is x

@@ -339,3 +339,59 @@ def test_a_buffer_reassigned_in_an_inlined_forward_stays_a_buffer_and_grows_as_i
     want = torch._dynamo.explain(_ConformerEncoder())(x)
     got = dynview.explain(_ConformerEncoder())(x)
     assert (got.graph_count, got.graph_break_count) == (want.graph_count, want.graph_break_count)
+
+
+class _Router(nn.Module):  # switch_transformers' router idiom: the module converts its classifier in forward
+    def __init__(self, dtype):
+        super().__init__()
+        self.classifier = nn.Linear(4, 3)
+        self.dtype = dtype
+
+    def forward(self, hidden_states):
+        hidden_states = hidden_states.to(self.dtype)
+        self.classifier = self.classifier.to(self.dtype)
+        return self.classifier(hidden_states).softmax(-1)
+
+
+@pytest.mark.parametrize("with_grads", [False, True])
+def test_module_to_its_own_dtype_in_forward_is_one_graph_and_a_cache_hit(with_grads):
+    # Module.to -> Module._apply: each `param.data = param.to(dtype)` assigns the parameter to itself
+    # and the submodule is set to itself, so nothing is written back. Parameters' .grad (None, or the
+    # gradients of an earlier backward) are read and guarded; the guard reads the value (a C getter),
+    # so a repeat call is a hit.
+    torch.manual_seed(0)
+    m = _Router(torch.float32)
+    x = torch.randn(2, 5, 4)
+    if with_grads:
+        m(x).sum().backward()
+    grads = [None if p.grad is None else p.grad.clone() for p in m.parameters()]
+    weight = m.classifier.weight
+    cm = dynview.compile(m, backend="eager")
+    dynview._C.take_records()
+    for _ in range(3):
+        torch.testing.assert_close(cm(x), _Router.forward(m, x))  # eager: the same module, uncompiled
+    records = dynview._C.take_records()
+    assert [r["break_message"] for r in records if r["break_id"]] == []
+    assert len([r for r in records if r["graph"] is not None]) == 1, "calls after the first are cache hits"
+    assert m.classifier.weight is weight and weight.dtype == torch.float32
+    for p, g in zip(m.parameters(), grads):
+        assert (p.grad is None) if g is None else torch.equal(p.grad, g)
+    torch._dynamo.reset()
+    want = torch._dynamo.explain(m)(x)
+    got = dynview.explain(m)(x)
+    assert (got.graph_count, got.graph_break_count) == (want.graph_count, want.graph_break_count) == (1, 0)
+
+
+def test_module_to_another_dtype_in_forward_converts_it_as_eager_does():
+    torch.manual_seed(0)
+    ours, theirs = _Router(torch.float64), _Router(torch.float64)
+    theirs.load_state_dict(ours.state_dict())
+    cm = dynview.compile(ours, backend="eager")
+    x = torch.randn(2, 5, 4)
+    for _ in range(2):
+        torch.testing.assert_close(cm(x), theirs(x))
+        assert ours.classifier.weight.dtype == theirs.classifier.weight.dtype == torch.float64
+    torch._dynamo.reset()
+    want = torch._dynamo.explain(_Router(torch.float64))(x)
+    got = dynview.explain(_Router(torch.float64))(x)
+    assert (got.graph_count, got.graph_break_count) == (want.graph_count, want.graph_break_count)

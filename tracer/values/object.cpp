@@ -143,6 +143,17 @@ Status object_getattr(Translator& t, Frame& f, const VPtr& obj, const std::strin
 }
 
 // Object, NNModule: plain instance attributes of objects reached from the frame, replayed after the graph
+namespace {
+// torch.nn.modules.module's global module registration hooks (none, almost always): each is called
+// by nn.Module.__setattr__ of a submodule, and may replace it.
+bool no_module_registration_hooks() {
+  Ref mod = Ref::steal(PyImport_ImportModule("torch.nn.modules.module"));
+  Ref hooks = mod ? Ref::steal(PyObject_GetAttrString(mod.get(), "_global_module_registration_hooks")) : Ref();
+  if (!hooks) return PyErr_Clear(), false;
+  return PyDict_Check(hooks.get()) && PyDict_GET_SIZE(hooks.get()) == 0;
+}
+}  // namespace
+
 Status object_setattr(Translator& t, Frame& f, const VPtr& owner, const std::string& name, const VPtr& value) {
   const char* hint = kSetattrHint;
   if ((owner->kind != VK::NNModule && owner->kind != VK::Object) || !owner->obj)
@@ -167,7 +178,14 @@ Status object_setattr(Translator& t, Frame& f, const VPtr& owner, const std::str
     PyObject** dictptr = _PyObject_GetDictPtr(o);
     for (const char* member : {"_parameters", "_buffers", "_modules"}) {
       PyObject* d = dictptr && *dictptr ? PyDict_GetItemString(*dictptr, member) : nullptr;
-      if (d && PyDict_Check(d) && PyDict_GetItemString(d, name.c_str())) {
+      PyObject* held = d && PyDict_Check(d) ? PyDict_GetItemString(d, name.c_str()) : nullptr;
+      if (held && std::strcmp(member, "_modules") == 0 && (value->kind == VK::NNModule || value->kind == VK::Object) &&
+          value->obj.get() == held && no_module_registration_hooks()) {
+        // `self.classifier = self.classifier.to(dtype)`: Module.to returns the module itself, and
+        // nn.Module.__setattr__ of a submodule to its own entry changes nothing.
+        return std::nullopt;
+      }
+      if (held) {
         // A buffer given a new tensor (wav2vec2-conformer's `self.pe = self.extend_pe(x, self.pe)`):
         // replayed by the module's own __setattr__, which keeps it a buffer; the trace reads the new
         // one after it (Translator::getattr). Parameters and submodules stay breaks.

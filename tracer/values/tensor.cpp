@@ -85,6 +85,17 @@ struct Kind<VK::Tensor> {
     }
     if (name == "T" || name == "mT" || name == "H" || name == "mH" || name == "real" || name == "imag")
       return t.graph_call(f, py().getattr_fn, "", {obj, t.constant_steal(PyUnicode_FromString(name.c_str()))}, {}, out);
+    if (name == "grad" && obj->source) {
+      // The .grad of a tensor from the frame (a parameter): read from the real one through its
+      // source, and guarded as any value read from the frame (None, or a tensor input).
+      for (size_t i = 0; i < t.output.inputs.size(); ++i)
+        if (t.output.inputs[i].second == obj->node) {
+          Ref grad = Ref::steal(PyObject_GetAttrString(t.output.input_objects[i].get(), "grad"));
+          if (!grad) return PyErr_Clear(), t.brk(f, "DV0005", "Tensor.grad could not be read");
+          out = t.wrap(grad, Source::attr(obj->source, "grad"), f);
+          return std::nullopt;
+        }
+    }
     if (name == "data" || name == "grad" || name == "_base")
       return t.brk(f, "DV0005", "Tensor." + name + " is not traced", "use the tensor itself, or .detach()");
     Ref nm = Ref::steal(PyUnicode_FromString(name.c_str()));
@@ -94,7 +105,12 @@ struct Kind<VK::Tensor> {
     return std::nullopt;
   }
   static constexpr auto call = no_answer::call;
-  static constexpr auto setattr = no_answer::setattr;
+  static Status setattr(Translator& t, Frame& f, const VPtr& owner, const std::string& name, const VPtr& value) {
+    // `p.data = p`: Module._apply's write-back of a conversion that changed nothing (`.to` of the dtype
+    // and device the tensor has returns the tensor itself): no effect. Any other assignment breaks.
+    if (name == "data" && value.get() == owner.get()) return std::nullopt;
+    return no_answer::setattr(t, f, owner, name, value);
+  }
   static Status call_method(Translator& t, Frame& f, const VPtr& m, std::vector<VPtr>& args, KwArgs& kwargs, VPtr& out) {
     const VPtr& self = m->self;
     const std::string& name = m->name;
