@@ -109,6 +109,46 @@ bool is_self_conversion(const std::string& method, const std::vector<VPtr>& args
     if (!same_device(kv.second)) return PyErr_Clear(), false;
   return true;
 }
+long numel_of(PyObject* tensor) {
+  Ref n = Ref::steal(PyObject_CallMethod(tensor, "numel", nullptr));
+  const long r = n ? PyLong_AsLong(n.get()) : 2;
+  PyErr_Clear();
+  return r;
+}
+
+// Pure arithmetic (no in-place form, nothing random) whose tensor arguments all hold real examples of
+// at most one element (Python numbers through torch.div & co.) and the rest constants.
+bool constant_arithmetic(PyObject* target, const std::string& method, const std::vector<VPtr>& args, const KwArgs& kwargs) {
+  static const std::vector<PyObject*> fns = [] {
+    std::vector<PyObject*> v;
+    for (const char* n : {"add", "sub", "mul", "truediv", "floordiv", "mod", "pow", "neg", "pos", "abs"})
+      if (PyObject* fn = PyObject_GetAttrString(py().operator_mod.get(), n)) v.push_back(fn);  // kept for the process
+    for (const char* n : {"add", "sub", "mul", "div", "floor_divide", "true_divide", "remainder", "fmod", "neg", "abs"})
+      if (PyObject* fn = PyObject_GetAttrString(py().torch.get(), n)) v.push_back(fn);
+    PyErr_Clear();
+    return v;
+  }();
+  static const char* const methods[] = {"add", "sub", "mul", "div", "floor_divide", "true_divide", "remainder", "fmod",
+                                        "neg", "abs", "__add__", "__sub__", "__mul__", "__truediv__", "__floordiv__",
+                                        "__mod__", "__radd__", "__rsub__", "__rmul__", "__rtruediv__", "__rfloordiv__",
+                                        "long", "int", "float", "double"};
+  if (method.empty() ? std::find(fns.begin(), fns.end(), target) == fns.end()
+                     : std::none_of(std::begin(methods), std::end(methods), [&](const char* n) { return method == n; }))
+    return false;
+  bool ok = true;
+  auto small_real = [&](const VPtr& v) {
+    if (v->kind == VK::Const) return PyLong_Check(v->obj.get()) || PyFloat_Check(v->obj.get());
+    if (v->kind != VK::Tensor || !v->obj) return false;
+    Ref meta = Ref::steal(PyObject_GetAttrString(v->obj.get(), "is_meta"));
+    const bool real = meta && meta.get() == Py_False && numel_of(v->obj.get()) <= 1;
+    PyErr_Clear();
+    return real;
+  };
+  for (const VPtr& a : args) ok = ok && small_real(a);
+  for (const auto& kv : kwargs) ok = ok && (kv.second->kind == VK::Const || small_real(kv.second));
+  return ok;
+}
+
 }  // namespace
 
 Translator::Status Translator::graph_call(Frame& f, Ref target, const std::string& method, std::vector<VPtr> args,
@@ -170,8 +210,19 @@ Translator::Status Translator::graph_call(Frame& f, Ref target, const std::strin
   {
     std::vector<Ref> ex;
     for (Py_ssize_t i = 0; i < PyTuple_GET_SIZE(pargs.get()); ++i) ex.push_back(Ref::borrow(PyTuple_GET_ITEM(pargs.get(), i)));
+    if (!output.dynamic() && any_tensor && constant_arithmetic(target.get(), method, args, kwargs)) {
+      // Constant propagation, as fake tensors do for constants of at most one element: arithmetic of
+      // 0-d tensors that hold real values (longformer's `torch.div(seq_len, w) - 1`, later `+ 1` as a
+      // size) keeps the value, so a size or index taken from it is known.
+      Ref rest = Ref::steal(PyTuple_GetSlice(pargs.get(), 1, PyTuple_GET_SIZE(pargs.get())));
+      Ref m = method.empty() ? Ref() : Ref::steal(PyObject_GetAttrString(ex[0].get(), method.c_str()));
+      result = method.empty() ? Ref::steal(PyObject_Call(target.get(), pargs.get(), pkw.get()))
+                              : (m && rest ? Ref::steal(PyObject_Call(m.get(), rest.get(), pkw.get())) : Ref());
+      if (result && (!is_tensor(result.get()) || numel_of(result.get()) > 1)) result = Ref();
+      PyErr_Clear();
+    }
     // (Shape rules in C++ read static sizes: dynamic compiles run every op on fake tensors.)
-    if (!output.dynamic()) result = pointwise_example(target.get(), method, ex, PyDict_GET_SIZE(pkw.get()) > 0);
+    if (!result && !output.dynamic()) result = pointwise_example(target.get(), method, ex, PyDict_GET_SIZE(pkw.get()) > 0);
   }
   if (result) {
     // Pointwise fast path: the example value came from shape and dtype rules (pointwise.cpp).

@@ -277,3 +277,23 @@ def conversion_to_another_dtype_is_a_copy(x):
     h = x.double()  # a new tensor: x keeps its values
     h.add_(1)
     return h, x * 2, h is x
+
+
+# ---- 0-d tensors of Python-number arithmetic keep their value through more arithmetic (as fake
+# tensors propagate constants): longformer's chunks_count, later a size of new_zeros and as_strided ----
+def _sliding_chunks_scores(query, window_overlap):  # LongformerSelfAttention, trimmed
+    batch_size, seq_len, head_dim = query.size()
+    chunks_count = torch.div(seq_len, window_overlap, rounding_mode="trunc") - 1
+    scores = query.new_zeros((batch_size, chunks_count + 1, window_overlap, window_overlap * 2 + 1))
+    padded = F.pad(query, (0, 0, window_overlap, window_overlap), value=-1)
+    stride = padded.stride()
+    chunked = padded.as_strided(size=(batch_size, chunks_count + 1, 3 * window_overlap, head_dim),
+                                stride=(stride[0], window_overlap * stride[1], stride[1], stride[2]))
+    return scores, chunked
+
+
+@case((2, 8, 3))
+def chunk_counts_from_torch_div_used_as_sizes(query):
+    scores, chunked = _sliding_chunks_scores(query, 2)
+    chunks_count = torch.div(query.size(1), 2, rounding_mode="trunc") - 1
+    return scores.sum(-1) + 1, chunked * 2, chunks_count * 3, (chunks_count + 1).abs()
