@@ -296,6 +296,23 @@ Translator::Status Translator::graph_call(Frame& f, Ref target, const std::strin
     }
   } else {
     result = Ref::steal(PyObject_Call(target.get(), pargs.get(), pkw.get()));
+    if (!result && !PyCFunction_Check(target.get()) && !output.dynamic()) {
+      // Python code over the examples (an autograd.Function's forward: sew_d's XSoftmax fills with
+      // torch.tensor(finfo.min)) may make a tensor with no device, a real CPU one, which a meta op
+      // refuses beside meta tensors where a CPU or CUDA op takes it: again with meta as the default
+      // device (torch.device's context), the first error kept if that fails too.
+      Ref first = take_error();
+      static PyObject* meta_device = PyObject_CallFunction(py().torch_device.get(), "s", "meta");  // kept
+      Ref entered = meta_device ? Ref::steal(PyObject_CallMethod(meta_device, "__enter__", nullptr)) : Ref();
+      if (entered) {
+        result = Ref::steal(PyObject_Call(target.get(), pargs.get(), pkw.get()));
+        Ref retry_error = result ? Ref() : take_error();
+        Ref exited = Ref::steal(PyObject_CallMethod(meta_device, "__exit__", "OOO", Py_None, Py_None, Py_None));
+        if (!exited) result = Ref();
+      }
+      PyErr_Clear();
+      if (!result && first) PyErr_SetObject(reinterpret_cast<PyObject*>(Py_TYPE(first.get())), first.get());
+    }
   }
   if (!result) {
     Ref rv = take_error();

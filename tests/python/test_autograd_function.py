@@ -48,7 +48,29 @@ def apply_under_no_grad_then_grad(x):
     return a + TanhGelu.apply(x)
 
 
+class XSoftmax(torch.autograd.Function):  # DeBERTa's and SEW-D's masked softmax, as transformers writes it
+    @staticmethod
+    def forward(ctx, input, mask, dim):
+        ctx.dim = dim
+        rmask = ~(mask.to(torch.bool))
+        output = input.masked_fill(rmask, torch.tensor(torch.finfo(input.dtype).min))  # a CPU 0-d fill value
+        output = torch.softmax(output, ctx.dim)
+        output.masked_fill_(rmask, 0)
+        ctx.save_for_backward(output)
+        return output
+
+    @staticmethod
+    def backward(ctx, grad_output):
+        (output,) = ctx.saved_tensors
+        return torch._softmax_backward_data(grad_output, output, ctx.dim, output.dtype), None, None
+
+
+def masked_softmax(x, scores):
+    return XSoftmax.apply(x * 2, (scores > 0).int(), -1) + 1
+
+
 FUNCTIONS = [
+    (masked_softmax, [(2, 3, 4), (2, 3, 4)]),
     (straight_through, [(2, 3)]),
     (custom_gelu, [(2, 3)]),
     (clamp_with_mask, [(2, 3)]),
