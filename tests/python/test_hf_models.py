@@ -172,6 +172,7 @@ MODELS = {
                                                                          neck_hidden_sizes=[8, 8, 16, 16, 32, 32, 64])), image),
     "hubert": ("audio", lambda T: T.HubertModel(T.HubertConfig(**WAV2VEC2)), wave),
     "wav2vec2_conformer": ("audio", lambda T: T.Wav2Vec2ConformerModel(T.Wav2Vec2ConformerConfig(**WAV2VEC2)), wave),
+    "sew_d": ("audio", lambda T: T.SEWDModel(T.SEWDConfig(**WAV2VEC2)), wave),
     "speech_to_text": ("audio", lambda T: T.Speech2TextModel(T.Speech2TextConfig(
         **{k: v for k, v in BARTLIKE.items() if k != "max_position_embeddings"}, max_source_positions=64, max_target_positions=64,
         input_feat_per_channel=16, num_conv_layers=2, conv_channels=32, conv_kernel_sizes=[5, 5])), s2t),
