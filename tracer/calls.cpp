@@ -818,6 +818,67 @@ Status object_call(Translator& t, Frame& f, const VPtr& fn, std::vector<VPtr>& a
       out = t.constant(Ref::borrow(like ? Py_True : Py_False));
       return std::nullopt;
     }
+    case TorchSpecial::group_by_device_and_dtype: {
+      // torch._C._group_tensors_by_device_and_dtype(tensorlistlist, with_indices) (the foreach paths
+      // of clip_grad_norm_ and the optimizers): {(device, dtype): ([[tensors of list j]...], indices)}.
+      // Asked of the real function over stand-ins (an empty tensor of each tensor's real device and
+      // dtype) so that its groups come in the order eager's do, then mapped back to the values.
+      if (args.empty() || args.size() > 2 || !kwargs.empty() || (args[0]->kind != VK::List && args[0]->kind != VK::Tuple) ||
+          (args.size() == 2 && args[1]->kind != VK::Const))
+        return t.brk(f, "DV0004", callable_name(o) + " with these arguments");
+      Ref lists = Ref::steal(PyList_New(0));
+      std::unordered_map<PyObject*, VPtr> back;
+      for (const VPtr& l : args[0]->items) {
+        if (l->kind != VK::List && l->kind != VK::Tuple) return t.brk(f, "DV0004", callable_name(o) + " of a " + vk_name(l->kind));
+        Ref inner = Ref::steal(PyList_New(0));
+        for (const VPtr& v : l->items) {
+          Ref stand_in;
+          if (v->kind == VK::Tensor) {
+            Ref dtype = Ref::steal(PyObject_GetAttrString(v->obj.get(), "dtype"));
+            Ref empty = Ref::steal(PyObject_GetAttrString(py().torch.get(), "empty"));
+            Ref size = Ref::steal(PyTuple_New(0));
+            Ref kw = Ref::steal(Py_BuildValue("{s:O,s:O}", "dtype", dtype.get(), "device", v->device.get()));
+            stand_in = dtype && empty && kw ? Ref::steal(PyObject_Call(empty.get(), Ref::steal(Py_BuildValue("(O)", size.get())).get(), kw.get())) : Ref();
+            if (!stand_in) return PyErr_Clear(), t.brk(f, "DV0006", callable_name(o) + ": no stand-in for a tensor");
+            back.emplace(stand_in.get(), v);
+          } else if (v->kind == VK::Const && v->obj.get() == Py_None) {
+            stand_in = Ref::borrow(Py_None);
+          } else {
+            return t.brk(f, "DV0004", callable_name(o) + " of a list holding a " + vk_name(v->kind));
+          }
+          PyList_Append(inner.get(), stand_in.get());
+        }
+        PyList_Append(lists.get(), inner.get());
+      }
+      Ref call_args = Ref::steal(PyTuple_Pack(2, lists.get(), args.size() == 2 ? args[1]->obj.get() : Py_False));
+      Ref groups = Ref::steal(PyObject_Call(o, call_args.get(), nullptr));
+      if (!groups || !PyDict_Check(groups.get()))
+        return t.brk(f, "DV0006", callable_name(o) + " failed: " + repr_of(take_error().get()));
+      VPtr d = t.make(VK::Dict);
+      PyObject *key, *entry;
+      Py_ssize_t pos = 0;
+      while (PyDict_Next(groups.get(), &pos, &key, &entry)) {  // entry: ([[tensor or None]...], [index...])
+        VPtr tensors = t.make(VK::List);
+        for (Py_ssize_t j = 0; j < PyList_GET_SIZE(PyTuple_GET_ITEM(entry, 0)); ++j) {
+          PyObject* row = PyList_GET_ITEM(PyTuple_GET_ITEM(entry, 0), j);
+          VPtr lv = t.make(VK::List);
+          for (Py_ssize_t k = 0; k < PyList_GET_SIZE(row); ++k) {
+            PyObject* item = PyList_GET_ITEM(row, k);
+            auto it = back.find(item);
+            lv->items.push_back(it != back.end() ? it->second : t.constant(Ref::borrow(Py_None)));
+          }
+          tensors->items.push_back(lv);
+        }
+        VPtr indices = t.make(VK::List);
+        for (Py_ssize_t k = 0; k < PyList_GET_SIZE(PyTuple_GET_ITEM(entry, 1)); ++k)
+          indices->items.push_back(t.constant(Ref::borrow(PyList_GET_ITEM(PyTuple_GET_ITEM(entry, 1), k))));
+        VPtr pair = t.make(VK::Tuple);
+        pair->items = {tensors, indices};
+        dict_set(*d, Ref::borrow(key), pair);
+      }
+      out = d;
+      return std::nullopt;
+    }
     case TorchSpecial::of_examples: {
       if (!kwargs.empty()) break;
       Ref pargs = Ref::steal(PyTuple_New(static_cast<Py_ssize_t>(args.size())));
@@ -1079,6 +1140,7 @@ Translator::Status Translator::module_members(Frame& f, const VPtr& fn, const st
     return brk(f, "DV0010", "Module." + fn->name + "() raised");
   }
   VPtr it = make(VK::Iter);
+  it->name = "module_members";  // a generator in eager (its python_type), iterated as a list of its items
   for (Py_ssize_t i = 0; i < PyList_GET_SIZE(items.get()); ++i) {
     PyObject* pair = PyList_GET_ITEM(items.get(), i);  // (dotted name, member)
     const std::string path = str_of(PyTuple_GET_ITEM(pair, 0));

@@ -94,6 +94,14 @@ Status op_CONTAINS_OP(Translator& t, Frame& f, const Instr& in) {  // (item cont
       if (x->kind == VK::Tensor) return t.brk(f, "DV0002", "'in' over tensors compares their values");
       found |= x->kind == VK::Const && PyObject_RichCompareBool(x->obj.get(), item->obj.get(), Py_EQ) == 1;
     }
+  } else if ((cont->kind == VK::List || cont->kind == VK::Tuple) && item->kind == VK::Object && item->obj &&
+             PyType_Check(item->obj.get()) && Py_TYPE(item->obj.get())->tp_richcompare == PyType_Type.tp_richcompare) {
+    // type(t) in [torch.Tensor] (torch.utils._foreach_utils): a class compares by identity
+    for (auto& x : cont->items) {
+      if (x->kind != VK::Const && x->kind != VK::Object)
+        return t.brk(f, "DV0018", std::string("'in' with a class and a list holding a ") + vk_name(x->kind));
+      found |= x->obj.get() == item->obj.get();
+    }
   } else if (outside_dict(cont, "__contains__") && item->kind == VK::Const) {  // k in a Counter reached from the frame
     std::vector<VPtr> a{item};
     std::vector<std::pair<std::string, VPtr>> no_kw;

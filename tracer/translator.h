@@ -402,6 +402,7 @@ enum class TorchSpecial {
   annotate,            // torch.jit.annotate(type, v) is v
   not_scripting,       // torch.jit.is_scripting() / is_tracing(): False while capturing
   has_torch_function,  // torch.overrides' dispatch tests
+  group_by_device_and_dtype,  // torch._C._group_tensors_by_device_and_dtype: a dict of lists of the tensors given
   of_examples,         // a Python value that depends only on the guarded type, dtype, device and layout of
                        // the tensors given: computed on their examples (_has_compatible_shallow_copy_type)
   effect,              // seeds, save/load, process settings, compile: a break

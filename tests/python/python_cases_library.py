@@ -7,6 +7,8 @@ import collections
 import copy
 import enum
 import functools
+import itertools
+import types
 import warnings
 
 import torch
@@ -297,3 +299,22 @@ def chunk_counts_from_torch_div_used_as_sizes(query):
     scores, chunked = _sliding_chunks_scores(query, 2)
     chunks_count = torch.div(query.size(1), 2, rounding_mode="trunc") - 1
     return scores.sum(-1) + 1, chunked * 2, chunks_count * 3, (chunks_count + 1).abs()
+
+
+# ---- the types of iterators the trace makes: module.parameters() is a generator (clip_grad_norm_
+# asks isinstance(parameters, types.GeneratorType)), map, zip, enumerate, itertools' own ----
+class _ParameterCount(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.lin = nn.Linear(3, 3)
+
+    def forward(self, x):
+        params = self.parameters()
+        is_generator = isinstance(params, types.GeneratorType)
+        params = list(params)
+        kinds = (type(map(abs, [1])) is map, isinstance(zip([1], [2]), zip), type(enumerate([1])) is enumerate,
+                 isinstance(itertools.chain([1], [2]), itertools.chain), isinstance(params, types.GeneratorType))
+        return self.lin(x) * len(params), is_generator, kinds
+
+
+module_case(_ParameterCount, (2, 3))

@@ -571,3 +571,53 @@ def test_a_graph_of_more_than_255_inputs_keeps_running_once_the_interpreter_spec
     out = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, env=env, timeout=120)
     assert out.returncode == 0, out.stderr[-3000:]
     assert int(out.stdout.split("inputs")[1]) > 255, out.stdout
+
+
+def _clipping_step(model, optimizer, foreach):
+    def step(x, y):  # a training step as people write it
+        loss = torch.nn.functional.mse_loss(model(x), y)
+        loss.backward()
+        total_norm = torch.nn.utils.clip_grad_norm_(model.parameters(), 0.5, foreach=foreach)
+        optimizer.step()
+        optimizer.zero_grad()
+        return loss, total_norm
+    return step
+
+
+def _clip_after_backward(model):
+    def clip(x, y):
+        loss = torch.nn.functional.mse_loss(model(x), y)
+        loss.backward()
+        return loss, torch.nn.utils.clip_grad_norm_(model.parameters(), 0.5)
+    return clip
+
+
+@pytest.mark.parametrize("foreach", [None, False, True])
+def test_gradient_clipping_after_backward_is_traced_and_equals_eager_step_after_step(foreach):
+    # clip_grad_norm_ is inlined as TorchDynamo inlines it: module.parameters() is a generator to
+    # isinstance, each p.grad a guarded input, torch._C._group_tensors_by_device_and_dtype groups them
+    # in eager's order, the foreach norm and in-place scaling are graph nodes.
+    def make():
+        torch.manual_seed(0)
+        model = torch.nn.Sequential(torch.nn.Linear(4, 8), torch.nn.ReLU(), torch.nn.Linear(8, 2))
+        return model, torch.optim.SGD(model.parameters(), lr=0.1)
+    (m1, o1), (m2, o2) = make(), make()
+    compiled, eager = dynview.compile(_clipping_step(m1, o1, foreach), backend="eager"), _clipping_step(m2, o2, foreach)
+    g = torch.Generator().manual_seed(0)
+    for _ in range(4):
+        x, y = torch.randn(3, 4, generator=g), torch.randn(3, 2, generator=g)
+        torch.testing.assert_close(compiled(x, y), eager(x, y))
+        for p, q in zip(m1.parameters(), m2.parameters(), strict=True):
+            torch.testing.assert_close(p, q)
+    records = dynview._C.take_records()
+    clip_graphs = [r["graph"] for r in records if r["graph"] is not None and "clip_grad" not in r["qualname"]
+                   and ("_foreach_norm" in r["graph"].code or "vector_norm" in r["graph"].code)]
+    assert clip_graphs, [r["break_message"] for r in records]
+    assert not any("clip_grad" in (r["break_message"] or "") or "_group_tensors" in (r["break_message"] or "") for r in records)
+    assert len(records) == 4, "the later steps are cache hits"
+    model, _ = make()
+    x, y = torch.randn(3, 4), torch.randn(3, 2)
+    torch._dynamo.reset()
+    want = torch._dynamo.explain(_clip_after_backward(model))(x, y)
+    got = dynview.explain(_clip_after_backward(model))(x, y)
+    assert (got.graph_count, got.graph_break_count) == (want.graph_count, want.graph_break_count) == (2, 1)

@@ -1,6 +1,7 @@
 // Iterators (VK::Iter): items + pos; lazy ones (map, filter, zip, itertools, generators) make their
 // items as they are taken (Translator::pull). `name` says which builtin made one (empty: iter()).
 #include <algorithm>
+#include <unordered_map>
 
 #include "tracer/pycache.h"
 #include "tracer/rebuild.h"
@@ -15,8 +16,34 @@ struct Kind<VK::Iter> {
   static void describe(const Value& v, std::string& out, int /*depth*/) {
     out += "<iterator of " + std::to_string(v.items.size()) + ">"; return;
   }
-  static PyObject* python_type(Translator& /*t*/, const VPtr& /*v*/) {
-    return nullptr;  // list_iterator, map, a generator ...: not known here
+  static PyObject* python_type(Translator& /*t*/, const VPtr& v) {
+    // By what made it: a generator (clip_grad_norm_ asks isinstance(parameters, types.GeneratorType)
+    // of module.parameters()), map, filter, zip, enumerate, itertools' own. iter() of something
+    // (list_iterator, tuple_iterator ...): not known here.
+    const std::string& n = v->name;
+    if (n == "generator" || n == "module_members") {
+      static PyObject* gen = [] {
+        Ref types = Ref::steal(PyImport_ImportModule("types"));
+        PyObject* g = types ? PyObject_GetAttrString(types.get(), "GeneratorType") : nullptr;  // kept
+        PyErr_Clear();
+        return g;
+      }();
+      return gen;
+    }
+    if (n == "map") return reinterpret_cast<PyObject*>(&PyMap_Type);
+    if (n == "filter") return reinterpret_cast<PyObject*>(&PyFilter_Type);
+    if (n == "zip") return reinterpret_cast<PyObject*>(&PyZip_Type);
+    if (n == "enumerate") return reinterpret_cast<PyObject*>(&PyEnum_Type);
+    if (n.empty()) return nullptr;
+    static std::unordered_map<std::string, PyObject*> itertools_types;  // kept for the process
+    auto it = itertools_types.find(n);
+    if (it != itertools_types.end()) return it->second;
+    Ref mod = Ref::steal(PyImport_ImportModule("itertools"));
+    PyObject* tp = mod ? PyObject_GetAttrString(mod.get(), n == "from_iterable" ? "chain" : n.c_str()) : nullptr;
+    if (tp && !PyType_Check(tp)) Py_CLEAR(tp);
+    PyErr_Clear();
+    itertools_types.emplace(n, tp);
+    return tp;
   }
   static constexpr auto as_python = no_answer::as_python;
   static constexpr auto graph_arg = no_answer::graph_arg;
