@@ -57,6 +57,14 @@ def wave_and_text(seed):
     return dict(wave(seed), decoder_input_ids=_ids(seed + 10, 4))
 
 
+def text_and_image(seed):
+    return dict(text(seed), pixel_values=_pixels(seed))
+
+
+def series(seed):
+    return dict(past_values=torch.randn(2, 32, 2, generator=torch.Generator().manual_seed(seed)))
+
+
 def s2t(seed):
     return dict(input_features=torch.randn(2, 32, 16, generator=torch.Generator().manual_seed(seed)),
                 decoder_input_ids=_ids(seed + 10, 4))
@@ -173,6 +181,15 @@ MODELS = {
     "hubert": ("audio", lambda T: T.HubertModel(T.HubertConfig(**WAV2VEC2)), wave),
     "wav2vec2_conformer": ("audio", lambda T: T.Wav2Vec2ConformerModel(T.Wav2Vec2ConformerConfig(**WAV2VEC2)), wave),
     "sew_d": ("audio", lambda T: T.SEWDModel(T.SEWDConfig(**WAV2VEC2)), wave),
+    # from the survey's later additions: latent attention with MoE, two towers, time series
+    "deepseek_v3": ("decoder", lambda T: T.DeepseekV3Model(T.DeepseekV3Config(
+        **KV, moe_intermediate_size=32, n_routed_experts=4, num_experts_per_tok=2, n_group=1, topk_group=1,
+        first_k_dense_replace=1, q_lora_rank=16, kv_lora_rank=16, qk_rope_head_dim=8, qk_nope_head_dim=8, v_head_dim=16)), text),
+    "clip": ("vision", lambda T: T.CLIPModel(T.CLIPConfig(text_config=dict(SMALL), vision_config=dict(VITLIKE), projection_dim=32)),
+             text_and_image),
+    "patchtst": ("time-series", lambda T: T.PatchTSTModel(T.PatchTSTConfig(
+        num_input_channels=2, context_length=32, patch_length=8, patch_stride=8, d_model=32, num_attention_heads=4,
+        num_hidden_layers=2, ffn_dim=64)), series),
     "speech_to_text": ("audio", lambda T: T.Speech2TextModel(T.Speech2TextConfig(
         **{k: v for k, v in BARTLIKE.items() if k != "max_position_embeddings"}, max_source_positions=64, max_target_positions=64,
         input_feat_per_channel=16, num_conv_layers=2, conv_channels=32, conv_kernel_sizes=[5, 5])), s2t),
