@@ -27,6 +27,12 @@ def _reset():
     dynview.config.fail_on_recompile_limit = False
 
 
+def run_child(script, **env):
+    """The script run by a new interpreter with this checkout's dynview (its crash is its exit code)."""
+    env = dict(os.environ, PYTHONPATH=os.path.join(ROOT, "python"), **env)
+    return subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, env=env, timeout=120)
+
+
 def fn(x, k):
     return torch.sin(x) * k + x.sum(dim=-1, keepdim=True)
 
@@ -286,9 +292,7 @@ def test_dynview_logs_print_events_in_order():
         "cg = dynview.compile(g, backend='eager')\n"
         "cg(torch.ones(2)); cg(torch.ones(3))\n"
     )
-    env = dict(os.environ, DYNVIEW_LOGS="graph_breaks,recompiles,guards,graph_code,bytecode",
-               PYTHONPATH=os.path.join(ROOT, "python"))
-    out = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, env=env, timeout=120)
+    out = run_child(script, DYNVIEW_LOGS="graph_breaks,recompiles,guards,graph_code,bytecode")
     log = out.stderr
     assert out.returncode == 0, log
     assert "Graph break DV0002 in [0/0]" in log and "<string>:4" in log
@@ -323,8 +327,7 @@ def test_torch_functions_answered_while_tracing_are_found_when_their_module_is_i
         "torch.testing.assert_close(dynview.compile(h, backend='eager')(torch.ones(2)), torch.full((2,), 2.0))\n"
         "print('ok')\n"
     )
-    env = dict(os.environ, PYTHONPATH=os.path.join(ROOT, "python"))
-    out = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, env=env, timeout=120)
+    out = run_child(script)
     assert out.returncode == 0, out.stderr
     assert "graphs 2 breaks 1 DV0026" in out.stdout and "ok" in out.stdout, out.stdout + out.stderr
 
@@ -567,8 +570,7 @@ def test_a_graph_of_more_than_255_inputs_keeps_running_once_the_interpreter_spec
         "g = dynview._C.take_records()[0]['graph']\n"
         "print('inputs', sum(n.op == 'placeholder' for n in g.graph.nodes))\n"
     )
-    env = dict(os.environ, PYTHONPATH=os.path.join(ROOT, "python"))
-    out = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, env=env, timeout=120)
+    out = run_child(script)
     assert out.returncode == 0, out.stderr[-3000:]
     assert int(out.stdout.split("inputs")[1]) > 255, out.stdout
 
