@@ -689,6 +689,18 @@ Translator::Status Translator::call(Frame& f, VPtr fn, std::vector<VPtr> args,
   return ops(fn->kind).call(*this, f, fn, args, kwargs, out);
 }
 
+namespace {
+bool is_profiler_range(PyObject* o) {
+  static PyObject* record_function = [] {
+    Ref mod = Ref::steal(PyImport_ImportModule("torch.autograd.profiler"));
+    PyObject* r = mod ? PyObject_GetAttrString(mod.get(), "record_function") : nullptr;  // kept
+    PyErr_Clear();
+    return r;
+  }();
+  return record_function && o == record_function;
+}
+}  // namespace
+
 // Calling an object known by identity (VK::Object's call): builtins, torch functions and operators,
 // classes, operator getters, NumPy ...
 Status object_call(Translator& t, Frame& f, const VPtr& fn, std::vector<VPtr>& args, KwArgs& kwargs, VPtr& out) {
@@ -798,6 +810,18 @@ Status object_call(Translator& t, Frame& f, const VPtr& fn, std::vector<VPtr>& a
     g->flag = PyObject_IsTrue(args[0]->obj.get()) == 1;
     out = g;
     return std::nullopt;
+  }
+  if (is_profiler_range(o)) {
+    // torch.autograd.profiler.record_function(name) (Optimizer.step's wrapper): a profiler range,
+    // ignored while capturing as TorchDynamo ignores it -- a contextlib.nullcontext() in its place.
+    static PyObject* nullcontext = [] {
+      Ref contextlib = Ref::steal(PyImport_ImportModule("contextlib"));
+      PyObject* n = contextlib ? PyObject_GetAttrString(contextlib.get(), "nullcontext") : nullptr;  // kept
+      PyErr_Clear();
+      return n;
+    }();
+    if (!nullcontext) return t.brk(f, "DV0004", "constructing " + callable_name(o) + " inside the traced code");
+    return t.call(f, t.wrap(Ref::borrow(nullcontext), nullptr, f), {}, {}, out);
   }
   switch (torch_special(o)) {
     case TorchSpecial::none: break;

@@ -318,3 +318,12 @@ class _ParameterCount(nn.Module):
 
 
 module_case(_ParameterCount, (2, 3))
+
+
+# ---- profiler ranges in model code (torch.autograd.profiler.record_function): ignored while
+# capturing, as TorchDynamo ignores them ----
+@case((2, 3))
+def profiler_range_around_a_block(x):
+    with torch.autograd.profiler.record_function("attention"):
+        y = torch.softmax(x * 2, dim=-1)
+    return y + 1
