@@ -374,7 +374,8 @@ def test_call_form_equals_eager_and_torch_dynamo(name):
 
 
 def test_tally(report):
-    assert len(MODELS) >= 20 and {k for k, _, _ in MODELS.values()} == {"decoder", "encoder", "encoder-decoder", "vision", "audio"}
+    families = {k for k, _, _ in MODELS.values()}  # the five, and time series
+    assert len(MODELS) >= 20 and families == {"decoder", "encoder", "encoder-decoder", "vision", "audio", "time-series"}
     if len(_tally) < len(MODELS):
         pytest.skip("the per-model comparisons did not all run (a -k selection)")
     same = sorted(n for n, (ours, theirs) in _tally.items() if ours == theirs)
