@@ -109,22 +109,25 @@ bool is_self_conversion(const std::string& method, const std::vector<VPtr>& args
     if (!same_device(kv.second)) return PyErr_Clear(), false;
   return true;
 }
-long numel_of(PyObject* tensor) {
-  Ref n = Ref::steal(PyObject_CallMethod(tensor, "numel", nullptr));
-  const long r = n ? PyLong_AsLong(n.get()) : 2;
-  PyErr_Clear();
-  return r;
+// torch's pure arithmetic functions (no in-place form, nothing random), kept for the process.
+const std::vector<PyObject*>& torch_arithmetic() {
+  static const std::vector<PyObject*> fns = [] {
+    std::vector<PyObject*> v;
+    for (const char* n : {"add", "sub", "mul", "div", "floor_divide", "true_divide", "remainder", "fmod", "neg", "abs"})
+      if (PyObject* fn = PyObject_GetAttrString(py().torch.get(), n)) v.push_back(fn);
+    PyErr_Clear();
+    return v;
+  }();
+  return fns;
 }
 
 // Pure arithmetic (no in-place form, nothing random) whose tensor arguments all hold real examples of
 // at most one element (Python numbers through torch.div & co.) and the rest constants.
 bool constant_arithmetic(PyObject* target, const std::string& method, const std::vector<VPtr>& args, const KwArgs& kwargs) {
   static const std::vector<PyObject*> fns = [] {
-    std::vector<PyObject*> v;
+    std::vector<PyObject*> v = torch_arithmetic();
     for (const char* n : {"add", "sub", "mul", "truediv", "floordiv", "mod", "pow", "neg", "pos", "abs"})
       if (PyObject* fn = PyObject_GetAttrString(py().operator_mod.get(), n)) v.push_back(fn);  // kept for the process
-    for (const char* n : {"add", "sub", "mul", "div", "floor_divide", "true_divide", "remainder", "fmod", "neg", "abs"})
-      if (PyObject* fn = PyObject_GetAttrString(py().torch.get(), n)) v.push_back(fn);
     PyErr_Clear();
     return v;
   }();
@@ -138,11 +141,7 @@ bool constant_arithmetic(PyObject* target, const std::string& method, const std:
   bool ok = true;
   auto small_real = [&](const VPtr& v) {
     if (v->kind == VK::Const) return PyLong_Check(v->obj.get()) || PyFloat_Check(v->obj.get());
-    if (v->kind != VK::Tensor || !v->obj) return false;
-    Ref meta = Ref::steal(PyObject_GetAttrString(v->obj.get(), "is_meta"));
-    const bool real = meta && meta.get() == Py_False && numel_of(v->obj.get()) <= 1;
-    PyErr_Clear();
-    return real;
+    return v->kind == VK::Tensor && v->obj && is_small_real_tensor(v->obj.get());
   };
   for (const VPtr& a : args) ok = ok && small_real(a);
   for (const auto& kv : kwargs) ok = ok && (kv.second->kind == VK::Const || small_real(kv.second));
@@ -218,7 +217,7 @@ Translator::Status Translator::graph_call(Frame& f, Ref target, const std::strin
       Ref m = method.empty() ? Ref() : Ref::steal(PyObject_GetAttrString(ex[0].get(), method.c_str()));
       result = method.empty() ? Ref::steal(PyObject_Call(target.get(), pargs.get(), pkw.get()))
                               : (m && rest ? Ref::steal(PyObject_Call(m.get(), rest.get(), pkw.get())) : Ref());
-      if (result && (!is_tensor(result.get()) || numel_of(result.get()) > 1)) result = Ref();
+      if (result && !is_small_real_tensor(result.get())) result = Ref();
       PyErr_Clear();
     }
     // (Shape rules in C++ read static sizes: dynamic compiles run every op on fake tensors.)
@@ -267,13 +266,7 @@ Translator::Status Translator::graph_call(Frame& f, Ref target, const std::strin
     // Arithmetic of Python numbers (longformer's torch.div(seq_len, 2 * w, rounding_mode="trunc") as a
     // view size): the real 0-d CPU tensor is the example, as a fake tensor keeps its constant, so a
     // size or index taken from it is known; pure, so computing it now has no effect.
-    static const std::vector<PyObject*> arithmetic = [] {
-      std::vector<PyObject*> fns;
-      for (const char* n : {"div", "floor_divide", "true_divide", "remainder", "fmod", "mul", "add", "sub"})
-        if (PyObject* fn = PyObject_GetAttrString(py().torch.get(), n)) fns.push_back(fn);  // kept for the process
-      PyErr_Clear();
-      return fns;
-    }();
+    const std::vector<PyObject*>& arithmetic = torch_arithmetic();
     bool numbers = std::find(arithmetic.begin(), arithmetic.end(), target.get()) != arithmetic.end();
     for (Py_ssize_t i = 0; numbers && i < PyTuple_GET_SIZE(pargs.get()); ++i) {
       PyObject* a = PyTuple_GET_ITEM(pargs.get(), i);
@@ -842,79 +835,10 @@ Status object_call(Translator& t, Frame& f, const VPtr& fn, std::vector<VPtr>& a
       out = t.constant(Ref::borrow(like ? Py_True : Py_False));
       return std::nullopt;
     }
-    case TorchSpecial::group_by_device_and_dtype: {
-      // torch._C._group_tensors_by_device_and_dtype(tensorlistlist, with_indices) (the foreach paths
-      // of clip_grad_norm_ and the optimizers): {(device, dtype): ([[tensors of list j]...], indices)}.
-      // Asked of the real function over stand-ins (an empty tensor of each tensor's real device and
-      // dtype) so that its groups come in the order eager's do, then mapped back to the values.
-      if (args.empty() || args.size() > 2 || !kwargs.empty() || (args[0]->kind != VK::List && args[0]->kind != VK::Tuple) ||
-          (args.size() == 2 && args[1]->kind != VK::Const))
-        return t.brk(f, "DV0004", callable_name(o) + " with these arguments");
-      Ref lists = Ref::steal(PyList_New(0));
-      std::unordered_map<PyObject*, VPtr> back;
-      for (const VPtr& l : args[0]->items) {
-        if (l->kind != VK::List && l->kind != VK::Tuple) return t.brk(f, "DV0004", callable_name(o) + " of a " + vk_name(l->kind));
-        Ref inner = Ref::steal(PyList_New(0));
-        for (const VPtr& v : l->items) {
-          Ref stand_in;
-          if (v->kind == VK::Tensor) {
-            Ref dtype = Ref::steal(PyObject_GetAttrString(v->obj.get(), "dtype"));
-            Ref empty = Ref::steal(PyObject_GetAttrString(py().torch.get(), "empty"));
-            Ref size = Ref::steal(PyTuple_New(0));
-            Ref kw = Ref::steal(Py_BuildValue("{s:O,s:O}", "dtype", dtype.get(), "device", v->device.get()));
-            stand_in = dtype && empty && kw ? Ref::steal(PyObject_Call(empty.get(), Ref::steal(Py_BuildValue("(O)", size.get())).get(), kw.get())) : Ref();
-            if (!stand_in) return PyErr_Clear(), t.brk(f, "DV0006", callable_name(o) + ": no stand-in for a tensor");
-            back.emplace(stand_in.get(), v);
-          } else if (v->kind == VK::Const && v->obj.get() == Py_None) {
-            stand_in = Ref::borrow(Py_None);
-          } else {
-            return t.brk(f, "DV0004", callable_name(o) + " of a list holding a " + vk_name(v->kind));
-          }
-          PyList_Append(inner.get(), stand_in.get());
-        }
-        PyList_Append(lists.get(), inner.get());
-      }
-      Ref call_args = Ref::steal(PyTuple_Pack(2, lists.get(), args.size() == 2 ? args[1]->obj.get() : Py_False));
-      Ref groups = Ref::steal(PyObject_Call(o, call_args.get(), nullptr));
-      if (!groups || !PyDict_Check(groups.get()))
-        return t.brk(f, "DV0006", callable_name(o) + " failed: " + repr_of(take_error().get()));
-      VPtr d = t.make(VK::Dict);
-      PyObject *key, *entry;
-      Py_ssize_t pos = 0;
-      while (PyDict_Next(groups.get(), &pos, &key, &entry)) {  // entry: ([[tensor or None]...], [index...])
-        VPtr tensors = t.make(VK::List);
-        for (Py_ssize_t j = 0; j < PyList_GET_SIZE(PyTuple_GET_ITEM(entry, 0)); ++j) {
-          PyObject* row = PyList_GET_ITEM(PyTuple_GET_ITEM(entry, 0), j);
-          VPtr lv = t.make(VK::List);
-          for (Py_ssize_t k = 0; k < PyList_GET_SIZE(row); ++k) {
-            PyObject* item = PyList_GET_ITEM(row, k);
-            auto it = back.find(item);
-            lv->items.push_back(it != back.end() ? it->second : t.constant(Ref::borrow(Py_None)));
-          }
-          tensors->items.push_back(lv);
-        }
-        VPtr indices = t.make(VK::List);
-        for (Py_ssize_t k = 0; k < PyList_GET_SIZE(PyTuple_GET_ITEM(entry, 1)); ++k)
-          indices->items.push_back(t.constant(Ref::borrow(PyList_GET_ITEM(PyTuple_GET_ITEM(entry, 1), k))));
-        VPtr pair = t.make(VK::Tuple);
-        pair->items = {tensors, indices};
-        dict_set(*d, Ref::borrow(key), pair);
-      }
-      out = d;
-      return std::nullopt;
-    }
-    case TorchSpecial::of_examples: {
+    case TorchSpecial::group_by_device_and_dtype: return group_by_device_and_dtype(t, f, o, args, kwargs, out);
+    case TorchSpecial::of_examples:
       if (!kwargs.empty()) break;
-      Ref pargs = Ref::steal(PyTuple_New(static_cast<Py_ssize_t>(args.size())));
-      for (size_t i = 0; i < args.size(); ++i) {
-        if (args[i]->kind != VK::Tensor) return t.brk(f, "DV0004", callable_name(o) + " of a " + vk_name(args[i]->kind));
-        PyTuple_SET_ITEM(pargs.get(), static_cast<Py_ssize_t>(i), Ref(args[i]->obj).release());
-      }
-      Ref r = Ref::steal(PyObject_Call(o, pargs.get(), nullptr));
-      if (!r) return t.brk(f, "DV0006", callable_name(o) + " failed on the example values: " + repr_of(take_error().get()));
-      out = t.constant(r);
-      return std::nullopt;
-    }
+      return answer_of_examples(t, f, o, args, out);
     case TorchSpecial::is_compiling:  // model code takes its compile path
       out = t.constant(Ref::borrow(Py_True));
       return std::nullopt;

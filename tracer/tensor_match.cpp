@@ -38,6 +38,12 @@ bool is_tensor(PyObject* o) {
   return THPVariableClass && PyObject_TypeCheck(o, reinterpret_cast<PyTypeObject*>(THPVariableClass));
 }
 
+bool is_small_real_tensor(PyObject* o) {
+  if (!is_tensor(o)) return false;
+  const at::Tensor& t = unpack(o);
+  return t.defined() && !t.is_meta() && t.numel() <= 1;
+}
+
 bool tensor_spec(PyObject* o, TensorSpec& s) {
   if (!is_tensor(o)) return false;
   const at::Tensor& t = unpack(o);

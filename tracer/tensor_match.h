@@ -23,6 +23,8 @@ struct TensorSpec {
 };
 
 bool is_tensor(PyObject* o);  // instance of torch.Tensor (subclasses included)
+// A tensor holding real values (not meta) of at most one element: a constant example (no Python).
+bool is_small_real_tensor(PyObject* o);
 // Fills spec from a tensor; false (no Python error set) if o is not a tensor.
 bool tensor_spec(PyObject* o, TensorSpec& spec);
 bool tensor_matches(const TensorSpec& spec, PyObject* o);  // hit path

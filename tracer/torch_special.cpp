@@ -4,6 +4,8 @@
 // same objects).
 #include <unordered_map>
 
+#include "tracer/pycache.h"
+#include "tracer/values/kind.h"
 #include "translator.h"
 
 namespace dv {
@@ -83,6 +85,80 @@ TorchSpecial torch_special(PyObject* fn) {
   }
   auto it = table->find(fn);
   return it == table->end() ? TorchSpecial::none : it->second;
+}
+
+// torch._C._group_tensors_by_device_and_dtype(tensorlistlist, with_indices) (the foreach paths of
+// clip_grad_norm_ and the optimizers): {(device, dtype): ([[tensors of list j]...], indices)}. Asked
+// of the real function over stand-ins (an empty tensor of each tensor's real device and dtype) so
+// that its groups come in the order eager's do (an unordered map underneath), then mapped back.
+Status group_by_device_and_dtype(Translator& t, Frame& f, PyObject* fn, const std::vector<VPtr>& args,
+                                 const KwArgs& kwargs, VPtr& out) {
+  const std::string what = callable_name(fn);
+  if (args.empty() || args.size() > 2 || !kwargs.empty() || (args[0]->kind != VK::List && args[0]->kind != VK::Tuple) ||
+      (args.size() == 2 && args[1]->kind != VK::Const))
+    return t.brk(f, "DV0004", what + " with these arguments");
+  static PyObject* empty = PyObject_GetAttrString(py().torch.get(), "empty");  // kept
+  Ref no_size = Ref::steal(Py_BuildValue("(())"));
+  Ref lists = Ref::steal(PyList_New(0));
+  std::unordered_map<PyObject*, VPtr> back;  // stand-in -> the tensor it stands for
+  for (const VPtr& l : args[0]->items) {
+    if (l->kind != VK::List && l->kind != VK::Tuple) return t.brk(f, "DV0004", what + " of a " + vk_name(l->kind));
+    Ref inner = Ref::steal(PyList_New(0));
+    for (const VPtr& v : l->items) {
+      Ref stand_in = Ref::borrow(Py_None);
+      if (v->kind == VK::Tensor) {
+        Ref dtype = Ref::steal(PyObject_GetAttrString(v->obj.get(), "dtype"));
+        Ref kw = dtype ? Ref::steal(Py_BuildValue("{s:O,s:O}", "dtype", dtype.get(), "device", v->device.get())) : Ref();
+        stand_in = empty && kw ? Ref::steal(PyObject_Call(empty, no_size.get(), kw.get())) : Ref();
+        if (!stand_in) return PyErr_Clear(), t.brk(f, "DV0006", what + ": no stand-in for a tensor");
+        back.emplace(stand_in.get(), v);
+      } else if (v->kind != VK::Const || v->obj.get() != Py_None) {
+        return t.brk(f, "DV0004", what + " of a list holding a " + vk_name(v->kind));
+      }
+      PyList_Append(inner.get(), stand_in.get());
+    }
+    PyList_Append(lists.get(), inner.get());
+  }
+  Ref call_args = Ref::steal(PyTuple_Pack(2, lists.get(), args.size() == 2 ? args[1]->obj.get() : Py_False));
+  Ref groups = Ref::steal(PyObject_Call(fn, call_args.get(), nullptr));
+  if (!groups || !PyDict_Check(groups.get())) return t.brk(f, "DV0006", what + " failed: " + repr_of(take_error().get()));
+  VPtr d = t.make(VK::Dict);
+  PyObject *key, *entry;
+  Py_ssize_t pos = 0;
+  while (PyDict_Next(groups.get(), &pos, &key, &entry)) {  // entry: ([[tensor or None]...], [index...])
+    VPtr tensors = t.make(VK::List);
+    for (Py_ssize_t j = 0; j < PyList_GET_SIZE(PyTuple_GET_ITEM(entry, 0)); ++j) {
+      PyObject* row = PyList_GET_ITEM(PyTuple_GET_ITEM(entry, 0), j);
+      VPtr lv = t.make(VK::List);
+      for (Py_ssize_t k = 0; k < PyList_GET_SIZE(row); ++k) {
+        auto it = back.find(PyList_GET_ITEM(row, k));
+        lv->items.push_back(it != back.end() ? it->second : t.constant(Ref::borrow(Py_None)));
+      }
+      tensors->items.push_back(lv);
+    }
+    VPtr indices = t.make(VK::List);
+    for (Py_ssize_t k = 0; k < PyList_GET_SIZE(PyTuple_GET_ITEM(entry, 1)); ++k)
+      indices->items.push_back(t.constant(Ref::borrow(PyList_GET_ITEM(PyTuple_GET_ITEM(entry, 1), k))));
+    VPtr pair = t.make(VK::Tuple);
+    pair->items = {tensors, indices};
+    dict_set(*d, Ref::borrow(key), pair);
+  }
+  out = d;
+  return std::nullopt;
+}
+
+// fn(tensors...) whose Python answer depends only on the guarded type, dtype, device and layout of
+// the tensors (torch._has_compatible_shallow_copy_type): computed on their examples, a constant.
+Status answer_of_examples(Translator& t, Frame& f, PyObject* fn, const std::vector<VPtr>& args, VPtr& out) {
+  Ref pargs = Ref::steal(PyTuple_New(static_cast<Py_ssize_t>(args.size())));
+  for (size_t i = 0; i < args.size(); ++i) {
+    if (args[i]->kind != VK::Tensor) return t.brk(f, "DV0004", callable_name(fn) + " of a " + vk_name(args[i]->kind));
+    PyTuple_SET_ITEM(pargs.get(), static_cast<Py_ssize_t>(i), Ref(args[i]->obj).release());
+  }
+  Ref r = Ref::steal(PyObject_Call(fn, pargs.get(), nullptr));
+  if (!r) return t.brk(f, "DV0006", callable_name(fn) + " failed on the example values: " + repr_of(take_error().get()));
+  out = t.constant(r);
+  return std::nullopt;
 }
 
 }  // namespace dv

@@ -408,6 +408,10 @@ enum class TorchSpecial {
   effect,              // seeds, save/load, process settings, compile: a break
 };
 TorchSpecial torch_special(PyObject* fn);
+// The answers of two kinds of TorchSpecial, computed while tracing (torch_special.cpp).
+Translator::Status group_by_device_and_dtype(Translator& t, Frame& f, PyObject* fn, const std::vector<VPtr>& args,
+                                             const std::vector<std::pair<std::string, VPtr>>& kwargs, VPtr& out);
+Translator::Status answer_of_examples(Translator& t, Frame& f, PyObject* fn, const std::vector<VPtr>& args, VPtr& out);
 bool outside_dict_read_method(const std::string& name);  // a dict method outside_dict_read answers
 // A dict (subclass) object reached from the frame whose `method` is dict's own: outside_dict_read
 // answers it.

@@ -19,6 +19,13 @@ bool in_list(const char* const* list, const std::string& s) {
   return false;
 }
 
+// The real object behind a graph input (null: the tensor is computed by the graph).
+PyObject* input_object(Translator& t, const VPtr& v) {
+  for (size_t i = 0; i < t.output.inputs.size(); ++i)
+    if (t.output.inputs[i].second == v->node) return t.output.input_objects[i].get();
+  return nullptr;
+}
+
 }  // namespace
 
 // Tensor, Sym: the graph's output (symbolic ints come back as ints), or the input it is
@@ -37,9 +44,8 @@ struct Kind<VK::Tensor> {
     out += v.obj ? tensor_meta_text(v.obj.get(), v.device.get()) : "tensor"; return;
   }
   static PyObject* python_type(Translator& t, const VPtr& v) {
-    for (size_t i = 0; i < t.output.inputs.size(); ++i)
-      if (t.output.inputs[i].second == v->node) return reinterpret_cast<PyObject*>(Py_TYPE(t.output.input_objects[i].get()));
-    return py().torch_Tensor.get();
+    PyObject* real = input_object(t, v);
+    return real ? reinterpret_cast<PyObject*>(Py_TYPE(real)) : py().torch_Tensor.get();
   }
   static std::optional<Ref> as_python(Translator& /*t*/, const VPtr& v, bool meta) {
     return meta ? std::optional<Ref>(v->obj) : std::nullopt;
@@ -85,16 +91,13 @@ struct Kind<VK::Tensor> {
     }
     if (name == "T" || name == "mT" || name == "H" || name == "mH" || name == "real" || name == "imag")
       return t.graph_call(f, py().getattr_fn, "", {obj, t.constant_steal(PyUnicode_FromString(name.c_str()))}, {}, out);
-    if (name == "grad" && obj->source) {
+    if (PyObject* real = name == "grad" && obj->source ? input_object(t, obj) : nullptr) {
       // The .grad of a tensor from the frame (a parameter): read from the real one through its
       // source, and guarded as any value read from the frame (None, or a tensor input).
-      for (size_t i = 0; i < t.output.inputs.size(); ++i)
-        if (t.output.inputs[i].second == obj->node) {
-          Ref grad = Ref::steal(PyObject_GetAttrString(t.output.input_objects[i].get(), "grad"));
-          if (!grad) return PyErr_Clear(), t.brk(f, "DV0005", "Tensor.grad could not be read");
-          out = t.wrap(grad, Source::attr(obj->source, "grad"), f);
-          return std::nullopt;
-        }
+      Ref grad = Ref::steal(PyObject_GetAttrString(real, "grad"));
+      if (!grad) return PyErr_Clear(), t.brk(f, "DV0005", "Tensor.grad could not be read");
+      out = t.wrap(grad, Source::attr(obj->source, "grad"), f);
+      return std::nullopt;
     }
     if (name == "data" || name == "grad" || name == "_base")
       return t.brk(f, "DV0005", "Tensor." + name + " is not traced", "use the tensor itself, or .detach()");
