@@ -34,6 +34,22 @@ bool module_is_distributions(PyObject* cls) {
   return str_of(mod.get()).rfind("torch.distributions.", 0) == 0;
 }
 
+// torch.utils._pytree's TreeSpec and LeafSpec: frozen descriptions of a structure (pytree's
+// flatten/unflatten, inlined), made from the classes and specs they describe as values are.
+bool pytree_spec_class(PyObject* o) {
+  static PyObject* const* specs = [] {
+    static PyObject* s[2] = {nullptr, nullptr};
+    Ref m = Ref::steal(PyImport_ImportModule("torch.utils._pytree"));
+    if (m) {
+      s[0] = PyObject_GetAttrString(m.get(), "TreeSpec");  // kept
+      s[1] = PyObject_GetAttrString(m.get(), "LeafSpec");
+    }
+    PyErr_Clear();
+    return s;
+  }();
+  return o && (o == specs[0] || o == specs[1]);
+}
+
 // operator.itemgetter objects: 1; attrgetter objects: 2; methodcaller objects: 3; else 0 (pure to
 // construct from constants). The classes themselves count too.
 int operator_getter(PyObject* o) {
@@ -77,6 +93,12 @@ std::optional<Ref> Translator::to_python(const VPtr& v, bool meta) {
 
 bool Translator::to_arg(const VPtr& v, ArgTree& out) {
   return ops(v->kind).graph_arg(*this, v, out);
+}
+
+int Translator::add_graph_call(PyObject* target, std::vector<ArgTree> args, Ref example) {
+  const int n = output.graph.add_call_function(Ref::borrow(target), std::move(args), {}, std::move(example), cur_step_);
+  if (obs_) obs_->on_graph_node(GraphNodeEvent{id_, n, cur_step_, "call_function", callable_name(target)});
+  return n;
 }
 
 VPtr Translator::from_example(Frame&, Ref example, int node, Ref device) {
@@ -477,7 +499,6 @@ Translator::Status Translator::inline_call(Frame& f, VPtr fn, VPtr self, std::ve
     if (Status s = call_marked_constant(f, func, self, args, kwargs, out); s || out) return s;
     code = PyFunction_GET_CODE(func);
     globals = Ref::borrow(PyFunction_GET_GLOBALS(func));
-    if (globals.get() != root_->globals.get()) globals_source = Source::held(globals, "G['" + str_of(PyDict_GetItemString(globals.get(), "__name__")) + "'].__dict__");
     if (PyObject* d = PyFunction_GET_DEFAULTS(func)) {
       for (Py_ssize_t i = 0; i < PyTuple_GET_SIZE(d); ++i) {
         // Defaults are read once (no source): the function itself is guarded by identity.
@@ -515,8 +536,7 @@ Translator::Status Translator::inline_call(Frame& f, VPtr fn, VPtr self, std::ve
     }
   } else {
     code = fn->obj.get();  // made by MAKE_FUNCTION
-    globals = fn->globals;
-    globals_source = f.globals_source;
+    globals = fn->globals;  // of the frame that made it, which may not be the caller's
     if (fn->defaults && fn->defaults->kind == VK::Const && PyTuple_Check(fn->defaults->obj.get())) {
       // defaults that are all constants: one LOAD_CONST of their tuple
       for (Py_ssize_t i = 0; i < PyTuple_GET_SIZE(fn->defaults->obj.get()); ++i)
@@ -528,6 +548,9 @@ Translator::Status Translator::inline_call(Frame& f, VPtr fn, VPtr self, std::ve
       for (size_t i = 0; i < fn->kwdefaults->items.size(); ++i) kwdefaults.emplace_back(str_of(fn->kwdefaults->keys[i].get()), fn->kwdefaults->items[i]);
     cells = fn->cells;
   }
+  // The globals it reads, guarded where they are: the root frame's (G['x']) or another module's dict.
+  if (globals.get() != root_->globals.get())
+    globals_source = Source::held(globals, "G['" + str_of(PyDict_GetItemString(globals.get(), "__name__")) + "'].__dict__");
   auto* co = reinterpret_cast<PyCodeObject*>(code);
   if (co->co_flags & (CO_COROUTINE | CO_ASYNC_GENERATOR))
     return brk(f, "DV0004", "calling coroutine function " + str_of(co->co_qualname), "coroutines are not traced");
@@ -819,6 +842,7 @@ Status object_call(Translator& t, Frame& f, const VPtr& fn, std::vector<VPtr>& a
   switch (torch_special(o)) {
     case TorchSpecial::none: break;
     case TorchSpecial::graph_break: return t.brk(f, "DV0026", "torch._dynamo.graph_break()");
+    case TorchSpecial::vmap: return t.make_vmapped(f, std::move(args), std::move(kwargs), out);
     case TorchSpecial::effect:
       return t.brk(f, "DV0004", callable_name(o) + " has effects outside the graph");
     case TorchSpecial::is_grad_enabled:
@@ -946,7 +970,8 @@ Status object_call(Translator& t, Frame& f, const VPtr& fn, std::vector<VPtr>& a
   if (o == py().torch_Size.get() || PyType_Check(o) || PyCFunction_Check(o) || immutable_method_descriptor(o)) {
     // Pure constructors and builtin functions over constants (math.sqrt, slice, torch.Size ...).
     bool all_const = true;
-    for (auto& a : args) all_const &= a->kind == VK::Const || a->kind == VK::Tuple || a->kind == VK::List;
+    const bool spec = pytree_spec_class(o);  // its type argument is a class, its children specs
+    for (auto& a : args) all_const &= a->kind == VK::Const || a->kind == VK::Tuple || a->kind == VK::List || (spec && a->kind == VK::Object);
     for (auto& kv : kwargs) all_const &= kv.second->kind == VK::Const;
     if (all_const && PyExceptionClass_Check(o) && !simple_exception_class(o))
       return t.brk(f, "DV0004", "constructing " + callable_name(o) + ": its __init__ or __new__ is Python code");
@@ -977,7 +1002,7 @@ Status object_call(Translator& t, Frame& f, const VPtr& fn, std::vector<VPtr>& a
       // torch.finfo/iinfo(dtype) are immutable descriptions of a dtype: fine.
       const bool dtype_info = o == py().torch_finfo.get() || o == py().torch_iinfo.get();
       if (out->kind == VK::Object && PyType_Check(o) && !PyRange_Check(r.get()) && !PyCFunction_Check(o) && !dtype_info &&
-          !operator_getter(r.get()) && !PyExceptionInstance_Check(r.get()))
+          !operator_getter(r.get()) && !PyExceptionInstance_Check(r.get()) && !spec)
         return t.brk(f, "DV0004", "constructing " + callable_name(o) + " inside the traced code");
       return std::nullopt;
     }

@@ -546,7 +546,7 @@ PyObject* miss(PyThreadState* ts, _PyInterpreterFrame* frame, int throwflag, Cod
 
 PyObject* dv_eval_frame(PyThreadState* ts, _PyInterpreterFrame* frame, int throwflag) {
   auto fallback = [&]() { return g_previous(ts, frame, throwflag); };
-  if (throwflag || !mode().enabled || t_busy || !shim::owned_by_thread(frame)) return fallback();
+  if (throwflag || !mode().enabled || t_busy || !shim::owned_by_thread(frame) || functorch_active()) return fallback();
   PyCodeObject* co = shim::frame_code(frame);
   CodeState* st = state_of(co, false);
   if (st && st->action == CodeState::Disabled) {  // torch.compiler.disable: nothing below it is captured

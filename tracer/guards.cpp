@@ -59,6 +59,20 @@ PyObject* computed_attr(PyObject* parent, PyObject* name) {
 }
 }  // namespace
 
+// collections' _tuplegetter: the descriptor of a namedtuple's field (borrowed, kept).
+static PyTypeObject* tuplegetter_type() {
+  static PyTypeObject* tp = [] {
+    PyObject* r = PyRun_String("__import__('collections').namedtuple('_T', 'a').a", Py_eval_input,
+                               Ref::steal(PyDict_New()).get(), nullptr);
+    PyTypeObject* t = r ? Py_TYPE(r) : nullptr;
+    if (t) Py_INCREF(t);
+    Py_XDECREF(r);
+    PyErr_Clear();
+    return t;
+  }();
+  return tp;
+}
+
 struct GuardTree::Node {
   const Source* source = nullptr;  // how to reach this node's object from its parent's
   Ref name;                        // interned attribute / global / member name
@@ -112,6 +126,12 @@ struct GuardTree::Node {
         if (d && Py_IS_TYPE(d, &PyGetSetDescr_Type)) {  // a C getter (a tensor's .grad): the value it gives
           const PyGetSetDef* gs = reinterpret_cast<PyGetSetDescrObject*>(d)->d_getset;
           PyObject* v = gs->get ? gs->get(parent, gs->closure) : nullptr;
+          if (!v) return PyErr_Clear(), nullptr;
+          computed_attrs().push_back(v);
+          return v;
+        }
+        if (d && Py_TYPE(d) == tuplegetter_type() && PyTuple_Check(parent)) {  // a namedtuple's field: its item (C code)
+          PyObject* v = Py_TYPE(d)->tp_descr_get(d, parent, reinterpret_cast<PyObject*>(Py_TYPE(parent)));
           if (!v) return PyErr_Clear(), nullptr;
           computed_attrs().push_back(v);
           return v;

@@ -4,6 +4,7 @@
 #include <ATen/Context.h>
 #include <ATen/Parallel.h>
 #include <ATen/autocast_mode.h>
+#include <ATen/functorch/DynamicLayer.h>
 #include <ATen/core/Tensor.h>
 #include <c10/core/DefaultDtype.h>
 #include <c10/core/GradMode.h>
@@ -37,6 +38,8 @@ uint64_t effective_keys(const at::Tensor& t) {
 bool is_tensor(PyObject* o) {
   return THPVariableClass && PyObject_TypeCheck(o, reinterpret_cast<PyTypeObject*>(THPVariableClass));
 }
+
+bool functorch_active() { return !at::functorch::getDynamicLayerStack().empty(); }
 
 bool is_small_real_tensor(PyObject* o) {
   if (!is_tensor(o)) return false;

@@ -25,6 +25,10 @@ struct TensorSpec {
 bool is_tensor(PyObject* o);  // instance of torch.Tensor (subclasses included)
 // A tensor holding real values (not meta) of at most one element: a constant example (no Python).
 bool is_small_real_tensor(PyObject* o);
+// functorch is transforming the code running now (vmap, grad, jvp: its dynamic layer stack is not
+// empty). A frame called there sees wrapped tensors: it runs eagerly, as it is neither captured nor
+// looked up.
+bool functorch_active();
 // Fills spec from a tensor; false (no Python error set) if o is not a tensor.
 bool tensor_spec(PyObject* o, TensorSpec& spec);
 bool tensor_matches(const TensorSpec& spec, PyObject* o);  // hit path

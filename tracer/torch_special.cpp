@@ -36,6 +36,7 @@ const Row kRows[] = {
     {"torch._C", "_has_torch_function", TorchSpecial::has_torch_function},
     {"torch._C", "_has_torch_function_unary", TorchSpecial::has_torch_function},
     {"torch._C", "_has_torch_function_variadic", TorchSpecial::has_torch_function},
+    {"torch._functorch.apis", "vmap", TorchSpecial::vmap},
     // state or effects outside the graph
     {"torch", "manual_seed", TorchSpecial::effect},
     {"torch.random", "manual_seed", TorchSpecial::effect},

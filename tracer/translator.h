@@ -294,6 +294,12 @@ class Translator {
   Status pull(Frame& f, const VPtr& it, size_t want);
   Status graph_call(Frame& f, Ref target, const std::string& method, std::vector<VPtr> args,
                     std::vector<std::pair<std::string, VPtr>> kwargs, VPtr& out);
+  // A call_function node recorded as it is (no example computed, no argument checked), reported.
+  int add_graph_call(PyObject* target, std::vector<ArgTree> args, Ref example);
+  // torch.vmap(fn, ...) made in the trace, and calling it (tracer/values/vmapped.cpp).
+  Status make_vmapped(Frame& f, std::vector<VPtr> args, std::vector<std::pair<std::string, VPtr>> kwargs, VPtr& out);
+  Status call_vmapped(Frame& f, const VPtr& fn, std::vector<VPtr> args, std::vector<std::pair<std::string, VPtr>> kwargs,
+                      VPtr& out);
   // Fn.apply(*args) of a torch.autograd.Function subclass `cls`: one graph node (autograd_apply.cpp).
   Status autograd_function_apply(Frame& f, const VPtr& cls, std::vector<VPtr> args,
                                  std::vector<std::pair<std::string, VPtr>> kwargs, VPtr& out);
@@ -346,6 +352,7 @@ class Translator {
   // caller fills its contents).
   VPtr real_cell(Frame& f, PyObject* cell, const SourcePtr& source, bool& fresh);
   int cur_step_ = 0;
+  int vmap_depth_ = 0;  // torch.vmap calls being traced around the current step
   std::unordered_map<const Value*, std::pair<VPtr, VPtr>> fake_ids_;  // value -> (value kept alive, its fake id)
 #ifdef DV_CHECK_STACK
   void check_stack_effect(Frame& f, const bc::Instr& in, size_t before, bool jumped);
@@ -405,6 +412,7 @@ enum class TorchSpecial {
   group_by_device_and_dtype,  // torch._C._group_tensors_by_device_and_dtype: a dict of lists of the tensors given
   of_examples,         // a Python value that depends only on the guarded type, dtype, device and layout of
                        // the tensors given: computed on their examples (_has_compatible_shallow_copy_type)
+  vmap,                // torch.vmap / torch.func.vmap: a Vmapped value (tracer/values/vmapped.cpp)
   effect,              // seeds, save/load, process settings, compile: a break
 };
 TorchSpecial torch_special(PyObject* fn);

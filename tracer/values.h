@@ -39,8 +39,10 @@ enum class VK : uint8_t {
   NdArray,   // a numpy.ndarray, backed by a tensor in the graph as TorchDynamo's NumpyNdarrayVariable:
              // obj = example tensor, node, device as a Tensor's; source = the ndarray argument it is
              // (tracer/values/ndarray.cpp)
+  Vmapped,   // torch.vmap(fn, ...) made in the trace: self = fn, obj = (in_dims, out_dims, randomness)
+             // (tracer/values/vmapped.cpp)
 };
-inline constexpr size_t kKindCount = static_cast<size_t>(VK::NdArray) + 1;  // NdArray: the last kind
+inline constexpr size_t kKindCount = static_cast<size_t>(VK::Vmapped) + 1;  // Vmapped: the last kind
 // The value protocol: what each kind answers, one specialisation per kind (tracer/values/kind.h).
 template <VK K>
 struct Kind;

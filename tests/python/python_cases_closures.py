@@ -265,3 +265,12 @@ class ClosureOverSelf(nn.Module):
 
 
 module_case(ClosureOverSelf, (2, 4))
+
+
+# ---- a helper of this module calling functions made in another (python_cases_library's
+# closure_made_there_called_here): what they read are their own module's globals, not this one's ----
+_OFFSET = 100.0
+
+
+def apply_to_each(fn, xs):
+    return [fn(x) for x in xs] + [_OFFSET]

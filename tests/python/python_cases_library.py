@@ -327,3 +327,119 @@ def profiler_range_around_a_block(x):
     with torch.autograd.profiler.record_function("attention"):
         y = torch.softmax(x * 2, dim=-1)
     return y + 1
+
+
+# ---- torch.vmap, associative_scan and torch.utils._pytree, as model code and functorch's users
+# write them: the scan of Mamba's selective state space (transformers' mamba_selective_scan under
+# torch.compile), per-example functions, nested vmaps, pytree maps over a config of tensors ----
+def _mamba_scan(discrete_A, deltaB_u):  # transformers' MambaMixer scan (combine_mode on the CPU)
+    from torch._higher_order_ops.associative_scan import associative_scan
+
+    def combine_fn(left, right):
+        a_left, b_left = left
+        a_right, b_right = right
+        return a_left * a_right, a_right * b_left + b_right
+
+    combine_mode = "pointwise" if discrete_A.device.type in ("cuda", "xpu") else "generic"
+    _, all_states = associative_scan(combine_fn, (discrete_A, deltaB_u), dim=2, combine_mode=combine_mode)
+    return all_states
+
+
+@case((2, 3, 7, 4), (2, 3, 7, 4), (2, 4, 7))
+def selective_scan_of_mamba(A, Bu, C):
+    all_states = _mamba_scan(torch.exp(-A.abs()), Bu)
+    scan_output = torch.matmul(all_states.transpose(1, 2), C.transpose(1, 2).unsqueeze(-1))
+    return scan_output.squeeze(-1).transpose(1, 2), all_states[:, :, -1]
+
+
+@case((5, 8))
+def reversed_associative_scan_is_a_suffix_sum(x):
+    from torch._higher_order_ops.associative_scan import associative_scan
+    return associative_scan(lambda a, b: a + b, x, dim=1, reverse=True, combine_mode="generic")
+
+
+@case((4, 3, 5), (5, 2))
+def vmap_with_an_unbatched_argument(x, w):
+    return torch.vmap(lambda row, m: row @ m, in_dims=(0, None))(x, w)
+
+
+@case((4, 6), (4, 6))
+def vmap_of_a_torch_function(x, y):
+    return torch.func.vmap(torch.dot)(x, y) + 1
+
+
+@case((3, 4), (5, 4))
+def nested_vmap_pairwise_distances(x, y):
+    def dist(a, b):
+        return (a - b).pow(2).sum().sqrt()
+    return torch.vmap(torch.vmap(dist, in_dims=(None, 0)), in_dims=(0, None))(x, y)
+
+
+@case((3, 4))
+def vmap_returning_two_outputs_on_different_dims(x):
+    total, scaled = torch.vmap(lambda r: (r.sum(), r.softmax(-1) * 2), out_dims=(0, 1))(x)
+    return total, scaled
+
+
+@case((6, 4))
+def vmap_closing_over_a_tensor_of_the_frame(x):
+    center = x.mean(0)
+    return torch.vmap(lambda r: (r - center).abs().max(), in_dims=-2)(x)
+
+
+class _PerTokenProjection(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.proj = nn.Linear(4, 3)
+
+    def forward(self, x):
+        return torch.vmap(self.proj, in_dims=1, out_dims=1)(x).relu()
+
+
+module_case(_PerTokenProjection, (2, 5, 4))
+
+_SCALE = 3.0
+
+
+@case((2, 3), (4,))
+def pytree_map_reads_a_global_of_this_module(x, y):
+    import torch.utils._pytree as pytree
+    tree = {"hidden": x, "extra": [y, (y + 1, None)]}
+    out = pytree.tree_map(lambda t: t * _SCALE if isinstance(t, torch.Tensor) else t, tree)
+    return out["hidden"].sum() + out["extra"][1][0]
+
+
+@case((2, 3), (3,))
+def pytree_flatten_then_unflatten(x, y):
+    from torch.utils._pytree import tree_flatten, tree_unflatten
+    leaves, spec = tree_flatten((x, [y, {"b": x, "a": y}]))
+    return tree_unflatten([leaf.cos() for leaf in leaves], spec)[1][1]["a"], spec.num_leaves
+
+
+_OFFSET = 0.5
+
+
+@case((3,), (3,))
+def closure_made_here_called_by_another_modules_helper(x, y):
+    # the lambda reads this module's _OFFSET; the helper's module has its own _OFFSET
+    from python_cases_closures import apply_to_each
+    a, b, c = apply_to_each(lambda t: t * _SCALE + _OFFSET, (x, y))
+    return a + b, c
+
+
+@case((4, 3))
+def vmap_of_one_tensor_passed_twice_batched_once(x):
+    return torch.vmap(lambda a, b: a * b.sum(), in_dims=(None, 0))(x, x)
+
+
+@case((4, 3))
+def vmap_raising_inside_caught_outside(x):
+    def check(row):
+        if row.shape[0] != 5:
+            raise ValueError("rows of 5 expected")
+        return row
+    try:
+        y = torch.vmap(check)(x)
+    except ValueError:
+        y = x * 2
+    return y + 1

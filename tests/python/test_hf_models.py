@@ -185,6 +185,9 @@ MODELS = {
     "deepseek_v3": ("decoder", lambda T: T.DeepseekV3Model(T.DeepseekV3Config(
         **KV, moe_intermediate_size=32, n_routed_experts=4, num_experts_per_tok=2, n_group=1, topk_group=1,
         first_k_dense_replace=1, q_lora_rank=16, kv_lora_rank=16, qk_rope_head_dim=8, qk_nope_head_dim=8, v_head_dim=16)), text),
+    # a state-space decoder: its scan is torch's associative_scan over torch.vmap under compile
+    "mamba": ("decoder", lambda T: T.MambaModel(T.MambaConfig(hidden_size=64, num_hidden_layers=2, vocab_size=100,
+                                                               state_size=8)), text),
     "clip": ("vision", lambda T: T.CLIPModel(T.CLIPConfig(text_config=dict(SMALL), vision_config=dict(VITLIKE), projection_dim=32)),
              text_and_image),
     "patchtst": ("time-series", lambda T: T.PatchTSTModel(T.PatchTSTConfig(

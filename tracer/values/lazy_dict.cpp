@@ -19,11 +19,13 @@ VPtr lazy_of(const VPtr& v) {
   return nullptr;
 }
 
-// A key read precisely: an exact str or int constant (a float or bool key realizes the dict).
+// A key read precisely: an exact str or int constant (a float or bool key realizes the dict), or a
+// class compared by identity (pytree's SUPPORTED_NODES[type(x)]: type's own == and hash).
 PyObject* simple_key(const VPtr& v) {
-  if (!v || v->kind != VK::Const) return nullptr;
+  if (!v || (v->kind != VK::Const && v->kind != VK::Object) || !v->obj) return nullptr;
   PyObject* o = v->obj.get();
-  return PyUnicode_CheckExact(o) || PyLong_CheckExact(o) ? o : nullptr;
+  if (PyType_Check(o)) return Py_TYPE(o)->tp_richcompare == PyType_Type.tp_richcompare && Py_TYPE(o)->tp_hash == PyType_Type.tp_hash ? o : nullptr;
+  return v->kind == VK::Const && (PyUnicode_CheckExact(o) || PyLong_CheckExact(o)) ? o : nullptr;
 }
 
 // Instructions that move values without reading into them: a lazy dict may pass through.
