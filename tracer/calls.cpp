@@ -331,6 +331,14 @@ Translator::Status Translator::graph_call(Frame& f, Ref target, const std::strin
   }
   if (!result) {
     Ref rv = take_error();
+    // Operators whose output size is a tensor value (TorchDynamo: "dynamic shape operator"): their
+    // meta kernels refuse, and the reason is the data dependence, not the example.
+    static const char* const data_dependent[] = {"nonzero", "argwhere", "masked_select", "unique", "unique_consecutive",
+                                                 "bincount"};
+    std::string op = method.empty() ? what.substr(what.rfind('.') + 1) : method;
+    if (std::any_of(std::begin(data_dependent), std::end(data_dependent), [&](const char* n) { return op == n; }))
+      return brk(f, "DV0003", "data-dependent output size (" + what + ")",
+                 "the size depends on tensor values; dynview breaks the graph here like torch.compile");
     std::string why = rv ? repr_of(rv.get()) : "unknown error";
     if (why.size() > 300) why = why.substr(0, 300) + "...";
     return brk(f, "DV0006", "could not compute the example value of " + what + ": " + why,

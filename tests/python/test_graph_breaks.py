@@ -94,3 +94,37 @@ def test_class_body_and_type_parameters_break_saying_why():
     recs = [r for r in dynview._C.take_records() if r["qualname"] == "generic"]
     assert recs and recs[0]["break_id"] == "DV0001", recs
     assert "INTRINSIC_TYPEVAR_WITH_BOUND" in recs[0]["break_message"] and "CALL_INTRINSIC_2" in recs[0]["break_message"]
+
+
+def _route_tokens(h, w):  # the expert loop of transformers' sparse MLPs (SwitchTransformersSparseMLP), trimmed
+    choice = (h @ w).argmax(-1)
+    out = torch.zeros_like(h)
+    for e in range(w.shape[1]):
+        idx = (choice == e).nonzero().squeeze(-1)
+        out[idx] = h[idx] * (e + 1)
+    return out
+
+
+@pytest.mark.parametrize("fn", [
+    _route_tokens,
+    lambda h, w: torch.nonzero(h > 0).float().sum() + w.sum(),
+    lambda h, w: torch.argwhere(h @ w > 0).shape[0] * h,
+    lambda h, w: torch.masked_select(h, h > 0).sum() + w.sum(),
+    lambda h, w: torch.bincount((h @ w).argmax(-1)).float().mean() * h,
+], ids=["routing", "nonzero", "argwhere", "masked_select", "bincount"])
+def test_data_dependent_output_sizes_break_saying_so(fn):
+    # TorchDynamo breaks at these operators ("dynamic shape operator"): dynview breaks at the same
+    # call with DV0003 and the operator's name, not as an example value it could not compute.
+    # (in the routing loop both run the frame eagerly: no graph, so explain lists no reason; the
+    # compile record still says why)
+    h, w = torch.randn(6, 4), torch.randn(4, 3)
+    e = dynview.explain(fn)(h, w)
+    torch._dynamo.reset()
+    theirs = torch._dynamo.explain(fn)(h, w)
+    assert (e.graph_count, len(e.break_reasons)) == (theirs.graph_count, len(theirs.break_reasons))
+    dynview.reset()
+    dynview._C.take_records()
+    torch.testing.assert_close(dynview.compile(fn, backend="eager")(h, w), fn(h, w))
+    breaks = [r for r in dynview._C.take_records() if r["break_id"]]
+    assert breaks and all(r["break_id"] == "DV0003" and "data-dependent output size" in r["break_message"] for r in breaks), \
+        [(r["break_id"], r["break_message"]) for r in breaks]
