@@ -1,6 +1,7 @@
 // Calls and the operations handlers share: graph calls with meta example values, inlining of user
 // functions and nn.Module forwards, builtins, attributes, operators, truth and iteration.
 #include <algorithm>
+#include <cstdio>
 #include <cstring>
 #include <functional>
 
@@ -48,6 +49,22 @@ bool pytree_spec_class(PyObject* o) {
     return s;
   }();
   return o && (o == specs[0] || o == specs[1]);
+}
+
+// The source text of a globals dict other than the root frame's: G['module'].__dict__ for a module's
+// own dict. Values read through a source are cached by its text, so a dict that is not its module's
+// (exec'd code, a copied namespace, no __name__) gets its address in the text: two of them never
+// share one.
+std::string globals_text(PyObject* globals) {
+  PyObject* name = PyDict_GetItemString(globals, "__name__");
+  std::string n = name && PyUnicode_Check(name) ? str_of(name) : "";
+  PyObject* mod = n.empty() ? nullptr : PyDict_GetItemString(PyImport_GetModuleDict(), n.c_str());
+  if (!(mod && PyModule_Check(mod) && PyModule_GetDict(mod) == globals)) {
+    char addr[32];
+    std::snprintf(addr, sizeof addr, "@%p", static_cast<void*>(globals));
+    n += addr;
+  }
+  return "G['" + n + "'].__dict__";
 }
 
 // operator.itemgetter objects: 1; attrgetter objects: 2; methodcaller objects: 3; else 0 (pure to
@@ -557,8 +574,7 @@ Translator::Status Translator::inline_call(Frame& f, VPtr fn, VPtr self, std::ve
     cells = fn->cells;
   }
   // The globals it reads, guarded where they are: the root frame's (G['x']) or another module's dict.
-  if (globals.get() != root_->globals.get())
-    globals_source = Source::held(globals, "G['" + str_of(PyDict_GetItemString(globals.get(), "__name__")) + "'].__dict__");
+  if (globals.get() != root_->globals.get()) globals_source = Source::held(globals, globals_text(globals.get()));
   auto* co = reinterpret_cast<PyCodeObject*>(code);
   if (co->co_flags & (CO_COROUTINE | CO_ASYNC_GENERATOR))
     return brk(f, "DV0004", "calling coroutine function " + str_of(co->co_qualname), "coroutines are not traced");

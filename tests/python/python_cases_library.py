@@ -443,3 +443,19 @@ def vmap_raising_inside_caught_outside(x):
     except ValueError:
         y = x * 2
     return y + 1
+
+
+# ---- helpers made by exec() in namespaces of their own (code generators, config-built functions):
+# each reads its own globals, though no module owns them and none has a __name__ ----
+def _exec_helper(k):
+    ns = {"K": k}
+    exec("def scaled(t):\n    return t * K\n", ns)
+    return ns["scaled"]
+
+
+_SCALE_BY_TWO, _SCALE_BY_TEN = _exec_helper(2.0), _exec_helper(10.0)
+
+
+@case((3,))
+def helpers_made_by_exec_read_their_own_globals(x):
+    return _SCALE_BY_TWO(x), _SCALE_BY_TEN(x)
