@@ -62,13 +62,10 @@ PyObject* computed_attr(PyObject* parent, PyObject* name) {
 // collections' _tuplegetter: the descriptor of a namedtuple's field (borrowed, kept).
 static PyTypeObject* tuplegetter_type() {
   static PyTypeObject* tp = [] {
-    PyObject* r = PyRun_String("__import__('collections').namedtuple('_T', 'a').a", Py_eval_input,
-                               Ref::steal(PyDict_New()).get(), nullptr);
-    PyTypeObject* t = r ? Py_TYPE(r) : nullptr;
-    if (t) Py_INCREF(t);
-    Py_XDECREF(r);
+    Ref m = Ref::steal(PyImport_ImportModule("_collections"));
+    PyObject* t = m ? PyObject_GetAttrString(m.get(), "_tuplegetter") : nullptr;  // kept
     PyErr_Clear();
-    return t;
+    return t && PyType_Check(t) ? reinterpret_cast<PyTypeObject*>(t) : nullptr;
   }();
   return tp;
 }

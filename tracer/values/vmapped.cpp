@@ -111,17 +111,12 @@ struct VmapCall {
     const int n = t.add_graph_call(target, std::move(args), example);
     return like ? t.from_example(f, std::move(example), n, like->device) : VPtr();
   }
-  static ArgTree konst(PyObject* o) {
+  ArgTree arg(const VPtr& v) {  // a graph argument: a tensor's node, a constant (neither can fail)
     ArgTree a;
-    a.constant = Ref::borrow(o);
+    t.to_arg(v, a);
     return a;
   }
-  static ArgTree node(const VPtr& v) {
-    ArgTree a;
-    a.kind = ArgTree::Kind::Node;
-    a.node = v->node;
-    return a;
-  }
+  ArgTree arg(PyObject* constant) { return arg(t.constant(Ref::borrow(constant))); }
 
   // An output of the function: _remove_batch_dim of each tensor (out_dims applied as in_dims are).
   bool rebuilt_out(const VPtr& res, PyObject* spec, VPtr& out) {
@@ -154,7 +149,7 @@ struct VmapCall {
     Ref lv = Ref::steal(PyLong_FromLong(level)), od = Ref::steal(PyLong_FromLong(d));
     ArgTree bs;
     if (!t.to_arg(batch_value, bs)) return why = "torch.vmap: the batch size cannot be passed to the graph", false;
-    out = node_value(rm, {node(res), konst(lv.get()), bs, konst(od.get())}, example, res);
+    out = node_value(rm, {arg(res), arg(lv.get()), bs, arg(od.get())}, example, res);
     return true;
   }
 };
@@ -226,7 +221,7 @@ Translator::Status Translator::call_vmapped(Frame& f, const VPtr& fn, std::vecto
   ArgTree bs;
   if (!to_arg(c.batch_value, bs)) return brk(f, "DV0004", "torch.vmap: the batch size cannot be passed to the graph");
   c.node_value(lazy, {}, Ref::borrow(Py_None), nullptr);
-  c.node_value(inc, {bs, VmapCall::konst(randomness)}, Ref::borrow(lv.get()), nullptr);
+  c.node_value(inc, {bs, c.arg(randomness)}, Ref::borrow(lv.get()), nullptr);
   std::vector<VPtr> inner;
   for (auto& [x, d] : c.batched) {
     // the logical example: the input's sizes without the batch dimension (which may be empty)
@@ -237,7 +232,7 @@ Translator::Status Translator::call_vmapped(Frame& f, const VPtr& fn, std::vecto
     if (grad && grad.get() == Py_True) example = Ref::steal(PyObject_CallMethod(example.get(), "requires_grad_", nullptr));
     if (!example || !grad) return PyErr_Clear(), brk(f, "DV0006", "torch.vmap: no example of a batched input");
     Ref dim = Ref::steal(PyLong_FromLong(d));
-    inner.push_back(c.node_value(add, {VmapCall::node(x), VmapCall::konst(dim.get()), VmapCall::konst(lv.get())}, example, x));
+    inner.push_back(c.node_value(add, {c.arg(x), c.arg(dim.get()), c.arg(lv.get())}, example, x));
   }
   size_t k = 0;
   VPtr inner_args = c.rebuilt_in(argt, inner, k);
