@@ -32,6 +32,8 @@ const Row kRows[] = {
     {"torch.jit", "is_scripting", TorchSpecial::not_scripting},
     {"torch.jit", "is_tracing", TorchSpecial::not_scripting},
     {"torch", "_has_compatible_shallow_copy_type", TorchSpecial::of_examples},
+    {"torch", "is_complex", TorchSpecial::of_examples},         // of the guarded dtype
+    {"torch", "is_floating_point", TorchSpecial::of_examples},
     {"torch._C", "_group_tensors_by_device_and_dtype", TorchSpecial::group_by_device_and_dtype},
     {"torch._C", "_has_torch_function", TorchSpecial::has_torch_function},
     {"torch._C", "_has_torch_function_unary", TorchSpecial::has_torch_function},

@@ -459,3 +459,22 @@ _SCALE_BY_TWO, _SCALE_BY_TEN = _exec_helper(2.0), _exec_helper(10.0)
 @case((3,))
 def helpers_made_by_exec_read_their_own_globals(x):
     return _SCALE_BY_TWO(x), _SCALE_BY_TEN(x)
+
+
+# ---- torch.is_complex / torch.is_floating_point as torch.optim's functions ask them of each
+# parameter (_view_as_real, the foreach grouping): answers of the guarded dtype, no graph node ----
+def _view_as_real(params, *state_and_grads):  # torch.optim.optimizer._view_as_real, as written there
+    for i, p in enumerate(params):
+        if torch.is_complex(p):
+            params[i] = torch.view_as_real(params[i])
+            for s in state_and_grads:
+                s[i] = torch.view_as_real(s[i])
+
+
+@case((3,), (2, 2))
+def optimizer_params_viewed_as_real_when_complex(a, b):
+    params = [a * 1, torch.complex(b, b * 2)]
+    grads = [a.sin(), torch.complex(b.cos(), b)]
+    _view_as_real(params, grads)
+    steps = [p.add(g, alpha=-0.1) if torch.is_floating_point(p) else p for p, g in zip(params, grads)]
+    return steps, [torch.is_complex(p) for p in params]
