@@ -371,3 +371,34 @@ def test_an_exception_only_the_compile_path_reaches_runs_the_frame_eagerly():
     theirs = torch._dynamo.explain(_masked_scores)(hidden)
     ours = dynview.explain(_masked_scores)(hidden)
     assert (ours.graph_count, len(ours.break_reasons)) == (theirs.graph_count, len(theirs.break_reasons)) == (1, 0)
+
+
+@pytest.mark.parametrize("randomness", ["different", "same", "error"])
+def test_vmap_random_operators_equal_eager_under_the_same_seed(randomness):
+    # dropout and noise per example inside vmap, as ensembling and per-sample code writes them: the
+    # graph passes `randomness` to vmap's level, so the same seed draws what eager draws ("same":
+    # one draw shared by every row; "different": one per row; "error": eager's RuntimeError)
+    def fn(x, w):
+        def per_row(r):
+            return torch.nn.functional.dropout(r @ w, p=0.5, training=True), r + torch.rand_like(r)
+        return torch.vmap(per_row, randomness=randomness)(x)
+
+    x, w = torch.randn(4, 3), torch.randn(3, 5)
+    compiled = dynview.compile(fn, backend="eager")
+    if randomness == "error":
+        with pytest.raises(RuntimeError, match="randomness error mode"):
+            fn(x, w)
+        with pytest.raises(RuntimeError, match="randomness error mode"):
+            compiled(x, w)
+        return
+    for seed in (7, 8, 7):
+        torch.manual_seed(seed)
+        want = fn(x, w)
+        torch.manual_seed(seed)
+        torch.testing.assert_close(compiled(x, w), want)
+    kept = want[0] != 0
+    assert bool((kept == kept[0]).all()) == (randomness == "same")
+    torch._dynamo.reset()
+    theirs = torch._dynamo.explain(fn)(x, w)
+    ours = dynview.explain(fn)(x, w)
+    assert (ours.graph_count, ours.graph_break_count) == (theirs.graph_count, theirs.graph_break_count) == (1, 0)
