@@ -361,6 +361,9 @@ Translator::Status call_builtin(Translator& t, Frame& f, PyObject* fn, std::vect
     out = args[0]->attrs;
     return std::nullopt;
   }
+  if (is(Builtin::vars_) && n == 1 && kwargs.empty() && (args[0]->kind == VK::Object || args[0]->kind == VK::NNModule) &&
+      args[0]->obj && !PyType_Check(args[0]->obj.get()) && !PyModule_Check(args[0]->obj.get()))
+    return t.getattr(f, args[0], "__dict__", out);  // an object's from outside, as its __dict__ (Translator::getattr)
   if (((is(Builtin::setattr_) && n == 3) || (is(Builtin::delattr_) && n == 2)) && kwargs.empty()) {  // as obj.name = v / del obj.name
     if (args[1]->kind != VK::Const || !PyUnicode_Check(args[1]->obj.get()))
       return t.brk(f, "DV0008", std::string(n == 3 ? "setattr" : "delattr") + "() with a computed name");

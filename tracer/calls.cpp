@@ -756,6 +756,18 @@ Status object_call(Translator& t, Frame& f, const VPtr& fn, std::vector<VPtr>& a
       }
   }
   if (o == reinterpret_cast<PyObject*>(&PySuper_Type)) return t.call_super(f, args, out);
+  if (Py_IS_TYPE(o, &PyMethodDescr_Type) && !args.empty() &&
+      (args[0]->kind == VK::Dict || args[0]->kind == VK::List || args[0]->kind == VK::Tuple || args[0]->kind == VK::Const)) {
+    // dict.get(d, k), list.append(l, x), set.issubset(q, p), str.join(sep, parts): a builtin type's
+    // method called with an instance of exactly that type first is that instance's method (for a
+    // subclass, whose override was not what was called, this does not apply)
+    PyTypeObject* owner = PyDescr_TYPE(o);
+    if (ops(args[0]->kind).python_type(t, args[0]) == reinterpret_cast<PyObject*>(owner)) {
+      VPtr self = args[0];
+      args.erase(args.begin());
+      return t.call(f, t.bound_method(self, Ref(), str_of(PyDescr_NAME(o))), std::move(args), std::move(kwargs), out);
+    }
+  }
   if (const int kind = operator_getter(o); kind == 3 && !PyType_Check(o) && args.size() == 1 && kwargs.empty()) {
     // operator.methodcaller(name, *args, **kwargs)(x): x.name(*args, **kwargs). Its __reduce__
     // gives (methodcaller, (name, *args)) or (partial(methodcaller, name, **kwargs), args).
@@ -845,9 +857,14 @@ Status object_call(Translator& t, Frame& f, const VPtr& fn, std::vector<VPtr>& a
     out = g;
     return std::nullopt;
   }
-  if (o == py().set_grad_enabled.get() && args.size() == 1 && args[0]->kind == VK::Const) {
+  if (o == py().set_grad_enabled.get() && args.size() == 1 && kwargs.empty() && args[0]->kind == VK::Const) {
+    // torch.set_grad_enabled(b) sets the mode as it is made (a statement, or a with-block's manager
+    // whose exit restores the mode before it)
     VPtr g = t.make(VK::GradMode);
+    g->name = kGradSetEnabled;
     g->flag = PyObject_IsTrue(args[0]->obj.get()) == 1;
+    g->obj = Ref::borrow(grad_mode_now() ? Py_True : Py_False);
+    if (Status s = set_grad_mode(t, f, g->flag)) return s;
     out = g;
     return std::nullopt;
   }

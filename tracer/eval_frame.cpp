@@ -148,11 +148,14 @@ PyObject* run_entry(Entry& e, _PyInterpreterFrame* frame, int nargs, bool hit = 
 }
 
 // The compiled graph as the transformed code calls it: nothing it runs is intercepted (code run by
-// the transformed code itself, such as resume functions, is).
+// the transformed code itself, such as resume functions, is). When an operator in it raises, the
+// vmap levels and grad mode its nodes set are put back as eager's with-blocks put them back.
 PyObject* call_graph(PyObject* compiled, PyObject* const* args, Py_ssize_t n) {
   const bool was_busy = t_busy;
   t_busy = true;
+  const GraphRunState before = graph_run_state();
   PyObject* r = PyObject_Vectorcall(compiled, args, static_cast<size_t>(n), nullptr);
+  if (!r) restore_graph_run_state(before);
   t_busy = was_busy;
   return r;
 }

@@ -186,6 +186,13 @@ struct GuardTree::Node {
           if (i < 0 || i >= n) return nullptr;
           return PyList_CheckExact(parent) ? PyList_GET_ITEM(parent, i) : PyTuple_GET_ITEM(parent, i);
         }
+        // types.MappingProxyType: the mapping it shows (CPython's mappingproxyobject holds it as
+        // its one field in 3.11-3.13); a dict's storage is read below
+        struct MappingProxy {
+          PyObject_HEAD
+          PyObject* mapping;
+        };
+        if (Py_IS_TYPE(parent, &PyDictProxy_Type)) parent = reinterpret_cast<MappingProxy*>(parent)->mapping;
         if (PyDict_Check(parent)) {  // a dict subclass: its storage, as dict.get reads it
           PyObject* v = PyDict_GetItemWithError(parent, key);
           if (!v) PyErr_Clear();

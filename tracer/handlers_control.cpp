@@ -327,14 +327,29 @@ Status op_BEFORE_WITH(Translator& t, Frame& f, const Instr&) {  // (mgr -- exit 
     f.stack.push_back(r);
     return std::nullopt;
   }
-  if (mgr->kind != VK::GradMode)
+  if (mgr->kind == VK::Object && mgr->obj &&
+      (Py_TYPE(mgr->obj.get()) == reinterpret_cast<PyTypeObject*>(py().no_grad.get()) ||
+       Py_TYPE(mgr->obj.get()) == reinterpret_cast<PyTypeObject*>(py().enable_grad.get()))) {
+    // a torch.no_grad() / enable_grad() object from outside (made before a break, or a global):
+    // it holds no state but its class, which its guard checks
+    if (mgr->source)
+      t.add_guard(GuardKind::TYPE_MATCH, mgr->source, Ref::borrow(reinterpret_cast<PyObject*>(Py_TYPE(mgr->obj.get()))), f,
+                  "___check_type_id(" + mgr->source->text() + ", " + Py_TYPE(mgr->obj.get())->tp_name + ")");
+    VPtr g = t.make(VK::GradMode);
+    g->flag = Py_TYPE(mgr->obj.get()) == reinterpret_cast<PyTypeObject*>(py().enable_grad.get());
+    top(f) = mgr = g;
+  }
+  if (mgr->kind != VK::GradMode || mgr->name == kGradExit || mgr->name == kGradDecorated)
     return t.brk(f, "DV0009", "unsupported context manager",
                  "torch.no_grad/enable_grad/set_grad_enabled and context managers made in the traced code (Python __enter__/__exit__) are traced");
-  const bool prev = PyObject_IsTrue(Ref::steal(PyObject_CallMethod(py().torch.get(), "is_grad_enabled", nullptr)).get()) == 1;
-  VPtr out;
-  if (Status s = t.graph_call(f, py().set_grad_enabled_fn, "", {t.constant(Ref::borrow(mgr->flag ? Py_True : Py_False))}, {}, out)) return s;
-  Ref r = Ref::steal(PyObject_CallFunctionObjArgs(py().set_grad_enabled_fn.get(), mgr->flag ? Py_True : Py_False, nullptr));
+  bool prev = grad_mode_now();
+  if (mgr->name == kGradSetEnabled) {
+    prev = mgr->obj.get() == Py_True;  // set_grad_enabled(b) set the mode when it was made; its exit restores the one before
+  } else if (Status s = set_grad_mode(t, f, mgr->flag)) {
+    return s;
+  }
   VPtr exit = t.make(VK::GradMode);
+  exit->name = kGradExit;
   exit->flag = prev;  // the mode to restore
   top(f) = exit;
   f.stack.push_back(t.constant(Ref::borrow(Py_None)));
@@ -362,10 +377,22 @@ Status op_WITH_EXCEPT_START(Translator& t, Frame& f, const Instr&) {  // (exit l
 // The __exit__ call of a with-block arrives as CALL 2 on (exit, None, None, None) after PRECALL;
 // a GradMode value as callee restores the recorded mode.
 Translator::Status call_grad_exit(Translator& t, Frame& f, const VPtr& exit, VPtr& out) {
-  VPtr r;
-  if (Translator::Status s = t.graph_call(f, py().set_grad_enabled_fn, "", {t.constant(Ref::borrow(exit->flag ? Py_True : Py_False))}, {}, r)) return s;
-  Ref x = Ref::steal(PyObject_CallFunctionObjArgs(py().set_grad_enabled_fn.get(), exit->flag ? Py_True : Py_False, nullptr));
+  if (Translator::Status s = set_grad_mode(t, f, exit->flag)) return s;
   out = t.constant(Ref::borrow(Py_None));
+  return std::nullopt;
+}
+
+bool grad_mode_now() {
+  return PyObject_IsTrue(Ref::steal(PyObject_CallMethod(py().torch.get(), "is_grad_enabled", nullptr)).get()) == 1;
+}
+
+// torch._C._set_grad_enabled(mode): a graph node, and the mode while tracing (eval_frame.cpp puts
+// back the mode the frame started in after each capture).
+Translator::Status set_grad_mode(Translator& t, Frame& f, bool mode) {
+  VPtr r;
+  if (Translator::Status s = t.graph_call(f, py().set_grad_enabled_fn, "", {t.constant(Ref::borrow(mode ? Py_True : Py_False))}, {}, r)) return s;
+  Ref x = Ref::steal(PyObject_CallFunctionObjArgs(py().set_grad_enabled_fn.get(), mode ? Py_True : Py_False, nullptr));
+  PyErr_Clear();
   return std::nullopt;
 }
 

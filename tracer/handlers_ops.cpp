@@ -90,9 +90,10 @@ Status op_CONTAINS_OP(Translator& t, Frame& f, const Instr& in) {  // (item cont
   if (cont->kind == VK::Dict && dict_key(item)) {
     for (auto& k : cont->keys) found |= PyObject_RichCompareBool(k.get(), dict_key(item), Py_EQ) == 1;
   } else if ((cont->kind == VK::List || cont->kind == VK::Tuple) && item->kind == VK::Const) {
-    for (auto& x : cont->items) {
+    for (auto& x : cont->items) {  // in order, as list.__contains__: the first equal item ends it
       if (x->kind == VK::Tensor) return t.brk(f, "DV0002", "'in' over tensors compares their values");
       found |= x->kind == VK::Const && PyObject_RichCompareBool(x->obj.get(), item->obj.get(), Py_EQ) == 1;
+      if (found) break;
     }
   } else if ((cont->kind == VK::List || cont->kind == VK::Tuple) && item->kind == VK::Object && item->obj &&
              PyType_Check(item->obj.get()) && Py_TYPE(item->obj.get())->tp_richcompare == PyType_Type.tp_richcompare) {

@@ -19,7 +19,13 @@ const char* kCmpNames[] = {"lt", "le", "eq", "ne", "gt", "ge"};
 
 // An operand whose class may define an operator in Python (made in the trace, or an object of a
 // Python class), and the other operand not a tensor: Python tries the tensor's operator first.
-bool user_operand(const VPtr& v) { return v->kind == VK::Instance; }
+// An operand whose class may define the operator in Python (Translator::user_operator inlines it):
+// an instance made in the trace or read as one, or an object from outside of a Python class (one
+// with __slots__): its operator then reads the trace's state, not the real object's as it was.
+bool user_operand(const VPtr& v) {
+  return v->kind == VK::Instance || (v->kind == VK::Object && v->obj && !PyType_Check(v->obj.get()) &&
+                                     (Py_TYPE(v->obj.get())->tp_flags & Py_TPFLAGS_HEAPTYPE));
+}
 
 Ref op_fn(const char* name) { return Ref::steal(PyObject_GetAttrString(py().operator_mod.get(), name)); }
 
@@ -96,10 +102,17 @@ Translator::Status Translator::binary(Frame& f, int nb, VPtr a, VPtr b, VPtr& ou
     out = r;
     return std::nullopt;
   }
-  if ((nb == 5 || nb == 18) && seq_a && b->kind == VK::Const && PyLong_CheckExact(b->obj.get())) {
-    VPtr r = make(a->kind);
+  const bool times_seq = nb == 5 && seq_b && !seq_a && a->kind == VK::Const && PyLong_CheckExact(a->obj.get());
+  if (times_seq) std::swap(a, b);  // 4 * [x]
+  if (nb == 5 && (seq_a || times_seq) && b->kind == VK::Const && PyLong_CheckExact(b->obj.get())) {
+    // list *= n repeats the list in place (its aliases see it); a * n makes a new one
+    const bool in_place = inplace && !times_seq && a->kind == VK::List;
+    if (in_place && a->source) return brk(f, "DV0008", "mutating an input list (*=)");
+    VPtr r = in_place ? a : make(a->kind);
+    const std::vector<VPtr> once = a->items;
+    r->items.clear();
     long n = PyLong_AsLong(b->obj.get());
-    for (long i = 0; i < n; ++i) r->items.insert(r->items.end(), a->items.begin(), a->items.end());
+    for (long i = 0; i < n; ++i) r->items.insert(r->items.end(), once.begin(), once.end());
     out = r;
     return std::nullopt;
   }
@@ -292,7 +305,10 @@ Translator::Status Translator::subscr(Frame& f, VPtr obj, VPtr idx, VPtr& out) {
   if (po && pi) {
     Ref r = Ref::steal(PyObject_GetItem(po->get(), pi->get()));
     if (!r) return raise_current(f, "subscript");
-    out = wrap(r, nullptr, f);
+    // An item of an object from outside (a mappingproxy, a container written in C) is read through
+    // its source, so guarded: it may change between calls.
+    const bool outside = obj->kind == VK::Object && obj->source && idx->kind == VK::Const;
+    out = wrap(r, outside ? Source::item(obj->source, idx->obj) : nullptr, f);
     if (out) return std::nullopt;
   }
   return brk(f, "DV0017", std::string("subscript of a ") + vk_name(obj->kind));
@@ -519,7 +535,9 @@ Translator::Status Translator::call_python(Frame& f, Ref fn, std::vector<VPtr> a
 Translator::Status Translator::getattr(Frame& f, VPtr obj, const std::string& name, VPtr& out) {
   const bool generic = generic_getattr_;
   generic_getattr_ = false;
-  if ((obj->kind == VK::NNModule || obj->kind == VK::Object) && obj->obj && !output.side_effects.attr_writes.empty()) {
+  const bool outside_instance = (obj->kind == VK::NNModule || obj->kind == VK::Object) && obj->obj &&
+                                !PyType_Check(obj->obj.get()) && !PyModule_Check(obj->obj.get());
+  if (outside_instance && !output.side_effects.attr_writes.empty()) {
     bool written = false;
     for (auto w = output.side_effects.attr_writes.rbegin(); w != output.side_effects.attr_writes.rend(); ++w) {  // the latest assignment wins
       if (w->owner->obj.get() != obj->obj.get()) continue;
@@ -529,6 +547,11 @@ Translator::Status Translator::getattr(Frame& f, VPtr obj, const std::string& na
         return std::nullopt;
       }
     }
+    // Its __dict__ is read from the real object, which the trace's assignments reach only after
+    // the graph: `"c" in o.__dict__` after `o.c = 7` would be eager's False.
+    if (written && name == "__dict__")
+      return brk(f, "DV0005", std::string("__dict__ of a ") + Py_TYPE(obj->obj.get())->tp_name + " object whose attributes the trace assigned",
+                 "read it before the assignments, or use getattr/hasattr");
     // An object written in the trace whose class has a Python __getattribute__ (a config's, which
     // maps aliases): inlined, so that an alias reads what was written under its real name.
     static PyObject* getattribute_name = PyUnicode_InternFromString("__getattribute__");
@@ -536,7 +559,16 @@ Translator::Status Translator::getattr(Frame& f, VPtr obj, const std::string& na
                        ? _PyType_Lookup(Py_TYPE(obj->obj.get()), getattribute_name) : nullptr;
     if (ga && PyFunction_Check(ga)) return call_python(f, Ref::borrow(ga), {obj, constant_steal(PyUnicode_FromString(name.c_str()))}, out);
   }
-  return ops(obj->kind).getattr(*this, f, obj, name, out);
+  if (outside_instance && name != "__dict__") {
+    auto it = dict_read_objects.find(obj->obj.get());
+    const auto& changed = output.side_effects.mutated_dicts;
+    if (it != dict_read_objects.end() && std::find(changed.begin(), changed.end(), it->second) != changed.end())
+      return brk(f, "DV0005", "attribute " + name + " of a " + Py_TYPE(obj->obj.get())->tp_name + " object whose __dict__ the trace changed",
+                 "assign the attribute itself (setattr) instead of writing its __dict__");
+  }
+  if (Status s = ops(obj->kind).getattr(*this, f, obj, name, out)) return s;
+  if (outside_instance && name == "__dict__" && out) dict_read_objects.emplace(obj->obj.get(), out);
+  return std::nullopt;
 }
 
 bool module_is_torch_mod(PyObject* mod) {

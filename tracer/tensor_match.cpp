@@ -41,6 +41,18 @@ bool is_tensor(PyObject* o) {
 
 bool functorch_active() { return !at::functorch::getDynamicLayerStack().empty(); }
 
+GraphRunState graph_run_state() {
+  return GraphRunState{at::functorch::getDynamicLayerStack().size(), c10::GradMode::is_enabled()};
+}
+
+void restore_graph_run_state(const GraphRunState& s) {
+  try {
+    while (at::functorch::getDynamicLayerStack().size() > s.functorch_depth) at::functorch::popDynamicLayerAndDeleteMetadata();
+    c10::GradMode::set_enabled(s.grad_enabled);
+  } catch (...) {  // the exception the graph raised is the one the caller sees
+  }
+}
+
 bool is_small_real_tensor(PyObject* o) {
   if (!is_tensor(o)) return false;
   const at::Tensor& t = unpack(o);

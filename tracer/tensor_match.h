@@ -29,6 +29,14 @@ bool is_small_real_tensor(PyObject* o);
 // empty). A frame called there sees wrapped tensors: it runs eagerly, as it is neither captured nor
 // looked up.
 bool functorch_active();
+// What a compiled graph's run may leave behind when an operator in it raises: the functorch levels
+// its vmap nodes pushed (eager's `with` pops them) and the grad mode its set_grad_enabled nodes set.
+struct GraphRunState {
+  size_t functorch_depth;
+  bool grad_enabled;
+};
+GraphRunState graph_run_state();
+void restore_graph_run_state(const GraphRunState& s);  // never throws
 // Fills spec from a tensor; false (no Python error set) if o is not a tensor.
 bool tensor_spec(PyObject* o, TensorSpec& spec);
 bool tensor_matches(const TensorSpec& spec, PyObject* o);  // hit path

@@ -167,6 +167,7 @@ bool Translator::catch_in(Frame& f, const bc::Instr& in, const Ref& exc) {
     if (it == f.facts->index_of.end() || e.depth > f.stack.size()) return false;
     f.stack.resize(e.depth);
     f.stack_drift = 0;  // checked builds: the exception table sets the depth (a PRECALL's share is gone)
+    f.kw_names = Ref();  // the raising CALL's KW_NAMES (3.11, 3.12) is not the handler's next call's
     if (e.lasti) f.stack.push_back(constant_steal(PyLong_FromLong(static_cast<long>(in.offset / 2))));
     VPtr v = make(VK::Object);
     v->obj = exc;

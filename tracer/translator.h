@@ -161,6 +161,10 @@ class Translator {
                         const std::vector<std::pair<std::string, VPtr>>& kwargs, VPtr& out, bool& handled);
   Status store_attr(Frame& f, const VPtr& owner, const std::string& name, const VPtr& value);
   bool generic_getattr_ = false;  // the next getattr is object.__getattribute__'s (outside_object_builtin)
+  // Objects from outside whose __dict__ the trace read, and the dict value it read (the real dict,
+  // whose changes are replayed after the graph): assigning one of their attributes afterwards, or
+  // reading one after a change through the dict, breaks, as the two would not see each other.
+  std::unordered_map<PyObject*, VPtr> dict_read_objects;
   Status call_marked_constant(Frame& f, PyObject* func, const VPtr& self, const std::vector<VPtr>& args,
                               const std::vector<std::pair<std::string, VPtr>>& kwargs, VPtr& out);
   Status object_store_attr(Frame& f, const VPtr& owner, const std::string& name, const VPtr& value);  // object.__setattr__
@@ -416,6 +420,16 @@ enum class TorchSpecial {
   effect,              // seeds, save/load, process settings, compile: a break
 };
 TorchSpecial torch_special(PyObject* fn);
+// Grad mode (tracer/values/grad_mode.cpp, handlers_control.cpp). A GradMode value's `name` says what
+// it is: "" a manager made by torch.no_grad() / enable_grad() (flag: the mode it enters);
+// kGradSetEnabled one made by torch.set_grad_enabled(b), which set mode b as it was made (obj: the
+// mode before, True/False, which its exit restores); kGradExit a with-block's bound __exit__ (flag:
+// the mode it restores); kGradDecorated a function decorated by a manager (self: the function).
+inline constexpr const char* kGradExit = "__exit__";
+inline constexpr const char* kGradSetEnabled = "set_grad_enabled";
+inline constexpr const char* kGradDecorated = "decorated";
+Translator::Status set_grad_mode(Translator& t, Frame& f, bool mode);  // a graph node, and the mode now
+bool grad_mode_now();  // torch.is_grad_enabled() while tracing
 // The answers of two kinds of TorchSpecial, computed while tracing (torch_special.cpp).
 Translator::Status group_by_device_and_dtype(Translator& t, Frame& f, PyObject* fn, const std::vector<VPtr>& args,
                                              const std::vector<std::pair<std::string, VPtr>>& kwargs, VPtr& out);

@@ -442,6 +442,7 @@ VPtr ValueBuilder::wrap_grad_restore(const Ref& obj, const SourcePtr& source, co
   const int mode = grad_restore_mode(o);
   if (source) t_.add_guard(GuardKind::ID_MATCH, source, obj, f, "___check_obj_id(" + key + ", " + repr_of(o) + ")");
   v = t_.make(VK::GradMode);
+  v->name = kGradExit;
   v->flag = mode == 1;
   return remember(source, key, v);
 }

@@ -42,6 +42,11 @@ def autograd_function_apply(cls):
     return fn
 
 
+def grad_decorated(mode, fn):
+    """A function decorated by torch.enable_grad() (mode True) or torch.no_grad() in the trace."""
+    return (torch.enable_grad if mode else torch.no_grad)()(fn)
+
+
 def make_partial(func, args, keywords):
     """A functools.partial made in the trace and rebuilt by the transformed code."""
     return functools.partial(func, *args, **keywords)

@@ -15,7 +15,7 @@ import torch
 import torch.nn as nn
 import torch.nn.functional as F
 
-from python_cases import case, module_case
+from python_cases import NOT_YET, case, module_case
 
 
 # ---- values read from an argument the trace then changes: returned as they were read ----
@@ -478,3 +478,204 @@ def optimizer_params_viewed_as_real_when_complex(a, b):
     _view_as_real(params, grads)
     steps = [p.add(g, alpha=-0.1) if torch.is_floating_point(p) else p for p, g in zip(params, grads)]
     return steps, [torch.is_complex(p) for p in params]
+
+
+# ---- grad mode as PyTorch's own dynamo tests use it (test_functions.py's nested no_grad functions):
+# @torch.no_grad() / @torch.enable_grad() on functions defined in the compiled function, set_grad_enabled
+# as a statement and as a block, managers kept across a break; each case reports the mode it ends in ----
+def _trainable(seed):
+    g = torch.Generator().manual_seed(seed)
+    return (torch.randn(3, generator=g).requires_grad_(),)
+
+
+@case((3,), extra=_trainable)
+def local_function_decorated_by_no_grad(x, w):
+    @torch.no_grad()
+    def frozen(t):
+        return t * w
+    y = frozen(x)
+    return y, y.requires_grad, (x * w).requires_grad, torch.is_grad_enabled()
+
+
+@case((3,), extra=_trainable)
+def enable_grad_decorated_helper_called_under_no_grad(x, w):
+    @torch.enable_grad()
+    def tracked(t):
+        return t * w
+    with torch.no_grad():
+        y = tracked(x)
+        z = x * w
+    return y, y.requires_grad, z.requires_grad, torch.is_grad_enabled()
+
+
+@case((3,), extra=_trainable)
+def no_grad_decorated_helper_raising_leaves_the_mode_as_before(x, w):
+    @torch.no_grad()
+    def check(t):
+        if t.shape[0] != 4:
+            raise ValueError("four expected")
+        return t
+    try:
+        y = check(x)
+    except ValueError:
+        y = x * w
+    return y, y.requires_grad, torch.is_grad_enabled()
+
+
+@case((3,), extra=_trainable)
+def set_grad_enabled_as_a_statement(x, w):
+    torch.set_grad_enabled(False)
+    y = x * w
+    torch.set_grad_enabled(True)
+    return y, y.requires_grad, (x * w).requires_grad
+
+
+@case((3,), extra=_trainable)
+def set_grad_enabled_block_inside_no_grad_restores_no_grad(x, w):
+    with torch.no_grad():
+        with torch.set_grad_enabled(True):
+            y = x * w
+        z = x * w
+    return y, y.requires_grad, z.requires_grad, torch.is_grad_enabled()
+
+
+@case((3,), extra=_trainable)
+def no_grad_decorated_function_kept_across_a_break(x, w):
+    @torch.no_grad()
+    def frozen(t):
+        return t * w
+    y = x + 1
+    torch._dynamo.graph_break()
+    return frozen(y).requires_grad, (y * w).requires_grad
+
+
+NOT_YET["no_grad_decorated_function_kept_across_a_break"] = (
+    "deliberate: TorchDynamo does not inline the rebuilt decorated function in the resume function and "
+    "compiles its frame on its own (3 graphs); dynview inlines it into the resume function's graph (2)")
+
+
+@case((3,), extra=_trainable)
+def no_grad_manager_made_before_a_break(x, w):
+    ctx = torch.no_grad()
+    y = x + 1
+    torch._dynamo.graph_break()
+    with ctx:
+        z = y * w
+    return z, z.requires_grad, torch.is_grad_enabled()
+
+
+# ---- found running PyTorch's own dynamo tests (test_functions.py, test_dicts.py) through dynview ----
+def _raises_with_a_keyword(x, strict=False):
+    raise TypeError("not this one")
+
+
+@case((3,))
+def keyword_call_raising_then_a_method_call_in_the_handler(x):
+    # the raising call's KW_NAMES (3.11, 3.12) must not name the handler's next call's arguments
+    try:
+        _raises_with_a_keyword(x, strict=True)
+    except TypeError:
+        x = x + x.sum()
+    return x
+
+
+class _Record:
+    def __init__(self, a):
+        self.a = a
+
+    def __eq__(self, other):  # compared with eager's after the call (mutated arguments)
+        return type(other) is _Record and vars(self) == vars(other)
+
+
+@case((3,), extra=lambda seed: (_Record(seed),))
+def dunder_dict_read_after_an_attribute_assignment(x, rec):
+    rec.c = 7
+    return x + 1, "c" in rec.__dict__, rec.__dict__.get("c"), len(vars(rec))
+
+
+@case((3,), extra=lambda seed: (_Record(seed),))
+def attribute_read_after_a_dunder_dict_write(x, rec):
+    rec.__dict__["a"] = 3
+    rec.__dict__["z"] = 4
+    return x * rec.a, getattr(rec, "z", 100)
+
+
+for _name in ("dunder_dict_read_after_an_attribute_assignment", "attribute_read_after_a_dunder_dict_write"):
+    NOT_YET[_name] = (
+        "an object's __dict__ and its attributes are tracked apart: read one after the trace changed the "
+        "other, dynview breaks (it used to read the stale one: a wrong result); TorchDynamo tracks both (1 graph)")
+
+
+@case((3,), extra=lambda seed: (_Record(seed),))
+def dunder_dict_taken_before_an_assignment_sees_it(x, rec):
+    d = vars(rec)
+    rec.b = 2
+    return x * len(d), sorted(d)
+
+
+class _SlottedTally:  # a __slots__ class (no __dict__) with its own __eq__, as OrderedSet-like helpers write it
+    __slots__ = ("seen",)
+
+    def __init__(self):
+        self.seen = {}
+
+    def __eq__(self, other):
+        if isinstance(other, int):
+            return len(self.seen) == other
+        return type(other) is _SlottedTally and self.seen == other.seen
+
+
+@case((3,), extra=lambda seed: (_SlottedTally(),))
+def slotted_object_compared_after_the_trace_changed_it(x, tally):
+    # its __eq__ is inlined: it reads the dict as the trace changed it, not the real one as it was
+    tally.seen["k"] = 1
+    return x + 1, tally == 1, tally != 1, 1 == tally
+
+
+@case((3,), extra=lambda seed: (types.MappingProxyType({"scale": 2.0, "shift": seed}),))
+def read_through_a_mappingproxy_argument(x, settings):
+    # an item of a read-only view of a dict (a class's __dict__, a frozen config) is guarded
+    # (test_dict_guards.py: a change of the dict behind it recompiles)
+    return x * settings["scale"]
+
+
+@case((3,), (3,))
+def tensor_type_names_and_conversions(a, b):
+    # Tensor.type() is the legacy name of the dtype on the device; Tensor.type(t) converts to it
+    half = a.to(torch.float16)
+    return (b.type(half.type()), a.type(torch.float64), b.type("torch.IntTensor"), a.type(torch.HalfTensor),
+            half.type(), a.type(torch.float32) is a)
+
+
+@case((3,))
+def in_finds_a_constant_before_reaching_a_tensor(x):
+    items = [1, 2, 3, 4, 5, x]
+    assert 3 in items          # list.__contains__ stops at the first equal item: the tensor is not compared
+    assert 6 not in [1, 2, 3, 4, 5]
+    return sum(items)
+
+
+@case((3,))
+def int_times_list_and_list_repeated_in_place(x):
+    pair = [x, x * 2]
+    alias = pair
+    pair *= 2                  # in place: the alias sees four items
+    return sum(4 * [x]), len(alias), alias[3], 2 * (x, 1)
+
+
+@case((3,))
+def class_name_of_a_tensor_in_an_f_string(x):
+    tag = f"{x.__class__.__name__} input"
+    if tag.startswith("Tensor"):
+        return x + 1, tag, type(x) is x.__class__
+    return x - 1, tag, False
+
+
+@case((3,))
+def builtin_methods_called_through_their_type(x):
+    # dict.get(d, k), list.append(l, v), str.join(sep, parts): the unbound method with its instance
+    # first, as generic helpers write them (and as a subclass's override calls its base)
+    d = {"scale": 2.0}
+    parts = ["q", "k"]
+    list.append(parts, "v")
+    return x * dict.get(d, "scale", 1.0) + len(dict.keys(d)), str.join("/", parts), tuple.index((1, 2, 3), 2)

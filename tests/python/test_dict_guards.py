@@ -292,3 +292,25 @@ def test_unread_entries_get_no_guards():
     recs = dynview._C.take_records()
     text = " ".join(str(r) for r in recs)
     assert "['b']" not in text and "['c']" not in text
+
+
+def test_a_dict_read_through_a_mappingproxy_is_guarded_like_the_dict():
+    """types.MappingProxyType (a class's __dict__, a read-only config): its items are guarded through
+    the mapping it shows, so a change of the dict behind it recompiles, and an unchanged one hits."""
+    import types
+
+    def f(x, settings):
+        return x * settings["scale"]
+    c = dynview.compile(f, backend="eager")
+    d = {"scale": 2.0, "other": 1}
+    proxy = types.MappingProxyType(d)
+    torch.testing.assert_close(c(X, proxy), f(X, proxy))
+    d["scale"] = 3.0                  # changed behind the proxy
+    torch.testing.assert_close(c(X, proxy), f(X, proxy))
+    d["other"] = 5                    # unread: reused
+    torch.testing.assert_close(c(X, proxy), f(X, proxy))
+    entries = dynview._C.cache_entries(f.__code__)
+    assert len(entries) == 2 and sum(e["hits"] for e in entries) == 1, entries
+    del d["scale"]
+    with pytest.raises(KeyError):
+        c(X, proxy)

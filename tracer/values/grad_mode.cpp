@@ -8,10 +8,37 @@ namespace dv {
 
 using cg::N;
 
+namespace {
+// A function decorated by a grad-mode manager (@torch.no_grad() on a function defined in the
+// trace): called under the mode, which is put back after it returns or raises.
+Translator::Status call_decorated(Translator& t, Frame& f, const VPtr& fn, std::vector<VPtr>& args, KwArgs& kwargs, VPtr& out) {
+  const bool prev = grad_mode_now();
+  if (Translator::Status s = set_grad_mode(t, f, fn->flag)) return s;
+  Translator::Status s = t.call(f, fn->self, std::move(args), std::move(kwargs), out);
+  if (s && !s->exc) return s;  // a break: the trace is restarted to stop before this call
+  if (Translator::Status r = set_grad_mode(t, f, prev)) return r;
+  return s;
+}
+
+// dynview._runtime.grad_decorated(mode, fn)
+PyObject* decorate_helper() {
+  static PyObject* h = cg::runtime_attr("grad_decorated");
+  return h;
+}
+}  // namespace
+
 template <>
 struct Kind<VK::GradMode> {
-  static void describe(const Value& v, std::string& out, int /*depth*/) {
-    out += v.flag ? "<enable_grad>" : "<no_grad>"; return;
+  static void describe(const Value& v, std::string& out, int depth) {
+    if (v.name == kGradExit) {
+      out += v.flag ? "<restore enable_grad>" : "<restore no_grad>";
+    } else if (v.name == kGradDecorated) {
+      out += v.flag ? "<enable_grad: " : "<no_grad: ";
+      if (v.self) describe_into(*v.self, out, depth + 1);
+      out += ">";
+    } else {
+      out += v.flag ? "<enable_grad>" : "<no_grad>";
+    }
   }
   static PyObject* python_type(Translator& /*t*/, const VPtr& /*v*/) {
     return nullptr;  // no_grad / enable_grad / set_grad_enabled, or a bound __exit__: not kept
@@ -21,17 +48,45 @@ struct Kind<VK::GradMode> {
   static constexpr auto truth = always_true;
   static constexpr auto iterate = no_answer::iterate;
   static constexpr auto getattr = no_answer::getattr;
-  static Status call(Translator& t, Frame& f, const VPtr& fn, std::vector<VPtr>& /*args*/, KwArgs& /*kwargs*/, VPtr& out) {
-    return call_grad_exit(t, f, fn, out);  // a with-block's __exit__
+  static Status call(Translator& t, Frame& f, const VPtr& fn, std::vector<VPtr>& args, KwArgs& kwargs, VPtr& out) {
+    if (fn->name == kGradExit) return call_grad_exit(t, f, fn, out);  // a with-block's __exit__
+    if (fn->name == kGradDecorated) return call_decorated(t, f, fn, args, kwargs, out);
+    // torch.no_grad()(fn) / @torch.no_grad(): the decorated function. (set_grad_enabled(b)(fn)
+    // also puts back the mode before it, which is not modelled: a break.)
+    if (fn->name.empty() && args.size() == 1 && kwargs.empty() &&
+        (args[0]->kind == VK::Function || args[0]->kind == VK::Method || args[0]->kind == VK::Partial)) {
+      out = t.make(VK::GradMode);
+      out->name = kGradDecorated;
+      out->flag = fn->flag;
+      out->self = args[0];
+      return std::nullopt;
+    }
+    return t.brk(f, "DV0009", "calling a grad-mode context manager with these arguments",
+                 "use it in a with-block, or as a decorator of a function");
   }
   static constexpr auto setattr = no_answer::setattr;
   static constexpr auto call_method = no_answer::call_method;
   static bool reconstruct(cg::Rebuilder& r, const VPtr& v) {
-    // a with-block's __exit__: restores the grad mode it recorded
-    PyObject* restore = grad_restore_object(v->flag);
-    if (!restore) return false;
-    r.e.emit(N::LOAD_CONST, r.e.konst(restore));
-    return true;
+    if (v->name == kGradExit) {  // a with-block's __exit__: restores the grad mode it recorded
+      PyObject* restore = grad_restore_object(v->flag);
+      if (!restore) return false;
+      r.e.emit(N::LOAD_CONST, r.e.konst(restore));
+      return true;
+    }
+    if (v->name == kGradDecorated) {  // grad_decorated(mode, fn)
+      if (!decorate_helper()) return false;
+      r.e.callable_const(decorate_helper());
+      r.e.emit(N::LOAD_CONST, r.e.konst(v->flag ? Py_True : Py_False));
+      if (!r.value(v->self)) return false;
+      r.e.call(2);
+      return r.remember(v);
+    }
+    if (v->name.empty()) {  // torch.no_grad() / torch.enable_grad(), made anew (it holds no state)
+      r.e.callable_const(v->flag ? py().enable_grad.get() : py().no_grad.get());
+      r.e.call(0);
+      return r.remember(v);
+    }
+    return false;  // set_grad_enabled(b) would set the mode again as it is rebuilt
   }
 };
 DV_KIND(GradMode, "grad_mode")

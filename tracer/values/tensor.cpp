@@ -26,6 +26,42 @@ PyObject* input_object(Translator& t, const VPtr& v) {
   return nullptr;
 }
 
+// Tensor.type(): the legacy name of the tensor's dtype on its device ("torch.FloatTensor",
+// "torch.cuda.HalfTensor"), a constant of the guarded dtype and device, asked of an empty tensor
+// of both (the example is on meta). Tensor.type(t), t a dtype, such a name or a legacy tensor class
+// (torch.HalfTensor): Tensor.to the dtype and device it names, which is the tensor itself when they
+// are its own, as Tensor.type gives.
+Translator::Status tensor_type(Translator& t, Frame& f, const VPtr& self, std::vector<VPtr>& args, VPtr& out) {
+  Ref dtype = Ref::steal(PyObject_GetAttrString(self->obj.get(), "dtype"));
+  Ref kw = Ref::steal(PyDict_New());
+  if (!dtype || !kw || PyDict_SetItemString(kw.get(), "dtype", dtype.get()) < 0 ||
+      (self->device && PyDict_SetItemString(kw.get(), "device", self->device.get()) < 0))
+    return PyErr_Clear(), t.brk(f, "DV0006", "Tensor.type: no dtype or device of the example");
+  Ref empty_fn = Ref::steal(PyObject_GetAttrString(py().torch.get(), "empty"));
+  Ref zero = Ref::steal(Py_BuildValue("(i)", 0));
+  Ref like = empty_fn ? Ref::steal(PyObject_Call(empty_fn.get(), zero.get(), kw.get())) : Ref();
+  if (!like) return PyErr_Clear(), t.brk(f, "DV0006", "Tensor.type: no tensor of the example's dtype and device");
+  if (args.empty()) {
+    Ref name = Ref::steal(PyObject_CallMethod(like.get(), "type", nullptr));
+    if (!name) return PyErr_Clear(), t.brk(f, "DV0006", "Tensor.type() failed");
+    out = t.constant(name);
+    return std::nullopt;
+  }
+  auto target = t.to_python(args[0], false);
+  if (!target) return t.brk(f, "DV0013", "Tensor.type of a " + std::string(vk_name(args[0]->kind)));
+  Ref conv = Ref::steal(PyObject_CallMethod(like.get(), "type", "O", target->get()));
+  Ref new_dtype = conv ? Ref::steal(PyObject_GetAttrString(conv.get(), "dtype")) : Ref();
+  Ref new_device = conv ? Ref::steal(PyObject_GetAttrString(conv.get(), "device")) : Ref();
+  if (!new_dtype || !new_device) return t.raise_current(f, "Tensor.type");  // eager raises the same here
+  std::vector<VPtr> a{self};
+  KwArgs to_kw{{"dtype", t.constant(new_dtype)}};
+  if (!self->device || PyObject_RichCompareBool(new_device.get(), self->device.get(), Py_EQ) != 1) {
+    PyErr_Clear();
+    to_kw.emplace_back("device", t.constant(new_device));
+  }
+  return t.graph_call(f, {}, "to", std::move(a), std::move(to_kw), out);
+}
+
 }  // namespace
 
 // Tensor, Sym: the graph's output (symbolic ints come back as ints), or the input it is
@@ -89,6 +125,11 @@ struct Kind<VK::Tensor> {
       out = t.constant(r);
       return std::nullopt;
     }
+    if (name == "__class__") {  // type(x): its class (a subclass's for a subclass input), as Tensor.python_type
+      out = t.make(VK::Object);
+      out->obj = Ref::borrow(python_type(t, obj));
+      return std::nullopt;
+    }
     if (name == "T" || name == "mT" || name == "H" || name == "mH" || name == "real" || name == "imag")
       return t.graph_call(f, py().getattr_fn, "", {obj, t.constant_steal(PyUnicode_FromString(name.c_str()))}, {}, out);
     if (PyObject* real = name == "grad" && obj->source ? input_object(t, obj) : nullptr) {
@@ -121,6 +162,7 @@ struct Kind<VK::Tensor> {
     if (in_list(kDataDependent, name))
       return t.brk(f, "DV0003", "data-dependent operator Tensor." + name + "()",
                  "the result depends on tensor values; dynview breaks the graph here like torch.compile");
+    if (name == "type" && kwargs.empty() && args.size() <= 1) return tensor_type(t, f, self, args, out);
     if (in_list(kMetaMethods, name)) {  // metadata: a constant computed from the example value
       auto pargs = Ref::steal(PyTuple_New(args.size()));
       for (size_t i = 0; i < args.size(); ++i) {
