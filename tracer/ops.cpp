@@ -307,7 +307,9 @@ Translator::Status Translator::subscr(Frame& f, VPtr obj, VPtr idx, VPtr& out) {
     if (!r) return raise_current(f, "subscript");
     // An item of an object from outside (a mappingproxy, a container written in C) is read through
     // its source, so guarded: it may change between calls.
-    const bool outside = obj->kind == VK::Object && obj->source && idx->kind == VK::Const;
+    PyObject* o = po->get();
+    const bool outside = obj->kind == VK::Object && obj->source && idx->kind == VK::Const &&
+                         (Py_IS_TYPE(o, &PyDictProxy_Type) || PyDict_Check(o) || PyList_CheckExact(o) || PyTuple_CheckExact(o));  // the guard reads these
     out = wrap(r, outside ? Source::item(obj->source, idx->obj) : nullptr, f);
     if (out) return std::nullopt;
   }
@@ -547,11 +549,6 @@ Translator::Status Translator::getattr(Frame& f, VPtr obj, const std::string& na
         return std::nullopt;
       }
     }
-    // Its __dict__ is read from the real object, which the trace's assignments reach only after
-    // the graph: `"c" in o.__dict__` after `o.c = 7` would be eager's False.
-    if (written && name == "__dict__")
-      return brk(f, "DV0005", std::string("__dict__ of a ") + Py_TYPE(obj->obj.get())->tp_name + " object whose attributes the trace assigned",
-                 "read it before the assignments, or use getattr/hasattr");
     // An object written in the trace whose class has a Python __getattribute__ (a config's, which
     // maps aliases): inlined, so that an alias reads what was written under its real name.
     static PyObject* getattribute_name = PyUnicode_InternFromString("__getattribute__");
@@ -560,14 +557,46 @@ Translator::Status Translator::getattr(Frame& f, VPtr obj, const std::string& na
     if (ga && PyFunction_Check(ga)) return call_python(f, Ref::borrow(ga), {obj, constant_steal(PyUnicode_FromString(name.c_str()))}, out);
   }
   if (outside_instance && name != "__dict__") {
+    // An object whose __dict__ the trace read and changed: its instance attributes are that dict's
+    // entries (a data descriptor of its class comes first; a key the trace did not see breaks).
     auto it = dict_read_objects.find(obj->obj.get());
     const auto& changed = output.side_effects.mutated_dicts;
-    if (it != dict_read_objects.end() && std::find(changed.begin(), changed.end(), it->second) != changed.end())
+    if (it != dict_read_objects.end() && std::find(changed.begin(), changed.end(), it->second) != changed.end()) {
+      const Value& d = *it->second;
+      Ref nm = Ref::steal(PyUnicode_FromString(name.c_str()));
+      PyObject* descr = _PyType_Lookup(Py_TYPE(obj->obj.get()), nm.get());
+      if (!(descr && Py_TYPE(descr)->tp_descr_set))
+        for (size_t i = 0; i < d.keys.size(); ++i)
+          if (PyUnicode_Check(d.keys[i].get()) && str_of(d.keys[i].get()) == name) {
+            out = d.items[i];
+            return std::nullopt;
+          }
       return brk(f, "DV0005", "attribute " + name + " of a " + Py_TYPE(obj->obj.get())->tp_name + " object whose __dict__ the trace changed",
                  "assign the attribute itself (setattr) instead of writing its __dict__");
+    }
   }
   if (Status s = ops(obj->kind).getattr(*this, f, obj, name, out)) return s;
-  if (outside_instance && name == "__dict__" && out) dict_read_objects.emplace(obj->obj.get(), out);
+  if (outside_instance && obj->kind == VK::Object && name == "__dict__" && out && out->kind == VK::Dict &&
+      !dict_read_objects.count(obj->obj.get())) {
+    // The real __dict__ of a plain object: the trace's assignments to it so far are its entries
+    // too, and later ones are written through (object_setattr), so that `"c" in o.__dict__` after
+    // `o.c = 7` and a dict taken before `o.c = 7` both see it, as in eager.
+    dict_read_objects.emplace(obj->obj.get(), out);
+    for (const auto& w : output.side_effects.attr_writes)
+      if (w.owner->obj.get() == obj->obj.get())
+        if (Status s = write_through_dict(f, obj->obj.get(), w.name, w.value)) return s;
+  }
+  return std::nullopt;
+}
+
+Translator::Status Translator::write_through_dict(Frame& f, PyObject* o, const std::string& name, const VPtr& value) {
+  auto it = dict_read_objects.find(o);
+  if (it == dict_read_objects.end()) return std::nullopt;
+  const VPtr& d = it->second;
+  if (d->lazy && !builder.realize(d, f))  // written: all of it, as a dict written by the code is
+    return brk(f, "DV0005", "the __dict__ of a " + std::string(Py_TYPE(o)->tp_name) + " object cannot be traced");
+  if (d->source) output.side_effects.note_mutation(d);
+  dict_set(*d, Ref::steal(PyUnicode_FromString(name.c_str())), value);
   return std::nullopt;
 }
 

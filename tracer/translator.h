@@ -162,9 +162,10 @@ class Translator {
   Status store_attr(Frame& f, const VPtr& owner, const std::string& name, const VPtr& value);
   bool generic_getattr_ = false;  // the next getattr is object.__getattribute__'s (outside_object_builtin)
   // Objects from outside whose __dict__ the trace read, and the dict value it read (the real dict,
-  // whose changes are replayed after the graph): assigning one of their attributes afterwards, or
-  // reading one after a change through the dict, breaks, as the two would not see each other.
+  // whose changes are replayed after the graph): assignments to their attributes are written into
+  // it, and their attributes are read from it once the trace changed it (Translator::getattr).
   std::unordered_map<PyObject*, VPtr> dict_read_objects;
+  Status write_through_dict(Frame& f, PyObject* o, const std::string& name, const VPtr& value);  // o.name = value, into it
   Status call_marked_constant(Frame& f, PyObject* func, const VPtr& self, const std::vector<VPtr>& args,
                               const std::vector<std::pair<std::string, VPtr>>& kwargs, VPtr& out);
   Status object_store_attr(Frame& f, const VPtr& owner, const std::string& name, const VPtr& value);  // object.__setattr__

@@ -162,8 +162,6 @@ Status object_setattr(Translator& t, Frame& f, const VPtr& owner, const std::str
   PyTypeObject* tp = Py_TYPE(o);
   if (PyType_Check(o) || PyModule_Check(o) || !(tp->tp_flags & Py_TPFLAGS_HEAPTYPE))
     return t.brk(f, "DV0008", "assignment to attribute '" + name + "' of " + tp->tp_name, hint);
-  if (t.dict_read_objects.count(o))  // the __dict__ read before would not see it (Translator::getattr)
-    return t.brk(f, "DV0008", "assignment to attribute '" + name + "' of a " + tp->tp_name + " object whose __dict__ the trace read", hint);
   // Only plain instance attributes: nn.Module's __setattr__ for names that are not parameters,
   // buffers or submodules, or object's; no properties or other data descriptors.
   Ref setattr_fn = Ref::steal(PyObject_GetAttrString(reinterpret_cast<PyObject*>(tp), "__setattr__"));
@@ -213,6 +211,7 @@ Status object_setattr(Translator& t, Frame& f, const VPtr& owner, const std::str
   if (!replayable(value))
     return t.brk(f, "DV0008", "assignment of a " + std::string(vk_name(value->kind)) + " to attribute '" + name + "'", hint);
   t.output.side_effects.attr_writes.push_back(SideEffects::AttrWrite{owner, name, value});
+  if (!module) return t.write_through_dict(f, o, name, value);  // a __dict__ the trace read sees it (Translator::getattr)
   return std::nullopt;
 }
 
