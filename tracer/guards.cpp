@@ -242,6 +242,19 @@ bool leaf_ok(const Guard& g, PyObject* o) {
           }
         }
       }
+      if (PyODict_Check(o)) {
+        // An OrderedDict's order is its own (move_to_end changes it, not the storage's): its
+        // iterator's order too, OrderedDict's own (a subclass's __iter__ is not asked: no Python runs)
+        Ref it = Ref::steal(PyODict_Type.tp_iter(o));
+        if (!it) return PyErr_Clear(), false;
+        for (Py_ssize_t j = 0; j < PyTuple_GET_SIZE(keys); ++j) {
+          Ref k2 = Ref::steal(PyIter_Next(it.get()));
+          if (!k2 || k2.get() != PyTuple_GET_ITEM(keys, j)) {
+            const int r = k2 ? PyObject_RichCompareBool(k2.get(), PyTuple_GET_ITEM(keys, j), Py_EQ) : 0;
+            if (r != 1) return PyErr_Clear(), false;
+          }
+        }
+      }
       return true;
     }
     case GuardKind::DICT_CONTAINS: {

@@ -314,3 +314,20 @@ def test_a_dict_read_through_a_mappingproxy_is_guarded_like_the_dict():
     del d["scale"]
     with pytest.raises(KeyError):
         c(X, proxy)
+
+
+def test_an_ordered_dict_reordered_by_move_to_end_recompiles():
+    """OrderedDict keeps its own order (move_to_end does not change the dict storage's): the keys
+    guard checks that order too, or the cached code would read the values in the old order. (torch
+    2.13's torch.compile reuses its code here and returns the old order's value.)"""
+    from collections import OrderedDict
+
+    def first_scaled(x, d):
+        return [x * v for v in d.values()][0]
+    c = dynview.compile(first_scaled, backend="eager")
+    od = OrderedDict([("a", 10.0), ("b", 100.0)])
+    torch.testing.assert_close(c(X, od), first_scaled(X, od))
+    od.move_to_end("a")
+    torch.testing.assert_close(c(X, od), first_scaled(X, od))
+    od.move_to_end("b")
+    torch.testing.assert_close(c(X, od), first_scaled(X, od))
