@@ -863,7 +863,7 @@ Status object_call(Translator& t, Frame& f, const VPtr& fn, std::vector<VPtr>& a
     VPtr g = t.make(VK::GradMode);
     g->name = kGradSetEnabled;
     g->flag = PyObject_IsTrue(args[0]->obj.get()) == 1;
-    g->obj = Ref::borrow(grad_mode_now() ? Py_True : Py_False);
+    g->obj = Ref::borrow(grad_mode_enabled() ? Py_True : Py_False);
     if (Status s = set_grad_mode(t, f, g->flag)) return s;
     out = g;
     return std::nullopt;

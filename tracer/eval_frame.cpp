@@ -162,15 +162,6 @@ PyObject* call_graph(PyObject* compiled, PyObject* const* args, Py_ssize_t n) {
 PyMethodDef g_call_graph_def = {"__compiled_graph", reinterpret_cast<PyCFunction>(reinterpret_cast<void (*)()>(call_graph)),
                                 METH_FASTCALL, nullptr};
 
-bool grad_enabled() {
-  Ref r = Ref::steal(PyObject_CallMethod(py().torch.get(), "is_grad_enabled", nullptr));
-  if (!r) PyErr_Clear();
-  return r && PyObject_IsTrue(r.get()) == 1;
-}
-void set_grad(bool mode) {
-  Ref r = Ref::steal(PyObject_CallFunctionObjArgs(py().set_grad_enabled_fn.get(), mode ? Py_True : Py_False, nullptr));
-  if (PyErr_Occurred()) PyErr_Clear();
-}
 
 // Graph outputs: the tensor nodes inside `v` (containers walked), appended once each.
 void add_outputs(const VPtr& v, std::vector<int>& outputs) {
@@ -336,11 +327,11 @@ Entry* compile_frame(CodeState& st, PyCodeObject* co, _PyInterpreterFrame* frame
   req.dynamic_mode = static_cast<DynamicMode>(mode().dynamic);
   // Each capture runs from the grad mode the frame starts in; the mode it ends in is what the
   // transformed code must leave (a resume function may leave a with-block the frame entered).
-  const bool grad_before = grad_enabled();
+  const bool grad_before = grad_mode_enabled();
   auto run_capture = [&](const CaptureRequest& r, int& grad_change) {
     CaptureResult c = capture(r);
-    const bool grad_after = grad_enabled();
-    set_grad(grad_before);
+    const bool grad_after = grad_mode_enabled();
+    set_grad_mode_enabled(grad_before);
     grad_change = grad_after != grad_before ? int(grad_after) : -1;
     return c;
   };

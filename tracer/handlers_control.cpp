@@ -2,6 +2,7 @@
 // Each says its stack effect in a comment, checks before it mutates, and returns a Break for what
 // it does not support. The dispatch table is in handlers.cpp.
 #include "handlers_common.h"
+#include "tracer/tensor_match.h"
 
 namespace dv {
 
@@ -342,7 +343,7 @@ Status op_BEFORE_WITH(Translator& t, Frame& f, const Instr&) {  // (mgr -- exit 
   if (mgr->kind != VK::GradMode || mgr->name == kGradExit || mgr->name == kGradDecorated)
     return t.brk(f, "DV0009", "unsupported context manager",
                  "torch.no_grad/enable_grad/set_grad_enabled and context managers made in the traced code (Python __enter__/__exit__) are traced");
-  bool prev = grad_mode_now();
+  bool prev = grad_mode_enabled();
   if (mgr->name == kGradSetEnabled) {
     prev = mgr->obj.get() == Py_True;  // set_grad_enabled(b) set the mode when it was made; its exit restores the one before
   } else if (Status s = set_grad_mode(t, f, mgr->flag)) {
@@ -382,17 +383,13 @@ Translator::Status call_grad_exit(Translator& t, Frame& f, const VPtr& exit, VPt
   return std::nullopt;
 }
 
-bool grad_mode_now() {
-  return PyObject_IsTrue(Ref::steal(PyObject_CallMethod(py().torch.get(), "is_grad_enabled", nullptr)).get()) == 1;
-}
 
 // torch._C._set_grad_enabled(mode): a graph node, and the mode while tracing (eval_frame.cpp puts
 // back the mode the frame started in after each capture).
 Translator::Status set_grad_mode(Translator& t, Frame& f, bool mode) {
   VPtr r;
   if (Translator::Status s = t.graph_call(f, py().set_grad_enabled_fn, "", {t.constant(Ref::borrow(mode ? Py_True : Py_False))}, {}, r)) return s;
-  Ref x = Ref::steal(PyObject_CallFunctionObjArgs(py().set_grad_enabled_fn.get(), mode ? Py_True : Py_False, nullptr));
-  PyErr_Clear();
+  set_grad_mode_enabled(mode);
   return std::nullopt;
 }
 

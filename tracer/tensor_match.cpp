@@ -45,6 +45,9 @@ GraphRunState graph_run_state() {
   return GraphRunState{at::functorch::getDynamicLayerStack().size(), c10::GradMode::is_enabled()};
 }
 
+bool grad_mode_enabled() { return c10::GradMode::is_enabled(); }
+void set_grad_mode_enabled(bool mode) { c10::GradMode::set_enabled(mode); }
+
 void restore_graph_run_state(const GraphRunState& s) {
   try {
     while (at::functorch::getDynamicLayerStack().size() > s.functorch_depth) at::functorch::popDynamicLayerAndDeleteMetadata();

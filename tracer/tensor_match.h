@@ -37,6 +37,8 @@ struct GraphRunState {
 };
 GraphRunState graph_run_state();
 void restore_graph_run_state(const GraphRunState& s);  // never throws
+bool grad_mode_enabled();               // torch.is_grad_enabled(), asked of LibTorch
+void set_grad_mode_enabled(bool mode);  // torch._C._set_grad_enabled(mode), in LibTorch
 // Fills spec from a tensor; false (no Python error set) if o is not a tensor.
 bool tensor_spec(PyObject* o, TensorSpec& spec);
 bool tensor_matches(const TensorSpec& spec, PyObject* o);  // hit path

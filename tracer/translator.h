@@ -430,7 +430,6 @@ inline constexpr const char* kGradExit = "__exit__";
 inline constexpr const char* kGradSetEnabled = "set_grad_enabled";
 inline constexpr const char* kGradDecorated = "decorated";
 Translator::Status set_grad_mode(Translator& t, Frame& f, bool mode);  // a graph node, and the mode now
-bool grad_mode_now();  // torch.is_grad_enabled() while tracing
 // The answers of two kinds of TorchSpecial, computed while tracing (torch_special.cpp).
 Translator::Status group_by_device_and_dtype(Translator& t, Frame& f, PyObject* fn, const std::vector<VPtr>& args,
                                              const std::vector<std::pair<std::string, VPtr>>& kwargs, VPtr& out);

@@ -2,6 +2,7 @@
 #include "tracer/codegen.h"
 #include "tracer/pycache.h"
 #include "tracer/rebuild.h"
+#include "tracer/tensor_match.h"
 #include "tracer/values/kind.h"
 
 namespace dv {
@@ -12,7 +13,7 @@ namespace {
 // A function decorated by a grad-mode manager (@torch.no_grad() on a function defined in the
 // trace): called under the mode, which is put back after it returns or raises.
 Translator::Status call_decorated(Translator& t, Frame& f, const VPtr& fn, std::vector<VPtr>& args, KwArgs& kwargs, VPtr& out) {
-  const bool prev = grad_mode_now();
+  const bool prev = grad_mode_enabled();
   if (Translator::Status s = set_grad_mode(t, f, fn->flag)) return s;
   Translator::Status s = t.call(f, fn->self, std::move(args), std::move(kwargs), out);
   if (s && !s->exc) return s;  // a break: the trace is restarted to stop before this call
