@@ -700,7 +700,9 @@ static bool set_of_constants(PyObject* r) {
   if (!it) return PyErr_Clear(), false;
   while (Ref key = Ref::steal(PyIter_Next(it.get()))) {
     PyObject* k = key.get();
-    if (!(PyUnicode_CheckExact(k) || PyLong_Check(k) || PyFloat_CheckExact(k) || PyTuple_CheckExact(k) || k == Py_None)) return false;
+    if (!(PyUnicode_CheckExact(k) || PyLong_Check(k) || PyFloat_CheckExact(k) || PyTuple_CheckExact(k) || k == Py_None ||
+          PyFrozenSet_CheckExact(k)))
+      return false;
   }
   if (PyErr_Occurred()) return PyErr_Clear(), false;
   return true;

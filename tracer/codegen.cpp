@@ -350,6 +350,20 @@ bool emit_head(Emitter& e, Rebuilder& rb, PyCodeObject* co, const CaptureResult&
       e.emit(N::POP_TOP);
     }
   }
+  for (const SideEffects::OutsideSet& s : se.outside_sets) {  // set.clear(s); set.update(s, frozenset(new items))
+    if (!se.set_changed(s)) continue;
+    Ref items = Ref::steal(PyFrozenSet_New(s.value->obj.get()));
+    if (!items) return PyErr_Clear(), why = "cannot write back the set " + s.value->source->text(), false;
+    for (const char* method : {"clear", "update"}) {
+      Ref fn = Ref::steal(PyObject_GetAttrString(reinterpret_cast<PyObject*>(&PySet_Type), method));
+      e.callable_const(fn.get());
+      if (!e.source(*s.value->source)) return why = "cannot reload the mutated set " + s.value->source->text(), false;
+      const bool update = method[0] == 'u';
+      if (update) e.emit(N::LOAD_CONST, e.konst(items.get()));
+      e.call(update ? 2 : 1);
+      e.emit(N::POP_TOP);
+    }
+  }
   return true;
 }
 

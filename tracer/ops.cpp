@@ -48,6 +48,14 @@ Translator::Status Translator::binary(Frame& f, int nb, VPtr a, VPtr b, VPtr& ou
   // `s += x` where s is not a tensor (s = 0; s += t * 2) is s = s + x: numbers have no in-place
   // forms (and the FX code of operator.iadd on a literal would not even parse).
   const bool inplace = nb >= 13;
+  if (inplace && a->kind == VK::Const && PySet_CheckExact(a->obj.get()) && b->kind == VK::Const) {
+    // s |= t, s -= t ... change the set itself (its aliases and, for a set from the frame, the caller
+    // see it: ValueBuilder::wrap_set writes it back)
+    Ref r = Ref::steal(PyObject_CallFunctionObjArgs(op_fn(kBinOpNames[nb]).get(), a->obj.get(), b->obj.get(), nullptr));
+    if (!r) return raise_current(f, std::string("operator.") + kBinOpNames[nb]);
+    out = r.get() == a->obj.get() ? a : constant(r);
+    return std::nullopt;
+  }
   if (nb >= 13 && a->kind != VK::Tensor) nb -= 13;
   const char* name = kBinOpNames[nb];
   // xs += ys and d |= e mutate the left operand (an alias or the caller sees it): list.extend and

@@ -39,6 +39,23 @@ struct SideEffects {
   }
   std::vector<VPtr> mutated_lists;  // lists from outside the frame changed by append/extend/pop/insert
   std::vector<VPtr> mutated_dicts;  // dicts from outside the frame (the frame's **kwargs too) changed
+  // Sets from outside the frame (ValueBuilder::wrap_set): the trace's copy and the items the real set
+  // had; one whose copy differs at the end is written back (clear, then update with the new items).
+  struct OutsideSet {
+    VPtr value;
+    Ref before;
+  };
+  std::vector<OutsideSet> outside_sets;
+  bool set_changed(const OutsideSet& s) const {
+    const int same = PyObject_RichCompareBool(s.value->obj.get(), s.before.get(), Py_EQ);
+    if (same < 0) PyErr_Clear();
+    return same != 1;
+  }
+  bool any_set_changed() const {
+    for (const OutsideSet& s : outside_sets)
+      if (set_changed(s)) return true;
+    return false;
+  }
   std::vector<VPtr> written_cells;  // the root frame's free variables (real cells) written by STORE_DEREF
   // Iterators from the frame (tuple iterators: value_builder.cpp): the `pos` items the trace took are
   // taken from the real one after the graph.
@@ -50,7 +67,7 @@ struct SideEffects {
   }
   bool empty() const {
     return attr_writes.empty() && global_writes.empty() && mutated_lists.empty() && mutated_dicts.empty() && written_cells.empty() &&
-           !any_advanced();
+           !any_advanced() && !any_set_changed();
   }
   void note_mutation(const VPtr& container) {  // a list or dict from outside the frame was changed
     auto& v = container->kind == VK::Dict ? mutated_dicts : mutated_lists;

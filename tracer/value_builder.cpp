@@ -87,6 +87,7 @@ VPtr ValueBuilder::wrap(Ref obj, SourcePtr source, Frame& f) {
         {type(py().torch_Size.get()), &ValueBuilder::wrap_constant},
         {&PyTuple_Type, &ValueBuilder::wrap_sequence},
         {&PyFrozenSet_Type, &ValueBuilder::wrap_sequence},
+        {&PySet_Type, &ValueBuilder::wrap_set},
         {&PyList_Type, &ValueBuilder::wrap_sequence},
         {&PyDict_Type, &ValueBuilder::wrap_dict},
         {&PyFunction_Type, &ValueBuilder::wrap_function},
@@ -235,6 +236,32 @@ VPtr ValueBuilder::wrap_constant(const Ref& obj, const SourcePtr& source, const 
   }
   v = t_.make(VK::Const);
   v->obj = obj;
+  return remember(source, key, v);
+}
+
+// A set from the frame (an argument, a config's attribute, a global) whose items are constants: the
+// trace works on a private copy (a Const, as a set made in the trace is), guarded by value; its
+// methods and operators run on the copy, and the transformed code writes the copy's final items
+// back into the real set when the trace changed them (codegen.cpp), as TorchDynamo replays a
+// SetVariable's mutations. It is rebuilt from its source, so it stays the caller's object. A set
+// holding anything else is an object by identity whose methods break (object_getattr).
+VPtr ValueBuilder::wrap_set(const Ref& obj, const SourcePtr& source, const std::string& key, Frame& f) {
+  PyObject* o = obj.get();
+  if (!source) return wrap_object(obj, source, key, f);
+  Ref it = Ref::steal(PyObject_GetIter(o));
+  bool constants = static_cast<bool>(it);
+  while (Ref x = it && constants ? Ref::steal(PyIter_Next(it.get())) : Ref()) constants = is_const_tree(x.get());
+  if (!constants || PyErr_Occurred()) return PyErr_Clear(), wrap_object(obj, source, key, f);
+  if (VPtr first = shared_container(o, source, key, f); first || !ok_) return first;
+  Ref copy = Ref::steal(PySet_New(o));
+  if (!copy) return PyErr_Clear(), wrap_object(obj, source, key, f);
+  Ref expected = Ref::steal(PySet_New(o));  // what the guard compares with (the copy changes)
+  if (!expected) return PyErr_Clear(), wrap_object(obj, source, key, f);
+  t_.add_guard(GuardKind::EQUALS_MATCH, source, expected, f, key + " == " + repr_of(o));
+  VPtr v = t_.make(VK::Const);
+  v->obj = copy;
+  containers_seen_[o] = {obj, v};
+  t_.output.side_effects.outside_sets.push_back({v, expected});
   return remember(source, key, v);
 }
 

@@ -55,6 +55,7 @@ class ValueBuilder {
   VPtr wrap_constant(const Ref& obj, const SourcePtr& source, const std::string& key, Frame& f);
   VPtr wrap_enum_member(const Ref& obj, const SourcePtr& source, const std::string& key, Frame& f);
   VPtr wrap_sequence(const Ref& obj, const SourcePtr& source, const std::string& key, Frame& f);
+  VPtr wrap_set(const Ref& obj, const SourcePtr& source, const std::string& key, Frame& f);
   VPtr wrap_dict(const Ref& obj, const SourcePtr& source, const std::string& key, Frame& f);
   VPtr wrap_module(const Ref& obj, const SourcePtr& source, const std::string& key, Frame& f);
   VPtr wrap_function(const Ref& obj, const SourcePtr& source, const std::string& key, Frame& f);

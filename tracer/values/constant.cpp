@@ -67,6 +67,7 @@ struct Kind<VK::Const> {
   }
   static bool reconstruct(cg::Rebuilder& r, const VPtr& v) {
     if (is_fake_id(v->obj.get())) return false;  // id() of a value made in the trace: no real id to give
+    if (PySet_CheckExact(v->obj.get()) && v->source) return r.e.source(*v->source);  // a set from the frame: that set
     if (PySet_CheckExact(v->obj.get())) {  // a set made in the trace: a new set per call, set(frozenset)
       Ref frozen = Ref::steal(PyFrozenSet_New(v->obj.get()));
       if (!frozen) return PyErr_Clear(), false;

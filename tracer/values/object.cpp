@@ -116,7 +116,10 @@ Status object_getattr(Translator& t, Frame& f, const VPtr& obj, const std::strin
       return std::nullopt;
     }
   }
-  if (PyCFunction_Check(r.get()) && PyCFunction_GET_SELF(r.get()) == o && bound_to_mutable_object(r.get()))
+  // (A set from the frame whose items are constants is a Const copy, ValueBuilder::wrap_set; one that
+  // holds other values is this object itself: its methods would act on the caller's set now.)
+  if (PyCFunction_Check(r.get()) && PyCFunction_GET_SELF(r.get()) == o &&
+      (bound_to_mutable_object(r.get()) || (obj->source && PySet_CheckExact(o))))
     return t.brk(f, "DV0005", "method " + name + " of a live " + Py_TYPE(o)->tp_name + " object",
                "its methods are not traced; a bound method kept in the code would act on this one object on every call");
   // Attributes of modules (torch.relu, math.pi), classes and instances of user classes (a config
