@@ -174,6 +174,26 @@ Status op_RAISE_VARARGS(Translator& t, Frame& f, const Instr& in) {  // (args[op
     PyException_SetContext(exc.get(), nullptr);
     reinterpret_cast<PyBaseExceptionObject*>(exc.get())->suppress_context = 1;
   } else if (t.exc_info && t.exc_info->obj && t.exc_info->obj.get() != exc.get()) {  // raised inside an except block
+    // As CPython's _PyErr_SetObject: the handled exception becomes the context, and a link back to
+    // the raised one along the handled one's context chain is cut, so that no cycle is made (a
+    // cycle that was already there is walked once, Floyd's way, and left alone).
+    PyObject* o = t.exc_info->obj.get();
+    PyObject* slow = o;
+    bool toggle = false;
+    while (PyObject* context = PyException_GetContext(o)) {
+      Py_DECREF(context);  // still held by o
+      if (context == exc.get()) {
+        PyException_SetContext(o, nullptr);
+        break;
+      }
+      o = context;
+      if (o == slow) break;
+      if (toggle) {
+        slow = PyException_GetContext(slow);
+        Py_XDECREF(slow);
+      }
+      toggle = !toggle;
+    }
     PyException_SetContext(exc.get(), Ref(t.exc_info->obj).release());
   }
   return t.raise(f, std::move(exc));

@@ -358,7 +358,8 @@ class Translator {
   VPtr real_cell(Frame& f, PyObject* cell, const SourcePtr& source, bool& fresh);
   int cur_step_ = 0;
   int vmap_depth_ = 0;  // torch.vmap calls being traced around the current step
-  std::unordered_map<const Value*, std::pair<VPtr, VPtr>> fake_ids_;  // value -> (value kept alive, its fake id)
+  // value (a constant: its object) -> (value kept alive, its fake id)
+  std::unordered_map<const void*, std::pair<VPtr, VPtr>> fake_ids_;
 #ifdef DV_CHECK_STACK
   void check_stack_effect(Frame& f, const bc::Instr& in, size_t before, bool jumped);
 #endif

@@ -673,3 +673,74 @@ def builtin_methods_called_through_their_type(x):
     parts = ["q", "k"]
     list.append(parts, "v")
     return x * dict.get(d, "scale", 1.0) + len(dict.keys(d)), str.join("/", parts), tuple.index((1, 2, 3), 2)
+
+
+# ---- sets from outside the frame: the trace's copy, written back into the caller's set ----
+class _Settings:
+    def __init__(self, seed):
+        self.skip = {"dropout", "layer0"}
+
+    def __eq__(self, other):
+        return type(other) is _Settings and vars(self) == vars(other)
+
+
+@case((3,), extra=lambda seed: ({"q", "k", 0},))
+def set_argument_changed_by_its_methods_and_in_place_operators(x, names):
+    names.add("v")
+    names.discard("k")
+    names |= {"o"}
+    names -= {0}
+    return x * len(names), "q" in names, sorted(map(str, names)), names.issubset({"q", "v", "o", 1, 2})
+
+
+@case((3,), extra=lambda seed: (_Settings(seed),))
+def set_held_by_a_config_read_and_extended(x, settings):
+    if "dropout" in settings.skip:
+        x = x * 2
+    settings.skip.update({"attention"})
+    return x + len(settings.skip), len(settings.skip - {"dropout"})
+
+
+@case((3,), extra=lambda seed: ({frozenset("ab"), 0},))
+def set_of_frozensets_searched_by_a_set(x, groups):
+    # set.discard / set.remove / `in` take a set as the frozenset with its items
+    found = {"a", "b"} in groups
+    groups.discard({"a", "b"})
+    local = set([frozenset("xy"), frozenset("z")])
+    local.discard(set("xy"))
+    return x + len(groups), found, len(local)
+
+
+@case((3,))
+def set_changed_in_place_seen_through_an_alias(x):
+    seen = {1, 2}
+    alias = seen
+    seen |= {3}
+    seen &= {2, 3, 4}
+    seen ^= {5}
+    return x * len(alias), sorted(alias), alias is seen
+
+
+@case((3,))
+def frozenset_copy_is_the_same_object_and_id(x):
+    frozen = frozenset("abc")
+    again = frozen.copy()      # a frozenset's copy is itself
+    seen = {id(frozen): "first"}
+    return x + 1, again is frozen, id(again) == id(frozen), seen.get(id(again))
+
+
+@case((3,))
+def reraising_the_outer_exception_does_not_chain_a_cycle(x):
+    try:
+        try:
+            raise KeyError("outer")
+        except KeyError as outer_:
+            outer = outer_
+            try:
+                raise ValueError("inner")
+            except ValueError as inner_:
+                inner = inner_
+                raise outer    # inner's context was outer: CPython cuts that link
+    except KeyError:
+        x = x * 2
+    return x + 1, outer.__context__ is inner, inner.__context__ is None

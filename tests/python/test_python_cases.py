@@ -166,6 +166,72 @@ def test_a_set_made_in_the_trace_is_a_new_set_per_call():
     assert entry["hits"] == 1
 
 
+def grow_and_return(x, names):
+    names.add("seen")
+    return x + len(names), names
+
+
+def grow_across_a_break(x, names, same):
+    names.add("before")
+    torch._dynamo.graph_break()
+    names.discard("k")
+    return x * len(same), sorted(names)
+
+
+def remove_a_set_key(x):
+    local = set([frozenset("xy"), frozenset("z")])
+    local.remove(set("z"))
+    return x + len(local)
+
+
+def change_a_set_of_tensors(x, held):
+    held.add(x)
+    return x + len(held)
+
+
+def test_a_set_argument_changed_in_the_trace_is_the_callers_set():
+    # the trace works on a copy guarded by value; the caller's set object gets its new items
+    cf = dynview.compile(grow_and_return, backend="eager")
+    for _ in range(2):
+        names = {"q", "k"}
+        out, back = cf(torch.ones(2), names)
+        assert back is names and names == {"q", "k", "seen"} and out.tolist() == [4.0, 4.0]
+    (entry,) = dynview._C.cache_entries(grow_and_return.__code__)
+    assert entry["hits"] == 1
+    # a set with other items recompiles (the guard compares the items), and is right
+    names = {"q"}
+    assert cf(torch.ones(2), names)[0].tolist() == [3.0, 3.0] and names == {"q", "seen"}
+
+
+def test_a_set_reached_twice_is_one_set_across_a_graph_break():
+    cf = dynview.compile(grow_across_a_break, backend="eager")
+    for _ in range(2):
+        names = {"q", "k"}
+        want_names = {"q", "k"}
+        want = grow_across_a_break(torch.ones(2), want_names, want_names)
+        got = cf(torch.ones(2), names, names)
+        torch.testing.assert_close(got[0], want[0])
+        assert got[1] == want[1] and names == want_names == {"q", "before"}
+
+
+def test_set_remove_with_a_set_key_equals_eager():
+    # CPython looks a set key up as the frozenset of its items (TorchDynamo falls back to eager here)
+    cf = dynview.compile(remove_a_set_key, backend="eager")
+    for _ in range(2):
+        torch.testing.assert_close(cf(torch.ones(2)), remove_a_set_key(torch.ones(2)))
+
+
+def test_methods_of_a_set_of_tensors_from_outside_change_it_once():
+    # a set holding tensors is the caller's object: its method runs once, in the caller's code
+    # (TorchDynamo runs this frame eagerly too)
+    cf = dynview.compile(change_a_set_of_tensors, backend="eager")
+    for _ in range(2):
+        x = torch.ones(2)
+        held = {torch.zeros(1)}
+        torch.testing.assert_close(cf(x, held), torch.full((2,), 3.0))
+        assert len(held) == 2 and any(t is x for t in held)
+
+
 class Settings:
     def __init__(self):
         self._scale = 2.0

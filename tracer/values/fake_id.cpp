@@ -80,7 +80,10 @@ Translator::Status Translator::call_id(Frame& f, const VPtr& v, VPtr& out) {
     out = constant_steal(PyLong_FromVoidPtr(o));
     return std::nullopt;
   }
-  auto it = fake_ids_.find(v.get());
+  // A constant is its object (`q is p` compares the objects: frozenset.copy returns itself), so
+  // constants holding one object share its fake id; any other value is one object of its own.
+  const void* key = v->kind == VK::Const && v->obj ? static_cast<const void*>(v->obj.get()) : static_cast<const void*>(v.get());
+  auto it = fake_ids_.find(key);
   if (it == fake_ids_.end()) {
     const FakeIds& ids = fake_ids();
     Ref token = ids.type ? Ref::steal(PyObject_CallNoArgs(ids.type.get())) : Ref();
@@ -88,7 +91,7 @@ Translator::Status Translator::call_id(Frame& f, const VPtr& v, VPtr& out) {
       PyErr_Clear();
       return brk(f, "DV0004", "id() of a " + std::string(vk_name(v->kind)));
     }
-    it = fake_ids_.emplace(v.get(), std::make_pair(v, constant(std::move(token)))).first;
+    it = fake_ids_.emplace(key, std::make_pair(v, constant(std::move(token)))).first;
   }
   out = it->second.second;
   return std::nullopt;
