@@ -8,6 +8,7 @@
 
 #include <chrono>
 #include <mutex>
+#include <unordered_set>
 
 #include "codegen.h"
 #include "resume.h"
@@ -30,8 +31,10 @@ struct Entry {
 
 struct CodeState {
   // Skip: never captured (stdlib, torch internals, generators); Eager: captured nothing (a break),
-  // runs as it is; Disabled: torch.compiler.disable -- it and every frame it calls run without dynview.
-  enum Action { Default, Skip, Eager, Disabled } action = Default;
+  // runs as it is; NoGraph: nothing for a graph (no tensor within reach, or a capture without an
+  // operator), runs as it is, quietly (TorchDynamo's skipped frames); Disabled: torch.compiler.disable
+  // -- it and every frame it calls run without dynview. reset() clears Eager and NoGraph.
+  enum Action { Default, Skip, Eager, NoGraph, Disabled } action = Default;
   bool top_only = false;   // torch.nn module code: captured only as the first frame of a compiled call
   std::vector<std::unique_ptr<Entry>> entries;  // most recently used first
   int frame_id = -1;
@@ -101,30 +104,52 @@ int skip_file(PyCodeObject* co) {
   return under(g_skip_prefixes[0]) && fn.find("/site-packages/") == std::string::npos;  // the stdlib
 }
 
-// A tensor, module or numpy.ndarray (a tensor in the graph) among the arguments, or inside their
-// tuples, lists and dicts (3 levels deep).
-bool holds_tensor(PyObject* a, int depth) {
-  if (!a) return false;
-  if (is_tensor(a) || PyObject_TypeCheck(a, reinterpret_cast<PyTypeObject*>(py().nn_Module.get()))) return true;
-  if (std::strcmp(Py_TYPE(a)->tp_name, "numpy.ndarray") == 0) return true;
-  if (depth >= 3) return false;
-  if (PyTuple_Check(a) || PyList_Check(a)) {
-    Py_ssize_t m = PySequence_Fast_GET_SIZE(a);
-    for (Py_ssize_t k = 0; k < m; ++k)
-      if (holds_tensor(PySequence_Fast_GET_ITEM(a, k), depth + 1)) return true;
-  }
-  if (PyDict_Check(a)) {
+// TorchDynamo's has_tensor_in_frame: whether a frame can give a graph at all. A value holds a tensor
+// when it is a tensor, an nn.Module (or a subclass of one), a NumPy array or scalar, or an exact
+// list, tuple, dict or named tuple holding one; other objects are taken not to.
+bool holds_tensor(PyObject* o, std::unordered_set<PyObject*>& seen) {
+  if (!seen.insert(o).second) return false;
+  PyTypeObject* module = reinterpret_cast<PyTypeObject*>(py().nn_Module.get());
+  if (is_tensor(o) || PyObject_TypeCheck(o, module)) return true;
+  if (PyType_Check(o) && PyType_IsSubtype(reinterpret_cast<PyTypeObject*>(o), module)) return true;
+  if (std::strncmp(Py_TYPE(o)->tp_name, "numpy.", 6) == 0) return true;  // numpy.ndarray, numpy.float32 ...
+  const bool named_tuple = PyTuple_Check(o) && PyObject_HasAttrString(reinterpret_cast<PyObject*>(Py_TYPE(o)), "_fields");
+  if (PyList_CheckExact(o) || PyTuple_CheckExact(o) || named_tuple) {
+    for (Py_ssize_t i = 0; i < PySequence_Fast_GET_SIZE(o); ++i)
+      if (holds_tensor(PySequence_Fast_GET_ITEM(o, i), seen)) return true;
+  } else if (PyDict_CheckExact(o)) {
     Py_ssize_t pos = 0;
-    PyObject *key, *v;
-    while (PyDict_Next(a, &pos, &key, &v))
-      if (holds_tensor(v, depth + 1)) return true;
+    PyObject *k, *v;
+    while (PyDict_Next(o, &pos, &k, &v))
+      if (holds_tensor(v, seen)) return true;
   }
   return false;
 }
 
-bool has_tensor_arg(PyObject* const* args, int n) {
-  for (int i = 0; i < n; ++i)
-    if (holds_tensor(args[i], 0)) return true;
+// ... among the arguments and free variables of a frame about to start, or a name of its code that is
+// a global torch or NumPy module (a function that makes tensors without being given one).
+bool frame_has_tensors(PyCodeObject* co, PyObject* const* locals, int nargs, PyObject* globals, PyObject* closure) {
+  PyObject* names = co->co_names;
+  for (Py_ssize_t i = 0; globals && PyDict_Check(globals) && i < PyTuple_GET_SIZE(names); ++i) {
+    PyObject* g = PyDict_GetItem(globals, PyTuple_GET_ITEM(names, i));  // borrowed; no exception
+    if (!g || !PyModule_Check(g)) continue;
+    const char* name = PyModule_GetName(g);
+    if (!name) {
+      PyErr_Clear();
+      continue;
+    }
+    for (const char* root : {"torch", "numpy"}) {
+      const size_t n = std::strlen(root);
+      if (std::strncmp(name, root, n) == 0 && (name[n] == 0 || name[n] == '.')) return true;
+    }
+  }
+  std::unordered_set<PyObject*> seen;
+  for (int i = 0; i < nargs; ++i)
+    if (locals[i] && holds_tensor(locals[i], seen)) return true;
+  for (Py_ssize_t i = 0; closure && PyTuple_Check(closure) && i < PyTuple_GET_SIZE(closure); ++i) {
+    PyObject* cell = PyTuple_GET_ITEM(closure, i);
+    if (PyCell_Check(cell) && PyCell_GET(cell) && holds_tensor(PyCell_GET(cell), seen)) return true;
+  }
   return false;
 }
 
@@ -343,6 +368,20 @@ Entry* compile_frame(CodeState& st, PyCodeObject* co, _PyInterpreterFrame* frame
   int grad_change = -1;
   CaptureResult first = run_capture(req, grad_change);
   std::optional<Break> brk = first.brk;
+  if (!brk && first.out.graph.num_calls() == 0 && first.out.side_effects.empty() && grad_change < 0 && st.entries.empty()) {
+    // Nothing for a graph (TorchDynamo's SkipFrame "no content in function call"): the frame runs as
+    // it is, now and on later calls (until reset), whatever they pass -- as under torch.compile. (A
+    // code that has compiled entries keeps them: this capture is an entry without a graph, where
+    // TorchDynamo would run every later call eagerly.)
+    rec.seconds = elapsed();
+    rec.eager_why = "no tensor operations";
+    if (g_observer) g_observer->on_compile_end(CompileEndEvent{id, "no graph", 0, 0, rec.seconds});
+    g_records.push_back(rec);
+    st.action = CodeState::NoGraph;
+    st.eager_reason = "no tensor operations to compile";
+    *eager = true;
+    return nullptr;
+  }
   std::optional<CaptureResult> split;  // the restarted capture of a split frame
   const CaptureResult* kept = &first;  // the capture whose graph and guards the entry keeps
   std::optional<Transformed> tf;
@@ -550,6 +589,8 @@ PyObject* dv_eval_frame(PyThreadState* ts, _PyInterpreterFrame* frame, int throw
     return r;
   }
   if (st && st->action != CodeState::Default) {
+    // A frame that runs as it is was still the first one entered (torch's nn code below it is not a root)
+    if (st->action == CodeState::Eager || st->action == CodeState::NoGraph) mode().at_top = false;
     // Calls of a frame that runs eagerly are runtime events, as cache hits are.
     if (st->action == CodeState::Eager && g_observer)
       g_observer->on_cache(CacheEvent{CacheEvent::EagerRun, str_of(co->co_qualname), str_of(co->co_filename), co->co_firstlineno, -1, {}, {}, {}, code_id(co)});
@@ -573,8 +614,14 @@ PyObject* dv_eval_frame(PyThreadState* ts, _PyInterpreterFrame* frame, int throw
   if (st) {
     if (Entry* e = find_entry(*st, co, view)) return shim::finish_unevaluated(ts, frame, run_entry(*e, frame, nargs), g_previous);
   }
-  if (!has_tensor_arg(locals, nargs)) return fallback();
   if (!st && !(st = state_of(co, true))) return fallback();
+  if (!top && st->entries.empty() && !frame_has_tensors(co, locals, nargs, view.globals, view.closure)) {
+    // TorchDynamo skips such a frame, now and on later calls (until reset); the function compiled
+    // is tried whatever it is given (its always_optimize_code_objects)
+    st->action = CodeState::NoGraph;
+    st->eager_reason = "no tensor in its arguments or free variables, and no torch module among its globals";
+    return fallback();
+  }
   try {
     return miss(ts, frame, throwflag, st, view, nargs);
   } catch (const std::exception& ex) {
@@ -639,7 +686,7 @@ void reset_caches() {
   for (CodeState* s : g_states) {
     for (auto& e : s->entries) doomed.push_back(std::move(e));
     s->entries.clear();
-    if (s->action == CodeState::Eager) s->action = CodeState::Default;  // Skip is a fixed rule
+    if (s->action == CodeState::Eager || s->action == CodeState::NoGraph) s->action = CodeState::Default;  // Skip is a fixed rule
     s->recompiles = 0;
     s->frame_id = -1;
     s->frame_state.clear();

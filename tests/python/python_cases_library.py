@@ -7,6 +7,7 @@ import collections
 import copy
 import enum
 import functools
+import io
 import itertools
 import types
 import warnings
@@ -744,3 +745,40 @@ def reraising_the_outer_exception_does_not_chain_a_cycle(x):
     except KeyError:
         x = x * 2
     return x + 1, outer.__context__ is inner, inner.__context__ is None
+
+
+# ---- frames that are given no tensor: compiled when they make tensors (torch among their globals) ----
+@case(extra=lambda seed: (4, "causal"))
+def mask_built_from_a_length_and_a_mode(n, mode):
+    mask = torch.ones(n, n, dtype=torch.bool)
+    if mode == "causal":
+        mask = torch.tril(mask)
+    return mask, mask.sum(dim=-1)
+
+
+class _Labelled:  # its __repr__ is called by print in the caller's eager code, after the break
+    def __init__(self, n):
+        self.n = n
+
+    def __repr__(self):
+        return f"labelled {self.n}"
+
+
+class _Tallied:
+    def __init__(self, n):
+        self.n = n
+        self.total = None
+
+    def __repr__(self):   # no tensor given, but it makes one: a frame of its own, with a graph
+        self.total = torch.arange(self.n) * 2
+        return "tallied"
+
+    def __eq__(self, other):
+        return type(other) is _Tallied and self.n == other.n and torch.equal(self.total, other.total)
+
+
+@case((3,), extra=lambda seed: (_Labelled(2), _Tallied(3)))
+def frames_called_by_print_after_the_break(x, labelled, tallied):
+    y = x + 1
+    print(labelled, tallied, file=io.StringIO())
+    return y * 2

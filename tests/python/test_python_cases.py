@@ -232,6 +232,24 @@ def test_methods_of_a_set_of_tensors_from_outside_change_it_once():
         assert len(held) == 2 and any(t is x for t in held)
 
 
+def passes_through(x, scale):
+    return x if scale == 1 else x * scale
+
+
+def test_a_frame_without_operators_runs_as_it_is_until_reset():
+    # TorchDynamo's "no content in function call": the frame is not compiled, now or later (a later
+    # call that would make a graph runs eagerly too, as under torch.compile), until reset
+    cf = dynview.compile(passes_through, backend="eager")
+    x = torch.ones(2)
+    assert cf(x, 1) is x
+    assert dynview._C.cache_entries(passes_through.__code__) == []
+    torch.testing.assert_close(cf(x, 3), x * 3)
+    assert dynview._C.cache_entries(passes_through.__code__) == []
+    dynview.reset()
+    torch.testing.assert_close(cf(x, 3), x * 3)
+    assert len(dynview._C.cache_entries(passes_through.__code__)) == 1
+
+
 class Settings:
     def __init__(self):
         self._scale = 2.0
