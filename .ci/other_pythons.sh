@@ -5,8 +5,10 @@
 # depend on Python) into python/dynview beside the main interpreter's (_C.cpython-3XY-*.so: each
 # interpreter loads its own), and the same pytest run as for the main interpreter, with the viewer
 # built beside it, minus the cross_version tests (tests/python/conftest.py: they run other
-# interpreters by subprocess, which the main suite did for every version; DV_SECONDARY_RUN=1 tells
-# test_bytecode_corpus.py to ask `dis` on a sample of the corpus it still re-assembles whole).
+# interpreters by subprocess, which the main suite did for every version) and the
+# main_interpreter_only ones (the viewer, the CLI's errors, TORCH_TRACE import, killed recordings:
+# what they check is the executable and core/); DV_SECONDARY_RUN=1 tells test_bytecode_corpus.py to
+# ask `dis` on a sample of the corpus it still re-assembles whole.
 # Used by `make test`.
 # Prints which versions ran. REQUIRE_ALL=1 (CI) fails when one of 3.11, 3.12, 3.13 is missing.
 #   other_pythons.sh [test]    the above
@@ -85,7 +87,7 @@ for v in $versions; do
   t2=$SECONDS
   echo "== Python $v: tests/python"
   PYTHONPATH="$ROOT/python:$ROOT/tests/python" DYNVIEW_BIN="$ROOT/$BUILD/dynview" \
-      DV_SECONDARY_RUN=1 "$venv/bin/python" -m pytest -q -p no:cacheprovider -p no:benchmark -n "$JOBS" --dist loadfile -m "not cross_version" tests/python
+      DV_SECONDARY_RUN=1 "$venv/bin/python" -m pytest -q -p no:cacheprovider -p no:benchmark -n "$JOBS" --dist loadfile -m "not cross_version and not main_interpreter_only" tests/python
   echo "== Python $v: venv $((t1 - t0)) s, dynview._C $((t2 - t1)) s, pytest $((SECONDS - t2)) s"
   ran+=("$v")
 done

@@ -21,6 +21,11 @@ def pytest_configure(config):
         "interpreter's suite runs these for every version and the other versions' suites deselect them "
         "(.ci/other_pythons.sh: -m 'not cross_version'): each would re-check its own version, which its "
         "in-process tests check in full, and the others with the same code")
+    config.addinivalue_line(
+        "markers", "main_interpreter_only: checks what the dynview executable and core/ do (the viewer, "
+        "the CLI's errors, TORCH_TRACE import, reading traces of killed processes); the captures they "
+        "make only feed it, and each version's engine suites check those. The other versions' suites "
+        "deselect them (.ci/other_pythons.sh), as their outcome cannot depend on the interpreter")
 
 
 # Under pytest-xdist (make test) the files that take longest go first, so that no worker is left

@@ -13,8 +13,12 @@ import sys
 import threading
 import time
 
+import pytest
+
 import dynview
 from test_cli_disasm import cli
+
+pytestmark = pytest.mark.main_interpreter_only  # (conftest.py)
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(os.path.dirname(HERE))

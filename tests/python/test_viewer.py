@@ -19,6 +19,8 @@ import dynview
 from test_cli_disasm import cli
 from conftest import run_with_display
 
+pytestmark = pytest.mark.main_interpreter_only  # (conftest.py)
+
 HERE = os.path.dirname(os.path.abspath(__file__))
 GOLDEN = os.path.join(HERE, "..", "screenshots")
 
