@@ -694,7 +694,7 @@ Translator::Status call_builtin(Translator& t, Frame& f, PyObject* fn, std::vect
 
 // A new set (set(consts), a method of a set of constants) whose items are numbers, strings or tuples:
 // a constant private to the trace, as op_BUILD_SET makes.
-static bool set_of_constants(PyObject* r) {
+bool set_of_constants(PyObject* r) {
   if (!PySet_CheckExact(r)) return false;
   Ref it = Ref::steal(PyObject_GetIter(r));  // (_PySet_NextEntry is not in 3.13's headers)
   if (!it) return PyErr_Clear(), false;
@@ -758,9 +758,9 @@ Status object_call(Translator& t, Frame& f, const VPtr& fn, std::vector<VPtr>& a
       }
   }
   if (o == reinterpret_cast<PyObject*>(&PySuper_Type)) return t.call_super(f, args, out);
-  if (Py_IS_TYPE(o, &PyMethodDescr_Type) && !args.empty() &&
+  if ((Py_IS_TYPE(o, &PyMethodDescr_Type) || Py_IS_TYPE(o, &PyWrapperDescr_Type)) && !args.empty() &&
       (args[0]->kind == VK::Dict || args[0]->kind == VK::List || args[0]->kind == VK::Tuple || args[0]->kind == VK::Const)) {
-    // dict.get(d, k), list.append(l, x), set.issubset(q, p), str.join(sep, parts): a builtin type's
+    // dict.get(d, k), list.append(l, x), set.issubset(q, p), str.join(sep, parts), set.__sub__(p, q): a builtin type's
     // method called with an instance of exactly that type first is that instance's method (for a
     // subclass, whose override was not what was called, this does not apply)
     PyTypeObject* owner = PyDescr_TYPE(o);
@@ -1014,7 +1014,9 @@ Status object_call(Translator& t, Frame& f, const VPtr& fn, std::vector<VPtr>& a
     // Pure constructors and builtin functions over constants (math.sqrt, slice, torch.Size ...).
     bool all_const = true;
     const bool spec = pytree_spec_class(o);  // its type argument is a class, its children specs
-    for (auto& a : args) all_const &= a->kind == VK::Const || a->kind == VK::Tuple || a->kind == VK::List || (spec && a->kind == VK::Object);
+    for (auto& a : args)
+      all_const &= a->kind == VK::Const || a->kind == VK::Tuple || a->kind == VK::List ||
+                   (a->kind == VK::Object && (spec || numpy_scalar(a->obj.get())));  // float(np.float32(2.0))
     for (auto& kv : kwargs) all_const &= kv.second->kind == VK::Const;
     if (all_const && PyExceptionClass_Check(o) && !simple_exception_class(o))
       return t.brk(f, "DV0004", "constructing " + callable_name(o) + ": its __init__ or __new__ is Python code");
@@ -1043,7 +1045,10 @@ Status object_call(Translator& t, Frame& f, const VPtr& fn, std::vector<VPtr>& a
       if (!out) return t.brk(f, "DV0013", "unsupported result of " + callable_name(o));
       // Builtin functions and pure value types (range, slice, tuple, torch.Size, ...) only.
       // torch.finfo/iinfo(dtype) are immutable descriptions of a dtype: fine.
-      const bool dtype_info = o == py().torch_finfo.get() || o == py().torch_iinfo.get();
+      bool dtype_info = o == py().torch_finfo.get() || o == py().torch_iinfo.get();
+      // np.dtype("float32") and np.finfo/np.iinfo: immutable descriptions of a NumPy dtype too
+      for (PyTypeObject* tp = Py_TYPE(r.get()); tp && !dtype_info; tp = tp->tp_base)
+        dtype_info = std::strcmp(tp->tp_name, "numpy.dtype") == 0;
       if (out->kind == VK::Object && PyType_Check(o) && !PyRange_Check(r.get()) && !PyCFunction_Check(o) && !dtype_info &&
           !operator_getter(r.get()) && !PyExceptionInstance_Check(r.get()) && !spec)
         return t.brk(f, "DV0004", "constructing " + callable_name(o) + " inside the traced code");

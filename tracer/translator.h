@@ -366,6 +366,12 @@ class Translator {
 };
 
 bool is_exact_const(PyObject* o);
+// A set (exact) of numbers, strings, None, tuples and frozensets: a constant private to the trace
+// (op_BUILD_SET, calls.cpp)
+bool set_of_constants(PyObject* r);
+// A NumPy scalar (an instance of numpy.generic: np.float32(2.0), np.int64(3)): immutable, and guarded by
+// value when it comes from the frame (ValueBuilder::wrap)
+bool numpy_scalar(PyObject* o);
 bool enum_member(PyObject* o);  // a member of an Enum that compares and hashes as the stdlib's (a constant)
 bool const_key(PyObject* k);    // a dict key read as a constant: is_exact_const, or an Enum member
 bool disabled_function(PyObject* fn);  // made by torch.compiler.disable: its call breaks, it is never traced

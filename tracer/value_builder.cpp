@@ -35,6 +35,12 @@ static bool function_is_torch(PyObject* fn) {
          m.rfind("torch.distributions", 0) != 0;
 }
 
+bool numpy_scalar(PyObject* o) {
+  for (PyTypeObject* tp = Py_TYPE(o); tp; tp = tp->tp_base)
+    if (std::strcmp(tp->tp_name, "numpy.generic") == 0) return true;
+  return false;
+}
+
 static bool is_const_tree(PyObject* o) {
   if (is_exact_const(o)) return true;
   if (PyTuple_CheckExact(o) || PyFrozenSet_CheckExact(o)) {
@@ -104,6 +110,14 @@ VPtr ValueBuilder::wrap(Ref obj, SourcePtr source, Frame& f) {
     return wrap_module(obj, source, key, f);
   if (std::strcmp(Py_TYPE(o)->tp_name, "numpy.ndarray") == 0)  // by name: NumPy need not be imported
     return wrap_ndarray(obj, source, key, f);
+  if (source && numpy_scalar(o)) {
+    // A NumPy scalar (np.float32(2.0)): an immutable number the graph takes as a constant
+    // (Kind<VK::Object>::graph_arg), so guarded by its type and value, as a Python number is
+    t_.add_guard(GuardKind::EQUALS_MATCH, source, obj, f, key + " == " + repr_of(o));
+    VPtr v = t_.make(VK::Object);
+    v->obj = obj;
+    return remember(source, key, v);
+  }
   if (grad_restore_mode(o) >= 0) return wrap_grad_restore(obj, source, key, f);  // a split with-block's exit
   if (enum_member(o)) return wrap_enum_member(obj, source, key, f);  // Action.NOTIFY, a str Enum's member
   if (source && PyDict_Check(o) && plain_class(Py_TYPE(o)))  // a dict subclass of Python code: ModelOutput ...

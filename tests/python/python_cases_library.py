@@ -782,3 +782,13 @@ def frames_called_by_print_after_the_break(x, labelled, tallied):
     y = x + 1
     print(labelled, tallied, file=io.StringIO())
     return y * 2
+
+
+@case((3,))
+def set_slots_called_by_name_and_through_the_type(x):
+    # p.__or__(q), set.__sub__(p, q), set.__len__(s): the slot wrappers of the trace's own sets
+    p, q = {1, 2, 3}, {2}
+    union = p.__or__({9})
+    q.__ior__({4})
+    return (x + len(set.__sub__(p, q)) + set.__len__(union), set.issubset(q, p), sorted(q),
+            p.__eq__({1, 2, 3}), (7).__mul__(3), set.__contains__(union, 9))

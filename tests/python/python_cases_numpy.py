@@ -194,3 +194,11 @@ class NumpyPostprocess(nn.Module):
 
 
 module_case(NumpyPostprocess, (2, 4))
+
+
+@case((3,))
+def numpy_dtype_described_in_the_trace(x):
+    # np.dtype(...) and np.finfo(...) are immutable descriptions: built now, as torch.finfo is
+    dt = np.dtype("float32")
+    tiny = np.finfo(np.float32).eps
+    return x * dt.itemsize + float(tiny), dt.name, dt.kind, int(np.int64(7)) // 2

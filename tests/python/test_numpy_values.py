@@ -149,3 +149,21 @@ def test_ndarray_arguments_become_dynamic_like_tensors():
         np.testing.assert_allclose(got[2], want[2])
     entries = dynview._C.cache_entries(rows_of.__code__)
     assert len(entries) == 2 and sum(e["hits"] for e in entries) == 2
+
+
+def scaled_by(x, s):
+    return x * s
+
+
+def test_a_numpy_scalar_argument_is_guarded_by_its_value():
+    # the graph takes it as a constant: another value (or another NumPy type) recompiles, and the
+    # same value is a cache hit
+    cf = dynview.compile(scaled_by, backend="eager")
+    x = torch.ones(2)
+    for s in (np.float32(2.0), np.float32(3.0), np.float64(3.0), np.int64(4), np.float32(2.0)):
+        torch.testing.assert_close(cf(x, s), scaled_by(x, s))
+    entries = dynview._C.cache_entries(scaled_by.__code__)
+    assert len(entries) == 4 and sum(e["hits"] for e in entries) == 1
+    theirs = torch._dynamo.explain(scaled_by)(x, np.float32(2.0))
+    ours = dynview.explain(scaled_by)(x, np.float32(2.0))
+    assert (ours.graph_count, ours.graph_break_count) == (theirs.graph_count, theirs.graph_break_count)

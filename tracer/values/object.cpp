@@ -68,7 +68,7 @@ Status object_getattr(Translator& t, Frame& f, const VPtr& obj, const std::strin
   if (obj->kind == VK::Const && !PyModule_Check(o)) {
     Ref nm = Ref::steal(PyUnicode_FromString(name.c_str()));
     PyObject* cls_attr = _PyType_Lookup(Py_TYPE(o), nm.get());
-    if (cls_attr && PyObject_TypeCheck(cls_attr, &PyMethodDescr_Type)) {
+    if (cls_attr && (PyObject_TypeCheck(cls_attr, &PyMethodDescr_Type) || Py_IS_TYPE(cls_attr, &PyWrapperDescr_Type))) {
       out = t.bound_method(obj, Ref(), name);
       return std::nullopt;
     }
@@ -227,6 +227,22 @@ Status object_method(Translator& t, Frame& f, const VPtr& m, std::vector<VPtr>& 
   if (!pure) return t.brk(f, "DV0004", "method " + name + " of " + Py_TYPE(so)->tp_name + " object");
   Ref bound = Ref::steal(PyObject_GetAttrString(so, name.c_str()));
   if (!bound) return t.brk(f, "DV0005", "no attribute " + name);
+  if (self->kind == VK::Const && Py_IS_TYPE(bound.get(), &_PyMethodWrapper_Type)) {
+    // A slot of a constant or of the trace's own set (p.__or__(q), set.__len__(s)): evaluated now
+    // on constant arguments, as its named methods are (object_call)
+    if (!kwargs.empty()) return t.brk(f, "DV0004", "method " + name + " with keyword arguments");
+    Ref pargs = Ref::steal(PyTuple_New(static_cast<Py_ssize_t>(args.size())));
+    for (size_t i = 0; pargs && i < args.size(); ++i) {
+      auto x = args[i]->kind == VK::Const ? t.to_python(args[i], false) : std::nullopt;
+      if (!x) return t.brk(f, "DV0013", "unsupported argument to " + std::string(Py_TYPE(so)->tp_name) + "." + name);
+      PyTuple_SET_ITEM(pargs.get(), static_cast<Py_ssize_t>(i), x->release());
+    }
+    Ref r = pargs ? Ref::steal(PyObject_Call(bound.get(), pargs.get(), nullptr)) : Ref();
+    if (!r) return t.raise_current(f, std::string(Py_TYPE(so)->tp_name) + "." + name + "()");
+    out = r.get() == so ? self : set_of_constants(r.get()) ? t.constant(r) : t.wrap(r, nullptr, f);
+    if (!out) return t.brk(f, "DV0013", "unsupported result of " + std::string(Py_TYPE(so)->tp_name) + "." + name);
+    return std::nullopt;
+  }
   VPtr mv = t.make(VK::Object);
   mv->obj = bound;
   return t.call(f, mv, std::move(args), std::move(kwargs), out);
