@@ -971,11 +971,15 @@ Status object_call(Translator& t, Frame& f, const VPtr& fn, std::vector<VPtr>& a
   if (PyCFunction_Check(o) && bound_to_mutable_object(o))
     return t.brk(f, "DV0008", "call to " + callable_name(o) + " of a " + Py_TYPE(PyCFunction_GET_SELF(o))->tp_name +
                                 " object (a method that may mutate it runs once at trace time, not on every call)");
-  if (PyCFunction_Check(o) && PyCFunction_GET_SELF(o) == reinterpret_cast<PyObject*>(&PyDict_Type) &&
+  PyObject* const fromkeys_cls = PyCFunction_Check(o) ? PyCFunction_GET_SELF(o) : nullptr;
+  if (fromkeys_cls &&
+      (fromkeys_cls == reinterpret_cast<PyObject*>(&PyDict_Type) || fromkeys_cls == ordered_dict_class() ||
+       fromkeys_cls == defaultdict_class()) &&
       std::strcmp(reinterpret_cast<PyCFunctionObject*>(o)->m_ml->ml_name, "fromkeys") == 0 && kwargs.empty() &&
       (args.size() == 1 || args.size() == 2)) {
     // dict.fromkeys(iterable[, value]): a dict made in the trace, every key mapped to the one value
-    // (transformers' cache layers: dict.fromkeys(range(n), False))
+    // (transformers' cache layers: dict.fromkeys(range(n), False)); OrderedDict.fromkeys and
+    // defaultdict.fromkeys make one of their class (a defaultdict with no default_factory)
     VPtr it;
     if (Status s = t.iterate(f, args[0], it)) return s;
     VPtr d = t.make(VK::Dict);
@@ -991,6 +995,10 @@ Status object_call(Translator& t, Frame& f, const VPtr& fn, std::vector<VPtr>& a
     }
     PyErr_Clear();
     it->pos = it->items.size();
+    if (fromkeys_cls != reinterpret_cast<PyObject*>(&PyDict_Type)) {
+      d->obj = Ref::borrow(fromkeys_cls);
+      if (fromkeys_cls == defaultdict_class()) d->defaults = t.constant(Ref::borrow(Py_None));
+    }
     out = d;
     return std::nullopt;
   }

@@ -792,3 +792,16 @@ def set_slots_called_by_name_and_through_the_type(x):
     q.__ior__({4})
     return (x + len(set.__sub__(p, q)) + set.__len__(union), set.issubset(q, p), sorted(q),
             p.__eq__({1, 2, 3}), (7).__mul__(3), set.__contains__(union, 9))
+
+
+@case((3,))
+def fromkeys_of_ordered_dict_and_defaultdict(x):
+    # each class's fromkeys makes one of that class; a defaultdict made so has no default_factory
+    flags = collections.defaultdict.fromkeys(["a", "b"], 1)
+    order = collections.OrderedDict.fromkeys("xy", 2)
+    try:
+        flags["missing"]
+        found = True
+    except KeyError:
+        found = False
+    return x + flags["a"] + len(flags) + order["y"], list(order), flags.default_factory is None, found

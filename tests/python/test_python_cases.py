@@ -250,6 +250,23 @@ def test_a_frame_without_operators_runs_as_it_is_until_reset():
     assert len(dynview._C.cache_entries(passes_through.__code__)) == 1
 
 
+def fromkeys_returned(x):
+    flags = collections.defaultdict.fromkeys(["a", "b"], 1)
+    order = collections.OrderedDict.fromkeys("xy", 2)
+    order.move_to_end("x")
+    return x + len(flags), flags, order
+
+
+def test_fromkeys_dicts_leave_the_trace_as_their_class():
+    # (TorchDynamo 2.13 runs this frame eagerly: 0 graphs)
+    cf = dynview.compile(fromkeys_returned, backend="eager")
+    for _ in range(2):
+        got, want = cf(torch.ones(2)), fromkeys_returned(torch.ones(2))
+        torch.testing.assert_close(got[0], want[0])
+        assert type(got[1]) is collections.defaultdict and got[1] == want[1] and got[1].default_factory is None
+        assert type(got[2]) is collections.OrderedDict and list(got[2].items()) == list(want[2].items())
+
+
 class Settings:
     def __init__(self):
         self._scale = 2.0
