@@ -109,10 +109,6 @@ Status op_CONTAINS_OP(Translator& t, Frame& f, const Instr& in) {  // (item cont
     VPtr r;
     if (Status s = t.outside_dict_read(f, cont, "__contains__", a, no_kw, r)) return s;
     found = r->obj.get() == Py_True;
-  } else if (Ref frozen = item->kind == VK::Const ? t.outside_constant_set(f, cont) : Ref()) {  // k in config.some_set
-    const int r = PySet_Contains(frozen.get(), item->obj.get());
-    if (r < 0) return t.raise_current(f, "'in'");
-    found = r == 1;
   } else if ((cont->kind == VK::Const || (cont->kind == VK::Object && frozen_object(cont->obj.get()))) && item->kind == VK::Const) {
     int r = PySequence_Contains(cont->obj.get(), item->obj.get());
     if (r < 0) return t.brk(f, "DV0010", "'in' raised");

@@ -185,9 +185,6 @@ class Translator {
                          std::vector<std::pair<std::string, VPtr>> kwargs, VPtr& out);
   // copy.deepcopy(args...) (deep) or copy.copy(args...) of what the trace holds (tracer/values/copying.cpp).
   Status copy_value(Frame& f, std::vector<VPtr>& args, std::vector<std::pair<std::string, VPtr>>& kwargs, VPtr& out, bool deep);
-  // A set or frozenset of constants reached from the frame (a config's attribute): its contents as a
-  // frozenset, guarded by equality (membership, length and copies then hold); null when v is not one.
-  Ref outside_constant_set(Frame& f, const VPtr& v);
   // functools.partial made in the trace over any values (tracer/values/partial.cpp): made, called,
   // its .func/.args/.keywords read.
   VPtr make_partial(VPtr fn, std::vector<VPtr> args, const std::vector<std::pair<std::string, VPtr>>& kwargs);

@@ -159,12 +159,6 @@ struct Copier {
           out = it->second;
           return std::nullopt;
         }
-        if (Ref frozen = t.outside_constant_set(f, v)) {  // a config's set attribute: a set made in the trace
-          out = PySet_CheckExact(o) ? t.constant_steal(PySet_New(frozen.get())) : t.constant(frozen);
-          if (!out) return brk("a set");
-          memo_obj[o] = out;
-          return std::nullopt;
-        }
         PyTypeObject* tp = Py_TYPE(o);
         PyObject** dictptr = _PyObject_GetDictPtr(o);
         if (!v->source || PyModule_Check(o) || !(tp->tp_flags & Py_TPFLAGS_HEAPTYPE) || !plain_class(tp) ||
@@ -213,21 +207,6 @@ Status copy_any(Translator& t, Frame& f, std::vector<VPtr>& args, Kwargs& kwargs
   return c.copy(args[0], out);
 }
 }  // namespace
-
-Ref Translator::outside_constant_set(Frame& f, const VPtr& v) {
-  PyObject* o = v->obj.get();
-  if (v->kind != VK::Object || !v->source || !o || !(PySet_CheckExact(o) || PyFrozenSet_CheckExact(o))) return {};
-  Ref it = Ref::steal(PyObject_GetIter(o));
-  bool constants = static_cast<bool>(it);
-  while (Ref x = it ? Ref::steal(PyIter_Next(it.get())) : Ref()) constants &= is_exact_const(x.get());
-  PyErr_Clear();
-  Ref frozen = constants ? Ref::steal(PyFrozenSet_New(o)) : Ref();
-  if (!frozen) return PyErr_Clear(), Ref();
-  Ref expected = PySet_CheckExact(o) ? Ref::steal(PySet_New(o)) : frozen;  // of its type: the guard checks the type too
-  if (!expected) return PyErr_Clear(), Ref();
-  add_guard(GuardKind::EQUALS_MATCH, v->source, expected, f, v->source->text() + " == " + repr_of(expected.get()));
-  return frozen;
-}
 
 Translator::Status Translator::copy_value(Frame& f, std::vector<VPtr>& args, std::vector<std::pair<std::string, VPtr>>& kwargs,
                                           VPtr& out, bool deep) {
