@@ -40,6 +40,7 @@ struct ThreadMode {
   bool fullgraph = false;
   int8_t dynamic = -1;  // torch.compile's dynamic=: -1 None (automatic), 0 False, 1 True
   bool at_top = true;   // no frame entered yet: torch's own nn modules may be roots only here
+  bool run_only = false;  // inside a frame past its recompile limit: cache hits only, nothing compiled
 };
 ThreadMode set_thread_mode(ThreadMode m);
 void set_observer(EngineObserver* obs);  // non-owning; null disables events

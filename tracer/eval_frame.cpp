@@ -33,8 +33,11 @@ struct CodeState {
   // Skip: never captured (stdlib, torch internals, generators); Eager: captured nothing (a break),
   // runs as it is; NoGraph: nothing for a graph (no tensor within reach, or a capture without an
   // operator), runs as it is, quietly (TorchDynamo's skipped frames); Disabled: torch.compiler.disable
-  // -- it and every frame it calls run without dynview. reset() clears Eager and NoGraph.
-  enum Action { Default, Skip, Eager, NoGraph, Disabled } action = Default;
+  // -- it and every frame it calls run without dynview; RunOnly: the recompile limit was reached --
+  // its cache entries still serve the calls whose guards pass, and any other call runs as it is with
+  // every frame it calls using only what is already compiled (TorchDynamo's RUN_ONLY). reset() clears
+  // Eager, NoGraph and RunOnly.
+  enum Action { Default, Skip, Eager, NoGraph, Disabled, RunOnly } action = Default;
   bool top_only = false;   // torch.nn module code: captured only as the first frame of a compiled call
   std::vector<std::unique_ptr<Entry>> entries;  // most recently used first
   int frame_id = -1;
@@ -510,6 +513,15 @@ Entry* find_entry(CodeState& st, PyCodeObject* co, const FrameView& view) {
   return nullptr;
 }
 
+// Runs a frame as it is, with every frame it calls limited to the cache entries already compiled.
+PyObject* run_only(PyThreadState* ts, _PyInterpreterFrame* frame, int throwflag) {
+  const bool was = mode().run_only;
+  mode().run_only = true;
+  PyObject* r = g_previous(ts, frame, throwflag);
+  mode().run_only = was;
+  return r;
+}
+
 // A cache miss: wait for any compile in progress (one at a time, process-wide, as TorchDynamo's
 // compile lock), look at the cache again (another thread may have compiled this code meanwhile),
 // then compile or run eagerly.
@@ -525,7 +537,7 @@ PyObject* miss(PyThreadState* ts, _PyInterpreterFrame* frame, int throwflag, Cod
     PyEval_RestoreThread(save);
     if (st->action != CodeState::Default) {
       lock.unlock();
-      return fallback();
+      return st->action == CodeState::RunOnly ? run_only(ts, frame, throwflag) : fallback();
     }
     if (Entry* e = find_entry(*st, co, view)) {
       lock.unlock();
@@ -551,16 +563,17 @@ PyObject* miss(PyThreadState* ts, _PyInterpreterFrame* frame, int throwflag, Cod
       if (g_observer) g_observer->on_cache(CacheEvent{CacheEvent::LimitHit, str_of(co->co_qualname), str_of(co->co_filename), co->co_firstlineno, -1, failures, failed_entry, failed, code_id(co)});
       std::string msg = "dynview: recompile_limit reached (" + std::to_string(g_config.recompile_limit) + ") for " +
                         str_of(co->co_qualname) + " in " + location(co) + "; last failing guard: " +
-                        (failures.empty() ? "?" : failures.front()) + ". Running it eagerly from now on.";
+                        (failures.empty() ? "?" : failures.front()) +
+                        ". Calls its compiled entries do not fit run eagerly from now on, compiling nothing below them.";
       lock.unlock();
       if (g_config.fail_on_recompile_limit) {
         PyErr_SetString(PyExc_RuntimeError, msg.c_str());
         return done(nullptr);
       }
-      st->action = CodeState::Eager;
+      st->action = CodeState::RunOnly;
       st->eager_reason = "recompile_limit reached";
       if (PyErr_WarnEx(PyExc_UserWarning, msg.c_str(), 1) < 0) return done(nullptr);
-      return fallback();
+      return run_only(ts, frame, throwflag);
     }
     if (g_observer) g_observer->on_cache(CacheEvent{CacheEvent::Recompile, str_of(co->co_qualname), str_of(co->co_filename), co->co_firstlineno, -1, failures, failed_entry, failed, code_id(co)});
   } else if (g_observer) {
@@ -588,7 +601,7 @@ PyObject* dv_eval_frame(PyThreadState* ts, _PyInterpreterFrame* frame, int throw
     mode().enabled = true;
     return r;
   }
-  if (st && st->action != CodeState::Default) {
+  if (st && st->action != CodeState::Default && st->action != CodeState::RunOnly) {
     // A frame that runs as it is was still the first one entered (torch's nn code below it is not a root)
     if (st->action == CodeState::Eager || st->action == CodeState::NoGraph) mode().at_top = false;
     // Calls of a frame that runs eagerly are runtime events, as cache hits are.
@@ -613,6 +626,11 @@ PyObject* dv_eval_frame(PyThreadState* ts, _PyInterpreterFrame* frame, int throw
   FrameView view{locals, shim::frame_globals(frame), shim::frame_builtins(frame), shim::frame_closure(frame)};
   if (st) {
     if (Entry* e = find_entry(*st, co, view)) return shim::finish_unevaluated(ts, frame, run_entry(*e, frame, nargs), g_previous);
+  }
+  if (mode().run_only || (st && st->action == CodeState::RunOnly)) {  // below (or at) a frame past its recompile limit
+    if (st && st->action == CodeState::RunOnly && g_observer)
+      g_observer->on_cache(CacheEvent{CacheEvent::EagerRun, str_of(co->co_qualname), str_of(co->co_filename), co->co_firstlineno, -1, {}, {}, {}, code_id(co)});
+    return run_only(ts, frame, throwflag);
   }
   if (!st && !(st = state_of(co, true))) return fallback();
   if (!top && st->entries.empty() && !frame_has_tensors(co, locals, nargs, view.globals, view.closure)) {
@@ -686,7 +704,8 @@ void reset_caches() {
   for (CodeState* s : g_states) {
     for (auto& e : s->entries) doomed.push_back(std::move(e));
     s->entries.clear();
-    if (s->action == CodeState::Eager || s->action == CodeState::NoGraph) s->action = CodeState::Default;  // Skip is a fixed rule
+    if (s->action == CodeState::Eager || s->action == CodeState::NoGraph || s->action == CodeState::RunOnly)
+      s->action = CodeState::Default;  // Skip is a fixed rule
     s->recompiles = 0;
     s->frame_id = -1;
     s->frame_state.clear();

@@ -141,6 +141,77 @@ def test_recompile_limit_warns_once_and_runs_eagerly():
     assert len(limit) == 1
     assert "size mismatch" in str(limit[0].message)
     assert len(dynview._C.cache_entries(fn.__code__)) == 2
+    # the entries compiled before the limit still serve the calls whose guards pass (TorchDynamo's RUN_ONLY)
+    hits = sum(e["hits"] for e in dynview._C.cache_entries(fn.__code__))
+    for n in (2, 3, 9):
+        x = torch.randn(n, 4)
+        torch.testing.assert_close(dv(x, 2), fn(x, 2))
+    assert sum(e["hits"] for e in dynview._C.cache_entries(fn.__code__)) == hits + 2
+    assert dynview._C.take_records()[-1]["compile_id"] == "[0/1]"  # nothing compiled after the limit
+
+
+def _scaled(x):
+    return torch.cos(x) + 1
+
+
+class _Layer(torch.nn.Module):
+    """A layer whose index is read by its forward, as a decoder layer reads its layer_idx: each layer
+    is a new compile of the same code."""
+    def __init__(self, idx):
+        super().__init__()
+        self.idx = idx
+
+    def forward(self, x):
+        y = _scaled(x) * self.idx
+        print(end="")  # a graph break: the rest is a resume function that calls _scaled again
+        return _scaled(y) + self.idx
+
+
+class _Stack(torch.nn.Module):
+    def __init__(self, n):
+        super().__init__()
+        self.layers = torch.nn.ModuleList(_Layer(i) for i in range(n))
+
+    def forward(self, x):
+        x = x + 1
+        print(end="")
+        for layer in self.layers:
+            x = layer(x)
+        return x
+
+
+def test_frames_called_past_the_recompile_limit_compile_nothing_as_torch_compile():
+    # Past the limit, a call that no entry fits runs eagerly and so does everything it calls, using
+    # only entries compiled before (TorchDynamo's RUN_ONLY for the frame and its callees): its
+    # resume functions and callees are not compiled one by one, and a repeat call compiles nothing.
+    dynview.config.recompile_limit = 3
+    torch._dynamo.reset()
+    old = torch._dynamo.config.recompile_limit
+    torch._dynamo.config.recompile_limit = 3
+    try:
+        torch.manual_seed(0)
+        m = _Stack(6)
+        x = torch.randn(4)
+        want = m(x)
+        td, n_td = counting_dynamo(m)
+        torch.testing.assert_close(td(x), want)
+        dv = dynview.compile(m, backend="eager")
+        dynview._C.take_records()
+        with warnings.catch_warnings(record=True) as w:
+            warnings.simplefilter("always")
+            torch.testing.assert_close(dv(x), want)
+        assert len([x for x in w if "recompile_limit" in str(x.message)]) == 1
+        assert dynview_compiles() == n_td[0]
+        assert dynview._C.cache_entries(_scaled.__code__) == []  # inlined, never a frame of its own
+        before = n_td[0]
+        torch.testing.assert_close(td(x), want)
+        torch.testing.assert_close(dv(x), want)
+        assert n_td[0] == before and dynview_compiles() == 0  # the repeat call compiles nothing
+        layer_code = _Layer.forward.__code__
+        assert sum(e["hits"] for e in dynview._C.cache_entries(layer_code)) == 3  # layers 0-2 use their entries
+    finally:
+        torch._dynamo.config.recompile_limit = old
+        torch._dynamo.reset()
 
 
 def test_fail_on_recompile_limit_raises():
