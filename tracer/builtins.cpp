@@ -375,6 +375,11 @@ Translator::Status call_builtin(Translator& t, Frame& f, PyObject* fn, std::vect
   if (is(Builtin::len_) && n == 1) {
     const VPtr& v = args[0];
     Py_ssize_t len = -1;
+    if (v->lazy && (v->kind == VK::Tuple || v->kind == VK::List)) {  // its length alone (realize_call left it lazy)
+      len = t.builder.sequence_length(v, f);
+      out = t.constant_steal(PyLong_FromSsize_t(len));
+      return std::nullopt;
+    }
     if (v->kind == VK::Tuple || v->kind == VK::List || v->kind == VK::Dict) len = static_cast<Py_ssize_t>(v->items.size());
     else if (v->kind == VK::DictView) len = static_cast<Py_ssize_t>(v->self->items.size());
     else if (v->kind == VK::NdArray) {

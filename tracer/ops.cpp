@@ -187,6 +187,20 @@ Translator::Status Translator::compare(Frame& f, int cmp, VPtr a, VPtr b, VPtr& 
 }
 
 Translator::Status Translator::subscr(Frame& f, VPtr obj, VPtr idx, VPtr& out) {
+  if (obj->lazy && obj->kind != VK::Dict) {  // (a lazy dict is read at one key: lazy_dict.cpp)
+    // l[k], k a constant int within it: that item alone, as TorchDynamo's lazy items; else all of it
+    if (idx->kind == VK::Const && PyLong_CheckExact(idx->obj.get())) {
+      const Py_ssize_t n = builder.sequence_length(obj, f);
+      Py_ssize_t i = PyLong_AsSsize_t(idx->obj.get());
+      if (i == -1 && PyErr_Occurred()) PyErr_Clear();
+      else if (i < 0) i += n;
+      if (obj->lazy && i >= 0 && i < n) {
+        out = builder.sequence_item(obj, i, f);
+        return out ? std::nullopt : brk(f, "DV0005", "an item of " + obj->source->text() + " cannot be traced");
+      }
+    }
+    if (Status s = realize_lazy(f, obj)) return s;
+  }
   if (obj->kind == VK::Tensor) return graph_call(f, py().getitem, "", {obj, idx}, {}, out);
   if (obj->kind == VK::NdArray) {  // nd[i], nd[a:b, None], nd[mask]: torch._numpy's indexing
     bool handled = false;

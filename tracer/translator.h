@@ -193,13 +193,14 @@ class Translator {
   // id(v): the real id of an object known by identity, or a fake id (tracer/values/fake_id.cpp).
   Status call_id(Frame& f, const VPtr& v, VPtr& out);
   Status call(Frame& f, VPtr fn, std::vector<VPtr> args, std::vector<std::pair<std::string, VPtr>> kwargs, VPtr& out);
-  // Lazy dicts from the frame (tracer/values/lazy_dict.cpp): realized before an instruction or a
-  // call that may read more of one than one constant key; `inlined`: the callee is user code traced
+  // Lazy dicts, lists and tuples from the frame (tracer/values/lazy_dict.cpp): realized before an
+  // instruction or a call that may read more of one than one constant key (of a dict); `inlined`: the callee is user code traced
   // instruction by instruction (its arguments stay lazy).
   Status realize_read(Frame& f, const bc::Instr& in);
   Status realize_call(Frame& f, const VPtr& fn, const std::vector<VPtr>& args,
                       const std::vector<std::pair<std::string, VPtr>>& kwargs, bool inlined);
-  Status realize_value(Frame& f, const VPtr& v);  // every lazy dict v reaches
+  Status realize_value(Frame& f, const VPtr& v);  // every lazy dict, list and tuple v reaches
+  Status realize_lazy(Frame& f, const VPtr& v) { return v && v->lazy ? realize_value(f, v) : std::nullopt; }
   Status realize_key(Frame& f, const VPtr& d, PyObject* key);
   Status call_python(Frame& f, Ref fn, std::vector<VPtr> args, VPtr& out);  // a Python function, inlined
   Status resume_generator(Frame& f, const VPtr& it);  // a generator's next item (ops.cpp)

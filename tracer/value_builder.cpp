@@ -297,23 +297,71 @@ VPtr ValueBuilder::wrap_sequence(const Ref& obj, const SourcePtr& source, const 
   if (PyFrozenSet_CheckExact(o)) return wrap_object(obj, source, key, f);  // of non-constants: by identity
   if (VPtr first = shared_container(o, source, key, f); first || !ok_) return first;
   const bool is_list = PyList_CheckExact(o);
-  Py_ssize_t n = is_list ? PyList_GET_SIZE(o) : PyTuple_GET_SIZE(o);
+  v = t_.make(is_list ? VK::List : VK::Tuple);
   if (source) {
     t_.add_guard(GuardKind::TYPE_MATCH, source, Ref::borrow(reinterpret_cast<PyObject*>(Py_TYPE(o))), f,
               "___check_type_id(" + key + ", " + Py_TYPE(o)->tp_name + ")");
-    if (Guard* g = t_.add_guard(GuardKind::LENGTH_CHECK, source, {}, f, "len(" + key + ") == " + std::to_string(n)))
-      g->length = n;
+    // From the frame: lazy (TorchDynamo's LazyVariableTracker), its length and items wrapped and
+    // guarded only once something reads it (realize); a list or tuple only passed along (returned,
+    // stored in a local, handed to an inlined function that does not read it) is rebuilt from its
+    // source and adds no guard on its items.
+    v->lazy = obj;
+    any_lazy_ = true;
+    if (is_list) containers_seen_[o] = {obj, v};
+    return remember(source, key, v);
   }
-  v = t_.make(is_list ? VK::List : VK::Tuple);
-  if (is_list && source) containers_seen_[o] = {obj, nullptr};  // its value once built (a cycle: not traced)
+  const Py_ssize_t n = is_list ? PyList_GET_SIZE(o) : PyTuple_GET_SIZE(o);
   for (Py_ssize_t i = 0; i < n; ++i) {
     PyObject* item = is_list ? PyList_GET_ITEM(o, i) : PyTuple_GET_ITEM(o, i);
-    VPtr iv = wrap(Ref::borrow(item), source ? Source::item(source, Ref::steal(PyLong_FromSsize_t(i))) : nullptr, f);
+    VPtr iv = wrap(Ref::borrow(item), nullptr, f);
     if (!iv) return nullptr;
     v->items.push_back(iv);
   }
-  if (is_list && source) containers_seen_[o].second = v;
   return remember(source, key, v);
+}
+
+Py_ssize_t ValueBuilder::sequence_length(const VPtr& v, Frame& f) {
+  PyObject* o = v->lazy.get();
+  const Py_ssize_t n = PyList_CheckExact(o) ? PyList_GET_SIZE(o) : PyTuple_GET_SIZE(o);
+  if (v->known_len) return n;  // guarded already (the length cannot change while lazy)
+  if (Guard* g = t_.add_guard(GuardKind::LENGTH_CHECK, v->source, {}, f, "len(" + v->source->text() + ") == " + std::to_string(n)))
+    g->length = n;
+  v->known.assign(static_cast<size_t>(n), nullptr);
+  v->known_len = true;
+  return n;
+}
+
+VPtr ValueBuilder::sequence_item(const VPtr& v, Py_ssize_t i, Frame& f) {
+  const Py_ssize_t n = sequence_length(v, f);
+  if (i < 0 || i >= n) return nullptr;
+  VPtr& slot = v->known[static_cast<size_t>(i)];
+  if (slot) return slot;
+  PyObject* o = v->lazy.get();
+  const bool is_list = PyList_CheckExact(o);
+  Ref item = Ref::borrow(is_list ? PyList_GET_ITEM(o, i) : PyTuple_GET_ITEM(o, i));
+  auto seen = containers_seen_.find(o);
+  if (seen != containers_seen_.end()) seen->second.second = nullptr;  // a list inside itself: not traced
+  VPtr iv = wrap(item, Source::item(v->source, Ref::steal(PyLong_FromSsize_t(i))), f);
+  if (seen != containers_seen_.end()) seen->second.second = v;
+  if (iv) v->known[static_cast<size_t>(i)] = iv;  // (wrap may have realized v: then known is moot)
+  return iv;
+}
+
+// A lazy list or tuple read: its length guarded and its items wrapped from their sources.
+bool ValueBuilder::realize_sequence(const VPtr& v, Frame& f) {
+  const Py_ssize_t n = sequence_length(v, f);
+  std::vector<VPtr> items;
+  for (Py_ssize_t i = 0; i < n; ++i) {
+    if (!v->lazy) return true;  // an item's wrap realized it (an alias of it inside)
+    VPtr iv = sequence_item(v, i, f);
+    if (!iv) return false;
+    items.push_back(iv);
+  }
+  if (!v->lazy) return true;
+  v->items = std::move(items);
+  v->known.clear();
+  v->lazy = Ref();
+  return true;
 }
 
 // Dicts with constant keys: lazy when read from the frame.
@@ -653,6 +701,7 @@ bool ValueBuilder::realize_entry(const VPtr& d, PyObject* key, Frame& f) {
 
 bool ValueBuilder::realize(const VPtr& d, Frame& f) {
   if (!d->lazy) return true;
+  if (d->kind == VK::List || d->kind == VK::Tuple) return realize_sequence(d, f);
   Ref o = d->lazy;
   std::vector<Ref> keys;
   std::vector<VPtr> items;

@@ -38,8 +38,13 @@ class ValueBuilder {
   // A lazy dict (Value::lazy) read at one constant key: that entry wrapped (and guarded present) or
   // its absence guarded. False: the entry cannot be traced.
   bool realize_entry(const VPtr& d, PyObject* key, Frame& f);
-  // All of a lazy dict's entries, in order, and DICT_KEYS on its key list (the eager behaviour).
+  // All of a lazy dict's entries, in order, and DICT_KEYS on its key list (the eager behaviour); all
+  // of a lazy list's or tuple's items, and LENGTH_CHECK.
   bool realize(const VPtr& d, Frame& f);
+  // A lazy list's or tuple's length (LENGTH_CHECK, once) and its item i (wrapped and guarded alone, as
+  // TorchDynamo's lazy items): len(l) and l[0] read no more of it. -1 / null: it cannot be traced.
+  Py_ssize_t sequence_length(const VPtr& v, Frame& f);
+  VPtr sequence_item(const VPtr& v, Py_ssize_t i, Frame& f);
   bool any_lazy() const { return any_lazy_; }
   bool has_dynamic_plan() const { return !dyn_dims_.empty() || !dyn_ints_.empty(); }
 
@@ -71,6 +76,7 @@ class ValueBuilder {
   // cannot be traced.
   bool wrap_entries(PyObject* d, const SourcePtr& dsource, bool storage, std::vector<Ref>& keys, std::vector<VPtr>& items,
                     Frame& f);
+  bool realize_sequence(const VPtr& v, Frame& f);
   static bool storage_order(PyObject* od);  // an OrderedDict iterates in its storage's order
   VPtr shared_container(PyObject* o, const SourcePtr& source, const std::string& key, Frame& f);
   VPtr remember(const SourcePtr& source, const std::string& key, VPtr val);  // kept by source, announced
@@ -84,7 +90,7 @@ class ValueBuilder {
   std::unordered_map<PyObject*, std::pair<Ref, VPtr>> containers_seen_;
   std::unordered_map<std::string, uint64_t> dyn_dims_;  // source -> symbolic dims
   std::unordered_set<std::string> dyn_ints_;            // int sources that are symbolic
-  bool any_lazy_ = false;                               // a lazy dict was made (the interpreter checks reads)
+  bool any_lazy_ = false;                               // a lazy dict, list or tuple was made (the interpreter checks reads)
   std::unordered_set<std::string> probed_absent_;       // "source|repr(key)" guarded absent
 };
 

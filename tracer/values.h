@@ -74,8 +74,14 @@ struct Value {
   Ref storage_base;
   // Dict from the frame (TorchDynamo's lazy ConstDictVariable): the real dict while its entries are
   // wrapped only as they are read by key (keys/items hold those so far, DICT_CONTAINS guards the
-  // keys probed); null once realized (all entries, DICT_KEYS). Translator::realize_lazy decides.
+  // keys probed); null once realized (all entries, DICT_KEYS). List or tuple from the frame: the real
+  // one while nothing has read it (no items yet); null once realized (all items, LENGTH_CHECK).
+  // Translator::realize_read / realize_call decide (tracer/values/lazy_dict.cpp).
   Ref lazy;
+  // A lazy list or tuple read only by len() or at constant indices: one slot per item once its length
+  // is guarded, the items wrapped so far (the rest null); realize keeps them. Read by nothing else.
+  std::vector<VPtr> known;
+  bool known_len = false;  // that length guarded
   std::shared_ptr<Frame> frame;  // Iter of a generator made in the trace: its frame (result: what it returned)
   bool announced = false; // described to the observer
   int cell_of = -1;       // Cell: -1 made in the trace; k >= 0 the root frame's free variable k (a

@@ -106,6 +106,8 @@ struct Copier {
       int& d;
       ~Leave() { --d; }
     } leave{depth};
+    if (v->lazy)  // a list, tuple or dict from the frame not read yet: all of it now
+      if (Status s = t.realize_value(f, v)) return s;
     switch (v->kind) {
       case VK::Const:
         if (PySet_CheckExact(v->obj.get())) {  // a set of constants: a new set

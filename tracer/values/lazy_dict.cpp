@@ -1,6 +1,7 @@
-// Dicts from the frame read lazily (TorchDynamo's LazyVariableTracker over ConstDictVariable): the
-// interpreter realizes a lazy dict (Value::lazy, made by ValueBuilder::wrap) before any instruction
-// or call that could read more of it than one constant key. Read by run_frame and Translator::call.
+// Dicts, lists and tuples from the frame read lazily (TorchDynamo's LazyVariableTracker): the
+// interpreter realizes a lazy value (Value::lazy, made by ValueBuilder::wrap) before any instruction
+// or call that could read more of it than one constant key of a dict, one constant index of a list
+// or tuple (Translator::subscr) or its length (len). Read by run_frame and Translator::call.
 #include "../handlers_common.h"
 #include "../translator.h"
 
@@ -26,6 +27,16 @@ PyObject* simple_key(const VPtr& v) {
   PyObject* o = v->obj.get();
   if (PyType_Check(o)) return Py_TYPE(o)->tp_richcompare == PyType_Type.tp_richcompare && Py_TYPE(o)->tp_hash == PyType_Type.tp_hash ? o : nullptr;
   return v->kind == VK::Const && (PyUnicode_CheckExact(o) || PyLong_CheckExact(o)) ? o : nullptr;
+}
+
+PyObject* len_builtin() {
+  static PyObject* len = [] {  // kept for good
+    Ref mod = Ref::steal(PyImport_ImportModule("builtins"));
+    PyObject* r = mod ? PyObject_GetAttrString(mod.get(), "len") : nullptr;
+    PyErr_Clear();
+    return r;
+  }();
+  return len;
 }
 
 // Instructions that move values without reading into them: a lazy dict may pass through.
@@ -58,8 +69,8 @@ Translator::Status Translator::realize_value(Frame& f, const VPtr& v) {
   std::unordered_set<const Value*> seen;
   std::function<Status(const VPtr&)> walk = [&](const VPtr& x) -> Status {
     if (!x || !seen.insert(x.get()).second) return std::nullopt;
-    if (x->kind == VK::Dict && x->lazy && !builder.realize(x, f))
-      return brk(f, "DV0005", "an entry of " + x->source->text() + " cannot be traced");
+    if (x->lazy && !builder.realize(x, f))
+      return brk(f, "DV0005", std::string(x->kind == VK::Dict ? "an entry" : "an item") + " of " + x->source->text() + " cannot be traced");
     for (size_t i = 0; i < x->items.size(); ++i)  // (items may grow while realizing)
       if (Status s = walk(x->items[i])) return s;
     for (const VPtr* p : {&x->self, &x->attrs, &x->contents, &x->defaults, &x->kwdefaults})
@@ -100,6 +111,9 @@ Translator::Status Translator::realize_read(Frame& f, const bc::Instr& in) {
     if (d->kind == VK::Dict && d->lazy && simple_key(f.stack[n - 1])) {
       if (Status s = realize_key(f, d, simple_key(f.stack[n - 1]))) return s;
       keep = static_cast<long>(n - 2);
+    } else if ((d->kind == VK::List || d->kind == VK::Tuple) && d->lazy && f.stack[n - 1]->kind == VK::Const &&
+               PyLong_CheckExact(f.stack[n - 1]->obj.get())) {
+      keep = static_cast<long>(n - 2);  // l[0]: that item alone (Translator::subscr)
     }
   } else if (in.name == N::CONTAINS_OP && n >= 2) {  // (key d -- bool)
     from = n - 2;
@@ -119,6 +133,9 @@ Translator::Status Translator::realize_read(Frame& f, const bc::Instr& in) {
 
 Translator::Status Translator::realize_call(Frame& f, const VPtr& fn, const std::vector<VPtr>& args,
                                             const std::vector<std::pair<std::string, VPtr>>& kwargs, bool inlined) {
+  if (fn->kind == VK::Object && fn->obj.get() == len_builtin() && args.size() == 1 && kwargs.empty() &&
+      (args[0]->kind == VK::List || args[0]->kind == VK::Tuple))
+    return std::nullopt;  // len(l): its length alone (builtins.cpp)
   if (VPtr d = lazy_of(fn); d && fn->kind == VK::Method) {
     // d.get(k[, default]), d[k] and k in d spelled as calls: one entry; any other method: all of it.
     const std::string& m = fn->name;

@@ -149,6 +149,8 @@ const MethodTable kListMethods = {
 Status call_table_method(Translator& t, Frame& f, const MethodTable& table, const VPtr& m, std::vector<VPtr>& args, KwArgs& kwargs,
                          VPtr& out) {
   const VPtr& self = m->self;
+  if (self->kind != VK::Dict)  // (a lazy dict's methods: realize_call decides what they read)
+    if (Status s = t.realize_lazy(f, self)) return s;
   auto row = table.find(m->name);
   if (row == table.end()) {
     if (self->source && (m->name == "sort" || m->name == "__setitem__" || m->name == "__delitem__" || m->name == "__iadd__"))

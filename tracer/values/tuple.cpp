@@ -10,6 +10,7 @@ using cg::N;
 
 // Tuple, List
 std::optional<Ref> tuple_as_python(Translator& t, const VPtr& v, bool meta) {
+  if (v->lazy) return std::nullopt;  // not read yet: its items are not guarded (realize_value first)
   Ref out = Ref::steal(v->kind == VK::Tuple ? PyTuple_New(v->items.size()) : PyList_New(v->items.size()));
   for (size_t i = 0; i < v->items.size(); ++i) {
     auto x = t.to_python(v->items[i], meta);
@@ -69,6 +70,12 @@ bool tuple_reconstruct(cg::Rebuilder& r, const VPtr& v) {
 // Tuple, List
 void sequence_describe(const Value& v, std::string& out, int depth) {
   const bool tuple = v.kind == VK::Tuple;
+  if (v.lazy) {  // from the frame, not read yet
+    const Py_ssize_t n = PyObject_Length(v.lazy.get());
+    if (n < 0) PyErr_Clear();
+    out += (tuple ? "(" : "[") + std::to_string(n) + " items, unread" + (tuple ? ")" : "]");
+    return;
+  }
   out += tuple ? "(" : "[";
   for (size_t i = 0; i < v.items.size(); ++i) {
     if (i) out += ", ";
@@ -81,6 +88,7 @@ void sequence_describe(const Value& v, std::string& out, int depth) {
 
 // Tuple, List
 bool sequence_graph_arg(Translator& t, const VPtr& v, ArgTree& out) {
+  if (v->lazy) return false;  // (realized before a call reads it: realize_call)
   out.kind = v->kind == VK::Tuple ? ArgTree::Kind::Tuple : ArgTree::Kind::List;
   for (const VPtr& x : v->items) {
     ArgTree a;
@@ -91,7 +99,8 @@ bool sequence_graph_arg(Translator& t, const VPtr& v, ArgTree& out) {
 }
 
 // Tuple, List
-Status sequence_iterate(Translator& t, Frame& /*f*/, const VPtr& v, VPtr& out, bool /*materialize*/) {
+Status sequence_iterate(Translator& t, Frame& f, const VPtr& v, VPtr& out, bool /*materialize*/) {
+  if (Status s = t.realize_lazy(f, v)) return s;
   VPtr it = t.make(VK::Iter);
   it->items = v->items;
   out = it;
@@ -99,7 +108,8 @@ Status sequence_iterate(Translator& t, Frame& /*f*/, const VPtr& v, VPtr& out, b
 }
 
 // Tuple, List, Dict, DictView's dict: empty or not
-Status items_truth(Translator& /*t*/, Frame& /*f*/, const VPtr& v, bool& out) {
+Status items_truth(Translator& t, Frame& f, const VPtr& v, bool& out) {
+  if (Status s = t.realize_lazy(f, v)) return s;
   out = !v->items.empty();
   return std::nullopt;
 }
@@ -117,6 +127,7 @@ struct Kind<VK::Tuple> {
   static constexpr auto truth = items_truth;
   static constexpr auto iterate = sequence_iterate;
   static Status getattr(Translator& t, Frame& f, const VPtr& obj, const std::string& name, VPtr& out) {
+    if (Status s = t.realize_lazy(f, obj)) return s;
     for (size_t i = 0; i < obj->keys.size() && i < obj->items.size(); ++i)  // a named result (torch.return_types, a namedtuple): its fields
       if (str_of(obj->keys[i].get()) == name) {
         out = obj->items[i];
