@@ -128,3 +128,35 @@ def test_data_dependent_output_sizes_break_saying_so(fn):
     breaks = [r for r in dynview._C.take_records() if r["break_id"]]
     assert breaks and all(r["break_id"] == "DV0003" and "data-dependent output size" in r["break_message"] for r in breaks), \
         [(r["break_id"], r["break_message"]) for r in breaks]
+
+
+def _loss_then_backward(x, w):
+    loss = (x @ w).relu().sum()
+    loss.backward()
+    return loss.detach() * 2
+
+
+def test_backward_breaks_as_an_unsupported_call_not_as_data_dependent():
+    # TorchDynamo: "Unsupported Tensor.backward() call" (trace_autograd_ops off); the graph ends
+    # there and the rest is compiled again. dynview breaks at the same call, and says it is autograd
+    # (it was reported as a data-dependent operator).
+    fn = _loss_then_backward
+
+    def args():
+        torch.manual_seed(0)
+        return torch.randn(3, 4), torch.randn(4, 2, requires_grad=True)
+    x, w = args()
+    e = dynview.explain(fn)(x, w)
+    torch._dynamo.reset()
+    x, w = args()
+    theirs = torch._dynamo.explain(fn)(x, w)
+    assert (e.graph_count, len(e.break_reasons)) == (theirs.graph_count, len(theirs.break_reasons))
+    assert [b.break_id for b in e.break_reasons] == ["DV0004"], e.break_reasons
+    assert "autograd" in str(e.break_reasons[0])
+    dynview.reset()
+    x, w = args()
+    got = dynview.compile(fn, backend="eager")(x, w)
+    x2, w2 = args()
+    want = fn(x2, w2)
+    torch.testing.assert_close(got, want)
+    torch.testing.assert_close(w.grad, w2.grad)

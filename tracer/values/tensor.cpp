@@ -9,7 +9,9 @@ using cg::N;
 
 namespace {
 const char* const kDataDependent[] = {"item", "tolist", "__bool__", "numpy", "data_ptr", "__int__", "__float__",
-                                "__index__", "nonzero_static", "backward", "register_hook", "retain_grad", nullptr};
+                                "__index__", "nonzero_static", nullptr};
+// Autograd's own calls: they run outside the graph, as torch.compile runs them (its trace_autograd_ops off).
+const char* const kAutograd[] = {"backward", "register_hook", "retain_grad", nullptr};
 const char* const kMetaMethods[] = {"size", "dim", "ndimension", "numel", "nelement", "stride", "is_contiguous",
                               "element_size", "is_floating_point", "is_complex", "__len__", nullptr};
 
@@ -159,6 +161,9 @@ struct Kind<VK::Tensor> {
     const VPtr& self = m->self;
     const std::string& name = m->name;
     if (name == "numpy") return t.tensor_numpy(f, self, args, kwargs, out);  // as TorchDynamo: an ndarray in the graph
+    if (in_list(kAutograd, name))
+      return t.brk(f, "DV0004", "Tensor." + name + "() runs autograd, which is not traced",
+                   "the graph ends before it and the call runs eagerly, as under torch.compile; the code after it is compiled again");
     if (in_list(kDataDependent, name))
       return t.brk(f, "DV0003", "data-dependent operator Tensor." + name + "()",
                  "the result depends on tensor values; dynview breaks the graph here like torch.compile");
