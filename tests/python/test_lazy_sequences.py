@@ -9,6 +9,7 @@ import pytest
 import torch
 
 import dynview
+from test_engine_behaviour import counting_dynamo, dynview_compiles
 
 
 @pytest.fixture(autouse=True)
@@ -18,20 +19,6 @@ def _reset():
     yield
     dynview.reset()
     torch._dynamo.reset()
-
-
-def counting_dynamo(f):
-    torch._dynamo.reset()
-    n = [0]
-
-    def backend(gm, example_inputs):
-        n[0] += 1
-        return gm.forward
-    return torch.compile(f, backend=backend), n
-
-
-def dynview_graphs():
-    return len([r for r in dynview._C.take_records() if r["graph"] is not None])
 
 
 def same(a, b):
@@ -58,7 +45,7 @@ def run_both(fn, calls):
         same(td(*td_args), want)
         same(dv(*dv_args), want)
         same(dv_args, want_args)  # arguments changed as eager changes them
-    return dynview_graphs(), n_td[0]
+    return dynview_compiles(), n_td[0]
 
 
 X = torch.ones(3)
