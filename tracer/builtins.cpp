@@ -284,6 +284,8 @@ Builtin builtin_kind(PyObject* fn) {
   return it == table->end() ? Builtin::none : it->second;
 }
 
+bool is_len_builtin(PyObject* fn) { return builtin_kind(fn) == Builtin::len_; }
+
 Translator::Status call_builtin(Translator& t, Frame& f, PyObject* fn, std::vector<VPtr>& args,
                                 std::vector<std::pair<std::string, VPtr>>& kwargs, VPtr& out, bool& handled) {
   if (!PyCFunction_Check(fn) && !PyType_Check(fn)) return std::nullopt;

@@ -743,6 +743,32 @@ bool is_profiler_range(PyObject* o) {
 }
 }  // namespace
 
+Status call_on_constants(Translator& t, Frame& f, PyObject* fn, const std::string& name, const std::vector<VPtr>& args,
+                         const KwArgs& kwargs, Ref& result) {
+  Ref pargs = Ref::steal(PyTuple_New(static_cast<Py_ssize_t>(args.size())));
+  for (size_t i = 0; pargs && i < args.size(); ++i) {
+    auto x = t.to_python(args[i], false);
+    if (!x) return t.brk(f, "DV0013", "unsupported argument to " + name);
+    PyTuple_SET_ITEM(pargs.get(), static_cast<Py_ssize_t>(i), x->release());
+  }
+  Ref pkw = Ref::steal(PyDict_New());
+  if (!pargs || !pkw) return t.raise_current(f, name + "()");
+  for (auto& [k, v] : kwargs) PyDict_SetItemString(pkw.get(), k.c_str(), v->obj.get());
+  result = Ref::steal(PyObject_Call(fn, pargs.get(), pkw.get()));
+  if (!result) return t.raise_current(f, name + "()");
+  // It ran on copies of the lists it was given: one that changed them (heapq.heapify,
+  // random.shuffle) changes nothing in the trace, so it breaks instead.
+  for (size_t i = 0; i < args.size(); ++i) {
+    if (args[i]->kind != VK::List && args[i]->kind != VK::Tuple) continue;
+    auto fresh = t.to_python(args[i], false);
+    const int same = fresh ? PyObject_RichCompareBool(fresh->get(), PyTuple_GET_ITEM(pargs.get(), i), Py_EQ) : -1;
+    if (same != 1)
+      return PyErr_Clear(), t.brk(f, "DV0008", "call to " + name + " that changes the list it is given",
+                                "dynview evaluates builtins over constants on copies; mutate the list in Python code");
+  }
+  return std::nullopt;
+}
+
 // Calling an object known by identity (VK::Object's call): builtins, torch functions and operators,
 // classes, operator getters, NumPy ...
 Status object_call(Translator& t, Frame& f, const VPtr& fn, std::vector<VPtr>& args, KwArgs& kwargs, VPtr& out) {
@@ -1029,26 +1055,8 @@ Status object_call(Translator& t, Frame& f, const VPtr& fn, std::vector<VPtr>& a
     if (all_const && PyExceptionClass_Check(o) && !simple_exception_class(o))
       return t.brk(f, "DV0004", "constructing " + callable_name(o) + ": its __init__ or __new__ is Python code");
     if (all_const) {
-      Ref pargs = Ref::steal(PyTuple_New(args.size()));
-      for (size_t i = 0; i < args.size(); ++i) {
-        auto x = t.to_python(args[i], false);
-        if (!x) return t.brk(f, "DV0013", "unsupported argument to " + callable_name(o));
-        PyTuple_SET_ITEM(pargs.get(), i, x->release());
-      }
-      Ref pkw = Ref::steal(PyDict_New());
-      for (auto& [k, v] : kwargs) PyDict_SetItemString(pkw.get(), k.c_str(), v->obj.get());
-      Ref r = Ref::steal(PyObject_Call(o, pargs.get(), pkw.get()));
-      if (!r) return t.raise_current(f, callable_name(o) + "()");
-      // It ran on copies of the lists it was given: one that changed them (heapq.heapify,
-      // random.shuffle) changes nothing in the trace, so it breaks instead.
-      for (size_t i = 0; i < args.size(); ++i) {
-        if (args[i]->kind != VK::List && args[i]->kind != VK::Tuple) continue;
-        auto fresh = t.to_python(args[i], false);
-        const int same = fresh ? PyObject_RichCompareBool(fresh->get(), PyTuple_GET_ITEM(pargs.get(), i), Py_EQ) : -1;
-        if (same != 1)
-          return PyErr_Clear(), t.brk(f, "DV0008", "call to " + callable_name(o) + " that changes the list it is given",
-                                    "dynview evaluates builtins over constants on copies; mutate the list in Python code");
-      }
+      Ref r;
+      if (Status s = call_on_constants(t, f, o, callable_name(o), args, kwargs, r)) return s;
       out = set_of_constants(r.get()) ? t.constant(r) : t.wrap(r, nullptr, f);  // set(sizes), a.union(b): as op_BUILD_SET
       if (!out) return t.brk(f, "DV0013", "unsupported result of " + callable_name(o));
       // Builtin functions and pure value types (range, slice, tuple, torch.Size, ...) only.

@@ -120,6 +120,7 @@ Status dict_call(Translator& t, Frame& f, const VPtr& self, const std::string& n
 Status object_method(Translator& t, Frame& f, const VPtr& m, std::vector<VPtr>& args, KwArgs& kwargs, VPtr& out);  // Const, Object
 std::string callable_name(PyObject* fn);   // its __qualname__ (calls.cpp)
 bool allowed_in_graph(PyObject* fn);       // torch.compiler.allow_in_graph (calls.cpp)
+bool is_len_builtin(PyObject* fn);         // builtins.len (builtins.cpp's table)
 PyObject* autograd_apply_function();       // autograd_apply.cpp
 bool is_autograd_function_class(PyObject* o);
 Status call_grad_exit(Translator& t, Frame& f, const VPtr& exit, VPtr& out);  // a with-block's __exit__ (calls.cpp)
@@ -128,5 +129,9 @@ bool object_reconstruct(cg::Rebuilder& r, const VPtr& v);  // Object, NNModule, 
 PyObject* object_slot(const std::string& name);               // object.__setattr__ / __getattribute__ (ops.cpp)
 PyObject* super_lookup(PyObject* sup, const std::string& name);  // what super() finds for name (borrowed) (ops.cpp)
 Status object_call(Translator& t, Frame& f, const VPtr& fn, std::vector<VPtr>& args, KwArgs& kwargs, VPtr& out);  // calls.cpp
+// fn(*args, **kwargs) run now on the Python values of constant arguments (`name` in messages); a
+// call that changed a list it was given breaks (it ran on a copy) (calls.cpp).
+Status call_on_constants(Translator& t, Frame& f, PyObject* fn, const std::string& name, const std::vector<VPtr>& args,
+                         const KwArgs& kwargs, Ref& result);
 
 }  // namespace dv

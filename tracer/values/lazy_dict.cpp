@@ -29,16 +29,6 @@ PyObject* simple_key(const VPtr& v) {
   return v->kind == VK::Const && (PyUnicode_CheckExact(o) || PyLong_CheckExact(o)) ? o : nullptr;
 }
 
-PyObject* len_builtin() {
-  static PyObject* len = [] {  // kept for good
-    Ref mod = Ref::steal(PyImport_ImportModule("builtins"));
-    PyObject* r = mod ? PyObject_GetAttrString(mod.get(), "len") : nullptr;
-    PyErr_Clear();
-    return r;
-  }();
-  return len;
-}
-
 // Instructions that move values without reading into them: a lazy dict may pass through.
 bool moves_only(bc::Name n) {
   using N = bc::Name;
@@ -133,7 +123,7 @@ Translator::Status Translator::realize_read(Frame& f, const bc::Instr& in) {
 
 Translator::Status Translator::realize_call(Frame& f, const VPtr& fn, const std::vector<VPtr>& args,
                                             const std::vector<std::pair<std::string, VPtr>>& kwargs, bool inlined) {
-  if (fn->kind == VK::Object && fn->obj.get() == len_builtin() && args.size() == 1 && kwargs.empty() &&
+  if (fn->kind == VK::Object && is_len_builtin(fn->obj.get()) && args.size() == 1 && kwargs.empty() &&
       (args[0]->kind == VK::List || args[0]->kind == VK::Tuple))
     return std::nullopt;  // len(l): its length alone (builtins.cpp)
   if (VPtr d = lazy_of(fn); d && fn->kind == VK::Method) {

@@ -236,17 +236,14 @@ Status object_method(Translator& t, Frame& f, const VPtr& m, std::vector<VPtr>& 
   if (self->kind == VK::Const && method_wrapper && Py_IS_TYPE(bound.get(), method_wrapper)) {
     // A slot of a constant or of the trace's own set (p.__or__(q), set.__len__(s)): evaluated now
     // on constant arguments, as its named methods are (object_call)
+    const std::string what = std::string(Py_TYPE(so)->tp_name) + "." + name;
     if (!kwargs.empty()) return t.brk(f, "DV0004", "method " + name + " with keyword arguments");
-    Ref pargs = Ref::steal(PyTuple_New(static_cast<Py_ssize_t>(args.size())));
-    for (size_t i = 0; pargs && i < args.size(); ++i) {
-      auto x = args[i]->kind == VK::Const ? t.to_python(args[i], false) : std::nullopt;
-      if (!x) return t.brk(f, "DV0013", "unsupported argument to " + std::string(Py_TYPE(so)->tp_name) + "." + name);
-      PyTuple_SET_ITEM(pargs.get(), static_cast<Py_ssize_t>(i), x->release());
-    }
-    Ref r = pargs ? Ref::steal(PyObject_Call(bound.get(), pargs.get(), nullptr)) : Ref();
-    if (!r) return t.raise_current(f, std::string(Py_TYPE(so)->tp_name) + "." + name + "()");
+    for (const VPtr& a : args)
+      if (a->kind != VK::Const) return t.brk(f, "DV0013", "unsupported argument to " + what);
+    Ref r;
+    if (Status s = call_on_constants(t, f, bound.get(), what, args, kwargs, r)) return s;
     out = r.get() == so ? self : set_of_constants(r.get()) ? t.constant(r) : t.wrap(r, nullptr, f);
-    if (!out) return t.brk(f, "DV0013", "unsupported result of " + std::string(Py_TYPE(so)->tp_name) + "." + name);
+    if (!out) return t.brk(f, "DV0013", "unsupported result of " + what);
     return std::nullopt;
   }
   VPtr mv = t.make(VK::Object);
