@@ -661,16 +661,13 @@ Translator::Status call_builtin(Translator& t, Frame& f, PyObject* fn, std::vect
       VPtr it;
       if (Status s = t.iterate(f, args[0], it)) return s;
       for (auto& pair : it->items) {
-        if (pair->kind != VK::Tuple || pair->items.size() != 2 || pair->items[0]->kind != VK::Const)
-          return t.brk(f, "DV0007", "dict() of non-pairs");
-        d->keys.push_back(pair->items[0]->obj);
-        d->items.push_back(pair->items[1]);
+        PyObject* key = pair->kind == VK::Tuple && pair->items.size() == 2 ? t.key_of(pair->items[0]) : nullptr;
+        if (!key) return t.brk(f, "DV0007", "dict() of items that are not (key, value) pairs of a constant, tensor or module key");
+        if (find_key(*d, key) == -2) return t.brk(f, "DV0010", "comparing dict keys raised");
+        dict_set(*d, Ref::borrow(key), pair->items[1]);  // a repeated key keeps its place and takes the last value
       }
     } else if (n > 1) return t.brk(f, "DV0007", "dict() with several arguments");
-    for (auto& [k, v] : kwargs) {
-      d->keys.push_back(Ref::steal(PyUnicode_FromString(k.c_str())));
-      d->items.push_back(v);
-    }
+    for (auto& [k, v] : kwargs) dict_set(*d, Ref::steal(PyUnicode_FromString(k.c_str())), v);
     out = d;
     return std::nullopt;
   }

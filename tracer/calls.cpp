@@ -1011,11 +1011,11 @@ Status object_call(Translator& t, Frame& f, const VPtr& fn, std::vector<VPtr>& a
     VPtr d = t.make(VK::Dict);
     const VPtr value = args.size() == 2 ? args[1] : t.constant(Ref::borrow(Py_None));
     for (size_t i = it->pos; i < it->items.size(); ++i) {
-      PyObject* k = dict_key(it->items[i]);
-      if (!k) return t.brk(f, "DV0024", "dict.fromkeys with a key that is not a constant (a " + std::string(vk_name(it->items[i]->kind)) + ")");
-      bool seen = false;
-      for (const Ref& have : d->keys) seen |= PyObject_RichCompareBool(have.get(), k, Py_EQ) == 1;
-      if (seen) continue;
+      PyObject* k = t.key_of(it->items[i]);
+      if (!k) return t.brk(f, "DV0024", "dict.fromkeys with a key that is not a constant, tensor or module (a " + std::string(vk_name(it->items[i]->kind)) + ")");
+      const long at = find_key(*d, k);
+      if (at == -2) return t.brk(f, "DV0010", "comparing dict keys raised");
+      if (at >= 0) continue;
       d->keys.push_back(Ref::borrow(k));
       d->items.push_back(value);
     }

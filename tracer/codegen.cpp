@@ -90,7 +90,9 @@ struct SharedSources {
   static std::string key(const Source& s) {
     std::string k = std::to_string(static_cast<int>(s.kind)) + ":" + s.name + ":" + s.dict_name + ":" + std::to_string(s.index);
     if (s.kind == Source::Kind::Held) k += ":" + std::to_string(reinterpret_cast<uintptr_t>(s.key.get()));
-    if (s.kind == Source::Kind::Item) k += ":" + std::string(Py_TYPE(s.key.get())->tp_name) + ":" + repr_of(s.key.get()) + (s.storage ? ":storage" : "");
+    if (s.kind == Source::Kind::Item)
+      k += ":" + std::string(Py_TYPE(s.key.get())->tp_name) + ":" +
+           (s.name.empty() ? repr_of(s.key.get()) : std::to_string(reinterpret_cast<uintptr_t>(s.key.get()))) + (s.storage ? ":storage" : "");
     return s.base ? key(*s.base) + "/" + k : k;
   }
   SharedSources(Emitter& em, const std::vector<SourcePtr>& all) : e(em) {
@@ -246,8 +248,7 @@ bool emit_head(Emitter& e, Rebuilder& rb, PyCodeObject* co, const CaptureResult&
   }
   for (const VPtr& d : se.mutated_dicts) {
     for (size_t i = 0; i < d->items.size(); ++i) {
-      e.emit(N::LOAD_CONST, e.konst(d->keys[i].get()));
-      if (!rb.value(d->items[i])) {
+      if (!rb.key(d->keys[i]) || !rb.value(d->items[i])) {
         why = "cannot write back the mutated dict " + d->source->text();
         return false;
       }
@@ -460,6 +461,7 @@ std::optional<Transformed> generate(PyObject* orig_code, PyObject* globals, PyOb
   e.nfixed = count_args(co) + 1;
   e.pos = bc::Position{co->co_firstlineno, co->co_firstlineno, bc::kNone, bc::kNone};
   Rebuilder rb{e, c.outputs, static_cast<bool>(c.compiled), e.nfixed - 1, {}, globals};
+  rb.key_values = &c.out.key_values;
   auto load_ret = [&] {
     if (rb.stash(ret) >= 0) return true;
     why = std::string("cannot rebuild the return value (a ") + vk_name(ret->kind) + " or something inside it)";
@@ -482,6 +484,7 @@ std::optional<Transformed> generate_split(const CodeFacts& facts, PyObject* glob
   e.nfixed = count_args(co) + 1;
   e.pos = brk_in.pos.line != bc::kNone ? brk_in.pos : bc::Position{co->co_firstlineno, co->co_firstlineno, bc::kNone, bc::kNone};
   Rebuilder rb{e, stop.outputs, static_cast<bool>(stop.compiled), e.nfixed - 1, {}, globals};
+  rb.key_values = &stop.out.key_values;
   const size_t S = stop.stack.size();
   if (static_cast<size_t>(plan.operands) > S) {
     why = "the stack is shallower than the breaking instruction's operands";

@@ -1,13 +1,23 @@
 // Dict values: the methods of dicts made in the trace and of dicts from outside the frame (whose
-// changes the transformed code writes back: SideEffects::mutated_dicts). Keys are constants.
+// changes the transformed code writes back: SideEffects::mutated_dicts). Keys are constants, objects
+// known by identity, and values keyed by identity (tensors, nn.Modules: Translator::key_of).
+#include "tensor_match.h"
 #include "translator.h"
 
 namespace dv {
 
+int keys_equal(PyObject* a, PyObject* b) {
+  if (a == b) return 1;
+  // A tensor hashes by identity (Tensor.__hash__ is id()), so a dict never compares it with ==
+  // (elementwise) to another key: two tensors are one key only when they are one object.
+  if (is_tensor(a) || is_tensor(b)) return 0;
+  return PyObject_RichCompareBool(a, b, Py_EQ);
+}
+
 // Index of `key` among d's keys; -1 when absent, -2 when comparing raised (error cleared).
 long find_key(const Value& d, PyObject* key) {
   for (size_t i = 0; i < d.keys.size(); ++i) {
-    const int r = d.keys[i].get() == key ? 1 : PyObject_RichCompareBool(d.keys[i].get(), key, Py_EQ);
+    const int r = keys_equal(d.keys[i].get(), key);
     if (r < 0) return PyErr_Clear(), -2;
     if (r == 1) return static_cast<long>(i);
   }
@@ -17,6 +27,8 @@ long find_key(const Value& d, PyObject* key) {
 namespace {
 bool hashable_const(const VPtr& v) { return dict_key(v) != nullptr; }
 }  // namespace
+
+bool value_key(PyObject* k) { return is_tensor(k); }
 
 bool identity_key(PyObject* o) {
   PyTypeObject* tp = Py_TYPE(o);
@@ -38,7 +50,36 @@ PyObject* dict_key(const VPtr& v) {
   return nullptr;
 }
 
+// A tensor is a key by its identity: its example (an in-place method gives its own tensor back, and
+// its example is that tensor's example too: x.add_(1) is x). An nn.Module (object's hash and ==) by
+// itself. Each is recorded with its value, so that reading the key back (iteration, items(), the
+// rebuilt dict) gives the value, with its source or graph node.
+PyObject* Translator::key_of(const VPtr& v) {
+  if (PyObject* k = dict_key(v)) return k;
+  if (v && v->kind == VK::Tuple && !v->items.empty() && v->items.size() <= 8) {
+    // A tuple of constant keys (torch.optim groups tensors by (p.device, p.dtype)): that tuple
+    Ref t = Ref::steal(PyTuple_New(static_cast<Py_ssize_t>(v->items.size())));
+    for (size_t i = 0; t && i < v->items.size(); ++i) {
+      PyObject* k = v->items[i]->kind == VK::Const ? dict_key(v->items[i]) : nullptr;
+      if (!k) return nullptr;
+      PyTuple_SET_ITEM(t.get(), static_cast<Py_ssize_t>(i), Ref::borrow(k).release());
+    }
+    if (!t) return PyErr_Clear(), nullptr;
+    made_keys_.push_back(t);
+    return t.get();
+  }
+  if (!v || !v->obj) return nullptr;
+  PyObject* o = v->obj.get();
+  const bool by_identity = (v->kind == VK::Tensor && is_tensor(o)) ||
+                           (v->kind == VK::NNModule && Py_TYPE(o)->tp_hash == PyBaseObject_Type.tp_hash &&
+                            Py_TYPE(o)->tp_richcompare == PyBaseObject_Type.tp_richcompare);
+  if (!by_identity) return nullptr;
+  output.key_values.try_emplace(o, v);
+  return o;
+}
+
 VPtr Translator::key_value(const Ref& k) {
+  if (auto it = output.key_values.find(k.get()); it != output.key_values.end()) return it->second;
   if (is_exact_const(k.get()) || !identity_key(k.get())) return constant(k);
   VPtr v = make(PyFunction_Check(k.get()) ? VK::Function : VK::Object);
   v->obj = k;

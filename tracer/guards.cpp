@@ -235,6 +235,7 @@ bool leaf_ok(const Guard& g, PyObject* o) {
       while (PyDict_Next(o, &pos, &k, &v)) {
         PyObject* want = PyTuple_GET_ITEM(keys, i++);
         if (k != want) {
+          if (is_tensor(want) || is_tensor(k)) return false;  // a tensor key is that tensor (hashed by identity)
           int r = PyObject_RichCompareBool(k, want, Py_EQ);
           if (r != 1) {
             if (r < 0) PyErr_Clear();
@@ -250,6 +251,7 @@ bool leaf_ok(const Guard& g, PyObject* o) {
         for (Py_ssize_t j = 0; j < PyTuple_GET_SIZE(keys); ++j) {
           Ref k2 = Ref::steal(PyIter_Next(it.get()));
           if (!k2 || k2.get() != PyTuple_GET_ITEM(keys, j)) {
+            if (k2 && (is_tensor(k2.get()) || is_tensor(PyTuple_GET_ITEM(keys, j)))) return false;
             const int r = k2 ? PyObject_RichCompareBool(k2.get(), PyTuple_GET_ITEM(keys, j), Py_EQ) : 0;
             if (r != 1) return PyErr_Clear(), false;
           }

@@ -21,9 +21,10 @@ Status op_BUILD_MAP(Translator& t, Frame& f, const Instr& in) {  // (k1 v1 ... k
   VPtr d = t.make(VK::Dict);
   for (int i = 0; i < in.arg; ++i) {
     VPtr k = f.stack[f.stack.size() - 2 * in.arg + 2 * i];
-    if (k->kind != VK::Const) return t.brk(f, "DV0023", "dict keys must be constants");
-    d->keys.push_back(k->obj);
-    d->items.push_back(f.stack[f.stack.size() - 2 * in.arg + 2 * i + 1]);
+    PyObject* key = t.key_of(k);
+    if (!key) return t.brk(f, "DV0023", std::string("a dict key that is not a constant, tensor or module (a ") + vk_name(k->kind) + ")");
+    if (find_key(*d, key) == -2) return t.brk(f, "DV0010", "comparing dict keys raised");
+    dict_set(*d, Ref::borrow(key), f.stack[f.stack.size() - 2 * in.arg + 2 * i + 1]);  // {k: 1, k: 2} has one key
   }
   f.stack.resize(f.stack.size() - 2 * in.arg);
   f.stack.push_back(d);
@@ -34,8 +35,9 @@ Status op_BUILD_CONST_KEY_MAP(Translator& t, Frame& f, const Instr& in) {  // (v
   VPtr keys = pop(f);
   VPtr d = t.make(VK::Dict);
   for (int i = 0; i < in.arg; ++i) {
-    d->keys.push_back(Ref::borrow(PyTuple_GET_ITEM(keys->obj.get(), i)));
-    d->items.push_back(f.stack[f.stack.size() - in.arg + i]);
+    PyObject* key = PyTuple_GET_ITEM(keys->obj.get(), i);
+    if (find_key(*d, key) == -2) return t.brk(f, "DV0010", "comparing dict keys raised");
+    dict_set(*d, Ref::borrow(key), f.stack[f.stack.size() - in.arg + i]);  // {"a": 1, "a": 2} has one key
   }
   f.stack.resize(f.stack.size() - in.arg);
   f.stack.push_back(d);
@@ -110,20 +112,10 @@ Status op_MAP_ADD(Translator& t, Frame& f, const Instr& in) {  // (dict .. key v
   VPtr k = pop(f);
   VPtr d = top(f, in.arg);
   if (d->kind != VK::Dict) return t.brk(f, "DV0019", "MAP_ADD to a non-dict");
-  if (k->kind != VK::Const) return t.brk(f, "DV0023", "dict keys must be constants");
-  for (size_t i = 0; i < d->keys.size(); ++i) {
-    const int eq = PyObject_RichCompareBool(d->keys[i].get(), k->obj.get(), Py_EQ);
-    if (eq < 0) {
-      PyErr_Clear();
-      return t.brk(f, "DV0010", "comparing dict keys raised");
-    }
-    if (eq) {
-      d->items[i] = v;
-      return std::nullopt;
-    }
-  }
-  d->keys.push_back(k->obj);
-  d->items.push_back(v);
+  PyObject* key = t.key_of(k);
+  if (!key) return t.brk(f, "DV0023", std::string("a dict key that is not a constant, tensor or module (a ") + vk_name(k->kind) + ")");
+  if (find_key(*d, key) == -2) return t.brk(f, "DV0010", "comparing dict keys raised");
+  dict_set(*d, Ref::borrow(key), v);
   return std::nullopt;
 }
 Status op_LIST_EXTEND(Translator& t, Frame& f, const Instr& in) {  // (list .. seq -- list ..)
@@ -142,17 +134,26 @@ Status op_LIST_TO_TUPLE(Translator& t, Frame& f, const Instr&) {
   top(f) = v;
   return std::nullopt;
 }
-Status op_DICT_UPDATE(Translator& t, Frame& f, const Instr& in) {  // (dict .. other -- dict ..)
+// {**a, **b}: b's entries replace a's under the same key. DICT_MERGE (f(**a, **b)): a key given twice
+// is eager's TypeError ("got multiple values for keyword argument"), which breaks here.
+static Status dict_update(Translator& t, Frame& f, const Instr& in, bool merge) {  // (dict .. other -- dict ..)
   NEED(in.arg + 1u);
-  VPtr other = pop(f);
+  const VPtr other = top(f);
   if (other->kind != VK::Dict) return t.brk(f, "DV0023", "dict update with a non-dict");
-  VPtr d = top(f, in.arg);
+  const VPtr d = top(f, in.arg + 1);
   for (size_t i = 0; i < other->keys.size(); ++i) {
-    d->keys.push_back(other->keys[i]);
-    d->items.push_back(other->items[i]);
+    const long at = find_key(*d, other->keys[i].get());
+    if (at == -2) return t.brk(f, "DV0010", "comparing dict keys raised");
+    if (merge && at >= 0) return t.brk(f, "DV0010", "a keyword argument given twice (**a, **b)", "the eager frame raises its TypeError");
   }
+  pop(f);
+  const std::vector<Ref> keys = other->keys;  // {**d, **d} reads a copy
+  const std::vector<VPtr> items = other->items;
+  for (size_t i = 0; i < keys.size(); ++i) dict_set(*d, keys[i], items[i]);
   return std::nullopt;
 }
+Status op_DICT_UPDATE(Translator& t, Frame& f, const Instr& in) { return dict_update(t, f, in, false); }
+Status op_DICT_MERGE(Translator& t, Frame& f, const Instr& in) { return dict_update(t, f, in, true); }
 Status op_UNPACK_SEQUENCE(Translator& t, Frame& f, const Instr& in) {  // (seq -- vn .. v1)
   NEED(1);
   VPtr seq = pop(f);
@@ -288,7 +289,7 @@ Status op_MATCH_KEYS(Translator& t, Frame& f, const Instr&) {  // (subject keys 
     PyObject* key = PyTuple_GET_ITEM(keys->obj.get(), j);
     VPtr found;
     for (size_t i = 0; i < d->keys.size() && !found; ++i) {
-      const int eq = PyObject_RichCompareBool(d->keys[i].get(), key, Py_EQ);
+      const int eq = keys_equal(d->keys[i].get(), key);
       if (eq < 0) return PyErr_Clear(), t.brk(f, "DV0010", "comparing dict keys raised");
       if (eq) found = d->items[i];
     }

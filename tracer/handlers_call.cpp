@@ -98,7 +98,10 @@ Status op_CALL_FUNCTION_EX(Translator& t, Frame& f, const Instr& in) {  // (NULL
   std::vector<std::pair<std::string, VPtr>> kwargs;
   if (kw) {
     if (kw->kind != VK::Dict) return t.brk(f, "DV0007", "**kwargs is not a dict");
-    for (size_t i = 0; i < kw->keys.size(); ++i) kwargs.emplace_back(str_of(kw->keys[i].get()), kw->items[i]);
+    for (size_t i = 0; i < kw->keys.size(); ++i) {
+      if (!PyUnicode_Check(kw->keys[i].get())) return t.brk(f, "DV0007", "**kwargs with a key that is not a string", "the eager frame raises its TypeError");
+      kwargs.emplace_back(str_of(kw->keys[i].get()), kw->items[i]);
+    }
   }
   std::vector<VPtr> args = it->items;
   if (null->kind != VK::Null) {

@@ -89,6 +89,7 @@ Status op_GET_LEN(Translator& t, Frame& f, const Instr& in);
 Status op_MATCH_KEYS(Translator& t, Frame& f, const Instr& in);
 Status op_MATCH_CLASS(Translator& t, Frame& f, const Instr& in);
 Status op_DICT_UPDATE(Translator& t, Frame& f, const Instr& in);
+Status op_DICT_MERGE(Translator& t, Frame& f, const Instr& in);
 Status op_UNPACK_SEQUENCE(Translator& t, Frame& f, const Instr& in);
 Status op_UNPACK_EX(Translator& t, Frame& f, const Instr& in);
 Status op_FORMAT_VALUE(Translator& t, Frame& f, const Instr& in);

@@ -55,7 +55,9 @@ Status op_IS_OP(Translator& t, Frame& f, const Instr& in) {  // (lhs rhs -- bool
         t.add_guard(GuardKind::ID_MATCH, (*v)->source, (*v)->obj, f, "___check_obj_id(" + (*v)->source->text() + ", " + repr_of(o) + ")");
     }
   }
-  else if (a->kind == VK::Tensor && b->kind == VK::Tensor) same = a->node == b->node;
+  // One tensor: one node, or one example (an in-place method, contiguous() of a contiguous tensor,
+  // to() of its own dtype give the tensor itself, and their meta or fake kernels its example).
+  else if (a->kind == VK::Tensor && b->kind == VK::Tensor) same = a->node == b->node || (a->obj && a->obj.get() == b->obj.get());
   else same = false;  // different kinds (a tensor is not None, a list is not a module ...)
   VPtr out = t.constant(Ref::borrow((same != (in.arg == 1)) ? Py_True : Py_False));
   f.stack.pop_back();
@@ -87,8 +89,10 @@ Status op_CONTAINS_OP(Translator& t, Frame& f, const Instr& in) {  // (item cont
     PyObject* m = _PyType_Lookup(reinterpret_cast<PyTypeObject*>(cont->obj.get()), contains_name);
     if (!m || !PyFunction_Check(m)) cont = cont->contents;
   }
-  if (cont->kind == VK::Dict && dict_key(item)) {
-    for (auto& k : cont->keys) found |= PyObject_RichCompareBool(k.get(), dict_key(item), Py_EQ) == 1;
+  if (cont->kind == VK::Dict && t.key_of(item)) {
+    const long i = find_key(*cont, t.key_of(item));
+    if (i == -2) return t.brk(f, "DV0010", "comparing dict keys raised");
+    found = i >= 0;
   } else if ((cont->kind == VK::List || cont->kind == VK::Tuple) && item->kind == VK::Const) {
     for (auto& x : cont->items) {  // in order, as list.__contains__: the first equal item ends it
       if (x->kind == VK::Tensor) return t.brk(f, "DV0002", "'in' over tensors compares their values");
@@ -184,6 +188,9 @@ Status op_STORE_SUBSCR(Translator& t, Frame& f, const Instr&) {  // (v container
   } else if (cont->kind == VK::Tensor) {
     VPtr out;
     if (Status s = t.graph_call(f, py().setitem, "", {cont, sub, v}, {}, out)) return s;
+  } else if (cont->kind == VK::Dict && sub->kind != VK::Const && t.key_of(sub)) {  // d[p] = v: a tensor, module or class key
+    if (cont->source) t.output.side_effects.note_mutation(cont);
+    dict_set(*cont, Ref::borrow(t.key_of(sub)), v);
   } else if ((cont->kind == VK::List || cont->kind == VK::Dict) && sub->kind == VK::Const) {
     if (cont->source) t.output.side_effects.note_mutation(cont);  // written back after the graph
     if (is_deque(cont) && PySlice_Check(sub->obj.get())) return t.brk(f, "DV0024", "slice assignment on a collections.deque");
@@ -267,6 +274,12 @@ Status op_DELETE_SUBSCR(Translator& t, Frame& f, const Instr&) {  // (container 
       return std::nullopt;
     }
     if (cont->contents) cont = cont->contents;
+  }
+  if (cont->kind == VK::Dict && sub->kind != VK::Const && t.key_of(sub)) {  // del d[p]: a tensor, module or class key
+    if (!dict_erase(*cont, t.key_of(sub))) return t.brk(f, "DV0010", "KeyError in del of a dict item", "the eager frame raises it");
+    if (cont->source) t.output.side_effects.note_mutation(cont);
+    f.stack.resize(f.stack.size() - 2);
+    return std::nullopt;
   }
   if (sub->kind != VK::Const || (cont->kind != VK::List && cont->kind != VK::Dict))
     return t.brk(f, "DV0008", std::string("del of an item of a ") + vk_name(cont->kind));

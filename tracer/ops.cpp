@@ -236,10 +236,10 @@ Translator::Status Translator::subscr(Frame& f, VPtr obj, VPtr idx, VPtr& out) {
     return brk(f, "DV0017", "unsupported sequence index");
   }
   if (obj->kind == VK::Dict) {
-    PyObject* key = dict_key(idx);
-    if (!key) return brk(f, "DV0017", "dict key is not a constant");
+    PyObject* key = key_of(idx);
+    if (!key) return brk(f, "DV0017", std::string("a dict key that is not a constant, tensor or module (a ") + vk_name(idx->kind) + ")");
     for (size_t k = 0; k < obj->keys.size(); ++k) {
-      int eq = PyObject_RichCompareBool(obj->keys[k].get(), key, Py_EQ);
+      int eq = keys_equal(obj->keys[k].get(), key);
       if (eq == 1) {
         out = obj->items[k];
         return std::nullopt;
@@ -247,6 +247,7 @@ Translator::Status Translator::subscr(Frame& f, VPtr obj, VPtr idx, VPtr& out) {
       PyErr_Clear();
     }
     if (obj->obj.get() == defaultdict_class()) return dict_missing(f, obj, idx, out);
+    if (idx->kind == VK::Tensor) return brk(f, "DV0010", "KeyError: a tensor key not in the dict", "the eager frame raises it");
     return raise_key_error(f, idx->obj.get());
   }
   if (obj->kind == VK::NNModule && idx->kind == VK::Const && PySlice_Check(idx->obj.get()) && obj->source) {

@@ -82,6 +82,9 @@ class OutputGraph {
   std::vector<std::pair<SourcePtr, int>> inputs;  // graph placeholders: (source, node)
   std::vector<Ref> input_objects;                 // the real objects behind the placeholders
   SideEffects side_effects;
+  // Dict keys that are values of the trace (tensors, nn.Modules; Translator::key_of): the key object
+  // the trace's dicts hold -> the value, which codegen rebuilds for the key.
+  std::unordered_map<PyObject*, VPtr> key_values;
 
   // Adds a guard unless one of the same kind on the same source exists; returns it (null: a duplicate).
   Guard* add_guard(GuardKind kind, SourcePtr source, Ref value, int step, int line, std::string file, std::string text);

@@ -151,6 +151,8 @@ struct Rebuilder {
   int outs_slot;
   std::unordered_map<const Value*, int> memo;
   PyObject* globals = nullptr;  // the transformed code's globals (borrowed)
+  // Dict keys that are values (OutputGraph::key_values): rebuilt as their values (borrowed)
+  const std::unordered_map<PyObject*, VPtr>* key_values = nullptr;
 
   // Pushes v (the kind's reconstruct; a value in the memo is loaded from its temporary); false:
   // it cannot be rebuilt.
@@ -184,6 +186,14 @@ struct Rebuilder {
     e.emit(N::COPY, 1);
     e.emit(N::STORE_FAST, slot);
     memo[v.get()] = slot;
+    return true;
+  }
+  // Pushes a dict key: a constant, or the value a tensor's or module's key stands for.
+  bool key(const Ref& k) {
+    if (key_values)
+      if (auto it = key_values->find(k.get()); it != key_values->end()) return value(it->second);
+    if (value_key(k.get())) return false;  // (a tensor's example: never a constant of the code)
+    e.emit(N::LOAD_CONST, e.konst(k.get()));
     return true;
   }
   // Evaluates `v` once into a temporary; returns the slot or -1.

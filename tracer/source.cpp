@@ -10,7 +10,7 @@ std::string Source::text() const {
     case Kind::Global: return "G['" + name + "']";
     case Kind::Attr: return base->text() + "." + name;
     case Kind::ModuleMember: return base->text() + "." + name;
-    case Kind::Item: return base->text() + "[" + repr_of(key.get()) + "]";
+    case Kind::Item: return base->text() + "[" + (name.empty() ? repr_of(key.get()) : name) + "]";
     case Kind::FnClosure: return base->text() + ".__closure__[" + std::to_string(index) + "].cell_contents";
     case Kind::Held: return name;
     case Kind::FreeCell: return "___closure_cell['" + name + "']";
@@ -38,6 +38,10 @@ SourcePtr Source::module_member(SourcePtr base, std::string dict_name, std::stri
 }
 SourcePtr Source::item(SourcePtr base, Ref key) {
   return std::make_shared<Source>(Source{Kind::Item, -1, {}, {}, std::move(key), std::move(base)});
+}
+
+SourcePtr Source::item(SourcePtr base, Ref key, std::string key_text) {
+  return std::make_shared<Source>(Source{Kind::Item, -1, std::move(key_text), {}, std::move(key), std::move(base)});
 }
 
 SourcePtr Source::storage_item(SourcePtr base, Ref key) {

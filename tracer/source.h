@@ -30,7 +30,7 @@ struct Source {
   };
   Kind kind;
   int index = -1;        // Local/Closure
-  std::string name;      // Local/Closure/Global/Attr/ModuleMember name
+  std::string name;      // Local/Closure/Global/Attr/ModuleMember name; Item: the key's text when it is no constant
   std::string dict_name; // ModuleMember: "_parameters", "_buffers" or "_modules"
   Ref key;               // Item: the key; Held: the object
   SourcePtr base;
@@ -43,6 +43,8 @@ struct Source {
   static SourcePtr attr(SourcePtr base, std::string name);
   static SourcePtr module_member(SourcePtr base, std::string dict_name, std::string name);
   static SourcePtr item(SourcePtr base, Ref key);
+  // base[key] for a key that is no constant (a tensor, a module), written `key_text` in guard text
+  static SourcePtr item(SourcePtr base, Ref key, std::string key_text);
   static SourcePtr storage_item(SourcePtr base, Ref key);  // dict.__getitem__(base, key)
   static SourcePtr fn_closure(SourcePtr base, int index, std::string name);
   static SourcePtr held(Ref obj, std::string name);

@@ -156,6 +156,11 @@ class Translator {
   VPtr constant(Ref obj);
   VPtr constant_steal(PyObject* obj);  // null stays null (error -> caller breaks)
   VPtr key_value(const Ref& k);  // a dict key as a value (a constant, or a class or function known by identity)
+  // The key object a dict made or read in the trace holds for `v` (borrowed): dict_key's, or a tensor's
+  // example or an nn.Module, keyed by identity and recorded with v (OutputGraph::key_values); null when
+  // v cannot be a key.
+  PyObject* key_of(const VPtr& v);
+  std::vector<Ref> made_keys_;  // tuples key_of built (kept while a dict value takes its own reference)
   VPtr wrap(Ref obj, SourcePtr source, Frame& f) { return builder.wrap(std::move(obj), std::move(source), f); }
   Status module_members(Frame& f, const VPtr& fn, const std::vector<VPtr>& args,
                         const std::vector<std::pair<std::string, VPtr>>& kwargs, VPtr& out, bool& handled);
@@ -406,6 +411,7 @@ bool simple_exception_class(PyObject* cls);
 void dict_set(Value& d, Ref key, VPtr value);  // d[key] = value (keys compared by ==)
 bool dict_erase(Value& d, PyObject* key);      // del d[key]; false when absent
 long find_key(const Value& d, PyObject* key);  // index of key in d's keys; -1 absent, -2 comparing raised
+int keys_equal(PyObject* a, PyObject* b);      // one dict key? (identity; a tensor only by identity; else ==); -1 raised
 bool module_is_torch_mod(PyObject* mod);  // torch or torch.* module object
 // torch's functions that are not graph operators, by identity (tracer/torch_special.cpp).
 enum class TorchSpecial {

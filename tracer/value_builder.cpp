@@ -4,6 +4,7 @@
 // dynamic shapes) from what earlier compiles of the code object saw.
 #include "value_builder.h"
 
+#include <cstdio>
 #include <cstring>
 #include <unordered_map>
 
@@ -35,6 +36,34 @@ static bool function_is_torch(PyObject* fn) {
          m.rfind("torch.distributions", 0) != 0;
 }
 
+// A key of a dict from the frame that is a value of the trace, known by identity: a tensor (hashed
+// by id) or an nn.Module with object's hash and == (an optimizer's state keyed by parameters, a map
+// from modules to names). Each is wrapped with a source of its own (keyed_entry).
+static bool value_key_object(PyObject* k) {
+  if (is_tensor(k)) return true;
+  PyTypeObject* tp = Py_TYPE(k);
+  return PyObject_TypeCheck(k, reinterpret_cast<PyTypeObject*>(py().nn_Module.get())) &&
+         tp->tp_hash == PyBaseObject_Type.tp_hash && tp->tp_richcompare == PyBaseObject_Type.tp_richcompare;
+}
+
+// A dict's keys in guard text: constants as repr() writes them, others by type and address (a
+// tensor's repr would print its values).
+static std::string keys_text(PyObject* keys) {
+  std::string out = "(";
+  for (Py_ssize_t i = 0; i < PyTuple_GET_SIZE(keys); ++i) {
+    PyObject* k = PyTuple_GET_ITEM(keys, i);
+    if (i) out += ", ";
+    if (value_key_object(k)) {
+      char at[32];
+      std::snprintf(at, sizeof at, "%p", static_cast<void*>(k));
+      out += std::string("<") + Py_TYPE(k)->tp_name + " at " + at + ">";
+    } else {
+      out += repr_of(k);
+    }
+  }
+  return out + (PyTuple_GET_SIZE(keys) == 1 ? ",)" : ")");
+}
+
 bool numpy_scalar(PyObject* o) {
   for (PyTypeObject* tp = Py_TYPE(o); tp; tp = tp->tp_base)
     if (std::strcmp(tp->tp_name, "numpy.generic") == 0) return true;
@@ -64,7 +93,22 @@ static Ref meta_like(PyObject* t) {
   Ref args = Ref::steal(PyTuple_Pack(2, size.get(), stride.get()));
   Ref kw = Ref::steal(Py_BuildValue("{s:O,s:O,s:O}", "dtype", dtype.get(), "device", py().meta_str.get(), "requires_grad", rg.get()));
   if (!fn || !args || !kw) return {};
-  return Ref::steal(PyObject_Call(fn.get(), args.get(), kw.get()));
+  Ref leaf = Ref::steal(PyObject_Call(fn.get(), args.get(), kw.get()));
+  if (!leaf || rg.get() != Py_True) return leaf;
+  // A tensor autograd made (not a leaf: an optimizer's state after an update with a parameter) is
+  // not a leaf in the graph either, so in-place methods on it trace as they run: its example is a
+  // clone of the leaf, made with grad on, when that keeps the strides (a dense tensor).
+  Ref is_leaf = Ref::steal(PyObject_GetAttrString(t, "is_leaf"));
+  if (!is_leaf) return PyErr_Clear(), leaf;
+  if (is_leaf.get() == Py_True) return leaf;
+  const bool was = grad_mode_enabled();
+  set_grad_mode_enabled(true);
+  Ref made = Ref::steal(PyObject_CallMethod(leaf.get(), "clone", nullptr));
+  set_grad_mode_enabled(was);
+  Ref made_stride = made ? Ref::steal(PyObject_CallMethod(made.get(), "stride", nullptr)) : Ref();
+  const int same = made_stride ? PyObject_RichCompareBool(made_stride.get(), stride.get(), Py_EQ) : -1;
+  if (same != 1) return PyErr_Clear(), leaf;
+  return made;
 }
 
 VPtr ValueBuilder::wrap(Ref obj, SourcePtr source, Frame& f) {
@@ -372,7 +416,7 @@ VPtr ValueBuilder::wrap_dict(const Ref& obj, const SourcePtr& source, const std:
   Py_ssize_t pos = 0;
   PyObject *k, *val;
   while (PyDict_Next(o, &pos, &k, &val))
-    if (!const_key(k) && !identity_key(k)) return nullptr;
+    if (!const_key(k) && !identity_key(k) && !(source && value_key_object(k))) return nullptr;
   v = t_.make(VK::Dict);
   if (source) {
     // From the frame: lazy (TorchDynamo's LazyVariableTracker over a ConstDictVariable). Guarded
@@ -622,7 +666,7 @@ VPtr ValueBuilder::wrap_dict_kind(const Ref& obj, const SourcePtr& source, const
   Py_ssize_t pos = 0;
   PyObject *k, *val;
   while (PyDict_Next(o, &pos, &k, &val))
-    if (!const_key(k)) return wrap_object(obj, source, key, f);
+    if (!const_key(k) && !value_key_object(k)) return wrap_object(obj, source, key, f);
   const bool ordered = cls == ordered_dict_class();
   if (ordered && !storage_order(o)) return wrap_object(obj, source, key, f);
   t_.add_guard(GuardKind::TYPE_MATCH, source, Ref::borrow(cls), f, "___check_type_id(" + key + ", " + Py_TYPE(o)->tp_name + ")");
@@ -647,16 +691,30 @@ bool ValueBuilder::wrap_entries(PyObject* d, const SourcePtr& dsource, bool stor
   PyObject *k, *val;
   while (PyDict_Next(d, &pos, &k, &val)) entries.emplace_back(Ref::borrow(k), Ref::borrow(val));
   Ref key_tuple = Ref::steal(PyTuple_New(static_cast<Py_ssize_t>(entries.size())));
+  const std::string text = dsource->text();
   Py_ssize_t i = 0;
   for (auto& [key, value] : entries) {
     PyTuple_SET_ITEM(key_tuple.get(), i++, Ref(key).release());
+    if (value_key_object(key.get())) {
+      if (storage) return false;  // (a dict subclass keyed by tensors: not followed)
+      // A tensor or module key: its value, reloaded as the object this key is (DICT_KEYS below holds
+      // each key to its identity, as TorchDynamo's ___key_to_id); the dict holds that value's key.
+      const std::string ktext = "___dict_keys_getitem(" + text + ", " + std::to_string(i - 1) + ")";
+      VPtr kv = wrap(key, Source::held(key, ktext), f);
+      PyObject* k = kv ? t_.key_of(kv) : nullptr;
+      if (!k) return false;
+      VPtr iv = wrap(value, storage ? Source::storage_item(dsource, key) : Source::item(dsource, key, ktext), f);
+      if (!iv) return false;
+      keys.push_back(Ref::borrow(k));
+      items.push_back(iv);
+      continue;
+    }
     VPtr iv = wrap(value, storage ? Source::storage_item(dsource, key) : Source::item(dsource, key), f);  // one read before: as read
     if (!iv) return false;
     keys.push_back(key);
     items.push_back(iv);
   }
-  const std::string text = dsource->text();
-  t_.add_guard(GuardKind::DICT_KEYS, dsource, key_tuple, f, "list(" + text + ".keys()) == " + repr_of(key_tuple.get()));
+  t_.add_guard(GuardKind::DICT_KEYS, dsource, key_tuple, f, "list(" + text + ".keys()) == " + keys_text(key_tuple.get()));
   return true;
 }
 
@@ -670,7 +728,7 @@ bool ValueBuilder::realize_entry(const VPtr& d, PyObject* key, Frame& f) {
   Py_ssize_t pos = 0;
   PyObject *k, *val;
   while (PyDict_Next(o, &pos, &k, &val)) {
-    const int eq = k == key ? 1 : PyObject_RichCompareBool(k, key, Py_EQ);
+    const int eq = keys_equal(k, key);
     if (eq < 0) return PyErr_Clear(), realize(d, f);
     if (eq == 1) {
       stored = k;

@@ -48,6 +48,9 @@ template <VK K>
 struct Kind;
 const char* vk_name(VK k);
 std::string describe(const Value& v);  // short text for events: "f32[2, 3] cpu", "(1, 2)", "<function f>"
+// A dict key that stands for a value of the trace (a tensor's example, Translator::key_of): never
+// a constant of the transformed code, nor compared with == (dicts.cpp).
+bool value_key(PyObject* k);
 
 struct Value {
   VK kind;

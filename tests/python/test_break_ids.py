@@ -65,9 +65,9 @@ def fstring(x):
     return f"{x}"
 
 
-def dict_get_by_tensor(x):
+def dict_get_by_list(x):
     d = {"a": x}
-    return d.get(x, x)
+    return d.get([x], x)  # (a list is no key: eager raises TypeError)
 
 
 def data_dependent(x):
@@ -79,7 +79,7 @@ def data_dependent(x):
 
 @pytest.mark.parametrize("fn,break_id,site_hint", [
     (fstring, "DV0023", False),           # split from DV0007: an f-string of a tensor
-    (dict_get_by_tensor, "DV0024", False),  # split from DV0018: a dict key that is not a hashable constant
+    (dict_get_by_list, "DV0024", False),  # split from DV0018: a dict key that is not a hashable constant
     (data_dependent, "DV0002", True),     # its call site gives its own hint
 ])
 def test_break_ids_and_default_hints(fn, break_id, site_hint):

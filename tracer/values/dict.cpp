@@ -13,16 +13,18 @@ namespace {
 VPtr none(Translator& t) { return t.constant(Ref::borrow(Py_None)); }
 
 Status key_error(Translator& t, Frame& f, const std::vector<VPtr>& args, const char* name) {
-  return args.empty() || !args[0]->obj ? t.brk(f, "DV0010", std::string("KeyError in dict.") + name, "the eager frame raises it")
+  // (a tensor's KeyError would name its example: eager raises it)
+  return args.empty() || !args[0]->obj || args[0]->kind == VK::Tensor ? t.brk(f, "DV0010", std::string("KeyError in dict.") + name, "the eager frame raises it")
                                        : t.raise_key_error(f, args[0]->obj.get(), std::string("dict.") + name);
 }
 
 // get / pop / setdefault (key[, default])
 Status lookup(Translator& t, Frame& f, const VPtr& self, std::vector<VPtr>& args, KwArgs& kwargs, VPtr& out, const char* name) {
   if (args.empty() || args.size() > 2 || !kwargs.empty()) return t.brk(f, "DV0004", std::string("dict.") + name + " with these arguments");
-  if (!dict_key(args[0])) return t.brk(f, "DV0024", std::string("dict.") + name + " with a " + vk_name(args[0]->kind) + " key");
+  PyObject* key = t.key_of(args[0]);
+  if (!key) return t.brk(f, "DV0024", std::string("dict.") + name + " with a " + vk_name(args[0]->kind) + " key");
   Value& d = *self;
-  const long i = find_key(d, dict_key(args[0]));
+  const long i = find_key(d, key);
   if (i == -2) return t.brk(f, "DV0010", "comparing dict keys raised");
   const bool pop = name[0] == 'p';
   if (i >= 0) {
@@ -35,7 +37,7 @@ Status lookup(Translator& t, Frame& f, const VPtr& self, std::vector<VPtr>& args
   }
   if (pop && args.size() == 1) return key_error(t, f, args, name);
   out = args.size() == 2 ? args[1] : none(t);
-  if (name[0] == 's') dict_set(d, args[0]->obj, out);  // setdefault
+  if (name[0] == 's') dict_set(d, Ref::borrow(key), out);  // setdefault
   return std::nullopt;
 }
 Status get(Translator& t, Frame& f, const VPtr& self, std::vector<VPtr>& args, KwArgs& kwargs, VPtr& out) {
@@ -100,8 +102,8 @@ Status update(Translator& t, Frame& f, const VPtr& self, std::vector<VPtr>& args
           PyObject* k = PyTuple_GET_ITEM(p->obj.get(), 0);
           if (PyObject_Hash(k) == -1) return PyErr_Clear(), t.brk(f, "DV0024", "dict.update with an unhashable key");
           pairs.emplace_back(Ref::borrow(k), t.constant(Ref::borrow(PyTuple_GET_ITEM(p->obj.get(), 1))));
-        } else if ((p->kind == VK::Tuple || p->kind == VK::List) && p->items.size() == 2 && dict_key(p->items[0])) {
-          pairs.emplace_back(p->items[0]->obj, p->items[1]);
+        } else if ((p->kind == VK::Tuple || p->kind == VK::List) && p->items.size() == 2 && t.key_of(p->items[0])) {
+          pairs.emplace_back(Ref::borrow(t.key_of(p->items[0])), p->items[1]);
         } else {
           return t.brk(f, "DV0024", "dict.update with items that are not (constant key, value) pairs");
         }
@@ -118,16 +120,18 @@ Status update(Translator& t, Frame& f, const VPtr& self, std::vector<VPtr>& args
 
 Status setitem(Translator& t, Frame& f, const VPtr& self, std::vector<VPtr>& args, KwArgs& kwargs, VPtr& out) {
   if (args.size() != 2 || !kwargs.empty()) return t.brk(f, "DV0004", "dict.__setitem__ with these arguments");
-  if (!dict_key(args[0])) return t.brk(f, "DV0024", "dict.__setitem__ with a " + std::string(vk_name(args[0]->kind)) + " key");
-  dict_set(*self, args[0]->obj, args[1]);
+  PyObject* key = t.key_of(args[0]);
+  if (!key) return t.brk(f, "DV0024", "dict.__setitem__ with a " + std::string(vk_name(args[0]->kind)) + " key");
+  dict_set(*self, Ref::borrow(key), args[1]);
   out = none(t);
   return std::nullopt;
 }
 
 Status delitem(Translator& t, Frame& f, const VPtr& self, std::vector<VPtr>& args, KwArgs& kwargs, VPtr& out) {
   if (args.size() != 1 || !kwargs.empty()) return t.brk(f, "DV0004", "dict.__delitem__ with these arguments");
-  if (!dict_key(args[0])) return t.brk(f, "DV0024", "dict.__delitem__ with a " + std::string(vk_name(args[0]->kind)) + " key");
-  if (!dict_erase(*self, args[0]->obj.get())) return key_error(t, f, args, "__delitem__");
+  PyObject* key = t.key_of(args[0]);
+  if (!key) return t.brk(f, "DV0024", "dict.__delitem__ with a " + std::string(vk_name(args[0]->kind)) + " key");
+  if (!dict_erase(*self, key)) return key_error(t, f, args, "__delitem__");
   out = none(t);
   return std::nullopt;
 }
@@ -164,7 +168,7 @@ struct Kind<VK::Dict> {
     for (size_t i = 0; i < v.items.size(); ++i) {
       if (i) out += ", ";
       if (depth > 2 || out.size() > 160) { out += "..."; break; }
-      out += i < v.keys.size() ? repr_of(v.keys[i].get()) : "?";
+      out += i >= v.keys.size() ? "?" : value_key(v.keys[i].get()) ? "<tensor>" : repr_of(v.keys[i].get());
       out += ": ";
       if (v.items[i]) describe_into(*v.items[i], out, depth + 1);
     }
@@ -176,6 +180,7 @@ struct Kind<VK::Dict> {
   static std::optional<Ref> as_python(Translator& t, const VPtr& v, bool meta) {
     Ref out = Ref::steal(PyDict_New());
     for (size_t i = 0; i < v->items.size(); ++i) {
+      if (!meta && value_key(v->keys[i].get())) return std::nullopt;  // a tensor key is its example
       auto x = t.to_python(v->items[i], meta);
       if (!x || PyDict_SetItem(out.get(), v->keys[i].get(), x->get()) < 0) return std::nullopt;
     }
@@ -190,6 +195,8 @@ struct Kind<VK::Dict> {
   }
   static bool graph_arg(Translator& t, const VPtr& v, ArgTree& out) {
     out.kind = ArgTree::Kind::Dict;
+    for (const Ref& k : v->keys)
+      if (value_key(k.get())) return false;  // (a graph argument's dict keys are constants)
     out.keys = v->keys;
     for (const VPtr& x : v->items) {
       ArgTree a;
@@ -230,8 +237,7 @@ struct Kind<VK::Dict> {
     if (typed) r.e.callable_const(v->obj.get());
     if (typed && v->defaults && !r.value(v->defaults)) return false;
     for (size_t i = 0; i < v->items.size(); ++i) {
-      r.e.emit(N::LOAD_CONST, r.e.konst(v->keys[i].get()));
-      if (!r.value(v->items[i])) return false;
+      if (!r.key(v->keys[i]) || !r.value(v->items[i])) return false;
     }
     r.e.emit(N::BUILD_MAP, static_cast<int>(v->items.size()));
     if (typed) r.e.call(v->defaults ? 2 : 1);

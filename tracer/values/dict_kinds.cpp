@@ -58,10 +58,14 @@ Translator::Status Translator::construct_dict_kind(Frame& f, PyObject* cls, std:
 // d[key] of a defaultdict whose key is missing: d[key] = default_factory() (KeyError with no factory).
 Translator::Status Translator::dict_missing(Frame& f, const VPtr& d, const VPtr& key, VPtr& out) {
   const VPtr& factory = d->defaults;
-  if (!factory || (factory->kind == VK::Const && factory->obj.get() == Py_None)) return raise_key_error(f, key->obj.get());
+  PyObject* k = key_of(key);
+  if (!k) return brk(f, "DV0024", std::string("a defaultdict's missing key is a ") + vk_name(key->kind));
+  if (!factory || (factory->kind == VK::Const && factory->obj.get() == Py_None))
+    return key->kind == VK::Tensor ? brk(f, "DV0010", "KeyError: a tensor key not in the dict", "the eager frame raises it")
+                                   : raise_key_error(f, key->obj.get());
   VPtr v;
   if (Status s = call(f, factory, {}, {}, v)) return s;
-  dict_set(*d, key->obj, v);
+  dict_set(*d, Ref::borrow(k), v);
   if (d->source) output.side_effects.note_mutation(d);  // a defaultdict from the frame: written back
   out = v;
   return std::nullopt;
@@ -91,15 +95,16 @@ Translator::Status Translator::ordered_dict_method(Frame& f, const VPtr& self, c
     if (d.keys.empty()) return raise_new(f, PyExc_KeyError, "dictionary is empty");
     const size_t i = last ? d.keys.size() - 1 : 0;
     VPtr pair = make(VK::Tuple);
-    pair->items = {constant(d.keys[i]), d.items[i]};
+    pair->items = {key_value(d.keys[i]), d.items[i]};
     d.keys.erase(d.keys.begin() + static_cast<long>(i));
     d.items.erase(d.items.begin() + static_cast<long>(i));
     out = pair;
     return std::nullopt;
   }
-  if (args[0]->kind != VK::Const) return brk(f, "DV0024", std::string("OrderedDict.move_to_end with a ") + vk_name(args[0]->kind) + " key");
+  PyObject* key = key_of(args[0]);
+  if (!key) return brk(f, "DV0024", std::string("OrderedDict.move_to_end with a ") + vk_name(args[0]->kind) + " key");
   for (size_t i = 0; i < d.keys.size(); ++i) {
-    const int eq = PyObject_RichCompareBool(d.keys[i].get(), args[0]->obj.get(), Py_EQ);
+    const int eq = keys_equal(d.keys[i].get(), key);
     if (eq < 0) return raise_current(f, "OrderedDict.move_to_end");
     if (!eq) continue;
     Ref k = d.keys[i];
@@ -111,6 +116,7 @@ Translator::Status Translator::ordered_dict_method(Frame& f, const VPtr& self, c
     out = constant(Ref::borrow(Py_None));
     return std::nullopt;
   }
+  if (args[0]->kind == VK::Tensor) return brk(f, "DV0010", "KeyError: a tensor key not in the dict", "the eager frame raises it");
   return raise_key_error(f, args[0]->obj.get(), "OrderedDict.move_to_end");
 }
 

@@ -116,7 +116,7 @@ Translator::Status Translator::view_items_contains(Frame& f, const VPtr& view, c
   if (pair[0]->kind != VK::Const) return brk(f, "DV0024", std::string("'in' d.items() with a ") + vk_name(pair[0]->kind) + " key");
   const Value& d = *view->self;
   for (size_t i = 0; i < d.keys.size(); ++i) {
-    const int eq = PyObject_RichCompareBool(d.keys[i].get(), pair[0]->obj.get(), Py_EQ);
+    const int eq = keys_equal(d.keys[i].get(), pair[0]->obj.get());
     if (eq < 0) return raise_current(f, "'in' d.items()");
     if (!eq) continue;
     const VPtr& v = d.items[i];

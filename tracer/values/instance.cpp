@@ -492,8 +492,7 @@ struct Kind<VK::Instance> {
       for (size_t i = 0; i < v->contents->keys.size(); ++i) {
         r.e.callable_const(setitem);
         r.e.emit(N::LOAD_FAST, slot);
-        r.e.emit(N::LOAD_CONST, r.e.konst(v->contents->keys[i].get()));
-        if (!r.value(v->contents->items[i])) return false;
+        if (!r.key(v->contents->keys[i]) || !r.value(v->contents->items[i])) return false;
         r.e.call(3);
         r.e.emit(N::POP_TOP);
       }
