@@ -357,9 +357,21 @@ Translator::Status Translator::graph_call(Frame& f, Ref target, const std::strin
       return brk(f, "DV0003", "data-dependent output size (" + what + ")",
                  "the size depends on tensor values; dynview breaks the graph here like torch.compile");
     std::string why = rv ? repr_of(rv.get()) : "unknown error";
-    if (why.size() > 300) why = why.substr(0, 300) + "...";
-    return brk(f, "DV0006", "could not compute the example value of " + what + ": " + why,
-               "the operator may be data-dependent or lack a meta kernel");
+    // An in-place foreach operator given its scalars as a tensor (torch.optim's foreach steps while
+    // compiling: _foreach_addcdiv_(params, exp_avgs, denoms, step_size), step_size stacked on the CPU)
+    // refuses the meta example of that tensor for not being on the CPU; it returns None.
+    const bool foreach_in_place = method.empty() && op.rfind("_foreach_", 0) == 0 && op.back() == '_';
+    if (foreach_in_place && why.find("Expected scalars to be on CPU") != std::string::npos) {
+      result = Ref::borrow(Py_None);
+    } else if (why.find("item() cannot be called on meta tensors") != std::string::npos) {
+      // a tensor argument read as a number (a Scalar parameter given a tensor: sub_(x, alpha=t))
+      return brk(f, "DV0003", "data-dependent operator: " + what + " reads a tensor argument as a number",
+                 "the result depends on tensor values; dynview breaks the graph here like torch.compile");
+    } else {
+      if (why.size() > 300) why = why.substr(0, 300) + "...";
+      return brk(f, "DV0006", "could not compute the example value of " + what + ": " + why,
+                 "the operator may be data-dependent or lack a meta kernel");
+    }
   }
   if (!device) device = Ref::steal(PyObject_CallFunction(py().torch_device.get(), "s", "cpu"));
   if (!device) device = Ref::borrow(Py_None);
@@ -719,6 +731,8 @@ static bool immutable_method_descriptor(PyObject* o) {
 
 Translator::Status Translator::call(Frame& f, VPtr fn, std::vector<VPtr> args,
                                     std::vector<std::pair<std::string, VPtr>> kwargs, VPtr& out) {
+  bool handled = false;
+  if (Status s = optimizer_init_group(f, fn, args, kwargs, out, handled); s || handled) return s;
   if (builder.any_lazy()) {
     // Lazy dicts stay lazy only into user code traced instruction by instruction (a function, a
     // module's forward or hooks, a bound user method): everything else may read them whole.

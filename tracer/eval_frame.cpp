@@ -101,6 +101,7 @@ int skip_file(PyCodeObject* co) {
     // torch: only nn module forwards may be roots (nn.Sequential, nn.Linear ...), not the
     // module-call machinery in module.py, whose hook checks are not guarded yet.
     const std::string rest = fn.substr(g_skip_prefixes[1].size());
+    if (rest.rfind("optim/", 0) == 0) return 0;  // torch.optim: captured (a step as TorchDynamo compiles it)
     return rest.rfind("nn/modules/", 0) != 0 || rest == "nn/modules/module.py" ? 1 : 2;
   }
   if (fn.find("/site-packages/numpy/") != std::string::npos) return 1;  // NumPy's own Python (TorchDynamo skips it too)

@@ -160,6 +160,10 @@ class Translator {
   // example or an nn.Module, keyed by identity and recorded with v (OutputGraph::key_values); null when
   // v cannot be a key.
   PyObject* key_of(const VPtr& v);
+  // torch.optim's Optimizer._init_group(group, lists...) run eagerly, its lists filled with values
+  // read from the optimizer (optimizer.cpp); `handled` false: not that call, or not one it can run.
+  Status optimizer_init_group(Frame& f, const VPtr& fn, const std::vector<VPtr>& args,
+                              const std::vector<std::pair<std::string, VPtr>>& kwargs, VPtr& out, bool& handled);
   std::vector<Ref> made_keys_;  // tuples key_of built (kept while a dict value takes its own reference)
   VPtr wrap(Ref obj, SourcePtr source, Frame& f) { return builder.wrap(std::move(obj), std::move(source), f); }
   Status module_members(Frame& f, const VPtr& fn, const std::vector<VPtr>& args,

@@ -46,6 +46,24 @@ class ValueBuilder {
   Py_ssize_t sequence_length(const VPtr& v, Frame& f);
   VPtr sequence_item(const VPtr& v, Py_ssize_t i, Frame& f);
   bool any_lazy() const { return any_lazy_; }
+  // The value a tensor from the frame is in this trace (wrapped once per object), or null.
+  VPtr tensor_value(PyObject* o) const {
+    auto it = tensor_by_id_.find(o);
+    return it == tensor_by_id_.end() ? nullptr : it->second;
+  }
+  // The real object of a container read from the frame (a lazy one's, or the one it was read from), or null.
+  PyObject* real_container(const VPtr& v) const {
+    if (v->lazy) return v->lazy.get();
+    for (const auto& [o, seen] : containers_seen_)
+      if (seen.second == v) return o;
+    return nullptr;
+  }
+  // Whether a value was read from a source whose text starts with `prefix`.
+  bool read_under(const std::string& prefix) const {
+    for (const auto& kv : by_source_)
+      if (kv.first.rfind(prefix, 0) == 0) return true;
+    return false;
+  }
   bool has_dynamic_plan() const { return !dyn_dims_.empty() || !dyn_ints_.empty(); }
 
   FrameState* frame_state = nullptr;  // this code object's history (null: none kept)

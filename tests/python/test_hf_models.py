@@ -441,9 +441,8 @@ def test_a_training_step_with_its_optimizer_equals_eager_step_after_step():
     # the loop people write around torch.compile: after each step the parameters, the optimizer's
     # state and the cleared gradients equal eager's, cache hits included (zero_grad is marked
     # torch._disable_dynamo: it used to run once while tracing, and later steps kept their
-    # gradients). The counts are not TorchDynamo's: it traces clip_grad_norm_ and the optimizer's
-    # step into graphs of their own (4 graphs, 3 breaks); dynview runs them eagerly after the
-    # backward break (2 graphs, 1 break).
+    # gradients). The counts are TorchDynamo's: the forward, clip_grad_norm_ after the backward
+    # break, and AdamW's own step (torch.optim's frames, _init_group run eagerly) each a graph.
     import copy
     torch.manual_seed(0)
     base = transformers.BertForSequenceClassification(_cfg("bert", hidden_dropout_prob=0.0, attention_probs_dropout_prob=0.0))
@@ -462,6 +461,13 @@ def test_a_training_step_with_its_optimizer_equals_eager_step_after_step():
         for p, q in zip(m1.parameters(), m2.parameters()):
             torch.testing.assert_close(q, p)
             torch.testing.assert_close(o2.state[q]["exp_avg"], o1.state[p]["exp_avg"])
+    torch._dynamo.reset()
+    theirs = torch._dynamo.explain(_train_step)(*make(), batches[0])
+    torch._dynamo.reset()
+    dynview.reset()
+    ours = dynview.explain(_train_step)(*make(), batches[0])
+    assert (ours.graph_count, len(ours.break_reasons)) == (theirs.graph_count, len(theirs.break_reasons)), \
+        [str(b) for b in ours.break_reasons]
 
 
 # ---- a cache built inside forward (mamba, jamba, lfm2): its layers' dict.fromkeys(range(n), False) ----

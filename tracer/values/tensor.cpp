@@ -33,6 +33,33 @@ PyObject* input_object(Translator& t, const VPtr& v) {
 // of both (the example is on meta). Tensor.type(t), t a dtype, such a name or a legacy tensor class
 // (torch.HalfTensor): Tensor.to the dtype and device it names, which is the tensor itself when they
 // are its own, as Tensor.type gives.
+// addcdiv_ / addcmul_ given a tensor `value`, add_ given a tensor `alpha` (torch.optim's
+// non-capturable steps while compiling: param.addcdiv_(exp_avg, denom, value=-step_size), step_size a
+// 0-d tensor): ATen reads the Scalar with .item(), which an example cannot give. Decomposed as
+// TorchDynamo decomposes them (its enable_dynamo_decompositions): self.copy_(self + op(t1, t2) * value),
+// so the step stays in the graph. `handled` false: not one of these.
+Translator::Status tensor_scalar_operand(Translator& t, Frame& f, const VPtr& self, const std::string& name,
+                                         std::vector<VPtr>& args, KwArgs& kwargs, VPtr& out, bool& handled) {
+  handled = false;
+  const bool addc = name == "addcdiv_" || name == "addcmul_", add = name == "add_";  // (not sub_: as TorchDynamo)
+  const char* kw = addc ? "value" : add ? "alpha" : nullptr;
+  if (!kw || kwargs.size() != 1 || kwargs[0].first != kw || kwargs[0].second->kind != VK::Tensor ||
+      args.size() != (addc ? 2u : 1u))
+    return std::nullopt;
+  handled = true;
+  static PyObject* fns[3] = {PyObject_GetAttrString(py().torch.get(), "div"), PyObject_GetAttrString(py().torch.get(), "mul"),
+                             PyObject_GetAttrString(py().torch.get(), "add")};
+  for (PyObject* fn : fns)
+    if (!fn) return PyErr_Clear(), t.brk(f, "DV0006", "Tensor." + name + " with a tensor " + kw + ": torch's arithmetic not found");
+  const VPtr scale = kwargs[0].second;
+  VPtr term = args[0], scaled, sum;
+  if (addc)
+    if (Status s = t.graph_call(f, Ref::borrow(fns[name == "addcdiv_" ? 0 : 1]), "", {args[0], args[1]}, {}, term)) return s;
+  if (Status s = t.graph_call(f, Ref::borrow(fns[1]), "", {term, scale}, {}, scaled)) return s;
+  if (Status s = t.graph_call(f, Ref::borrow(fns[2]), "", {self, scaled}, {}, sum)) return s;
+  return t.graph_call(f, {}, "copy_", {self, sum}, {}, out);
+}
+
 Translator::Status tensor_type(Translator& t, Frame& f, const VPtr& self, std::vector<VPtr>& args, VPtr& out) {
   Ref dtype = Ref::steal(PyObject_GetAttrString(self->obj.get(), "dtype"));
   Ref kw = Ref::steal(PyDict_New());
@@ -180,6 +207,8 @@ struct Kind<VK::Tensor> {
       if (!r) return t.brk(f, "DV0006", "Tensor." + name + " failed on the example value");
       return t.meta_result(f, self, name, args, r, out);
     }
+    bool handled = false;
+    if (Status s = tensor_scalar_operand(t, f, self, name, args, kwargs, out, handled); s || handled) return s;
     std::vector<VPtr> a{self};
     a.insert(a.end(), args.begin(), args.end());
     return t.graph_call(f, {}, name, std::move(a), std::move(kwargs), out);
