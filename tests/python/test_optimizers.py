@@ -190,3 +190,16 @@ def test_tensor_scalars_of_in_place_methods_are_decomposed_as_torch_dynamo():
     a, b = args()[1:], args()[1:]
     torch.testing.assert_close(dynview.compile(g, backend="eager")(*a), g(*b))
     torch.testing.assert_close(a, b)
+
+
+def test_zero_grad_runs_eagerly_as_a_disabled_function():
+    # Optimizer.zero_grad is wrapped by torch._disable_dynamo: its call breaks as a function marked
+    # torch.compiler.disable (DV0025, named after the method), and runs eagerly on every step
+    model, opt = _setup(OPTIMIZERS["sgd_momentum"])
+    step = dynview.compile(_training_step(model, opt), backend="eager")
+    dynview._C.take_records()
+    for _ in range(2):
+        step(torch.randn(5, 8), torch.randn(5, 4))
+        assert all(p.grad is None for p in model.parameters())
+    breaks = [(r["break_id"], r["break_message"]) for r in dynview._C.take_records() if r["has_break"]]
+    assert ("DV0025", "call to Optimizer.zero_grad, marked torch.compiler.disable") in breaks, breaks

@@ -35,6 +35,8 @@ struct Kind<VK::Function> {
         mark_disabled(PyFunction_GET_CODE(fn->obj.get()));
         Ref orig = Ref::steal(PyObject_GetAttrString(fn->obj.get(), "_torchdynamo_orig_callable"));
         PyErr_Clear();
+        if (!orig) orig = Ref::steal(PyObject_GetAttrString(fn->obj.get(), "__wrapped__"));  // torch._disable_dynamo's
+        PyErr_Clear();
         return t.brk(f, "DV0025", "call to " + callable_name(orig ? orig.get() : fn->obj.get()) + ", marked torch.compiler.disable");
       }
       bool library = false;  // Python functions dynview runs natively (copy.deepcopy ...)

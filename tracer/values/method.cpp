@@ -1,5 +1,6 @@
 // Bound methods (VK::Method): self + a Python function (inlined with self), or self + a name / builtin
 // descriptor (answered by self's kind: call_method).
+#include "tracer/engine.h"
 #include "tracer/pycache.h"
 #include "tracer/rebuild.h"
 #include "tracer/values/kind.h"
@@ -28,6 +29,12 @@ struct Kind<VK::Method> {
       bool handled = false;
       if (Status s = t.module_members(f, fn, args, kwargs, out, handled)) return s;
       if (handled) return std::nullopt;
+    }
+    if (fn->obj && disabled_function(fn->obj.get())) {  // a method marked disable (Optimizer.zero_grad): runs eagerly
+      mark_disabled(PyFunction_GET_CODE(fn->obj.get()));
+      Ref orig = Ref::steal(PyObject_GetAttrString(fn->obj.get(), "__wrapped__"));
+      PyErr_Clear();
+      return t.brk(f, "DV0025", "call to " + callable_name(orig ? orig.get() : fn->obj.get()) + ", marked torch.compiler.disable");
     }
     if (fn->obj && PyFunction_Check(fn->obj.get())) {  // bound user method
       VPtr fv = t.make(VK::Function);
