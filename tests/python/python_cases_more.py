@@ -1626,3 +1626,16 @@ def comprehension_over_a_filter_that_counts(x):
         return v.dim() == 1
 
     return [v * calls[0] for v in filter(keep, [x, x * 2, x * 3])]
+
+
+# ---- a tensor indexed by 0-d integer tensors (a select, as the int it holds: x[torch.as_tensor(1)]) ----
+@case((4, 3))
+def tensor_indexed_by_zero_dim_int_tensors(x):
+    i = torch.as_tensor(1)
+    j = torch.tensor(-1)
+    return x[i], x[i, 1:], x[:, j], x[j, i]
+
+
+@case((5, 2), extra=lambda seed: [torch.tensor(seed % 5), torch.tensor([0, 2])])
+def rows_picked_by_an_index_argument(x, row, rows):
+    return x[row] * 2, x[rows], x[row, 0] + x[rows].sum()
