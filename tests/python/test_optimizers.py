@@ -12,15 +12,7 @@ from torch import nn
 
 import dynview
 from test_engine_behaviour import counting_dynamo, dynview_compiles
-
-
-@pytest.fixture(autouse=True)
-def _reset():
-    dynview.reset()
-    torch._dynamo.reset()
-    yield
-    dynview.reset()
-    torch._dynamo.reset()
+from test_lazy_sequences import _reset  # noqa: F401  (both engines reset around each test)
 
 
 OPTIMIZERS = {

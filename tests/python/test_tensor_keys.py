@@ -12,15 +12,7 @@ from torch import nn
 
 import dynview
 from test_engine_behaviour import counting_dynamo, dynview_compiles
-
-
-@pytest.fixture(autouse=True)
-def _reset():
-    dynview.reset()
-    torch._dynamo.reset()
-    yield
-    dynview.reset()
-    torch._dynamo.reset()
+from test_lazy_sequences import _reset, same  # noqa: F401  (_reset: both engines reset around each test)
 
 
 def canon(v, names):
@@ -37,17 +29,6 @@ def canon(v, names):
     if hasattr(v, "__dict__") and not isinstance(v, torch.Tensor):  # an object holding state
         return ("object", type(v).__name__, canon(vars(v), names))
     return v
-
-
-def same(a, b):
-    if isinstance(a, torch.Tensor):
-        torch.testing.assert_close(a, b)
-    elif isinstance(a, (list, tuple)):
-        assert type(a) is type(b) and len(a) == len(b), (a, b)
-        for p, q in zip(a, b):
-            same(p, q)
-    else:
-        assert a == b, (a, b)
 
 
 def named_objects(args):
