@@ -195,3 +195,64 @@ def test_zero_grad_runs_eagerly_as_a_disabled_function():
         assert all(p.grad is None for p in model.parameters())
     breaks = [(r["break_id"], r["break_message"]) for r in dynview._C.take_records() if r["has_break"]]
     assert ("DV0025", "call to Optimizer.zero_grad, marked torch.compiler.disable") in breaks, breaks
+
+
+SCHEDULERS = {
+    "step": lambda o: torch.optim.lr_scheduler.StepLR(o, step_size=2, gamma=0.5),
+    "cosine": lambda o: torch.optim.lr_scheduler.CosineAnnealingLR(o, T_max=5),
+    "lambda": lambda o: torch.optim.lr_scheduler.LambdaLR(o, lambda epoch: 0.9 ** epoch),
+    "onecycle": lambda o: torch.optim.lr_scheduler.OneCycleLR(o, max_lr=0.1, total_steps=10),
+}
+
+
+@pytest.mark.parametrize("kind", list(SCHEDULERS))
+def test_a_step_with_an_lr_scheduler_equals_eager_and_torch_dynamo(kind):
+    # torch.optim.lr_scheduler's frames are captured too: the learning rate it writes into the param
+    # groups reaches the next step, step after step, as in eager
+    def run(compiled):
+        torch.manual_seed(0)
+        model = nn.Linear(4, 2)
+        opt = torch.optim.SGD(model.parameters(), lr=0.1, momentum=0.9)
+        sched = SCHEDULERS[kind](opt)
+
+        def step(x):
+            loss = model(x).pow(2).sum()
+            loss.backward()
+            opt.step()
+            sched.step()
+            opt.zero_grad()
+            return loss.detach()
+        f = compiled(step) if compiled else step
+        g = torch.Generator().manual_seed(1)
+        losses = [f(torch.randn(3, 4, generator=g)) for _ in range(5)]
+        return losses, [p.detach().clone() for p in model.parameters()], opt.param_groups[0]["lr"], step
+
+    want = run(None)
+    got = run(lambda fn: dynview.compile(fn, backend="eager"))
+    torch.testing.assert_close(got[:3], want[:3])
+    x = torch.randn(3, 4)
+    theirs = torch._dynamo.explain(run(None)[3])(x)
+    ours = dynview.explain(run(None)[3])(x)
+    assert (ours.graph_count, len(ours.break_reasons)) == (theirs.graph_count, len(theirs.break_reasons)), \
+        [str(b) for b in ours.break_reasons]
+
+
+def test_lbfgs_with_its_closure_equals_eager():
+    def run(compiled):
+        torch.manual_seed(0)
+        model = nn.Linear(4, 2)
+        opt = torch.optim.LBFGS(model.parameters(), lr=0.1, max_iter=3)
+        x = torch.randn(3, 4)
+
+        def closure():
+            opt.zero_grad()
+            loss = model(x).pow(2).sum()
+            loss.backward()
+            return loss
+
+        def step():
+            return opt.step(closure)
+        f = compiled(step) if compiled else step
+        return [f() for _ in range(3)], [p.detach().clone() for p in model.parameters()]
+
+    torch.testing.assert_close(run(lambda fn: dynview.compile(fn, backend="eager")), run(None))
