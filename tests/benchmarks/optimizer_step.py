@@ -18,9 +18,11 @@ from torch import nn
 
 HERE = os.path.dirname(__file__)
 sys.path.insert(0, os.path.join(HERE, "..", "..", "python"))
+sys.path.insert(0, os.path.join(HERE, "..", "python"))
 sys.path.insert(0, HERE)
 import dynview  # noqa: E402
 from hit_overhead import per_call  # noqa: E402
+from test_engine_behaviour import counting_dynamo  # noqa: E402
 
 STEPS = int(os.environ.get("DV_BENCH_STEPS", "100"))  # steps per timed block (7 blocks each)
 OPTIMIZERS = {
@@ -58,13 +60,7 @@ def main():
                 fn = dynview.compile(step, backend="eager")
                 dynview._C.take_records()
             else:
-                torch._dynamo.reset()
-                count = [0]
-
-                def backend(gm, example_inputs):
-                    count[0] += 1
-                    return gm.forward
-                fn = torch.compile(step, backend=backend)
+                fn, count = counting_dynamo(step)  # (it resets TorchDynamo first)
             t0 = time.perf_counter()
             fn()
             firsts[engine] = time.perf_counter() - t0
