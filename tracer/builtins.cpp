@@ -663,8 +663,7 @@ Translator::Status call_builtin(Translator& t, Frame& f, PyObject* fn, std::vect
       for (auto& pair : it->items) {
         PyObject* key = pair->kind == VK::Tuple && pair->items.size() == 2 ? t.key_of(pair->items[0]) : nullptr;
         if (!key) return t.brk(f, "DV0007", "dict() of items that are not (key, value) pairs of a constant, tensor or module key");
-        if (find_key(*d, key) == -2) return t.brk(f, "DV0010", "comparing dict keys raised");
-        dict_set(*d, Ref::borrow(key), pair->items[1]);  // a repeated key keeps its place and takes the last value
+        if (!dict_set(*d, Ref::borrow(key), pair->items[1])) return t.brk(f, "DV0010", "comparing dict keys raised");
       }
     } else if (n > 1) return t.brk(f, "DV0007", "dict() with several arguments");
     for (auto& [k, v] : kwargs) dict_set(*d, Ref::steal(PyUnicode_FromString(k.c_str())), v);

@@ -189,6 +189,40 @@ bool constant_arithmetic(PyObject* target, const std::string& method, const std:
 
 }  // namespace
 
+// x[i] with i a 0-d integer tensor (or a tuple holding one) indexes as the int i holds (a select),
+// which a meta example cannot read: its example is x[0]'s, the same shape and strides whichever int
+// it holds (one out of range raises when the graph runs, as in eager). Null (no error set): no such
+// index, or x[0] failed too.
+static Ref int_index_example(PyObject* base, PyObject* idx) {
+  auto int_scalar = [](PyObject* o) {
+    if (!is_tensor(o)) return false;
+    Ref dim = Ref::steal(PyObject_CallMethod(o, "dim", nullptr));
+    Ref fp = Ref::steal(PyObject_CallMethod(o, "is_floating_point", nullptr));
+    static PyObject* bool_dtype = PyObject_GetAttrString(py().torch.get(), "bool");  // kept
+    Ref dt = Ref::steal(PyObject_GetAttrString(o, "dtype"));
+    const bool is_bool = dt && dt.get() == bool_dtype;
+    PyErr_Clear();
+    return dim && PyLong_AsLong(dim.get()) == 0 && fp.get() == Py_False && !is_bool;
+  };
+  Ref zero = Ref::steal(PyLong_FromLong(0)), sub;
+  if (int_scalar(idx)) {
+    sub = zero;
+  } else if (PyTuple_Check(idx)) {
+    sub = Ref::steal(PyTuple_New(PyTuple_GET_SIZE(idx)));
+    bool any = false;
+    for (Py_ssize_t i = 0; sub && i < PyTuple_GET_SIZE(idx); ++i) {
+      PyObject* x = PyTuple_GET_ITEM(idx, i);
+      const bool scalar = int_scalar(x);
+      any |= scalar;
+      PyTuple_SET_ITEM(sub.get(), i, Ref::borrow(scalar ? zero.get() : x).release());
+    }
+    if (!any) sub = Ref();
+  }
+  Ref result = sub ? Ref::steal(PyObject_GetItem(base, sub.get())) : Ref();
+  PyErr_Clear();
+  return result;
+}
+
 Translator::Status Translator::graph_call(Frame& f, Ref target, const std::string& method, std::vector<VPtr> args,
                                           std::vector<std::pair<std::string, VPtr>> kwargs, VPtr& out) {
   if (target && target.get() == py().set_grad_enabled_fn.get() && args.size() == 1 && args[0]->kind == VK::Const && kwargs.empty()) {
@@ -347,40 +381,9 @@ Translator::Status Translator::graph_call(Frame& f, Ref target, const std::strin
     }
   }
   if (!result && method.empty() && target.get() == py().getitem.get() && PyTuple_GET_SIZE(pargs.get()) == 2) {
-    // x[i] with i a 0-d integer tensor (or a tuple holding one) indexes as the int i holds (a select),
-    // which a meta example cannot read: its example is x[0]'s, the same shape and strides whichever
-    // int it holds (one out of range raises when the graph runs, as in eager).
-    auto int_scalar = [](PyObject* o) {
-      if (!is_tensor(o)) return false;
-      Ref dim = Ref::steal(PyObject_CallMethod(o, "dim", nullptr));
-      Ref fp = Ref::steal(PyObject_CallMethod(o, "is_floating_point", nullptr));
-      static PyObject* bool_dtype = PyObject_GetAttrString(py().torch.get(), "bool");  // kept
-      Ref dt = Ref::steal(PyObject_GetAttrString(o, "dtype"));
-      const bool is_bool = dt && dt.get() == bool_dtype;
-      PyErr_Clear();
-      return dim && PyLong_AsLong(dim.get()) == 0 && fp.get() == Py_False && !is_bool;
-    };
     Ref first = take_error();  // (before asking anything of the index)
-    PyObject* idx = PyTuple_GET_ITEM(pargs.get(), 1);
-    Ref zero = Ref::steal(PyLong_FromLong(0)), sub;
-    if (int_scalar(idx)) {
-      sub = zero;
-    } else if (PyTuple_Check(idx)) {
-      sub = Ref::steal(PyTuple_New(PyTuple_GET_SIZE(idx)));
-      bool any = false;
-      for (Py_ssize_t i = 0; sub && i < PyTuple_GET_SIZE(idx); ++i) {
-        PyObject* x = PyTuple_GET_ITEM(idx, i);
-        const bool scalar = int_scalar(x);
-        any |= scalar;
-        PyTuple_SET_ITEM(sub.get(), i, Ref::borrow(scalar ? zero.get() : x).release());
-      }
-      if (!any) sub = Ref();
-    }
-    if (sub) result = Ref::steal(PyObject_GetItem(PyTuple_GET_ITEM(pargs.get(), 0), sub.get()));
-    if (!result) {
-      PyErr_Clear();
-      if (first) PyErr_SetObject(reinterpret_cast<PyObject*>(Py_TYPE(first.get())), first.get());
-    }
+    result = int_index_example(PyTuple_GET_ITEM(pargs.get(), 0), PyTuple_GET_ITEM(pargs.get(), 1));
+    if (!result && first) PyErr_SetObject(reinterpret_cast<PyObject*>(Py_TYPE(first.get())), first.get());
   }
   if (!result) {
     Ref rv = take_error();

@@ -86,14 +86,16 @@ VPtr Translator::key_value(const Ref& k) {
   return v;
 }
 
-void dict_set(Value& d, Ref key, VPtr value) {
+bool dict_set(Value& d, Ref key, VPtr value) {
   const long i = find_key(d, key.get());
+  if (i == -2) return false;
   if (i >= 0) {
     d.items[static_cast<size_t>(i)] = std::move(value);
-    return;
+    return true;
   }
   d.keys.push_back(std::move(key));
   d.items.push_back(std::move(value));
+  return true;
 }
 
 bool dict_erase(Value& d, PyObject* key) {

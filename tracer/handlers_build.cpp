@@ -23,8 +23,8 @@ Status op_BUILD_MAP(Translator& t, Frame& f, const Instr& in) {  // (k1 v1 ... k
     VPtr k = f.stack[f.stack.size() - 2 * in.arg + 2 * i];
     PyObject* key = t.key_of(k);
     if (!key) return t.brk(f, "DV0023", std::string("a dict key that is not a constant, tensor or module (a ") + vk_name(k->kind) + ")");
-    if (find_key(*d, key) == -2) return t.brk(f, "DV0010", "comparing dict keys raised");
-    dict_set(*d, Ref::borrow(key), f.stack[f.stack.size() - 2 * in.arg + 2 * i + 1]);  // {k: 1, k: 2} has one key
+    if (!dict_set(*d, Ref::borrow(key), f.stack[f.stack.size() - 2 * in.arg + 2 * i + 1]))  // {k: 1, k: 2} has one key
+      return t.brk(f, "DV0010", "comparing dict keys raised");
   }
   f.stack.resize(f.stack.size() - 2 * in.arg);
   f.stack.push_back(d);
@@ -36,8 +36,8 @@ Status op_BUILD_CONST_KEY_MAP(Translator& t, Frame& f, const Instr& in) {  // (v
   VPtr d = t.make(VK::Dict);
   for (int i = 0; i < in.arg; ++i) {
     PyObject* key = PyTuple_GET_ITEM(keys->obj.get(), i);
-    if (find_key(*d, key) == -2) return t.brk(f, "DV0010", "comparing dict keys raised");
-    dict_set(*d, Ref::borrow(key), f.stack[f.stack.size() - in.arg + i]);  // {"a": 1, "a": 2} has one key
+    if (!dict_set(*d, Ref::borrow(key), f.stack[f.stack.size() - in.arg + i]))  // {"a": 1, "a": 2} has one key
+      return t.brk(f, "DV0010", "comparing dict keys raised");
   }
   f.stack.resize(f.stack.size() - in.arg);
   f.stack.push_back(d);
@@ -114,8 +114,7 @@ Status op_MAP_ADD(Translator& t, Frame& f, const Instr& in) {  // (dict .. key v
   if (d->kind != VK::Dict) return t.brk(f, "DV0019", "MAP_ADD to a non-dict");
   PyObject* key = t.key_of(k);
   if (!key) return t.brk(f, "DV0023", std::string("a dict key that is not a constant, tensor or module (a ") + vk_name(k->kind) + ")");
-  if (find_key(*d, key) == -2) return t.brk(f, "DV0010", "comparing dict keys raised");
-  dict_set(*d, Ref::borrow(key), v);
+  if (!dict_set(*d, Ref::borrow(key), v)) return t.brk(f, "DV0010", "comparing dict keys raised");
   return std::nullopt;
 }
 Status op_LIST_EXTEND(Translator& t, Frame& f, const Instr& in) {  // (list .. seq -- list ..)

@@ -188,9 +188,10 @@ Status op_STORE_SUBSCR(Translator& t, Frame& f, const Instr&) {  // (v container
   } else if (cont->kind == VK::Tensor) {
     VPtr out;
     if (Status s = t.graph_call(f, py().setitem, "", {cont, sub, v}, {}, out)) return s;
-  } else if (cont->kind == VK::Dict && sub->kind != VK::Const && t.key_of(sub)) {  // d[p] = v: a tensor, module or class key
+  } else if (PyObject* key = cont->kind == VK::Dict && sub->kind != VK::Const ? t.key_of(sub) : nullptr) {
+    // d[p] = v: a tensor, module or class key
     if (cont->source) t.output.side_effects.note_mutation(cont);
-    dict_set(*cont, Ref::borrow(t.key_of(sub)), v);
+    if (!dict_set(*cont, Ref::borrow(key), v)) return t.brk(f, "DV0010", "comparing dict keys raised");
   } else if ((cont->kind == VK::List || cont->kind == VK::Dict) && sub->kind == VK::Const) {
     if (cont->source) t.output.side_effects.note_mutation(cont);  // written back after the graph
     if (is_deque(cont) && PySlice_Check(sub->obj.get())) return t.brk(f, "DV0024", "slice assignment on a collections.deque");
@@ -275,8 +276,8 @@ Status op_DELETE_SUBSCR(Translator& t, Frame& f, const Instr&) {  // (container 
     }
     if (cont->contents) cont = cont->contents;
   }
-  if (cont->kind == VK::Dict && sub->kind != VK::Const && t.key_of(sub)) {  // del d[p]: a tensor, module or class key
-    if (!dict_erase(*cont, t.key_of(sub))) return t.brk(f, "DV0010", "KeyError in del of a dict item", "the eager frame raises it");
+  if (PyObject* key = cont->kind == VK::Dict && sub->kind != VK::Const ? t.key_of(sub) : nullptr) {  // del d[p]: a tensor, module or class key
+    if (!dict_erase(*cont, key)) return t.brk(f, "DV0010", "KeyError in del of a dict item", "the eager frame raises it");
     if (cont->source) t.output.side_effects.note_mutation(cont);
     f.stack.resize(f.stack.size() - 2);
     return std::nullopt;

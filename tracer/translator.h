@@ -412,7 +412,9 @@ PyObject* defaultdict_class();   // collections.defaultdict (borrowed)
 PyObject* dict_view_type(const std::string& name);  // dict_keys, dict_values, dict_items (borrowed)  // a property's fget when it is a Python function, else null
 // An exception class whose __new__ and __init__ are builtin (calling it runs no user code).
 bool simple_exception_class(PyObject* cls);
-void dict_set(Value& d, Ref key, VPtr value);  // d[key] = value (keys compared by ==)
+// d[key] = value (a repeated key keeps its place, the last value); false: comparing keys raised,
+// nothing changed (error cleared)
+bool dict_set(Value& d, Ref key, VPtr value);
 bool dict_erase(Value& d, PyObject* key);      // del d[key]; false when absent
 long find_key(const Value& d, PyObject* key);  // index of key in d's keys; -1 absent, -2 comparing raised
 int keys_equal(PyObject* a, PyObject* b);      // one dict key? (identity; a tensor only by identity; else ==); -1 raised
