@@ -27,6 +27,11 @@ bool named(PyObject* fn, const char* name) {
 
 }  // namespace
 
+bool is_optimizer(PyObject* o) {
+  PyObject* cls = optimizer_class();
+  return cls && PyObject_TypeCheck(o, reinterpret_cast<PyTypeObject*>(cls));
+}
+
 Translator::Status Translator::optimizer_init_group(Frame& f, const VPtr& fn, const std::vector<VPtr>& args,
                                                     const std::vector<std::pair<std::string, VPtr>>& kwargs, VPtr& out,
                                                     bool& handled) {
@@ -35,8 +40,7 @@ Translator::Status Translator::optimizer_init_group(Frame& f, const VPtr& fn, co
       !fn->self->source || !kwargs.empty() || args.empty())
     return std::nullopt;
   PyObject* opt = fn->self->obj.get();
-  PyObject* cls = optimizer_class();
-  if (!cls || !PyObject_TypeCheck(opt, reinterpret_cast<PyTypeObject*>(cls))) return std::nullopt;
+  if (!is_optimizer(opt)) return std::nullopt;
   // Its arguments as Python values: the group (one of the optimizer's param_groups, read from it),
   // constants, and the empty lists the step made for it to fill. Anything else: traced as it is.
   const VPtr& group = args[0];

@@ -426,7 +426,9 @@ VPtr ValueBuilder::wrap_dict(const Ref& obj, const SourcePtr& source, const std:
     v->lazy = obj;
     any_lazy_ = true;
     containers_seen_[o] = {obj, v};
-    return remember(source, key, v);
+    remember(source, key, v);
+    capturable_group(v);
+    return v;
   }
   pos = 0;
   while (PyDict_Next(o, &pos, &k, &val)) {
@@ -767,7 +769,35 @@ bool ValueBuilder::realize(const VPtr& d, Frame& f) {
   d->keys = std::move(keys);
   d->items = std::move(items);
   d->lazy = Ref();
+  capturable_group(d);
   return true;
+}
+
+// TorchDynamo's OptimizerVariable._set_capturable: a torch.optim optimizer's param_groups read by the
+// trace have 'capturable' True, so its step takes the tensor path (torch.where on the bias
+// corrections, no Python branch on a step tensor) that a graph can hold. The trace's view only: the
+// optimizer's own groups are unchanged (and its state made by _init_group as for a non-capturable
+// step: the capturable path reads it the same way). Only where the group has the key.
+void ValueBuilder::capturable_group(const VPtr& d) {
+  const Source* s = d->source.get();
+  if (!s || s->kind != Source::Kind::Item || !s->base || s->base->kind != Source::Kind::Attr ||
+      s->base->name != "param_groups" || !s->base->base)
+    return;
+  auto opt = by_source_.find(s->base->base->text());
+  if (opt == by_source_.end() || !opt->second->obj || !is_optimizer(opt->second->obj.get())) return;
+  PyObject* real = d->lazy ? d->lazy.get() : real_container(d);
+  if (!real || !PyDict_Check(real)) return;
+  static PyObject* name = PyUnicode_InternFromString("capturable");
+  PyObject* stored = nullptr;  // the group's own key object (realize_entry finds a key by identity)
+  Py_ssize_t pos = 0;
+  PyObject *k, *val;
+  while (PyDict_Next(real, &pos, &k, &val))
+    if (PyUnicode_CheckExact(k) && PyUnicode_Compare(k, name) == 0) stored = k;
+  if (!stored) return;
+  for (size_t i = 0; i < d->keys.size(); ++i)
+    if (d->keys[i].get() == stored) return void(d->items[i] = t_.constant(Ref::borrow(Py_True)));
+  d->keys.push_back(Ref::borrow(stored));
+  d->items.push_back(t_.constant(Ref::borrow(Py_True)));
 }
 
 // ---- dynamic shapes -----------------------------------------------------------------------------

@@ -13,6 +13,8 @@ namespace dv {
 class Translator;
 struct Frame;
 
+bool is_optimizer(PyObject* o);  // a torch.optim.Optimizer (optimizer.cpp)
+
 // What earlier compiles of a code object saw of its inputs, by source text (TorchDynamo's automatic
 // dynamic shapes): a size that differs between compiles becomes symbolic from then on (all sizes when
 // the rank changes), and so does an int argument whose value changes.
@@ -95,6 +97,7 @@ class ValueBuilder {
   bool wrap_entries(PyObject* d, const SourcePtr& dsource, bool storage, std::vector<Ref>& keys, std::vector<VPtr>& items,
                     Frame& f);
   bool realize_sequence(const VPtr& v, Frame& f);
+  void capturable_group(const VPtr& d);  // an optimizer's param group: 'capturable' reads True
   static bool storage_order(PyObject* od);  // an OrderedDict iterates in its storage's order
   VPtr shared_container(PyObject* o, const SourcePtr& source, const std::string& key, Frame& f);
   VPtr remember(const SourcePtr& source, const std::string& key, VPtr val);  // kept by source, announced

@@ -32,6 +32,17 @@ OPTIMIZERS = {
     "nadam_foreach": lambda p: torch.optim.NAdam(p, lr=0.01, foreach=True),
     "adadelta": lambda p: torch.optim.Adadelta(p),
     "rprop": lambda p: torch.optim.Rprop(p, lr=0.01),
+    # 'capturable' reads True in the trace (TorchDynamo's _set_capturable): RAdam's `if rho_t > 5.0`
+    # on a step tensor becomes the capturable path's torch.where, ASGD's mu/eta stay tensors.
+    "radam": lambda p: torch.optim.RAdam(p, lr=0.01),
+    "radam_decoupled": lambda p: torch.optim.RAdam(p, lr=0.01, decoupled_weight_decay=True, weight_decay=0.1),
+    "radam_foreach": lambda p: torch.optim.RAdam(p, lr=0.01, foreach=True),
+    "asgd": lambda p: torch.optim.ASGD(p, lr=0.01),
+    "asgd_foreach": lambda p: torch.optim.ASGD(p, lr=0.01, foreach=True, weight_decay=0.01),
+    "adamax_foreach": lambda p: torch.optim.Adamax(p, lr=0.01, foreach=True),
+    "rmsprop_centered_foreach": lambda p: torch.optim.RMSprop(p, lr=0.01, foreach=True, momentum=0.9, centered=True),
+    "rprop_foreach": lambda p: torch.optim.Rprop(p, lr=0.01, foreach=True),
+    "adadelta_foreach": lambda p: torch.optim.Adadelta(p, foreach=True, weight_decay=0.01),
 }
 
 
@@ -101,6 +112,26 @@ def test_init_group_runs_once_per_trace_and_its_state_is_an_input():
     assert sum(len(s) for s in opt.state.values()) == 3 * len(list(model.parameters()))
     _train(model, opt, dv, steps=3)
     assert dynview._C.take_records() == [], "later steps are cache hits"
+
+
+def test_capturable_reads_true_in_the_trace_only():
+    # The step is traced as a capturable one (no branch on the step tensor: RAdam's rectification is a
+    # torch.where in the graph), while the optimizer's own groups keep capturable=False, so an eager
+    # step after the compiled ones takes the path it always took (and gives the same parameters).
+    model, opt = _setup(OPTIMIZERS["radam"])
+    _train(model, opt, opt.step, steps=3)
+    want = _train(model, opt, opt.step, steps=3)
+
+    model, opt = _setup(OPTIMIZERS["radam"])
+    dv = dynview.compile(lambda: opt.step(), backend="eager")
+    dynview._C.take_records()
+    _train(model, opt, dv, steps=3)
+    graphs = [r["graph"] for r in dynview._C.take_records() if r["graph"] is not None]
+    assert len(graphs) == 1
+    targets = [n.target for n in graphs[0].graph.nodes if n.op == "call_function"]
+    assert torch.where in targets, targets
+    assert [g["capturable"] for g in opt.param_groups] == [False]
+    torch.testing.assert_close(_train(model, opt, opt.step, steps=3), want)
 
 
 def test_a_parameter_that_gets_a_gradient_later_recompiles():
