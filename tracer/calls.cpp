@@ -4,6 +4,7 @@
 #include <cstdio>
 #include <cstring>
 #include <functional>
+#include <unordered_map>
 
 #include "core/opcodes.h"
 #include "pycache.h"
@@ -187,6 +188,49 @@ bool constant_arithmetic(PyObject* target, const std::string& method, const std:
   return ok;
 }
 
+// Whether the generated code of the graph calls `target` itself. FX writes a callable from torch (its
+// __module__ says so) by its qualified name, module + __name__, looked up again when the code runs: a
+// torch function that functools.wraps dressed as another (torch.func.jacrev(torch.sin)'s wrapper
+// carries torch.sin's __module__ and __name__) would be written `torch.sin` and the graph would call
+// that instead. Such a target is not put in a graph. Answers kept per object (held for the process).
+bool fx_names_itself(PyObject* target) {
+  static std::unordered_map<PyObject*, bool> known;
+  if (auto it = known.find(target); it != known.end()) return it->second;
+  static PyObject* is_from_torch = [] {
+    Ref m = Ref::steal(PyImport_ImportModule("torch.fx.graph"));
+    PyObject* fn = m ? PyObject_GetAttrString(m.get(), "_is_from_torch") : nullptr;  // kept
+    if (!fn) PyErr_Clear();
+    return fn;
+  }();
+  static PyObject* qualified_name = [] {
+    Ref m = Ref::steal(PyImport_ImportModule("torch.fx.node"));
+    PyObject* fn = m ? PyObject_GetAttrString(m.get(), "_get_qualified_name") : nullptr;  // kept
+    if (!fn) PyErr_Clear();
+    return fn;
+  }();
+  bool ok = true;
+  Ref from_torch = is_from_torch ? Ref::steal(PyObject_CallOneArg(is_from_torch, target)) : Ref();
+  if (from_torch && PyObject_IsTrue(from_torch.get()) == 1 && qualified_name && target != py().torch_device.get()) {
+    Ref name = Ref::steal(PyObject_CallOneArg(qualified_name, target));
+    std::string text = name && PyUnicode_Check(name.get()) ? str_of(name.get()) : "";
+    Ref cur;
+    size_t start = 0;
+    while (!text.empty()) {  // torch.a.b.c from the torch module, as `import torch` in the generated code
+      const size_t dot = text.find('.', start);
+      const std::string part = text.substr(start, dot == std::string::npos ? std::string::npos : dot - start);
+      cur = !cur ? (part == "torch" ? Ref::borrow(py().torch.get()) : Ref())
+                 : Ref::steal(PyObject_GetAttrString(cur.get(), part.c_str()));
+      if (!cur || dot == std::string::npos) break;
+      start = dot + 1;
+    }
+    ok = cur && (cur.get() == target || PyObject_RichCompareBool(cur.get(), target, Py_EQ) == 1);
+  }
+  PyErr_Clear();
+  Py_INCREF(target);  // the key stays valid
+  known.emplace(target, ok);
+  return ok;
+}
+
 }  // namespace
 
 // x[i] with i a 0-d integer tensor (or a tuple holding one) indexes as the int i holds (a select),
@@ -250,6 +294,9 @@ Translator::Status Translator::graph_call(Frame& f, Ref target, const std::strin
   for (const VPtr& a : args) find_dev(a);
   for (auto& kv : kwargs) find_dev(kv.second);
   const std::string what = method.empty() ? callable_name(target.get()) : "Tensor." + method;
+  if (method.empty() && !fx_names_itself(target.get()))
+    return brk(f, "DV0004", "call to " + what + ": a function made by torch (a functools.wraps wrapper) that the graph's code would name as another",
+               "a torch.func transform's result (jacrev(f), grad(f)) runs eagerly; call it outside the compiled function");
   for (const VPtr& a : args) {
     ArgTree t;
     if (!to_arg(a, t)) return brk(f, "DV0013", std::string("a ") + vk_name(a->kind) + " argument cannot be passed to " + what);
