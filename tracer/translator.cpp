@@ -231,9 +231,9 @@ bool enum_member(PyObject* o) {
 // A function torch.compiler.disable / torch._dynamo.disable made (its wrapper carries the mark), or
 // one torch._disable_dynamo wrapped inside torch (Optimizer.zero_grad): its `inner`, which makes the
 // disabled function on its first call.
-bool disabled_function(PyObject* fn) {
-  if (!PyFunction_Check(fn)) return false;
-  static PyObject* disable_dynamo_inner = [] {
+namespace {
+PyObject* disable_dynamo_inner_code() {
+  static PyObject* code = [] {
     Ref mod = Ref::steal(PyImport_ImportModule("torch._compile"));
     Ref deco = mod ? Ref::steal(PyObject_GetAttrString(mod.get(), "_disable_dynamo")) : Ref();
     Ref made = deco ? Ref::steal(PyObject_CallOneArg(deco.get(), deco.get())) : Ref();  // _disable_dynamo(f) is inner
@@ -241,7 +241,17 @@ bool disabled_function(PyObject* fn) {
     if (!code) PyErr_Clear();
     return Py_XNewRef(code);  // kept for the process
   }();
-  if (disable_dynamo_inner && PyFunction_GET_CODE(fn) == disable_dynamo_inner) return true;
+  return code;
+}
+}  // namespace
+
+bool disable_wrapper(PyObject* fn) {
+  return PyFunction_Check(fn) && PyFunction_GET_CODE(fn) == disable_dynamo_inner_code();
+}
+
+bool disabled_function(PyObject* fn) {
+  if (!PyFunction_Check(fn)) return false;
+  if (disable_wrapper(fn)) return true;
   Ref off = Ref::steal(PyObject_GetAttrString(fn, "_torchdynamo_disable"));
   if (!off) return PyErr_Clear(), false;
   const int on = PyObject_IsTrue(off.get());

@@ -382,6 +382,11 @@ bool numpy_scalar(PyObject* o);
 bool enum_member(PyObject* o);  // a member of an Enum that compares and hashes as the stdlib's (a constant)
 bool const_key(PyObject* k);    // a dict key read as a constant: is_exact_const, or an Enum member
 bool disabled_function(PyObject* fn);  // made by torch.compiler.disable: its call breaks, it is never traced
+// torch._disable_dynamo's wrapper (its code is every such wrapper's, so eval_frame.cpp may mark the code
+// as running without capture). A function that carries the disable attributes but has code of its own
+// -- functools.wraps copies them: torch.optim's step hook around a disabled LBFGS.step -- is disabled
+// at its calls only: its code is shared with functions that are not (every optimizer's step hook).
+bool disable_wrapper(PyObject* fn);
 // Dict keys the trace holds: hashable constants, and objects hashed and compared by identity that
 // stay what they are (classes, functions, typing's special forms) (dicts.cpp).
 bool identity_key(PyObject* o);

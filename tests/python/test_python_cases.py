@@ -3,6 +3,7 @@ and against TorchDynamo: for every case, results, raised exceptions and the argu
 the call equal eager's on two inputs; a repeat call hits the cache; graph and break counts equal
 torch._dynamo.explain's on the same inputs."""
 import collections
+import functools
 import warnings
 
 import numpy as np
@@ -432,6 +433,44 @@ def test_a_function_torch_disables_runs_on_every_call():
         assert stats.calls == n
     breaks = [r["break_message"] for r in dynview._C.take_records() if r["break_id"]]
     assert breaks and all("marked torch.compiler.disable" in b for b in breaks), breaks
+
+
+def _hook(fn):  # a decorator as torch.optim's step hook is one: every function it makes shares its code
+    @functools.wraps(fn)
+    def wrapper(*args, **kwargs):
+        return fn(*args, **kwargs)
+    return wrapper
+
+
+@_hook
+@torch._dynamo.disable
+def _hooked_disabled(x):
+    return x + 1
+
+
+@_hook
+def _hooked_plain(x):
+    return x * 2
+
+
+def _calls_hooked_disabled(x):
+    return _hooked_disabled(x) - 1
+
+
+def test_a_wrapper_that_copied_disable_does_not_disable_its_siblings():
+    # functools.wraps copies a disabled function's _torchdynamo_disable onto its wrapper (torch.optim's
+    # step hook around the LBFGS.step TorchDynamo disables): that call breaks, but the wrapper's code is
+    # every wrapper's. It was marked as running without capture, so every optimizer's step hook -- any
+    # function the decorator makes -- ran eagerly from then on, even after dynview.reset().
+    close(dynview.compile(_calls_hooked_disabled, backend="eager")(torch.ones(2)), torch.ones(2))
+    breaks = [r["break_message"] for r in dynview._C.take_records() if r["break_id"]]
+    assert any("marked torch.compiler.disable" in b for b in breaks), breaks
+    dynview.reset()
+    close(dynview.compile(_hooked_plain, backend="eager")(torch.ones(2)), torch.ones(2) * 2)
+    graphs = [r for r in dynview._C.take_records() if r["graph"] is not None]
+    torch._dynamo.reset()
+    theirs = torch._dynamo.explain(_hooked_plain)(torch.ones(2))
+    assert len(graphs) == theirs.graph_count == 1
 
 
 def _seeded_noise(g, x):

@@ -31,7 +31,7 @@ struct Kind<VK::Method> {
       if (handled) return std::nullopt;
     }
     if (fn->obj && disabled_function(fn->obj.get())) {  // a method marked disable (Optimizer.zero_grad): runs eagerly
-      mark_disabled(PyFunction_GET_CODE(fn->obj.get()));
+      if (disable_wrapper(fn->obj.get())) mark_disabled(PyFunction_GET_CODE(fn->obj.get()));
       Ref orig = Ref::steal(PyObject_GetAttrString(fn->obj.get(), "__wrapped__"));
       PyErr_Clear();
       return t.brk(f, "DV0025", "call to " + callable_name(orig ? orig.get() : fn->obj.get()) + ", marked torch.compiler.disable");
