@@ -326,7 +326,35 @@ Translator::Status Translator::graph_call(Frame& f, Ref target, const std::strin
     }
   }
   Ref result;
-  {
+  // Under autocast (the caller's, or a torch.autocast block of the trace) a meta example is never cast:
+  // the op runs on fake tensors of the real device (dynview._shapes.autocast_example), whose result
+  // has the dtype the graph's will have. A failure there is a break, never a meta example of the
+  // wrong dtype.
+  const bool autocast = !output.dynamic() && any_tensor && autocast_on();
+  if (autocast) {
+    static PyObject* autocast_example = [] {
+      Ref m = Ref::steal(PyImport_ImportModule("dynview._shapes"));
+      PyObject* fn = m ? PyObject_GetAttrString(m.get(), "autocast_example") : nullptr;  // kept
+      if (!fn) PyErr_Clear();
+      return fn;
+    }();
+    Ref dev = device ? device : Ref::steal(PyObject_CallFunction(py().torch_device.get(), "s", "cpu"));
+    Ref meth = method.empty() ? Ref::borrow(Py_None) : Ref::steal(PyUnicode_FromString(method.c_str()));
+    Ref pair = autocast_example && dev && meth
+                   ? Ref::steal(PyObject_CallFunctionObjArgs(autocast_example, target ? target.get() : Py_None, meth.get(),
+                                                             pargs.get(), pkw.get(), dev.get(), nullptr))
+                   : Ref();
+    if (!pair || !PyTuple_Check(pair.get()) || PyTuple_GET_SIZE(pair.get()) != 2) {
+      Ref rv = take_error();
+      std::string why = rv ? repr_of(rv.get()) : "no result";
+      if (why.size() > 300) why = why.substr(0, 300) + "...";
+      return brk(f, "DV0006", "could not compute the example value of " + what + " under autocast: " + why,
+                 "the operation failed on fake tensors under autocast; eager may fail too");
+    }
+    result = Ref::borrow(PyTuple_GET_ITEM(pair.get(), 0));
+    if (PyTuple_GET_ITEM(pair.get(), 1) != Py_None) device = Ref::borrow(PyTuple_GET_ITEM(pair.get(), 1));
+  }
+  if (!autocast) {
     std::vector<Ref> ex;
     for (Py_ssize_t i = 0; i < PyTuple_GET_SIZE(pargs.get()); ++i) ex.push_back(Ref::borrow(PyTuple_GET_ITEM(pargs.get(), i)));
     if (!output.dynamic() && any_tensor && constant_arithmetic(target.get(), method, args, kwargs)) {

@@ -194,11 +194,16 @@ std::string tensor_meta_text(PyObject* o, PyObject* device) {
   return r;
 }
 
+bool autocast_on() { return at::autocast::is_autocast_enabled(at::kCPU) || at::autocast::is_autocast_enabled(at::kCUDA); }
+
 GlobalState global_state() {
   GlobalState g;
   g.grad_enabled = c10::GradMode::is_enabled();
   g.deterministic = at::globalContext().deterministicAlgorithms();
   g.autocast_cpu = at::autocast::is_autocast_enabled(at::kCPU);
+  g.autocast_cuda = at::autocast::is_autocast_enabled(at::kCUDA);
+  g.autocast_cpu_dtype = static_cast<int8_t>(at::autocast::get_autocast_dtype(at::kCPU));
+  g.autocast_cuda_dtype = static_cast<int8_t>(at::autocast::get_autocast_dtype(at::kCUDA));
   g.default_dtype = static_cast<int8_t>(c10::typeMetaToScalarType(c10::get_default_dtype()));
   g.num_threads = at::get_num_threads();
   return g;
@@ -208,6 +213,9 @@ std::string global_state_diff(const GlobalState& w, const GlobalState& h) {
   if (w.grad_enabled != h.grad_enabled) return std::string("grad_mode: expected ") + (w.grad_enabled ? "enabled" : "disabled");
   if (w.deterministic != h.deterministic) return "deterministic_algorithms changed";
   if (w.autocast_cpu != h.autocast_cpu) return "autocast (cpu) changed";
+  if (w.autocast_cuda != h.autocast_cuda) return "autocast (cuda) changed";
+  if (w.autocast_cpu_dtype != h.autocast_cpu_dtype || w.autocast_cuda_dtype != h.autocast_cuda_dtype)
+    return "autocast dtype changed";
   if (w.default_dtype != h.default_dtype) return "default dtype changed";
   if (w.num_threads != h.num_threads) return "torch.get_num_threads() changed";
   return {};

@@ -56,11 +56,15 @@ struct GlobalState {
   bool grad_enabled = true;
   bool deterministic = false;
   bool autocast_cpu = false;
+  bool autocast_cuda = false;
+  int8_t autocast_cpu_dtype = 0;   // the dtype autocast casts to (torch.get_autocast_dtype)
+  int8_t autocast_cuda_dtype = 0;
   int8_t default_dtype = 0;
   int num_threads = 0;
   bool operator==(const GlobalState&) const = default;
 };
 GlobalState global_state();
+bool autocast_on();  // autocast enabled on the CPU or CUDA now (example values must see it)
 std::string global_state_diff(const GlobalState& want, const GlobalState& have);
 
 }  // namespace dv

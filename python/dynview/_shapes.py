@@ -205,3 +205,46 @@ class _StrideSym(sympy.Symbol):
         obj = super().__new__(cls, f"__dv_stride_{ref}", integer=True)
         obj.ref = ref
         return obj
+
+
+# ---- example values under autocast (static compiles) -------------------------------------------
+# A static compile's example values are meta tensors, which autocast never casts (only tensors of the
+# device it is on are eligible): under torch.autocast a linear's example would say float32 where the
+# graph makes bfloat16, and code that reads its dtype would take the other branch. Under autocast
+# the engine runs each operator on fake tensors of the real device instead (FakeTensor over the meta
+# example), as TorchDynamo's fake tensors are, and takes meta tensors of the result back.
+_autocast_mode = None
+
+
+def autocast_example(fn, method, args, kwargs, device):
+    """fn(*args, **kwargs) (or args[0].method(...)) on fakes of the meta tensors in args, on `device`:
+    (the result with meta tensors, the device of its first tensor or None)."""
+    global _autocast_mode
+    from torch._subclasses.fake_tensor import FakeTensor
+    from torch.utils._pytree import tree_map
+    if _autocast_mode is None:
+        _autocast_mode = FakeTensorMode(allow_non_fake_inputs=True)
+    mode = _autocast_mode
+    made = {}  # id(fake) -> the meta tensor it stands for (an in-place op returns its input)
+
+    def fake(t):
+        if isinstance(t, torch.Tensor) and t.device.type == "meta" and not isinstance(t, FakeTensor):
+            r = FakeTensor(mode, t, device)
+            made[id(r)] = (r, t)
+            return r
+        return t
+
+    fargs, fkw = tree_map(fake, (tuple(args), dict(kwargs)))
+    with mode:
+        out = getattr(fargs[0], method)(*fargs[1:], **fkw) if method else fn(*fargs, **fkw)
+
+    def back(t):
+        if isinstance(t, FakeTensor):
+            if id(t) in made:
+                return made[id(t)][1]
+            e = torch.empty_strided(t.shape, t.stride(), dtype=t.dtype, device="meta")
+            return e.requires_grad_().view(e.shape) if t.requires_grad else e  # not a leaf, as an op's result
+        return t
+
+    first = next((t for t in torch.utils._pytree.tree_leaves(out) if isinstance(t, FakeTensor)), None)
+    return tree_map(back, out), (first.device if first is not None else None)
