@@ -1024,6 +1024,21 @@ Status object_call(Translator& t, Frame& f, const VPtr& fn, std::vector<VPtr>& a
     out = g;
     return std::nullopt;
   }
+  if (o == autocast_class()) {
+    // torch.autocast(device_type, dtype=..., enabled=..., cache_enabled=...) of constants: the real
+    // object, made now (its __init__ reads the autocast state and checks its arguments); a with-block
+    // on it is traced (autocast.cpp)
+    bool consts = true;
+    for (const VPtr& a : args) consts &= a->kind == VK::Const;
+    for (auto& kv : kwargs) consts &= kv.second->kind == VK::Const;
+    if (consts) {
+      Ref r;
+      if (Status s = call_on_constants(t, f, o, "torch.autocast", args, kwargs, r)) return s;
+      out = t.make(VK::Object);
+      out->obj = r;
+      return std::nullopt;
+    }
+  }
   if (is_profiler_range(o)) {
     // torch.autograd.profiler.record_function(name) (Optimizer.step's wrapper): a profiler range,
     // ignored while capturing as TorchDynamo ignores it -- a contextlib.nullcontext() in its place.

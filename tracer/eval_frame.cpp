@@ -357,8 +357,12 @@ Entry* compile_frame(CodeState& st, PyCodeObject* co, _PyInterpreterFrame* frame
   // Each capture runs from the grad mode the frame starts in; the mode it ends in is what the
   // transformed code must leave (a resume function may leave a with-block the frame entered).
   const bool grad_before = grad_mode_enabled();
+  // (a torch.autocast block of the trace is entered for real while it is traced, so that example
+  // values see it: what the capture left entered, a break inside the block, is left here)
+  const AutocastState autocast_before = autocast_state();
   auto run_capture = [&](const CaptureRequest& r, int& grad_change) {
     CaptureResult c = capture(r);
+    restore_autocast_state(autocast_before);
     const bool grad_after = grad_mode_enabled();
     set_grad_mode_enabled(grad_before);
     grad_change = grad_after != grad_before ? int(grad_after) : -1;

@@ -348,6 +348,7 @@ Status op_BEFORE_WITH(Translator& t, Frame& f, const Instr&) {  // (mgr -- exit 
     f.stack.push_back(r);
     return std::nullopt;
   }
+  if (mgr->kind == VK::Object && !mgr->source && is_autocast(mgr->obj.get())) return t.enter_autocast(f, mgr);
   if (mgr->kind == VK::Object && mgr->obj &&
       (Py_TYPE(mgr->obj.get()) == reinterpret_cast<PyTypeObject*>(py().no_grad.get()) ||
        Py_TYPE(mgr->obj.get()) == reinterpret_cast<PyTypeObject*>(py().enable_grad.get()))) {
@@ -360,7 +361,7 @@ Status op_BEFORE_WITH(Translator& t, Frame& f, const Instr&) {  // (mgr -- exit 
     g->flag = Py_TYPE(mgr->obj.get()) == reinterpret_cast<PyTypeObject*>(py().enable_grad.get());
     top(f) = mgr = g;
   }
-  if (mgr->kind != VK::GradMode || mgr->name == kGradExit || mgr->name == kGradDecorated)
+  if (mgr->kind != VK::GradMode || mgr->name == kGradExit || mgr->name == kGradDecorated || mgr->name == kAutocastExit)
     return t.brk(f, "DV0009", "unsupported context manager",
                  "torch.no_grad/enable_grad/set_grad_enabled and context managers made in the traced code (Python __enter__/__exit__) are traced");
   bool prev = grad_mode_enabled();
@@ -384,7 +385,9 @@ Status op_WITH_EXCEPT_START(Translator& t, Frame& f, const Instr&) {  // (exit l
   VPtr exit = top(f, 4), val = top(f);
   if (!val->obj || !PyExceptionInstance_Check(val->obj.get())) return t.brk(f, "DV0019", "WITH_EXCEPT_START without an exception");
   VPtr r;
-  if (exit->kind == VK::GradMode) {
+  if (exit->kind == VK::GradMode && exit->name == kAutocastExit) {
+    if (Status s = t.exit_autocast(f, exit, r)) return s;  // (does not suppress it)
+  } else if (exit->kind == VK::GradMode) {
     if (Status s = call_grad_exit(t, f, exit, r)) return s;
     r = t.constant(Ref::borrow(Py_False));
   } else if (Status s = t.call(f, exit, {t.constant(Ref::borrow(reinterpret_cast<PyObject*>(Py_TYPE(val->obj.get())))), val,

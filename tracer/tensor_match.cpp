@@ -42,7 +42,7 @@ bool is_tensor(PyObject* o) {
 bool functorch_active() { return !at::functorch::getDynamicLayerStack().empty(); }
 
 GraphRunState graph_run_state() {
-  return GraphRunState{at::functorch::getDynamicLayerStack().size(), c10::GradMode::is_enabled()};
+  return GraphRunState{at::functorch::getDynamicLayerStack().size(), c10::GradMode::is_enabled(), autocast_state()};
 }
 
 bool grad_mode_enabled() { return c10::GradMode::is_enabled(); }
@@ -54,6 +54,7 @@ void restore_graph_run_state(const GraphRunState& s) {
     c10::GradMode::set_enabled(s.grad_enabled);
   } catch (...) {  // the exception the graph raised is the one the caller sees
   }
+  restore_autocast_state(s.autocast);
 }
 
 bool is_small_real_tensor(PyObject* o) {
@@ -192,6 +193,34 @@ std::string tensor_meta_text(PyObject* o, PyObject* device) {
   }
   if (t.requires_grad()) r += " grad";
   return r;
+}
+
+AutocastState autocast_state() {
+  AutocastState s;
+  s.cpu = at::autocast::is_autocast_enabled(at::kCPU);
+  s.cuda = at::autocast::is_autocast_enabled(at::kCUDA);
+  s.cpu_dtype = static_cast<int8_t>(at::autocast::get_autocast_dtype(at::kCPU));
+  s.cuda_dtype = static_cast<int8_t>(at::autocast::get_autocast_dtype(at::kCUDA));
+  s.cache = at::autocast::is_autocast_cache_enabled();
+  at::autocast::increment_nesting();
+  s.nesting = at::autocast::decrement_nesting();
+  return s;
+}
+
+void restore_autocast_state(const AutocastState& s) {
+  try {
+    at::autocast::set_autocast_enabled(at::kCPU, s.cpu);
+    at::autocast::set_autocast_enabled(at::kCUDA, s.cuda);
+    at::autocast::set_autocast_dtype(at::kCPU, static_cast<at::ScalarType>(s.cpu_dtype));
+    at::autocast::set_autocast_dtype(at::kCUDA, static_cast<at::ScalarType>(s.cuda_dtype));
+    at::autocast::set_autocast_cache_enabled(s.cache);
+    int n = at::autocast::increment_nesting() - 1;
+    at::autocast::decrement_nesting();
+    bool left = false;
+    while (n > s.nesting) n = at::autocast::decrement_nesting(), left = true;
+    if (left && n == 0) at::autocast::clear_cache();  // as the outermost autocast's exit does
+  } catch (...) {
+  }
 }
 
 bool autocast_on() { return at::autocast::is_autocast_enabled(at::kCPU) || at::autocast::is_autocast_enabled(at::kCUDA); }

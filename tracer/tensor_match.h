@@ -31,9 +31,19 @@ bool is_small_real_tensor(PyObject* o);
 bool functorch_active();
 // What a compiled graph's run may leave behind when an operator in it raises: the functorch levels
 // its vmap nodes pushed (eager's `with` pops them) and the grad mode its set_grad_enabled nodes set.
+// The thread's autocast state (per device: enabled and dtype; cache flag; nesting depth), to put back
+// what a capture or a failed graph left entered.
+struct AutocastState {
+  bool cpu = false, cuda = false, cache = true;
+  int8_t cpu_dtype = 0, cuda_dtype = 0;
+  int nesting = 0;
+};
+AutocastState autocast_state();
+void restore_autocast_state(const AutocastState& s);
 struct GraphRunState {
   size_t functorch_depth;
   bool grad_enabled;
+  AutocastState autocast;  // a graph's _enter_autocast nodes, left entered when an operator raised
 };
 GraphRunState graph_run_state();
 void restore_graph_run_state(const GraphRunState& s);  // never throws

@@ -162,6 +162,9 @@ class Translator {
   PyObject* key_of(const VPtr& v);
   // torch.optim's Optimizer._init_group(group, lists...) run eagerly, its lists filled with values
   // read from the optimizer (optimizer.cpp); `handled` false: not that call, or not one it can run.
+  // A torch.autocast block made in the trace, entered (BEFORE_WITH) and left (its __exit__) (autocast.cpp).
+  Status enter_autocast(Frame& f, const VPtr& mgr);
+  Status exit_autocast(Frame& f, const VPtr& exit, VPtr& out);
   Status optimizer_init_group(Frame& f, const VPtr& fn, const std::vector<VPtr>& args,
                               const std::vector<std::pair<std::string, VPtr>>& kwargs, VPtr& out, bool& handled);
   std::vector<Ref> made_keys_;  // tuples key_of built (kept while a dict value takes its own reference)
@@ -451,6 +454,11 @@ TorchSpecial torch_special(PyObject* fn);
 inline constexpr const char* kGradExit = "__exit__";
 inline constexpr const char* kGradSetEnabled = "set_grad_enabled";
 inline constexpr const char* kGradDecorated = "decorated";
+// A torch.autocast block's __exit__ (obj: the autocast object; node: its _enter_autocast node) (autocast.cpp)
+inline constexpr const char* kAutocastExit = "autocast_exit";
+PyObject* autocast_class();  // torch.amp.autocast_mode.autocast (borrowed)
+bool is_autocast(PyObject* o);  // an instance of exactly that class
+PyObject* autocast_exit_class();  // dynview._runtime.AutocastExit (borrowed)
 Translator::Status set_grad_mode(Translator& t, Frame& f, bool mode);  // a graph node, and the mode now
 // The answers of two kinds of TorchSpecial, computed while tracing (torch_special.cpp).
 Translator::Status group_by_device_and_dtype(Translator& t, Frame& f, PyObject* fn, const std::vector<VPtr>& args,

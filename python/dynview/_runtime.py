@@ -71,3 +71,28 @@ def advance_iterator(it, n):
     """Takes the n items the graph took from an iterator of the frame."""
     for _ in range(n):
         next(it)
+
+
+def autocast_exit(device, prev, prev_dtype, prev_cache):
+    """What torch.autocast's __exit__ does, from the state it recorded on entering: a graph node where a
+    graph break split the block (the graph before the break entered it; the resume function leaves it)."""
+    if torch.autocast_decrement_nesting() == 0:
+        torch.clear_autocast_cache()
+    torch.set_autocast_enabled(device, prev)
+    torch.set_autocast_dtype(device, prev_dtype)
+    torch.set_autocast_cache_enabled(prev_cache)
+    return False
+
+
+class AutocastExit:
+    """The __exit__ of a torch.autocast block that a graph break split, on the resume function's stack."""
+    __slots__ = ("state",)
+
+    def __init__(self, device, prev, prev_dtype, prev_cache):
+        self.state = (device, prev, prev_dtype, prev_cache)
+
+    def __call__(self, *exc):
+        return autocast_exit(*self.state)
+
+    def __repr__(self):
+        return "<exit torch.autocast(%r): back to enabled=%r, dtype=%r>" % self.state[:3]

@@ -229,7 +229,12 @@ def autocast_example(fn, method, args, kwargs, device):
 
     def fake(t):
         if isinstance(t, torch.Tensor) and t.device.type == "meta" and not isinstance(t, FakeTensor):
-            r = FakeTensor(mode, t, device)
+            r = FakeTensor(mode, t.detach(), device)
+            if t.requires_grad:  # a leaf stays a leaf; a result of the trace is not one (in-place ops on it trace)
+                r.requires_grad_()
+                if not t.is_leaf:
+                    with mode, torch.enable_grad():
+                        r = r.clone()
             made[id(r)] = (r, t)
             return r
         return t
@@ -243,7 +248,11 @@ def autocast_example(fn, method, args, kwargs, device):
             if id(t) in made:
                 return made[id(t)][1]
             e = torch.empty_strided(t.shape, t.stride(), dtype=t.dtype, device="meta")
-            return e.requires_grad_().view(e.shape) if t.requires_grad else e  # not a leaf, as an op's result
+            if not t.requires_grad:
+                return e
+            with torch.enable_grad():  # not a leaf, as an op's result (a clone where that keeps the strides)
+                c = e.requires_grad_().clone()
+                return c if c.stride() == e.stride() else e.view(e.shape)
         return t
 
     first = next((t for t in torch.utils._pytree.tree_leaves(out) if isinstance(t, FakeTensor)), None)

@@ -31,7 +31,9 @@ PyObject* decorate_helper() {
 template <>
 struct Kind<VK::GradMode> {
   static void describe(const Value& v, std::string& out, int depth) {
-    if (v.name == kGradExit) {
+    if (v.name == kAutocastExit) {
+      out += "<exit autocast>";
+    } else if (v.name == kGradExit) {
       out += v.flag ? "<restore enable_grad>" : "<restore no_grad>";
     } else if (v.name == kGradDecorated) {
       out += v.flag ? "<enable_grad: " : "<no_grad: ";
@@ -50,6 +52,7 @@ struct Kind<VK::GradMode> {
   static constexpr auto iterate = no_answer::iterate;
   static constexpr auto getattr = no_answer::getattr;
   static Status call(Translator& t, Frame& f, const VPtr& fn, std::vector<VPtr>& args, KwArgs& kwargs, VPtr& out) {
+    if (fn->name == kAutocastExit) return t.exit_autocast(f, fn, out);  // a torch.autocast block's __exit__
     if (fn->name == kGradExit) return call_grad_exit(t, f, fn, out);  // a with-block's __exit__
     if (fn->name == kGradDecorated) return call_decorated(t, f, fn, args, kwargs, out);
     // torch.no_grad()(fn) / @torch.no_grad(): the decorated function. (set_grad_enabled(b)(fn)
@@ -68,6 +71,10 @@ struct Kind<VK::GradMode> {
   static constexpr auto setattr = no_answer::setattr;
   static constexpr auto call_method = no_answer::call_method;
   static bool reconstruct(cg::Rebuilder& r, const VPtr& v) {
+    if (v->name == kAutocastExit) {  // a split torch.autocast block's exit: the AutocastExit it holds
+      r.e.emit(N::LOAD_CONST, r.e.konst(v->obj.get()));
+      return true;
+    }
     if (v->name == kGradExit) {  // a with-block's __exit__: restores the grad mode it recorded
       PyObject* restore = grad_restore_object(v->flag);
       if (!restore) return false;
