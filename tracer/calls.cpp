@@ -192,7 +192,7 @@ bool constant_arithmetic(PyObject* target, const std::string& method, const std:
 // __module__ says so) by its qualified name, module + __name__, looked up again when the code runs: a
 // torch function that functools.wraps dressed as another (torch.func.jacrev(torch.sin)'s wrapper
 // carries torch.sin's __module__ and __name__) would be written `torch.sin` and the graph would call
-// that instead. Such a target is not put in a graph. Answers kept per object (held for the process).
+// that instead. Such a target is not put in a graph.
 bool fx_names_itself(PyObject* target) {
   static std::unordered_map<PyObject*, bool> known;
   if (auto it = known.find(target); it != known.end()) return it->second;
@@ -226,8 +226,14 @@ bool fx_names_itself(PyObject* target) {
     ok = cur && (cur.get() == target || PyObject_RichCompareBool(cur.get(), target, Py_EQ) == 1);
   }
   PyErr_Clear();
-  Py_INCREF(target);  // the key stays valid
-  known.emplace(target, ok);
+  // kept only for functions, classes and module-level builtins (a bound method of some object would
+  // keep that object alive for the process)
+  PyObject* self = PyCFunction_Check(target) ? PyCFunction_GET_SELF(target) : nullptr;
+  if (PyFunction_Check(target) || PyType_Check(target) ||
+      (PyCFunction_Check(target) && (!self || PyModule_Check(self) || PyType_Check(self)))) {
+    Py_INCREF(target);  // the key stays valid
+    known.emplace(target, ok);
+  }
   return ok;
 }
 
