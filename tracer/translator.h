@@ -390,6 +390,7 @@ bool disabled_function(PyObject* fn);  // made by torch.compiler.disable: its ca
 // -- functools.wraps copies them: torch.optim's step hook around a disabled LBFGS.step -- is disabled
 // at its calls only: its code is shared with functions that are not (every optimizer's step hook).
 bool disable_wrapper(PyObject* fn);
+bool rnn_module(PyObject* o);  // a torch.nn.RNN, GRU or LSTM module: not traced, as TorchDynamo (value_builder.cpp)
 // Dict keys the trace holds: hashable constants, and objects hashed and compared by identity that
 // stay what they are (classes, functions, typing's special forms) (dicts.cpp).
 bool identity_key(PyObject* o);

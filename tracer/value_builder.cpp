@@ -449,9 +449,22 @@ VPtr ValueBuilder::wrap_dict(const Ref& obj, const SourcePtr& source, const std:
   return remember(source, key, v);
 }
 
+// torch.nn.RNN, GRU and LSTM (RNNBase): TorchDynamo refuses to wrap them (config.allow_rnn is False),
+// so a frame that reads one runs eagerly, or breaks at the call of the function that reads it.
+bool rnn_module(PyObject* o) {
+  static PyObject* rnn_base = [] {
+    Ref m = Ref::steal(PyImport_ImportModule("torch.nn.modules.rnn"));
+    PyObject* c = m ? PyObject_GetAttrString(m.get(), "RNNBase") : nullptr;  // kept
+    if (!c) PyErr_Clear();
+    return c;
+  }();
+  return rnn_base && PyObject_TypeCheck(o, reinterpret_cast<PyTypeObject*>(rnn_base));
+}
+
 // nn.Modules (every subclass).
 VPtr ValueBuilder::wrap_module(const Ref& obj, const SourcePtr& source, const std::string& key, Frame& f) {
   PyObject* o = obj.get();
+  if (rnn_module(o)) return nullptr;
   VPtr v;
   if (source) {
     t_.add_guard(GuardKind::TYPE_MATCH, source, Ref::borrow(reinterpret_cast<PyObject*>(Py_TYPE(o))), f,

@@ -97,3 +97,36 @@ class HookedByOtherModule(nn.Module):
 
 
 module_case(HookedByOtherModule, (2, 4))
+
+
+# ---- RNN, GRU and LSTM modules: TorchDynamo does not wrap them (allow_rnn=False), so a forward that
+# reads one runs eagerly, and a helper that reads one is a break at its call ----
+class GRUEncoder(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.rnn = nn.GRU(4, 8, batch_first=True, bidirectional=True)
+        self.head = nn.Linear(16, 2)
+
+    def forward(self, x):
+        out, h = self.rnn(x)
+        return self.head(out.mean(1)) + h.sum(0).repeat(1, 2).sum(-1, keepdim=True)
+
+
+module_case(GRUEncoder, (2, 5, 4))
+
+
+class LSTMTagger(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.embed = nn.Linear(4, 6)
+        self.lstm = nn.LSTM(6, 8, num_layers=2, batch_first=True)
+
+    def encode(self, x):
+        return self.lstm(x)[0]
+
+    def forward(self, x):
+        h = self.embed(x).tanh()
+        return self.encode(h).softmax(-1)
+
+
+module_case(LSTMTagger, (2, 5, 4))

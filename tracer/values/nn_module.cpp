@@ -62,6 +62,9 @@ struct Kind<VK::NNModule> {
         PyObject* v = PyDict_GetItemString(members, name.c_str());
         if (!v) continue;
         out = t.wrap(Ref::borrow(v), obj->source ? Source::module_member(obj->source, member, name) : nullptr, f);
+        if (!out && rnn_module(v))
+          return t.brk(f, "DV0004", "module " + name + " is a torch.nn." + Py_TYPE(v)->tp_name + ": RNN, GRU and LSTM modules are not traced",
+                       "as under torch.compile (torch._dynamo.config.allow_rnn is False), the module runs eagerly");
         if (!out) return t.brk(f, "DV0013", "module member " + name + " cannot be traced");
         return std::nullopt;
       }
