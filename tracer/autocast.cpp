@@ -34,11 +34,29 @@ PyObject* autocast_exit_class() {
   return c;
 }
 
-bool is_autocast(PyObject* o) {
-  return o && autocast_class() && Py_TYPE(o) == reinterpret_cast<PyTypeObject*>(autocast_class());
+// torch.cpu.amp.autocast / torch.cuda.amp.autocast: the deprecated spellings, subclasses that only
+// fix the device (their __enter__/__exit__ call autocast's)
+bool autocast_spelling(PyObject* cls) {
+  static PyObject* const* classes = [] {
+    static PyObject* c[3] = {nullptr, nullptr, nullptr};
+    c[0] = autocast_class();
+    for (int i = 0; i < 2; ++i) {
+      Ref m = Ref::steal(PyImport_ImportModule(i == 0 ? "torch.cpu.amp.autocast_mode" : "torch.cuda.amp.autocast_mode"));
+      c[i + 1] = m ? PyObject_GetAttrString(m.get(), "autocast") : nullptr;  // kept
+      PyErr_Clear();
+    }
+    return c;
+  }();
+  return cls && (cls == classes[0] || cls == classes[1] || cls == classes[2]);
 }
 
-// BEFORE_WITH on an autocast object made in the trace: (mgr -- exit mgr)
+bool is_autocast(PyObject* o) {
+  return o && autocast_class() && autocast_spelling(reinterpret_cast<PyObject*>(Py_TYPE(o)));
+}
+
+// BEFORE_WITH on an autocast object, made in the trace or read from outside it (a global, the cell of
+// @torch.autocast(...)'s wrapper; its settings guarded): (mgr -- exit mgr). The block is entered for
+// real on a twin made from those settings -- the caller's object is not touched while tracing.
 Translator::Status Translator::enter_autocast(Frame& f, const VPtr& mgr) {
   static PyObject* enter = autocast_attr("_enter_autocast");
   PyObject* o = mgr->obj.get();
@@ -49,11 +67,23 @@ Translator::Status Translator::enter_autocast(Frame& f, const VPtr& mgr) {
   if (!enter || !device || !dtype || !enabled || !cache)
     return PyErr_Clear(), brk(f, "DV0009", "a torch.autocast object without the state its __enter__ reads");
   std::vector<ArgTree> args;
+  const char* names[] = {"device", "fast_dtype", "_enabled", "_cache_enabled"};
+  int i = 0;
   for (PyObject* a : {device.get(), dtype.get(), enabled.get(), cache.get()}) {
+    if (mgr->source) {
+      const SourcePtr s = Source::attr(mgr->source, names[i]);
+      add_guard(GuardKind::EQUALS_MATCH, s, Ref::borrow(a), f, s->text() + " == " + repr_of(a));
+    }
+    ++i;
     ArgTree t;
     t.constant = Ref::borrow(a);
     args.push_back(std::move(t));
   }
+  Ref kw = Ref::steal(Py_BuildValue("{s:O,s:O,s:O}", "dtype", dtype.get(), "enabled", enabled.get(), "cache_enabled", cache.get()));
+  Ref pos = Ref::steal(PyTuple_Pack(1, device.get()));
+  Ref twin = kw && pos ? Ref::steal(PyObject_Call(autocast_class(), pos.get(), kw.get())) : Ref();
+  if (!twin) return raise_current(f, "torch.autocast");
+  o = twin.get();
   Ref entered = Ref::steal(PyObject_CallMethod(o, "__enter__", nullptr));
   if (!entered) return raise_current(f, "torch.autocast.__enter__");
   // its exit, as the state __enter__ recorded (what a resume function is given when a break splits

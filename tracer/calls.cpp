@@ -1030,7 +1030,7 @@ Status object_call(Translator& t, Frame& f, const VPtr& fn, std::vector<VPtr>& a
     out = g;
     return std::nullopt;
   }
-  if (o == autocast_class()) {
+  if (autocast_spelling(o)) {
     // torch.autocast(device_type, dtype=..., enabled=..., cache_enabled=...) of constants: the real
     // object, made now (its __init__ reads the autocast state and checks its arguments); a with-block
     // on it is traced (autocast.cpp)

@@ -348,7 +348,7 @@ Status op_BEFORE_WITH(Translator& t, Frame& f, const Instr&) {  // (mgr -- exit 
     f.stack.push_back(r);
     return std::nullopt;
   }
-  if (mgr->kind == VK::Object && !mgr->source && is_autocast(mgr->obj.get())) return t.enter_autocast(f, mgr);
+  if (mgr->kind == VK::Object && is_autocast(mgr->obj.get())) return t.enter_autocast(f, mgr);
   if (mgr->kind == VK::Object && mgr->obj &&
       (Py_TYPE(mgr->obj.get()) == reinterpret_cast<PyTypeObject*>(py().no_grad.get()) ||
        Py_TYPE(mgr->obj.get()) == reinterpret_cast<PyTypeObject*>(py().enable_grad.get()))) {

@@ -458,7 +458,8 @@ inline constexpr const char* kGradDecorated = "decorated";
 // A torch.autocast block's __exit__ (obj: the autocast object; node: its _enter_autocast node) (autocast.cpp)
 inline constexpr const char* kAutocastExit = "autocast_exit";
 PyObject* autocast_class();  // torch.amp.autocast_mode.autocast (borrowed)
-bool is_autocast(PyObject* o);  // an instance of exactly that class
+bool autocast_spelling(PyObject* cls);  // that class, or torch.cpu.amp.autocast / torch.cuda.amp.autocast
+bool is_autocast(PyObject* o);  // an instance of exactly one of them
 PyObject* autocast_exit_class();  // dynview._runtime.AutocastExit (borrowed)
 Translator::Status set_grad_mode(Translator& t, Frame& f, bool mode);  // a graph node, and the mode now
 // The answers of two kinds of TorchSpecial, computed while tracing (torch_special.cpp).

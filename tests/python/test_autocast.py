@@ -115,8 +115,32 @@ def block_with_a_break_inside(x, w):
     return z.float() + 1, z.dtype
 
 
+def block_deprecated_spelling(x, w):
+    with torch.cpu.amp.autocast(dtype=torch.bfloat16):
+        y = x @ w
+    return y.float() - 1, y.dtype
+
+
+MIXED = torch.autocast("cpu", dtype=torch.bfloat16)
+
+
+def block_of_a_global_object(x, w):
+    with MIXED:  # made once, outside: its settings are guarded, the object itself is not entered while tracing
+        y = (x @ w).relu()
+    return y.float(), y.dtype
+
+
+@torch.autocast("cpu", dtype=torch.bfloat16)
+def _mixed_matmul(x, w):
+    return x @ w
+
+
+def block_of_a_decorated_function(x, w):
+    return _mixed_matmul(x, w).float() * 2, _mixed_matmul(x, w).dtype
+
+
 BLOCKS = [block_bf16, block_disabled_inside_enabled, block_reads_the_state, block_raising_caught_outside,
-          block_with_a_break_inside]
+          block_with_a_break_inside, block_deprecated_spelling, block_of_a_global_object, block_of_a_decorated_function]
 
 
 def _same(a, b):
