@@ -446,6 +446,19 @@ def vmap_raising_inside_caught_outside(x):
     return y + 1
 
 
+@case((4, 3), (4, 3))
+def vmap_over_a_dict_of_tensors(x, y):
+    # in_dims as a pytree: a dict of dims for a dict argument
+    return torch.vmap(lambda d: (d["q"] * d["k"]).sum(), in_dims=({"q": 0, "k": 0},))({"q": x, "k": y})
+
+
+@case((5, 3), (3, 2))
+def vmap_with_an_unbatched_dict_of_weights(x, w):
+    # per-sample functions over a dict of parameters (as torch.func users pass them): None for the dict
+    params = {"w": w, "b": w.sum(0)}
+    return torch.vmap(lambda p, row: row @ p["w"] + p["b"], in_dims=(None, 0))(params, x)
+
+
 # ---- torch.func transforms other than vmap: their results are functools.wraps wrappers dressed as
 # the function they transform (jacrev(torch.sin) has torch.sin's __module__ and __name__), which the
 # graph's generated code would call by that name -- torch.sin itself, a wrong result. They run

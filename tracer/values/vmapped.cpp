@@ -6,8 +6,9 @@
 // call. Nothing of functorch runs while tracing: inside the function a batched input is a meta example
 // of its logical shape (the batch dimension taken out), which is what every operator sees under vmap;
 // the graph does the batching when it runs. self = the function; obj = (in_dims, out_dims,
-// randomness), Python constants. What vmap refuses (no batched input, sizes that disagree, an output
-// that is not a tensor, chunk_size) is a break: eager raises or runs it as it does.
+// randomness), Python constants. in_dims is a pytree as functorch's: ints and None over tuples,
+// lists and dicts of the arguments. What vmap refuses (no batched input, sizes that disagree, an
+// output that is not a tensor, chunk_size) is a break: eager raises or runs it as it does.
 #include "tracer/pycache.h"
 #include "tracer/rebuild.h"
 #include "tracer/translator.h"
@@ -32,8 +33,15 @@ PyObject* predispatch(const char* name) {  // torch._functorch.predispatch.<name
   return fn;
 }
 
-bool is_dim_spec(PyObject* o) {  // an int, None, or a tuple/list of them, nested
+bool is_dim_spec(PyObject* o) {  // an int, None, or a tuple/list/dict of them, nested
   if (o == Py_None || (PyLong_CheckExact(o))) return true;
+  if (PyDict_Check(o)) {
+    Py_ssize_t pos = 0;
+    PyObject *k, *v;
+    while (PyDict_Next(o, &pos, &k, &v))
+      if (!is_dim_spec(v)) return false;
+    return true;
+  }
   if (!PyTuple_Check(o) && !PyList_Check(o)) return false;
   for (Py_ssize_t i = 0; i < PySequence_Fast_GET_SIZE(o); ++i)
     if (!is_dim_spec(PySequence_Fast_GET_ITEM(o, i))) return false;
@@ -62,6 +70,25 @@ struct VmapCall {
   // The arguments with their batched tensors noted (in_dims applied, as functorch's pytree of in_dims
   // against the arguments: an int or None applies to every leaf below it).
   bool scan_in(const VPtr& arg, PyObject* spec) {
+    if (arg->kind == VK::Dict && arg->lazy && !t.builder.realize(arg, f))
+      return why = "torch.vmap of a dict argument that cannot be traced", false;
+    if (arg->kind == VK::Dict && arg->obj)  // an OrderedDict or defaultdict: its kind is not rebuilt
+      return why = "torch.vmap of an OrderedDict or defaultdict argument", false;
+    if (PyDict_Check(spec)) {  // {"a": 0, "b": None} against a dict argument, key by key
+      if (arg->kind != VK::Dict || static_cast<size_t>(PyDict_GET_SIZE(spec)) != arg->keys.size())
+        return why = "torch.vmap with in_dims that do not match the structure of its arguments", false;
+      for (size_t i = 0; i < arg->keys.size(); ++i) {
+        PyObject* sub = PyDict_GetItemWithError(spec, arg->keys[i].get());
+        if (!sub) return PyErr_Clear(), why = "torch.vmap with in_dims that do not match the keys of a dict argument", false;
+        if (!scan_in(arg->items[i], sub)) return false;
+      }
+      return true;
+    }
+    if (arg->kind == VK::Dict) {  // an int or None applies to every value (functorch's pytree)
+      for (const VPtr& x : arg->items)
+        if (!scan_in(x, spec)) return false;
+      return true;
+    }
     if (PyTuple_Check(spec) || PyList_Check(spec)) {
       if ((arg->kind != VK::Tuple && arg->kind != VK::List) || static_cast<size_t>(PySequence_Fast_GET_SIZE(spec)) != arg->items.size())
         return why = "torch.vmap with in_dims that do not match the structure of its arguments", false;
@@ -97,8 +124,9 @@ struct VmapCall {
 
   // The argument as the function sees it: its batched tensors replaced by _add_batch_dim's.
   VPtr rebuilt_in(const VPtr& arg, const std::vector<VPtr>& inner, size_t& k) {
-    if (arg->kind == VK::Tuple || arg->kind == VK::List) {
+    if (arg->kind == VK::Tuple || arg->kind == VK::List || arg->kind == VK::Dict) {
       VPtr c = t.make(arg->kind);
+      if (arg->kind == VK::Dict) c->keys = arg->keys;  // a new dict of the same keys (vmap passes a copy)
       for (const VPtr& x : arg->items) c->items.push_back(rebuilt_in(x, inner, k));
       return c;
     }
