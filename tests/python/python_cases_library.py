@@ -459,6 +459,23 @@ def vmap_with_an_unbatched_dict_of_weights(x, w):
     return torch.vmap(lambda p, row: row @ p["w"] + p["b"], in_dims=(None, 0))(params, x)
 
 
+@case((7, 5), (7, 5))
+def vmap_in_chunks_of_a_per_example_function(x, y):
+    # chunk_size bounds the memory of a large vmap (functorch splits the batch and concatenates)
+    return torch.vmap(lambda r, s: (r - s).pow(2).mean(), chunk_size=3)(x, y)
+
+
+@case((4, 6))
+def vmap_in_chunks_with_out_dims(x):
+    probs, total = torch.vmap(lambda c: (c.softmax(-1), c.sum()), in_dims=1, out_dims=(1, 0), chunk_size=4)(x)
+    return probs * 2, total
+
+
+@case((3, 4))
+def vmap_with_a_chunk_larger_than_the_batch(x):
+    return torch.vmap(torch.outer, in_dims=(0, None), chunk_size=8)(x, x[0])
+
+
 # ---- torch.func transforms other than vmap: their results are functools.wraps wrappers dressed as
 # the function they transform (jacrev(torch.sin) has torch.sin's __module__ and __name__), which the
 # graph's generated code would call by that name -- torch.sin itself, a wrong result. They run

@@ -9,6 +9,9 @@
 // randomness), Python constants. in_dims is a pytree as functorch's: ints and None over tuples,
 // lists and dicts of the arguments. What vmap refuses (no batched input, sizes that disagree, an
 // output that is not a tensor, chunk_size) is a break: eager raises or runs it as it does.
+#include <algorithm>
+#include <functional>
+
 #include "tracer/pycache.h"
 #include "tracer/rebuild.h"
 #include "tracer/translator.h"
@@ -182,6 +185,66 @@ struct VmapCall {
   }
 };
 
+// vmap(fn, chunk_size=n): as functorch's _chunked_vmap, the batched inputs are split along their
+// in_dims into chunks of n (tensor_split), the function is vmapped over each chunk in turn (a vmap
+// of its own: the same level, entered and left per chunk), and each output is the torch.cat of the
+// chunks' along its out_dim. The batch size must be a known int (a symbolic one breaks).
+Translator::Status vmapped_chunks(Translator& t, Frame& f, const VPtr& fn, VmapCall& c, const VPtr& argt, KwArgs kwargs,
+                                  VPtr& out) {
+  using Status = Translator::Status;
+  const long chunk = PyLong_AsLong(PyTuple_GET_ITEM(fn->obj.get(), 3));
+  if (!c.batch_size || !PyLong_CheckExact(c.batch_size.get()))
+    return PyErr_Clear(), t.brk(f, "DV0004", "torch.vmap with a chunk_size over a symbolic batch size");
+  const long batch = PyLong_AsLong(c.batch_size.get());
+  VPtr one = t.make(VK::Vmapped);  // the same vmap without chunk_size
+  one->self = fn->self;
+  one->obj = Ref::steal(PyTuple_Pack(4, PyTuple_GET_ITEM(fn->obj.get(), 0), PyTuple_GET_ITEM(fn->obj.get(), 1),
+                                     PyTuple_GET_ITEM(fn->obj.get(), 2), Py_None));
+  Ref narrow = Ref::steal(PyObject_GetAttrString(py().torch.get(), "narrow"));
+  Ref cat = Ref::steal(PyObject_GetAttrString(py().torch.get(), "cat"));
+  if (!one->obj || !narrow || !cat) return PyErr_Clear(), t.brk(f, "DV0019", "torch.vmap: torch.narrow or torch.cat is missing");
+  std::vector<VPtr> results;
+  for (long start = 0; start < batch; start += chunk) {
+    const long len = std::min(chunk, batch - start);
+    std::vector<VPtr> parts;
+    for (auto& [x, d] : c.batched) {
+      VPtr part;
+      if (Status s = t.graph_call(f, narrow, "", {x, t.constant_steal(PyLong_FromLong(d)), t.constant_steal(PyLong_FromLong(start)),
+                                               t.constant_steal(PyLong_FromLong(len))}, {}, part))
+        return s;
+      parts.push_back(part);
+    }
+    size_t k = 0;
+    VPtr chunk_args = c.rebuilt_in(argt, parts, k);
+    KwArgs kw = kwargs;
+    VPtr r;
+    if (Status s = t.call_vmapped(f, one, chunk_args->items, std::move(kw), r)) return s;
+    results.push_back(r);
+  }
+  // the chunks' outputs, concatenated leaf by leaf along each one's out_dim
+  std::function<Status(const std::vector<VPtr>&, PyObject*, VPtr&)> join = [&](const std::vector<VPtr>& rs, PyObject* spec,
+                                                                                VPtr& o) -> Status {
+    const VPtr& first = rs.front();
+    if (first->kind == VK::Tuple || first->kind == VK::List) {
+      const bool per_item = PyTuple_Check(spec) || PyList_Check(spec);
+      o = t.make(first->kind);
+      for (size_t i = 0; i < first->items.size(); ++i) {
+        std::vector<VPtr> column;
+        for (const VPtr& r : rs) column.push_back(r->items[i]);
+        VPtr joined;
+        if (Status s = join(column, per_item ? PySequence_Fast_GET_ITEM(spec, static_cast<Py_ssize_t>(i)) : spec, joined)) return s;
+        o->items.push_back(joined);
+      }
+      return std::nullopt;
+    }
+    if (rs.size() == 1) return o = first, std::nullopt;
+    VPtr list = t.make(VK::List);
+    list->items = rs;
+    return t.graph_call(f, cat, "", {list}, {{"dim", t.constant_steal(PyLong_FromLong(PyLong_AsLong(spec)))}}, o);
+  };
+  return join(results, PyTuple_GET_ITEM(fn->obj.get(), 1), out);
+}
+
 }  // namespace
 
 Translator::Status Translator::make_vmapped(Frame& f, std::vector<VPtr> args, KwArgs kwargs, VPtr& out) {
@@ -206,11 +269,17 @@ Translator::Status Translator::make_vmapped(Frame& f, std::vector<VPtr> args, Kw
       return PyErr_Clear(), brk(f, "DV0004", std::string("torch.vmap with a ") + names[i] + " that is not a constant");
     dims[i - 1] = *c;
   }
-  if (given[4] && !(given[4]->kind == VK::Const && given[4]->obj.get() == Py_None))
-    return brk(f, "DV0004", "torch.vmap with a chunk_size", "dynview traces vmap in one piece, as chunk_size=None");
+  Ref chunk = Ref::borrow(Py_None);
+  if (given[4]) {
+    PyObject* c = given[4]->kind == VK::Const ? given[4]->obj.get() : nullptr;
+    if (!c || (c != Py_None && (!PyLong_CheckExact(c) || PyLong_AsLong(c) <= 0)))
+      return PyErr_Clear(), brk(f, "DV0004", "torch.vmap with a chunk_size that is not a positive int",
+                                "eager raises for a chunk_size below 1; pass a constant");
+    chunk = Ref::borrow(c);
+  }
   VPtr v = make(VK::Vmapped);
   v->self = given[0];
-  v->obj = Ref::steal(PyTuple_Pack(3, dims[0].get(), dims[1].get(), dims[2].get()));
+  v->obj = Ref::steal(PyTuple_Pack(4, dims[0].get(), dims[1].get(), dims[2].get(), chunk.get()));
   if (!v->obj) return brk(f, "DV0004", "torch.vmap: " + repr_of(take_error().get()));
   out = v;
   return std::nullopt;
@@ -240,6 +309,7 @@ Translator::Status Translator::call_vmapped(Frame& f, const VPtr& fn, std::vecto
     return brk(f, "DV0004", c.why);
   }
   if (c.batched.empty()) return brk(f, "DV0004", "torch.vmap with no batched input", "vmap needs a tensor with an in_dim");
+  if (PyTuple_GET_ITEM(fn->obj.get(), 3) != Py_None) return vmapped_chunks(*this, f, fn, c, argt, std::move(kwargs), out);
   PyObject* lazy = predispatch("lazy_load_decompositions");
   PyObject* inc = predispatch("_vmap_increment_nesting");
   PyObject* add = predispatch("_add_batch_dim");
@@ -303,7 +373,8 @@ struct Kind<VK::Vmapped> {
   static constexpr auto setattr = no_answer::setattr;
   static constexpr auto call_method = no_answer::call_method;
   static bool reconstruct(cg::Rebuilder& r, const VPtr& v) {
-    // torch.vmap(func, in_dims, out_dims, randomness)
+    // torch.vmap(func, in_dims, out_dims, randomness) (one with a chunk_size is not rebuilt: a break)
+    if (PyTuple_GET_ITEM(v->obj.get(), 3) != Py_None) return false;
     static PyObject* vmap = [] {
       PyObject* m = PyImport_ImportModule("torch");
       PyObject* fn = m ? PyObject_GetAttrString(m, "vmap") : nullptr;  // kept
