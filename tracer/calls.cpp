@@ -188,6 +188,32 @@ bool constant_arithmetic(PyObject* target, const std::string& method, const std:
   return ok;
 }
 
+// Operators whose meta kernel lays its result out otherwise than the CPU/CUDA kernel for an input
+// that is not contiguous (channels-last): convolutions, group_norm, pixel_shuffle. Given such an
+// input, their example is computed on fake tensors (the Python meta registrations pick the layout).
+bool layout_sensitive(PyObject* target, const std::string& method, PyObject* pargs) {
+  static const std::vector<PyObject*> ops = [] {
+    std::vector<PyObject*> v;
+    Ref torch = Ref::steal(PyImport_ImportModule("torch"));
+    Ref fn = Ref::steal(PyImport_ImportModule("torch.nn.functional"));
+    for (const char* name : {"conv1d", "conv2d", "conv3d", "conv_transpose1d", "conv_transpose2d", "conv_transpose3d",
+                             "convolution", "group_norm", "pixel_shuffle", "pixel_unshuffle"})
+      for (PyObject* m : {torch.get(), fn.get()})
+        if (PyObject* o = m ? PyObject_GetAttrString(m, name) : nullptr) v.push_back(o);  // kept
+    PyErr_Clear();
+    return v;
+  }();
+  if (!method.empty() || !target || std::find(ops.begin(), ops.end(), target) == ops.end()) return false;
+  for (Py_ssize_t i = 0; i < PyTuple_GET_SIZE(pargs); ++i) {
+    PyObject* a = PyTuple_GET_ITEM(pargs, i);
+    if (!is_tensor(a)) continue;
+    Ref c = Ref::steal(PyObject_CallMethod(a, "is_contiguous", nullptr));
+    if (!c) return PyErr_Clear(), false;
+    if (c.get() == Py_False) return true;
+  }
+  return false;
+}
+
 // Whether the generated code of the graph calls `target` itself. FX writes a callable from torch (its
 // __module__ says so) by its qualified name, module + __name__, looked up again when the code runs: a
 // torch function that functools.wraps dressed as another (torch.func.jacrev(torch.sin)'s wrapper
@@ -334,9 +360,11 @@ Translator::Status Translator::graph_call(Frame& f, Ref target, const std::strin
   Ref result;
   // Under autocast (the caller's, or a torch.autocast block of the trace) a meta example is never cast:
   // the op runs on fake tensors of the real device (dynview._shapes.autocast_example), whose result
-  // has the dtype the graph's will have. A failure there is a break, never a meta example of the
-  // wrong dtype.
-  const bool autocast = !output.dynamic() && any_tensor && autocast_on();
+  // has the dtype the graph's will have. So does a convolution given a channels-last input: the meta
+  // kernel returns a contiguous result where the CPU and CUDA ones keep channels-last strides (so
+  // y.stride(), y.is_contiguous() read eager's). A failure there is a break, never a meta example
+  // of the wrong dtype or layout.
+  const bool autocast = !output.dynamic() && any_tensor && (autocast_on() || layout_sensitive(target.get(), method, pargs.get()));
   if (autocast) {
     static PyObject* autocast_example = [] {
       Ref m = Ref::steal(PyImport_ImportModule("dynview._shapes"));

@@ -1639,3 +1639,28 @@ def tensor_indexed_by_zero_dim_int_tensors(x):
 @case((5, 2), extra=lambda seed: [torch.tensor(seed % 5), torch.tensor([0, 2])])
 def rows_picked_by_an_index_argument(x, row, rows):
     return x[row] * 2, x[rows], x[row, 0] + x[rows].sum()
+
+
+# ---- tensor metadata with keywords, and layouts the meta kernels do not keep ----
+@case((2, 3, 4, 5))
+def size_and_stride_by_keyword(x):
+    # x.size(dim=1) was read as x.size() (the keyword dropped): a tuple where eager gives an int
+    return x.size(dim=1), x.stride(dim=0), x.new_zeros(x.size(dim=-1)) + x.size(dim=2)
+
+
+@case((2, 3, 4, 4))
+def channels_last_checks(x):
+    y = x.to(memory_format=torch.channels_last)
+    return y.is_contiguous(), y.is_contiguous(memory_format=torch.channels_last), y * 2
+
+
+@case((2, 3, 6, 6))
+def conv_keeps_channels_last(x):
+    # a CPU convolution keeps a channels-last input's layout; its meta kernel does not (the example
+    # is computed on fake tensors): code that checks the layout takes eager's branch
+    x = x.contiguous(memory_format=torch.channels_last)
+    y = F.conv2d(x, torch.ones(4, 3, 3, 3), padding=1)
+    if not y.is_contiguous():
+        y = y.contiguous()
+    z = F.group_norm(y, 2)
+    return y.stride(), z.stride(), z.is_contiguous(memory_format=torch.channels_last), z

@@ -196,16 +196,33 @@ struct Kind<VK::Tensor> {
                  "the result depends on tensor values; dynview breaks the graph here like torch.compile");
     if (name == "type" && kwargs.empty() && args.size() <= 1) return tensor_type(t, f, self, args, out);
     if (in_list(kMetaMethods, name)) {  // metadata: a constant computed from the example value
-      auto pargs = Ref::steal(PyTuple_New(args.size()));
-      for (size_t i = 0; i < args.size(); ++i) {
-        auto x = t.to_python(args[i], true);
+      // keywords: x.size(dim=1) is x.size(1); others (is_contiguous(memory_format=...)) are passed on
+      std::vector<VPtr> pos = args;
+      KwArgs rest;
+      for (auto& kv : kwargs) {
+        if (kv.first == "dim" && pos.empty() && (name == "size" || name == "stride"))
+          pos.push_back(kv.second);
+        else
+          rest.push_back(kv);
+      }
+      auto pargs = Ref::steal(PyTuple_New(pos.size()));
+      for (size_t i = 0; i < pos.size(); ++i) {
+        auto x = t.to_python(pos[i], true);
         if (!x) return t.brk(f, "DV0013", "unsupported argument to Tensor." + name);
         PyTuple_SET_ITEM(pargs.get(), i, x->release());
       }
+      Ref pkw = Ref::steal(PyDict_New());
+      for (auto& [k, v] : rest) {
+        auto x = t.to_python(v, true);
+        if (!x || !pkw || PyDict_SetItemString(pkw.get(), k.c_str(), x->get()) < 0)
+          return PyErr_Clear(), t.brk(f, "DV0013", "unsupported keyword argument '" + k + "' to Tensor." + name);
+      }
       Ref m = Ref::steal(PyObject_GetAttrString(self->obj.get(), name.c_str()));
-      Ref r = m ? Ref::steal(PyObject_Call(m.get(), pargs.get(), nullptr)) : Ref();
-      if (!r) return t.brk(f, "DV0006", "Tensor." + name + " failed on the example value");
-      return t.meta_result(f, self, name, args, r, out);
+      Ref r = m ? Ref::steal(PyObject_Call(m.get(), pargs.get(), pkw.get())) : Ref();
+      if (!r) return PyErr_Clear(), t.brk(f, "DV0006", "Tensor." + name + " failed on the example value");
+      if (!rest.empty() && !is_exact_const(r.get()))  // (a symbolic answer would be a node without its keywords)
+        return t.brk(f, "DV0021", "Tensor." + name + " with keyword arguments on a symbolic size");
+      return t.meta_result(f, self, name, pos, r, out);
     }
     bool handled = false;
     if (Status s = tensor_scalar_operand(t, f, self, name, args, kwargs, out, handled); s || handled) return s;
