@@ -1664,3 +1664,10 @@ def conv_keeps_channels_last(x):
         y = y.contiguous()
     z = F.group_norm(y, 2)
     return y.stride(), z.stride(), z.is_contiguous(memory_format=torch.channels_last), z
+
+
+@case((2, 3))
+def device_index_of_a_tensor(x):
+    # get_device() is the real device's index (-1 on the CPU), not a break
+    k = x.get_device()
+    return x + k, x.device.type, x.is_cuda, x.dtype.itemsize

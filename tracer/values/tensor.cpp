@@ -195,6 +195,15 @@ struct Kind<VK::Tensor> {
       return t.brk(f, "DV0003", "data-dependent operator Tensor." + name + "()",
                  "the result depends on tensor values; dynview breaks the graph here like torch.compile");
     if (name == "type" && kwargs.empty() && args.size() <= 1) return tensor_type(t, f, self, args, out);
+    if (name == "get_device" && args.empty() && kwargs.empty() && self->device) {
+      // the real device's index (-1 on the CPU), guarded with the tensor's device; the meta example says -1
+      Ref type = Ref::steal(PyObject_GetAttrString(self->device.get(), "type"));
+      Ref index = Ref::steal(PyObject_GetAttrString(self->device.get(), "index"));
+      if (!type || !index) return PyErr_Clear(), t.brk(f, "DV0006", "Tensor.get_device: no device");
+      const bool cpu = PyUnicode_Check(type.get()) && PyUnicode_CompareWithASCIIString(type.get(), "cpu") == 0;
+      out = t.constant_steal(PyLong_FromLong(cpu || index.get() == Py_None ? -1 : PyLong_AsLong(index.get())));
+      return std::nullopt;
+    }
     if (in_list(kMetaMethods, name)) {  // metadata: a constant computed from the example value
       // keywords: x.size(dim=1) is x.size(1); others (is_contiguous(memory_format=...)) are passed on
       std::vector<VPtr> pos = args;
