@@ -1671,3 +1671,24 @@ def device_index_of_a_tensor(x):
     # get_device() is the real device's index (-1 on the CPU), not a break
     k = x.get_device()
     return x + k, x.device.type, x.is_cuda, x.dtype.itemsize
+
+
+class _Tied(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.proj = nn.Linear(3, 3)
+        self.register_buffer("scale", torch.full((3,), 2.0))
+
+
+_TIED = _Tied()
+
+
+@case((2, 3))
+def dict_update_from_generators(x):
+    # torch.nn.utils.stateless's idiom: a name -> tensor map filled from named_parameters() and
+    # named_buffers() generators (dict.update of any iterable of pairs)
+    named = {}
+    named.update(_TIED.named_parameters(remove_duplicate=False))
+    named.update(_TIED.named_buffers())
+    named.update((k + "_t", v.t()) for k, v in list(named.items()) if v.dim() == 2)
+    return x @ named["proj.weight_t"] * named["scale"] + named["proj.bias"], sorted(named)

@@ -90,6 +90,13 @@ Status update(Translator& t, Frame& f, const VPtr& self, std::vector<VPtr>& args
       VPtr l = t.make(VK::List);
       l->items = t.view_items(*other);
       other = l;
+    } else if (other->kind != VK::Dict && other->kind != VK::List && other->kind != VK::Tuple) {
+      // any other iterable of pairs (a generator: module.named_parameters()), run to its end now
+      VPtr it;
+      if (Status s = t.iterate(f, other, it)) return s;
+      VPtr l = t.make(VK::List);
+      l->items = it->items;
+      other = l;
     }
     if (other->kind == VK::Dict) {
       const std::vector<Ref> keys = other->keys;  // d.update(d) reads a copy
