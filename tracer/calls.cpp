@@ -188,6 +188,24 @@ bool constant_arithmetic(PyObject* target, const std::string& method, const std:
   return ok;
 }
 
+// target(*args, **kw) (or args[0].<method>(...)) on fake tensors of `device` (null: the CPU) standing for
+// the meta examples in args (dynview._shapes.fake_example): a tuple (the result with meta tensors, the
+// device of its first tensor or None); null with the Python error set.
+Ref fake_example(PyObject* target, const std::string& method, PyObject* pargs, PyObject* pkw, PyObject* device) {
+  static PyObject* fn = [] {
+    Ref m = Ref::steal(PyImport_ImportModule("dynview._shapes"));
+    PyObject* f = m ? PyObject_GetAttrString(m.get(), "fake_example") : nullptr;  // kept
+    return f;
+  }();
+  if (!fn) return {};
+  Ref dev = device ? Ref::borrow(device) : Ref::steal(PyObject_CallFunction(py().torch_device.get(), "s", "cpu"));
+  Ref meth = method.empty() ? Ref::borrow(Py_None) : Ref::steal(PyUnicode_FromString(method.c_str()));
+  if (!dev || !meth) return {};
+  Ref pair = Ref::steal(PyObject_CallFunctionObjArgs(fn, target ? target : Py_None, meth.get(), pargs, pkw, dev.get(), nullptr));
+  if (pair && (!PyTuple_Check(pair.get()) || PyTuple_GET_SIZE(pair.get()) != 2)) return {};
+  return pair;
+}
+
 // Operators whose meta kernel lays its result out otherwise than the CPU/CUDA kernel for an input
 // that is not contiguous (channels-last): convolutions, group_norm, pixel_shuffle. Given such an
 // input, their example is computed on fake tensors (the Python meta registrations pick the layout).
@@ -358,37 +376,24 @@ Translator::Status Translator::graph_call(Frame& f, Ref target, const std::strin
     }
   }
   Ref result;
-  // Under autocast (the caller's, or a torch.autocast block of the trace) a meta example is never cast:
-  // the op runs on fake tensors of the real device (dynview._shapes.autocast_example), whose result
-  // has the dtype the graph's will have. So does a convolution given a channels-last input: the meta
-  // kernel returns a contiguous result where the CPU and CUDA ones keep channels-last strides (so
-  // y.stride(), y.is_contiguous() read eager's). A failure there is a break, never a meta example
-  // of the wrong dtype or layout.
-  const bool autocast = !output.dynamic() && any_tensor && (autocast_on() || layout_sensitive(target.get(), method, pargs.get()));
-  if (autocast) {
-    static PyObject* autocast_example = [] {
-      Ref m = Ref::steal(PyImport_ImportModule("dynview._shapes"));
-      PyObject* fn = m ? PyObject_GetAttrString(m.get(), "autocast_example") : nullptr;  // kept
-      if (!fn) PyErr_Clear();
-      return fn;
-    }();
-    Ref dev = device ? device : Ref::steal(PyObject_CallFunction(py().torch_device.get(), "s", "cpu"));
-    Ref meth = method.empty() ? Ref::borrow(Py_None) : Ref::steal(PyUnicode_FromString(method.c_str()));
-    Ref pair = autocast_example && dev && meth
-                   ? Ref::steal(PyObject_CallFunctionObjArgs(autocast_example, target ? target.get() : Py_None, meth.get(),
-                                                             pargs.get(), pkw.get(), dev.get(), nullptr))
-                   : Ref();
-    if (!pair || !PyTuple_Check(pair.get()) || PyTuple_GET_SIZE(pair.get()) != 2) {
+  // Under autocast (the caller's, or a torch.autocast block of the trace) a meta example is never cast,
+  // and a convolution's meta kernel drops a channels-last layout the CPU and CUDA kernels keep: the op
+  // runs on fake tensors of the real device instead (fake_example). A failure there is a break, never
+  // a meta example of the wrong dtype or layout.
+  const bool on_fakes = !output.dynamic() && any_tensor && (autocast_on() || layout_sensitive(target.get(), method, pargs.get()));
+  if (on_fakes) {
+    Ref pair = fake_example(target.get(), method, pargs.get(), pkw.get(), device.get());
+    if (!pair) {
       Ref rv = take_error();
       std::string why = rv ? repr_of(rv.get()) : "no result";
       if (why.size() > 300) why = why.substr(0, 300) + "...";
-      return brk(f, "DV0006", "could not compute the example value of " + what + " under autocast: " + why,
-                 "the operation failed on fake tensors under autocast; eager may fail too");
+      return brk(f, "DV0006", "could not compute the example value of " + what + " on fake tensors: " + why,
+                 "the operation failed on fake tensors (autocast, or a channels-last input); eager may fail too");
     }
     result = Ref::borrow(PyTuple_GET_ITEM(pair.get(), 0));
     if (PyTuple_GET_ITEM(pair.get(), 1) != Py_None) device = Ref::borrow(PyTuple_GET_ITEM(pair.get(), 1));
   }
-  if (!autocast) {
+  if (!on_fakes) {
     std::vector<Ref> ex;
     for (Py_ssize_t i = 0; i < PyTuple_GET_SIZE(pargs.get()); ++i) ex.push_back(Ref::borrow(PyTuple_GET_ITEM(pargs.get(), i)));
     if (!output.dynamic() && any_tensor && constant_arithmetic(target.get(), method, args, kwargs)) {

@@ -163,15 +163,8 @@ VPtr ValueBuilder::wrap(Ref obj, SourcePtr source, Frame& f) {
     return remember(source, key, v);
   }
   if (grad_restore_mode(o) >= 0) return wrap_grad_restore(obj, source, key, f);  // a split with-block's exit
-  if (autocast_exit_class() && Py_TYPE(o) == reinterpret_cast<PyTypeObject*>(autocast_exit_class())) {
-    // a split torch.autocast block's exit (autocast.cpp): one object per block, made by the trace
-    // and held by the transformed code
-    if (source) t_.add_guard(GuardKind::ID_MATCH, source, obj, f, "___check_obj_id(" + key + ", " + repr_of(o) + ")");
-    VPtr v = t_.make(VK::GradMode);
-    v->name = kAutocastExit;
-    v->obj = obj;
-    return remember(source, key, v);
-  }
+  if (autocast_exit_class() && Py_TYPE(o) == reinterpret_cast<PyTypeObject*>(autocast_exit_class()))
+    return wrap_autocast_exit(obj, source, key, f);  // a split torch.autocast block's exit
   if (enum_member(o)) return wrap_enum_member(obj, source, key, f);  // Action.NOTIFY, a str Enum's member
   if (source && PyDict_Check(o) && plain_class(Py_TYPE(o)))  // a dict subclass of Python code: ModelOutput ...
     if (VPtr v = wrap_dict_instance(obj, source, key, f); v || !ok_) return v;
@@ -601,6 +594,16 @@ VPtr ValueBuilder::wrap_grad_restore(const Ref& obj, const SourcePtr& source, co
   v = t_.make(VK::GradMode);
   v->name = kGradExit;
   v->flag = mode == 1;
+  return remember(source, key, v);
+}
+
+// The exit a split torch.autocast block leaves (autocast.cpp): one object per block, made by the trace
+// and held by the transformed code.
+VPtr ValueBuilder::wrap_autocast_exit(const Ref& obj, const SourcePtr& source, const std::string& key, Frame& f) {
+  if (source) t_.add_guard(GuardKind::ID_MATCH, source, obj, f, "___check_obj_id(" + key + ", " + repr_of(obj.get()) + ")");
+  VPtr v = t_.make(VK::GradMode);
+  v->name = kAutocastExit;
+  v->obj = obj;
   return remember(source, key, v);
 }
 

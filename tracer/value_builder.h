@@ -88,6 +88,7 @@ class ValueBuilder {
   VPtr wrap_tuple_iterator(const Ref& obj, const SourcePtr& source, const std::string& key, Frame& f);
   VPtr wrap_ndarray(const Ref& obj, const SourcePtr& source, const std::string& key, Frame& f);
   VPtr wrap_grad_restore(const Ref& obj, const SourcePtr& source, const std::string& key, Frame& f);
+  VPtr wrap_autocast_exit(const Ref& obj, const SourcePtr& source, const std::string& key, Frame& f);
   VPtr wrap_object(const Ref& obj, const SourcePtr& source, const std::string& key, Frame& f);
   VPtr wrap_dict_kind(const Ref& obj, const SourcePtr& source, const std::string& key, Frame& f);
   VPtr wrap_dict_instance(const Ref& obj, const SourcePtr& source, const std::string& key, Frame& f);

@@ -207,24 +207,26 @@ class _StrideSym(sympy.Symbol):
         return obj
 
 
-# ---- example values under autocast (static compiles) -------------------------------------------
+# ---- example values on fake tensors (static compiles: autocast, channels-last convolutions) -----
 # A static compile's example values are meta tensors, which autocast never casts (only tensors of the
 # device it is on are eligible): under torch.autocast a linear's example would say float32 where the
 # graph makes bfloat16, and code that reads its dtype would take the other branch. Under autocast
 # the engine runs each operator on fake tensors of the real device instead (FakeTensor over the meta
-# example), as TorchDynamo's fake tensors are, and takes meta tensors of the result back.
-_autocast_mode = None
+# example), as TorchDynamo's fake tensors are, and takes meta tensors of the result back. So for a
+# convolution of a channels-last input, whose meta kernel returns a contiguous result where the CPU
+# and CUDA kernels keep the layout (the Python meta registrations fake tensors use pick it).
+_fake_mode = None
 
 
-def autocast_example(fn, method, args, kwargs, device):
+def fake_example(fn, method, args, kwargs, device):
     """fn(*args, **kwargs) (or args[0].method(...)) on fakes of the meta tensors in args, on `device`:
     (the result with meta tensors, the device of its first tensor or None)."""
-    global _autocast_mode
+    global _fake_mode
     from torch._subclasses.fake_tensor import FakeTensor
     from torch.utils._pytree import tree_map
-    if _autocast_mode is None:
-        _autocast_mode = FakeTensorMode(allow_non_fake_inputs=True)
-    mode = _autocast_mode
+    if _fake_mode is None:
+        _fake_mode = FakeTensorMode(allow_non_fake_inputs=True)
+    mode = _fake_mode
     made = {}  # id(fake) -> the meta tensor it stands for (an in-place op returns its input)
 
     def fake(t):
