@@ -1094,6 +1094,17 @@ Status object_call(Translator& t, Frame& f, const VPtr& fn, std::vector<VPtr>& a
     case TorchSpecial::none: break;
     case TorchSpecial::graph_break: return t.brk(f, "DV0026", "torch._dynamo.graph_break()");
     case TorchSpecial::vmap: return t.make_vmapped(f, std::move(args), std::move(kwargs), out);
+    case TorchSpecial::vmap_impl: {
+      if (args.size() < 5) return t.brk(f, "DV0004", "functorch's vmap_impl with these arguments");
+      VPtr fn;
+      if (Status s = t.make_vmapped(f, {args[0], args[1], args[2], args[3]}, {{"chunk_size", args[4]}}, fn)) return s;
+      return t.call_vmapped(f, fn, std::vector<VPtr>(args.begin() + 5, args.end()), std::move(kwargs), out);
+    }
+    case TorchSpecial::func_grad: return t.make_func_grad(f, false, std::move(args), std::move(kwargs), out);
+    case TorchSpecial::func_grad_and_value: return t.make_func_grad(f, true, std::move(args), std::move(kwargs), out);
+    case TorchSpecial::functional_call: return t.functional_call(f, std::move(args), std::move(kwargs), out);
+    case TorchSpecial::grad_impl: return t.func_grad_impl(f, false, std::move(args), std::move(kwargs), out);
+    case TorchSpecial::grad_and_value_impl: return t.func_grad_impl(f, true, std::move(args), std::move(kwargs), out);
     case TorchSpecial::effect:
       return t.brk(f, "DV0004", callable_name(o) + " has effects outside the graph");
     case TorchSpecial::is_grad_enabled:
@@ -1385,7 +1396,20 @@ Translator::Status Translator::module_members(Frame& f, const VPtr& fn, const st
       if (last) break;
       start = dot + 1;
     }
-    VPtr v = path.empty() ? self : wrap(Ref::borrow(member), src, f);
+    VPtr v;
+    if (!functional_overrides_.empty() && std::strcmp(kind[2], "_modules") != 0) {
+      // inside functional_call: a parameter or buffer it replaces is the tensor given (as eager swaps
+      // it into its module's dict). (Its holder found by the dotted path, whatever the sources.)
+      PyObject* holder = self->obj.get();
+      size_t from = 0;
+      for (size_t dot; holder && (dot = path.find('.', from)) != std::string::npos; from = dot + 1) {
+        Ref mods = Ref::steal(PyObject_GetAttrString(holder, "_modules"));
+        holder = mods && PyDict_Check(mods.get()) ? PyDict_GetItemString(mods.get(), path.substr(from, dot - from).c_str()) : nullptr;
+      }
+      PyErr_Clear();
+      if (holder) functional_override(holder, path.substr(from), v);
+    }
+    if (!v) v = path.empty() ? self : wrap(Ref::borrow(member), src, f);
     if (!v) return brk(f, "DV0013", "module member " + path + " cannot be traced");
     if (named) {
       VPtr tup = make(VK::Tuple);

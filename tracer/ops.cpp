@@ -562,6 +562,12 @@ Translator::Status Translator::getattr(Frame& f, VPtr obj, const std::string& na
   generic_getattr_ = false;
   const bool outside_instance = (obj->kind == VK::NNModule || obj->kind == VK::Object) && obj->obj &&
                                 !PyType_Check(obj->obj.get()) && !PyModule_Check(obj->obj.get());
+  if (obj->kind == VK::NNModule && !functional_overrides_.empty()) {  // inside functional_call (functional_call.cpp)
+    if (functional_override(obj, name, out)) return std::nullopt;
+    bool handled = false;
+    if (Status s = functional_member(f, obj, name, out, handled)) return s;
+    if (handled) return std::nullopt;
+  }
   if (outside_instance && !output.side_effects.attr_writes.empty()) {
     bool written = false;
     for (auto w = output.side_effects.attr_writes.rbegin(); w != output.side_effects.attr_writes.rend(); ++w) {  // the latest assignment wins

@@ -39,6 +39,13 @@ const Row kRows[] = {
     {"torch._C", "_has_torch_function_unary", TorchSpecial::has_torch_function},
     {"torch._C", "_has_torch_function_variadic", TorchSpecial::has_torch_function},
     {"torch._functorch.apis", "vmap", TorchSpecial::vmap},
+    {"torch._functorch.vmap", "vmap_impl", TorchSpecial::vmap_impl},  // what vmap(f) made outside calls
+    {"torch._functorch.apis", "grad", TorchSpecial::func_grad},
+    {"torch._functorch.apis", "grad_and_value", TorchSpecial::func_grad_and_value},
+    {"torch._functorch.functional_call", "functional_call", TorchSpecial::functional_call},
+    // what grad(f) made outside the compiled code calls (its wrapper's body): grad_impl(func, argnums, has_aux, args, kwargs)
+    {"torch._functorch.eager_transforms", "grad_impl", TorchSpecial::grad_impl},
+    {"torch._functorch.eager_transforms", "grad_and_value_impl", TorchSpecial::grad_and_value_impl},
     // state or effects outside the graph
     {"torch", "manual_seed", TorchSpecial::effect},
     {"torch.random", "manual_seed", TorchSpecial::effect},

@@ -315,6 +315,24 @@ class Translator {
   Status make_vmapped(Frame& f, std::vector<VPtr> args, std::vector<std::pair<std::string, VPtr>> kwargs, VPtr& out);
   Status call_vmapped(Frame& f, const VPtr& fn, std::vector<VPtr> args, std::vector<std::pair<std::string, VPtr>> kwargs,
                       VPtr& out);
+  // torch.func.grad / grad_and_value(fn, ...) made in the trace, and calling it (tracer/values/func_grad.cpp).
+  Status make_func_grad(Frame& f, bool with_value, std::vector<VPtr> args, std::vector<std::pair<std::string, VPtr>> kwargs,
+                        VPtr& out);
+  // grad_impl / grad_and_value_impl(func, argnums, has_aux, args, kwargs): what grad(f) made outside calls
+  Status func_grad_impl(Frame& f, bool with_value, std::vector<VPtr> args, std::vector<std::pair<std::string, VPtr>> kwargs,
+                        VPtr& out);
+  Status call_func_grad(Frame& f, const VPtr& fn, std::vector<VPtr> args, std::vector<std::pair<std::string, VPtr>> kwargs,
+                        VPtr& out);
+  // torch.func.functional_call(module, params_and_buffers, args, kwargs): the module called with
+  // those tensors read in place of its own (tracer/functional_call.cpp).
+  Status functional_call(Frame& f, std::vector<VPtr> args, std::vector<std::pair<std::string, VPtr>> kwargs, VPtr& out);
+  // A module attribute functional_call replaces while its module is called: true and `out` set.
+  bool functional_override(const VPtr& module, const std::string& name, VPtr& out) const;
+  bool functional_override(PyObject* module, const std::string& name, VPtr& out) const;
+  // A module whose tensors functional_call replaces, read another way: its _parameters/_buffers are
+  // dicts of the replacements (`handled`), its __dict__ a break.
+  Status functional_member(Frame& f, const VPtr& module, const std::string& name, VPtr& out, bool& handled);
+  bool functorch_level_busy();  // functorch is transforming for real (a transform here is left to eager)
   // Fn.apply(*args) of a torch.autograd.Function subclass `cls`: one graph node (autograd_apply.cpp).
   Status autograd_function_apply(Frame& f, const VPtr& cls, std::vector<VPtr> args,
                                  std::vector<std::pair<std::string, VPtr>> kwargs, VPtr& out);
@@ -367,7 +385,15 @@ class Translator {
   // caller fills its contents).
   VPtr real_cell(Frame& f, PyObject* cell, const SourcePtr& source, bool& fresh);
   int cur_step_ = 0;
-  int vmap_depth_ = 0;  // torch.vmap calls being traced around the current step
+  int functorch_depth_ = 0;  // torch.vmap and torch.func.grad calls traced around the current step (functorch's level)
+  int grad_depth_ = 0;       // the torch.func.grad calls among them
+  // functional_call's replacements, innermost last: (module, attribute name) -> the tensor read instead
+  struct FunctionalOverride {
+    PyObject* module;
+    std::string name;
+    VPtr value;
+  };
+  std::vector<FunctionalOverride> functional_overrides_;
   // value (a constant: its object) -> (value kept alive, its fake id)
   std::unordered_map<const void*, std::pair<VPtr, VPtr>> fake_ids_;
 #ifdef DV_CHECK_STACK
@@ -444,6 +470,12 @@ enum class TorchSpecial {
   of_examples,         // a Python value that depends only on the guarded type, dtype, device and layout of
                        // the tensors given: computed on their examples (_has_compatible_shallow_copy_type)
   vmap,                // torch.vmap / torch.func.vmap: a Vmapped value (tracer/values/vmapped.cpp)
+  vmap_impl,           // functorch's vmap_impl(func, in_dims, out_dims, randomness, chunk_size, *args): a Vmapped called
+  func_grad,           // torch.func.grad: a FuncGrad value (tracer/values/func_grad.cpp)
+  func_grad_and_value, // torch.func.grad_and_value: a FuncGrad value
+  functional_call,     // torch.func.functional_call (not the deprecated torch.nn.utils.stateless one, as TorchDynamo)
+  grad_impl,           // functorch's grad_impl(func, argnums, has_aux, args, kwargs): a FuncGrad called
+  grad_and_value_impl, // functorch's grad_and_value_impl(...): the same
   effect,              // seeds, save/load, process settings, compile: a break
 };
 TorchSpecial torch_special(PyObject* fn);

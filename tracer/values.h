@@ -41,8 +41,10 @@ enum class VK : uint8_t {
              // (tracer/values/ndarray.cpp)
   Vmapped,   // torch.vmap(fn, ...) made in the trace: self = fn, obj = (in_dims, out_dims, randomness)
              // (tracer/values/vmapped.cpp)
+  FuncGrad,  // torch.func.grad / grad_and_value(fn, ...) made in the trace: self = fn, obj = (argnums,
+             // has_aux, with_value) (tracer/values/func_grad.cpp)
 };
-inline constexpr size_t kKindCount = static_cast<size_t>(VK::Vmapped) + 1;  // Vmapped: the last kind
+inline constexpr size_t kKindCount = static_cast<size_t>(VK::FuncGrad) + 1;  // FuncGrad: the last kind
 // The value protocol: what each kind answers, one specialisation per kind (tracer/values/kind.h).
 template <VK K>
 struct Kind;

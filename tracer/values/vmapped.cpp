@@ -163,6 +163,19 @@ struct VmapCall {
       }
       return true;
     }
+    if (res->kind == VK::Dict && !res->obj && !res->lazy) {  // a plain dict made by the function (grad of a dict of parameters)
+      const bool per_key = PyDict_Check(spec);
+      out = t.make(VK::Dict);
+      out->keys = res->keys;
+      for (size_t i = 0; i < res->items.size(); ++i) {
+        PyObject* sub = per_key ? PyDict_GetItemWithError(spec, res->keys[i].get()) : spec;
+        if (!sub) return PyErr_Clear(), why = "torch.vmap with out_dims that do not match the keys of a dict output", false;
+        VPtr o;
+        if (!rebuilt_out(res->items[i], sub, o)) return false;
+        out->items.push_back(o);
+      }
+      return true;
+    }
     if (res->kind != VK::Tensor) return why = std::string("torch.vmap of a function returning a ") + vk_name(res->kind), false;
     if (!PyLong_CheckExact(spec)) return why = "torch.vmap with an out_dim that is not an int", false;
     long d = PyLong_AsLong(spec);
@@ -237,6 +250,19 @@ Translator::Status vmapped_chunks(Translator& t, Frame& f, const VPtr& fn, VmapC
       }
       return std::nullopt;
     }
+    if (first->kind == VK::Dict) {  // (rebuilt_out made each chunk's dict: the same keys)
+      o = t.make(VK::Dict);
+      o->keys = first->keys;
+      for (size_t i = 0; i < first->items.size(); ++i) {
+        std::vector<VPtr> column;
+        for (const VPtr& r : rs) column.push_back(r->items[i]);
+        PyObject* sub = PyDict_Check(spec) ? PyDict_GetItem(spec, first->keys[i].get()) : spec;
+        VPtr joined;
+        if (Status s = join(column, sub, joined)) return s;
+        o->items.push_back(joined);
+      }
+      return std::nullopt;
+    }
     if (rs.size() == 1) return o = first, std::nullopt;
     VPtr list = t.make(VK::List);
     list->items = rs;
@@ -289,17 +315,11 @@ Translator::Status Translator::call_vmapped(Frame& f, const VPtr& fn, std::vecto
   PyObject* in_dims = PyTuple_GET_ITEM(fn->obj.get(), 0);
   PyObject* out_dims = PyTuple_GET_ITEM(fn->obj.get(), 1);
   PyObject* randomness = PyTuple_GET_ITEM(fn->obj.get(), 2);
-  // functorch's level of this vmap when the graph runs: one above those of the vmaps being traced
-  // around it. A frame compiled while functorch is already transforming it is left to eager.
-  static PyObject* current_level = [] {
-    Ref m = Ref::steal(PyImport_ImportModule("torch._C._functorch"));
-    PyObject* c = m ? PyObject_GetAttrString(m.get(), "maybe_current_level") : nullptr;  // kept
-    PyErr_Clear();
-    return c;
-  }();
-  Ref cur = current_level ? Ref::steal(PyObject_CallNoArgs(current_level)) : Ref();
-  if (!cur || cur.get() != Py_None) return PyErr_Clear(), brk(f, "DV0004", "torch.vmap inside code functorch is transforming");
-  VmapCall c(*this, f, vmap_depth_ + 1);
+  // functorch's level of this vmap when the graph runs: one above those of the transforms (vmap,
+  // grad) being traced around it. A frame compiled while functorch is already transforming it is
+  // left to eager.
+  if (functorch_level_busy()) return brk(f, "DV0004", "torch.vmap inside code functorch is transforming");
+  VmapCall c(*this, f, functorch_depth_ + 1);
   VPtr argt = make(VK::Tuple);
   argt->items = args;
   if (PyLong_CheckExact(in_dims) || in_dims == Py_None) {
@@ -334,10 +354,10 @@ Translator::Status Translator::call_vmapped(Frame& f, const VPtr& fn, std::vecto
   }
   size_t k = 0;
   VPtr inner_args = c.rebuilt_in(argt, inner, k);
-  ++vmap_depth_;
+  ++functorch_depth_;
   VPtr res;
   Status s = call(f, fn->self, inner_args->items, std::move(kwargs), res);
-  --vmap_depth_;
+  --functorch_depth_;
   if (s) {
     // An exception raised inside leaves through vmap's own `with` (vmap_increment_nesting): the
     // level is closed before it reaches a handler around the call, as in eager. (A break needs

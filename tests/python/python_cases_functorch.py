@@ -1,0 +1,379 @@
+"""torch.func's grad, grad_and_value and functional_call inside compiled code, written the way
+torch.func's tutorials (per-sample gradients, model ensembling), meta-learning code (MAML's inner
+step) and physics-informed models write them. Appended to python_cases.CASES; each is checked
+against eager and torch._dynamo.explain by test_python_cases.py."""
+import copy
+
+import torch
+import torch.nn as nn
+import torch.nn.functional as F
+from torch.func import functional_call, grad, grad_and_value, stack_module_state, vmap
+
+from python_cases import NOT_YET, case  # noqa: F401
+
+
+class _MLP(nn.Module):
+    def __init__(self, d_in=6, d_hidden=10, d_out=3):
+        super().__init__()
+        self.fc1 = nn.Linear(d_in, d_hidden)
+        self.fc2 = nn.Linear(d_hidden, d_out)
+
+    def forward(self, x):
+        return self.fc2(F.relu(self.fc1(x)))
+
+
+class _BNNet(nn.Module):  # a buffer-carrying model (running statistics)
+    def __init__(self):
+        super().__init__()
+        self.conv = nn.Conv2d(2, 4, 3, padding=1)
+        self.bn = nn.BatchNorm2d(4)
+        self.head = nn.Linear(4, 2)
+
+    def forward(self, x, scale=1.0):
+        h = F.relu(self.bn(self.conv(x)))
+        return self.head(h.mean((2, 3))) * scale
+
+
+class _TiedLM(nn.Module):  # an embedding tied to the output projection, as language models tie them
+    def __init__(self, vocab=11, d=6):
+        super().__init__()
+        self.embed = nn.Embedding(vocab, d)
+        self.proj = nn.Linear(d, d)
+        self.lm_head = nn.Linear(d, vocab, bias=False)
+        self.lm_head.weight = self.embed.weight
+
+    def forward(self, ids):
+        return self.lm_head(torch.tanh(self.proj(self.embed(ids))))
+
+
+torch.manual_seed(0)
+_MODEL = _MLP()
+_BN = _BNNet().eval()
+_BN_TRAIN = _BNNet()
+_TIED = _TiedLM()
+_ENSEMBLE = [_MLP() for _ in range(4)]
+_BASE = copy.deepcopy(_ENSEMBLE[0]).to("meta")
+
+
+def _detached(m):
+    return {k: v.detach() for k, v in m.named_parameters()}
+
+
+def _params_and_data(seed):
+    g = torch.Generator().manual_seed(seed + 100)
+    return [_detached(_MODEL), torch.randn(5, 6, generator=g), torch.randint(0, 3, (5,), generator=g)]
+
+
+# ---- functional_call ----
+@case((4, 6))
+def functional_call_with_scaled_parameters(x):
+    params = {name: p * 0.5 for name, p in _MODEL.named_parameters()}
+    return functional_call(_MODEL, params, (x,))
+
+
+@case((4, 6))
+def functional_call_with_one_parameter_replaced(x):
+    # the other parameters stay the module's own (strict=False)
+    return functional_call(_MODEL, {"fc2.bias": torch.zeros(3)}, x)
+
+
+@case((4, 6), extra=lambda seed: [_detached(_MODEL)])
+def functional_call_of_a_parameter_dict_argument(x, params):
+    out = functional_call(_MODEL, params, args=(x,))
+    return out.softmax(-1)
+
+
+@case((3, 2, 5, 5))
+def functional_call_with_buffers_and_kwargs(x):
+    params = {k: v.detach() for k, v in _BN.named_parameters()}
+    buffers = {k: v.clone() for k, v in _BN.named_buffers()}
+    return functional_call(_BN, (params, buffers), (x,), {"scale": 2.0})
+
+
+@case((3, 2, 5, 5))
+def functional_call_in_training_updates_the_given_buffers(x):
+    # BatchNorm in training mode updates running stats in place: the tensors passed in, not the module's
+    buffers = {k: v.clone() for k, v in _BN_TRAIN.named_buffers()}
+    out = functional_call(_BN_TRAIN, buffers, (x,))
+    return out, buffers["bn.running_mean"], buffers["bn.num_batches_tracked"]
+
+
+@case((2, 5))
+def functional_call_tied_weights_follow_the_embedding(x):
+    ids = (x.abs() * 10).long() % 11
+    new_embed = torch.ones(11, 6) * 0.1
+    return functional_call(_TIED, {"embed.weight": new_embed}, (ids,))
+
+
+@case((2, 5))
+def functional_call_untied_weights(x):
+    ids = (x.abs() * 10).long() % 11
+    return functional_call(_TIED, {"embed.weight": torch.ones(11, 6)}, (ids,), tie_weights=False)
+
+
+@case((4, 6))
+def functional_call_strict_with_every_key(x):
+    params = {k: v + 1 for k, v in _MODEL.state_dict().items()}
+    return functional_call(_MODEL, params, (x,), strict=True)
+
+
+@case((4, 6))
+def functional_call_strict_with_a_missing_key_raises(x):
+    try:
+        return functional_call(_MODEL, {"fc1.weight": torch.zeros(10, 6)}, (x,), strict=True)
+    except RuntimeError:
+        return x - 1
+
+
+@case((4, 6))
+def functional_call_through_the_deprecated_stateless_module(x):
+    from torch.nn.utils import stateless
+    params = {k: v * 2 for k, v in _MODEL.named_parameters()}
+    return stateless.functional_call(_MODEL, params, (x,))
+
+
+@case((4, 6))
+def functional_call_then_module_itself(x):
+    # the module's own parameters are read again after the call
+    zeros = {k: torch.zeros_like(v) for k, v in _MODEL.named_parameters()}
+    return functional_call(_MODEL, zeros, (x,)), _MODEL(x)
+
+
+@case((4, 6))
+def functional_call_nested_in_a_helper_module_call(x):
+    def head(h):
+        return functional_call(_MODEL.fc2, {"weight": _MODEL.fc2.weight * 0, "bias": _MODEL.fc2.bias}, (h,))
+    return head(F.relu(_MODEL.fc1(x)))
+
+
+# ---- torch.func.grad / grad_and_value ----
+@case((5,))
+def grad_of_a_scalar_function(x):
+    return grad(lambda y: (y.sin() ** 2).sum())(x)
+
+
+@case((5,), (5,))
+def grad_with_two_argnums(x, y):
+    dx, dy = grad(lambda a, b: (a * b.exp()).sum(), argnums=(0, 1))(x, y)
+    return dx + 1, dy
+
+
+@case((5,), (5,))
+def grad_with_respect_to_the_second_argument(x, y):
+    return grad(lambda a, b: (a * b).pow(2).mean(), argnums=1)(x, y)
+
+
+@case((5,))
+def grad_with_aux(x):
+    def f(y):
+        s = y.tanh()
+        return s.sum(), {"act": s, "scale": s.abs().max()}
+    g, aux = grad(f, has_aux=True)(x)
+    return g, aux["act"] * aux["scale"]
+
+
+@case((5,))
+def grad_with_a_number_in_aux_raises(x):
+    try:
+        return grad(lambda y: (y.sum(), {"n": 3, "none": None}), has_aux=True)(x)
+    except RuntimeError as e:
+        return x + len(str(e))
+
+
+@case((5,))
+def grad_and_value_of_a_loss(x):
+    g, value = grad_and_value(lambda y: (y.cos() * y).sum())(x)
+    return g, value
+
+
+@case((5,))
+def grad_and_value_with_aux(x):
+    (g, (loss, aux)) = grad_and_value(lambda y: ((y ** 2).sum(), y.mean()), has_aux=True)(x)
+    return g, loss, aux
+
+
+@case((5,))
+def second_derivative_by_nested_grad(x):
+    d2 = vmap(grad(grad(torch.sin)))(x)
+    return d2, -x.sin()
+
+
+@case((5,))
+def grad_under_no_grad(x):
+    with torch.no_grad():
+        g = grad(lambda y: (y ** 3).sum())(x)
+    return g, torch.is_grad_enabled()
+
+
+@case((5,))
+def grad_of_a_closure_over_a_tensor(x):
+    w = x.flip(0) + 1
+    return grad(lambda y: (y * w).sum())(x)
+
+
+@case((5,))
+def grad_raising_inside_is_caught_outside(x):
+    def f(y):
+        if y.shape[0] == 5:
+            raise ValueError("five")
+        return y.sum()
+    try:
+        return grad(f)(x)
+    except ValueError:
+        return x * 0
+
+
+@case((5, 3))
+def grad_of_a_non_scalar_output_raises(x):
+    try:
+        return grad(lambda y: y * 2)(x)
+    except RuntimeError as e:
+        return x + len(str(e))
+
+
+@case((5,))
+def grad_then_more_ops(x):
+    g = grad(lambda y: torch.logsumexp(y, 0))(x)  # the softmax
+    return (g - x.softmax(0)).abs().max(), g.sum()
+
+
+@case(extra=_params_and_data)
+def grad_of_a_loss_with_respect_to_a_parameter_dict(params, x, y):
+    def loss(p):
+        return F.cross_entropy(functional_call(_MODEL, p, (x,)), y)
+    g = grad(loss)(params)
+    return {k: v.norm() for k, v in g.items()}
+
+
+@case(extra=_params_and_data)
+def maml_inner_step(params, x, y):
+    # one inner-loop SGD step on the functional parameters, then the loss at the adapted ones
+    def loss(p, xs, ys):
+        return F.cross_entropy(functional_call(_MODEL, p, (xs,)), ys)
+    g = grad(loss)(params, x, y)
+    adapted = {k: v - 0.1 * g[k] for k, v in params.items()}
+    return loss(adapted, x, y)
+
+
+@case(extra=_params_and_data)
+def per_sample_gradients(params, x, y):
+    # the torch.func tutorial's per-sample gradients
+    def compute_loss(p, sample, target):
+        predictions = functional_call(_MODEL, p, (sample.unsqueeze(0),))
+        return F.cross_entropy(predictions, target.unsqueeze(0))
+    per_sample = vmap(grad(compute_loss), in_dims=(None, 0, 0))(params, x, y)
+    return per_sample["fc1.weight"].shape, per_sample
+
+
+@case((8, 6))
+def model_ensembling_over_stacked_parameters(x):
+    # the torch.func tutorial's ensembling: one base module on the meta device, stacked parameters
+    params, buffers = stack_module_state(_ENSEMBLE)
+
+    def fmodel(p, b, inp):
+        return functional_call(_BASE, (p, b), (inp,))
+    return vmap(fmodel, in_dims=(0, 0, None))(params, buffers, x)
+
+
+@case((6, 2))
+def physics_informed_derivative_of_a_network(xt):
+    # du/dx of a small network at each point (a PINN residual): vmap over points of the grad of u
+    net = _PINN
+
+    def u(point):
+        return net(point.unsqueeze(0)).squeeze()
+    du = vmap(grad(u))(xt)
+    return du[:, 0] - 0.1 * du[:, 1]
+
+
+_PINN = nn.Sequential(nn.Linear(2, 8), nn.Tanh(), nn.Linear(8, 1))
+
+
+# ---- transforms made outside the compiled function (a module-level grad(f), vmap(f)) ----
+_GRAD_OF_ENERGY = grad(lambda pos: (pos.pow(2).sum(-1) + 1).log().sum())
+_GRAD_AND_LOSS = grad_and_value(lambda w, x: (x @ w).pow(2).mean(), argnums=0)
+_ROW_NORMS = vmap(lambda r: r.norm())
+
+
+@case((4, 3))
+def grad_made_outside_the_compiled_function(pos):
+    force = -_GRAD_OF_ENERGY(pos)
+    return force, force.norm()
+
+
+@case((3, 2), (5, 3))
+def grad_and_value_made_outside(w, x):
+    g, loss = _GRAD_AND_LOSS(w, x)
+    return w - 0.1 * g, loss
+
+
+@case((4, 3))
+def vmap_made_outside_the_compiled_function(x):
+    return _ROW_NORMS(x) + 1
+
+
+@case((6, 4))
+def vmap_in_chunks_of_a_function_returning_a_dict(x):
+    out = vmap(lambda r: {"act": r.sin(), "total": r.sum()}, chunk_size=4)(x)
+    return out["act"], out["total"]
+
+
+# ---- a module that reads its tensors another way inside functional_call (eager swaps them into its
+# _parameters and _buffers, so parameters(), named_buffers() and _parameters see the tensors given) ----
+class _SelfRegularized(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.lin = nn.Linear(4, 4)
+        self.register_buffer("shift", torch.ones(4))
+
+    def forward(self, x):
+        penalty = sum(p.pow(2).sum() for p in self.parameters())
+        buffers = dict(self.named_buffers())
+        return self.lin(x) + buffers["shift"], penalty, self.lin._parameters["weight"].sum()
+
+
+_SELF_REG = _SelfRegularized()
+
+
+@case((3, 4))
+def functional_call_of_a_module_iterating_its_parameters(x):
+    return functional_call(_SELF_REG, {"lin.weight": torch.eye(4), "shift": torch.zeros(4)}, (x,))
+
+
+class _PrintsInForward(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.lin = nn.Linear(4, 4)
+
+    def forward(self, x):
+        h = self.lin(x)
+        print("", end="")  # a graph break inside the module called functionally
+        return h * 2
+
+
+_PRINTS = _PrintsInForward()
+
+
+@case((3, 4))
+def functional_call_with_a_break_inside_the_module(x):
+    return functional_call(_PRINTS, {"lin.weight": torch.eye(4)}, (x,)) + 1
+
+
+@case((4,))
+def grad_of_a_function_with_a_break_inside(x):
+    def f(y):
+        z = y.sin()
+        print("", end="")
+        return z.sum()
+    return grad(f)(x) + 1
+
+
+@case((4,))
+def grad_with_keyword_arguments(x):
+    return grad(lambda y, scale=1.0: (y * scale).sum())(x, scale=3.0)
+
+
+@case((4,))
+def grad_with_respect_to_a_list_of_tensors(x):
+    gs = grad(lambda ps: (ps[0] * ps[1]).sum())([x, x * 2])
+    return gs[0], gs[1]
