@@ -1100,8 +1100,13 @@ Status object_call(Translator& t, Frame& f, const VPtr& fn, std::vector<VPtr>& a
       if (Status s = t.make_vmapped(f, {args[0], args[1], args[2], args[3]}, {{"chunk_size", args[4]}}, fn)) return s;
       return t.call_vmapped(f, fn, std::vector<VPtr>(args.begin() + 5, args.end()), std::move(kwargs), out);
     }
-    case TorchSpecial::func_grad: return t.make_func_grad(f, false, std::move(args), std::move(kwargs), out);
-    case TorchSpecial::func_grad_and_value: return t.make_func_grad(f, true, std::move(args), std::move(kwargs), out);
+    case TorchSpecial::func_grad: return t.make_func_grad(f, Translator::FuncMode::grad, std::move(args), std::move(kwargs), out);
+    case TorchSpecial::func_grad_and_value:
+      return t.make_func_grad(f, Translator::FuncMode::grad_and_value, std::move(args), std::move(kwargs), out);
+    case TorchSpecial::func_eager:
+      return t.brk(f, "DV0004", callable_name(o) + " is not traced (forward-mode and vjp transforms)",
+                   "it runs eagerly; torch.func.grad, grad_and_value, jacrev and vmap are traced");
+    case TorchSpecial::func_jacrev: return t.make_func_grad(f, Translator::FuncMode::jacrev, std::move(args), std::move(kwargs), out);
     case TorchSpecial::functional_call: return t.functional_call(f, std::move(args), std::move(kwargs), out);
     case TorchSpecial::grad_impl: return t.func_grad_impl(f, false, std::move(args), std::move(kwargs), out);
     case TorchSpecial::grad_and_value_impl: return t.func_grad_impl(f, true, std::move(args), std::move(kwargs), out);

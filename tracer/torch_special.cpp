@@ -42,6 +42,13 @@ const Row kRows[] = {
     {"torch._functorch.vmap", "vmap_impl", TorchSpecial::vmap_impl},  // what vmap(f) made outside calls
     {"torch._functorch.apis", "grad", TorchSpecial::func_grad},
     {"torch._functorch.apis", "grad_and_value", TorchSpecial::func_grad_and_value},
+    {"torch._functorch.eager_transforms", "jacrev", TorchSpecial::func_jacrev},
+    // forward mode and the rest of torch.func: not traced yet (a break; they run eagerly)
+    {"torch._functorch.eager_transforms", "jacfwd", TorchSpecial::func_eager},
+    {"torch._functorch.eager_transforms", "hessian", TorchSpecial::func_eager},
+    {"torch._functorch.eager_transforms", "jvp", TorchSpecial::func_eager},
+    {"torch._functorch.eager_transforms", "vjp", TorchSpecial::func_eager},
+    {"torch._functorch.eager_transforms", "linearize", TorchSpecial::func_eager},
     {"torch._functorch.functional_call", "functional_call", TorchSpecial::functional_call},
     // what grad(f) made outside the compiled code calls (its wrapper's body): grad_impl(func, argnums, has_aux, args, kwargs)
     {"torch._functorch.eager_transforms", "grad_impl", TorchSpecial::grad_impl},

@@ -316,11 +316,14 @@ class Translator {
   Status call_vmapped(Frame& f, const VPtr& fn, std::vector<VPtr> args, std::vector<std::pair<std::string, VPtr>> kwargs,
                       VPtr& out);
   // torch.func.grad / grad_and_value(fn, ...) made in the trace, and calling it (tracer/values/func_grad.cpp).
-  Status make_func_grad(Frame& f, bool with_value, std::vector<VPtr> args, std::vector<std::pair<std::string, VPtr>> kwargs,
+  enum class FuncMode { grad, grad_and_value, jacrev };
+  Status make_func_grad(Frame& f, FuncMode mode, std::vector<VPtr> args, std::vector<std::pair<std::string, VPtr>> kwargs,
                         VPtr& out);
   // grad_impl / grad_and_value_impl(func, argnums, has_aux, args, kwargs): what grad(f) made outside calls
   Status func_grad_impl(Frame& f, bool with_value, std::vector<VPtr> args, std::vector<std::pair<std::string, VPtr>> kwargs,
                         VPtr& out);
+  Status call_jacrev(Frame& f, const VPtr& fn, std::vector<VPtr> args, std::vector<std::pair<std::string, VPtr>> kwargs,
+                     VPtr& out);
   Status call_func_grad(Frame& f, const VPtr& fn, std::vector<VPtr> args, std::vector<std::pair<std::string, VPtr>> kwargs,
                         VPtr& out);
   // torch.func.functional_call(module, params_and_buffers, args, kwargs): the module called with
@@ -333,6 +336,12 @@ class Translator {
   // dicts of the replacements (`handled`), its __dict__ a break.
   Status functional_member(Frame& f, const VPtr& module, const std::string& name, VPtr& out, bool& handled);
   bool functorch_level_busy();  // functorch is transforming for real (a transform here is left to eager)
+  // The functorch transforms (vmap, grad) traced around the current step: their count is the level
+  // the next one gets when the graph runs.
+  int functorch_depth() const { return functorch_depth_; }
+  int grad_depth() const { return grad_depth_; }
+  void enter_transform(bool grad) { ++functorch_depth_, grad_depth_ += grad; }
+  void exit_transform(bool grad) { --functorch_depth_, grad_depth_ -= grad; }
   // Fn.apply(*args) of a torch.autograd.Function subclass `cls`: one graph node (autograd_apply.cpp).
   Status autograd_function_apply(Frame& f, const VPtr& cls, std::vector<VPtr> args,
                                  std::vector<std::pair<std::string, VPtr>> kwargs, VPtr& out);
@@ -473,6 +482,8 @@ enum class TorchSpecial {
   vmap_impl,           // functorch's vmap_impl(func, in_dims, out_dims, randomness, chunk_size, *args): a Vmapped called
   func_grad,           // torch.func.grad: a FuncGrad value (tracer/values/func_grad.cpp)
   func_grad_and_value, // torch.func.grad_and_value: a FuncGrad value
+  func_jacrev,         // torch.func.jacrev: a FuncGrad value
+  func_eager,          // torch.func.jacfwd, hessian, jvp, vjp, linearize: a break
   functional_call,     // torch.func.functional_call (not the deprecated torch.nn.utils.stateless one, as TorchDynamo)
   grad_impl,           // functorch's grad_impl(func, argnums, has_aux, args, kwargs): a FuncGrad called
   grad_and_value_impl, // functorch's grad_and_value_impl(...): the same

@@ -7,7 +7,7 @@ import copy
 import torch
 import torch.nn as nn
 import torch.nn.functional as F
-from torch.func import functional_call, grad, grad_and_value, stack_module_state, vmap
+from torch.func import functional_call, grad, grad_and_value, jacrev, stack_module_state, vmap
 
 from python_cases import NOT_YET, case  # noqa: F401
 
@@ -377,3 +377,90 @@ def grad_with_keyword_arguments(x):
 def grad_with_respect_to_a_list_of_tensors(x):
     gs = grad(lambda ps: (ps[0] * ps[1]).sum())([x, x * 2])
     return gs[0], gs[1]
+
+
+# ---- torch.func.jacrev: the vjp, a standard basis of the outputs, the vjp vmapped over it ----
+@case((3,))
+def jacrev_of_an_elementwise_function(x):
+    return jacrev(lambda y: y.sin() * 2)(x)
+
+
+@case((3,))
+def jacrev_of_a_torch_function_itself(x):
+    return jacrev(torch.tanh)(x) + 1
+
+
+@case((3,), (4, 3))
+def jacrev_with_respect_to_two_arguments(x, w):
+    jx, jw = jacrev(lambda a, b: b @ a.tanh(), argnums=(0, 1))(x, w)
+    return jx, jw.shape, jw
+
+
+@case((2, 3))
+def jacrev_of_a_matrix_input(x):
+    return jacrev(lambda y: (y ** 2).sum(0))(x)
+
+
+@case((3,))
+def jacrev_of_a_function_with_two_outputs(x):
+    j_vec, j_scalar = jacrev(lambda y: (y.sin(), y.cos().sum()))(x)
+    return j_vec, j_scalar
+
+
+@case((3,))
+def jacrev_with_aux(x):
+    j, aux = jacrev(lambda y: (y.exp(), y.mean()), has_aux=True)(x)
+    return j, aux
+
+
+@case((5, 3))
+def jacrev_per_example_by_vmap(x):
+    # the jacobian of a softmax at each row of a batch
+    return vmap(jacrev(lambda y: y.softmax(-1)))(x)
+
+
+@case((3,))
+def jacrev_of_a_network(x):
+    return jacrev(_PINN_3)(x)
+
+
+@case((3,))
+def jacrev_under_no_grad(x):
+    with torch.no_grad():
+        return jacrev(lambda y: y * y)(x)
+
+
+@case((3,))
+def hessian_by_jacrev_of_jacrev(x):
+    return jacrev(jacrev(lambda y: (y ** 3).sum()))(x)
+
+
+@case((3,))
+def jacrev_of_an_integer_output_raises(x):
+    try:
+        return jacrev(lambda y: (y > 0).long())(x)
+    except RuntimeError as e:
+        return x + len(str(e))
+
+
+@case((3,))
+def jacrev_with_respect_to_a_parameter_dict(x):
+    params = dict(_PINN_3.named_parameters())
+    j = jacrev(lambda p: functional_call(_PINN_3, p, (x,)))(params)
+    return j["0.weight"].shape, j["2.bias"]
+
+
+@case((3,))
+def jacrev_in_chunks(x):
+    return jacrev(lambda y: y.sin(), chunk_size=1)(x)
+
+
+@case((3,))
+def hessian_of_a_cubic(x):
+    return torch.func.hessian(lambda y: (y ** 3).sum())(x)
+
+
+_PINN_3 = nn.Sequential(nn.Linear(3, 4), nn.Tanh(), nn.Linear(4, 2))
+NOT_YET["jacrev_with_respect_to_a_parameter_dict"] = "jacrev of a pytree of tensors (a dict) is not traced: the jacobian runs eagerly"
+NOT_YET["jacrev_in_chunks"] = "jacrev with a chunk_size is not traced: the jacobian runs eagerly"
+NOT_YET["hessian_of_a_cubic"] = "jacfwd (forward mode, hessian's outer transform) is not traced: it runs eagerly"

@@ -24,6 +24,8 @@ namespace dv {
 
 using cg::N;
 
+using FuncMode = Translator::FuncMode;
+
 namespace {
 
 PyObject* attr_of(const char* module, const char* name) {  // module.name, kept for the process (or null)
@@ -46,14 +48,24 @@ struct Steps {  // the functions the graph calls, looked up once
   PyObject* unwrap = attr_of("torch._functorch.predispatch", "_unwrap_for_grad");
   PyObject* grad = attr_of("torch._functorch.apis", "grad");
   PyObject* grad_and_value = attr_of("torch._functorch.apis", "grad_and_value");
+  PyObject* jacrev = attr_of("torch._functorch.eager_transforms", "jacrev");
+  PyObject* lazy = attr_of("torch._functorch.predispatch", "lazy_load_decompositions");
+  PyObject* vmap_inc = attr_of("torch._functorch.predispatch", "_vmap_increment_nesting");
+  PyObject* vmap_dec = attr_of("torch._functorch.predispatch", "_vmap_decrement_nesting");
+  PyObject* add_batch = attr_of("torch._functorch.predispatch", "_add_batch_dim");
+  PyObject* remove_batch = attr_of("torch._functorch.predispatch", "_remove_batch_dim");
   bool ok() const {
     return hooks_disable && hooks_enable && hooks_message && inc && dec && wrap && allow_inplace && set_requires_grad &&
-           autograd_grad && unwrap && grad && grad_and_value;
+           autograd_grad && unwrap && grad && grad_and_value && jacrev && lazy && vmap_inc && vmap_dec && add_batch && remove_batch;
   }
 };
 const Steps& grad_steps() {
   static const Steps* s = new Steps();
   return *s;
+}
+
+std::string func_mode_name(FuncMode m) {
+  return m == FuncMode::grad ? "torch.func.grad" : m == FuncMode::grad_and_value ? "torch.func.grad_and_value" : "torch.func.jacrev";
 }
 
 // functorch's message for saved-tensor hooks inside its transforms (the decorator on grad_and_value_impl)
@@ -157,41 +169,122 @@ struct GradCall {
   }
 };
 
+// One functorch grad level traced, the part grad_and_value_impl and _vjp_with_argnums share: the
+// saved-tensor hooks disabled, _grad_increment_nesting, grad mode on, every tensor argument wrapped,
+// the differentiated ones made to require grad; then the function inlined; close() undoes it all in
+// the graph. Anything that stops the call after open() must close (an exception) or restart the
+// trace (a break: nothing recorded is kept).
+struct GradLevel : GradCall {
+  GradLevel(Translator& tr, Frame& fr) : GradCall(tr, fr, tr.functorch_depth() + 1) {}
+  Ref message, prev_message;
+  bool grad_was = true;
+  bool single = true;          // argnums is one int
+  std::vector<long> which;     // the differentiated arguments' positions
+  VPtr diff;                   // a tuple of the differentiated (wrapped) arguments, in argnums' order
+
+  Status open(const std::string& what, PyObject* argnums, const std::vector<VPtr>& args, const KwArgs& kwargs,
+              std::vector<VPtr>& wrapped, KwArgs& wrapped_kw) {
+    if (t.functorch_level_busy()) return t.brk(f, "DV0004", what + " inside code functorch is transforming");
+    const long nargs = static_cast<long>(args.size());  // argnums checked as functorch's _slice_argnums checks them
+    single = PyLong_CheckExact(argnums);
+    for (Py_ssize_t i = 0; i < (single ? 1 : PyTuple_GET_SIZE(argnums)); ++i) {
+      long a = PyLong_AsLong(single ? argnums : PyTuple_GET_ITEM(argnums, i));
+      if (a < 0) a += nargs;
+      if (a < 0 || a >= nargs || std::find(which.begin(), which.end(), a) != which.end())
+        return t.brk(f, "DV0004", what + " with argnums out of range or repeated", "eager raises; check argnums against the arguments given");
+      which.push_back(a);
+    }
+    const Steps& st = grad_steps();
+    message = Ref::steal(PyUnicode_FromString(kHooksMessage));
+    // the saved-tensor hooks message in force before (an enclosing grad traced here set functorch's)
+    prev_message = t.grad_depth() > 0 ? message : Ref::steal(PyObject_CallNoArgs(st.hooks_message));
+    if (!prev_message) return PyErr_Clear(), t.brk(f, "DV0004", what + ": the saved-tensor hooks state cannot be read");
+    grad_was = grad_mode_enabled();
+    node(st.hooks_disable, {arg(message.get())});
+    node(st.inc, {});
+    if (!grad_was)
+      if (Status s = set_grad_mode(t, f, true)) return s;
+    auto wrap_leaf = [&](const VPtr& x, VPtr& o) { return wrap(x, o); };
+    for (const VPtr& a : args) {
+      VPtr w;
+      if (!map(a, wrap_leaf, w)) return t.brk(f, "DV0004", why);
+      wrapped.push_back(w);
+    }
+    for (auto& [k, a] : kwargs) {
+      VPtr w;
+      if (!map(a, wrap_leaf, w)) return t.brk(f, "DV0004", why);
+      wrapped_kw.emplace_back(k, w);
+    }
+    diff = t.make(VK::Tuple);
+    for (long a : which) {
+      VPtr d;
+      if (!map(wrapped[static_cast<size_t>(a)], [&](const VPtr& x, VPtr& o) { return differentiable(x, o); }, d))
+        return t.brk(f, "DV0004", why, "eager raises: the arguments differentiated must be tensors or tuples, lists and dicts of them");
+      diff->items.push_back(d);
+    }
+    return std::nullopt;
+  }
+  // the function inlined one level deeper; an exception leaves through functorch's `with` blocks,
+  // closed before it reaches a handler around the call, as in eager (a break needs nothing)
+  Status call(const VPtr& fn, std::vector<VPtr> wrapped, KwArgs wrapped_kw, VPtr& res) {
+    t.enter_transform(true);
+    Status s = t.call(f, fn, std::move(wrapped), std::move(wrapped_kw), res);
+    t.exit_transform(true);
+    if (s && s->exc)
+      if (Status r = close()) return r;
+    return s;
+  }
+  Status close() {
+    const Steps& st = grad_steps();
+    if (!grad_was)
+      if (Status s = set_grad_mode(t, f, false)) return s;
+    node(st.dec, {});
+    if (prev_message.get() == Py_None) node(st.hooks_enable, {});
+    else node(st.hooks_disable, {arg(prev_message.get())});
+    return std::nullopt;
+  }
+};
+
 }  // namespace
 
-Translator::Status Translator::make_func_grad(Frame& f, bool with_value, std::vector<VPtr> args, KwArgs kwargs, VPtr& out) {
-  // torch.func.grad(func, argnums=0, has_aux=False) / grad_and_value(...)
-  const char* what = with_value ? "torch.func.grad_and_value" : "torch.func.grad";
-  static const char* const names[] = {"func", "argnums", "has_aux"};
-  VPtr given[3];
+Translator::Status Translator::make_func_grad(Frame& f, FuncMode mode, std::vector<VPtr> args, KwArgs kwargs, VPtr& out) {
+  // torch.func.grad(func, argnums=0, has_aux=False) / grad_and_value(...) /
+  // jacrev(func, argnums=0, *, has_aux=False, chunk_size=None, _preallocate_and_copy=False)
+  const std::string what = func_mode_name(mode);
+  static const char* const names[] = {"func", "argnums", "has_aux", "chunk_size", "_preallocate_and_copy"};
+  const size_t positional = mode == FuncMode::jacrev ? 2 : 3, known = mode == FuncMode::jacrev ? 5 : 3;
+  VPtr given[5];
   for (size_t i = 0; i < args.size(); ++i) {
-    if (i >= 3) return brk(f, "DV0004", std::string(what) + " with these arguments");
+    if (i >= positional) return brk(f, "DV0004", what + " with these arguments", "eager raises");
     given[i] = args[i];
   }
   for (auto& [k, v] : kwargs) {
-    auto it = std::find_if(std::begin(names), std::end(names), [&](const char* n) { return k == n; });
-    if (it == std::end(names) || given[it - std::begin(names)]) return brk(f, "DV0004", std::string(what) + " with keyword " + k);
+    auto it = std::find_if(std::begin(names), std::begin(names) + known, [&](const char* n) { return k == n; });
+    if (it == std::begin(names) + known || given[it - std::begin(names)]) return brk(f, "DV0004", what + " with keyword " + k);
     given[it - std::begin(names)] = v;
   }
-  if (!given[0]) return brk(f, "DV0004", std::string(what) + " without a function");
-  if (!grad_steps().ok()) return brk(f, "DV0004", std::string(what) + ": functorch's functions are missing");
+  if (!given[0]) return brk(f, "DV0004", what + " without a function");
+  if (!grad_steps().ok()) return brk(f, "DV0004", what + ": functorch's functions are missing");
   Ref argnums = Ref::steal(PyLong_FromLong(0));
   if (given[1]) {
     auto c = to_python(given[1], false);
     if (!c || !is_argnums(c->get()))
-      return PyErr_Clear(), brk(f, "DV0004", std::string(what) + " with argnums that are not an int or a tuple of ints");
+      return PyErr_Clear(), brk(f, "DV0004", what + " with argnums that are not an int or a tuple of ints");
     argnums = *c;
   }
   PyObject* has_aux = Py_False;
   if (given[2]) {
     if (given[2]->kind != VK::Const || !PyBool_Check(given[2]->obj.get()))
-      return brk(f, "DV0004", std::string(what) + " with has_aux that is not a constant bool");
+      return brk(f, "DV0004", what + " with has_aux that is not a constant bool");
     has_aux = given[2]->obj.get();
   }
+  if ((given[3] && !(given[3]->kind == VK::Const && given[3]->obj.get() == Py_None)) ||
+      (given[4] && !(given[4]->kind == VK::Const && given[4]->obj.get() == Py_False)))
+    return brk(f, "DV0004", what + " with a chunk_size or _preallocate_and_copy", "not traced yet: the jacobian is computed eagerly");
   VPtr v = make(VK::FuncGrad);
   v->self = given[0];
-  v->obj = Ref::steal(PyTuple_Pack(3, argnums.get(), has_aux, with_value ? Py_True : Py_False));
-  if (!v->obj) return brk(f, "DV0004", std::string(what) + ": " + repr_of(take_error().get()));
+  v->obj = Ref::steal(Py_BuildValue("(OOi)", argnums.get(), has_aux, static_cast<int>(mode)));
+  if (!v->obj) return brk(f, "DV0004", what + ": " + repr_of(take_error().get()));
   out = v;
   return std::nullopt;
 }
@@ -209,80 +302,26 @@ Translator::Status Translator::func_grad_impl(Frame& f, bool with_value, std::ve
     kw.emplace_back(str_of(ckw->keys[i].get()), ckw->items[i]);
   }
   VPtr fn;
-  if (Status s = make_func_grad(f, with_value, {args[0], args[1], args[2]}, {}, fn)) return s;
+  if (Status s = make_func_grad(f, with_value ? FuncMode::grad_and_value : FuncMode::grad, {args[0], args[1], args[2]}, {}, fn)) return s;
   return call_func_grad(f, fn, cargs->items, std::move(kw), out);
 }
 
 Translator::Status Translator::call_func_grad(Frame& f, const VPtr& fn, std::vector<VPtr> args, KwArgs kwargs, VPtr& out) {
   PyObject* argnums = PyTuple_GET_ITEM(fn->obj.get(), 0);
   const bool has_aux = PyTuple_GET_ITEM(fn->obj.get(), 1) == Py_True;
-  const bool with_value = PyTuple_GET_ITEM(fn->obj.get(), 2) == Py_True;
-  const std::string what = with_value ? "torch.func.grad_and_value" : "torch.func.grad";
-  if (functorch_level_busy()) return brk(f, "DV0004", what + " inside code functorch is transforming");
-  // the differentiated arguments: argnums checked as functorch's _slice_argnums checks them
-  const long nargs = static_cast<long>(args.size());
-  std::vector<long> which;
-  const bool single = PyLong_CheckExact(argnums);
-  for (Py_ssize_t i = 0; i < (single ? 1 : PyTuple_GET_SIZE(argnums)); ++i) {
-    long a = PyLong_AsLong(single ? argnums : PyTuple_GET_ITEM(argnums, i));
-    if (a < 0) a += nargs;
-    if (a < 0 || a >= nargs || std::find(which.begin(), which.end(), a) != which.end())
-      return brk(f, "DV0004", what + " with argnums out of range or repeated", "eager raises; check argnums against the arguments given");
-    which.push_back(a);
-  }
-  GradCall c(*this, f, functorch_depth_ + 1);
-  const Steps& st = grad_steps();
-  Ref message = Ref::steal(PyUnicode_FromString(kHooksMessage));
-  // the saved-tensor hooks message in force before (an enclosing grad traced here set functorch's)
-  Ref prev_message = grad_depth_ > 0 ? message : Ref::steal(PyObject_CallNoArgs(st.hooks_message));
-  if (!prev_message) return PyErr_Clear(), brk(f, "DV0004", what + ": the saved-tensor hooks state cannot be read");
-  const bool grad_was = grad_mode_enabled();
-  // From here the graph has the transform's nodes: anything that stops the call must close them
-  // (an exception) or restart the trace (a break: nothing recorded is kept).
-  c.node(st.hooks_disable, {c.arg(message.get())});
-  c.node(st.inc, {});
-  if (!grad_was)
-    if (Status s = set_grad_mode(*this, f, true)) return s;
-  auto close = [&]() -> Status {
-    if (!grad_was)
-      if (Status s = set_grad_mode(*this, f, false)) return s;
-    c.node(st.dec, {});
-    if (prev_message.get() == Py_None) c.node(st.hooks_enable, {});
-    else c.node(st.hooks_disable, {c.arg(prev_message.get())});
-    return std::nullopt;
-  };
+  const FuncMode mode = static_cast<FuncMode>(PyLong_AsLong(PyTuple_GET_ITEM(fn->obj.get(), 2)));
+  if (mode == FuncMode::jacrev) return call_jacrev(f, fn, std::move(args), std::move(kwargs), out);
+  const bool with_value = mode == FuncMode::grad_and_value;
+  const std::string what = func_mode_name(mode);
+  GradLevel c(*this, f);
   std::vector<VPtr> wrapped;
-  for (const VPtr& a : args) {
-    VPtr w;
-    if (!c.map(a, [&](const VPtr& x, VPtr& o) { return c.wrap(x, o); }, w)) return brk(f, "DV0004", c.why);
-    wrapped.push_back(w);
-  }
   KwArgs wrapped_kw;
-  for (auto& [k, a] : kwargs) {
-    VPtr w;
-    if (!c.map(a, [&](const VPtr& x, VPtr& o) { return c.wrap(x, o); }, w)) return brk(f, "DV0004", c.why);
-    wrapped_kw.emplace_back(k, w);
-  }
-  VPtr diff = make(VK::Tuple);  // the differentiated arguments: one, or a tuple of them
-  for (long a : which) {
-    VPtr d;
-    if (!c.map(wrapped[static_cast<size_t>(a)], [&](const VPtr& x, VPtr& o) { return c.differentiable(x, o); }, d))
-      return brk(f, "DV0004", c.why, "eager raises: the arguments differentiated must be tensors or tuples, lists and dicts of them");
-    diff->items.push_back(d);
-  }
-  ++functorch_depth_;
-  ++grad_depth_;
+  if (Status s = c.open(what, argnums, args, kwargs, wrapped, wrapped_kw)) return s;
   VPtr res;
-  Status s = call(f, fn->self, std::move(wrapped), std::move(wrapped_kw), res);
-  --grad_depth_;
-  --functorch_depth_;
-  if (s) {
-    // An exception leaves through functorch's `with` blocks: the level is closed and the modes put
-    // back before it reaches a handler around the call, as in eager. A break needs nothing.
-    if (s->exc)
-      if (Status r = close()) return r;
-    return s;
-  }
+  if (Status s = c.call(fn->self, std::move(wrapped), std::move(wrapped_kw), res)) return s;
+  const VPtr& diff = c.diff;
+  const bool single = c.single;
+  auto close = [&] { return c.close(); };
   // What functorch checks of the result, raised as it raises them (after leaving its `with` blocks)
   auto type_name = [&](const VPtr& v) {
     PyObject* tp = ops(v->kind).python_type(*this, v);
@@ -324,7 +363,7 @@ Translator::Status Translator::call_func_grad(Frame& f, const VPtr& fn, std::vec
   outs->items.push_back(output);
   ins->items = flat;
   VPtr grads;
-  if (Status g = graph_call(f, Ref::borrow(st.autograd_grad), "", {outs, ins}, {{"create_graph", constant(Ref::borrow(Py_True))}}, grads))
+  if (Status g = graph_call(f, Ref::borrow(grad_steps().autograd_grad), "", {outs, ins}, {{"create_graph", constant(Ref::borrow(Py_True))}}, grads))
     return g;
   if (grads->kind != VK::Tuple || grads->items.size() != flat.size())
     return brk(f, "DV0004", what + ": the gradients are not one per input");
@@ -367,6 +406,167 @@ Translator::Status Translator::call_func_grad(Frame& f, const VPtr& fn, std::vec
   return std::nullopt;
 }
 
+// jacrev(func, argnums, has_aux)(*args), as functorch's jacrev runs it and TorchDynamo records it:
+// the vjp of func (one grad level, closed), a standard basis of the outputs (new_zeros, diagonal
+// fill_, view), the vjp's _autograd_grad vmapped over the basis (one vmap level), and each input's
+// stacked rows split per output and viewed as output shape + input shape. The arguments
+// differentiated are tensors (not pytrees of them: a break), the outputs tensors or tuples, lists
+// and dicts of them; chunk_size was refused when the jacrev was made.
+Translator::Status Translator::call_jacrev(Frame& f, const VPtr& fn, std::vector<VPtr> args, KwArgs kwargs, VPtr& out) {
+  const std::string what = "torch.func.jacrev";
+  PyObject* argnums = PyTuple_GET_ITEM(fn->obj.get(), 0);
+  const bool has_aux = PyTuple_GET_ITEM(fn->obj.get(), 1) == Py_True;
+  if (!kwargs.empty()) return brk(f, "DV0004", what + " called with keyword arguments", "eager raises: jacrev's function takes positional arguments");
+  const Steps& st = grad_steps();
+  GradLevel c(*this, f);
+  std::vector<VPtr> wrapped;
+  KwArgs none;
+  if (Status s = c.open(what, argnums, args, kwargs, wrapped, none)) return s;
+  for (const VPtr& d : c.diff->items)
+    if (d->kind != VK::Tensor) return brk(f, "DV0004", what + " with respect to a " + std::string(vk_name(d->kind)), "differentiate tensors");
+  VPtr res;
+  if (Status s = c.call(fn->self, std::move(wrapped), {}, res)) return s;
+  VPtr output = res, aux, aux_out;
+  if (has_aux) {
+    if (res->kind != VK::Tuple || res->items.size() != 2)
+      return brk(f, "DV0004", what + " with has_aux of a function that does not return a pair (output, aux)", "eager raises");
+    output = res->items[0];
+    aux = res->items[1];
+    bool bad = false;
+    if (!c.map(aux, [&](const VPtr& x, VPtr& o) { return x->kind == VK::Tensor ? c.unwrap(x, o) : (bad = true, o = x, true); }, aux_out) || bad)
+      return brk(f, "DV0004", what + " with an aux output that is not tensors", "eager raises");
+  }
+  std::vector<VPtr> flat_out;
+  c.flatten(output, flat_out);
+  std::vector<long> numels;
+  std::vector<Ref> shapes;
+  long total = 0;
+  for (const VPtr& o : flat_out) {
+    if (o->kind != VK::Tensor) return brk(f, "DV0004", what + " of a function returning a " + std::string(vk_name(o->kind)), "eager raises");
+    Ref fp = Ref::steal(PyObject_CallMethod(o->obj.get(), "is_floating_point", nullptr));
+    Ref n = Ref::steal(PyObject_CallMethod(o->obj.get(), "numel", nullptr));
+    Ref shape = Ref::steal(PyObject_GetAttrString(o->obj.get(), "shape"));
+    if (!fp || !n || !shape || !PyLong_CheckExact(n.get())) return PyErr_Clear(), brk(f, "DV0004", what + " of an output of symbolic size");
+    if (fp.get() != Py_True) {  // functorch's vjp raises, inside its `with` blocks (closed first)
+      Ref cx = Ref::steal(PyObject_CallMethod(o->obj.get(), "is_complex", nullptr));
+      Ref dtype = Ref::steal(PyObject_GetAttrString(o->obj.get(), "dtype"));
+      if (!cx || !dtype) return PyErr_Clear(), brk(f, "DV0004", what + ": no dtype of an output");
+      if (cx.get() != Py_True) {
+        if (Status s = c.close()) return s;
+        return raise_new(f, PyExc_RuntimeError,
+                         "vjp(f, ...): All outputs of f must be floating-point or complex Tensors, got Tensor with dtype " + str_of(Ref::steal(PyObject_Str(dtype.get())).get()), what);
+      }
+    }
+    numels.push_back(PyLong_AsLong(n.get()));
+    shapes.push_back(Ref::steal(PySequence_Tuple(shape.get())));
+    total += numels.back();
+  }
+  if (flat_out.empty()) return brk(f, "DV0004", what + " of a function with no tensor output", "eager raises");
+  std::vector<VPtr> results;
+  for (const VPtr& o : flat_out) {
+    VPtr r;
+    if (!c.unwrap(o, r)) return brk(f, "DV0004", c.why);
+    results.push_back(r);
+  }
+  if (Status s = c.close()) return s;
+  auto num = [&](long v) { return constant_steal(PyLong_FromLong(v)); };
+  auto method = [&](const VPtr& self, const char* name, std::vector<VPtr> a, KwArgs kw, VPtr& r) {
+    a.insert(a.begin(), self);
+    return graph_call(f, Ref::borrow(Py_None), name, std::move(a), std::move(kw), r);
+  };
+  // the standard basis: for output i, rows [start_i, start_i + numel_i) of the identity, shaped
+  std::vector<VPtr> chunks, basis;
+  for (size_t i = 0; i < results.size(); ++i) {
+    VPtr z;
+    if (Status s = method(results[i], "new_zeros", {num(total), num(numels[i])}, {}, z)) return s;
+    chunks.push_back(z);
+  }
+  long diag = 0;
+  for (size_t i = 0; i < chunks.size(); ++i) {
+    VPtr d, filled;
+    if (Status s = method(chunks[i], "diagonal", {num(diag)}, {}, d)) return s;
+    if (Status s = method(d, "fill_", {num(1)}, {}, filled)) return s;
+    diag -= numels[i];
+  }
+  for (size_t i = 0; i < chunks.size(); ++i) {
+    std::vector<VPtr> dims{num(total)};
+    for (Py_ssize_t k = 0; k < PyTuple_GET_SIZE(shapes[i].get()); ++k) dims.push_back(constant(Ref::borrow(PyTuple_GET_ITEM(shapes[i].get(), k))));
+    VPtr b;
+    if (Status s = method(chunks[i], "view", dims, {}, b)) return s;
+    basis.push_back(b);
+  }
+  // vmap(vjp_fn)(basis): one vmap level over the basis rows
+  const int vl = functorch_depth_ + 1;
+  Ref level = Ref::steal(PyLong_FromLong(vl)), zero = Ref::steal(PyLong_FromLong(0)), error = Ref::steal(PyUnicode_FromString("error"));
+  c.node(st.lazy, {});
+  c.node(st.vmap_inc, {c.arg_long(total), c.arg(error.get())});
+  VPtr cotangents = make(VK::List), outs = make(VK::List), ins = make(VK::List);
+  for (size_t i = 0; i < basis.size(); ++i) {
+    Ref ex = Ref::steal(PyObject_CallMethod(flat_out[i]->obj.get(), "new_empty", "(O)", shapes[i].get()));
+    if (!ex) return PyErr_Clear(), brk(f, "DV0006", what + ": no example of a basis row");
+    const int n = add_graph_call(st.add_batch, {c.arg(basis[i]), c.arg(zero.get()), c.arg(level.get())}, ex);
+    cotangents->items.push_back(from_example(f, ex, n, basis[i]->device));
+  }
+  outs->items = flat_out;
+  ins->items = c.diff->items;
+  VPtr grads;
+  enter_transform(false);
+  Status g = graph_call(f, Ref::borrow(st.autograd_grad), "", {outs, ins, cotangents},
+                        {{"retain_graph", constant(Ref::borrow(Py_True))}, {"create_graph", constant(Ref::borrow(grad_mode_enabled() ? Py_True : Py_False))}},
+                        grads);
+  exit_transform(false);
+  if (g) return g;
+  if (grads->kind != VK::Tuple || grads->items.size() != ins->items.size()) return brk(f, "DV0004", what + ": the vjp's results are not one per input");
+  std::vector<VPtr> stacked;  // per input: (total, *input shape)
+  for (const VPtr& gi : grads->items) {
+    Ref shape = Ref::steal(PySequence_List(Ref::steal(PyObject_GetAttrString(gi->obj.get(), "shape")).get()));
+    if (!shape) return PyErr_Clear(), brk(f, "DV0006", what + ": no example of a jacobian");
+    Ref tot = Ref::steal(PyLong_FromLong(total));
+    PyList_Insert(shape.get(), 0, tot.get());
+    Ref ex = Ref::steal(PyObject_CallMethod(gi->obj.get(), "new_empty", "O", shape.get()));
+    if (!ex) return PyErr_Clear(), brk(f, "DV0006", what + ": no example of a jacobian");
+    const int n = add_graph_call(st.remove_batch, {c.arg(gi), c.arg(level.get()), c.arg_long(total), c.arg(zero.get())}, ex);
+    stacked.push_back(from_example(f, ex, n, gi->device));
+  }
+  c.node(st.vmap_dec, {});
+  // each input's rows split per output, viewed as output shape + input shape
+  std::vector<std::vector<VPtr>> jac(flat_out.size());  // [output][input]
+  for (size_t j = 0; j < stacked.size(); ++j) {
+    VPtr sizes = make(VK::List);
+    for (long n : numels) sizes->items.push_back(num(n));
+    VPtr parts;
+    if (Status s = method(stacked[j], "split", {sizes}, {{"dim", num(0)}}, parts)) return s;
+    if (parts->kind != VK::Tuple || parts->items.size() != flat_out.size()) return brk(f, "DV0004", what + ": the split jacobian has the wrong parts");
+    Ref in_shape = Ref::steal(PyObject_GetAttrString(c.diff->items[j]->obj.get(), "shape"));
+    for (size_t i = 0; i < flat_out.size(); ++i) {
+      Ref full = in_shape ? Ref::steal(PySequence_Concat(shapes[i].get(), Ref::steal(PySequence_Tuple(in_shape.get())).get())) : Ref();
+      if (!full) return PyErr_Clear(), brk(f, "DV0006", what + ": no shape of a jacobian");
+      VPtr v;
+      if (Status s = method(parts->items[i], "view", {constant(full)}, {}, v)) return s;
+      jac[i].push_back(v);
+    }
+  }
+  std::vector<VPtr> per_output;
+  for (auto& row : jac) {
+    if (c.single) {
+      per_output.push_back(row[0]);
+    } else {
+      VPtr tup = make(VK::Tuple);
+      tup->items = row;
+      per_output.push_back(tup);
+    }
+  }
+  size_t k = 0;
+  VPtr output_input = c.unflatten(output, per_output, k);
+  if (has_aux) {
+    out = make(VK::Tuple);
+    out->items = {output_input, aux_out};
+  } else {
+    out = output_input;
+  }
+  return std::nullopt;
+}
+
 bool Translator::functorch_level_busy() {
   // A frame compiled while functorch is already transforming it is left to eager (eval_frame.cpp);
   // this is a transform reached while nothing of functorch is active for real.
@@ -381,7 +581,7 @@ bool Translator::functorch_level_busy() {
 template <>
 struct Kind<VK::FuncGrad> {
   static void describe(const Value& v, std::string& out, int depth) {
-    out += PyTuple_GET_ITEM(v.obj.get(), 2) == Py_True ? "torch.func.grad_and_value(" : "torch.func.grad(";
+    out += func_mode_name(static_cast<FuncMode>(PyLong_AsLong(PyTuple_GET_ITEM(v.obj.get(), 2)))) + "(";
     if (v.self) describe_into(*v.self, out, depth + 1);
     out += ", argnums=" + repr_of(PyTuple_GET_ITEM(v.obj.get(), 0)) + ", has_aux=" + repr_of(PyTuple_GET_ITEM(v.obj.get(), 1)) + ")";
   }
@@ -400,12 +600,16 @@ struct Kind<VK::FuncGrad> {
   static constexpr auto call_method = no_answer::call_method;
   static bool reconstruct(cg::Rebuilder& r, const VPtr& v) {
     // torch.func.grad(func, argnums, has_aux) / grad_and_value(...)
-    PyObject* maker = PyTuple_GET_ITEM(v->obj.get(), 2) == Py_True ? grad_steps().grad_and_value : grad_steps().grad;
+    // (jacrev's has_aux is keyword-only: one with has_aux is not rebuilt)
+    const FuncMode mode = static_cast<FuncMode>(PyLong_AsLong(PyTuple_GET_ITEM(v->obj.get(), 2)));
+    if (mode == FuncMode::jacrev && PyTuple_GET_ITEM(v->obj.get(), 1) == Py_True) return false;
+    PyObject* maker = mode == FuncMode::grad ? grad_steps().grad : mode == FuncMode::grad_and_value ? grad_steps().grad_and_value : grad_steps().jacrev;
     if (!maker) return false;
     r.e.callable_const(maker);
     if (!r.value(v->self)) return false;
-    for (int i = 0; i < 2; ++i) r.e.emit(N::LOAD_CONST, r.e.konst(PyTuple_GET_ITEM(v->obj.get(), i)));
-    r.e.call(3);
+    const int n = mode == FuncMode::jacrev ? 1 : 2;
+    for (int i = 0; i < n; ++i) r.e.emit(N::LOAD_CONST, r.e.konst(PyTuple_GET_ITEM(v->obj.get(), i)));
+    r.e.call(n + 1);
     return r.remember(v);
   }
 };
