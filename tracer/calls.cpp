@@ -113,6 +113,12 @@ bool Translator::to_arg(const VPtr& v, ArgTree& out) {
   return ops(v->kind).graph_arg(*this, v, out);
 }
 
+int Translator::add_graph_call_kw(PyObject* target, std::vector<ArgTree> args, std::vector<std::pair<std::string, ArgTree>> kwargs) {
+  const int n = output.graph.add_call_function(Ref::borrow(target), std::move(args), std::move(kwargs), Ref::borrow(Py_None), cur_step_);
+  if (obs_) obs_->on_graph_node(GraphNodeEvent{id_, n, cur_step_, "call_function", callable_name(target)});
+  return n;
+}
+
 int Translator::add_graph_call(PyObject* target, std::vector<ArgTree> args, Ref example) {
   const int n = output.graph.add_call_function(Ref::borrow(target), std::move(args), {}, std::move(example), cur_step_);
   if (obs_) obs_->on_graph_node(GraphNodeEvent{id_, n, cur_step_, "call_function", callable_name(target)});
@@ -408,7 +414,8 @@ Translator::Status Translator::graph_call(Frame& f, Ref target, const std::strin
       PyErr_Clear();
     }
     // (Shape rules in C++ read static sizes: dynamic compiles run every op on fake tensors.)
-    if (!result && !output.dynamic()) result = pointwise_example(target.get(), method, ex, PyDict_GET_SIZE(pkw.get()) > 0);
+    // (Not while a jacfwd is traced: its examples carry tangents, which only the op itself computes.)
+    if (!result && !output.dynamic() && jvp_depth_ == 0) result = pointwise_example(target.get(), method, ex, PyDict_GET_SIZE(pkw.get()) > 0);
   }
   if (result) {
     // Pointwise fast path: the example value came from shape and dtype rules (pointwise.cpp).
@@ -1104,8 +1111,10 @@ Status object_call(Translator& t, Frame& f, const VPtr& fn, std::vector<VPtr>& a
     case TorchSpecial::func_grad_and_value:
       return t.make_func_grad(f, Translator::FuncMode::grad_and_value, std::move(args), std::move(kwargs), out);
     case TorchSpecial::func_eager:
-      return t.brk(f, "DV0004", callable_name(o) + " is not traced (forward-mode and vjp transforms)",
-                   "it runs eagerly; torch.func.grad, grad_and_value, jacrev and vmap are traced");
+      return t.brk(f, "DV0004", callable_name(o) + " is not traced (jvp, vjp and linearize)",
+                   "it runs eagerly; torch.func.grad, grad_and_value, jacrev, jacfwd, hessian and vmap are traced");
+    case TorchSpecial::func_jacfwd: return t.make_func_grad(f, Translator::FuncMode::jacfwd, std::move(args), std::move(kwargs), out);
+    case TorchSpecial::func_hessian: return t.make_hessian(f, std::move(args), std::move(kwargs), out);
     case TorchSpecial::func_jacrev: return t.make_func_grad(f, Translator::FuncMode::jacrev, std::move(args), std::move(kwargs), out);
     case TorchSpecial::functional_call: return t.functional_call(f, std::move(args), std::move(kwargs), out);
     case TorchSpecial::grad_impl: return t.func_grad_impl(f, false, std::move(args), std::move(kwargs), out);

@@ -51,7 +51,7 @@ PyObject* holder(PyObject* module, const std::string& name, std::string& attr) {
     PyObject** dictptr = _PyObject_GetDictPtr(m);
     PyObject* mods = dictptr && *dictptr ? PyDict_GetItemString(*dictptr, "_modules") : nullptr;
     PyObject* sub = mods && PyDict_Check(mods) ? PyDict_GetItemString(mods, name.substr(start, dot - start).c_str()) : nullptr;
-    if (!sub || !PyObject_IsInstance(sub, py().nn_Module.get())) return PyErr_Clear(), nullptr;
+    if (!sub || PyObject_IsInstance(sub, py().nn_Module.get()) != 1) return PyErr_Clear(), nullptr;
     m = sub;
   }
   attr = name.substr(start);

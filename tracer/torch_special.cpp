@@ -43,9 +43,9 @@ const Row kRows[] = {
     {"torch._functorch.apis", "grad", TorchSpecial::func_grad},
     {"torch._functorch.apis", "grad_and_value", TorchSpecial::func_grad_and_value},
     {"torch._functorch.eager_transforms", "jacrev", TorchSpecial::func_jacrev},
-    // forward mode and the rest of torch.func: not traced yet (a break; they run eagerly)
-    {"torch._functorch.eager_transforms", "jacfwd", TorchSpecial::func_eager},
-    {"torch._functorch.eager_transforms", "hessian", TorchSpecial::func_eager},
+    // the rest of torch.func: not traced yet (a break; they run eagerly)
+    {"torch._functorch.eager_transforms", "jacfwd", TorchSpecial::func_jacfwd},
+    {"torch._functorch.eager_transforms", "hessian", TorchSpecial::func_hessian},
     {"torch._functorch.eager_transforms", "jvp", TorchSpecial::func_eager},
     {"torch._functorch.eager_transforms", "vjp", TorchSpecial::func_eager},
     {"torch._functorch.eager_transforms", "linearize", TorchSpecial::func_eager},

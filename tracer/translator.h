@@ -311,17 +311,21 @@ class Translator {
                     std::vector<std::pair<std::string, VPtr>> kwargs, VPtr& out);
   // A call_function node recorded as it is (no example computed, no argument checked), reported.
   int add_graph_call(PyObject* target, std::vector<ArgTree> args, Ref example);
+  int add_graph_call_kw(PyObject* target, std::vector<ArgTree> args, std::vector<std::pair<std::string, ArgTree>> kwargs);  // example None
   // torch.vmap(fn, ...) made in the trace, and calling it (tracer/values/vmapped.cpp).
   Status make_vmapped(Frame& f, std::vector<VPtr> args, std::vector<std::pair<std::string, VPtr>> kwargs, VPtr& out);
   Status call_vmapped(Frame& f, const VPtr& fn, std::vector<VPtr> args, std::vector<std::pair<std::string, VPtr>> kwargs,
                       VPtr& out);
   // torch.func.grad / grad_and_value(fn, ...) made in the trace, and calling it (tracer/values/func_grad.cpp).
-  enum class FuncMode { grad, grad_and_value, jacrev };
+  enum class FuncMode { grad, grad_and_value, jacrev, jacfwd };
   Status make_func_grad(Frame& f, FuncMode mode, std::vector<VPtr> args, std::vector<std::pair<std::string, VPtr>> kwargs,
                         VPtr& out);
   // grad_impl / grad_and_value_impl(func, argnums, has_aux, args, kwargs): what grad(f) made outside calls
   Status func_grad_impl(Frame& f, bool with_value, std::vector<VPtr> args, std::vector<std::pair<std::string, VPtr>> kwargs,
                         VPtr& out);
+  Status call_jacfwd(Frame& f, const VPtr& fn, std::vector<VPtr> args, std::vector<std::pair<std::string, VPtr>> kwargs,
+                     VPtr& out);
+  Status make_hessian(Frame& f, std::vector<VPtr> args, std::vector<std::pair<std::string, VPtr>> kwargs, VPtr& out);
   Status call_jacrev(Frame& f, const VPtr& fn, std::vector<VPtr> args, std::vector<std::pair<std::string, VPtr>> kwargs,
                      VPtr& out);
   Status call_func_grad(Frame& f, const VPtr& fn, std::vector<VPtr> args, std::vector<std::pair<std::string, VPtr>> kwargs,
@@ -340,6 +344,7 @@ class Translator {
   // the next one gets when the graph runs.
   int functorch_depth() const { return functorch_depth_; }
   int grad_depth() const { return grad_depth_; }
+  int jvp_depth() const { return jvp_depth_; }
   void enter_transform(bool grad) { ++functorch_depth_, grad_depth_ += grad; }
   void exit_transform(bool grad) { --functorch_depth_, grad_depth_ -= grad; }
   // Fn.apply(*args) of a torch.autograd.Function subclass `cls`: one graph node (autograd_apply.cpp).
@@ -396,6 +401,7 @@ class Translator {
   int cur_step_ = 0;
   int functorch_depth_ = 0;  // torch.vmap and torch.func.grad calls traced around the current step (functorch's level)
   int grad_depth_ = 0;       // the torch.func.grad calls among them
+  int jvp_depth_ = 0;        // the jacfwd calls among them (a dual level is entered for real while one is traced)
   // functional_call's replacements, innermost last: (module, attribute name) -> the tensor read instead
   struct FunctionalOverride {
     PyObject* module;
@@ -483,7 +489,9 @@ enum class TorchSpecial {
   func_grad,           // torch.func.grad: a FuncGrad value (tracer/values/func_grad.cpp)
   func_grad_and_value, // torch.func.grad_and_value: a FuncGrad value
   func_jacrev,         // torch.func.jacrev: a FuncGrad value
-  func_eager,          // torch.func.jacfwd, hessian, jvp, vjp, linearize: a break
+  func_jacfwd,         // torch.func.jacfwd: a FuncGrad value
+  func_hessian,        // torch.func.hessian(f): jacfwd(jacrev(f)), FuncGrad values
+  func_eager,          // torch.func.jvp, vjp, linearize: a break
   functional_call,     // torch.func.functional_call (not the deprecated torch.nn.utils.stateless one, as TorchDynamo)
   grad_impl,           // functorch's grad_impl(func, argnums, has_aux, args, kwargs): a FuncGrad called
   grad_and_value_impl, // functorch's grad_and_value_impl(...): the same

@@ -7,7 +7,7 @@ import copy
 import torch
 import torch.nn as nn
 import torch.nn.functional as F
-from torch.func import functional_call, grad, grad_and_value, jacrev, stack_module_state, vmap
+from torch.func import functional_call, grad, grad_and_value, hessian, jacfwd, jacrev, stack_module_state, vmap
 
 from python_cases import NOT_YET, case  # noqa: F401
 
@@ -463,4 +463,84 @@ def hessian_of_a_cubic(x):
 _PINN_3 = nn.Sequential(nn.Linear(3, 4), nn.Tanh(), nn.Linear(4, 2))
 NOT_YET["jacrev_with_respect_to_a_parameter_dict"] = "jacrev of a pytree of tensors (a dict) is not traced: the jacobian runs eagerly"
 NOT_YET["jacrev_in_chunks"] = "jacrev with a chunk_size is not traced: the jacobian runs eagerly"
-NOT_YET["hessian_of_a_cubic"] = "jacfwd (forward mode, hessian's outer transform) is not traced: it runs eagerly"
+
+
+# ---- torch.func.jacfwd and hessian: a basis of the inputs vmapped through one jvp (dual tensors) ----
+@case((3,))
+def jacfwd_of_an_elementwise_function(x):
+    return jacfwd(lambda y: y.sin() * 2)(x)
+
+
+@case((3,))
+def jacfwd_of_a_torch_function_itself(x):
+    return jacfwd(torch.tanh)(x)
+
+
+@case((3,), (4, 3))
+def jacfwd_with_respect_to_two_arguments(x, w):
+    return jacfwd(lambda a, b: b @ a.tanh(), argnums=(0, 1))(x, w)
+
+
+@case((2, 3))
+def jacfwd_of_a_matrix_input(x):
+    return jacfwd(lambda y: (y ** 2).sum(0))(x)
+
+
+@case((3,))
+def jacfwd_of_a_function_with_two_outputs(x):
+    return jacfwd(lambda y: (y.sin(), y.cos().sum()))(x)
+
+
+@case((3,))
+def jacfwd_with_aux(x):
+    j, aux = jacfwd(lambda y: (y.exp(), y.mean()), has_aux=True)(x)
+    return j, aux
+
+
+@case((5, 3))
+def jacfwd_per_example_by_vmap(x):
+    return vmap(jacfwd(lambda y: y.softmax(-1)))(x)
+
+
+@case((3,))
+def jacfwd_of_a_network(x):
+    return jacfwd(_PINN_3)(x)
+
+
+@case((3,))
+def jacfwd_under_no_grad(x):
+    with torch.no_grad():
+        return jacfwd(lambda y: y * y)(x)
+
+
+@case((3,))
+def jacfwd_of_a_scalar_input(x):
+    s = x.sum()
+    return jacfwd(lambda t: t * x)(s)
+
+
+@case((3,))
+def jacfwd_of_a_constant_output(x):
+    return jacfwd(lambda y: torch.ones(2))(x)
+
+
+@case((3,))
+def hessian_of_a_network_output(x):
+    return hessian(lambda y: _PINN_3(y).sum())(x)
+
+
+@case((3,), (3,))
+def hessian_with_respect_to_the_second_argument(x, y):
+    return hessian(lambda a, b: (a * b).sum() ** 2, argnums=1)(x, y)
+
+
+@case((4, 2))
+def laplacian_of_a_network_by_hessian(xy):
+    # a PINN's Laplace residual: the trace of the hessian of u at each point
+    u = lambda p: _PINN(p.unsqueeze(0)).squeeze()  # noqa: E731
+    h = vmap(hessian(u))(xy)
+    return h.diagonal(dim1=-2, dim2=-1).sum(-1)
+
+
+NOT_YET["jacfwd_of_a_constant_output"] = ("an output with no tangent in the examples is a break (TorchDynamo gives zeros): "
+                                          "the trace cannot tell a constant from a tangent it did not follow")

@@ -477,11 +477,10 @@ def vmap_with_a_chunk_larger_than_the_batch(x):
 
 
 # ---- torch.func transforms other than vmap: their results are functools.wraps wrappers dressed as
-# the function they transform (jacrev(torch.sin) has torch.sin's __module__ and __name__), which the
-# graph's generated code would call by that name -- torch.sin itself, a wrong result. They run
-# eagerly (a break) where TorchDynamo traces them as higher-order operators: the same count where
-# the graph before the break is empty (an empty graph is no graph in either count); not for hessian
-# (NOT_YET: TorchDynamo 1 graph, dynview none). ----
+# the function they transform (jacrev(torch.sin) has torch.sin's __module__ and __name__), which a
+# graph's generated code would call by that name -- torch.sin itself, a wrong result. Traced as
+# TorchDynamo traces them (functorch's steps in the graph, python_cases_functorch.py), the wrapper is
+# never called. ----
 @case((3,))
 def jacrev_of_a_torch_function(x):
     return torch.func.jacrev(torch.sin)(x) + 1
@@ -503,8 +502,6 @@ def grad_and_value_of_a_lambda(x):
     return g * 2, v
 
 
-NOT_YET["hessian_of_a_lambda"] = ("torch.func.hessian is a higher-order operator in TorchDynamo (1 graph); "
-                                  "dynview runs it eagerly at a break")
 
 
 # ---- helpers made by exec() in namespaces of their own (code generators, config-built functions):

@@ -54,9 +54,25 @@ struct Steps {  // the functions the graph calls, looked up once
   PyObject* vmap_dec = attr_of("torch._functorch.predispatch", "_vmap_decrement_nesting");
   PyObject* add_batch = attr_of("torch._functorch.predispatch", "_add_batch_dim");
   PyObject* remove_batch = attr_of("torch._functorch.predispatch", "_remove_batch_dim");
+  // forward mode (jacfwd): the graph's steps, and LibTorch's own calls for the trace-time examples
+  PyObject* jvp_inc = attr_of("torch._functorch.predispatch", "_jvp_increment_nesting");
+  PyObject* jvp_dec = attr_of("torch._functorch.predispatch", "_jvp_decrement_nesting");
+  PyObject* enter_dual = attr_of("torch._functorch.predispatch", "_enter_dual_level");
+  PyObject* exit_dual = attr_of("torch._functorch.predispatch", "_exit_dual_level");
+  PyObject* make_dual = attr_of("torch._functorch.predispatch", "_make_dual");
+  PyObject* unpack_dual = attr_of("torch._functorch.predispatch", "_unpack_dual");
+  PyObject* load_decompositions = attr_of("torch.autograd.forward_ad", "_maybe_load_decompositions");
+  PyObject* set_fwd = attr_of("torch._C", "_set_fwd_grad_enabled");
+  PyObject* is_fwd = attr_of("torch._C", "_is_fwd_grad_enabled");
+  PyObject* real_enter_dual = attr_of("torch._C", "_enter_dual_level");
+  PyObject* real_exit_dual = attr_of("torch._C", "_exit_dual_level");
+  PyObject* real_make_dual = attr_of("torch", "_make_dual");
+  PyObject* real_unpack_dual = attr_of("torch", "_unpack_dual");
   bool ok() const {
     return hooks_disable && hooks_enable && hooks_message && inc && dec && wrap && allow_inplace && set_requires_grad &&
-           autograd_grad && unwrap && grad && grad_and_value && jacrev && lazy && vmap_inc && vmap_dec && add_batch && remove_batch;
+           autograd_grad && unwrap && grad && grad_and_value && jacrev && lazy && vmap_inc && vmap_dec && add_batch && remove_batch &&
+           jvp_inc && jvp_dec && enter_dual && exit_dual && make_dual && unpack_dual && load_decompositions && set_fwd && is_fwd &&
+           real_enter_dual && real_exit_dual && real_make_dual && real_unpack_dual;
   }
 };
 const Steps& grad_steps() {
@@ -65,12 +81,29 @@ const Steps& grad_steps() {
 }
 
 std::string func_mode_name(FuncMode m) {
-  return m == FuncMode::grad ? "torch.func.grad" : m == FuncMode::grad_and_value ? "torch.func.grad_and_value" : "torch.func.jacrev";
+  switch (m) {
+    case FuncMode::grad: return "torch.func.grad";
+    case FuncMode::grad_and_value: return "torch.func.grad_and_value";
+    case FuncMode::jacrev: return "torch.func.jacrev";
+    case FuncMode::jacfwd: return "torch.func.jacfwd";
+  }
+  return "torch.func";
 }
 
 // functorch's message for saved-tensor hooks inside its transforms (the decorator on grad_and_value_impl)
 constexpr const char* kHooksMessage =
     "torch.func.{grad, vjp, jacrev, hessian} don't yet support saved tensor hooks. Please open an issue with your use case.";
+
+// The example of _remove_batch_dim(x, level, n, dim): x's with a dimension of n at dim, made from
+// x by unsqueeze/expand so that a tangent it has (forward mode) is kept.
+Ref batched_example(PyObject* x, long n, long dim) {
+  Ref u = Ref::steal(PyObject_CallMethod(x, "unsqueeze", "l", dim));
+  Ref sizes = u ? Ref::steal(PySequence_List(Ref::steal(PyObject_GetAttrString(u.get(), "shape")).get())) : Ref();
+  if (!sizes) return Ref();
+  PyList_SetItem(sizes.get(), dim, PyLong_FromLong(n));
+  Ref e = Ref::steal(PyObject_CallMethod(u.get(), "expand", "O", sizes.get()));
+  return e ? Ref::steal(PyObject_CallMethod(e.get(), "contiguous", nullptr)) : Ref();
+}
 
 bool is_argnums(PyObject* o) {  // an int, or a non-empty tuple of ints
   if (PyLong_CheckExact(o)) return true;
@@ -89,6 +122,20 @@ struct GradCall {
   bool outer_requires_grad = false;  // a tensor argument requires grad outside the transform
 
   void node(PyObject* target, std::vector<ArgTree> args) { t.add_graph_call(target, std::move(args), Ref::borrow(Py_None)); }
+  // A new example like ex, a leaf; while a jacfwd is traced (a dual level entered for real) it keeps
+  // ex's tangent, as functorch's wrappers keep the dual they wrap. (Only whether an output has a
+  // tangent is read off these examples, and a missing one is a break: call_jacfwd.)
+  Ref fresh(PyObject* ex) {
+    Ref d = Ref::steal(PyObject_CallMethod(ex, "detach", nullptr));
+    if (!d || t.jvp_depth() == 0) return d;
+    Ref pt = Ref::steal(PyObject_CallFunction(grad_steps().real_unpack_dual, "Oi", ex, 0));
+    if (!pt || !PyTuple_Check(pt.get()) || PyTuple_GET_SIZE(pt.get()) != 2) return Ref();
+    PyObject* tangent = PyTuple_GET_ITEM(pt.get(), 1);
+    if (tangent == Py_None) return d;
+    Ref kw = Ref::steal(Py_BuildValue("{s:i}", "level", 0));
+    Ref a = Ref::steal(PyTuple_Pack(2, d.get(), tangent));
+    return kw && a ? Ref::steal(PyObject_Call(grad_steps().real_make_dual, a.get(), kw.get())) : Ref();
+  }
   ArgTree arg(const VPtr& v) {
     ArgTree a;
     t.to_arg(v, a);
@@ -125,7 +172,7 @@ struct GradCall {
     if (v->kind != VK::Tensor) return out = v, true;
     Ref req = Ref::steal(PyObject_GetAttrString(v->obj.get(), "requires_grad"));
     outer_requires_grad |= req && req.get() == Py_True;
-    Ref ex = Ref::steal(PyObject_CallMethod(v->obj.get(), "detach", nullptr));
+    Ref ex = fresh(v->obj.get());
     if (!ex) return PyErr_Clear(), why = "torch.func.grad: no example of an argument", false;
     const int n = t.add_graph_call(grad_steps().wrap, {arg(v), arg_long(level)}, ex);
     out = t.from_example(f, ex, n, v->device);
@@ -145,7 +192,7 @@ struct GradCall {
   // _unwrap_for_grad(x, level): x's example, detached unless a tensor argument requires grad outside
   bool unwrap(const VPtr& v, VPtr& out) {
     if (v->kind != VK::Tensor) return out = v, true;
-    Ref ex = outer_requires_grad ? v->obj : Ref::steal(PyObject_CallMethod(v->obj.get(), "detach", nullptr));
+    Ref ex = outer_requires_grad ? v->obj : fresh(v->obj.get());
     if (!ex) return PyErr_Clear(), why = "torch.func.grad: no example of an output", false;
     const int n = t.add_graph_call(grad_steps().unwrap, {arg(v), arg_long(level)}, ex);
     out = t.from_example(f, ex, n, v->device);
@@ -251,17 +298,22 @@ Translator::Status Translator::make_func_grad(Frame& f, FuncMode mode, std::vect
   // torch.func.grad(func, argnums=0, has_aux=False) / grad_and_value(...) /
   // jacrev(func, argnums=0, *, has_aux=False, chunk_size=None, _preallocate_and_copy=False)
   const std::string what = func_mode_name(mode);
-  static const char* const names[] = {"func", "argnums", "has_aux", "chunk_size", "_preallocate_and_copy"};
-  const size_t positional = mode == FuncMode::jacrev ? 2 : 3, known = mode == FuncMode::jacrev ? 5 : 3;
+  // jacrev: func, argnums, *, has_aux, chunk_size, _preallocate_and_copy; jacfwd: func, argnums,
+  // has_aux, *, randomness; grad / grad_and_value: func, argnums, has_aux
+  static const char* const jacrev_names[] = {"func", "argnums", "has_aux", "chunk_size", "_preallocate_and_copy"};
+  static const char* const jacfwd_names[] = {"func", "argnums", "has_aux", "randomness", ""};
+  const char* const* names = mode == FuncMode::jacfwd ? jacfwd_names : jacrev_names;
+  const size_t positional = mode == FuncMode::jacrev ? 2 : 3;
+  const size_t known = mode == FuncMode::jacrev ? 5 : mode == FuncMode::jacfwd ? 4 : 3;
   VPtr given[5];
   for (size_t i = 0; i < args.size(); ++i) {
     if (i >= positional) return brk(f, "DV0004", what + " with these arguments", "eager raises");
     given[i] = args[i];
   }
   for (auto& [k, v] : kwargs) {
-    auto it = std::find_if(std::begin(names), std::begin(names) + known, [&](const char* n) { return k == n; });
-    if (it == std::begin(names) + known || given[it - std::begin(names)]) return brk(f, "DV0004", what + " with keyword " + k);
-    given[it - std::begin(names)] = v;
+    auto it = std::find_if(names, names + known, [&](const char* n) { return k == n; });
+    if (it == names + known || given[it - names]) return brk(f, "DV0004", what + " with keyword " + k);
+    given[it - names] = v;
   }
   if (!given[0]) return brk(f, "DV0004", what + " without a function");
   if (!grad_steps().ok()) return brk(f, "DV0004", what + ": functorch's functions are missing");
@@ -278,12 +330,17 @@ Translator::Status Translator::make_func_grad(Frame& f, FuncMode mode, std::vect
       return brk(f, "DV0004", what + " with has_aux that is not a constant bool");
     has_aux = given[2]->obj.get();
   }
-  if ((given[3] && !(given[3]->kind == VK::Const && given[3]->obj.get() == Py_None)) ||
-      (given[4] && !(given[4]->kind == VK::Const && given[4]->obj.get() == Py_False)))
+  Ref randomness = Ref::steal(PyUnicode_FromString("error"));
+  if (mode == FuncMode::jacfwd && given[3]) {
+    if (given[3]->kind != VK::Const || !PyUnicode_Check(given[3]->obj.get())) return brk(f, "DV0004", what + " with a randomness that is not a constant str");
+    randomness = given[3]->obj;
+  } else if (mode == FuncMode::jacrev && ((given[3] && !(given[3]->kind == VK::Const && given[3]->obj.get() == Py_None)) ||
+                                          (given[4] && !(given[4]->kind == VK::Const && given[4]->obj.get() == Py_False)))) {
     return brk(f, "DV0004", what + " with a chunk_size or _preallocate_and_copy", "not traced yet: the jacobian is computed eagerly");
+  }
   VPtr v = make(VK::FuncGrad);
   v->self = given[0];
-  v->obj = Ref::steal(Py_BuildValue("(OOi)", argnums.get(), has_aux, static_cast<int>(mode)));
+  v->obj = Ref::steal(Py_BuildValue("(OOiO)", argnums.get(), has_aux, static_cast<int>(mode), randomness.get()));
   if (!v->obj) return brk(f, "DV0004", what + ": " + repr_of(take_error().get()));
   out = v;
   return std::nullopt;
@@ -311,6 +368,7 @@ Translator::Status Translator::call_func_grad(Frame& f, const VPtr& fn, std::vec
   const bool has_aux = PyTuple_GET_ITEM(fn->obj.get(), 1) == Py_True;
   const FuncMode mode = static_cast<FuncMode>(PyLong_AsLong(PyTuple_GET_ITEM(fn->obj.get(), 2)));
   if (mode == FuncMode::jacrev) return call_jacrev(f, fn, std::move(args), std::move(kwargs), out);
+  if (mode == FuncMode::jacfwd) return call_jacfwd(f, fn, std::move(args), std::move(kwargs), out);
   const bool with_value = mode == FuncMode::grad_and_value;
   const std::string what = func_mode_name(mode);
   GradLevel c(*this, f);
@@ -519,11 +577,7 @@ Translator::Status Translator::call_jacrev(Frame& f, const VPtr& fn, std::vector
   if (grads->kind != VK::Tuple || grads->items.size() != ins->items.size()) return brk(f, "DV0004", what + ": the vjp's results are not one per input");
   std::vector<VPtr> stacked;  // per input: (total, *input shape)
   for (const VPtr& gi : grads->items) {
-    Ref shape = Ref::steal(PySequence_List(Ref::steal(PyObject_GetAttrString(gi->obj.get(), "shape")).get()));
-    if (!shape) return PyErr_Clear(), brk(f, "DV0006", what + ": no example of a jacobian");
-    Ref tot = Ref::steal(PyLong_FromLong(total));
-    PyList_Insert(shape.get(), 0, tot.get());
-    Ref ex = Ref::steal(PyObject_CallMethod(gi->obj.get(), "new_empty", "O", shape.get()));
+    Ref ex = batched_example(gi->obj.get(), total, 0);
     if (!ex) return PyErr_Clear(), brk(f, "DV0006", what + ": no example of a jacobian");
     const int n = add_graph_call(st.remove_batch, {c.arg(gi), c.arg(level.get()), c.arg_long(total), c.arg(zero.get())}, ex);
     stacked.push_back(from_example(f, ex, n, gi->device));
@@ -567,6 +621,240 @@ Translator::Status Translator::call_jacrev(Frame& f, const VPtr& fn, std::vector
   return std::nullopt;
 }
 
+Translator::Status Translator::make_hessian(Frame& f, std::vector<VPtr> args, KwArgs kwargs, VPtr& out) {
+  // torch.func.hessian(func, argnums=0) is jacfwd(jacrev(func, argnums), argnums)
+  if (args.size() > 2) return brk(f, "DV0004", "torch.func.hessian with these arguments", "eager raises");
+  VPtr given[2];
+  for (size_t i = 0; i < args.size(); ++i) given[i] = args[i];
+  for (auto& [k, v] : kwargs) {
+    const int i = k == "func" ? 0 : k == "argnums" ? 1 : -1;
+    if (i < 0 || given[i]) return brk(f, "DV0004", "torch.func.hessian with keyword " + k, "eager raises");
+    given[i] = v;
+  }
+  if (!given[0]) return brk(f, "DV0004", "torch.func.hessian without a function", "eager raises");
+  std::vector<VPtr> inner{given[0]};
+  if (given[1]) inner.push_back(given[1]);
+  VPtr rev;
+  if (Status s = make_func_grad(f, FuncMode::jacrev, inner, {}, rev)) return s;
+  std::vector<VPtr> outer{rev};
+  if (given[1]) outer.push_back(given[1]);
+  return make_func_grad(f, FuncMode::jacfwd, outer, {}, out);
+}
+
+namespace {
+void output_graph_exit_dual(Translator& t, PyObject* exit_dual, long level) {  // _exit_dual_level(level=...): keyword-only
+  ArgTree lv;
+  t.to_arg(t.constant_steal(PyLong_FromLong(level)), lv);
+  t.add_graph_call_kw(exit_dual, {}, {{"level", lv}});
+}
+}  // namespace
+
+// jacfwd(func, argnums, has_aux, randomness)(*args), as functorch's jacfwd runs it and TorchDynamo
+// records it: a standard basis of the differentiated inputs, vmapped (one vmap level) through one
+// jvp of func (a jvp level: forward grad on, a dual level entered, each input made a dual of its
+// basis row, func inlined, each output's tangent unpacked), each output's stacked tangents moved
+// to the last dimension, split per input and unflattened to the input's shape. The examples are
+// computed under a dual level entered for real while func is traced (meta tensors carry tangents);
+// an output the examples give no tangent is a break, never a guess. Inputs differentiated are
+// tensors; a jacfwd inside another's function (nested forward mode) breaks.
+Translator::Status Translator::call_jacfwd(Frame& f, const VPtr& fn, std::vector<VPtr> args, KwArgs kwargs, VPtr& out) {
+  const std::string what = "torch.func.jacfwd";
+  PyObject* argnums = PyTuple_GET_ITEM(fn->obj.get(), 0);
+  const bool has_aux = PyTuple_GET_ITEM(fn->obj.get(), 1) == Py_True;
+  PyObject* randomness = PyTuple_GET_ITEM(fn->obj.get(), 3);
+  const Steps& st = grad_steps();
+  if (!kwargs.empty()) return brk(f, "DV0004", what + " called with keyword arguments", "eager raises: jacfwd's function takes positional arguments");
+  if (jvp_depth_ > 0) return brk(f, "DV0004", what + " inside a function jacfwd is tracing (nested forward mode)", "it runs eagerly");
+  if (functorch_level_busy()) return brk(f, "DV0004", what + " inside code functorch is transforming");
+  Ref fwd_on = Ref::steal(PyObject_CallNoArgs(st.is_fwd));
+  if (!fwd_on || fwd_on.get() != Py_True) return PyErr_Clear(), brk(f, "DV0004", what + " with forward-mode AD disabled");
+  // the differentiated inputs, as _slice_argnums takes them
+  const long nargs = static_cast<long>(args.size());
+  const bool single = PyLong_CheckExact(argnums);
+  std::vector<long> which;
+  for (Py_ssize_t i = 0; i < (single ? 1 : PyTuple_GET_SIZE(argnums)); ++i) {
+    long a = PyLong_AsLong(single ? argnums : PyTuple_GET_ITEM(argnums, i));
+    if (a < 0) a += nargs;
+    if (a < 0 || a >= nargs || std::find(which.begin(), which.end(), a) != which.end())
+      return brk(f, "DV0004", what + " with argnums out of range or repeated", "eager raises");
+    which.push_back(a);
+  }
+  std::vector<VPtr> primals;
+  std::vector<long> numels;
+  std::vector<Ref> shapes;
+  long total = 0;
+  for (long a : which) {
+    const VPtr& p = args[static_cast<size_t>(a)];
+    if (p->kind != VK::Tensor) return brk(f, "DV0004", what + " with respect to a " + std::string(vk_name(p->kind)), "differentiate tensors");
+    Ref n = Ref::steal(PyObject_CallMethod(p->obj.get(), "numel", nullptr));
+    Ref shape = Ref::steal(PyObject_GetAttrString(p->obj.get(), "shape"));
+    if (!n || !shape || !PyLong_CheckExact(n.get())) return PyErr_Clear(), brk(f, "DV0004", what + " of an input of symbolic size");
+    primals.push_back(p);
+    numels.push_back(PyLong_AsLong(n.get()));
+    shapes.push_back(Ref::steal(PySequence_Tuple(shape.get())));
+    total += numels.back();
+  }
+  GradCall c(*this, f, 0);
+  auto num = [&](long v) { return constant_steal(PyLong_FromLong(v)); };
+  auto method = [&](const VPtr& self, const char* name, std::vector<VPtr> a, KwArgs kw, VPtr& r) {
+    a.insert(a.begin(), self);
+    return graph_call(f, Ref::borrow(Py_None), name, std::move(a), std::move(kw), r);
+  };
+  // the standard basis of the inputs
+  std::vector<VPtr> chunks, basis;
+  for (size_t j = 0; j < primals.size(); ++j) {
+    VPtr z;
+    if (Status s = method(primals[j], "new_zeros", {num(total), num(numels[j])}, {}, z)) return s;
+    chunks.push_back(z);
+  }
+  long diag = 0;
+  for (size_t j = 0; j < chunks.size(); ++j) {
+    VPtr d, filled;
+    if (Status s = method(chunks[j], "diagonal", {num(diag)}, {}, d)) return s;
+    if (Status s = method(d, "fill_", {num(1)}, {}, filled)) return s;
+    diag -= numels[j];
+  }
+  for (size_t j = 0; j < chunks.size(); ++j) {
+    std::vector<VPtr> dims{num(total)};
+    for (Py_ssize_t k = 0; k < PyTuple_GET_SIZE(shapes[j].get()); ++k) dims.push_back(constant(Ref::borrow(PyTuple_GET_ITEM(shapes[j].get(), k))));
+    VPtr b;
+    if (Status s = method(chunks[j], "view", dims, {}, b)) return s;
+    basis.push_back(b);
+  }
+  // vmap(push_jvp)(basis)
+  const int vl = functorch_depth_ + 1, jl = vl + 1;
+  Ref vlevel = Ref::steal(PyLong_FromLong(vl)), zero = Ref::steal(PyLong_FromLong(0));
+  c.node(st.lazy, {});
+  c.node(st.vmap_inc, {c.arg_long(total), c.arg(randomness)});
+  std::vector<VPtr> tangents;
+  for (size_t j = 0; j < basis.size(); ++j) {
+    Ref ex = Ref::steal(PyObject_CallMethod(primals[j]->obj.get(), "new_empty", "(O)", shapes[j].get()));
+    if (!ex) return PyErr_Clear(), brk(f, "DV0006", what + ": no example of a basis row");
+    const int n = add_graph_call(st.add_batch, {c.arg(basis[j]), c.arg(zero.get()), c.arg(vlevel.get())}, ex);
+    tangents.push_back(from_example(f, ex, n, basis[j]->device));
+  }
+  // the jvp level (functorch's _jvp_with_argnums)
+  c.level = jl;
+  c.node(st.jvp_inc, {});
+  c.node(st.set_fwd, {c.arg(Py_True)});
+  c.node(st.enter_dual, {});
+  Ref lv = Ref::steal(PyObject_CallNoArgs(st.real_enter_dual));  // examples carry tangents from here
+  if (!lv) return PyErr_Clear(), brk(f, "DV0004", what + ": a dual level cannot be entered");
+  const long real_level = PyLong_AsLong(lv.get());
+  auto exit_real = [&] {
+    Ref kw = Ref::steal(Py_BuildValue("{s:l}", "level", real_level));
+    Ref none = Ref::steal(PyTuple_New(0));
+    Ref r = kw && none ? Ref::steal(PyObject_Call(st.real_exit_dual, none.get(), kw.get())) : Ref();
+    if (!r) PyErr_Clear();
+  };
+  // From here every way out exits the real dual level first.
+  Status s = [&]() -> Status {
+    c.node(st.load_decompositions, {});
+    std::vector<VPtr> duals;
+    for (size_t j = 0; j < primals.size(); ++j) {
+      VPtr d;
+      if (Status e = graph_call(f, Ref::borrow(st.make_dual), "", {primals[j], tangents[j]}, {{"level", num(0)}}, d)) return e;
+      duals.push_back(d);
+    }
+    std::vector<VPtr> wrapped;  // every tensor argument wrapped at the jvp level, the differentiated ones replaced by their duals
+    for (const VPtr& a : args) {
+      VPtr w;
+      if (!c.map(a, [&](const VPtr& x, VPtr& o) { return c.wrap(x, o); }, w)) return brk(f, "DV0004", c.why);
+      wrapped.push_back(w);
+    }
+    for (size_t j = 0; j < which.size(); ++j) wrapped[static_cast<size_t>(which[j])] = duals[j];
+    VPtr res;
+    functorch_depth_ += 2;  // the vmap level and the jvp level
+    ++jvp_depth_;
+    Status r = call(f, fn->self, std::move(wrapped), {}, res);
+    --jvp_depth_;
+    functorch_depth_ -= 2;
+    if (r) return r->exc ? brk(f, "DV0004", what + ": the function raised", "it runs eagerly") : r;
+    VPtr output = res, aux, aux_out;
+    if (has_aux) {
+      if (res->kind != VK::Tuple || res->items.size() != 2)
+        return brk(f, "DV0004", what + " with has_aux of a function that does not return a pair (output, aux)", "eager raises");
+      output = res->items[0];
+      aux = res->items[1];
+      bool bad = false;
+      if (!c.map(aux, [&](const VPtr& x, VPtr& o) { return x->kind == VK::Tensor ? c.unwrap(x, o) : (bad = true, o = x, true); }, aux_out) || bad)
+        return brk(f, "DV0004", what + " with an aux output that is not tensors", "eager raises");
+    }
+    std::vector<VPtr> flat_out;
+    c.flatten(output, flat_out);
+    if (flat_out.empty()) return brk(f, "DV0004", what + " of a function with no tensor output", "eager raises");
+    std::vector<VPtr> tangents_out;
+    for (const VPtr& o : flat_out) {
+      if (o->kind != VK::Tensor) return brk(f, "DV0004", what + " of a function returning a " + std::string(vk_name(o->kind)), "eager raises");
+      VPtr pt;
+      if (Status e = graph_call(f, Ref::borrow(st.unpack_dual), "", {o}, {{"level", num(0)}}, pt)) return e;
+      if (pt->kind != VK::Tuple || pt->items.size() != 2 || pt->items[1]->kind != VK::Tensor)
+        return brk(f, "DV0004", what + ": an output whose tangent the trace cannot tell (a constant output, or one computed where tangents are not traced)",
+                   "it runs eagerly");
+      VPtr primal_u, tangent_u;
+      if (!c.unwrap(pt->items[0], primal_u) || !c.unwrap(pt->items[1], tangent_u)) return brk(f, "DV0004", c.why);
+      tangents_out.push_back(tangent_u);
+    }
+    output_graph_exit_dual(*this, st.exit_dual, real_level);
+    // leave the jvp level, then the vmap level
+    c.node(st.set_fwd, {c.arg(Py_True)});
+    c.node(st.jvp_dec, {});
+    std::vector<VPtr> stacked;
+    for (const VPtr& tg : tangents_out) {
+      Ref ex = batched_example(tg->obj.get(), total, 0);
+      if (!ex) return PyErr_Clear(), brk(f, "DV0006", what + ": no example of a jacobian");
+      const int n = add_graph_call(st.remove_batch, {c.arg(tg), c.arg(vlevel.get()), c.arg_long(total), c.arg(zero.get())}, ex);
+      stacked.push_back(from_example(f, ex, n, tg->device));
+    }
+    VPtr aux_final;
+    if (has_aux) {  // vmap batches the aux too; functorch keeps its first row
+      bool ok = true;
+      auto first_row = [&](const VPtr& x, VPtr& o) -> bool {
+        Ref ex = batched_example(x->obj.get(), total, 0);
+        if (!ex) return ok = false;
+        const int n = add_graph_call(st.remove_batch, {c.arg(x), c.arg(vlevel.get()), c.arg_long(total), c.arg(zero.get())}, ex);
+        VPtr b = from_example(f, ex, n, x->device);
+        VPtr idx = num(0);
+        return !graph_call(f, Ref::borrow(py().getitem.get()), "", {b, idx}, {}, o);
+      };
+      if (!c.map(aux_out, first_row, aux_final) || !ok) return brk(f, "DV0004", what + ": the aux output cannot be traced");
+    }
+    c.node(st.vmap_dec, {});
+    // per output: tangents moved last, split per input, unflattened to each input's shape
+    std::vector<VPtr> per_output;
+    for (size_t i = 0; i < stacked.size(); ++i) {
+      VPtr moved, parts;
+      if (Status e = method(stacked[i], "movedim", {num(0), num(-1)}, {}, moved)) return e;
+      VPtr sizes = make(VK::List);
+      for (long n : numels) sizes->items.push_back(num(n));
+      if (Status e = method(moved, "split", {sizes}, {{"dim", num(-1)}}, parts)) return e;
+      if (parts->kind != VK::Tuple || parts->items.size() != primals.size()) return brk(f, "DV0004", what + ": the split jacobian has the wrong parts");
+      VPtr row = make(VK::Tuple);
+      for (size_t j = 0; j < primals.size(); ++j) {
+        VPtr v;
+        if (PyTuple_GET_SIZE(shapes[j].get()) == 0) {
+          if (Status e = method(parts->items[j], "squeeze", {num(-1)}, {}, v)) return e;
+        } else if (Status e = method(parts->items[j], "unflatten", {num(-1), constant(shapes[j])}, {}, v)) {
+          return e;
+        }
+        row->items.push_back(v);
+      }
+      per_output.push_back(single ? row->items[0] : row);
+    }
+    size_t k = 0;
+    VPtr output_input = c.unflatten(output, per_output, k);
+    if (has_aux) {
+      out = make(VK::Tuple);
+      out->items = {output_input, aux_final};
+    } else {
+      out = output_input;
+    }
+    return std::nullopt;
+  }();
+  exit_real();
+  return s;
+}
+
 bool Translator::functorch_level_busy() {
   // A frame compiled while functorch is already transforming it is left to eager (eval_frame.cpp);
   // this is a transform reached while nothing of functorch is active for real.
@@ -602,7 +890,7 @@ struct Kind<VK::FuncGrad> {
     // torch.func.grad(func, argnums, has_aux) / grad_and_value(...)
     // (jacrev's has_aux is keyword-only: one with has_aux is not rebuilt)
     const FuncMode mode = static_cast<FuncMode>(PyLong_AsLong(PyTuple_GET_ITEM(v->obj.get(), 2)));
-    if (mode == FuncMode::jacrev && PyTuple_GET_ITEM(v->obj.get(), 1) == Py_True) return false;
+    if ((mode == FuncMode::jacrev && PyTuple_GET_ITEM(v->obj.get(), 1) == Py_True) || mode == FuncMode::jacfwd) return false;  // (jacfwd: not rebuilt)
     PyObject* maker = mode == FuncMode::grad ? grad_steps().grad : mode == FuncMode::grad_and_value ? grad_steps().grad_and_value : grad_steps().jacrev;
     if (!maker) return false;
     r.e.callable_const(maker);
