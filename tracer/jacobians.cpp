@@ -1,0 +1,364 @@
+// torch.func.jacrev, jacfwd and hessian (hessian = jacfwd(jacrev(f))) called in the trace, as
+// functorch runs them and TorchDynamo records them: functorch's steps in the graph around the
+// inlined function (the values they are called through: FuncGrad, tracer/values/func_grad.cpp).
+#include "tracer/functorch.h"
+
+namespace dv {
+
+using namespace functorch;  // NOLINT(google-build-using-namespace): this file is functorch's tracing
+using FuncMode = Translator::FuncMode;
+
+// jacrev(func, argnums, has_aux)(*args), as functorch's jacrev runs it and TorchDynamo records it:
+// the vjp of func (one grad level, closed), a standard basis of the outputs (new_zeros, diagonal
+// fill_, view), the vjp's _autograd_grad vmapped over the basis (one vmap level), and each input's
+// stacked rows split per output and viewed as output shape + input shape. The arguments
+// differentiated are tensors (not pytrees of them: a break), the outputs tensors or tuples, lists
+// and dicts of them; chunk_size was refused when the jacrev was made.
+Translator::Status Translator::call_jacrev(Frame& f, const VPtr& fn, std::vector<VPtr> args, KwArgs kwargs, VPtr& out) {
+  const std::string what = "torch.func.jacrev";
+  PyObject* argnums = PyTuple_GET_ITEM(fn->obj.get(), 0);
+  const bool has_aux = PyTuple_GET_ITEM(fn->obj.get(), 1) == Py_True;
+  if (!kwargs.empty()) return brk(f, "DV0004", what + " called with keyword arguments", "eager raises: jacrev's function takes positional arguments");
+  const Steps& st = grad_steps();
+  GradLevel c(*this, f);
+  std::vector<VPtr> wrapped;
+  KwArgs none;
+  if (Status s = c.open(what, argnums, args, kwargs, wrapped, none)) return s;
+  for (const VPtr& d : c.diff->items)
+    if (d->kind != VK::Tensor) return brk(f, "DV0004", what + " with respect to a " + std::string(vk_name(d->kind)), "differentiate tensors");
+  VPtr res;
+  if (Status s = c.call(fn->self, std::move(wrapped), {}, res)) return s;
+  VPtr output = res, aux, aux_out;
+  if (has_aux) {
+    if (res->kind != VK::Tuple || res->items.size() != 2)
+      return brk(f, "DV0004", what + " with has_aux of a function that does not return a pair (output, aux)", "eager raises");
+    output = res->items[0];
+    aux = res->items[1];
+    bool bad = false;
+    if (!c.map(aux, [&](const VPtr& x, VPtr& o) { return x->kind == VK::Tensor ? c.unwrap(x, o) : (bad = true, o = x, true); }, aux_out) || bad)
+      return brk(f, "DV0004", what + " with an aux output that is not tensors", "eager raises");
+  }
+  std::vector<VPtr> flat_out;
+  c.flatten(output, flat_out);
+  std::vector<long> numels;
+  std::vector<Ref> shapes;
+  long total = 0;
+  for (const VPtr& o : flat_out) {
+    if (o->kind != VK::Tensor) return brk(f, "DV0004", what + " of a function returning a " + std::string(vk_name(o->kind)), "eager raises");
+    Ref fp = Ref::steal(PyObject_CallMethod(o->obj.get(), "is_floating_point", nullptr));
+    Ref n = Ref::steal(PyObject_CallMethod(o->obj.get(), "numel", nullptr));
+    Ref shape = Ref::steal(PyObject_GetAttrString(o->obj.get(), "shape"));
+    if (!fp || !n || !shape || !PyLong_CheckExact(n.get())) return PyErr_Clear(), brk(f, "DV0004", what + " of an output of symbolic size");
+    if (fp.get() != Py_True) {  // functorch's vjp raises, inside its `with` blocks (closed first)
+      Ref cx = Ref::steal(PyObject_CallMethod(o->obj.get(), "is_complex", nullptr));
+      Ref dtype = Ref::steal(PyObject_GetAttrString(o->obj.get(), "dtype"));
+      if (!cx || !dtype) return PyErr_Clear(), brk(f, "DV0004", what + ": no dtype of an output");
+      if (cx.get() != Py_True) {
+        if (Status s = c.close()) return s;
+        return raise_new(f, PyExc_RuntimeError,
+                         "vjp(f, ...): All outputs of f must be floating-point or complex Tensors, got Tensor with dtype " + str_of(Ref::steal(PyObject_Str(dtype.get())).get()), what);
+      }
+    }
+    numels.push_back(PyLong_AsLong(n.get()));
+    shapes.push_back(Ref::steal(PySequence_Tuple(shape.get())));
+    total += numels.back();
+  }
+  if (flat_out.empty()) return brk(f, "DV0004", what + " of a function with no tensor output", "eager raises");
+  std::vector<VPtr> results;
+  for (const VPtr& o : flat_out) {
+    VPtr r;
+    if (!c.unwrap(o, r)) return brk(f, "DV0004", c.why);
+    results.push_back(r);
+  }
+  if (Status s = c.close()) return s;
+  auto num = [&](long v) { return constant_steal(PyLong_FromLong(v)); };
+  auto method = [&](const VPtr& self, const char* name, std::vector<VPtr> a, KwArgs kw, VPtr& r) {
+    a.insert(a.begin(), self);
+    return graph_call(f, Ref::borrow(Py_None), name, std::move(a), std::move(kw), r);
+  };
+  std::vector<VPtr> basis;  // of the outputs
+  if (Status s = standard_basis(*this, f, results, numels, shapes, total, basis)) return s;
+  // vmap(vjp_fn)(basis): one vmap level over the basis rows
+  const int vl = functorch_depth_ + 1;
+  Ref level = Ref::steal(PyLong_FromLong(vl)), zero = Ref::steal(PyLong_FromLong(0)), error = Ref::steal(PyUnicode_FromString("error"));
+  c.node(st.lazy, {});
+  c.node(st.vmap_inc, {c.arg_long(total), c.arg(error.get())});
+  VPtr cotangents = make(VK::List), outs = make(VK::List), ins = make(VK::List);
+  for (size_t i = 0; i < basis.size(); ++i) {
+    Ref ex = Ref::steal(PyObject_CallMethod(flat_out[i]->obj.get(), "new_empty", "(O)", shapes[i].get()));
+    if (!ex) return PyErr_Clear(), brk(f, "DV0006", what + ": no example of a basis row");
+    const int n = add_graph_call(st.add_batch, {c.arg(basis[i]), c.arg(zero.get()), c.arg(level.get())}, ex);
+    cotangents->items.push_back(from_example(f, ex, n, basis[i]->device));
+  }
+  outs->items = flat_out;
+  ins->items = c.diff->items;
+  VPtr grads;
+  enter_transform(false);
+  Status g = graph_call(f, Ref::borrow(st.autograd_grad), "", {outs, ins, cotangents},
+                        {{"retain_graph", constant(Ref::borrow(Py_True))}, {"create_graph", constant(Ref::borrow(grad_mode_enabled() ? Py_True : Py_False))}},
+                        grads);
+  exit_transform(false);
+  if (g) return g;
+  if (grads->kind != VK::Tuple || grads->items.size() != ins->items.size()) return brk(f, "DV0004", what + ": the vjp's results are not one per input");
+  std::vector<VPtr> stacked;  // per input: (total, *input shape)
+  for (const VPtr& gi : grads->items) {
+    Ref ex = batched_example(gi->obj.get(), total, 0);
+    if (!ex) return PyErr_Clear(), brk(f, "DV0006", what + ": no example of a jacobian");
+    const int n = add_graph_call(st.remove_batch, {c.arg(gi), c.arg(level.get()), c.arg_long(total), c.arg(zero.get())}, ex);
+    stacked.push_back(from_example(f, ex, n, gi->device));
+  }
+  c.node(st.vmap_dec, {});
+  // each input's rows split per output, viewed as output shape + input shape
+  std::vector<std::vector<VPtr>> jac(flat_out.size());  // [output][input]
+  for (size_t j = 0; j < stacked.size(); ++j) {
+    VPtr sizes = make(VK::List);
+    for (long n : numels) sizes->items.push_back(num(n));
+    VPtr parts;
+    if (Status s = method(stacked[j], "split", {sizes}, {{"dim", num(0)}}, parts)) return s;
+    if (parts->kind != VK::Tuple || parts->items.size() != flat_out.size()) return brk(f, "DV0004", what + ": the split jacobian has the wrong parts");
+    Ref in_shape = Ref::steal(PyObject_GetAttrString(c.diff->items[j]->obj.get(), "shape"));
+    for (size_t i = 0; i < flat_out.size(); ++i) {
+      Ref full = in_shape ? Ref::steal(PySequence_Concat(shapes[i].get(), Ref::steal(PySequence_Tuple(in_shape.get())).get())) : Ref();
+      if (!full) return PyErr_Clear(), brk(f, "DV0006", what + ": no shape of a jacobian");
+      VPtr v;
+      if (Status s = method(parts->items[i], "view", {constant(full)}, {}, v)) return s;
+      jac[i].push_back(v);
+    }
+  }
+  std::vector<VPtr> per_output;
+  for (auto& row : jac) {
+    if (c.single) {
+      per_output.push_back(row[0]);
+    } else {
+      VPtr tup = make(VK::Tuple);
+      tup->items = row;
+      per_output.push_back(tup);
+    }
+  }
+  size_t k = 0;
+  VPtr output_input = c.unflatten(output, per_output, k);
+  if (has_aux) {
+    out = make(VK::Tuple);
+    out->items = {output_input, aux_out};
+  } else {
+    out = output_input;
+  }
+  return std::nullopt;
+}
+
+Translator::Status Translator::make_hessian(Frame& f, std::vector<VPtr> args, KwArgs kwargs, VPtr& out) {
+  // torch.func.hessian(func, argnums=0) is jacfwd(jacrev(func, argnums), argnums)
+  if (args.size() > 2) return brk(f, "DV0004", "torch.func.hessian with these arguments", "eager raises");
+  VPtr given[2];
+  for (size_t i = 0; i < args.size(); ++i) given[i] = args[i];
+  for (auto& [k, v] : kwargs) {
+    const int i = k == "func" ? 0 : k == "argnums" ? 1 : -1;
+    if (i < 0 || given[i]) return brk(f, "DV0004", "torch.func.hessian with keyword " + k, "eager raises");
+    given[i] = v;
+  }
+  if (!given[0]) return brk(f, "DV0004", "torch.func.hessian without a function", "eager raises");
+  std::vector<VPtr> inner{given[0]};
+  if (given[1]) inner.push_back(given[1]);
+  VPtr rev;
+  if (Status s = make_func_grad(f, FuncMode::jacrev, inner, {}, rev)) return s;
+  std::vector<VPtr> outer{rev};
+  if (given[1]) outer.push_back(given[1]);
+  return make_func_grad(f, FuncMode::jacfwd, outer, {}, out);
+}
+
+namespace {
+void output_graph_exit_dual(Translator& t, PyObject* exit_dual, long level) {  // _exit_dual_level(level=...): keyword-only
+  ArgTree lv;
+  t.to_arg(t.constant_steal(PyLong_FromLong(level)), lv);
+  t.add_graph_call_kw(exit_dual, {}, {{"level", lv}});
+}
+}  // namespace
+
+// jacfwd(func, argnums, has_aux, randomness)(*args), as functorch's jacfwd runs it and TorchDynamo
+// records it: a standard basis of the differentiated inputs, vmapped (one vmap level) through one
+// jvp of func (a jvp level: forward grad on, a dual level entered, each input made a dual of its
+// basis row, func inlined, each output's tangent unpacked), each output's stacked tangents moved
+// to the last dimension, split per input and unflattened to the input's shape. The examples are
+// computed under a dual level entered for real while func is traced (meta tensors carry tangents);
+// an output the examples give no tangent is a break, never a guess. Inputs differentiated are
+// tensors; a jacfwd inside another's function (nested forward mode) breaks.
+Translator::Status Translator::call_jacfwd(Frame& f, const VPtr& fn, std::vector<VPtr> args, KwArgs kwargs, VPtr& out) {
+  const std::string what = "torch.func.jacfwd";
+  PyObject* argnums = PyTuple_GET_ITEM(fn->obj.get(), 0);
+  const bool has_aux = PyTuple_GET_ITEM(fn->obj.get(), 1) == Py_True;
+  PyObject* randomness = PyTuple_GET_ITEM(fn->obj.get(), 3);
+  const Steps& st = grad_steps();
+  if (!kwargs.empty()) return brk(f, "DV0004", what + " called with keyword arguments", "eager raises: jacfwd's function takes positional arguments");
+  if (jvp_depth_ > 0) return brk(f, "DV0004", what + " inside a function jacfwd is tracing (nested forward mode)", "it runs eagerly");
+  if (functorch_level_busy()) return brk(f, "DV0004", what + " inside code functorch is transforming");
+  Ref fwd_on = Ref::steal(PyObject_CallNoArgs(st.is_fwd));
+  if (!fwd_on || fwd_on.get() != Py_True) return PyErr_Clear(), brk(f, "DV0004", what + " with forward-mode AD disabled");
+  // the differentiated inputs, as _slice_argnums takes them
+  const long nargs = static_cast<long>(args.size());
+  const bool single = PyLong_CheckExact(argnums);
+  std::vector<long> which;
+  for (Py_ssize_t i = 0; i < (single ? 1 : PyTuple_GET_SIZE(argnums)); ++i) {
+    long a = PyLong_AsLong(single ? argnums : PyTuple_GET_ITEM(argnums, i));
+    if (a < 0) a += nargs;
+    if (a < 0 || a >= nargs || std::find(which.begin(), which.end(), a) != which.end())
+      return brk(f, "DV0004", what + " with argnums out of range or repeated", "eager raises");
+    which.push_back(a);
+  }
+  std::vector<VPtr> primals;
+  std::vector<long> numels;
+  std::vector<Ref> shapes;
+  long total = 0;
+  for (long a : which) {
+    const VPtr& p = args[static_cast<size_t>(a)];
+    if (p->kind != VK::Tensor) return brk(f, "DV0004", what + " with respect to a " + std::string(vk_name(p->kind)), "differentiate tensors");
+    Ref n = Ref::steal(PyObject_CallMethod(p->obj.get(), "numel", nullptr));
+    Ref shape = Ref::steal(PyObject_GetAttrString(p->obj.get(), "shape"));
+    if (!n || !shape || !PyLong_CheckExact(n.get())) return PyErr_Clear(), brk(f, "DV0004", what + " of an input of symbolic size");
+    primals.push_back(p);
+    numels.push_back(PyLong_AsLong(n.get()));
+    shapes.push_back(Ref::steal(PySequence_Tuple(shape.get())));
+    total += numels.back();
+  }
+  GradCall c(*this, f, 0);
+  auto num = [&](long v) { return constant_steal(PyLong_FromLong(v)); };
+  auto method = [&](const VPtr& self, const char* name, std::vector<VPtr> a, KwArgs kw, VPtr& r) {
+    a.insert(a.begin(), self);
+    return graph_call(f, Ref::borrow(Py_None), name, std::move(a), std::move(kw), r);
+  };
+  std::vector<VPtr> basis;  // of the inputs
+  if (Status s = standard_basis(*this, f, primals, numels, shapes, total, basis)) return s;
+  // vmap(push_jvp)(basis)
+  const int vl = functorch_depth_ + 1, jl = vl + 1;
+  Ref vlevel = Ref::steal(PyLong_FromLong(vl)), zero = Ref::steal(PyLong_FromLong(0));
+  c.node(st.lazy, {});
+  c.node(st.vmap_inc, {c.arg_long(total), c.arg(randomness)});
+  std::vector<VPtr> tangents;
+  for (size_t j = 0; j < basis.size(); ++j) {
+    Ref ex = Ref::steal(PyObject_CallMethod(primals[j]->obj.get(), "new_empty", "(O)", shapes[j].get()));
+    if (!ex) return PyErr_Clear(), brk(f, "DV0006", what + ": no example of a basis row");
+    const int n = add_graph_call(st.add_batch, {c.arg(basis[j]), c.arg(zero.get()), c.arg(vlevel.get())}, ex);
+    tangents.push_back(from_example(f, ex, n, basis[j]->device));
+  }
+  // the jvp level (functorch's _jvp_with_argnums)
+  c.level = jl;
+  c.node(st.jvp_inc, {});
+  c.node(st.set_fwd, {c.arg(Py_True)});
+  c.node(st.enter_dual, {});
+  Ref lv = Ref::steal(PyObject_CallNoArgs(st.real_enter_dual));  // examples carry tangents from here
+  if (!lv) return PyErr_Clear(), brk(f, "DV0004", what + ": a dual level cannot be entered");
+  const long real_level = PyLong_AsLong(lv.get());
+  auto exit_real = [&] {
+    Ref kw = Ref::steal(Py_BuildValue("{s:l}", "level", real_level));
+    Ref none = Ref::steal(PyTuple_New(0));
+    Ref r = kw && none ? Ref::steal(PyObject_Call(st.real_exit_dual, none.get(), kw.get())) : Ref();
+    if (!r) PyErr_Clear();
+  };
+  // From here every way out exits the real dual level first.
+  Status s = [&]() -> Status {
+    c.node(st.load_decompositions, {});
+    std::vector<VPtr> duals;
+    for (size_t j = 0; j < primals.size(); ++j) {
+      VPtr d;
+      if (Status e = graph_call(f, Ref::borrow(st.make_dual), "", {primals[j], tangents[j]}, {{"level", num(0)}}, d)) return e;
+      duals.push_back(d);
+    }
+    std::vector<VPtr> wrapped;  // every tensor argument wrapped at the jvp level, the differentiated ones replaced by their duals
+    for (const VPtr& a : args) {
+      VPtr w;
+      if (!c.map(a, [&](const VPtr& x, VPtr& o) { return c.wrap(x, o); }, w)) return brk(f, "DV0004", c.why);
+      wrapped.push_back(w);
+    }
+    for (size_t j = 0; j < which.size(); ++j) wrapped[static_cast<size_t>(which[j])] = duals[j];
+    VPtr res;
+    functorch_depth_ += 2;  // the vmap level and the jvp level
+    ++jvp_depth_;
+    Status r = call(f, fn->self, std::move(wrapped), {}, res);
+    --jvp_depth_;
+    functorch_depth_ -= 2;
+    if (r) return r->exc ? brk(f, "DV0004", what + ": the function raised", "it runs eagerly") : r;
+    VPtr output = res, aux, aux_out;
+    if (has_aux) {
+      if (res->kind != VK::Tuple || res->items.size() != 2)
+        return brk(f, "DV0004", what + " with has_aux of a function that does not return a pair (output, aux)", "eager raises");
+      output = res->items[0];
+      aux = res->items[1];
+      bool bad = false;
+      if (!c.map(aux, [&](const VPtr& x, VPtr& o) { return x->kind == VK::Tensor ? c.unwrap(x, o) : (bad = true, o = x, true); }, aux_out) || bad)
+        return brk(f, "DV0004", what + " with an aux output that is not tensors", "eager raises");
+    }
+    std::vector<VPtr> flat_out;
+    c.flatten(output, flat_out);
+    if (flat_out.empty()) return brk(f, "DV0004", what + " of a function with no tensor output", "eager raises");
+    std::vector<VPtr> tangents_out;
+    for (const VPtr& o : flat_out) {
+      if (o->kind != VK::Tensor) return brk(f, "DV0004", what + " of a function returning a " + std::string(vk_name(o->kind)), "eager raises");
+      VPtr pt;
+      if (Status e = graph_call(f, Ref::borrow(st.unpack_dual), "", {o}, {{"level", num(0)}}, pt)) return e;
+      if (pt->kind != VK::Tuple || pt->items.size() != 2 || pt->items[1]->kind != VK::Tensor)
+        return brk(f, "DV0004", what + ": an output whose tangent the trace cannot tell (a constant output, or one computed where tangents are not traced)",
+                   "it runs eagerly");
+      VPtr primal_u, tangent_u;
+      if (!c.unwrap(pt->items[0], primal_u) || !c.unwrap(pt->items[1], tangent_u)) return brk(f, "DV0004", c.why);
+      tangents_out.push_back(tangent_u);
+    }
+    output_graph_exit_dual(*this, st.exit_dual, real_level);
+    // leave the jvp level, then the vmap level
+    c.node(st.set_fwd, {c.arg(Py_True)});
+    c.node(st.jvp_dec, {});
+    std::vector<VPtr> stacked;
+    for (const VPtr& tg : tangents_out) {
+      Ref ex = batched_example(tg->obj.get(), total, 0);
+      if (!ex) return PyErr_Clear(), brk(f, "DV0006", what + ": no example of a jacobian");
+      const int n = add_graph_call(st.remove_batch, {c.arg(tg), c.arg(vlevel.get()), c.arg_long(total), c.arg(zero.get())}, ex);
+      stacked.push_back(from_example(f, ex, n, tg->device));
+    }
+    VPtr aux_final;
+    if (has_aux) {  // vmap batches the aux too; functorch keeps its first row
+      bool ok = true;
+      auto first_row = [&](const VPtr& x, VPtr& o) -> bool {
+        Ref ex = batched_example(x->obj.get(), total, 0);
+        if (!ex) return ok = false;
+        const int n = add_graph_call(st.remove_batch, {c.arg(x), c.arg(vlevel.get()), c.arg_long(total), c.arg(zero.get())}, ex);
+        VPtr b = from_example(f, ex, n, x->device);
+        VPtr idx = num(0);
+        return !graph_call(f, Ref::borrow(py().getitem.get()), "", {b, idx}, {}, o);
+      };
+      if (!c.map(aux_out, first_row, aux_final) || !ok) return brk(f, "DV0004", what + ": the aux output cannot be traced");
+    }
+    c.node(st.vmap_dec, {});
+    // per output: tangents moved last, split per input, unflattened to each input's shape
+    std::vector<VPtr> per_output;
+    for (size_t i = 0; i < stacked.size(); ++i) {
+      VPtr moved, parts;
+      if (Status e = method(stacked[i], "movedim", {num(0), num(-1)}, {}, moved)) return e;
+      VPtr sizes = make(VK::List);
+      for (long n : numels) sizes->items.push_back(num(n));
+      if (Status e = method(moved, "split", {sizes}, {{"dim", num(-1)}}, parts)) return e;
+      if (parts->kind != VK::Tuple || parts->items.size() != primals.size()) return brk(f, "DV0004", what + ": the split jacobian has the wrong parts");
+      VPtr row = make(VK::Tuple);
+      for (size_t j = 0; j < primals.size(); ++j) {
+        VPtr v;
+        if (PyTuple_GET_SIZE(shapes[j].get()) == 0) {
+          if (Status e = method(parts->items[j], "squeeze", {num(-1)}, {}, v)) return e;
+        } else if (Status e = method(parts->items[j], "unflatten", {num(-1), constant(shapes[j])}, {}, v)) {
+          return e;
+        }
+        row->items.push_back(v);
+      }
+      per_output.push_back(single ? row->items[0] : row);
+    }
+    size_t k = 0;
+    VPtr output_input = c.unflatten(output, per_output, k);
+    if (has_aux) {
+      out = make(VK::Tuple);
+      out->items = {output_input, aux_final};
+    } else {
+      out = output_input;
+    }
+    return std::nullopt;
+  }();
+  exit_real();
+  return s;
+}
+
+}  // namespace dv
