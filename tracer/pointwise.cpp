@@ -145,6 +145,9 @@ Ref pointwise_example(PyObject* target, const std::string& method, const std::ve
                                     grad ? Py_True : Py_False));
   Ref a = Ref::steal(PyTuple_Pack(1, size.get()));
   Ref r = Ref::steal(PyObject_Call(t->empty.get(), a.get(), kw.get()));
+  // A result that requires grad is no leaf (it has a grad_fn, as the op's own result has): an
+  // in-place op on it (`z = w * 2; z.add_(1)` of a parameter in training) is allowed, as in eager.
+  if (r && grad) r = Ref::steal(PyObject_CallMethod(r.get(), "clone", nullptr));
   if (!r) PyErr_Clear();
   return r;
 }

@@ -544,3 +544,12 @@ def laplacian_of_a_network_by_hessian(xy):
 
 NOT_YET["jacfwd_of_a_constant_output"] = ("an output with no tangent in the examples is a break (TorchDynamo gives zeros): "
                                           "the trace cannot tell a constant from a tangent it did not follow")
+
+
+@case((4,))
+def grad_of_a_function_with_in_place_ops(x):
+    def f(y):
+        z = y * 2
+        z.add_(1)
+        return z.pow(2).sum()
+    return grad(f)(x)

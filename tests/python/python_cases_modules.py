@@ -130,3 +130,24 @@ class LSTMTagger(nn.Module):
 
 
 module_case(LSTMTagger, (2, 5, 4))
+
+
+class MaskedScoresInTraining(nn.Module):
+    """Attention scores scaled, then masked in place, in training mode: the scaled scores require grad
+    (the projections' parameters do) and are no leaf, so masked_fill_ is allowed, as in eager."""
+
+    def __init__(self):
+        super().__init__()
+        self.q = nn.Linear(8, 8)
+        self.k = nn.Linear(8, 8)
+
+    def forward(self, x):
+        scores = self.q(x) @ self.k(x).transpose(-1, -2) * 0.125
+        causal = torch.ones(x.shape[1], x.shape[1], dtype=torch.bool).triu(1)
+        scores.masked_fill_(causal, float("-inf"))
+        bias = self.q.bias * 2
+        bias.add_(1)
+        return scores.softmax(-1), bias
+
+
+module_case(MaskedScoresInTraining, (2, 5, 8))
