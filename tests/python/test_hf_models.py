@@ -328,6 +328,13 @@ CALL_FORMS = {
     "llama_train_step": (lambda T: T.LlamaForCausalLM(_cfg("llama")), lambda s, m: dict(input_ids=_ids(s), labels=_ids(s)), True),
     "bert_train_step": (lambda T: T.BertForSequenceClassification(_cfg("bert", hidden_dropout_prob=0.0, attention_probs_dropout_prob=0.0)),
                         lambda s, m: dict(input_ids=_ids(s), labels=_two(s)), True),
+    # training mode: scores and biases that require grad, changed in place (masked_fill_, +=)
+    "t5_train_step": (lambda T: T.T5ForConditionalGeneration(T.T5Config(d_model=64, d_ff=128, d_kv=16, num_layers=2, num_heads=4,
+                                                                        vocab_size=100, dropout_rate=0.0, decoder_start_token_id=0,
+                                                                        pad_token_id=0)),
+                      lambda s, m: dict(input_ids=_ids(s), labels=_ids(s + 1)), True),
+    "vit_train_step": (lambda T: T.ViTForImageClassification(_cfg("vit", hidden_dropout_prob=0.0, attention_probs_dropout_prob=0.0)),
+                       lambda s, m: dict(pixel_values=_pixels(s), labels=_two(s)), True),
 }
 
 NOT_YET_FORMS: dict[str, str] = {}
