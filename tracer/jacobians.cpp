@@ -24,8 +24,12 @@ Translator::Status Translator::call_jacrev(Frame& f, const VPtr& fn, std::vector
   std::vector<VPtr> wrapped;
   KwArgs none;
   if (Status s = c.open(what, argnums, args, kwargs, wrapped, none)) return s;
-  for (const VPtr& d : c.diff->items)
-    if (d->kind != VK::Tensor) return brk(f, "DV0004", what + " with respect to a " + std::string(vk_name(d->kind)), "differentiate tensors");
+  // the differentiated inputs' tensors, flat (an argument may be a tuple, list or dict of them:
+  // functorch's tree_flatten of the primals)
+  std::vector<VPtr> flat_in;
+  for (const VPtr& d : c.diff->items) c.flatten(d, flat_in);
+  for (const VPtr& d : flat_in)
+    if (d->kind != VK::Tensor) return brk(f, "DV0004", what + " with respect to a " + std::string(vk_name(d->kind)), "eager raises: differentiate tensors");
   VPtr res;
   if (Status s = c.call(fn->self, std::move(wrapped), {}, res)) return s;
   VPtr output = res, aux, aux_out;
@@ -91,7 +95,7 @@ Translator::Status Translator::call_jacrev(Frame& f, const VPtr& fn, std::vector
     cotangents->items.push_back(from_example(f, ex, n, basis[i]->device));
   }
   outs->items = flat_out;
-  ins->items = c.diff->items;
+  ins->items = flat_in;
   VPtr grads;
   enter_transform(false);
   Status g = graph_call(f, Ref::borrow(st.autograd_grad), "", {outs, ins, cotangents},
@@ -116,7 +120,7 @@ Translator::Status Translator::call_jacrev(Frame& f, const VPtr& fn, std::vector
     VPtr parts;
     if (Status s = method(stacked[j], "split", {sizes}, {{"dim", num(0)}}, parts)) return s;
     if (parts->kind != VK::Tuple || parts->items.size() != flat_out.size()) return brk(f, "DV0004", what + ": the split jacobian has the wrong parts");
-    Ref in_shape = Ref::steal(PyObject_GetAttrString(c.diff->items[j]->obj.get(), "shape"));
+    Ref in_shape = Ref::steal(PyObject_GetAttrString(flat_in[j]->obj.get(), "shape"));
     for (size_t i = 0; i < flat_out.size(); ++i) {
       Ref full = in_shape ? Ref::steal(PySequence_Concat(shapes[i].get(), Ref::steal(PySequence_Tuple(in_shape.get())).get())) : Ref();
       if (!full) return PyErr_Clear(), brk(f, "DV0006", what + ": no shape of a jacobian");
@@ -125,15 +129,14 @@ Translator::Status Translator::call_jacrev(Frame& f, const VPtr& fn, std::vector
       jac[i].push_back(v);
     }
   }
+  // per output: the jacobians in the structure of the differentiated arguments (one argument's, or
+  // a tuple of them)
   std::vector<VPtr> per_output;
   for (auto& row : jac) {
-    if (c.single) {
-      per_output.push_back(row[0]);
-    } else {
-      VPtr tup = make(VK::Tuple);
-      tup->items = row;
-      per_output.push_back(tup);
-    }
+    size_t at = 0;
+    VPtr tup = make(VK::Tuple);
+    for (const VPtr& d : c.diff->items) tup->items.push_back(c.unflatten(d, row, at));
+    per_output.push_back(c.single ? tup->items[0] : tup);
   }
   size_t k = 0;
   VPtr output_input = c.unflatten(output, per_output, k);

@@ -461,7 +461,6 @@ def hessian_of_a_cubic(x):
 
 
 _PINN_3 = nn.Sequential(nn.Linear(3, 4), nn.Tanh(), nn.Linear(4, 2))
-NOT_YET["jacrev_with_respect_to_a_parameter_dict"] = "jacrev of a pytree of tensors (a dict) is not traced: the jacobian runs eagerly"
 NOT_YET["jacrev_in_chunks"] = "jacrev with a chunk_size is not traced: the jacobian runs eagerly"
 
 
@@ -553,3 +552,36 @@ def grad_of_a_function_with_in_place_ops(x):
         z.add_(1)
         return z.pow(2).sum()
     return grad(f)(x)
+
+
+# ---- jacrev over pytrees of inputs (functorch flattens the primals, and gives the jacobians back in
+# their structure) ----
+@case((5, 3), (4, 3))
+def empirical_ntk_of_a_network(x1, x2):
+    # the torch.func tutorial's neural tangent kernel: per-example jacobians over a parameter dict
+    params = {k: v.detach() for k, v in _PINN_3.named_parameters()}
+
+    def fnet_single(p, x):
+        return functional_call(_PINN_3, p, (x.unsqueeze(0),)).squeeze(0)
+    jac1 = vmap(jacrev(fnet_single), (None, 0))(params, x1)
+    jac2 = vmap(jacrev(fnet_single), (None, 0))(params, x2)
+    jac1 = [j.flatten(2) for j in jac1.values()]
+    jac2 = [j.flatten(2) for j in jac2.values()]
+    return torch.stack([torch.einsum("Naf,Mbf->NMab", j1, j2) for j1, j2 in zip(jac1, jac2)]).sum(0)
+
+
+@case((3,), (3,))
+def jacrev_with_respect_to_a_list_argument(x, y):
+    return jacrev(lambda ps: ps[0] * ps[1].sin())([x, y])
+
+
+@case((3,), (3,))
+def jacrev_with_respect_to_a_tuple_argument(x, y):
+    jx, jy = jacrev(lambda ps: ps[0] * ps[1])((x, y))
+    return jx, jy
+
+
+@case((3,), (3,))
+def jacrev_of_a_tensor_and_a_dict_by_argnums(x, y):
+    jx, jd = jacrev(lambda a, d: a * d["w"], argnums=(0, 1))(x, {"w": y})
+    return jx, jd["w"]
