@@ -186,6 +186,18 @@ struct GradCall {
     out = t.from_example(f, ex, n, v->device);
     return true;
   }
+  // (output, aux) of a has_aux function, aux's tensors unwrapped (functorch's
+  // _undo_create_differentiable of aux); false (`why` set): not a pair, or aux holds another value
+  // (eager raises)
+  bool split_aux(const VPtr& res, VPtr& output, VPtr& aux_out) {
+    if (res->kind != VK::Tuple || res->items.size() != 2) return why = "has_aux of a function that does not return a pair (output, aux)", false;
+    output = res->items[0];
+    bool bad = false;
+    auto leaf = [&](const VPtr& x, VPtr& o) { return x->kind == VK::Tensor ? unwrap(x, o) : (bad = true, o = x, true); };
+    if (!map(res->items[1], leaf, aux_out)) return false;
+    if (bad) return why = "an aux output that is not tensors", false;
+    return true;
+  }
   void flatten(const VPtr& v, std::vector<VPtr>& leaves) {
     if (v->kind == VK::Tuple || v->kind == VK::List || v->kind == VK::Dict) {
       for (const VPtr& x : v->items) flatten(x, leaves);

@@ -32,16 +32,8 @@ Translator::Status Translator::call_jacrev(Frame& f, const VPtr& fn, std::vector
     if (d->kind != VK::Tensor) return brk(f, "DV0004", what + " with respect to a " + std::string(vk_name(d->kind)), "eager raises: differentiate tensors");
   VPtr res;
   if (Status s = c.call(fn->self, std::move(wrapped), {}, res)) return s;
-  VPtr output = res, aux, aux_out;
-  if (has_aux) {
-    if (res->kind != VK::Tuple || res->items.size() != 2)
-      return brk(f, "DV0004", what + " with has_aux of a function that does not return a pair (output, aux)", "eager raises");
-    output = res->items[0];
-    aux = res->items[1];
-    bool bad = false;
-    if (!c.map(aux, [&](const VPtr& x, VPtr& o) { return x->kind == VK::Tensor ? c.unwrap(x, o) : (bad = true, o = x, true); }, aux_out) || bad)
-      return brk(f, "DV0004", what + " with an aux output that is not tensors", "eager raises");
-  }
+  VPtr output = res, aux_out;
+  if (has_aux && !c.split_aux(res, output, aux_out)) return brk(f, "DV0004", what + " with " + c.why, "eager raises");
   std::vector<VPtr> flat_out;
   c.flatten(output, flat_out);
   std::vector<long> numels;
@@ -279,16 +271,8 @@ Translator::Status Translator::call_jacfwd(Frame& f, const VPtr& fn, std::vector
     --jvp_depth_;
     functorch_depth_ -= 2;
     if (r) return r->exc ? brk(f, "DV0004", what + ": the function raised", "it runs eagerly") : r;
-    VPtr output = res, aux, aux_out;
-    if (has_aux) {
-      if (res->kind != VK::Tuple || res->items.size() != 2)
-        return brk(f, "DV0004", what + " with has_aux of a function that does not return a pair (output, aux)", "eager raises");
-      output = res->items[0];
-      aux = res->items[1];
-      bool bad = false;
-      if (!c.map(aux, [&](const VPtr& x, VPtr& o) { return x->kind == VK::Tensor ? c.unwrap(x, o) : (bad = true, o = x, true); }, aux_out) || bad)
-        return brk(f, "DV0004", what + " with an aux output that is not tensors", "eager raises");
-    }
+    VPtr output = res, aux_out;
+    if (has_aux && !c.split_aux(res, output, aux_out)) return brk(f, "DV0004", what + " with " + c.why, "eager raises");
     std::vector<VPtr> flat_out;
     c.flatten(output, flat_out);
     if (flat_out.empty()) return brk(f, "DV0004", what + " of a function with no tensor output", "eager raises");
