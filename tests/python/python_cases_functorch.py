@@ -585,3 +585,9 @@ def jacrev_with_respect_to_a_tuple_argument(x, y):
 def jacrev_of_a_tensor_and_a_dict_by_argnums(x, y):
     jx, jd = jacrev(lambda a, d: a * d["w"], argnums=(0, 1))(x, {"w": y})
     return jx, jd["w"]
+
+
+@case((3, 4))
+def vmap_with_in_place_ops_on_an_input_that_requires_grad(x):
+    h = _MODEL.fc1.weight[:3, :4] * 2 + x  # requires grad (a parameter's), no leaf
+    return torch.vmap(lambda r: r.mul_(2).sum())(h)

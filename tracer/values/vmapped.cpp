@@ -347,7 +347,10 @@ Translator::Status Translator::call_vmapped(Frame& f, const VPtr& fn, std::vecto
     if (sizes) PySequence_DelItem(sizes.get(), d);
     Ref example = sizes ? Ref::steal(PyObject_CallMethod(x->obj.get(), "new_empty", "O", sizes.get())) : Ref();
     Ref grad = example ? Ref::steal(PyObject_GetAttrString(x->obj.get(), "requires_grad")) : Ref();
-    if (grad && grad.get() == Py_True) example = Ref::steal(PyObject_CallMethod(example.get(), "requires_grad_", nullptr));
+    if (grad && grad.get() == Py_True) {  // no leaf (it is computed from the input): in-place ops on it are allowed, as in eager
+      example = Ref::steal(PyObject_CallMethod(example.get(), "requires_grad_", nullptr));
+      if (example) example = Ref::steal(PyObject_CallMethod(example.get(), "clone", nullptr));
+    }
     if (!example || !grad) return PyErr_Clear(), brk(f, "DV0006", "torch.vmap: no example of a batched input");
     Ref dim = Ref::steal(PyLong_FromLong(d));
     inner.push_back(c.node_value(add, {c.arg(x), c.arg(dim.get()), c.arg(lv.get())}, example, x));
