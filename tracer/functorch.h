@@ -101,6 +101,21 @@ inline bool is_argnums(PyObject* o) {  // an int, or a non-empty tuple of ints
   return true;
 }
 
+// The positions argnums (an int or a tuple of ints, is_argnums) names among n arguments, as
+// functorch's _slice_argnums checks them: negative ones counted from the end; false: one out of
+// range or repeated (eager raises).
+inline bool argnum_positions(PyObject* argnums, size_t n, std::vector<long>& which) {
+  const long nargs = static_cast<long>(n);
+  const bool single = PyLong_CheckExact(argnums);
+  for (Py_ssize_t i = 0; i < (single ? 1 : PyTuple_GET_SIZE(argnums)); ++i) {
+    long a = PyLong_AsLong(single ? argnums : PyTuple_GET_ITEM(argnums, i));
+    if (a < 0) a += nargs;
+    if (a < 0 || a >= nargs || std::find(which.begin(), which.end(), a) != which.end()) return false;
+    which.push_back(a);
+  }
+  return true;
+}
+
 struct GradCall {
   GradCall(Translator& tr, Frame& fr, int lv) : t(tr), f(fr), level(lv) {}
   Translator& t;
@@ -232,15 +247,9 @@ struct GradLevel : GradCall {
   Status open(const std::string& what, PyObject* argnums, const std::vector<VPtr>& args, const KwArgs& kwargs,
               std::vector<VPtr>& wrapped, KwArgs& wrapped_kw) {
     if (t.functorch_level_busy()) return t.brk(f, "DV0004", what + " inside code functorch is transforming");
-    const long nargs = static_cast<long>(args.size());  // argnums checked as functorch's _slice_argnums checks them
     single = PyLong_CheckExact(argnums);
-    for (Py_ssize_t i = 0; i < (single ? 1 : PyTuple_GET_SIZE(argnums)); ++i) {
-      long a = PyLong_AsLong(single ? argnums : PyTuple_GET_ITEM(argnums, i));
-      if (a < 0) a += nargs;
-      if (a < 0 || a >= nargs || std::find(which.begin(), which.end(), a) != which.end())
-        return t.brk(f, "DV0004", what + " with argnums out of range or repeated", "eager raises; check argnums against the arguments given");
-      which.push_back(a);
-    }
+    if (!argnum_positions(argnums, args.size(), which))
+      return t.brk(f, "DV0004", what + " with argnums out of range or repeated", "eager raises; check argnums against the arguments given");
     const Steps& st = grad_steps();
     message = Ref::steal(PyUnicode_FromString(kHooksMessage));
     // the saved-tensor hooks message in force before (an enclosing grad traced here set functorch's)

@@ -189,16 +189,9 @@ Translator::Status Translator::call_jacfwd(Frame& f, const VPtr& fn, std::vector
   Ref fwd_on = Ref::steal(PyObject_CallNoArgs(st.is_fwd));
   if (!fwd_on || fwd_on.get() != Py_True) return PyErr_Clear(), brk(f, "DV0004", what + " with forward-mode AD disabled");
   // the differentiated inputs, as _slice_argnums takes them
-  const long nargs = static_cast<long>(args.size());
   const bool single = PyLong_CheckExact(argnums);
   std::vector<long> which;
-  for (Py_ssize_t i = 0; i < (single ? 1 : PyTuple_GET_SIZE(argnums)); ++i) {
-    long a = PyLong_AsLong(single ? argnums : PyTuple_GET_ITEM(argnums, i));
-    if (a < 0) a += nargs;
-    if (a < 0 || a >= nargs || std::find(which.begin(), which.end(), a) != which.end())
-      return brk(f, "DV0004", what + " with argnums out of range or repeated", "eager raises");
-    which.push_back(a);
-  }
+  if (!argnum_positions(argnums, args.size(), which)) return brk(f, "DV0004", what + " with argnums out of range or repeated", "eager raises");
   std::vector<VPtr> primals;
   std::vector<long> numels;
   std::vector<Ref> shapes;

@@ -12,6 +12,7 @@
 #include <algorithm>
 #include <functional>
 
+#include "tracer/functorch.h"
 #include "tracer/pycache.h"
 #include "tracer/rebuild.h"
 #include "tracer/translator.h"
@@ -22,19 +23,6 @@ namespace dv {
 using cg::N;
 
 namespace {
-
-PyObject* predispatch(const char* name) {  // torch._functorch.predispatch.<name> (borrowed, kept)
-  static PyObject* mod = [] {
-    PyObject* m = PyImport_ImportModule("torch._functorch.predispatch");
-    if (!m) PyErr_Clear();
-    return m;
-  }();
-  if (!mod) return nullptr;
-  PyObject* fn = PyObject_GetAttrString(mod, name);  // the module keeps it alive
-  if (!fn) return PyErr_Clear(), nullptr;
-  Py_DECREF(fn);
-  return fn;
-}
 
 bool is_dim_spec(PyObject* o) {  // an int, None, or a tuple/list/dict of them, nested
   if (o == Py_None || (PyLong_CheckExact(o))) return true;
@@ -188,7 +176,7 @@ struct VmapCall {
     if (sizes) PyList_SetItem(sizes.get(), d, Ref(batch_size).release());
     Ref expanded = sizes ? Ref::steal(PyObject_CallMethod(unsq.get(), "expand", "O", sizes.get())) : Ref();
     Ref example = expanded ? Ref::steal(PyObject_CallMethod(expanded.get(), "contiguous", nullptr)) : Ref();
-    PyObject* rm = predispatch("_remove_batch_dim");
+    PyObject* rm = functorch::grad_steps().remove_batch;
     if (!example || !rm) return PyErr_Clear(), why = "torch.vmap: no example of an output", false;
     Ref lv = Ref::steal(PyLong_FromLong(level)), od = Ref::steal(PyLong_FromLong(d));
     ArgTree bs;
@@ -330,10 +318,8 @@ Translator::Status Translator::call_vmapped(Frame& f, const VPtr& fn, std::vecto
   }
   if (c.batched.empty()) return brk(f, "DV0004", "torch.vmap with no batched input", "vmap needs a tensor with an in_dim");
   if (PyTuple_GET_ITEM(fn->obj.get(), 3) != Py_None) return vmapped_chunks(*this, f, fn, c, argt, std::move(kwargs), out);
-  PyObject* lazy = predispatch("lazy_load_decompositions");
-  PyObject* inc = predispatch("_vmap_increment_nesting");
-  PyObject* add = predispatch("_add_batch_dim");
-  PyObject* dec = predispatch("_vmap_decrement_nesting");
+  const functorch::Steps& st = functorch::grad_steps();  // torch._functorch.predispatch's, looked up once
+  PyObject *lazy = st.lazy, *inc = st.vmap_inc, *add = st.add_batch, *dec = st.vmap_dec;
   if (!lazy || !inc || !add || !dec) return brk(f, "DV0004", "torch.vmap: torch._functorch.predispatch is missing");
   Ref lv = Ref::steal(PyLong_FromLong(c.level));
   ArgTree bs;
