@@ -35,9 +35,16 @@ Status op_IS_OP(Translator& t, Frame& f, const Instr& in) {  // (lhs rhs -- bool
   NEED(2);
   const VPtr &a = top(f, 2), &b = top(f);
   bool same;
+  // Values that stand for one real object: constants, objects, modules, and functions that exist
+  // outside the trace (a function made by MAKE_FUNCTION is its code until it escapes: two such
+  // values are two functions). `type(self).forward is forward_with_checkpointing` (transformers'
+  // GradientCheckpointingLayer) compares a class attribute with a closure's own cell.
+  auto real = [](const VPtr& v) {
+    return v->obj && (v->kind == VK::Const || v->kind == VK::Object || v->kind == VK::NNModule ||
+                      (v->kind == VK::Function && PyFunction_Check(v->obj.get())));
+  };
   if (a == b) same = true;
-  else if (a->obj && b->obj && (a->kind == VK::Const || a->kind == VK::Object || a->kind == VK::NNModule) &&
-           (b->kind == VK::Const || b->kind == VK::Object || b->kind == VK::NNModule)) {
+  else if (real(a) && real(b)) {
     same = a->obj.get() == b->obj.get();
     // The answer holds for these very objects: objects reached from the frame are guarded by
     // identity (a sentinel `v is _MISSING`; their usual guard may be their type only). Objects of
@@ -46,7 +53,7 @@ Status op_IS_OP(Translator& t, Frame& f, const Instr& in) {  // (lhs rhs -- bool
     // step), as TorchDynamo does.
     const bool types_differ = Py_TYPE(a->obj.get()) != Py_TYPE(b->obj.get());
     for (const VPtr* v : {&a, &b}) {
-      if (!(*v)->source || ((*v)->kind != VK::Object && (*v)->kind != VK::NNModule)) continue;
+      if (!(*v)->source || ((*v)->kind != VK::Object && (*v)->kind != VK::NNModule && (*v)->kind != VK::Function)) continue;
       PyObject* o = (*v)->obj.get();
       if (types_differ)
         t.add_guard(GuardKind::TYPE_MATCH, (*v)->source, Ref::borrow(reinterpret_cast<PyObject*>(Py_TYPE(o))), f,

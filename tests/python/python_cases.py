@@ -541,6 +541,36 @@ def zip_is_lazy_and_zip_of_nothing_is_empty(x):
     return first * k + rest, list(zip()), list(zip(*rows)), [p for p in pairs]
 
 
+class _WrappedForward(nn.Module):
+    # transformers' GradientCheckpointingLayer: each subclass's forward wrapped in __init_subclass__,
+    # the wrapper asking whether it is the class's forward (`is` of a function and a closure's cell)
+    def __init_subclass__(cls, **kwargs):
+        super().__init_subclass__(**kwargs)
+        forward = cls.forward
+
+        def forward_wrapper(self, *args, **kwargs):
+            outermost = type(self).forward is forward_wrapper
+            return forward(self, *args, **kwargs) * (2 if outermost else 3), outermost, forward is forward_wrapper
+
+        cls.forward = forward_wrapper
+
+
+class IsOfTheClassesOwnForward(_WrappedForward):
+    def forward(self, x):
+        return x.sin()
+
+
+module_case(IsOfTheClassesOwnForward, (3,))
+
+
+@case((3,))
+def is_of_functions_reached_two_ways(x):
+    import torch.nn.functional as F
+    fns = {"relu": F.relu}
+    same = fns["relu"] is F.relu
+    return x * (2 if same else 3), same, torch.sigmoid is fns["relu"]
+
+
 # ---- itertools over tensors and constants ----
 import itertools  # noqa: E402
 
@@ -1274,3 +1304,4 @@ import python_cases_generators  # noqa: E402,F401  (generators, taken lazily)
 import python_cases_closures  # noqa: E402,F401  (closures alive at a graph break)
 import python_cases_numpy  # noqa: E402,F401  (NumPy through torch._numpy)
 import python_cases_functorch  # noqa: E402,F401  (torch.func: grad, functional_call)
+import python_cases_checkpoint  # noqa: E402,F401  (torch.utils.checkpoint)
