@@ -1117,6 +1117,7 @@ Status object_call(Translator& t, Frame& f, const VPtr& fn, std::vector<VPtr>& a
     case TorchSpecial::func_hessian: return t.make_hessian(f, std::move(args), std::move(kwargs), out);
     case TorchSpecial::func_jacrev: return t.make_func_grad(f, Translator::FuncMode::jacrev, std::move(args), std::move(kwargs), out);
     case TorchSpecial::functional_call: return t.functional_call(f, std::move(args), std::move(kwargs), out);
+    case TorchSpecial::checkpoint: return t.checkpoint_call(f, std::move(args), std::move(kwargs), out);
     case TorchSpecial::grad_impl: return t.func_grad_impl(f, false, std::move(args), std::move(kwargs), out);
     case TorchSpecial::grad_and_value_impl: return t.func_grad_impl(f, true, std::move(args), std::move(kwargs), out);
     case TorchSpecial::effect:

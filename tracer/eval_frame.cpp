@@ -246,6 +246,24 @@ GraphEvent graph_event(CompileId id, PyObject* gm, const Graph& graph) {
   GraphEvent ev{id, "", graph.num_calls(), {}};
   Ref code = Ref::steal(PyObject_GetAttrString(gm, "code"));
   if (code) ev.code = str_of(code.get());
+  // the checkpointed functions' subgraphs (wrap_body_N), nested ones too, after the graph's code
+  std::vector<std::pair<std::string, Ref>> bodies;
+  for (int k = 0;; ++k) {
+    Ref b = Ref::steal(PyObject_GetAttrString(gm, ("wrap_body_" + std::to_string(k)).c_str()));
+    if (!b) break;
+    bodies.emplace_back("wrap_body_" + std::to_string(k), std::move(b));
+  }
+  PyErr_Clear();
+  for (size_t k = 0; k < bodies.size(); ++k) {
+    Ref bc = Ref::steal(PyObject_GetAttrString(bodies[k].second.get(), "code"));
+    if (bc) ev.code += "\n# " + bodies[k].first + ":" + str_of(bc.get());
+    for (int j = 0;; ++j) {
+      Ref inner = Ref::steal(PyObject_GetAttrString(bodies[k].second.get(), ("wrap_body_" + std::to_string(j)).c_str()));
+      if (!inner) break;
+      bodies.emplace_back(bodies[k].first + ".wrap_body_" + std::to_string(j), std::move(inner));
+    }
+    PyErr_Clear();
+  }
   Ref g = Ref::steal(PyObject_GetAttrString(gm, "graph"));
   Ref nodes = g ? Ref::steal(PyObject_GetAttrString(g.get(), "nodes")) : Ref();
   Ref it = nodes ? Ref::steal(PyObject_GetIter(nodes.get())) : Ref();
@@ -276,8 +294,12 @@ GraphEvent graph_event(CompileId id, PyObject* gm, const Graph& graph) {
     }
     if (args) info.args = repr_of(args.get());
     if (kwargs && PyDict_Check(kwargs.get()) && PyDict_Size(kwargs.get()) > 0) info.args += " " + repr_of(kwargs.get());
-    if (i < graph.nodes().size()) {
-      const GraphNode& gn = graph.nodes()[i];
+    // the node it was made from (a checkpointed function's call and getitems take its place)
+    Ref meta = Ref::steal(PyObject_GetAttrString(n.get(), "meta"));
+    PyObject* at = meta && PyDict_Check(meta.get()) ? PyDict_GetItemString(meta.get(), "dv_node") : nullptr;
+    const long index = at && PyLong_Check(at) ? PyLong_AsLong(at) : -1;
+    if (index >= 0 && static_cast<size_t>(index) < graph.nodes().size()) {
+      const GraphNode& gn = graph.nodes()[static_cast<size_t>(index)];
       info.step = gn.step;
       if (gn.example) info.meta = tensor_meta_text(gn.example.get(), nullptr);
     }

@@ -1,7 +1,9 @@
 // Graph construction and the one-time conversion to torch.fx (see graph.h).
 #include "graph.h"
 
+#include <algorithm>
 #include <cctype>
+#include <unordered_map>
 
 namespace dv {
 
@@ -40,84 +42,309 @@ int Graph::add_call_method(std::string method, std::vector<ArgTree> args,
 
 namespace {
 
-PyObject* convert(const ArgTree& a, const std::vector<Ref>& fx) {
-  switch (a.kind) {
-    case ArgTree::Kind::Node: return Ref::borrow(fx[a.node].get()).release();
-    case ArgTree::Kind::Const: return Ref::borrow(a.constant.get()).release();
-    case ArgTree::Kind::Tuple:
-    case ArgTree::Kind::List: {
-      Ref out = Ref::steal(a.kind == ArgTree::Kind::Tuple ? PyTuple_New(a.items.size()) : PyList_New(a.items.size()));
-      if (!out) return nullptr;
-      for (size_t i = 0; i < a.items.size(); ++i) {
-        PyObject* v = convert(a.items[i], fx);
-        if (!v) return nullptr;
-        if (a.kind == ArgTree::Kind::Tuple) PyTuple_SET_ITEM(out.get(), i, v);
-        else PyList_SET_ITEM(out.get(), i, v);
-      }
-      return out.release();
-    }
-    case ArgTree::Kind::Dict: {
-      Ref out = Ref::steal(PyDict_New());
-      for (size_t i = 0; i < a.items.size(); ++i) {
-        Ref v = Ref::steal(convert(a.items[i], fx));
-        if (!v || PyDict_SetItem(out.get(), a.keys[i].get(), v.get()) < 0) return nullptr;
-      }
-      return out.release();
-    }
-    case ArgTree::Kind::Slice: {
-      Ref s0 = Ref::steal(convert(a.items[0], fx)), s1 = Ref::steal(convert(a.items[1], fx)),
-          s2 = Ref::steal(convert(a.items[2], fx));
-      if (!s0 || !s1 || !s2) return nullptr;
-      return PySlice_New(s0.get(), s1.get(), s2.get());
-    }
-  }
-  return nullptr;
+void note_uses(const ArgTree& a, int user, std::vector<int>& max_use) {
+  if (a.kind == ArgTree::Kind::Node) max_use[static_cast<size_t>(a.node)] = std::max(max_use[static_cast<size_t>(a.node)], user);
+  for (const ArgTree& x : a.items) note_uses(x, user, max_use);
 }
 
+void collect_nodes(const ArgTree& a, std::vector<int>& out) {
+  if (a.kind == ArgTree::Kind::Node) out.push_back(a.node);
+  for (const ArgTree& x : a.items) collect_nodes(x, out);
+}
+
+bool set_meta(PyObject* node, const char* key, PyObject* value) {
+  Ref meta = Ref::steal(PyObject_GetAttrString(node, "meta"));
+  return meta && PyDict_SetItemString(meta.get(), key, value) == 0;
+}
+
+// One FX graph being built: the root's, or a region's subgraph (its parent the graph that calls
+// it). Node ids are looked up in `env`; a subgraph's values from outside are its placeholders.
+class Emitter {
+ public:
+  struct Shared {
+    const std::vector<GraphNode>& nodes;
+    std::vector<const Region*> regions;  // outermost first: by begin, then longest, then latest added
+    std::vector<int> max_use;            // the last node that reads each node
+    std::vector<char> is_output;         // returned by the root graph
+    PyObject* fx_mod;
+    PyObject* nn;
+  };
+  Emitter(Shared& sh, PyObject* graph, PyObject* owner, Emitter* parent) : sh_(sh), graph_(graph), owner_(owner), parent_(parent) {}
+
+  // The FX node of node `id` here (borrowed), or null with an error set.
+  PyObject* lookup(int id) {
+    auto it = env_.find(id);
+    if (it != env_.end()) return it->second.get();
+    PyErr_Format(PyExc_RuntimeError, "dynview: graph node %d read before it is made", id);
+    return nullptr;
+  }
+
+  // Nodes [lo, hi); regions inside, after position `after` in the outermost-first list, become calls.
+  bool emit_range(int lo, int hi, size_t after) {
+    for (int i = lo; i < hi;) {
+      const GraphNode& n = sh_.nodes[static_cast<size_t>(i)];
+      size_t pos = sh_.regions.size();
+      for (size_t k = after; k < sh_.regions.size(); ++k)
+        if (sh_.regions[k]->begin == i && sh_.regions[k]->end <= hi && sh_.regions[k]->end > i) {
+          pos = k;
+          break;
+        }
+      if (pos < sh_.regions.size()) {
+        if (!emit_region(pos)) return false;
+        i = sh_.regions[pos]->end;
+        continue;
+      }
+      if (n.op != GraphNode::Op::Placeholder || !parent_) {  // a subgraph gets placeholders as inputs
+        if (!emit_node(i)) return false;
+      }
+      ++i;
+    }
+    return true;
+  }
+
+  bool emit_node(int i) {
+    const GraphNode& n = sh_.nodes[static_cast<size_t>(i)];
+    Ref node;
+    if (n.op == GraphNode::Op::Placeholder) {
+      node = Ref::steal(PyObject_CallMethod(graph_, "placeholder", "s", n.method.c_str()));
+    } else {
+      Ref args = Ref::steal(PyTuple_New(n.args.size()));
+      for (size_t k = 0; k < n.args.size(); ++k) {
+        PyObject* v = convert(n.args[k]);
+        if (!v) return false;
+        PyTuple_SET_ITEM(args.get(), k, v);
+      }
+      Ref kwargs = Ref::steal(PyDict_New());
+      for (const auto& [key, val] : n.kwargs) {
+        Ref v = Ref::steal(convert(val));
+        if (!v || PyDict_SetItemString(kwargs.get(), key.c_str(), v.get()) < 0) return false;
+      }
+      if (n.op == GraphNode::Op::CallFunction)
+        node = Ref::steal(PyObject_CallMethod(graph_, "call_function", "OOO", n.target.get(), args.get(), kwargs.get()));
+      else
+        node = Ref::steal(PyObject_CallMethod(graph_, "call_method", "sOO", n.method.c_str(), args.get(), kwargs.get()));
+    }
+    if (!node) return false;
+    if (n.example && !set_meta(node.get(), "example_value", n.example.get())) return false;
+    Ref index = Ref::steal(PyLong_FromLong(i));
+    if (!set_meta(node.get(), "dv_node", index.get())) return false;
+    env_[i] = std::move(node);
+    return true;
+  }
+
+  PyObject* convert(const ArgTree& a) {
+    switch (a.kind) {
+      case ArgTree::Kind::Node: return Py_XNewRef(lookup(a.node));
+      case ArgTree::Kind::Const: return Ref::borrow(a.constant.get()).release();
+      case ArgTree::Kind::Tuple:
+      case ArgTree::Kind::List: {
+        Ref out = Ref::steal(a.kind == ArgTree::Kind::Tuple ? PyTuple_New(a.items.size()) : PyList_New(a.items.size()));
+        if (!out) return nullptr;
+        for (size_t i = 0; i < a.items.size(); ++i) {
+          PyObject* v = convert(a.items[i]);
+          if (!v) return nullptr;
+          if (a.kind == ArgTree::Kind::Tuple) PyTuple_SET_ITEM(out.get(), i, v);
+          else PyList_SET_ITEM(out.get(), i, v);
+        }
+        return out.release();
+      }
+      case ArgTree::Kind::Dict: {
+        Ref out = Ref::steal(PyDict_New());
+        for (size_t i = 0; i < a.items.size(); ++i) {
+          Ref v = Ref::steal(convert(a.items[i]));
+          if (!v || PyDict_SetItem(out.get(), a.keys[i].get(), v.get()) < 0) return nullptr;
+        }
+        return out.release();
+      }
+      case ArgTree::Kind::Slice: {
+        Ref s0 = Ref::steal(convert(a.items[0])), s1 = Ref::steal(convert(a.items[1])), s2 = Ref::steal(convert(a.items[2]));
+        if (!s0 || !s1 || !s2) return nullptr;
+        return PySlice_New(s0.get(), s1.get(), s2.get());
+      }
+    }
+    return nullptr;
+  }
+
+ private:
+  // Region `pos` as TorchDynamo's graph holds a checkpointed function: wrap_body_N = GraphModule of
+  // its nodes; tag_activation_checkpoint(wrap_body_N, *inputs, **checkpoint_kwargs); getitems.
+  bool emit_region(size_t pos) {
+    const Region& r = *sh_.regions[pos];
+    if (!parent_)  // graph inputs first read inside the function are the root's
+      for (int i = r.begin; i < r.end; ++i)
+        if (sh_.nodes[static_cast<size_t>(i)].op == GraphNode::Op::Placeholder && !emit_node(i)) return false;
+    // its inputs: values from before it, and placeholders, in the order first read
+    std::vector<int> inputs, refs;
+    for (int i = r.begin; i < r.end; ++i) {
+      const GraphNode& n = sh_.nodes[static_cast<size_t>(i)];
+      if (n.op == GraphNode::Op::Placeholder) continue;
+      refs.clear();
+      for (const ArgTree& a : n.args) collect_nodes(a, refs);
+      for (const auto& kv : n.kwargs) collect_nodes(kv.second, refs);
+      for (int id : refs)
+        if ((id < r.begin || sh_.nodes[static_cast<size_t>(id)].op == GraphNode::Op::Placeholder) &&
+            std::find(inputs.begin(), inputs.end(), id) == inputs.end())
+          inputs.push_back(id);
+    }
+    std::vector<int> outputs;  // read after it, or returned
+    for (int i = r.begin; i < r.end; ++i)
+      if (sh_.nodes[static_cast<size_t>(i)].op != GraphNode::Op::Placeholder &&
+          (sh_.max_use[static_cast<size_t>(i)] >= r.end || sh_.is_output[static_cast<size_t>(i)]))
+        outputs.push_back(i);
+    Ref sub = Ref::steal(PyObject_CallMethod(sh_.fx_mod, "Graph", nullptr));
+    Ref sub_owner = Ref::steal(PyObject_CallMethod(sh_.nn, "Module", nullptr));
+    if (!sub || !sub_owner) return false;
+    Emitter child(sh_, sub.get(), sub_owner.get(), this);
+    Ref hop_args = Ref::steal(PyTuple_New(static_cast<Py_ssize_t>(inputs.size()) + 1));
+    for (size_t k = 0; k < inputs.size(); ++k) {
+      PyObject* outer = lookup(inputs[k]);
+      if (!outer) return false;
+      Ref name = Ref::steal(PyObject_GetAttrString(outer, "name"));
+      Ref ph = name ? Ref::steal(PyObject_CallMethod(sub.get(), "placeholder", "O", name.get())) : Ref();
+      if (!ph) return false;
+      const GraphNode& src = sh_.nodes[static_cast<size_t>(inputs[k])];
+      if (src.example && !set_meta(ph.get(), "example_value", src.example.get())) return false;
+      child.env_[inputs[k]] = std::move(ph);
+      PyTuple_SET_ITEM(hop_args.get(), static_cast<Py_ssize_t>(k) + 1, Py_NewRef(outer));
+    }
+    if (!child.emit_range(r.begin, r.end, pos + 1)) return false;
+    Ref outs = Ref::steal(PyTuple_New(static_cast<Py_ssize_t>(outputs.size())));
+    Ref examples = Ref::steal(PyTuple_New(static_cast<Py_ssize_t>(outputs.size())));
+    for (size_t k = 0; k < outputs.size(); ++k) {
+      PyObject* o = child.lookup(outputs[k]);
+      if (!o) return false;
+      PyTuple_SET_ITEM(outs.get(), static_cast<Py_ssize_t>(k), Py_NewRef(o));
+      PyObject* ex = sh_.nodes[static_cast<size_t>(outputs[k])].example.get();
+      PyTuple_SET_ITEM(examples.get(), static_cast<Py_ssize_t>(k), Py_NewRef(ex ? ex : Py_None));
+    }
+    Ref out = Ref::steal(PyObject_CallMethod(sub.get(), "output", "(O)", outs.get()));
+    Ref gm = out ? Ref::steal(PyObject_CallMethod(sh_.fx_mod, "GraphModule", "OO", sub_owner.get(), sub.get())) : Ref();
+    if (!gm) return false;
+    if (r.context_fn) {  // selective checkpointing: where TorchDynamo keeps it for the operator
+      Ref meta = Ref::steal(PyObject_GetAttrString(gm.get(), "meta"));
+      if (!meta || PyDict_SetItemString(meta.get(), "_checkpoint_context_fn", r.context_fn.get()) < 0) return false;
+    }
+    const std::string attr = "wrap_body_" + std::to_string(bodies_++);
+    if (PyObject_SetAttrString(owner_, attr.c_str(), gm.get()) < 0) return false;
+    Ref get = Ref::steal(PyObject_CallMethod(graph_, "get_attr", "s", attr.c_str()));
+    if (!get) return false;
+    PyTuple_SET_ITEM(hop_args.get(), 0, get.release());
+    static PyObject* hop = [] {
+      Ref m = Ref::steal(PyImport_ImportModule("torch._higher_order_ops.wrap"));
+      return m ? PyObject_GetAttrString(m.get(), "tag_activation_checkpoint") : nullptr;  // kept
+    }();
+    static PyObject* getitem = [] {
+      Ref m = Ref::steal(PyImport_ImportModule("operator"));
+      return m ? PyObject_GetAttrString(m.get(), "getitem") : nullptr;  // kept
+    }();
+    if (!hop || !getitem) return false;
+    Ref kwargs = Ref::steal(PyDict_New());
+    for (const auto& [k, v] : r.kwargs)
+      if (PyDict_SetItemString(kwargs.get(), k.c_str(), v.get()) < 0) return false;
+    Ref call = Ref::steal(PyObject_CallMethod(graph_, "call_function", "OOO", hop, hop_args.get(), kwargs.get()));
+    if (!call || !set_meta(call.get(), "example_value", examples.get())) return false;
+    for (size_t k = 0; k < outputs.size(); ++k) {
+      Ref idx = Ref::steal(Py_BuildValue("(On)", call.get(), static_cast<Py_ssize_t>(k)));
+      Ref item = idx ? Ref::steal(PyObject_CallMethod(graph_, "call_function", "OO", getitem, idx.get())) : Ref();
+      Ref index = Ref::steal(PyLong_FromLong(outputs[k]));
+      if (!item || !set_meta(item.get(), "example_value", PyTuple_GET_ITEM(examples.get(), static_cast<Py_ssize_t>(k))) ||
+          !set_meta(item.get(), "dv_node", index.get()))
+        return false;
+      env_[outputs[k]] = std::move(item);
+    }
+    return true;
+  }
+
+  Shared& sh_;
+  PyObject* graph_;
+  PyObject* owner_;  // the module whose attributes the subgraphs are
+  Emitter* parent_;
+  std::unordered_map<int, Ref> env_;
+  int bodies_ = 0;
+};
+
 }  // namespace
+
+bool Graph::depends_on(int node, const std::vector<int>& sources) const {
+  if (node < 0 || static_cast<size_t>(node) >= nodes_.size()) return true;  // not a node: cannot tell
+  std::vector<char> seen(nodes_.size(), 0);
+  std::vector<int> todo{node}, refs;
+  while (!todo.empty()) {
+    const int n = todo.back();
+    todo.pop_back();
+    if (seen[static_cast<size_t>(n)]) continue;
+    seen[static_cast<size_t>(n)] = 1;
+    if (std::find(sources.begin(), sources.end(), n) != sources.end()) return true;
+    const GraphNode& g = nodes_[static_cast<size_t>(n)];
+    if (g.op == GraphNode::Op::CallMethod && g.method == "detach") continue;  // x.detach() carries nothing of x back
+    refs.clear();
+    for (const ArgTree& a : nodes_[static_cast<size_t>(n)].args) collect_nodes(a, refs);
+    for (const auto& kv : nodes_[static_cast<size_t>(n)].kwargs) collect_nodes(kv.second, refs);
+    todo.insert(todo.end(), refs.begin(), refs.end());
+  }
+  return false;
+}
+
+bool Graph::mutates_from(int first) const {
+  static PyObject* setitem = [] {
+    Ref m = Ref::steal(PyImport_ImportModule("operator"));
+    PyObject* s = m ? PyObject_GetAttrString(m.get(), "setitem") : nullptr;  // kept
+    if (!s) PyErr_Clear();
+    return s;
+  }();
+  auto in_place = [](const std::string& name) {
+    return !name.empty() && name.back() == '_' && name.rfind("__", 0) != 0;
+  };
+  for (size_t i = static_cast<size_t>(std::max(first, 0)); i < nodes_.size(); ++i) {
+    const GraphNode& n = nodes_[i];
+    if (n.op == GraphNode::Op::Placeholder) continue;
+    for (const auto& kv : n.kwargs)
+      if (kv.first == "out") return true;
+    if (n.op == GraphNode::Op::CallMethod) {
+      if (in_place(n.method) || n.method == "__setitem__") return true;
+      continue;
+    }
+    if (n.target.get() == setitem) return true;
+    Ref name = Ref::steal(PyObject_GetAttrString(n.target.get(), "__name__"));
+    if (!name || !PyUnicode_Check(name.get())) {
+      PyErr_Clear();
+      return true;  // a callable without a name: it may
+    }
+    if (in_place(str_of(name.get()))) return true;
+  }
+  return false;
+}
 
 PyObject* Graph::to_fx(const std::vector<int>& outputs) const {
   Ref fx_mod = Ref::steal(PyImport_ImportModule("torch.fx"));
   Ref nn = Ref::steal(PyImport_ImportModule("torch.nn"));
   if (!fx_mod || !nn) return nullptr;
   Ref graph = Ref::steal(PyObject_CallMethod(fx_mod.get(), "Graph", nullptr));
-  if (!graph) return nullptr;
-  std::vector<Ref> fx(nodes_.size());
-  for (size_t i = 0; i < nodes_.size(); ++i) {
-    const GraphNode& n = nodes_[i];
-    Ref node;
-    if (n.op == GraphNode::Op::Placeholder) {
-      node = Ref::steal(PyObject_CallMethod(graph.get(), "placeholder", "s", n.method.c_str()));
-    } else {
-      Ref args = Ref::steal(PyTuple_New(n.args.size()));
-      for (size_t k = 0; k < n.args.size(); ++k) {
-        PyObject* v = convert(n.args[k], fx);
-        if (!v) return nullptr;
-        PyTuple_SET_ITEM(args.get(), k, v);
-      }
-      Ref kwargs = Ref::steal(PyDict_New());
-      for (const auto& [key, val] : n.kwargs) {
-        Ref v = Ref::steal(convert(val, fx));
-        if (!v || PyDict_SetItemString(kwargs.get(), key.c_str(), v.get()) < 0) return nullptr;
-      }
-      if (n.op == GraphNode::Op::CallFunction)
-        node = Ref::steal(PyObject_CallMethod(graph.get(), "call_function", "OOO", n.target.get(), args.get(), kwargs.get()));
-      else
-        node = Ref::steal(PyObject_CallMethod(graph.get(), "call_method", "sOO", n.method.c_str(), args.get(), kwargs.get()));
-    }
-    if (!node) return nullptr;
-    if (n.example) {
-      Ref meta = Ref::steal(PyObject_GetAttrString(node.get(), "meta"));
-      if (!meta || PyDict_SetItemString(meta.get(), "example_value", n.example.get()) < 0) return nullptr;
-    }
-    fx[i] = std::move(node);
+  Ref root = Ref::steal(PyObject_CallMethod(nn.get(), "Module", nullptr));
+  if (!graph || !root) return nullptr;
+  Emitter::Shared sh{nodes_, {}, std::vector<int>(nodes_.size(), -1), std::vector<char>(nodes_.size(), 0), fx_mod.get(), nn.get()};
+  for (size_t i = 0; i < regions_.size(); ++i)
+    if (regions_[i].end > regions_[i].begin) sh.regions.push_back(&regions_[i]);
+  std::stable_sort(sh.regions.begin(), sh.regions.end(), [&](const Region* a, const Region* b) {
+    if (a->begin != b->begin) return a->begin < b->begin;
+    if (a->end != b->end) return a->end > b->end;
+    return a > b;  // the same nodes twice (checkpoint of a function that only checkpoints): the later is outer
+  });
+  for (size_t j = 0; j < nodes_.size(); ++j) {
+    for (const ArgTree& a : nodes_[j].args) note_uses(a, static_cast<int>(j), sh.max_use);
+    for (const auto& kv : nodes_[j].kwargs) note_uses(kv.second, static_cast<int>(j), sh.max_use);
   }
+  for (int o : outputs) sh.is_output[static_cast<size_t>(o)] = 1;
+  Emitter root_emitter(sh, graph.get(), root.get(), nullptr);
+  if (!root_emitter.emit_range(0, static_cast<int>(nodes_.size()), 0)) return nullptr;
   Ref outs = Ref::steal(PyTuple_New(outputs.size()));
-  for (size_t i = 0; i < outputs.size(); ++i) PyTuple_SET_ITEM(outs.get(), i, Ref::borrow(fx[outputs[i]].get()).release());
+  for (size_t i = 0; i < outputs.size(); ++i) {
+    PyObject* o = root_emitter.lookup(outputs[i]);
+    if (!o) return nullptr;
+    PyTuple_SET_ITEM(outs.get(), i, Py_NewRef(o));
+  }
   Ref out = Ref::steal(PyObject_CallMethod(graph.get(), "output", "(O)", outs.get()));
   if (!out) return nullptr;
-  Ref root = Ref::steal(PyObject_CallMethod(nn.get(), "Module", nullptr));
-  if (!root) return nullptr;
   return PyObject_CallMethod(fx_mod.get(), "GraphModule", "OO", root.get(), graph.get());
 }
 

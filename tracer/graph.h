@@ -1,5 +1,7 @@
 // The engine's own graph: placeholders (graph inputs with their sources), calls and the output.
 // Built during symbolic execution; converted once, at the end, into a torch.fx.GraphModule.
+// Regions (torch.utils.checkpoint's calls) are runs of nodes the conversion moves into a subgraph
+// called through torch.ops.higher_order.tag_activation_checkpoint, as TorchDynamo's graph holds them.
 #pragma once
 #include <string>
 #include <vector>
@@ -30,6 +32,14 @@ struct GraphNode {
   int step = -1;         // creating step
 };
 
+// Nodes [begin, end) traced from one checkpointed function: a subgraph taking the values it reads
+// from outside (earlier nodes, placeholders) and giving back those read after it or returned.
+struct Region {
+  int begin = 0, end = 0;
+  std::vector<std::pair<std::string, Ref>> kwargs;  // checkpoint's own (use_reentrant ...), constants
+  Ref context_fn;                                   // selective checkpointing's, or null
+};
+
 class Graph {
  public:
   int add_placeholder(SourcePtr source, Ref example, int step);
@@ -38,15 +48,25 @@ class Graph {
   int add_call_method(std::string method, std::vector<ArgTree> args,
                       std::vector<std::pair<std::string, ArgTree>> kwargs, Ref example, int step);
   const std::vector<GraphNode>& nodes() const { return nodes_; }
+  // Regions nest (a checkpoint inside a checkpointed function); added when their function returned.
+  void add_region(Region r) { regions_.push_back(std::move(r)); }
+  const std::vector<Region>& regions() const { return regions_; }
   int num_placeholders() const { return placeholders_; }
   int num_calls() const { return static_cast<int>(nodes_.size()) - placeholders_; }
 
+  // Whether node `node` is computed, through any chain of calls, from one of `sources` (not
+  // through a detach()).
+  bool depends_on(int node, const std::vector<int>& sources) const;
+  // Whether a call from node `first` on may write a tensor in place (a method or function whose
+  // name ends in '_', operator.setitem, an out= argument): data flow alone no longer tells origins.
+  bool mutates_from(int first) const;
   // Builds torch.fx.GraphModule; `outputs` are node ids returned as a tuple. New reference or
-  // null with a Python error set.
+  // null with a Python error set. Each FX node made from a node has meta["dv_node"] = its index.
   PyObject* to_fx(const std::vector<int>& outputs) const;
 
  private:
   std::vector<GraphNode> nodes_;
+  std::vector<Region> regions_;
   int placeholders_ = 0;
 };
 

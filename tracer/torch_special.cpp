@@ -50,6 +50,7 @@ const Row kRows[] = {
     {"torch._functorch.eager_transforms", "vjp", TorchSpecial::func_eager},
     {"torch._functorch.eager_transforms", "linearize", TorchSpecial::func_eager},
     {"torch._functorch.functional_call", "functional_call", TorchSpecial::functional_call},
+    {"torch.utils.checkpoint", "checkpoint", TorchSpecial::checkpoint},  // its torch._disable_dynamo wrapper
     // what grad(f) made outside the compiled code calls (its wrapper's body): grad_impl(func, argnums, has_aux, args, kwargs)
     {"torch._functorch.eager_transforms", "grad_impl", TorchSpecial::grad_impl},
     {"torch._functorch.eager_transforms", "grad_and_value_impl", TorchSpecial::grad_and_value_impl},

@@ -32,6 +32,7 @@ struct Kind<VK::Function> {
       // torch.compiler.disable / torch._dynamo.disable: not traced; the call runs eagerly (and
       // nothing it calls is captured: eval_frame.cpp marks the wrapper's code).
       if (disabled_function(fn->obj.get())) {
+        if (torch_special(fn->obj.get()) == TorchSpecial::checkpoint) return t.checkpoint_call(f, std::move(args), std::move(kwargs), out);
         if (disable_wrapper(fn->obj.get())) mark_disabled(PyFunction_GET_CODE(fn->obj.get()));
         Ref orig = Ref::steal(PyObject_GetAttrString(fn->obj.get(), "_torchdynamo_orig_callable"));
         PyErr_Clear();

@@ -80,7 +80,32 @@ struct Kind<VK::Partial> {
   static PyObject* python_type(Translator& /*t*/, const VPtr& /*v*/) {
     return py().functools_partial.get();
   }
-  static constexpr auto as_python = no_answer::as_python;
+  // functools.partial of the objects its function and arguments are, when each is one (a policy
+  // partial(create_selective_checkpoint_contexts, policy_fn) given to torch.utils.checkpoint)
+  static std::optional<Ref> as_python(Translator& t, const VPtr& v, bool meta) {
+    if (!v->self) return std::nullopt;
+    for (const VPtr& a : v->items)  // one holding tensors stays in the trace (their examples are no arguments)
+      if (a->kind == VK::Tensor || a->kind == VK::NdArray || a->kind == VK::Sym) return std::nullopt;
+    for (size_t i = 0; v->attrs && i < v->attrs->items.size(); ++i)
+      if (v->attrs->items[i]->kind == VK::Tensor || v->attrs->items[i]->kind == VK::NdArray || v->attrs->items[i]->kind == VK::Sym) return std::nullopt;
+    std::optional<Ref> fn = t.to_python(v->self, meta);
+    if (!fn || !*fn) return std::nullopt;
+    Ref args = Ref::steal(PyTuple_New(static_cast<Py_ssize_t>(v->items.size()) + 1));
+    PyTuple_SET_ITEM(args.get(), 0, fn->release());
+    for (size_t i = 0; i < v->items.size(); ++i) {
+      std::optional<Ref> a = t.to_python(v->items[i], meta);
+      if (!a || !*a) return std::nullopt;
+      PyTuple_SET_ITEM(args.get(), static_cast<Py_ssize_t>(i) + 1, a->release());
+    }
+    Ref kwargs = Ref::steal(PyDict_New());
+    for (size_t i = 0; v->attrs && i < v->attrs->keys.size(); ++i) {
+      std::optional<Ref> a = t.to_python(v->attrs->items[i], meta);
+      if (!a || !*a || PyDict_SetItem(kwargs.get(), v->attrs->keys[i].get(), a->get()) < 0) return PyErr_Clear(), std::nullopt;
+    }
+    Ref made = Ref::steal(PyObject_Call(py().functools_partial.get(), args.get(), kwargs.get()));
+    if (!made) return PyErr_Clear(), std::nullopt;
+    return made;
+  }
   static constexpr auto graph_arg = no_answer::graph_arg;
   static constexpr auto truth = always_true;
   static constexpr auto iterate = no_answer::iterate;
