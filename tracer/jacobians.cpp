@@ -257,6 +257,9 @@ Translator::Status Translator::call_jacfwd(Frame& f, const VPtr& fn, std::vector
       wrapped.push_back(w);
     }
     for (size_t j = 0; j < which.size(); ++j) wrapped[static_cast<size_t>(which[j])] = duals[j];
+    std::vector<int> dual_nodes;
+    for (const VPtr& d : duals) dual_nodes.push_back(d->node);
+    const int traced_from = output.graph.num_placeholders() + output.graph.num_calls();
     VPtr res;
     functorch_depth_ += 2;  // the vmap level and the jvp level
     ++jvp_depth_;
@@ -274,11 +277,21 @@ Translator::Status Translator::call_jacfwd(Frame& f, const VPtr& fn, std::vector
       if (o->kind != VK::Tensor) return brk(f, "DV0004", what + " of a function returning a " + std::string(vk_name(o->kind)), "eager raises");
       VPtr pt;
       if (Status e = graph_call(f, Ref::borrow(st.unpack_dual), "", {o}, {{"level", num(0)}}, pt)) return e;
-      if (pt->kind != VK::Tuple || pt->items.size() != 2 || pt->items[1]->kind != VK::Tensor)
-        return brk(f, "DV0004", what + ": an output whose tangent the trace cannot tell (a constant output, or one computed where tangents are not traced)",
-                   "it runs eagerly");
+      if (pt->kind != VK::Tuple || pt->items.size() != 2) return brk(f, "DV0004", what + ": _unpack_dual gave no (primal, tangent) pair");
+      VPtr tangent = pt->items[1];
+      if (tangent->kind != VK::Tensor) {
+        // No tangent: functorch's safe_unpack_dual gives zeros_like(primal). Taken only where the
+        // graph shows the output computed from none of the duals with nothing written in place
+        // since they were made: a tangent the examples lost is never read as zero.
+        if (this->output.graph.depends_on(o->node, dual_nodes) || this->output.graph.mutates_from(traced_from))
+          return brk(f, "DV0004", what + ": an output computed from the inputs whose tangent the trace cannot tell",
+                     "it runs eagerly");
+        static PyObject* zeros_like = PyObject_GetAttrString(py().torch.get(), "zeros_like");  // kept
+        if (!zeros_like) return PyErr_Clear(), brk(f, "DV0019", "torch.zeros_like is missing");
+        if (Status e = graph_call(f, Ref::borrow(zeros_like), "", {pt->items[0]}, {}, tangent)) return e;
+      }
       VPtr primal_u, tangent_u;
-      if (!c.unwrap(pt->items[0], primal_u) || !c.unwrap(pt->items[1], tangent_u)) return brk(f, "DV0004", c.why);
+      if (!c.unwrap(pt->items[0], primal_u) || !c.unwrap(tangent, tangent_u)) return brk(f, "DV0004", c.why);
       tangents_out.push_back(tangent_u);
     }
     output_graph_exit_dual(*this, st.exit_dual, real_level);

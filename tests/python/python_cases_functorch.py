@@ -541,8 +541,33 @@ def laplacian_of_a_network_by_hessian(xy):
     return h.diagonal(dim1=-2, dim2=-1).sum(-1)
 
 
-NOT_YET["jacfwd_of_a_constant_output"] = ("an output with no tangent in the examples is a break (TorchDynamo gives zeros): "
-                                          "the trace cannot tell a constant from a tangent it did not follow")
+@case((3,), (2,))
+def jacfwd_of_an_output_of_the_other_argument(x, y):
+    return jacfwd(lambda a, b: b.exp() * 2, argnums=0)(x, y)
+
+
+@case((3,))
+def jacfwd_of_a_tuple_with_a_constant_part(x):
+    return jacfwd(lambda y: (y.sin(), torch.zeros(2), y.sum()))(x)
+
+
+@case((3,))
+def jacfwd_of_a_detached_output(x):
+    return jacfwd(lambda y: y.detach() * 2 + 1)(x)
+
+
+@case((3,))
+def jacfwd_of_an_output_made_from_a_size(x):
+    return jacfwd(lambda y: torch.full((2,), float(y.shape[0])))(x)
+
+
+@case((3,))
+def jacfwd_of_a_constant_written_in_place_from_the_input(x):
+    def f(y):
+        out = torch.zeros(3)
+        out[:2] = y[:2] * 3  # computed from y after all: its tangent is no zero
+        return out
+    return jacfwd(f)(x)
 
 
 @case((4,))
