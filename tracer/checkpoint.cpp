@@ -23,8 +23,9 @@ struct EffectCount {
   size_t attrs, globals, lists, dicts, cells, sets;
   long iters;
   explicit EffectCount(const SideEffects& s)
-      : attrs(s.attr_writes.size()), globals(s.global_writes.size()), lists(s.mutated_lists.size()),
+      : attrs(0), globals(s.global_writes.size()), lists(s.mutated_lists.size()),
         dicts(s.mutated_dicts.size()), cells(s.written_cells.size()), sets(0), iters(0) {
+    for (const auto& w : s.attr_writes) attrs += w.owner->kind == VK::NNModule ? 0 : 1;  // modules': module_writes_kept
     for (const auto& o : s.outside_sets) sets += s.set_changed(o) ? 1 : 0;
     for (const VPtr& it : s.advanced_iters) iters += it->pos;
   }
@@ -46,6 +47,28 @@ PyObject* noop_context_fn() {
     return f;
   }();
   return fn;
+}
+
+// A module's attributes the checkpointed function sets (writes from index `from` on): kept when each
+// sets the value the attribute already has (Swin's layers set their shift and window size in
+// forward, the same ones every call), guarded to stay so -- eager's recompute in backward sets them
+// again, which changes nothing. A write that changes one (a call counter) is an effect the recompute
+// would repeat: null, or the attribute's name.
+const std::string* module_write_changing(Translator& t, Frame& f, size_t from) {
+  const auto& writes = t.output.side_effects.attr_writes;
+  for (size_t i = from; i < writes.size(); ++i) {
+    const auto& w = writes[i];
+    if (w.owner->kind != VK::NNModule) continue;  // counted by EffectCount
+    if (!w.owner->obj || !w.owner->source || w.value->kind != VK::Const) return &w.name;
+    Ref now = Ref::steal(PyObject_GetAttrString(w.owner->obj.get(), w.name.c_str()));
+    if (!now) return PyErr_Clear(), &w.name;
+    if (Py_TYPE(now.get()) != Py_TYPE(w.value->obj.get())) return &w.name;
+    const int same = PyObject_RichCompareBool(now.get(), w.value->obj.get(), Py_EQ);
+    if (same != 1) return PyErr_Clear(), &w.name;
+    SourcePtr src = Source::attr(w.owner->source, w.name);
+    t.add_guard(GuardKind::EQUALS_MATCH, src, now, f, src->text() + " == " + repr_of(now.get()));
+  }
+  return nullptr;
 }
 
 bool requires_grad(const VPtr& v) {
@@ -97,12 +120,17 @@ Status Translator::checkpoint_call(Frame& f, std::vector<VPtr> args, KwArgs kwar
                  "pass use_reentrant=False (recommended by PyTorch), or an argument that requires grad");
   }
   const EffectCount before(output.side_effects);
+  const size_t writes_before = output.side_effects.attr_writes.size();
   const int begin = output.graph.num_placeholders() + output.graph.num_calls();
   if (Status s = call(f, fn, std::move(fargs), std::move(fkwargs), out)) return s;
   if (const char* what = EffectCount(output.side_effects).changed(before))
     return brk(f, "DV0008", std::string("torch.utils.checkpoint: the checkpointed function ") + what +
                                 ", which its recompute in the backward pass would not repeat",
                "keep checkpointed functions free of effects outside their tensors (TorchDynamo breaks here too)");
+  if (const std::string* name = module_write_changing(*this, f, writes_before))
+    return brk(f, "DV0008", "torch.utils.checkpoint: the checkpointed function sets a module's " + *name +
+                                " to a new value, which its recompute in the backward pass would set again",
+               "keep checkpointed functions free of effects outside their tensors (TorchDynamo does not capture it either)");
   const int end = output.graph.num_placeholders() + output.graph.num_calls();
   output.graph.add_region(Region{begin, end, std::move(own), std::move(context_fn)});
   return std::nullopt;

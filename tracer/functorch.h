@@ -55,11 +55,15 @@ struct Steps {  // the functions the graph calls, looked up once
   PyObject* real_exit_dual = attr_of("torch._C", "_exit_dual_level");
   PyObject* real_make_dual = attr_of("torch", "_make_dual");
   PyObject* real_unpack_dual = attr_of("torch", "_unpack_dual");
+  // jacrev's chunks (chunk_size): one row squeezed and its result unsqueezed; chunks concatenated
+  PyObject* squeeze = attr_of("torch", "squeeze");
+  PyObject* unsqueeze = attr_of("torch", "unsqueeze");
+  PyObject* cat = attr_of("torch", "cat");
   bool ok() const {
     return hooks_disable && hooks_enable && hooks_message && inc && dec && wrap && allow_inplace && set_requires_grad &&
            autograd_grad && unwrap && grad && grad_and_value && jacrev && lazy && vmap_inc && vmap_dec && add_batch && remove_batch &&
            jvp_inc && jvp_dec && enter_dual && exit_dual && make_dual && unpack_dual && load_decompositions && set_fwd && is_fwd &&
-           real_enter_dual && real_exit_dual && real_make_dual && real_unpack_dual;
+           real_enter_dual && real_exit_dual && real_make_dual && real_unpack_dual && squeeze && unsqueeze && cat;
   }
 };
 inline const Steps& grad_steps() {
@@ -303,29 +307,31 @@ struct GradLevel : GradCall {
 
 // The standard basis functorch's jacobians use (_construct_standard_basis_for): for tensor i of
 // `of` (numels[i] elements, shape shapes[i]), rows [start_i, start_i + numels[i]) of the identity
-// of size `total`, made on it (new_zeros, diagonal fill_) and viewed as (total, *shape).
+// of size `total`, made on it (new_zeros, diagonal fill_) and viewed as (total, *shape). A chunk
+// of it (_chunked_standard_basis_for_, jacrev's chunk_size): `rows` rows from row `first`.
 inline Status standard_basis(Translator& t, Frame& f, const std::vector<VPtr>& of, const std::vector<long>& numels,
-                             const std::vector<Ref>& shapes, long total, std::vector<VPtr>& basis) {
+                             const std::vector<Ref>& shapes, long total, std::vector<VPtr>& basis, long rows = -1, long first = 0) {
   auto num = [&](long v) { return t.constant_steal(PyLong_FromLong(v)); };
   auto method = [&](const VPtr& self, const char* name, std::vector<VPtr> a, VPtr& r) {
     a.insert(a.begin(), self);
     return t.graph_call(f, Ref::borrow(Py_None), name, std::move(a), {}, r);
   };
+  if (rows < 0) rows = total;
   std::vector<VPtr> chunks;
   for (size_t i = 0; i < of.size(); ++i) {
     VPtr z;
-    if (Status s = method(of[i], "new_zeros", {num(total), num(numels[i])}, z)) return s;
+    if (Status s = method(of[i], "new_zeros", {num(rows), num(numels[i])}, z)) return s;
     chunks.push_back(z);
   }
   long diag = 0;
   for (size_t i = 0; i < chunks.size(); ++i) {
     VPtr d, filled;
-    if (Status s = method(chunks[i], "diagonal", {num(diag)}, d)) return s;
+    if (Status s = method(chunks[i], "diagonal", {num(diag + first)}, d)) return s;
     if (Status s = method(d, "fill_", {num(1)}, filled)) return s;
     diag -= numels[i];
   }
   for (size_t i = 0; i < chunks.size(); ++i) {
-    std::vector<VPtr> dims{num(total)};
+    std::vector<VPtr> dims{num(rows)};
     for (Py_ssize_t k = 0; k < PyTuple_GET_SIZE(shapes[i].get()); ++k) dims.push_back(t.constant(Ref::borrow(PyTuple_GET_ITEM(shapes[i].get(), k))));
     VPtr b;
     if (Status s = method(chunks[i], "view", dims, b)) return s;

@@ -13,7 +13,7 @@ using FuncMode = Translator::FuncMode;
 // fill_, view), the vjp's _autograd_grad vmapped over the basis (one vmap level), and each input's
 // stacked rows split per output and viewed as output shape + input shape. The arguments
 // differentiated are tensors (not pytrees of them: a break), the outputs tensors or tuples, lists
-// and dicts of them; chunk_size was refused when the jacrev was made.
+// and dicts of them; chunk_size splits the basis as functorch does.
 Translator::Status Translator::call_jacrev(Frame& f, const VPtr& fn, std::vector<VPtr> args, KwArgs kwargs, VPtr& out) {
   const std::string what = "torch.func.jacrev";
   PyObject* argnums = PyTuple_GET_ITEM(fn->obj.get(), 0);
@@ -72,46 +72,96 @@ Translator::Status Translator::call_jacrev(Frame& f, const VPtr& fn, std::vector
     a.insert(a.begin(), self);
     return graph_call(f, Ref::borrow(Py_None), name, std::move(a), std::move(kw), r);
   };
-  std::vector<VPtr> basis;  // of the outputs
-  if (Status s = standard_basis(*this, f, results, numels, shapes, total, basis)) return s;
-  // vmap(vjp_fn)(basis): one vmap level over the basis rows
-  const int vl = functorch_depth_ + 1;
-  Ref level = Ref::steal(PyLong_FromLong(vl)), zero = Ref::steal(PyLong_FromLong(0)), error = Ref::steal(PyUnicode_FromString("error"));
-  c.node(st.lazy, {});
-  c.node(st.vmap_inc, {c.arg_long(total), c.arg(error.get())});
-  VPtr cotangents = make(VK::List), outs = make(VK::List), ins = make(VK::List);
-  for (size_t i = 0; i < basis.size(); ++i) {
-    Ref ex = Ref::steal(PyObject_CallMethod(flat_out[i]->obj.get(), "new_empty", "(O)", shapes[i].get()));
-    if (!ex) return PyErr_Clear(), brk(f, "DV0006", what + ": no example of a basis row");
-    const int n = add_graph_call(st.add_batch, {c.arg(basis[i]), c.arg(zero.get()), c.arg(level.get())}, ex);
-    cotangents->items.push_back(from_example(f, ex, n, basis[i]->device));
+  // the basis in chunks of chunk_size rows (one chunk: all of them), each through the vjp: vmapped
+  // over its rows, or (chunk_size 1) called on the one row squeezed and the result unsqueezed; the
+  // chunks' results concatenated per input (functorch's compute_jacobian_stacked)
+  PyObject* chunk_arg = PyTuple_GET_ITEM(fn->obj.get(), 3);
+  const long chunk = chunk_arg == Py_None ? 0 : PyLong_AsLong(chunk_arg);
+  std::vector<long> chunk_rows;
+  if (chunk > 0 && chunk < total) {
+    for (long r = total; r > 0; r -= chunk) chunk_rows.push_back(std::min(chunk, r));
+  } else {
+    chunk_rows.push_back(total);
   }
+  Ref zero = Ref::steal(PyLong_FromLong(0)), error = Ref::steal(PyUnicode_FromString("error"));
+  VPtr outs = make(VK::List), ins = make(VK::List);
   outs->items = flat_out;
   ins->items = flat_in;
-  VPtr grads;
-  enter_transform(false);
-  Status g = graph_call(f, Ref::borrow(st.autograd_grad), "", {outs, ins, cotangents},
-                        {{"retain_graph", constant(Ref::borrow(Py_True))}, {"create_graph", constant(Ref::borrow(grad_mode_enabled() ? Py_True : Py_False))}},
-                        grads);
-  exit_transform(false);
-  if (g) return g;
-  if (grads->kind != VK::Tuple || grads->items.size() != ins->items.size()) return brk(f, "DV0004", what + ": the vjp's results are not one per input");
-  std::vector<VPtr> stacked;  // per input: (total, *input shape)
-  for (const VPtr& gi : grads->items) {
-    Ref ex = batched_example(gi->obj.get(), total, 0);
-    if (!ex) return PyErr_Clear(), brk(f, "DV0006", what + ": no example of a jacobian");
-    const int n = add_graph_call(st.remove_batch, {c.arg(gi), c.arg(level.get()), c.arg_long(total), c.arg(zero.get())}, ex);
-    stacked.push_back(from_example(f, ex, n, gi->device));
+  std::vector<std::vector<VPtr>> chunked(flat_in.size());  // per input, per chunk: (rows, *input shape)
+  for (size_t ci = 0; ci < chunk_rows.size(); ++ci) {
+    const long rows = chunk_rows[ci];
+    std::vector<VPtr> basis;  // of the outputs
+    if (Status s = standard_basis(*this, f, results, numels, shapes, total, basis, rows, static_cast<long>(ci) * (chunk > 0 ? chunk : total)))
+      return s;
+    const bool one_row = chunk == 1;
+    const int vl = functorch_depth_ + 1;
+    Ref level = Ref::steal(PyLong_FromLong(vl));
+    VPtr cotangents = make(VK::List);
+    if (one_row) {
+      for (const VPtr& b : basis) {
+        VPtr sq;
+        if (Status s = graph_call(f, Ref::borrow(st.squeeze), "", {b, num(0)}, {}, sq)) return s;
+        cotangents->items.push_back(sq);
+      }
+    } else {
+      // vmap(vjp_fn)(basis): one vmap level over the basis rows
+      c.node(st.lazy, {});
+      c.node(st.vmap_inc, {c.arg_long(rows), c.arg(error.get())});
+      for (size_t i = 0; i < basis.size(); ++i) {
+        Ref ex = Ref::steal(PyObject_CallMethod(flat_out[i]->obj.get(), "new_empty", "(O)", shapes[i].get()));
+        if (!ex) return PyErr_Clear(), brk(f, "DV0006", what + ": no example of a basis row");
+        const int n = add_graph_call(st.add_batch, {c.arg(basis[i]), c.arg(zero.get()), c.arg(level.get())}, ex);
+        cotangents->items.push_back(from_example(f, ex, n, basis[i]->device));
+      }
+    }
+    VPtr grads;
+    enter_transform(false);
+    Status g = graph_call(f, Ref::borrow(st.autograd_grad), "", {outs, ins, cotangents},
+                          {{"retain_graph", constant(Ref::borrow(Py_True))}, {"create_graph", constant(Ref::borrow(grad_mode_enabled() ? Py_True : Py_False))}},
+                          grads);
+    exit_transform(false);
+    if (g) return g;
+    if (grads->kind != VK::Tuple || grads->items.size() != ins->items.size()) return brk(f, "DV0004", what + ": the vjp's results are not one per input");
+    for (size_t j = 0; j < grads->items.size(); ++j) {
+      const VPtr& gi = grads->items[j];
+      if (gi->kind != VK::Tensor) return brk(f, "DV0004", what + ": an input the outputs do not depend on", "it runs eagerly");
+      VPtr r;
+      if (one_row) {
+        if (Status s = graph_call(f, Ref::borrow(st.unsqueeze), "", {gi, num(0)}, {}, r)) return s;
+      } else {
+        Ref ex = batched_example(gi->obj.get(), rows, 0);
+        if (!ex) return PyErr_Clear(), brk(f, "DV0006", what + ": no example of a jacobian");
+        const int n = add_graph_call(st.remove_batch, {c.arg(gi), c.arg(level.get()), c.arg_long(rows), c.arg(zero.get())}, ex);
+        r = from_example(f, ex, n, gi->device);
+      }
+      chunked[j].push_back(r);
+    }
+    if (!one_row) c.node(st.vmap_dec, {});
   }
-  c.node(st.vmap_dec, {});
+  std::vector<VPtr> stacked;  // per input: (total, *input shape)
+  for (auto& parts : chunked) {
+    if (parts.size() == 1) {
+      stacked.push_back(parts[0]);
+      continue;
+    }
+    VPtr tup = make(VK::Tuple), r;
+    tup->items = parts;
+    if (Status s = graph_call(f, Ref::borrow(st.cat), "", {tup, num(0)}, {}, r)) return s;
+    stacked.push_back(r);
+  }
   // each input's rows split per output, viewed as output shape + input shape
   std::vector<std::vector<VPtr>> jac(flat_out.size());  // [output][input]
+  std::vector<VPtr> split_parts;  // all inputs' splits, then their views (functorch's order)
   for (size_t j = 0; j < stacked.size(); ++j) {
     VPtr sizes = make(VK::List);
     for (long n : numels) sizes->items.push_back(num(n));
     VPtr parts;
     if (Status s = method(stacked[j], "split", {sizes}, {{"dim", num(0)}}, parts)) return s;
     if (parts->kind != VK::Tuple || parts->items.size() != flat_out.size()) return brk(f, "DV0004", what + ": the split jacobian has the wrong parts");
+    split_parts.push_back(parts);
+  }
+  for (size_t j = 0; j < stacked.size(); ++j) {
+    const VPtr& parts = split_parts[j];
     Ref in_shape = Ref::steal(PyObject_GetAttrString(flat_in[j]->obj.get(), "shape"));
     for (size_t i = 0; i < flat_out.size(); ++i) {
       Ref full = in_shape ? Ref::steal(PySequence_Concat(shapes[i].get(), Ref::steal(PySequence_Tuple(in_shape.get())).get())) : Ref();

@@ -127,6 +127,26 @@ class GradientCheckpointingLayers(nn.Module):
 module_case(GradientCheckpointingLayers, (3, 8))
 
 
+class ShiftedWindowCheckpointed(nn.Module):  # Swin's layers set their shift in forward (the value it has)
+    def __init__(self):
+        super().__init__()
+        self.fc = nn.Linear(6, 6)
+        self.shift_size = 1
+
+    def set_shift(self, t):
+        self.shift_size = 0 if t.shape[0] <= 2 else 1
+
+    def layer(self, t):
+        self.set_shift(t)
+        return self.fc(t).roll(self.shift_size, 0)
+
+    def forward(self, x):
+        return checkpoint(self.layer, x, use_reentrant=False), self.shift_size
+
+
+module_case(ShiftedWindowCheckpointed, (4, 6))
+
+
 _MLP = nn.Sequential(nn.Linear(6, 12), nn.ReLU(), nn.Linear(12, 6))
 
 

@@ -455,13 +455,34 @@ def jacrev_in_chunks(x):
     return jacrev(lambda y: y.sin(), chunk_size=1)(x)
 
 
+@case((5,))
+def jacrev_in_chunks_of_two(x):  # 5 rows: chunks of 2, 2 and 1, concatenated
+    return jacrev(lambda y: y.sin() * y.sum(), chunk_size=2)(x)
+
+
+@case((2, 3), (4,))
+def jacrev_in_chunks_over_two_inputs_and_outputs(x, b):
+    def f(w, v):
+        return (w @ v[:3]).tanh(), (w.sum() * v).exp()
+    return jacrev(f, argnums=(0, 1), chunk_size=3)(x, b)
+
+
+@case((4,))
+def jacrev_with_a_chunk_as_large_as_the_output(x):
+    return jacrev(lambda y: y.cumsum(0), chunk_size=4)(x), jacrev(lambda y: y.cumsum(0), chunk_size=100)(x)
+
+
+@case((3, 2))
+def per_sample_jacobians_in_chunks_under_vmap(x):
+    return vmap(jacrev(lambda r: r.sin().outer(r), chunk_size=2))(x)
+
+
 @case((3,))
 def hessian_of_a_cubic(x):
     return torch.func.hessian(lambda y: (y ** 3).sum())(x)
 
 
 _PINN_3 = nn.Sequential(nn.Linear(3, 4), nn.Tanh(), nn.Linear(4, 2))
-NOT_YET["jacrev_in_chunks"] = "jacrev with a chunk_size is not traced: the jacobian runs eagerly"
 
 
 # ---- torch.func.jacfwd and hessian: a basis of the inputs vmapped through one jvp (dual tensors) ----

@@ -230,3 +230,50 @@ def test_a_recorded_trace_shows_the_subgraphs(tmp_path):
     assert "# wrap_body_0:" in g["code"] and "# wrap_body_1:" in g["code"] and "torch._C._nn.linear" in g["code"]
     getitems = [n for n in g["nodes"] if n["name"].startswith("getitem")]
     assert len(getitems) == 2 and all(n["step"] >= 0 and n["meta"] for n in getitems)
+
+
+class _Counting(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.fc = nn.Linear(4, 4)
+        self.calls = 0
+        self.shift = 1
+
+    def body(self, t):
+        self.calls += 1  # changes: eager's recompute in backward counts again
+        self.shift = 1 if t.shape[0] > 2 else 0  # the value it has: kept in the graph's capture
+        return self.fc(t).roll(self.shift, 0)
+
+    def forward(self, x):
+        return checkpoint(self.body, x, use_reentrant=False).sum()
+
+
+def test_a_module_attribute_the_checkpointed_function_changes_breaks_one_it_keeps_does_not():
+    torch.manual_seed(0)
+    want_m, got_m = _Counting(), _Counting()
+    got_m.load_state_dict(want_m.state_dict())
+    x = torch.randn(4, 4)
+    want_m(x).backward()
+    assert want_m.calls == 2  # forward, and the recompute in backward
+    cm = dynview.compile(got_m, backend="eager")
+    dynview._C.take_records()
+    cm(x).backward()
+    assert got_m.calls == 2 and got_m.shift == 1
+    torch.testing.assert_close([p.grad for p in got_m.parameters()], [p.grad for p in want_m.parameters()])
+    breaks = [r["break_message"] for r in dynview._C.take_records() if r["break_id"]]
+    assert len(breaks) == 1 and "sets a module's calls to a new value" in breaks[0], breaks
+
+    class Shifting(_Counting):
+        def body(self, t):
+            self.shift = 1 if t.shape[0] > 2 else 0
+            return self.fc(t).roll(self.shift, 0)
+
+    m = Shifting()
+    e = dynview.explain(m)(x)
+    assert (e.graph_count, len(e.break_reasons)) == (1, 0)
+    m.shift = 0  # another value there: guarded, a recompile that breaks
+    cm = dynview.compile(m, backend="eager")
+    dynview._C.take_records()
+    cm(x)
+    assert m.shift == 1
+    assert [r["break_id"] for r in dynview._C.take_records()][:1] == ["DV0008"]

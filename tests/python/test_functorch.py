@@ -121,3 +121,23 @@ def test_ensemble_of_models_on_the_meta_device():
     x = torch.randn(4, 6)
     got = dynview.compile(ensemble, backend="eager")(params, buffers, x)
     torch.testing.assert_close(got, torch.stack([m(x) for m in models]))
+
+
+def _calls(gm):  # (Tensor.split recorded as a method here, as torch.functional.split there: the same call)
+    return [getattr(n.target, "__name__", str(n.target)) for n in gm.graph.nodes if n.op in ("call_function", "call_method")]
+
+
+@pytest.mark.parametrize("chunk_size", [1, 2, 3, None])
+def test_jacrev_chunks_are_torch_dynamos_calls(chunk_size):
+    # the basis in chunks (new_zeros, diagonal at the chunk's offset, fill_, view), each vmapped
+    # through the vjp or, one row at a time, squeezed and unsqueezed; concatenated: the same calls
+    # as TorchDynamo's graph, in its order
+    def f(x, w):
+        return jacrev(lambda a, b: (a * b).sin().sum(0), argnums=(0, 1), chunk_size=chunk_size)(x, w)
+
+    x, w = torch.randn(2, 4), torch.randn(4)
+    theirs = torch._dynamo.explain(f)(x, w)
+    ours = dynview.explain(f)(x, w)
+    assert ours.graph_count == theirs.graph_count == 1
+    assert _calls(ours.graphs[0]) == _calls(theirs.graphs[0])
+    torch.testing.assert_close(dynview.compile(f, backend="eager")(x, w), f(x, w))

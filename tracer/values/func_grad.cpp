@@ -65,9 +65,16 @@ Translator::Status Translator::make_func_grad(Frame& f, FuncMode mode, std::vect
   if (mode == FuncMode::jacfwd && given[3]) {
     if (given[3]->kind != VK::Const || !PyUnicode_Check(given[3]->obj.get())) return brk(f, "DV0004", what + " with a randomness that is not a constant str");
     randomness = given[3]->obj;
-  } else if (mode == FuncMode::jacrev && ((given[3] && !(given[3]->kind == VK::Const && given[3]->obj.get() == Py_None)) ||
-                                          (given[4] && !(given[4]->kind == VK::Const && given[4]->obj.get() == Py_False)))) {
-    return brk(f, "DV0004", what + " with a chunk_size or _preallocate_and_copy", "not traced yet: the jacobian is computed eagerly");
+  } else if (mode == FuncMode::jacrev) {
+    // chunk_size (None or a positive int) takes randomness's place in the tuple
+    if (given[4] && !(given[4]->kind == VK::Const && given[4]->obj.get() == Py_False))
+      return brk(f, "DV0004", what + " with _preallocate_and_copy", "not traced yet: the jacobian is computed eagerly");
+    randomness = Ref::borrow(Py_None);
+    if (given[3] && !(given[3]->kind == VK::Const && given[3]->obj.get() == Py_None)) {
+      if (given[3]->kind != VK::Const || !PyLong_CheckExact(given[3]->obj.get())) return brk(f, "DV0004", what + " with a chunk_size that is not a constant int");
+      if (PyLong_AsLong(given[3]->obj.get()) <= 0) return raise_new(f, PyExc_ValueError, "jacrev: `chunk_size` should be greater than 0.", what);
+      randomness = given[3]->obj;
+    }
   }
   VPtr v = make(VK::FuncGrad);
   v->self = given[0];
