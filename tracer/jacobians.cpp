@@ -293,9 +293,9 @@ Translator::Status Translator::call_jacfwd(Frame& f, const VPtr& fn, std::vector
   };
   // From here every way out exits the real dual level first.
   Status s = [&]() -> Status {
-    c.node(st.load_decompositions, {});
     std::vector<VPtr> duals;
-    for (size_t j = 0; j < primals.size(); ++j) {
+    for (size_t j = 0; j < primals.size(); ++j) {  // fwAD.make_dual: decompositions loaded, then the dual
+      c.node(st.load_decompositions, {});
       VPtr d;
       if (Status e = graph_call(f, Ref::borrow(st.make_dual), "", {primals[j], tangents[j]}, {{"level", num(0)}}, d)) return e;
       duals.push_back(d);
@@ -401,6 +401,151 @@ Translator::Status Translator::call_jacfwd(Frame& f, const VPtr& fn, std::vector
     return std::nullopt;
   }();
   exit_real();
+  return s;
+}
+
+// torch.func.jvp(func, primals, tangents, *, strict=False, has_aux=False), as functorch's
+// _jvp_with_argnums runs it and TorchDynamo records it: a jvp level (forward grad on, a dual level
+// entered), each primal made a dual of its tangent, func inlined on the duals, each output's dual
+// unpacked (no tangent: zeros_like of the primal where the graph shows it computed from none of the
+// duals, as call_jacfwd), primals then tangents unwrapped, the level left. Returns (output,
+// jvp_out) or with has_aux (output, jvp_out, aux). The examples carry tangents (a dual level is
+// entered for real while func is traced). A jvp inside a function jvp or jacfwd is tracing breaks.
+Translator::Status Translator::call_jvp(Frame& f, std::vector<VPtr> args, KwArgs kwargs, VPtr& out) {
+  const std::string what = "torch.func.jvp";
+  const std::string jvp_str = "jvp(f, primals, tangents)";
+  enum { kFunc, kPrimals, kTangents, kStrict, kAux, kCount };
+  VPtr given[kCount];
+  if (args.size() > 3) return brk(f, "DV0004", what + " with more than three positional arguments", "eager raises");
+  for (size_t i = 0; i < args.size(); ++i) given[i] = args[i];
+  for (auto& [k, v] : kwargs) {
+    int i = k == "func" ? kFunc : k == "primals" ? kPrimals : k == "tangents" ? kTangents : k == "strict" ? kStrict : k == "has_aux" ? kAux : -1;
+    if (i < 0 || given[i]) return brk(f, "DV0004", what + " with keyword " + k, "eager raises");
+    given[i] = v;
+  }
+  if (!given[kFunc] || !given[kPrimals] || !given[kTangents]) return brk(f, "DV0004", what + " without its function, primals or tangents", "eager raises");
+  auto flag = [&](int i, bool& v) {
+    if (!given[i]) return v = false, true;
+    if (given[i]->kind != VK::Const || !PyBool_Check(given[i]->obj.get())) return false;
+    v = given[i]->obj.get() == Py_True;
+    return true;
+  };
+  bool strict = false, has_aux = false;
+  if (!flag(kStrict, strict) || !flag(kAux, has_aux)) return brk(f, "DV0004", what + " with strict or has_aux that is not a constant bool");
+  const Steps& st = grad_steps();
+  if (!st.ok()) return brk(f, "DV0004", what + ": functorch's functions are missing");
+  if (jvp_depth_ > 0) return brk(f, "DV0004", what + " inside a function jvp or jacfwd is tracing (nested forward mode)", "it runs eagerly");
+  if (functorch_level_busy()) return brk(f, "DV0004", what + " inside code functorch is transforming");
+  Ref fwd_on = Ref::steal(PyObject_CallNoArgs(st.is_fwd));
+  if (!fwd_on || fwd_on.get() != Py_True) return PyErr_Clear(), brk(f, "DV0004", what + " with forward-mode AD disabled");
+  VPtr primals = given[kPrimals], tangents = given[kTangents];
+  for (VPtr* v : {&primals, &tangents})
+    if (((*v)->kind == VK::Tuple || (*v)->kind == VK::List || (*v)->kind == VK::Dict) && (*v)->lazy && !builder.realize(*v, f))
+      return brk(f, "DV0004", what + " of primals or tangents that cannot be traced");
+  if (primals->kind != VK::Tuple) {
+    if (primals->kind == VK::Const && PyTuple_Check(primals->obj.get()))
+      return brk(f, "DV0004", what + " of primals that are constants", "eager raises: primals must be tensors");
+    return raise_new(f, PyExc_RuntimeError, jvp_str + ": Expected primals to be a tuple. E.g. it should be valid to call f(*primals).", what);
+  }
+  GradCall c(*this, f, functorch_depth_ + 1);
+  // the same Python structure (tuples, lists, dicts with the same keys) with tensors at the leaves
+  std::function<bool(const VPtr&, const VPtr&)> same = [&](const VPtr& a, const VPtr& b) {
+    const bool ca = a->kind == VK::Tuple || a->kind == VK::List || a->kind == VK::Dict;
+    const bool cb = b->kind == VK::Tuple || b->kind == VK::List || b->kind == VK::Dict;
+    if (ca != cb) return false;
+    if (!ca) return a->kind == VK::Tensor && b->kind == VK::Tensor;
+    if (a->kind != b->kind || a->items.size() != b->items.size() || a->obj || b->obj) return false;
+    if (a->lazy || b->lazy) return false;
+    for (size_t i = 0; i < a->keys.size(); ++i)
+      if (i >= b->keys.size() || PyObject_RichCompareBool(a->keys[i].get(), b->keys[i].get(), Py_EQ) != 1) return PyErr_Clear(), false;
+    for (size_t i = 0; i < a->items.size(); ++i)
+      if (!same(a->items[i], b->items[i])) return false;
+    return true;
+  };
+  if (!same(primals, tangents))
+    return brk(f, "DV0004", what + " of primals and tangents that are not tensors in the same structure", "eager raises");
+  std::vector<VPtr> flat_p, flat_t;
+  c.flatten(primals, flat_p);
+  c.flatten(tangents, flat_t);
+  if (flat_p.empty()) return brk(f, "DV0004", what + " of no primals", "eager raises");
+  for (const VPtr& v : flat_p) {  // outputs require grad outside where an input does (jvp composes with autograd)
+    Ref req = Ref::steal(PyObject_GetAttrString(v->obj.get(), "requires_grad"));
+    c.outer_requires_grad |= req && req.get() == Py_True;
+  }
+  for (const VPtr& v : flat_t) {
+    Ref req = Ref::steal(PyObject_GetAttrString(v->obj.get(), "requires_grad"));
+    c.outer_requires_grad |= req && req.get() == Py_True;
+  }
+  PyErr_Clear();
+  auto num = [&](long v) { return constant_steal(PyLong_FromLong(v)); };
+  c.node(st.jvp_inc, {});
+  c.node(st.set_fwd, {c.arg(Py_True)});
+  c.node(st.enter_dual, {});
+  Ref lv = Ref::steal(PyObject_CallNoArgs(st.real_enter_dual));  // examples carry tangents from here
+  if (!lv) return PyErr_Clear(), brk(f, "DV0004", what + ": a dual level cannot be entered");
+  const long real_level = PyLong_AsLong(lv.get());
+  Status s = [&]() -> Status {
+    std::vector<VPtr> duals;
+    for (size_t j = 0; j < flat_p.size(); ++j) {  // fwAD.make_dual: decompositions loaded, then the dual
+      c.node(st.load_decompositions, {});
+      VPtr d;
+      if (Status e = graph_call(f, Ref::borrow(st.make_dual), "", {flat_p[j], flat_t[j]}, {{"level", num(0)}}, d)) return e;
+      duals.push_back(d);
+    }
+    size_t k = 0;
+    VPtr dual_args = c.unflatten(primals, duals, k);
+    const int traced_from = output.graph.num_placeholders() + output.graph.num_calls();
+    std::vector<int> dual_nodes;
+    for (const VPtr& d : duals) dual_nodes.push_back(d->node);
+    VPtr res;
+    functorch_depth_ += 1;
+    ++jvp_depth_;
+    Status r = call(f, given[kFunc], dual_args->items, {}, res);
+    --jvp_depth_;
+    functorch_depth_ -= 1;
+    if (r) return r->exc ? brk(f, "DV0004", what + ": the function raised", "it runs eagerly") : r;
+    VPtr result = res, aux_out;
+    if (has_aux && !c.split_aux(res, result, aux_out)) return brk(f, "DV0004", what + " with " + c.why, "eager raises");
+    std::vector<VPtr> flat_out;
+    c.flatten(result, flat_out);
+    if (flat_out.empty()) return brk(f, "DV0004", what + " of a function with no tensor output", "eager raises");
+    std::vector<VPtr> primals_out, tangents_out;
+    for (const VPtr& o : flat_out) {
+      if (o->kind != VK::Tensor) return brk(f, "DV0004", what + " of a function returning a " + std::string(vk_name(o->kind)), "eager raises");
+      VPtr pt;
+      if (Status e = graph_call(f, Ref::borrow(st.unpack_dual), "", {o}, {{"level", num(0)}}, pt)) return e;
+      if (pt->kind != VK::Tuple || pt->items.size() != 2) return brk(f, "DV0004", what + ": _unpack_dual gave no (primal, tangent) pair");
+      VPtr tangent = pt->items[1];
+      if (tangent->kind != VK::Tensor) {  // as call_jacfwd
+        if (strict) return brk(f, "DV0004", what + "(strict=True) of an output independent of the inputs", "eager raises");
+        if (output.graph.depends_on(o->node, dual_nodes) || output.graph.mutates_from(traced_from))
+          return brk(f, "DV0004", what + ": an output computed from the inputs whose tangent the trace cannot tell", "it runs eagerly");
+        static PyObject* zeros_like = PyObject_GetAttrString(py().torch.get(), "zeros_like");  // kept
+        if (!zeros_like) return PyErr_Clear(), brk(f, "DV0019", "torch.zeros_like is missing");
+        if (Status e = graph_call(f, Ref::borrow(zeros_like), "", {pt->items[0]}, {}, tangent)) return e;
+      }
+      primals_out.push_back(pt->items[0]);
+      tangents_out.push_back(tangent);
+    }
+    for (auto* list : {&primals_out, &tangents_out})  // the primals unwrapped, then the tangents
+      for (VPtr& v : *list) {
+        VPtr u;
+        if (!c.unwrap(v, u)) return brk(f, "DV0004", c.why);
+        v = u;
+      }
+    output_graph_exit_dual(*this, st.exit_dual, real_level);
+    c.node(st.set_fwd, {c.arg(Py_True)});
+    c.node(st.jvp_dec, {});
+    out = make(VK::Tuple);
+    size_t a = 0, b = 0;
+    out->items = {c.unflatten(result, primals_out, a), c.unflatten(result, tangents_out, b)};
+    if (has_aux) out->items.push_back(aux_out);
+    return std::nullopt;
+  }();
+  Ref kw = Ref::steal(Py_BuildValue("{s:l}", "level", real_level));
+  Ref none = Ref::steal(PyTuple_New(0));
+  Ref r = kw && none ? Ref::steal(PyObject_Call(st.real_exit_dual, none.get(), kw.get())) : Ref();
+  if (!r) PyErr_Clear();
   return s;
 }
 

@@ -46,7 +46,7 @@ const Row kRows[] = {
     // the rest of torch.func: not traced yet (a break; they run eagerly)
     {"torch._functorch.eager_transforms", "jacfwd", TorchSpecial::func_jacfwd},
     {"torch._functorch.eager_transforms", "hessian", TorchSpecial::func_hessian},
-    {"torch._functorch.eager_transforms", "jvp", TorchSpecial::func_eager},
+    {"torch._functorch.eager_transforms", "jvp", TorchSpecial::func_jvp},
     {"torch._functorch.eager_transforms", "vjp", TorchSpecial::func_eager},
     {"torch._functorch.eager_transforms", "linearize", TorchSpecial::func_eager},
     {"torch._functorch.functional_call", "functional_call", TorchSpecial::functional_call},

@@ -333,6 +333,8 @@ class Translator {
   // torch.func.functional_call(module, params_and_buffers, args, kwargs): the module called with
   // those tensors read in place of its own (tracer/functional_call.cpp).
   Status functional_call(Frame& f, std::vector<VPtr> args, std::vector<std::pair<std::string, VPtr>> kwargs, VPtr& out);
+  // torch.func.jvp(func, primals, tangents, *, strict, has_aux) (tracer/jacobians.cpp).
+  Status call_jvp(Frame& f, std::vector<VPtr> args, std::vector<std::pair<std::string, VPtr>> kwargs, VPtr& out);
   // torch.utils.checkpoint.checkpoint(fn, *args, use_reentrant=..., **kwargs): fn's call traced
   // inline, its nodes a Region of the graph (tag_activation_checkpoint's subgraph; checkpoint.cpp).
   Status checkpoint_call(Frame& f, std::vector<VPtr> args, std::vector<std::pair<std::string, VPtr>> kwargs, VPtr& out);
@@ -494,7 +496,8 @@ enum class TorchSpecial {
   func_jacrev,         // torch.func.jacrev: a FuncGrad value
   func_jacfwd,         // torch.func.jacfwd: a FuncGrad value
   func_hessian,        // torch.func.hessian(f): jacfwd(jacrev(f)), FuncGrad values
-  func_eager,          // torch.func.jvp, vjp, linearize: a break
+  func_eager,          // torch.func.vjp, linearize: a break
+  func_jvp,            // torch.func.jvp: traced (jacobians.cpp)
   checkpoint,          // torch.utils.checkpoint.checkpoint: a subgraph, as TorchDynamo's tag_activation_checkpoint
   functional_call,     // torch.func.functional_call (not the deprecated torch.nn.utils.stateless one, as TorchDynamo)
   grad_impl,           // functorch's grad_impl(func, argnums, has_aux, args, kwargs): a FuncGrad called

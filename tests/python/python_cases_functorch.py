@@ -7,7 +7,7 @@ import copy
 import torch
 import torch.nn as nn
 import torch.nn.functional as F
-from torch.func import functional_call, grad, grad_and_value, hessian, jacfwd, jacrev, stack_module_state, vmap
+from torch.func import functional_call, grad, grad_and_value, hessian, jacfwd, jacrev, jvp, stack_module_state, vmap
 
 from python_cases import NOT_YET, case  # noqa: F401
 
@@ -637,3 +637,64 @@ def jacrev_of_a_tensor_and_a_dict_by_argnums(x, y):
 def vmap_with_in_place_ops_on_an_input_that_requires_grad(x):
     h = _MODEL.fc1.weight[:3, :4] * 2 + x  # requires grad (a parameter's), no leaf
     return torch.vmap(lambda r: r.mul_(2).sum())(h)
+
+
+# ---- torch.func.jvp: forward-mode products (one jvp level, duals of the tangents given) ----
+@case((3,))
+def jvp_of_an_elementwise_function(x):
+    return jvp(torch.sin, (x,), (torch.ones_like(x),))
+
+
+@case((4, 3), (3,))
+def jvp_of_a_network_along_a_direction(x, v):
+    def f(inp):
+        return _MODEL.fc2(torch.tanh(_MODEL.fc1(inp)))
+    out, tangent = jvp(f, (x[:, :3].repeat(1, 2),), (v.repeat(4, 2),))
+    return out, tangent
+
+
+@case((3,), (3,))
+def jvp_of_two_primals(x, y):
+    return jvp(lambda a, b: (a * b).sum() + a.exp(), (x, y), (torch.ones_like(x), y.cos()))
+
+
+@case((3,))
+def jvp_with_aux(x):
+    def f(a):
+        s = a.sin()
+        return s * 2, {"sin": s}
+    out, t, aux = jvp(f, (x,), (x,), has_aux=True)
+    return out, t, aux["sin"]
+
+
+@case((3,))
+def jvp_of_a_function_returning_a_tuple_with_a_constant_part(x):
+    return jvp(lambda a: (a.cumsum(0), torch.full((2,), 3.0)), (x,), (torch.ones(3),))
+
+
+@case((2, 3))
+def jvp_over_a_tuple_primal(x):
+    def f(pair):
+        w, b = pair
+        return w.tanh() + b
+    return jvp(f, ((x, x[0]),), ((torch.ones_like(x), x[1]),))
+
+
+@case((3,))
+def jvp_under_vmap_gives_a_jacobian(x):  # the jacobian column by column, as jacfwd builds it
+    def push(v):
+        return jvp(lambda a: a.sin() * a.sum(), (x,), (v,))[1]
+    return vmap(push)(torch.eye(3))
+
+
+@case((3,))
+def jvp_of_a_grad(x):  # forward-over-reverse: a hessian-vector product
+    return jvp(grad(lambda a: (a.sin() * a).sum()), (x,), (torch.ones(3),))
+
+
+@case((3,))
+def jvp_of_a_function_that_breaks(x):
+    def f(a):
+        print("", end="")
+        return a.sin()
+    return jvp(f, (x,), (x,))

@@ -8,7 +8,7 @@ import pytest
 import torch
 import torch.nn as nn
 import torch.nn.functional as F
-from torch.func import functional_call, grad, hessian, jacfwd, jacrev, vmap
+from torch.func import functional_call, grad, hessian, jacfwd, jacrev, jvp, vmap
 
 import dynview
 
@@ -141,3 +141,50 @@ def test_jacrev_chunks_are_torch_dynamos_calls(chunk_size):
     assert ours.graph_count == theirs.graph_count == 1
     assert _calls(ours.graphs[0]) == _calls(theirs.graphs[0])
     torch.testing.assert_close(dynview.compile(f, backend="eager")(x, w), f(x, w))
+
+
+@pytest.mark.parametrize("name", ["two_primals", "aux_and_constant", "jacfwd_two_inputs"])
+def test_jvp_calls_are_torch_dynamos(name):
+    def two_primals(x, w):
+        return jvp(lambda a, b: (a @ b).sin(), (x, w), (torch.ones_like(x), w.cos()))
+
+    def aux_and_constant(x, w):
+        return jvp(lambda a: ((a.exp(), torch.zeros(2)), a.sum()), (x,), (x,), has_aux=True)
+
+    def jacfwd_two_inputs(x, w):
+        return jacfwd(lambda a, b: (a @ b).tanh(), argnums=(0, 1))(x, w)
+
+    f = {"two_primals": two_primals, "aux_and_constant": aux_and_constant, "jacfwd_two_inputs": jacfwd_two_inputs}[name]
+    x, w = torch.randn(2, 3), torch.randn(3)
+    theirs = torch._dynamo.explain(f)(x, w)
+    ours = dynview.explain(f)(x, w)
+    assert ours.graph_count == theirs.graph_count == 1
+    assert _calls(ours.graphs[0]) == _calls(theirs.graphs[0])
+    torch.testing.assert_close(dynview.compile(f, backend="eager")(x, w), f(x, w))
+
+
+def test_jvp_composes_with_autograd_and_puts_the_state_back():
+    # primals that require grad: the outputs do, and gradients flow back through the jvp as in eager
+    def f(x, v):
+        out, t = jvp(lambda a: (a.sin() * a).sum(0), (x,), (v,))
+        return out, t
+
+    x, v = torch.randn(3, 2), torch.randn(3, 2)
+    before = functorch_state()
+    results = []
+    for fn in (f, dynview.compile(f, backend="eager")):
+        xx = x.clone().requires_grad_()
+        out, t = fn(xx, v)
+        assert out.requires_grad and t.requires_grad
+        (out.sum() + t.pow(2).sum()).backward()
+        results.append((out.detach(), t.detach(), xx.grad))
+    torch.testing.assert_close(results[1], results[0])
+    assert functorch_state() == before
+
+    def breaking(x):
+        return jvp(_printing, (x,), (torch.ones_like(x),))
+
+    want = breaking(x)
+    got = dynview.compile(breaking, backend="eager")(x)
+    torch.testing.assert_close(got, want)
+    assert functorch_state() == before
