@@ -1111,9 +1111,10 @@ Status object_call(Translator& t, Frame& f, const VPtr& fn, std::vector<VPtr>& a
     case TorchSpecial::func_grad_and_value:
       return t.make_func_grad(f, Translator::FuncMode::grad_and_value, std::move(args), std::move(kwargs), out);
     case TorchSpecial::func_eager:
-      return t.brk(f, "DV0004", callable_name(o) + " is not traced (vjp and linearize)",
-                   "it runs eagerly; torch.func.grad, grad_and_value, jvp, jacrev, jacfwd, hessian and vmap are traced");
+      return t.brk(f, "DV0004", callable_name(o) + " is not traced (linearize)",
+                   "it runs eagerly; torch.func.grad, grad_and_value, jvp, vjp, jacrev, jacfwd, hessian and vmap are traced");
     case TorchSpecial::func_jvp: return t.call_jvp(f, std::move(args), std::move(kwargs), out);
+    case TorchSpecial::func_vjp: return t.call_vjp(f, std::move(args), std::move(kwargs), out);
     case TorchSpecial::func_jacfwd: return t.make_func_grad(f, Translator::FuncMode::jacfwd, std::move(args), std::move(kwargs), out);
     case TorchSpecial::func_hessian: return t.make_hessian(f, std::move(args), std::move(kwargs), out);
     case TorchSpecial::func_jacrev: return t.make_func_grad(f, Translator::FuncMode::jacrev, std::move(args), std::move(kwargs), out);

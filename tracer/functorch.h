@@ -78,6 +78,7 @@ inline std::string func_mode_name(Translator::FuncMode m) {
     case FuncMode::grad_and_value: return "torch.func.grad_and_value";
     case FuncMode::jacrev: return "torch.func.jacrev";
     case FuncMode::jacfwd: return "torch.func.jacfwd";
+    case FuncMode::vjp_fn: return "torch.func.vjp's vjp_fn";
   }
   return "torch.func";
 }
@@ -215,6 +216,22 @@ struct GradCall {
     auto leaf = [&](const VPtr& x, VPtr& o) { return x->kind == VK::Tensor ? unwrap(x, o) : (bad = true, o = x, true); };
     if (!map(res->items[1], leaf, aux_out)) return false;
     if (bad) return why = "an aux output that is not tensors", false;
+    return true;
+  }
+  // functorch's tree spec equality, tensors at the leaves: tuples, lists and plain dicts of the same
+  // lengths and keys (jvp's primals and tangents, vjp's outputs and cotangents)
+  bool same_structure(const VPtr& a, const VPtr& b) {
+    const bool ca = a->kind == VK::Tuple || a->kind == VK::List || a->kind == VK::Dict;
+    const bool cb = b->kind == VK::Tuple || b->kind == VK::List || b->kind == VK::Dict;
+    if (ca != cb) return false;
+    if (!ca) return a->kind == VK::Tensor && b->kind == VK::Tensor;
+    for (const VPtr* v : {&a, &b})
+      if ((*v)->lazy && !t.builder.realize(*v, f)) return false;
+    if (a->kind != b->kind || a->items.size() != b->items.size() || a->keys.size() != b->keys.size() || a->obj || b->obj) return false;
+    for (size_t i = 0; i < a->keys.size(); ++i)
+      if (PyObject_RichCompareBool(a->keys[i].get(), b->keys[i].get(), Py_EQ) != 1) return PyErr_Clear(), false;
+    for (size_t i = 0; i < a->items.size(); ++i)
+      if (!same_structure(a->items[i], b->items[i])) return false;
     return true;
   }
   void flatten(const VPtr& v, std::vector<VPtr>& leaves) {

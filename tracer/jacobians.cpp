@@ -448,21 +448,7 @@ Translator::Status Translator::call_jvp(Frame& f, std::vector<VPtr> args, KwArgs
     return raise_new(f, PyExc_RuntimeError, jvp_str + ": Expected primals to be a tuple. E.g. it should be valid to call f(*primals).", what);
   }
   GradCall c(*this, f, functorch_depth_ + 1);
-  // the same Python structure (tuples, lists, dicts with the same keys) with tensors at the leaves
-  std::function<bool(const VPtr&, const VPtr&)> same = [&](const VPtr& a, const VPtr& b) {
-    const bool ca = a->kind == VK::Tuple || a->kind == VK::List || a->kind == VK::Dict;
-    const bool cb = b->kind == VK::Tuple || b->kind == VK::List || b->kind == VK::Dict;
-    if (ca != cb) return false;
-    if (!ca) return a->kind == VK::Tensor && b->kind == VK::Tensor;
-    if (a->kind != b->kind || a->items.size() != b->items.size() || a->obj || b->obj) return false;
-    if (a->lazy || b->lazy) return false;
-    for (size_t i = 0; i < a->keys.size(); ++i)
-      if (i >= b->keys.size() || PyObject_RichCompareBool(a->keys[i].get(), b->keys[i].get(), Py_EQ) != 1) return PyErr_Clear(), false;
-    for (size_t i = 0; i < a->items.size(); ++i)
-      if (!same(a->items[i], b->items[i])) return false;
-    return true;
-  };
-  if (!same(primals, tangents))
+  if (!c.same_structure(primals, tangents))
     return brk(f, "DV0004", what + " of primals and tangents that are not tensors in the same structure", "eager raises");
   std::vector<VPtr> flat_p, flat_t;
   c.flatten(primals, flat_p);
@@ -547,6 +533,134 @@ Translator::Status Translator::call_jvp(Frame& f, std::vector<VPtr> args, KwArgs
   Ref r = kw && none ? Ref::steal(PyObject_Call(st.real_exit_dual, none.get(), kw.get())) : Ref();
   if (!r) PyErr_Clear();
   return s;
+}
+
+// torch.func.vjp(func, *primals, has_aux=False), as functorch's _vjp_with_argnums runs it and
+// TorchDynamo records it: one grad level (as jacrev's first half) around func, the outputs
+// unwrapped; returns (output, vjp_fn[, aux]). vjp_fn (a FuncGrad of mode vjp_fn: items = the
+// outputs as func returned them at the level, and the differentiated primals) is called later in
+// the trace: call_vjp_fn.
+Translator::Status Translator::call_vjp(Frame& f, std::vector<VPtr> args, KwArgs kwargs, VPtr& out) {
+  const std::string what = "torch.func.vjp";
+  bool has_aux = false;
+  for (auto& [k, v] : kwargs) {
+    if (k != "has_aux") return brk(f, "DV0004", what + " with keyword " + k, "eager raises");
+    if (v->kind != VK::Const || !PyBool_Check(v->obj.get())) return brk(f, "DV0004", what + " with has_aux that is not a constant bool");
+    has_aux = v->obj.get() == Py_True;
+  }
+  if (args.size() < 2) return brk(f, "DV0004", what + " without primals", "eager raises");
+  if (!grad_steps().ok()) return brk(f, "DV0004", what + ": functorch's functions are missing");
+  VPtr func = args[0];
+  std::vector<VPtr> primals(args.begin() + 1, args.end());
+  Ref argnums = Ref::steal(PyTuple_New(static_cast<Py_ssize_t>(primals.size())));
+  for (size_t i = 0; i < primals.size(); ++i) PyTuple_SET_ITEM(argnums.get(), static_cast<Py_ssize_t>(i), PyLong_FromSsize_t(static_cast<Py_ssize_t>(i)));
+  GradLevel c(*this, f);
+  std::vector<VPtr> wrapped;
+  KwArgs none;
+  if (Status s = c.open(what, argnums.get(), primals, {}, wrapped, none)) return s;
+  VPtr res;
+  if (Status s = c.call(func, std::move(wrapped), {}, res)) return s;
+  VPtr output = res, aux_out;
+  if (has_aux && !c.split_aux(res, output, aux_out)) return brk(f, "DV0004", what + " with " + c.why, "eager raises");
+  std::vector<VPtr> flat_out;
+  c.flatten(output, flat_out);
+  if (flat_out.empty()) return brk(f, "DV0004", what + " of a function with no tensor output", "eager raises");
+  std::vector<VPtr> results;
+  for (const VPtr& o : flat_out) {
+    if (o->kind != VK::Tensor) return brk(f, "DV0004", what + " of a function returning a " + std::string(vk_name(o->kind)), "eager raises");
+    VPtr r;
+    if (!c.unwrap(o, r)) return brk(f, "DV0004", c.why);
+    results.push_back(r);
+  }
+  for (const VPtr& o : flat_out) {  // functorch checks the outputs' dtypes inside its `with` blocks, raising after them
+    Ref fp = Ref::steal(PyObject_CallMethod(o->obj.get(), "is_floating_point", nullptr));
+    Ref cx = Ref::steal(PyObject_CallMethod(o->obj.get(), "is_complex", nullptr));
+    Ref dtype = Ref::steal(PyObject_GetAttrString(o->obj.get(), "dtype"));
+    if (!fp || !cx || !dtype) return PyErr_Clear(), brk(f, "DV0004", what + ": no dtype of an output");
+    if (fp.get() != Py_True && cx.get() != Py_True) {
+      if (Status s = c.close()) return s;
+      return raise_new(f, PyExc_RuntimeError,
+                       "vjp(f, ...): All outputs of f must be floating-point or complex Tensors, got Tensor with dtype " +
+                           str_of(Ref::steal(PyObject_Str(dtype.get())).get()),
+                       what);
+    }
+  }
+  if (Status s = c.close()) return s;
+  VPtr fn = make(VK::FuncGrad);
+  fn->obj = Ref::steal(Py_BuildValue("(OOiO)", Py_None, has_aux ? Py_True : Py_False, static_cast<int>(FuncMode::vjp_fn), Py_None));
+  if (!fn->obj) return PyErr_Clear(), brk(f, "DV0019", what + ": no vjp_fn");
+  fn->items = {output, c.diff};
+  size_t k = 0;
+  out = make(VK::Tuple);
+  out->items = {c.unflatten(output, results, k), fn};
+  if (has_aux) out->items.push_back(aux_out);
+  return std::nullopt;
+}
+
+// vjp_fn(cotangents, retain_graph=True, create_graph=None): _autograd_grad of the outputs vjp kept
+// (at their grad level) with respect to the primals, the cotangents in the outputs' structure;
+// the gradients one per primal, in a tuple.
+Translator::Status Translator::call_vjp_fn(Frame& f, const VPtr& fn, std::vector<VPtr> args, KwArgs kwargs, VPtr& out) {
+  const std::string what = "torch.func.vjp's vjp_fn";
+  enum { kCot, kRetain, kCreate, kCount };
+  VPtr given[kCount];
+  if (args.size() > 3) return brk(f, "DV0004", what + " with more than three arguments", "eager raises");
+  for (size_t i = 0; i < args.size(); ++i) given[i] = args[i];
+  for (auto& [k, v] : kwargs) {
+    int i = k == "cotangents" ? kCot : k == "retain_graph" ? kRetain : k == "create_graph" ? kCreate : -1;
+    if (i < 0 || given[i]) return brk(f, "DV0004", what + " with keyword " + k, "eager raises");
+    given[i] = v;
+  }
+  if (!given[kCot]) return brk(f, "DV0004", what + " without cotangents", "eager raises");
+  bool retain = true, create = grad_mode_enabled();
+  for (int i : {kRetain, kCreate}) {
+    if (!given[i] || (i == kCreate && given[i]->kind == VK::Const && given[i]->obj.get() == Py_None)) continue;
+    if (given[i]->kind != VK::Const || !PyBool_Check(given[i]->obj.get()))
+      return brk(f, "DV0004", what + " with retain_graph or create_graph that is not a constant bool");
+    (i == kRetain ? retain : create) = given[i]->obj.get() == Py_True;
+  }
+  const Steps& st = grad_steps();
+  GradCall c(*this, f, 0);
+  const VPtr& output = fn->items[0];
+  const VPtr& diff = fn->items[1];
+  if (!c.same_structure(output, given[kCot])) {
+    // eager's RuntimeError where the pytree specs differ (computed by functorch's own functions on
+    // the examples); otherwise (non-tensor cotangents in the same structure) a break, eager raises
+    static PyObject* flatten = attr_of("torch._functorch.eager_transforms", "tree_flatten");
+    static PyObject* pprint = attr_of("torch._functorch.eager_transforms", "treespec_pprint");
+    std::optional<Ref> o = to_python(output, true), ct = to_python(given[kCot], true);
+    Ref fo = flatten && o && *o ? Ref::steal(PyObject_CallOneArg(flatten, o->get())) : Ref();
+    Ref fc = flatten && ct && *ct ? Ref::steal(PyObject_CallOneArg(flatten, ct->get())) : Ref();
+    if (fo && fc && PyTuple_Check(fo.get()) && PyTuple_Check(fc.get()) && PyTuple_GET_SIZE(fo.get()) == 2 && PyTuple_GET_SIZE(fc.get()) == 2 && pprint) {
+      PyObject* so = PyTuple_GET_ITEM(fo.get(), 1);
+      PyObject* sc = PyTuple_GET_ITEM(fc.get(), 1);
+      if (PyObject_RichCompareBool(so, sc, Py_NE) == 1) {
+        Ref po = Ref::steal(PyObject_CallOneArg(pprint, so)), pc = Ref::steal(PyObject_CallOneArg(pprint, sc));
+        if (po && pc)
+          return raise_new(f, PyExc_RuntimeError,
+                           "Expected pytree structure of cotangents to be the same as pytree structure of outputs to the function. cotangents: " +
+                               str_of(Ref::steal(PyObject_Str(pc.get())).get()) + ", primal output: " + str_of(Ref::steal(PyObject_Str(po.get())).get()),
+                           what);
+      }
+    }
+    PyErr_Clear();
+    return brk(f, "DV0004", what + " of cotangents that are not tensors in the structure of the outputs", "eager raises");
+  }
+  VPtr outs = make(VK::List), ins = make(VK::List), cts = make(VK::List);
+  c.flatten(output, outs->items);
+  c.flatten(diff, ins->items);
+  c.flatten(given[kCot], cts->items);
+  VPtr grads;
+  enter_transform(false);
+  Status g = graph_call(f, Ref::borrow(st.autograd_grad), "", {outs, ins, cts},
+                        {{"retain_graph", constant(Ref::borrow(retain ? Py_True : Py_False))}, {"create_graph", constant(Ref::borrow(create ? Py_True : Py_False))}},
+                        grads);
+  exit_transform(false);
+  if (g) return g;
+  if (grads->kind != VK::Tuple || grads->items.size() != ins->items.size()) return brk(f, "DV0004", what + ": the vjp's results are not one per primal");
+  size_t k = 0;
+  out = c.unflatten(diff, grads->items, k);
+  return std::nullopt;
 }
 
 }  // namespace dv

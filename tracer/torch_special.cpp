@@ -47,7 +47,7 @@ const Row kRows[] = {
     {"torch._functorch.eager_transforms", "jacfwd", TorchSpecial::func_jacfwd},
     {"torch._functorch.eager_transforms", "hessian", TorchSpecial::func_hessian},
     {"torch._functorch.eager_transforms", "jvp", TorchSpecial::func_jvp},
-    {"torch._functorch.eager_transforms", "vjp", TorchSpecial::func_eager},
+    {"torch._functorch.eager_transforms", "vjp", TorchSpecial::func_vjp},
     {"torch._functorch.eager_transforms", "linearize", TorchSpecial::func_eager},
     {"torch._functorch.functional_call", "functional_call", TorchSpecial::functional_call},
     {"torch.utils.checkpoint", "checkpoint", TorchSpecial::checkpoint},  // its torch._disable_dynamo wrapper

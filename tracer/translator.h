@@ -317,7 +317,7 @@ class Translator {
   Status call_vmapped(Frame& f, const VPtr& fn, std::vector<VPtr> args, std::vector<std::pair<std::string, VPtr>> kwargs,
                       VPtr& out);
   // torch.func.grad / grad_and_value(fn, ...) made in the trace, and calling it (tracer/values/func_grad.cpp).
-  enum class FuncMode { grad, grad_and_value, jacrev, jacfwd };
+  enum class FuncMode { grad, grad_and_value, jacrev, jacfwd, vjp_fn };
   Status make_func_grad(Frame& f, FuncMode mode, std::vector<VPtr> args, std::vector<std::pair<std::string, VPtr>> kwargs,
                         VPtr& out);
   // grad_impl / grad_and_value_impl(func, argnums, has_aux, args, kwargs): what grad(f) made outside calls
@@ -335,6 +335,9 @@ class Translator {
   Status functional_call(Frame& f, std::vector<VPtr> args, std::vector<std::pair<std::string, VPtr>> kwargs, VPtr& out);
   // torch.func.jvp(func, primals, tangents, *, strict, has_aux) (tracer/jacobians.cpp).
   Status call_jvp(Frame& f, std::vector<VPtr> args, std::vector<std::pair<std::string, VPtr>> kwargs, VPtr& out);
+  // torch.func.vjp(func, *primals, has_aux): (output, vjp_fn[, aux]); vjp_fn's call (jacobians.cpp).
+  Status call_vjp(Frame& f, std::vector<VPtr> args, std::vector<std::pair<std::string, VPtr>> kwargs, VPtr& out);
+  Status call_vjp_fn(Frame& f, const VPtr& fn, std::vector<VPtr> args, std::vector<std::pair<std::string, VPtr>> kwargs, VPtr& out);
   // torch.utils.checkpoint.checkpoint(fn, *args, use_reentrant=..., **kwargs): fn's call traced
   // inline, its nodes a Region of the graph (tag_activation_checkpoint's subgraph; checkpoint.cpp).
   Status checkpoint_call(Frame& f, std::vector<VPtr> args, std::vector<std::pair<std::string, VPtr>> kwargs, VPtr& out);
@@ -496,8 +499,9 @@ enum class TorchSpecial {
   func_jacrev,         // torch.func.jacrev: a FuncGrad value
   func_jacfwd,         // torch.func.jacfwd: a FuncGrad value
   func_hessian,        // torch.func.hessian(f): jacfwd(jacrev(f)), FuncGrad values
-  func_eager,          // torch.func.vjp, linearize: a break
+  func_eager,          // torch.func.linearize: a break
   func_jvp,            // torch.func.jvp: traced (jacobians.cpp)
+  func_vjp,            // torch.func.vjp: traced (jacobians.cpp)
   checkpoint,          // torch.utils.checkpoint.checkpoint: a subgraph, as TorchDynamo's tag_activation_checkpoint
   functional_call,     // torch.func.functional_call (not the deprecated torch.nn.utils.stateless one, as TorchDynamo)
   grad_impl,           // functorch's grad_impl(func, argnums, has_aux, args, kwargs): a FuncGrad called

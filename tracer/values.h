@@ -41,7 +41,8 @@ enum class VK : uint8_t {
              // (tracer/values/ndarray.cpp)
   Vmapped,   // torch.vmap(fn, ...) made in the trace: self = fn, obj = (in_dims, out_dims, randomness)
              // (tracer/values/vmapped.cpp)
-  FuncGrad,  // torch.func.grad / grad_and_value(fn, ...) made in the trace: self = fn, obj = (argnums,
+  FuncGrad,  // torch.func.grad / grad_and_value / jacrev / jacfwd(fn, ...) made in the trace, or vjp's vjp_fn
+             // (items = outputs, primals): self = fn, obj = (argnums,
              // has_aux, with_value) (tracer/values/func_grad.cpp)
 };
 inline constexpr size_t kKindCount = static_cast<size_t>(VK::FuncGrad) + 1;  // FuncGrad: the last kind

@@ -7,7 +7,7 @@ import copy
 import torch
 import torch.nn as nn
 import torch.nn.functional as F
-from torch.func import functional_call, grad, grad_and_value, hessian, jacfwd, jacrev, jvp, stack_module_state, vmap
+from torch.func import functional_call, grad, grad_and_value, hessian, jacfwd, jacrev, jvp, stack_module_state, vjp, vmap
 
 from python_cases import NOT_YET, case  # noqa: F401
 
@@ -698,3 +698,68 @@ def jvp_of_a_function_that_breaks(x):
         print("", end="")
         return a.sin()
     return jvp(f, (x,), (x,))
+
+
+# ---- torch.func.vjp: the forward at one grad level, vjp_fn called later with cotangents ----
+@case((3,))
+def vjp_of_an_elementwise_function(x):
+    out, vjp_fn = vjp(torch.sin, x)
+    return out, vjp_fn(torch.ones_like(out))
+
+
+@case((4, 6))
+def vjp_of_a_network_with_respect_to_its_input(x):
+    out, vjp_fn = vjp(_MODEL, x)
+    (g,) = vjp_fn(torch.ones_like(out))
+    return out, g
+
+
+@case((3,), (3,))
+def vjp_of_two_primals_called_twice(x, y):
+    out, vjp_fn = vjp(lambda a, b: (a * b.exp(), a.sum()), x, y)
+    g1 = vjp_fn((torch.ones(3), torch.tensor(1.0)))
+    g2 = vjp_fn((x, torch.tensor(2.0)))
+    return out, g1, g2
+
+
+@case((3,))
+def vjp_with_aux(x):
+    def f(a):
+        s = a.sin()
+        return s.sum(), s.detach()
+    out, vjp_fn, aux = vjp(f, x, has_aux=True)
+    return out, vjp_fn(torch.tensor(1.0)), aux
+
+
+@case((3,))
+def vjp_fn_vmapped_over_a_basis_is_a_jacobian(x):  # jacrev spelled out, as the tutorials do
+    out, vjp_fn = vjp(lambda a: a.sin() * a.sum(), x)
+    (jac,) = vmap(vjp_fn)(torch.eye(3))
+    return jac
+
+
+@case((2, 3))
+def vjp_over_a_dict_primal(x):
+    params = {"w": x, "b": x[0]}
+    out, vjp_fn = vjp(lambda p: (p["w"] * p["b"]).tanh(), params)
+    (g,) = vjp_fn(torch.ones(2, 3))
+    return out, g["w"], g["b"]
+
+
+@case((3,))
+def vjp_of_an_integer_output_raises(x):
+    try:
+        vjp(lambda a: a.argmax(), x)
+    except RuntimeError as e:
+        return x * 2, str(e)
+    return x
+
+
+@case((3,))
+def vjp_with_cotangents_of_the_wrong_structure_raises(x):
+    out, vjp_fn = vjp(lambda a: (a.sin(), a.cos()), x)
+    try:
+        vjp_fn(torch.ones(3))
+    except RuntimeError as e:
+        return out[0] * 2, str(e)
+    return out[0]

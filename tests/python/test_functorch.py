@@ -8,7 +8,7 @@ import pytest
 import torch
 import torch.nn as nn
 import torch.nn.functional as F
-from torch.func import functional_call, grad, hessian, jacfwd, jacrev, jvp, vmap
+from torch.func import functional_call, grad, hessian, jacfwd, jacrev, jvp, vjp, vmap
 
 import dynview
 
@@ -187,4 +187,35 @@ def test_jvp_composes_with_autograd_and_puts_the_state_back():
     want = breaking(x)
     got = dynview.compile(breaking, backend="eager")(x)
     torch.testing.assert_close(got, want)
+    assert functorch_state() == before
+
+
+def test_vjp_calls_are_torch_dynamos_and_compose_with_autograd():
+    def f(x, w):
+        out, vjp_fn = vjp(lambda a, b: ((a @ b).sin(), a.sum()), x, w)
+        ga, gb = vjp_fn((torch.ones(2), torch.tensor(2.0)))
+        (jac,) = vmap(vjp_fn)((torch.eye(2), torch.zeros(2)))[:1]
+        return out, ga, gb, jac
+
+    x, w = torch.randn(2, 3), torch.randn(3)
+    theirs = torch._dynamo.explain(f)(x, w)
+    ours = dynview.explain(f)(x, w)
+    assert ours.graph_count == theirs.graph_count == 1
+    assert _calls(ours.graphs[0]) == _calls(theirs.graphs[0])
+    before = functorch_state()
+    results = []
+    for fn in (f, dynview.compile(f, backend="eager")):  # second order: through the vjp's gradients
+        xx, ww = x.clone().requires_grad_(), w.clone().requires_grad_()
+        out, ga, gb, jac = fn(xx, ww)
+        assert ga.requires_grad and jac.requires_grad
+        (ga.pow(2).sum() + gb.sum() + jac.sum()).backward()
+        results.append((out, ga.detach(), gb.detach(), jac.detach(), xx.grad, ww.grad))
+    torch.testing.assert_close(results[1], results[0])
+    assert functorch_state() == before
+
+    def breaking(x):
+        out, vjp_fn = vjp(_printing, x)
+        return vjp_fn(torch.ones_like(out))
+
+    torch.testing.assert_close(dynview.compile(breaking, backend="eager")(x), breaking(x))
     assert functorch_state() == before

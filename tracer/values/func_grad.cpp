@@ -107,6 +107,7 @@ Translator::Status Translator::call_func_grad(Frame& f, const VPtr& fn, std::vec
   const FuncMode mode = static_cast<FuncMode>(PyLong_AsLong(PyTuple_GET_ITEM(fn->obj.get(), 2)));
   if (mode == FuncMode::jacrev) return call_jacrev(f, fn, std::move(args), std::move(kwargs), out);
   if (mode == FuncMode::jacfwd) return call_jacfwd(f, fn, std::move(args), std::move(kwargs), out);
+  if (mode == FuncMode::vjp_fn) return call_vjp_fn(f, fn, std::move(args), std::move(kwargs), out);
   const bool with_value = mode == FuncMode::grad_and_value;
   const std::string what = func_mode_name(mode);
   GradLevel c(*this, f);
@@ -216,7 +217,12 @@ bool Translator::functorch_level_busy() {
 template <>
 struct Kind<VK::FuncGrad> {
   static void describe(const Value& v, std::string& out, int depth) {
-    out += func_mode_name(static_cast<FuncMode>(PyLong_AsLong(PyTuple_GET_ITEM(v.obj.get(), 2)))) + "(";
+    const FuncMode mode = static_cast<FuncMode>(PyLong_AsLong(PyTuple_GET_ITEM(v.obj.get(), 2)));
+    if (mode == FuncMode::vjp_fn) {  // no function of its own: the outputs and primals it differentiates
+      out += func_mode_name(mode);
+      return;
+    }
+    out += func_mode_name(mode) + "(";
     if (v.self) describe_into(*v.self, out, depth + 1);
     out += ", argnums=" + repr_of(PyTuple_GET_ITEM(v.obj.get(), 0)) + ", has_aux=" + repr_of(PyTuple_GET_ITEM(v.obj.get(), 1)) + ")";
   }
@@ -237,7 +243,8 @@ struct Kind<VK::FuncGrad> {
     // torch.func.grad(func, argnums, has_aux) / grad_and_value(...)
     // (jacrev's has_aux is keyword-only: one with has_aux is not rebuilt)
     const FuncMode mode = static_cast<FuncMode>(PyLong_AsLong(PyTuple_GET_ITEM(v->obj.get(), 2)));
-    if ((mode == FuncMode::jacrev && PyTuple_GET_ITEM(v->obj.get(), 1) == Py_True) || mode == FuncMode::jacfwd) return false;  // (jacfwd: not rebuilt)
+    if ((mode == FuncMode::jacrev && PyTuple_GET_ITEM(v->obj.get(), 1) == Py_True) || mode == FuncMode::jacfwd || mode == FuncMode::vjp_fn)
+      return false;  // (jacfwd, vjp_fn: not rebuilt)
     PyObject* maker = mode == FuncMode::grad ? grad_steps().grad : mode == FuncMode::grad_and_value ? grad_steps().grad_and_value : grad_steps().jacrev;
     if (!maker) return false;
     r.e.callable_const(maker);
