@@ -3,6 +3,7 @@
 
 #include <ATen/Context.h>
 #include <ATen/Parallel.h>
+#include <ATen/SavedTensorHooks.h>
 #include <ATen/autocast_mode.h>
 #include <ATen/functorch/DynamicLayer.h>
 #include <ATen/core/Tensor.h>
@@ -46,6 +47,7 @@ GraphRunState graph_run_state() {
 }
 
 bool grad_mode_enabled() { return c10::GradMode::is_enabled(); }
+bool saved_tensor_hooks_tracing(bool on) { return at::SavedTensorDefaultHooks::set_tracing(on); }
 void set_grad_mode_enabled(bool mode) { c10::GradMode::set_enabled(mode); }
 
 void restore_graph_run_state(const GraphRunState& s) {

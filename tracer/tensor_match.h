@@ -48,6 +48,10 @@ struct GraphRunState {
 GraphRunState graph_run_state();
 void restore_graph_run_state(const GraphRunState& s);  // never throws
 bool grad_mode_enabled();               // torch.is_grad_enabled(), asked of LibTorch
+// The user's saved-tensor hooks (torch.autograd.graph.saved_tensors_hooks) left out while tracing,
+// as TorchDynamo's _disable_saved_tensors_hooks_during_tracing does: the examples' autograd does
+// not pack meta tensors through them. Returns the previous setting.
+bool saved_tensor_hooks_tracing(bool on);
 void set_grad_mode_enabled(bool mode);  // torch._C._set_grad_enabled(mode), in LibTorch
 // Fills spec from a tensor; false (no Python error set) if o is not a tensor.
 bool tensor_spec(PyObject* o, TensorSpec& spec);

@@ -287,7 +287,13 @@ CaptureResult capture(const CaptureRequest& req) {
   t.builder.frame_state = req.frame_state;
   t.builder.dynamic_mode = req.dynamic_mode;
   t.stop_at = req.stop_at;
-  t.run_root(req.code, req.globals, req.builtins, req.args, req.closure, r);
+  {
+    struct HooksLeftOut {  // the user's saved-tensor hooks never see the examples (tensor_match.h)
+      bool prior = saved_tensor_hooks_tracing(true);
+      ~HooksLeftOut() { saved_tensor_hooks_tracing(prior); }
+    } hooks_left_out;
+    t.run_root(req.code, req.globals, req.builtins, req.args, req.closure, r);
+  }
   r.steps = t.steps;
   // Distinct tensor inputs must stay distinct objects (TorchDynamo's NO_TENSOR_ALIASING): the graph
   // treats them as separate values, which an in-place op on one of them would contradict. A set-up

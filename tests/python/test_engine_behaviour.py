@@ -709,3 +709,28 @@ def test_gradient_clipping_after_backward_is_traced_and_equals_eager_step_after_
     want = torch._dynamo.explain(_clip_after_backward(model))(x, y)
     got = dynview.explain(_clip_after_backward(model))(x, y)
     assert (got.graph_count, got.graph_break_count) == (want.graph_count, want.graph_break_count) == (2, 1)
+
+
+def test_saved_tensor_hooks_never_see_the_trace_examples():
+    # torch.autograd.graph.saved_tensors_hooks around a compiling call: its pack hook sees what eager
+    # saves, real tensors only (TorchDynamo leaves the hooks out while it traces, too)
+    lin = torch.nn.Linear(4, 4)
+
+    def f(x):
+        return torch.tanh(lin(x)).exp().sum()
+
+    def packed(fn, x):
+        seen = []
+
+        def pack(t):
+            seen.append(t.device.type)
+            return t
+
+        with torch.autograd.graph.saved_tensors_hooks(pack, lambda t: t):
+            fn(x).backward()
+        return seen
+
+    x = torch.randn(3, 4)
+    want = packed(f, x)
+    got = packed(dynview.compile(f, backend="eager"), x)
+    assert "meta" not in got and got == want
