@@ -225,8 +225,9 @@ void output_graph_exit_dual(Translator& t, PyObject* exit_dual, long level) {  /
 // basis row, func inlined, each output's tangent unpacked), each output's stacked tangents moved
 // to the last dimension, split per input and unflattened to the input's shape. The examples are
 // computed under a dual level entered for real while func is traced (meta tensors carry tangents);
-// an output the examples give no tangent is a break, never a guess. Inputs differentiated are
-// tensors; a jacfwd inside another's function (nested forward mode) breaks.
+// an output the examples give no tangent is zeros where the graph shows it independent of the
+// inputs, else a break, never a guess. Inputs differentiated are tensors or tuples, lists and dicts
+// of them; a jacfwd inside another's function (nested forward mode) breaks.
 Translator::Status Translator::call_jacfwd(Frame& f, const VPtr& fn, std::vector<VPtr> args, KwArgs kwargs, VPtr& out) {
   const std::string what = "torch.func.jacfwd";
   PyObject* argnums = PyTuple_GET_ITEM(fn->obj.get(), 0);
@@ -242,22 +243,32 @@ Translator::Status Translator::call_jacfwd(Frame& f, const VPtr& fn, std::vector
   const bool single = PyLong_CheckExact(argnums);
   std::vector<long> which;
   if (!argnum_positions(argnums, args.size(), which)) return brk(f, "DV0004", what + " with argnums out of range or repeated", "eager raises");
+  // each a tensor or a tuple, list or dict of them (functorch's tree_flatten of the primals): the
+  // leaves, flat, in argnums' order
+  GradCall c(*this, f, 0);
   std::vector<VPtr> primals;
   std::vector<long> numels;
   std::vector<Ref> shapes;
   long total = 0;
   for (long a : which) {
-    const VPtr& p = args[static_cast<size_t>(a)];
-    if (p->kind != VK::Tensor) return brk(f, "DV0004", what + " with respect to a " + std::string(vk_name(p->kind)), "differentiate tensors");
-    Ref n = Ref::steal(PyObject_CallMethod(p->obj.get(), "numel", nullptr));
-    Ref shape = Ref::steal(PyObject_GetAttrString(p->obj.get(), "shape"));
-    if (!n || !shape || !PyLong_CheckExact(n.get())) return PyErr_Clear(), brk(f, "DV0004", what + " of an input of symbolic size");
-    primals.push_back(p);
-    numels.push_back(PyLong_AsLong(n.get()));
-    shapes.push_back(Ref::steal(PySequence_Tuple(shape.get())));
-    total += numels.back();
+    VPtr tree;
+    if (!c.map(args[static_cast<size_t>(a)], [](const VPtr& x, VPtr& o) { return o = x, true; }, tree))
+      return brk(f, "DV0004", what + " with respect to an argument that cannot be traced");
+    args[static_cast<size_t>(a)] = tree;  // realized: the structure the jacobians are given back in
+    std::vector<VPtr> leaves;
+    c.flatten(tree, leaves);
+    if (leaves.empty()) return brk(f, "DV0004", what + " with respect to an empty container", "eager raises");
+    for (const VPtr& p : leaves) {
+      if (p->kind != VK::Tensor) return brk(f, "DV0004", what + " with respect to a " + std::string(vk_name(p->kind)), "differentiate tensors");
+      Ref n = Ref::steal(PyObject_CallMethod(p->obj.get(), "numel", nullptr));
+      Ref shape = Ref::steal(PyObject_GetAttrString(p->obj.get(), "shape"));
+      if (!n || !shape || !PyLong_CheckExact(n.get())) return PyErr_Clear(), brk(f, "DV0004", what + " of an input of symbolic size");
+      primals.push_back(p);
+      numels.push_back(PyLong_AsLong(n.get()));
+      shapes.push_back(Ref::steal(PySequence_Tuple(shape.get())));
+      total += numels.back();
+    }
   }
-  GradCall c(*this, f, 0);
   auto num = [&](long v) { return constant_steal(PyLong_FromLong(v)); };
   auto method = [&](const VPtr& self, const char* name, std::vector<VPtr> a, KwArgs kw, VPtr& r) {
     a.insert(a.begin(), self);
@@ -306,7 +317,8 @@ Translator::Status Translator::call_jacfwd(Frame& f, const VPtr& fn, std::vector
       if (!c.map(a, [&](const VPtr& x, VPtr& o) { return c.wrap(x, o); }, w)) return brk(f, "DV0004", c.why);
       wrapped.push_back(w);
     }
-    for (size_t j = 0; j < which.size(); ++j) wrapped[static_cast<size_t>(which[j])] = duals[j];
+    size_t at = 0;  // each differentiated argument in its structure, of duals
+    for (size_t j = 0; j < which.size(); ++j) wrapped[static_cast<size_t>(which[j])] = c.unflatten(args[static_cast<size_t>(which[j])], duals, at);
     std::vector<int> dual_nodes;
     for (const VPtr& d : duals) dual_nodes.push_back(d->node);
     const int traced_from = output.graph.num_placeholders() + output.graph.num_calls();
@@ -388,7 +400,10 @@ Translator::Status Translator::call_jacfwd(Frame& f, const VPtr& fn, std::vector
         }
         row->items.push_back(v);
       }
-      per_output.push_back(single ? row->items[0] : row);
+      size_t at = 0;  // per differentiated argument, in its structure
+      VPtr per_arg = make(VK::Tuple);
+      for (long a : which) per_arg->items.push_back(c.unflatten(args[static_cast<size_t>(a)], row->items, at));
+      per_output.push_back(single ? per_arg->items[0] : per_arg);
     }
     size_t k = 0;
     VPtr output_input = c.unflatten(output, per_output, k);

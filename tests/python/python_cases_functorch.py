@@ -639,6 +639,34 @@ def vmap_with_in_place_ops_on_an_input_that_requires_grad(x):
     return torch.vmap(lambda r: r.mul_(2).sum())(h)
 
 
+@case((3,))
+def jacfwd_with_respect_to_a_parameter_dict(x):
+    params = {"w": x, "b": x[0] * 2}
+    return jacfwd(lambda p: (p["w"] * p["b"]).sin())(params)
+
+
+@case((2, 3))
+def jacfwd_with_respect_to_a_tuple_argument(x):
+    return jacfwd(lambda a: (a[0] * a[1]).sum(0), argnums=0)((x, x.cos()))
+
+
+@case((3,), (2,))
+def jacfwd_over_a_list_and_a_tensor(x, y):
+    return jacfwd(lambda ws, b: (ws[0] * ws[1].sum() + b.sum()).exp(), argnums=(0, 1))([x, x * 2], y)
+
+
+@case((4,))
+def jacfwd_of_a_pinn_network_wrt_its_parameters(x):  # forward-mode NTK-style jacobian of a tiny net
+    params = {k: v.detach() for k, v in _PINN_3.named_parameters()}
+    return jacfwd(lambda p, inp: functional_call(_PINN_3, p, (inp,)))(params, x[:3])
+
+
+@case((3,))
+def hessian_with_respect_to_a_parameter_dict(x):
+    params = {"a": x, "b": x[:2] + 1}
+    return hessian(lambda p: (p["a"].sin().sum() * p["b"].prod()))(params)
+
+
 # ---- torch.func.jvp: forward-mode products (one jvp level, duals of the tangents given) ----
 @case((3,))
 def jvp_of_an_elementwise_function(x):
