@@ -7,6 +7,58 @@ namespace dv {
 
 using namespace functorch;  // NOLINT(google-build-using-namespace): this file is functorch's tracing
 using FuncMode = Translator::FuncMode;
+using Status = Translator::Status;
+
+namespace {
+
+// func's result as the transforms take it: split from its aux (has_aux, aux unwrapped), its tensors
+// flat; none, or another value among them, breaks (eager raises).
+Status tensor_outputs(Translator& t, Frame& f, GradCall& c, const std::string& what, const VPtr& res, bool has_aux, VPtr& output,
+                      VPtr& aux_out, std::vector<VPtr>& flat_out) {
+  output = res;
+  if (has_aux && !c.split_aux(res, output, aux_out)) return t.brk(f, "DV0004", what + " with " + c.why, "eager raises");
+  c.flatten(output, flat_out);
+  if (flat_out.empty()) return t.brk(f, "DV0004", what + " of a function with no tensor output", "eager raises");
+  for (const VPtr& o : flat_out)
+    if (o->kind != VK::Tensor) return t.brk(f, "DV0004", what + " of a function returning a " + std::string(vk_name(o->kind)), "eager raises");
+  return std::nullopt;
+}
+
+// The outputs of one jvp, as _jvp_with_argnums takes them (jvp, and jacfwd's push_jvp): each
+// output's dual unpacked; an output without a tangent gets zeros_like(primal) as functorch's
+// safe_unpack_dual gives it, only where the graph shows it computed from none of the duals with
+// nothing written in place since they were made (a tangent the examples lost is never read as
+// zero: a break); then the primals unwrapped, then the tangents.
+Status jvp_outputs(Translator& t, Frame& f, GradCall& c, const std::string& what, const std::vector<VPtr>& flat_out, bool strict,
+                   const std::vector<int>& dual_nodes, int traced_from, std::vector<VPtr>& primals_out, std::vector<VPtr>& tangents_out) {
+  const Steps& st = grad_steps();
+  VPtr level0 = t.constant_steal(PyLong_FromLong(0));
+  for (const VPtr& o : flat_out) {
+    VPtr pt;
+    if (Status e = t.graph_call(f, Ref::borrow(st.unpack_dual), "", {o}, {{"level", level0}}, pt)) return e;
+    if (pt->kind != VK::Tuple || pt->items.size() != 2) return t.brk(f, "DV0004", what + ": _unpack_dual gave no (primal, tangent) pair");
+    VPtr tangent = pt->items[1];
+    if (tangent->kind != VK::Tensor) {
+      if (strict) return t.brk(f, "DV0004", what + "(strict=True) of an output independent of the inputs", "eager raises");
+      if (t.output.graph.depends_on(o->node, dual_nodes) || t.output.graph.mutates_from(traced_from))
+        return t.brk(f, "DV0004", what + ": an output computed from the inputs whose tangent the trace cannot tell", "it runs eagerly");
+      static PyObject* zeros_like = PyObject_GetAttrString(py().torch.get(), "zeros_like");  // kept
+      if (!zeros_like) return PyErr_Clear(), t.brk(f, "DV0019", "torch.zeros_like is missing");
+      if (Status e = t.graph_call(f, Ref::borrow(zeros_like), "", {pt->items[0]}, {}, tangent)) return e;
+    }
+    primals_out.push_back(pt->items[0]);
+    tangents_out.push_back(tangent);
+  }
+  for (auto* list : {&primals_out, &tangents_out})
+    for (VPtr& v : *list) {
+      VPtr u;
+      if (!c.unwrap(v, u)) return t.brk(f, "DV0004", c.why);
+      v = u;
+    }
+  return std::nullopt;
+}
+
+}  // namespace
 
 // jacrev(func, argnums, has_aux)(*args), as functorch's jacrev runs it and TorchDynamo records it:
 // the vjp of func (one grad level, closed), a standard basis of the outputs (new_zeros, diagonal
@@ -32,15 +84,13 @@ Translator::Status Translator::call_jacrev(Frame& f, const VPtr& fn, std::vector
     if (d->kind != VK::Tensor) return brk(f, "DV0004", what + " with respect to a " + std::string(vk_name(d->kind)), "eager raises: differentiate tensors");
   VPtr res;
   if (Status s = c.call(fn->self, std::move(wrapped), {}, res)) return s;
-  VPtr output = res, aux_out;
-  if (has_aux && !c.split_aux(res, output, aux_out)) return brk(f, "DV0004", what + " with " + c.why, "eager raises");
+  VPtr output, aux_out;
   std::vector<VPtr> flat_out;
-  c.flatten(output, flat_out);
+  if (Status s = tensor_outputs(*this, f, c, what, res, has_aux, output, aux_out, flat_out)) return s;
   std::vector<long> numels;
   std::vector<Ref> shapes;
   long total = 0;
   for (const VPtr& o : flat_out) {
-    if (o->kind != VK::Tensor) return brk(f, "DV0004", what + " of a function returning a " + std::string(vk_name(o->kind)), "eager raises");
     Ref fp = Ref::steal(PyObject_CallMethod(o->obj.get(), "is_floating_point", nullptr));
     Ref n = Ref::steal(PyObject_CallMethod(o->obj.get(), "numel", nullptr));
     Ref shape = Ref::steal(PyObject_GetAttrString(o->obj.get(), "shape"));
@@ -59,7 +109,6 @@ Translator::Status Translator::call_jacrev(Frame& f, const VPtr& fn, std::vector
     shapes.push_back(Ref::steal(PySequence_Tuple(shape.get())));
     total += numels.back();
   }
-  if (flat_out.empty()) return brk(f, "DV0004", what + " of a function with no tensor output", "eager raises");
   std::vector<VPtr> results;
   for (const VPtr& o : flat_out) {
     VPtr r;
@@ -329,33 +378,10 @@ Translator::Status Translator::call_jacfwd(Frame& f, const VPtr& fn, std::vector
     --jvp_depth_;
     functorch_depth_ -= 2;
     if (r) return r->exc ? brk(f, "DV0004", what + ": the function raised", "it runs eagerly") : r;
-    VPtr output = res, aux_out;
-    if (has_aux && !c.split_aux(res, output, aux_out)) return brk(f, "DV0004", what + " with " + c.why, "eager raises");
-    std::vector<VPtr> flat_out;
-    c.flatten(output, flat_out);
-    if (flat_out.empty()) return brk(f, "DV0004", what + " of a function with no tensor output", "eager raises");
-    std::vector<VPtr> tangents_out;
-    for (const VPtr& o : flat_out) {
-      if (o->kind != VK::Tensor) return brk(f, "DV0004", what + " of a function returning a " + std::string(vk_name(o->kind)), "eager raises");
-      VPtr pt;
-      if (Status e = graph_call(f, Ref::borrow(st.unpack_dual), "", {o}, {{"level", num(0)}}, pt)) return e;
-      if (pt->kind != VK::Tuple || pt->items.size() != 2) return brk(f, "DV0004", what + ": _unpack_dual gave no (primal, tangent) pair");
-      VPtr tangent = pt->items[1];
-      if (tangent->kind != VK::Tensor) {
-        // No tangent: functorch's safe_unpack_dual gives zeros_like(primal). Taken only where the
-        // graph shows the output computed from none of the duals with nothing written in place
-        // since they were made: a tangent the examples lost is never read as zero.
-        if (this->output.graph.depends_on(o->node, dual_nodes) || this->output.graph.mutates_from(traced_from))
-          return brk(f, "DV0004", what + ": an output computed from the inputs whose tangent the trace cannot tell",
-                     "it runs eagerly");
-        static PyObject* zeros_like = PyObject_GetAttrString(py().torch.get(), "zeros_like");  // kept
-        if (!zeros_like) return PyErr_Clear(), brk(f, "DV0019", "torch.zeros_like is missing");
-        if (Status e = graph_call(f, Ref::borrow(zeros_like), "", {pt->items[0]}, {}, tangent)) return e;
-      }
-      VPtr primal_u, tangent_u;
-      if (!c.unwrap(pt->items[0], primal_u) || !c.unwrap(tangent, tangent_u)) return brk(f, "DV0004", c.why);
-      tangents_out.push_back(tangent_u);
-    }
+    VPtr output, aux_out;
+    std::vector<VPtr> flat_out, primals_out, tangents_out;
+    if (Status e = tensor_outputs(*this, f, c, what, res, has_aux, output, aux_out, flat_out)) return e;
+    if (Status e = jvp_outputs(*this, f, c, what, flat_out, false, dual_nodes, traced_from, primals_out, tangents_out)) return e;
     output_graph_exit_dual(*this, st.exit_dual, real_level);
     // leave the jvp level, then the vmap level
     c.node(st.set_fwd, {c.arg(Py_True)});
@@ -505,35 +531,10 @@ Translator::Status Translator::call_jvp(Frame& f, std::vector<VPtr> args, KwArgs
     --jvp_depth_;
     functorch_depth_ -= 1;
     if (r) return r->exc ? brk(f, "DV0004", what + ": the function raised", "it runs eagerly") : r;
-    VPtr result = res, aux_out;
-    if (has_aux && !c.split_aux(res, result, aux_out)) return brk(f, "DV0004", what + " with " + c.why, "eager raises");
-    std::vector<VPtr> flat_out;
-    c.flatten(result, flat_out);
-    if (flat_out.empty()) return brk(f, "DV0004", what + " of a function with no tensor output", "eager raises");
-    std::vector<VPtr> primals_out, tangents_out;
-    for (const VPtr& o : flat_out) {
-      if (o->kind != VK::Tensor) return brk(f, "DV0004", what + " of a function returning a " + std::string(vk_name(o->kind)), "eager raises");
-      VPtr pt;
-      if (Status e = graph_call(f, Ref::borrow(st.unpack_dual), "", {o}, {{"level", num(0)}}, pt)) return e;
-      if (pt->kind != VK::Tuple || pt->items.size() != 2) return brk(f, "DV0004", what + ": _unpack_dual gave no (primal, tangent) pair");
-      VPtr tangent = pt->items[1];
-      if (tangent->kind != VK::Tensor) {  // as call_jacfwd
-        if (strict) return brk(f, "DV0004", what + "(strict=True) of an output independent of the inputs", "eager raises");
-        if (output.graph.depends_on(o->node, dual_nodes) || output.graph.mutates_from(traced_from))
-          return brk(f, "DV0004", what + ": an output computed from the inputs whose tangent the trace cannot tell", "it runs eagerly");
-        static PyObject* zeros_like = PyObject_GetAttrString(py().torch.get(), "zeros_like");  // kept
-        if (!zeros_like) return PyErr_Clear(), brk(f, "DV0019", "torch.zeros_like is missing");
-        if (Status e = graph_call(f, Ref::borrow(zeros_like), "", {pt->items[0]}, {}, tangent)) return e;
-      }
-      primals_out.push_back(pt->items[0]);
-      tangents_out.push_back(tangent);
-    }
-    for (auto* list : {&primals_out, &tangents_out})  // the primals unwrapped, then the tangents
-      for (VPtr& v : *list) {
-        VPtr u;
-        if (!c.unwrap(v, u)) return brk(f, "DV0004", c.why);
-        v = u;
-      }
+    VPtr result, aux_out;
+    std::vector<VPtr> flat_out, primals_out, tangents_out;
+    if (Status e = tensor_outputs(*this, f, c, what, res, has_aux, result, aux_out, flat_out)) return e;
+    if (Status e = jvp_outputs(*this, f, c, what, flat_out, strict, dual_nodes, traced_from, primals_out, tangents_out)) return e;
     output_graph_exit_dual(*this, st.exit_dual, real_level);
     c.node(st.set_fwd, {c.arg(Py_True)});
     c.node(st.jvp_dec, {});
@@ -575,14 +576,11 @@ Translator::Status Translator::call_vjp(Frame& f, std::vector<VPtr> args, KwArgs
   if (Status s = c.open(what, argnums.get(), primals, {}, wrapped, none)) return s;
   VPtr res;
   if (Status s = c.call(func, std::move(wrapped), {}, res)) return s;
-  VPtr output = res, aux_out;
-  if (has_aux && !c.split_aux(res, output, aux_out)) return brk(f, "DV0004", what + " with " + c.why, "eager raises");
+  VPtr output, aux_out;
   std::vector<VPtr> flat_out;
-  c.flatten(output, flat_out);
-  if (flat_out.empty()) return brk(f, "DV0004", what + " of a function with no tensor output", "eager raises");
+  if (Status s = tensor_outputs(*this, f, c, what, res, has_aux, output, aux_out, flat_out)) return s;
   std::vector<VPtr> results;
   for (const VPtr& o : flat_out) {
-    if (o->kind != VK::Tensor) return brk(f, "DV0004", what + " of a function returning a " + std::string(vk_name(o->kind)), "eager raises");
     VPtr r;
     if (!c.unwrap(o, r)) return brk(f, "DV0004", c.why);
     results.push_back(r);

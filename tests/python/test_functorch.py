@@ -127,6 +127,14 @@ def _calls(gm):  # (Tensor.split recorded as a method here, as torch.functional.
     return [getattr(n.target, "__name__", str(n.target)) for n in gm.graph.nodes if n.op in ("call_function", "call_method")]
 
 
+def _same_calls_as_torch_dynamo(f, *args):
+    theirs = torch._dynamo.explain(f)(*args)
+    ours = dynview.explain(f)(*args)
+    assert ours.graph_count == theirs.graph_count == 1
+    assert _calls(ours.graphs[0]) == _calls(theirs.graphs[0])
+    torch.testing.assert_close(dynview.compile(f, backend="eager")(*args), f(*args))
+
+
 @pytest.mark.parametrize("chunk_size", [1, 2, 3, None])
 def test_jacrev_chunks_are_torch_dynamos_calls(chunk_size):
     # the basis in chunks (new_zeros, diagonal at the chunk's offset, fill_, view), each vmapped
@@ -136,14 +144,10 @@ def test_jacrev_chunks_are_torch_dynamos_calls(chunk_size):
         return jacrev(lambda a, b: (a * b).sin().sum(0), argnums=(0, 1), chunk_size=chunk_size)(x, w)
 
     x, w = torch.randn(2, 4), torch.randn(4)
-    theirs = torch._dynamo.explain(f)(x, w)
-    ours = dynview.explain(f)(x, w)
-    assert ours.graph_count == theirs.graph_count == 1
-    assert _calls(ours.graphs[0]) == _calls(theirs.graphs[0])
-    torch.testing.assert_close(dynview.compile(f, backend="eager")(x, w), f(x, w))
+    _same_calls_as_torch_dynamo(f, x, w)
 
 
-@pytest.mark.parametrize("name", ["two_primals", "aux_and_constant", "jacfwd_two_inputs"])
+@pytest.mark.parametrize("name", ["two_primals", "aux_and_constant", "jacfwd_two_inputs", "jacfwd_two_outputs"])
 def test_jvp_calls_are_torch_dynamos(name):
     def two_primals(x, w):
         return jvp(lambda a, b: (a @ b).sin(), (x, w), (torch.ones_like(x), w.cos()))
@@ -154,13 +158,13 @@ def test_jvp_calls_are_torch_dynamos(name):
     def jacfwd_two_inputs(x, w):
         return jacfwd(lambda a, b: (a @ b).tanh(), argnums=(0, 1))(x, w)
 
-    f = {"two_primals": two_primals, "aux_and_constant": aux_and_constant, "jacfwd_two_inputs": jacfwd_two_inputs}[name]
+    def jacfwd_two_outputs(x, w):  # all primals unwrapped, then all tangents
+        return jacfwd(lambda a: (a.sin(), a.sum(0)))(x)
+
+    f = {"two_primals": two_primals, "aux_and_constant": aux_and_constant, "jacfwd_two_inputs": jacfwd_two_inputs,
+         "jacfwd_two_outputs": jacfwd_two_outputs}[name]
     x, w = torch.randn(2, 3), torch.randn(3)
-    theirs = torch._dynamo.explain(f)(x, w)
-    ours = dynview.explain(f)(x, w)
-    assert ours.graph_count == theirs.graph_count == 1
-    assert _calls(ours.graphs[0]) == _calls(theirs.graphs[0])
-    torch.testing.assert_close(dynview.compile(f, backend="eager")(x, w), f(x, w))
+    _same_calls_as_torch_dynamo(f, x, w)
 
 
 def test_jvp_composes_with_autograd_and_puts_the_state_back():
@@ -198,10 +202,7 @@ def test_vjp_calls_are_torch_dynamos_and_compose_with_autograd():
         return out, ga, gb, jac
 
     x, w = torch.randn(2, 3), torch.randn(3)
-    theirs = torch._dynamo.explain(f)(x, w)
-    ours = dynview.explain(f)(x, w)
-    assert ours.graph_count == theirs.graph_count == 1
-    assert _calls(ours.graphs[0]) == _calls(theirs.graphs[0])
+    _same_calls_as_torch_dynamo(f, x, w)
     before = functorch_state()
     results = []
     for fn in (f, dynview.compile(f, backend="eager")):  # second order: through the vjp's gradients
