@@ -58,6 +58,25 @@ Status jvp_outputs(Translator& t, Frame& f, GradCall& c, const std::string& what
   return std::nullopt;
 }
 
+// A dual level entered for real while a function is traced under a jvp (its meta examples carry
+// tangents), exited on every way out (jacfwd, jvp).
+struct RealDualLevel {
+  long level = -1;
+  bool enter() {
+    Ref lv = Ref::steal(PyObject_CallNoArgs(grad_steps().real_enter_dual));
+    if (!lv) return PyErr_Clear(), false;
+    level = PyLong_AsLong(lv.get());
+    return true;
+  }
+  ~RealDualLevel() {
+    if (level < 0) return;
+    Ref kw = Ref::steal(Py_BuildValue("{s:l}", "level", level));
+    Ref none = Ref::steal(PyTuple_New(0));
+    Ref r = kw && none ? Ref::steal(PyObject_Call(grad_steps().real_exit_dual, none.get(), kw.get())) : Ref();
+    if (!r) PyErr_Clear();
+  }
+};
+
 }  // namespace
 
 // jacrev(func, argnums, has_aux)(*args), as functorch's jacrev runs it and TorchDynamo records it:
@@ -342,16 +361,9 @@ Translator::Status Translator::call_jacfwd(Frame& f, const VPtr& fn, std::vector
   c.node(st.jvp_inc, {});
   c.node(st.set_fwd, {c.arg(Py_True)});
   c.node(st.enter_dual, {});
-  Ref lv = Ref::steal(PyObject_CallNoArgs(st.real_enter_dual));  // examples carry tangents from here
-  if (!lv) return PyErr_Clear(), brk(f, "DV0004", what + ": a dual level cannot be entered");
-  const long real_level = PyLong_AsLong(lv.get());
-  auto exit_real = [&] {
-    Ref kw = Ref::steal(Py_BuildValue("{s:l}", "level", real_level));
-    Ref none = Ref::steal(PyTuple_New(0));
-    Ref r = kw && none ? Ref::steal(PyObject_Call(st.real_exit_dual, none.get(), kw.get())) : Ref();
-    if (!r) PyErr_Clear();
-  };
-  // From here every way out exits the real dual level first.
+  RealDualLevel dual;  // examples carry tangents from here; every way out exits it
+  if (!dual.enter()) return brk(f, "DV0004", what + ": a dual level cannot be entered");
+  const long real_level = dual.level;
   Status s = [&]() -> Status {
     std::vector<VPtr> duals;
     for (size_t j = 0; j < primals.size(); ++j) {  // fwAD.make_dual: decompositions loaded, then the dual
@@ -441,7 +453,6 @@ Translator::Status Translator::call_jacfwd(Frame& f, const VPtr& fn, std::vector
     }
     return std::nullopt;
   }();
-  exit_real();
   return s;
 }
 
@@ -508,9 +519,9 @@ Translator::Status Translator::call_jvp(Frame& f, std::vector<VPtr> args, KwArgs
   c.node(st.jvp_inc, {});
   c.node(st.set_fwd, {c.arg(Py_True)});
   c.node(st.enter_dual, {});
-  Ref lv = Ref::steal(PyObject_CallNoArgs(st.real_enter_dual));  // examples carry tangents from here
-  if (!lv) return PyErr_Clear(), brk(f, "DV0004", what + ": a dual level cannot be entered");
-  const long real_level = PyLong_AsLong(lv.get());
+  RealDualLevel dual;  // examples carry tangents from here; every way out exits it
+  if (!dual.enter()) return brk(f, "DV0004", what + ": a dual level cannot be entered");
+  const long real_level = dual.level;
   Status s = [&]() -> Status {
     std::vector<VPtr> duals;
     for (size_t j = 0; j < flat_p.size(); ++j) {  // fwAD.make_dual: decompositions loaded, then the dual
@@ -544,10 +555,6 @@ Translator::Status Translator::call_jvp(Frame& f, std::vector<VPtr> args, KwArgs
     if (has_aux) out->items.push_back(aux_out);
     return std::nullopt;
   }();
-  Ref kw = Ref::steal(Py_BuildValue("{s:l}", "level", real_level));
-  Ref none = Ref::steal(PyTuple_New(0));
-  Ref r = kw && none ? Ref::steal(PyObject_Call(st.real_exit_dual, none.get(), kw.get())) : Ref();
-  if (!r) PyErr_Clear();
   return s;
 }
 
