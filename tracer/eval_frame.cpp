@@ -25,6 +25,7 @@ namespace {
 struct Entry {
   std::unique_ptr<GuardTree> guards;
   Ref fn;  // transformed function (Strong)
+  Ref backend;  // the backend it was compiled for: a call under another one misses (TorchDynamo's BACKEND_MATCH)
   int hits = 0;
   CompileId id;
 };
@@ -520,6 +521,7 @@ Entry* compile_frame(CodeState& st, PyCodeObject* co, _PyInterpreterFrame* frame
   auto e = std::make_unique<Entry>();
   e->guards = std::make_unique<GuardTree>(c.out.guards);
   e->fn = tf->function;
+  e->backend = Ref::borrow(mode().backend.get());
   e->id = id;
   // Mark the transformed code so the hook never compiles it.
   CodeState* ts = state_of(reinterpret_cast<PyCodeObject*>(tf->code.get()), true);
@@ -528,9 +530,13 @@ Entry* compile_frame(CodeState& st, PyCodeObject* co, _PyInterpreterFrame* frame
   return st.entries.front().get();
 }
 
-// The first entry whose guards pass, moved to the front (most recently used first); null if none.
+// The first entry compiled for the thread's backend whose guards pass, moved to the front (most
+// recently used first); null if none. Past the recompile limit too, another backend's entry never
+// serves (as in TorchDynamo: such a call runs eagerly).
 Entry* find_entry(CodeState& st, PyCodeObject* co, const FrameView& view) {
+  PyObject* backend = mode().backend.get();
   for (size_t i = 0; i < st.entries.size(); ++i) {
+    if (st.entries[i]->backend.get() != backend) continue;
     if (!st.entries[i]->guards->check(view)) continue;
     if (i) std::rotate(st.entries.begin(), st.entries.begin() + static_cast<long>(i), st.entries.begin() + static_cast<long>(i) + 1);
     Entry* e = st.entries.front().get();
@@ -538,6 +544,14 @@ Entry* find_entry(CodeState& st, PyCodeObject* co, const FrameView& view) {
     return e;
   }
   return nullptr;
+}
+
+// A backend as a recompile reason names it: a function by its qualified name, anything else by its
+// type's (nothing of the object's own Python runs).
+std::string describe_backend(PyObject* b) {
+  if (!b) return "?";
+  if (PyFunction_Check(b)) return str_of(reinterpret_cast<PyFunctionObject*>(b)->func_qualname);
+  return std::string(Py_TYPE(b)->tp_name) + " object";
 }
 
 // Runs a frame as it is, with every frame it calls limited to the cache entries already compiled.
@@ -575,15 +589,23 @@ PyObject* miss(PyThreadState* ts, _PyInterpreterFrame* frame, int throwflag, Cod
   std::vector<std::string> failures;
   std::vector<int> failed;
   CompileId failed_entry;
+  // An entry's guard failures; one whose guards pass was compiled for another backend.
+  auto failures_of = [&](const Entry& e, std::vector<int>* which) {
+    std::vector<std::string> f = e.guards->failures(view, which);
+    if (f.empty() && e.backend.get() != mode().backend.get())
+      f.push_back("BACKEND_MATCH: compiled for backend " + describe_backend(e.backend.get()) + ", called with " +
+                  describe_backend(mode().backend.get()));
+    return f;
+  };
   if (!st->entries.empty()) {
-    failures = st->entries.front()->guards->failures(view, &failed);
+    failures = failures_of(*st->entries.front(), &failed);
     failed_entry = st->entries.front()->id;
     reason = "Recompiling function " + str_of(co->co_name) + " in " + location(co) +
              "\n    triggered by the following guard failure(s):";
     // Every cache entry's failure, most recently used first (as torch.compile lists them).
     for (const auto& entry : st->entries) {
       const std::string id = entry->id.str().substr(1, entry->id.str().size() - 2);
-      for (const std::string& f : entry.get() == st->entries.front().get() ? failures : entry->guards->failures(view))
+      for (const std::string& f : entry.get() == st->entries.front().get() ? failures : failures_of(*entry, nullptr))
         reason += "\n    - " + id + ": " + f;
     }
     if (static_cast<int>(st->entries.size()) >= g_config.recompile_limit) {

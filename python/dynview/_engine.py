@@ -74,11 +74,17 @@ def _setup_logs():
 _setup_logs()
 
 
+def _eager_backend(gm, example_inputs):
+    return gm.forward
+
+
 def _lookup_backend(backend):
+    # One object per backend name: compiled code is kept per backend object (a function compiled
+    # again with another backend compiles again), so a name must give the same object each time.
     if callable(backend):
         return backend
     if backend == "eager":
-        return lambda gm, example_inputs: gm.forward
+        return _eager_backend
     from torch._dynamo.backends.registry import lookup_backend
     return lookup_backend(backend)
 

@@ -223,6 +223,83 @@ def test_fail_on_recompile_limit_raises():
         dv(torch.randn(3, 4), 2)
 
 
+def _backend_sequence(compile_fn, module):
+    """Compiles fn (or a module) with b1, b2, b1, "eager", "eager", "aot_eager" in turn, one call
+    each; returns the names of the custom backends in the order they were asked to compile."""
+    calls = []
+
+    def b1(gm, example_inputs):
+        calls.append("b1")
+        return gm.forward
+
+    def b2(gm, example_inputs):
+        calls.append("b2")
+        return gm.forward
+    torch.manual_seed(0)
+    m = torch.nn.Sequential(torch.nn.Linear(4, 4), torch.nn.ReLU())
+    target = m if module else fn
+    args = (torch.randn(3, 4),) if module else (torch.randn(3, 4), 2)
+    want = target(*args)
+    for b in (b1, b2, b1, "eager", "eager", "aot_eager"):
+        torch.testing.assert_close(compile_fn(target, backend=b)(*args), want)
+    return calls
+
+
+@pytest.mark.parametrize("module", [False, True], ids=["function", "module"])
+def test_code_compiled_for_one_backend_is_not_run_for_another_as_torch_compile(module):
+    # TorchDynamo keeps a cache entry per backend (BACKEND_MATCH): compiling the same code again
+    # with another backend compiles again, with the first one again hits its entry; a backend name
+    # is the same backend each time.
+    torch._dynamo.reset()
+    want = _backend_sequence(torch.compile, module)
+    torch._dynamo.reset()
+    dynview._C.take_records()
+    got = _backend_sequence(dynview.compile, module)
+    assert got == want == ["b1", "b2"]
+    code = (torch.nn.Sequential.forward if module else fn).__code__
+    # b1, b2, the eager backend, aot_eager: one entry each, b1's hit on its second call
+    entries = dynview._C.cache_entries(code)
+    assert len(entries) == 4 and sum(e["hits"] for e in entries) == 2
+    recs = dynview._C.take_records()
+    assert "BACKEND_MATCH: compiled for backend" in recs[1]["reason"]
+    assert "called with " in recs[1]["reason"] and "b2" in recs[1]["reason"]
+
+
+def _limit_with_two_backends(compile_fn):
+    runs = []
+
+    def b1(gm, example_inputs):
+        def run(*args):
+            runs.append(1)
+            return gm.forward(*args)
+        return run
+    x = torch.randn(3, 4)
+    compile_fn(fn, backend=b1)(x, 2)
+    with warnings.catch_warnings(record=True) as w:
+        warnings.simplefilter("always")
+        for _ in range(3):
+            torch.testing.assert_close(compile_fn(fn, backend="eager")(x, 2), fn(x, 2))
+    return len(runs), len([x for x in w if "recompile_limit" in str(x.message) or "recompile_limit" in str(x)])
+
+
+def test_past_the_recompile_limit_another_backends_entry_does_not_serve():
+    # Past the limit a call under another backend runs eagerly, as TorchDynamo's does: the entry
+    # compiled for b1 runs only for its own (first) call
+    torch._dynamo.reset()
+    old = torch._dynamo.config.recompile_limit
+    torch._dynamo.config.recompile_limit = 1
+    try:
+        td_runs, _ = _limit_with_two_backends(torch.compile)
+    finally:
+        torch._dynamo.config.recompile_limit = old
+        torch._dynamo.reset()
+    dynview.config.recompile_limit = 1
+    dv_runs, warned = _limit_with_two_backends(dynview.compile)
+    assert dv_runs == td_runs == 1
+    assert warned == 1
+    assert [e["hits"] for e in dynview._C.cache_entries(fn.__code__)] == [0]
+
+
 def test_reset_drops_every_cache():
     dv = dynview.compile(fn, backend="eager")
     dv(torch.randn(3, 4), 2)
