@@ -52,12 +52,17 @@ def make_partial(func, args, keywords):
     return functools.partial(func, *args, **keywords)
 
 
-def make_function(code, globals_, defaults, kwdefaults, closure=None):
+def make_function(code, globals_, defaults, kwdefaults, closure=None, attrs=None, descriptors=None):
     """A function made in the trace and rebuilt by the transformed code: what MAKE_FUNCTION made
-    (its name and qualified name come from the code object; `closure` holds the real cells)."""
+    (its name and qualified name come from the code object; `closure` holds the real cells), with
+    the attributes the trace wrote: `attrs` its __dict__, `descriptors` __name__, __doc__ ..."""
     fn = types.FunctionType(code, globals_, None, defaults, closure)
     if kwdefaults:
         fn.__kwdefaults__ = kwdefaults
+    if attrs:
+        fn.__dict__.update(attrs)
+    for k, v in (descriptors or {}).items():
+        setattr(fn, k, v)
     return fn
 
 

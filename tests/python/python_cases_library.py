@@ -4,6 +4,7 @@ Enum members and classes, local helpers with defaults, max/min of 0-d tensors, m
 buffers reassigned in forward, configs holding sets, torch arithmetic of Python ints used as sizes.
 Appended to python_cases.CASES like python_cases_more's."""
 import collections
+import contextlib
 import copy
 import enum
 import functools
@@ -863,3 +864,105 @@ def fromkeys_of_ordered_dict_and_defaultdict(x):
     except KeyError:
         found = False
     return x + flags["a"] + len(flags) + order["y"], list(order), flags.default_factory is None, found
+
+
+# ---- functions made in the frame carry attributes; contextlib.ExitStack -------------------------
+# Each case runs a tensor op first: a break anywhere would show as a second graph.
+@contextlib.contextmanager
+def _tagged(log, n):
+    log.append(("enter", n))
+    try:
+        yield n
+    finally:
+        log.append(("exit", n))
+
+
+@case((3,))
+def exitstack_enter_context_after_an_op(x):
+    y = x * 2
+    log = []
+    with contextlib.ExitStack() as stack:
+        a = stack.enter_context(_tagged(log, 1))
+        b = stack.enter_context(_tagged(log, 2))
+        y = y * a + b
+    return y, log
+
+
+@case((3,))
+def exitstack_callbacks_run_in_reverse(x):
+    y = x + 1
+    out = []
+    with contextlib.ExitStack() as stack:
+        stack.callback(out.append, "first")
+        stack.callback(out.append, "second")
+        y = y * 3
+    return y, out
+
+
+@case((3,))
+def exitstack_with_suppress_inside(x):
+    y = x + 1
+    with contextlib.ExitStack() as stack:
+        stack.enter_context(contextlib.suppress(KeyError))
+        y = y * 2
+        y = y + {}["missing"]
+    return y
+
+
+@case((3,))
+def exitstack_pop_all_then_close(x):
+    y = x + 1
+    log = []
+    with contextlib.ExitStack() as stack:
+        stack.enter_context(_tagged(log, 1))
+        rest = stack.pop_all()
+    log.append("between")
+    rest.close()
+    return y, log
+
+
+@case((3,))
+def exitstack_closed_by_hand(x):
+    log = []
+    stack = contextlib.ExitStack()
+    stack.enter_context(_tagged(log, 1))
+    y = x * 2
+    stack.close()
+    return y, log
+
+
+@case((3,))
+def wraps_after_an_op(x):
+    # functools.update_wrapper writes __module__, __name__, __qualname__, __doc__, __wrapped__ and
+    # the __dict__ of the wrapper made here
+    y = x.sin()
+
+    def inner(t, k=2):
+        """Doubles."""
+        return t * k
+
+    @functools.wraps(inner)
+    def outer(*args, **kwargs):
+        return inner(*args, **kwargs) + 1
+    return outer(y), outer.__name__, outer.__qualname__, outer.__doc__, outer.__wrapped__ is inner, outer.__module__
+
+
+@case((3,))
+def function_attributes_after_an_op(x):
+    y = x.cos()
+
+    def f(t):
+        return t + 1
+    f.calls = 0
+    f.calls += 1
+    f.__dict__["tag"] = "t"
+    return f(y) * f.calls, f.tag, getattr(f, "missing", 5), hasattr(f, "calls"), sorted(f.__dict__), f.__name__
+
+
+@case((3,))
+def lambda_name_and_doc(x):
+    # (g.__defaults__ too equals eager's; TorchDynamo 2.13 fails on reading it: AssertionError "push
+    # expects VariableTracker")
+    y = x + 1
+    g = lambda t, k=3: t * k  # noqa: E731
+    return g(y), g.__name__, g.__doc__

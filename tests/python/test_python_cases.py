@@ -4,10 +4,12 @@ the call equal eager's on two inputs; a repeat call hits the cache; graph and br
 torch._dynamo.explain's on the same inputs."""
 import collections
 import functools
+import types
 import warnings
 
 import numpy as np
 import pytest
+
 import torch
 
 import dynview
@@ -588,3 +590,51 @@ def test_an_operator_raising_inside_a_no_grad_block_of_the_graph_leaves_grad_mod
     assert str(got.value) == str(want.value)
     assert torch.is_grad_enabled()
     assert compiled(x, torch.tensor([3, 2, 1, 0])).requires_grad
+
+
+def _make_tagged_scaler(x):
+    y = x * 2
+
+    def scale(t):
+        return t * 3
+    scale.factor = 3
+    scale.__doc__ = "Triples."
+    scale.__qualname__ = "tagged.scale"
+    return y, scale
+
+
+def test_a_function_made_in_the_trace_leaves_it_with_its_attributes():
+    # the function escapes: the transformed code rebuilds it with what the trace wrote on it
+    x = torch.randn(3)
+    y, fn = dynview.compile(_make_tagged_scaler, backend="eager")(x)
+    want_y, want = _make_tagged_scaler(x)
+    torch.testing.assert_close(y, want_y)
+    assert (fn.factor, fn.__doc__, fn.__qualname__, fn.__name__) == (want.factor, want.__doc__, want.__qualname__, want.__name__)
+    torch.testing.assert_close(fn(x), want(x))
+    assert dynview.explain(_make_tagged_scaler)(x).graph_count == 1
+
+
+class _Scaled:
+    def __init__(self, k):
+        self.k = k
+
+
+def _times_k(self, t):
+    return t * self.k
+
+
+def _bind_and_call(x):
+    box = _Scaled(3)
+    m = types.MethodType(_times_k, box)
+    return m(x + 1), m.__self__ is box, m.__func__ is _times_k, m.__name__
+
+
+def test_types_method_type_binds_a_function_to_an_object_made_in_the_trace():
+    # (TorchDynamo breaks at this call; contextlib.ExitStack makes the same call for each context
+    # manager it enters, which it follows)
+    x = torch.randn(3)
+    got, want = dynview.compile(_bind_and_call, backend="eager")(x), _bind_and_call(x)
+    torch.testing.assert_close(got[0], want[0])
+    assert got[1:] == want[1:] == (True, True, "_times_k")
+    e = dynview.explain(_bind_and_call)(x)
+    assert (e.graph_count, len(e.break_reasons)) == (1, 0)

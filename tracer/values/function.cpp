@@ -7,6 +7,86 @@
 
 namespace dv {
 
+namespace {
+
+// Attributes of a function made in the trace (obj = its code object). Writes are the function's
+// own (it is new on every call): attrs holds what goes to its __dict__ (__wrapped__, tags), contents
+// what its descriptors hold (__name__, __qualname__, __doc__, __module__, __annotations__,
+// __type_params__), as functools.update_wrapper writes them. Rebuilt with it (object_reconstruct).
+bool descriptor_attr(const std::string& name) {
+  return name == "__name__" || name == "__qualname__" || name == "__doc__" || name == "__module__" ||
+         name == "__annotations__" || name == "__type_params__";
+}
+
+const VPtr* find_attr(const VPtr& d, const std::string& name) {
+  if (!d) return nullptr;
+  for (size_t i = 0; i < d->keys.size(); ++i)
+    if (PyUnicode_Check(d->keys[i].get()) && str_of(d->keys[i].get()) == name) return &d->items[i];
+  return nullptr;
+}
+
+Status made_function_getattr(Translator& t, Frame& f, const VPtr& fn, const std::string& name, VPtr& out) {
+  auto* code = reinterpret_cast<PyCodeObject*>(fn->obj.get());
+  if (const VPtr* v = find_attr(descriptor_attr(name) ? fn->contents : fn->attrs, name)) {
+    out = *v;
+    return std::nullopt;
+  }
+  if (name == "__dict__") {  // live: writes through it are the function's attributes
+    if (!fn->attrs) fn->attrs = t.make(VK::Dict);
+    out = fn->attrs;
+    return std::nullopt;
+  }
+  if (name == "__name__") return out = t.constant(Ref::borrow(code->co_name)), std::nullopt;
+  if (name == "__qualname__") return out = t.constant(Ref::borrow(fn->qualname ? fn->qualname.get() : code->co_qualname)), std::nullopt;
+  if (name == "__doc__") {  // as PyFunction_New takes it: the first constant when it is a string
+    PyObject* consts = code->co_consts;
+    PyObject* doc = PyTuple_GET_SIZE(consts) >= 1 && PyUnicode_Check(PyTuple_GET_ITEM(consts, 0)) ? PyTuple_GET_ITEM(consts, 0) : Py_None;
+    return out = t.constant(Ref::borrow(doc)), std::nullopt;
+  }
+  if (name == "__module__") {
+    PyObject* mod = fn->globals && PyDict_Check(fn->globals.get()) ? PyDict_GetItemString(fn->globals.get(), "__name__") : nullptr;
+    return out = t.constant(Ref::borrow(mod && PyUnicode_Check(mod) ? mod : Py_None)), std::nullopt;
+  }
+  if (name == "__defaults__" || name == "__kwdefaults__") {
+    const VPtr& d = name == "__defaults__" ? fn->defaults : fn->kwdefaults;
+    out = d ? d : t.constant(Ref::borrow(Py_None));
+    return std::nullopt;
+  }
+  if (name == "__annotations__" && !fn->flag) {  // none: a new empty dict, the same one on each read
+    if (!fn->contents) fn->contents = t.make(VK::Dict);
+    out = t.make(VK::Dict);
+    dict_set(*fn->contents, Ref::steal(PyUnicode_FromString("__annotations__")), out);
+    return std::nullopt;
+  }
+  if (name == "__type_params__") return out = t.constant(Ref::steal(PyTuple_New(0))), std::nullopt;
+  if (name == "__code__") {
+    out = t.make(VK::Object);
+    out->obj = fn->obj;
+    return std::nullopt;
+  }
+  Ref nm = Ref::steal(PyUnicode_FromString(name.c_str()));
+  if (_PyType_Lookup(&PyFunction_Type, nm.get()))  // __closure__, __globals__, __annotations__ given ...
+    return t.brk(f, "DV0005", "attribute " + name + " of a function made in the trace");
+  return t.brk(f, kNoAttributeId, "'function' object has no attribute '" + name + "'");
+}
+
+Status made_function_setattr(Translator& t, Frame& f, const VPtr& fn, const std::string& name, const VPtr& value) {
+  const bool descr = descriptor_attr(name);
+  if (!descr) {
+    Ref nm = Ref::steal(PyUnicode_FromString(name.c_str()));
+    if (_PyType_Lookup(&PyFunction_Type, nm.get()))  // __code__, __defaults__, __dict__ ...
+      return t.brk(f, "DV0008", "assignment to attribute '" + name + "' of a function made in the trace", kSetattrHint);
+  }
+  if ((name == "__name__" || name == "__qualname__") && !(value->kind == VK::Const && PyUnicode_Check(value->obj.get())))
+    return t.raise_new(f, PyExc_TypeError, name + " must be set to a string object");
+  VPtr& d = descr ? fn->contents : fn->attrs;
+  if (!d) d = t.make(VK::Dict);
+  dict_set(*d, Ref::steal(PyUnicode_FromString(name.c_str())), value);
+  return std::nullopt;
+}
+
+}  // namespace
+
 template <>
 struct Kind<VK::Function> {
   static void describe(const Value& v, std::string& out, int /*depth*/) {
@@ -25,6 +105,7 @@ struct Kind<VK::Function> {
   static constexpr auto truth = always_true;
   static constexpr auto iterate = no_answer::iterate;
   static Status getattr(Translator& t, Frame& f, const VPtr& obj, const std::string& name, VPtr& out) {
+    if (obj->obj && PyCode_Check(obj->obj.get())) return made_function_getattr(t, f, obj, name, out);
     return object_getattr(t, f, obj, name, out);
   }
   static Status call(Translator& t, Frame& f, const VPtr& fn, std::vector<VPtr>& args, KwArgs& kwargs, VPtr& out) {
@@ -50,7 +131,10 @@ struct Kind<VK::Function> {
     }
     return t.inline_call(f, fn, nullptr, std::move(args), std::move(kwargs), out);
   }
-  static constexpr auto setattr = no_answer::setattr;
+  static Status setattr(Translator& t, Frame& f, const VPtr& owner, const std::string& name, const VPtr& value) {
+    if (owner->obj && PyCode_Check(owner->obj.get())) return made_function_setattr(t, f, owner, name, value);
+    return no_answer::setattr(t, f, owner, name, value);  // a function from outside: a real object's state
+  }
   static constexpr auto call_method = no_answer::call_method;
   static bool reconstruct(cg::Rebuilder& r, const VPtr& v) {
     return object_reconstruct(r, v);

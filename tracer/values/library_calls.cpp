@@ -58,6 +58,21 @@ Status lru_cache_call(Translator& t, Frame& f, const VPtr& fn, Args& args, Kwarg
   return t.call(f, fv, std::move(args), std::move(kwargs), out);
 }
 
+// types.MethodType(function, obj): the bound method a class attribute lookup makes (contextlib's
+// ExitStack binds each context manager's __exit__ so). A function made in the trace is not bound.
+Status method_new(Translator& t, Frame& f, const VPtr&, Args& args, Kwargs& kwargs, VPtr& out, bool& handled) {
+  if (args.size() != 2 || !kwargs.empty() || !args[0]->obj || !PyFunction_Check(args[0]->obj.get()) ||
+      (args[0]->kind != VK::Function && args[0]->kind != VK::Object)) {
+    if (args.size() == 2 && kwargs.empty() && args[0]->kind == VK::Function)
+      return t.brk(f, "DV0004", "types.MethodType of a function made in the trace");
+    handled = false;
+    return std::nullopt;
+  }
+  PyObject* fn = args[0]->obj.get();
+  out = t.bound_method(args[1], args[0]->obj, str_of(reinterpret_cast<PyFunctionObject*>(fn)->func_name));
+  return std::nullopt;
+}
+
 Status deep_copy(Translator& t, Frame& f, const VPtr&, Args& args, Kwargs& kwargs, VPtr& out, bool&) {
   return t.copy_value(f, args, kwargs, out, true);
 }
@@ -84,6 +99,7 @@ const std::unordered_map<PyObject*, LibraryCall>& by_identity() {
     add(defaultdict_class(), dict_kind_new);
     add(reinterpret_cast<PyObject*>(&PyBaseObject_Type), object_new);
     add(tuple_new_fn(), tuple_new);
+    add(reinterpret_cast<PyObject*>(&PyMethod_Type), method_new);
     add(attr_of("copy", "deepcopy"), deep_copy);  // copying.cpp
     add(attr_of("copy", "copy"), shallow_copy);
     return m;

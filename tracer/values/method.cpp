@@ -21,7 +21,18 @@ struct Kind<VK::Method> {
   static constexpr auto graph_arg = no_answer::graph_arg;
   static constexpr auto truth = always_true;
   static constexpr auto iterate = no_answer::iterate;
-  static constexpr auto getattr = no_answer::getattr;
+  static Status getattr(Translator& t, Frame& f, const VPtr& obj, const std::string& name, VPtr& out) {
+    // A bound Python function: __self__ and __func__ (what types.MethodType holds), the rest read off
+    // the function as a method object forwards them
+    if (!obj->obj || !PyFunction_Check(obj->obj.get()) || !obj->self) return no_answer::getattr(t, f, obj, name, out);
+    if (name == "__self__") return out = obj->self, std::nullopt;
+    VPtr fn = t.make(VK::Object);
+    fn->obj = obj->obj;
+    if (name == "__func__") return out = fn, std::nullopt;
+    if (name == "__name__" || name == "__qualname__" || name == "__doc__" || name == "__module__")
+      return t.getattr(f, fn, name, out);
+    return no_answer::getattr(t, f, obj, name, out);
+  }
   static Status call(Translator& t, Frame& f, const VPtr& fn, std::vector<VPtr>& args, KwArgs& kwargs, VPtr& out) {
     if (fn->obj && fn->obj.get() == autograd_apply_function() && fn->self && is_autograd_function_class(fn->self->obj.get()))
       return t.autograd_function_apply(f, fn->self, std::move(args), std::move(kwargs), out);  // Fn.apply(...)

@@ -275,12 +275,24 @@ bool object_reconstruct(cg::Rebuilder& r, const VPtr& v) {
         r.e.emit(N::LOAD_CONST, r.e.konst(Py_None));
       }
     }
+    const bool attrs = (v->attrs && !v->attrs->keys.empty()) || (v->contents && !v->contents->keys.empty());
     if (!v->cells.empty()) {
       for (const VPtr& c : v->cells)
         if (!c || c->kind != VK::Cell || !r.value(c)) return false;
       r.e.emit(N::BUILD_TUPLE, static_cast<int>(v->cells.size()));
+    } else if (attrs) {
+      r.e.emit(N::LOAD_CONST, r.e.konst(Py_None));
     }
-    r.e.call(v->cells.empty() ? 4 : 5);
+    if (attrs) {  // the attributes written in the trace (functools.wraps): its __dict__, then its descriptors'
+      for (const VPtr* part : {&v->attrs, &v->contents}) {
+        if (*part && !(*part)->keys.empty()) {
+          if (!r.value(*part)) return false;
+        } else {
+          r.e.emit(N::LOAD_CONST, r.e.konst(Py_None));
+        }
+      }
+    }
+    r.e.call(attrs ? 7 : v->cells.empty() ? 4 : 5);
     return r.remember(v);
   }
   return false;
