@@ -287,6 +287,61 @@ Builtin builtin_kind(PyObject* fn) {
 bool is_len_builtin(PyObject* fn) { return builtin_kind(fn) == Builtin::len_; }
 
 Translator::Status call_builtin(Translator& t, Frame& f, PyObject* fn, std::vector<VPtr>& args,
+                                std::vector<std::pair<std::string, VPtr>>& kwargs, VPtr& out, bool& handled);
+
+// Builtins over the symbolic ints and floats of a dynamic-shape compile that keep them symbolic, as
+// TorchDynamo's SymNodeVariable does: isinstance / type / callable read only the type (int, float);
+// int(), float(), abs(), max() and min() of numbers are graph nodes (torch.sym_int, torch.sym_float,
+// abs, torch.sym_max, torch.sym_min). `handled` false: the caller specialises the arguments.
+Translator::Status sym_builtin(Translator& t, Frame& f, PyObject* fn, std::vector<VPtr>& args,
+                               std::vector<std::pair<std::string, VPtr>>& kwargs, VPtr& out, bool& handled) {
+  handled = false;
+  const Builtin kind = builtin_kind(fn);
+  if (kind == Builtin::isinstance_ || kind == Builtin::type_ || kind == Builtin::callable_) {
+    if (kind == Builtin::type_ && args.size() != 1) return std::nullopt;
+    handled = true;  // answered from the value's type (call_builtin), the value left symbolic
+    return call_builtin(t, f, fn, args, kwargs, out, handled);
+  }
+  if (!kwargs.empty()) return std::nullopt;
+  auto number = [](const VPtr& v) {
+    return v->kind == VK::Sym || (v->kind == VK::Const && (PyLong_CheckExact(v->obj.get()) || PyFloat_CheckExact(v->obj.get())));
+  };
+  for (const VPtr& a : args)
+    if (!number(a)) return std::nullopt;
+  static PyObject* torch_mod = py().torch.get();
+  auto torch_fn = [&](const char* name) { return Ref::steal(PyObject_GetAttrString(torch_mod, name)); };
+  auto is_float = [](const VPtr& v) {
+    return v->obj && (PyFloat_Check(v->obj.get()) || Py_TYPE(v->obj.get()) == reinterpret_cast<PyTypeObject*>(py().sym_float.get()));
+  };
+  if ((kind == Builtin::int_ || kind == Builtin::float_) && args.size() == 1 && args[0]->kind == VK::Sym) {
+    handled = true;
+    if (kind == Builtin::int_ && !is_float(args[0])) return out = args[0], std::nullopt;  // an int already
+    if (kind == Builtin::float_ && is_float(args[0])) return out = args[0], std::nullopt;
+    Ref target = torch_fn(kind == Builtin::int_ ? "sym_int" : "sym_float");
+    if (!target) return PyErr_Clear(), t.brk(f, "DV0021", "torch.sym_int / sym_float are missing");
+    return t.graph_call(f, target, "", {args[0]}, {}, out);
+  }
+  if (kind == Builtin::abs_ && args.size() == 1 && args[0]->kind == VK::Sym) {
+    handled = true;
+    return t.graph_call(f, Ref::borrow(fn), "", {args[0]}, {}, out);
+  }
+  if ((kind == Builtin::max_ || kind == Builtin::min_) && args.size() >= 2) {
+    handled = true;  // folded pairwise, left to right, as max(a, b, c) compares
+    Ref target = torch_fn(kind == Builtin::max_ ? "sym_max" : "sym_min");
+    if (!target) return PyErr_Clear(), t.brk(f, "DV0021", "torch.sym_max / sym_min are missing");
+    VPtr acc = args[0];
+    for (size_t i = 1; i < args.size(); ++i) {
+      VPtr r;
+      if (Translator::Status s = t.graph_call(f, target, "", {acc, args[i]}, {}, r)) return s;
+      acc = r;
+    }
+    out = acc;
+    return std::nullopt;
+  }
+  return std::nullopt;
+}
+
+Translator::Status call_builtin(Translator& t, Frame& f, PyObject* fn, std::vector<VPtr>& args,
                                 std::vector<std::pair<std::string, VPtr>>& kwargs, VPtr& out, bool& handled) {
   if (!PyCFunction_Check(fn) && !PyType_Check(fn)) return std::nullopt;
   using Status = Translator::Status;

@@ -863,6 +863,8 @@ static bool consumes_iterable(PyObject* o) {
 Translator::Status call_grad_exit(Translator& t, Frame& f, const VPtr& exit, VPtr& out);
 Translator::Status call_builtin(Translator& t, Frame& f, PyObject* fn, std::vector<VPtr>& args,
                                        std::vector<std::pair<std::string, VPtr>>& kwargs, VPtr& out, bool& handled);
+Translator::Status sym_builtin(Translator& t, Frame& f, PyObject* fn, std::vector<VPtr>& args,
+                               std::vector<std::pair<std::string, VPtr>>& kwargs, VPtr& out, bool& handled);
 
 // A new set (set(consts), a method of a set of constants) whose items are numbers, strings or tuples:
 // a constant private to the trace, as op_BUILD_SET makes.
@@ -948,8 +950,14 @@ Status call_on_constants(Translator& t, Frame& f, PyObject* fn, const std::strin
 Status object_call(Translator& t, Frame& f, const VPtr& fn, std::vector<VPtr>& args, KwArgs& kwargs, VPtr& out) {
   PyObject* o = fn->obj.get();
   if (t.output.dynamic() && !module_is_torch(o) && !is_tensor_method_descriptor(o)) {
-    // Python callables see Python values: symbolic ints are specialised (and guarded) here,
-    // as TorchDynamo does for range(n), int(n) and the like.
+    // Python callables see Python values: symbolic ints are specialised (and guarded) here, as
+    // TorchDynamo does for range(n) and the like -- but for the builtins that keep them symbolic.
+    bool any_sym = false;
+    for (const VPtr& a : args) any_sym |= a->kind == VK::Sym;
+    if (any_sym) {
+      bool handled = false;
+      if (Status s = sym_builtin(t, f, o, args, kwargs, out, handled); s || handled) return s;
+    }
     for (VPtr& a : args)
       if (a->kind == VK::Sym) {
         Ref r = t.specialize(a);

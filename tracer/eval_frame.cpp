@@ -398,6 +398,14 @@ Entry* compile_frame(CodeState& st, PyCodeObject* co, _PyInterpreterFrame* frame
   };
   int grad_change = -1;
   CaptureResult first = run_capture(req, grad_change);
+  if (first.retry_dynamic) {
+    // A tensor below the arguments (a KV cache's) changed sizes since an earlier compile: this one is
+    // a dynamic compile (automatic dynamic shapes, as TorchDynamo marks any tensor source); its steps
+    // were recorded by the first capture.
+    CaptureRequest again = req;
+    again.obs = nullptr;
+    first = run_capture(again, grad_change);
+  }
   std::optional<Break> brk = first.brk;
   if (!brk && first.out.graph.num_calls() == 0 && first.out.side_effects.empty() && grad_change < 0 && st.entries.empty()) {
     // Nothing for a graph (TorchDynamo's SkipFrame "no content in function call"): the frame runs as

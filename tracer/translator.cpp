@@ -295,6 +295,7 @@ CaptureResult capture(const CaptureRequest& req) {
     t.run_root(req.code, req.globals, req.builtins, req.args, req.closure, r);
   }
   r.steps = t.steps;
+  r.retry_dynamic = t.builder.wants_dynamic();
   // Distinct tensor inputs must stay distinct objects (TorchDynamo's NO_TENSOR_ALIASING): the graph
   // treats them as separate values, which an in-place op on one of them would contradict. A set-up
   // guard, like the global state's: shown at the first step.
@@ -343,7 +344,7 @@ void Translator::run_root(PyObject* code, PyObject* globals, PyObject* builtins,
     for (int i = 0; i < nargs; ++i)
       if (args[i]) builder.plan_dynamic(args[i], "L['" + str_of(PyTuple_GET_ITEM(co->co_localsplusnames, i)) + "']", 0);
     std::string why;
-    if (builder.has_dynamic_plan() && !output.start_dynamic(why)) {
+    if ((builder.has_dynamic_plan() || builder.history_dynamic()) && !output.start_dynamic(why)) {
       r.brk = brk(f, "DV0021", "cannot set up dynamic shapes: " + why);
       return;
     }

@@ -110,6 +110,7 @@ struct CaptureResult {
   std::optional<Break> brk;  // the break that ended the trace
   VPtr ret;                  // the frame's return value (no break, not stopped)
   bool stopped = false;      // stopped before CaptureRequest::stop_at
+  bool retry_dynamic = false;  // a static capture reached a tensor of changed sizes: capture it again, dynamic
   std::vector<VPtr> stack, locals;  // the root frame's state where it stopped
   Ref kw_names;              // a KW_NAMES tuple pending for the stopped CALL
   int steps = 0;

@@ -217,6 +217,7 @@ VPtr ValueBuilder::wrap_tensor(const Ref& obj, const SourcePtr& source, const st
     return remember(source, key, alias->second);
   }
   if (!source) return nullptr;  // a tensor that cannot be reloaded: the caller breaks
+  plan_reached(o, key);
   TensorSpec spec;
   tensor_spec(o, spec);
   Ref example;
@@ -269,6 +270,13 @@ VPtr ValueBuilder::wrap_bool(const Ref& obj, const SourcePtr& source, const std:
 
 // An int: symbolic when it changed between compiles, else a constant.
 VPtr ValueBuilder::wrap_int(const Ref& obj, const SourcePtr& source, const std::string& key, Frame& f) {
+  if (source && source->base && (source->kind == Source::Kind::Attr || source->kind == Source::Kind::Item)) {
+    // an int held by an object or container from the frame (a sliding-window cache's
+    // cumulative_length): compared with earlier compiles as it is read -- but a module's own ints
+    // (its sizes and settings) stay constants, as TorchDynamo keeps nn.Module properties static
+    auto parent = by_source_.find(source->base->text());
+    if (parent != by_source_.end() && parent->second->kind != VK::NNModule) plan_reached(obj.get(), key);
+  }
   if (!t_.output.dynamic() || !source || !dyn_ints_.count(key)) return wrap_constant(obj, source, key, f);
   // An int that changed between compiles: a graph input of type SymInt.
   PyObject* o = obj.get();
@@ -827,6 +835,12 @@ void ValueBuilder::capturable_group(const VPtr& d) {
 
 // ---- dynamic shapes -----------------------------------------------------------------------------
 
+void ValueBuilder::plan_reached(PyObject* o, const std::string& text) {
+  if (!frame_state || dynamic_mode == DynamicMode::Off || planned_.count(text)) return;
+  plan_dynamic(o, text, 0);
+  if (!t_.output.dynamic() && (dyn_dims_.count(text) || dyn_ints_.count(text))) wants_dynamic_ = true;
+}
+
 void ValueBuilder::plan_dynamic(PyObject* o, const std::string& text, int depth) {
   if (!frame_state || depth > 2) return;
   const bool force = dynamic_mode == DynamicMode::On;
@@ -834,6 +848,7 @@ void ValueBuilder::plan_dynamic(PyObject* o, const std::string& text, int depth)
     if (PyObject_TypeCheck(o, reinterpret_cast<PyTypeObject*>(py().nn_Parameter.get()))) return;  // parameters stay static
     TensorSpec spec;
     if (!tensor_spec(o, spec) || spec.sizes.size() > 64) return;
+    planned_.insert(text);
     auto [it, fresh] = frame_state->try_emplace(text);
     SeenInput& seen = it->second;
     if (fresh || seen.is_int) {
@@ -861,6 +876,7 @@ void ValueBuilder::plan_dynamic(PyObject* o, const std::string& text, int depth)
     int overflow = 0;
     const long long v = PyLong_AsLongLongAndOverflow(o, &overflow);
     if (overflow) return PyErr_Clear();
+    planned_.insert(text);
     auto [it, fresh] = frame_state->try_emplace(text);
     SeenInput& seen = it->second;
     if (fresh || !seen.is_int) {

@@ -37,6 +37,11 @@ class ValueBuilder {
   // Automatic dynamic shapes: compares an argument with what earlier compiles saw (`state`, updated)
   // and plans which of its sizes and ints are symbolic in this compile.
   void plan_dynamic(PyObject* o, const std::string& text, int depth);
+  // A tensor reached below what plan_dynamic walked (an attribute of an object argument: a KV cache's
+  // layers[i].keys): compared with earlier compiles as it is wrapped, as TorchDynamo's automatic
+  // dynamic shapes compare every tensor source. Symbolic now in a dynamic compile; in a static one
+  // its changed sizes are recorded and the frame is captured again (wants_dynamic), dynamic then.
+  void plan_reached(PyObject* o, const std::string& text);
   // A lazy dict (Value::lazy) read at one constant key: that entry wrapped (and guarded present) or
   // its absence guarded. False: the entry cannot be traced.
   bool realize_entry(const VPtr& d, PyObject* key, Frame& f);
@@ -67,11 +72,24 @@ class ValueBuilder {
     return false;
   }
   bool has_dynamic_plan() const { return !dyn_dims_.empty() || !dyn_ints_.empty(); }
+  // A static compile reached a tensor whose sizes changed since an earlier compile (plan_reached):
+  // the frame is captured again, as a dynamic compile (eval_frame.cpp).
+  bool wants_dynamic() const { return wants_dynamic_; }
+  // Some input of an earlier compile became symbolic (seen with two sizes): this compile is a
+  // dynamic one, for the tensors reached below the arguments too (plan_reached).
+  bool history_dynamic() const {
+    if (frame_state)
+      for (const auto& kv : *frame_state)
+        if (kv.second.dynamic || kv.second.int_dynamic) return true;
+    return false;
+  }
 
   FrameState* frame_state = nullptr;  // this code object's history (null: none kept)
   DynamicMode dynamic_mode = DynamicMode::Auto;
 
  private:
+  std::unordered_set<std::string> planned_;  // tensor sources plan_dynamic compared already
+  bool wants_dynamic_ = false;
   // One per kind of object (wrap dispatches by exact type, then a short fallback list).
   VPtr wrap_tensor(const Ref& obj, const SourcePtr& source, const std::string& key, Frame& f);
   VPtr wrap_none(const Ref& obj, const SourcePtr& source, const std::string& key, Frame& f);

@@ -71,8 +71,17 @@ def floordiv_slice(x, k):
     return x[: k // 3 + 1] + (k % 5)
 
 
+def builtins_over_sizes(x, k):
+    # isinstance/type read only the type; int, float, abs, max and min are graph nodes (sym_int,
+    # sym_float, abs, sym_max, sym_min): none of them specialises the size, as under TorchDynamo
+    n = x.shape[0]
+    m = max(n, 2) + min(n, 100, k + 50) + abs(n) + int(n)
+    q = n.to(x.device) if isinstance(n, torch.Tensor) else n
+    return x.new_zeros(m) + float(n) * k, q, type(n) is int
+
+
 FUNCTIONS = [scale_sum, flatten_rows, branch_on_size, uses_len_and_zeros, pair, int_in_range, slice_by_int,
-             broadcast, matmul_chain, returns_size, reshape_fours, floordiv_slice]
+             broadcast, matmul_chain, returns_size, reshape_fours, floordiv_slice, builtins_over_sizes]
 
 SEQUENCES = {
     "batch": [(R(3, 4), 2), (R(5, 4), 2), (R(7, 4), 2), (R(1, 4), 2), (R(6, 4), 2), (R(7, 6), 2), (R(9, 6), 2)],
@@ -341,3 +350,51 @@ def test_a_symbolic_size_is_an_int_to_type_isinstance_and_match():
     theirs = torch._dynamo.explain(match_on_a_size)(R(4))
     torch._dynamo.reset()
     assert (ours.graph_count, ours.graph_break_count) == (theirs.graph_count, theirs.graph_break_count)
+
+
+class _KVLayer:
+    """A KV cache layer as transformers' DynamicLayer / sliding-window layer holds it: tensors and a
+    running length as attributes of an object the compiled function is given."""
+    def __init__(self):
+        self.keys = torch.zeros(0, 4)
+        self.length = 0
+
+
+def _decode_step(q, layer):
+    layer.keys = torch.cat([layer.keys, q], dim=0)
+    layer.length += q.shape[0]
+    scores = (q @ layer.keys.T).softmax(-1)
+    return scores @ layer.keys, layer.length
+
+
+def _decode_counts(compile_fn):
+    n = [0]
+
+    def backend(gm, example_inputs):
+        n[0] += 1
+        return gm.forward
+    torch.manual_seed(0)
+    layer, twin = _KVLayer(), _KVLayer()
+    step = compile_fn(_decode_step, backend=backend)
+    counts = []
+    for size in (5, 1, 1, 1, 1, 1):
+        q = R(size, 4)
+        got, want = step(q, layer), _decode_step(q, twin)
+        torch.testing.assert_close(got, want)
+        torch.testing.assert_close(layer.keys, twin.keys)
+        assert layer.length == twin.length
+        counts.append(n[0])
+    return counts
+
+
+def test_tensors_and_ints_below_the_arguments_become_dynamic_as_under_torch_compile():
+    # A decode loop: the cache's keys grow by one row and its length by one per call. TorchDynamo's
+    # automatic dynamic shapes compare every tensor and int source (not only the arguments): after
+    # the first change a cache attribute is symbolic, so the loop compiles a fixed number of times
+    # instead of once per step (and, past recompile_limit, runs eagerly).
+    torch._dynamo.reset()
+    want = _decode_counts(torch.compile)
+    torch._dynamo.reset()
+    got = _decode_counts(dynview.compile)
+    assert got == want
+    assert got[-1] == got[-3]  # the later steps hit one symbolic entry

@@ -517,3 +517,49 @@ def test_a_cache_of_linear_attention_layers_built_in_forward_equals_eager_and_to
     torch._dynamo.reset()
     assert (ours.graph_count, ours.graph_break_count) == (theirs.graph_count, theirs.graph_break_count) == (1, 0), \
         [str(b) for b in ours.break_reasons]
+
+
+# ---- generation: model.forward compiled, model.generate(...) calling it once per token ----
+GENERATE = {
+    "llama": lambda T: T.LlamaForCausalLM(T.LlamaConfig(**KV)),
+    # a sliding-window cache: its layers' cumulative_length, an int attribute, grows per step
+    "mistral": lambda T: T.MistralForCausalLM(T.MistralConfig(**KV)),
+    "gpt2": lambda T: T.GPT2LMHeadModel(T.GPT2Config(n_embd=64, n_layer=2, n_head=4, vocab_size=100, n_positions=64)),
+    # encoder-decoder: an EncoderDecoderCache (self-attention and cross-attention caches)
+    "t5": lambda T: T.T5ForConditionalGeneration(T.T5Config(d_model=64, d_ff=128, d_kv=16, num_layers=2, num_heads=4,
+                                                            vocab_size=100, decoder_start_token_id=0, pad_token_id=0)),
+}
+
+
+def _generate(m, compile_fn, ids):
+    n = [0]
+
+    def backend(gm, example_inputs):
+        n[0] += 1
+        return gm.forward
+    forward = m.forward
+    if compile_fn:
+        m.forward = compile_fn(forward, backend=backend)
+    try:
+        out = m.generate(ids, max_new_tokens=10, do_sample=False, pad_token_id=0)
+    finally:
+        m.forward = forward
+    return out, n[0]
+
+
+@pytest.mark.parametrize("name", sorted(GENERATE))
+def test_generate_with_a_compiled_forward_compiles_as_often_as_torch_compile(name):
+    # Each decoding step calls forward with a cache one token longer. The cache's tensors and its
+    # running length are attributes of an object argument: both engines make them symbolic after
+    # they first change (prefill, first step, then one symbolic entry for every later step); the
+    # tokens equal eager's.
+    torch.manual_seed(0)
+    m = GENERATE[name](transformers).eval()
+    ids = torch.randint(3, 100, (2, 6))
+    want, _ = _generate(m, None, ids)
+    torch._dynamo.reset()
+    theirs, n_td = _generate(m, torch.compile, ids)
+    torch._dynamo.reset()
+    ours, n_dv = _generate(m, dynview.compile, ids)
+    assert torch.equal(ours, want) and torch.equal(theirs, want)
+    assert n_dv == n_td == 3
