@@ -945,6 +945,25 @@ Status call_on_constants(Translator& t, Frame& f, PyObject* fn, const std::strin
   return std::nullopt;
 }
 
+// torch.tensor and torch._refs.tensor (borrowed, kept), or null
+PyObject* tensor_factory() {
+  static PyObject* t = [] {
+    PyObject* o = PyObject_GetAttrString(py().torch.get(), "tensor");  // kept
+    if (!o) PyErr_Clear();
+    return o;
+  }();
+  return t;
+}
+PyObject* refs_tensor_factory() {
+  static PyObject* t = [] {
+    Ref refs = Ref::steal(PyImport_ImportModule("torch._refs"));
+    PyObject* o = refs ? PyObject_GetAttrString(refs.get(), "tensor") : nullptr;  // kept
+    if (!o) PyErr_Clear();
+    return o;
+  }();
+  return t;
+}
+
 // Calling an object known by identity (VK::Object's call): builtins, torch functions and operators,
 // classes, operator getters, NumPy ...
 Status object_call(Translator& t, Frame& f, const VPtr& fn, std::vector<VPtr>& args, KwArgs& kwargs, VPtr& out) {
@@ -1186,6 +1205,20 @@ Status object_call(Translator& t, Frame& f, const VPtr& fn, std::vector<VPtr>& a
       VPtr mv = t.bound_method(args[0], Ref(), str_of(Ref::steal(PyObject_GetAttrString(o, "__name__")).get()));
       args.erase(args.begin());
       return t.call(f, mv, std::move(args), std::move(kwargs), out);
+    }
+    if (t.output.dynamic() && o == tensor_factory()) {
+      // torch.tensor(n) / torch.tensor([n, 1]) of a symbolic size: torch._refs.tensor, which keeps
+      // it symbolic (torch.tensor itself reads the Python value), as TorchDynamo records it
+      std::function<bool(const VPtr&)> has_sym = [&](const VPtr& v) {
+        if (v->kind == VK::Sym) return true;
+        if (v->kind != VK::Tuple && v->kind != VK::List) return false;
+        for (const VPtr& x : v->items)
+          if (has_sym(x)) return true;
+        return false;
+      };
+      if (!args.empty() && has_sym(args[0]))
+        if (static PyObject* refs_tensor = refs_tensor_factory(); refs_tensor)
+          return t.graph_call(f, Ref::borrow(refs_tensor), "", std::move(args), std::move(kwargs), out);
     }
     return t.graph_call(f, fn->obj, "", std::move(args), std::move(kwargs), out);
   }

@@ -966,3 +966,21 @@ def lambda_name_and_doc(x):
     y = x + 1
     g = lambda t, k=3: t * k  # noqa: E731
     return g(y), g.__name__, g.__doc__
+
+
+# ---- range objects kept as values: len, indexing, attributes, membership, methods ----
+@case((6,))
+def range_object_len_index_iter(x):
+    y = x * 2
+    r = range(1, x.shape[0], 2)
+    tot = 0
+    for i in r:
+        tot += i
+    return y * len(r) + r[1] + tot + r.start + r.stop + r.step, 3 in r, r.index(3), r.count(5), list(reversed(r))
+
+
+@case((6,))
+def range_in_zip_beside_another(x):
+    y = x + 1
+    r = range(3)
+    return [y[i] * j for i, j in zip(r, range(10, 13))], len(r) == 3

@@ -72,16 +72,23 @@ def floordiv_slice(x, k):
 
 
 def builtins_over_sizes(x, k):
-    # isinstance/type read only the type; int, float, abs, max and min are graph nodes (sym_int,
-    # sym_float, abs, sym_max, sym_min): none of them specialises the size, as under TorchDynamo
+    # isinstance/type read only the type; int, float, abs, max, min and torch.tensor are graph nodes
+    # (sym_int, sym_float, abs, sym_max, sym_min, torch._refs.tensor): none of them specialises the
+    # size, as under TorchDynamo
     n = x.shape[0]
     m = max(n, 2) + min(n, 100, k + 50) + abs(n) + int(n)
     q = n.to(x.device) if isinstance(n, torch.Tensor) else n
-    return x.new_zeros(m) + float(n) * k, q, type(n) is int
+    return x.new_zeros(m) + float(n) * k + torch.tensor(n), q, type(n) is int
+
+
+def range_of_a_size(x, k):
+    # range() specialises the size in both engines (a recompile per size); the range is a value
+    r = range(x.shape[0])
+    return x * len(r) + r[-1] * k
 
 
 FUNCTIONS = [scale_sum, flatten_rows, branch_on_size, uses_len_and_zeros, pair, int_in_range, slice_by_int,
-             broadcast, matmul_chain, returns_size, reshape_fours, floordiv_slice, builtins_over_sizes]
+             broadcast, matmul_chain, returns_size, reshape_fours, floordiv_slice, builtins_over_sizes, range_of_a_size]
 
 SEQUENCES = {
     "batch": [(R(3, 4), 2), (R(5, 4), 2), (R(7, 4), 2), (R(1, 4), 2), (R(6, 4), 2), (R(7, 6), 2), (R(9, 6), 2)],

@@ -1,5 +1,5 @@
 // Frozen objects: instances of library classes that are immutable values once made
-// (inspect.Signature and inspect.Parameter, the mappingproxy of a signature's parameters), and
+// (inspect.Signature and inspect.Parameter, the mappingproxy of a signature's parameters, range), and
 // Enum classes (their members are fixed when the class is made: iterating one, its length and `in`
 // are constants of the class, which is guarded by identity). The
 // trace reads their attributes, items, length and iteration directly, as constants; the functions
@@ -41,6 +41,7 @@ bool frozen_object(PyObject* o) {
   PyTypeObject* tp = Py_TYPE(o);
   const Frozen& z = frozen();
   if (reinterpret_cast<PyObject*>(tp) == py().enum_meta.get()) return true;  // an Enum class of the stdlib's metaclass
+  if (PyRange_Check(o)) return true;  // range(n) of constants (or of a specialised size)
   if (tp == reinterpret_cast<PyTypeObject*>(z.signature_type.get()) || tp == reinterpret_cast<PyTypeObject*>(z.parameter_type.get()))
     return true;
   if (tp == &PyDictProxy_Type) {  // a signature's parameters: a proxy of a dict of Parameters
