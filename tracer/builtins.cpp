@@ -510,7 +510,9 @@ Translator::Status call_builtin(Translator& t, Frame& f, PyObject* fn, std::vect
       return std::nullopt;
     }
     Status s = t.getattr(f, args[0], name, out);
-    const bool missing = s && s->id == kNoAttributeId;
+    // (an AttributeError raised in the trace too: a Python __getattr__'s, as hasattr() sees it)
+    const bool missing = s && (s->id == kNoAttributeId || (s->exc && PyObject_IsInstance(s->exc.get(), PyExc_AttributeError) == 1));
+    PyErr_Clear();
     if (s && !missing) return s;  // the attribute may exist but cannot be traced: not a False
     if (is(Builtin::hasattr_)) {
       out = t.constant(Ref::borrow(missing ? Py_False : Py_True));

@@ -984,3 +984,60 @@ def range_in_zip_beside_another(x):
     y = x + 1
     r = range(3)
     return [y[i] * j for i, j in zip(r, range(10, 13))], len(r) == 3
+
+
+# ---- __getattr__ fallbacks on objects made in the trace; list.sort ----
+class _AttrFallback:
+    def __init__(self):
+        self.known = 2
+
+    def __getattr__(self, name):
+        if name.startswith("opt_"):
+            return 0
+        raise AttributeError(name)
+
+
+@case((3,))
+def getattr_fallback_after_an_op(x):
+    y = x * 3
+    o = _AttrFallback()
+    return y * o.known + o.opt_bias, hasattr(o, "other"), getattr(o, "opt_w", 5), getattr(o, "zzz", 7)
+
+
+class _DelegatingConfig:
+    """Unknown names are read from a dict, as many libraries' config objects do."""
+    def __init__(self, **kw):
+        self._values = dict(kw)
+
+    def __getattr__(self, name):
+        try:
+            return self.__dict__["_values"][name]
+        except KeyError:
+            raise AttributeError(name) from None
+
+
+@case((3,))
+def config_with_getattr_delegation(x):
+    y = x + 1
+    cfg = _DelegatingConfig(scale=2.0, act="relu")
+    out = y * cfg.scale
+    if cfg.act == "relu":
+        out = out.relu()
+    return out, hasattr(cfg, "missing"), getattr(cfg, "dropout", 0.1)
+
+
+@case((2, 3))
+def list_sort_after_an_op(x):
+    y = x * 2
+    xs = [3, 1, 2]
+    xs.sort()
+    names = ["b", "aa", "c"]
+    names.sort(key=len, reverse=True)
+    return y + xs[0], xs, names
+
+
+@case((2, 3), extra=lambda seed: ([3, 1, 2],))
+def list_argument_sorted_in_place(x, xs):
+    # the caller's list is sorted (the transformed code writes it back)
+    xs.sort(reverse=True)
+    return x * xs[0]

@@ -80,7 +80,8 @@ bool plain_class(PyTypeObject* tp) {
   if (_PyType_Lookup(tp, new_name) != _PyType_Lookup(root, new_name)) return false;
   PyObject* getattribute = _PyType_Lookup(tp, getattribute_name);  // the generic lookup, or one in Python (inlined)
   if (getattribute != _PyType_Lookup(root, getattribute_name) && !(getattribute && PyFunction_Check(getattribute))) return false;
-  if (_PyType_Lookup(tp, getattr_name)) return false;
+  PyObject* getattr = _PyType_Lookup(tp, getattr_name);  // a fallback for missing attributes, in Python (inlined)
+  if (getattr && !PyFunction_Check(getattr)) return false;
   PyObject* setattr = _PyType_Lookup(tp, setattr_name);
   return setattr == _PyType_Lookup(&PyBaseObject_Type, setattr_name) || (setattr && PyFunction_Check(setattr));
 }
@@ -192,9 +193,18 @@ void Translator::attrs_changed(const VPtr& obj) {
 Translator::Status Translator::instance_getattr(Frame& f, const VPtr& obj, const std::string& name, VPtr& out) {
   static PyObject* getattribute_name = interned("__getattribute__");
   PyObject* getattribute = _PyType_Lookup(class_of(obj), getattribute_name);
-  if (getattribute && PyFunction_Check(getattribute))  // the class's own __getattribute__, inlined
-    return call_python(f, Ref::borrow(getattribute), {obj, constant_steal(PyUnicode_FromString(name.c_str()))}, out);
-  return instance_generic_getattr(f, obj, name, out);
+  Status s = getattribute && PyFunction_Check(getattribute)  // the class's own __getattribute__, inlined
+                 ? call_python(f, Ref::borrow(getattribute), {obj, constant_steal(PyUnicode_FromString(name.c_str()))}, out)
+                 : instance_generic_getattr(f, obj, name, out);
+  // An AttributeError (the attribute is missing, or raised by __getattribute__): the class's
+  // __getattr__, inlined, as type's slot_tp_getattr_hook calls it
+  static PyObject* getattr_name = interned("__getattr__");
+  PyObject* getattr = s && s->exc && PyObject_IsInstance(s->exc.get(), PyExc_AttributeError) == 1
+                          ? _PyType_Lookup(class_of(obj), getattr_name) : nullptr;
+  PyErr_Clear();
+  if (getattr && PyFunction_Check(getattr))
+    return call_python(f, Ref::borrow(getattr), {obj, constant_steal(PyUnicode_FromString(name.c_str()))}, out);
+  return s;
 }
 
 // object.__getattribute__: data descriptors, the instance's __dict__, then the class.

@@ -88,6 +88,21 @@ Status reverse(Translator& t, Frame& f, const VPtr& self, std::vector<VPtr>& arg
   return std::nullopt;
 }
 
+// list.sort(key=..., reverse=...): what sorted() gives (by constant keys, stable), in place.
+Status sort(Translator& t, Frame& f, const VPtr& self, std::vector<VPtr>& args, KwArgs& kwargs, VPtr& out) {
+  if (!args.empty()) return t.raise_new(f, PyExc_TypeError, "sort() takes no positional arguments");
+  static PyObject* sorted_fn = PyDict_GetItemString(PyEval_GetBuiltins(), "sorted");  // borrowed: builtins live on
+  if (!sorted_fn) return t.brk(f, "DV0004", "list.sort: builtins.sorted is missing");
+  VPtr fn = t.make(VK::Object);
+  fn->obj = Ref::borrow(sorted_fn);
+  VPtr r;
+  if (Status s = t.call(f, fn, {self}, std::move(kwargs), r)) return s;
+  if (r->kind != VK::List) return t.brk(f, "DV0004", "list.sort: sorted() gave a " + std::string(vk_name(r->kind)));
+  self->items = r->items;
+  out = none(t);
+  return std::nullopt;
+}
+
 Status copy(Translator& t, Frame& f, const VPtr& self, std::vector<VPtr>& args, KwArgs& kwargs, VPtr& out) {
   if (!args.empty() || !kwargs.empty()) return t.brk(f, "DV0004", "list.copy with arguments");
   out = t.make(VK::List);
@@ -138,7 +153,7 @@ Status count(Translator& t, Frame& f, const VPtr& self, std::vector<VPtr>& args,
 const MethodTable kListMethods = {
     {"append", {append, true}}, {"extend", {extend, true}}, {"pop", {pop, true}},     {"insert", {insert, true}},
     {"remove", {remove, true}}, {"clear", {clear, true}},   {"reverse", {reverse, true}}, {"copy", {copy, false}},
-    {"index", {index, false}},  {"count", {count, false}},
+    {"index", {index, false}},  {"count", {count, false}},   {"sort", {sort, true}},
 };
 
 }  // namespace
