@@ -1112,6 +1112,20 @@ Status object_call(Translator& t, Frame& f, const VPtr& fn, std::vector<VPtr>& a
       return std::nullopt;
     }
   }
+  if (o == inference_mode_class() && args.size() <= 1 && kwargs.size() <= 1) {
+    // torch.inference_mode() / inference_mode(False) / inference_mode(mode=b) of a constant: the real
+    // object, made now (it holds only its mode); a with-block on it is traced (inference_mode.cpp).
+    // inference_mode(fn), the decorator without parentheses, is followed as Python below.
+    VPtr mode = !args.empty() ? args[0] : !kwargs.empty() && kwargs[0].first == "mode" ? kwargs[0].second : nullptr;
+    if ((!args.empty() || !kwargs.empty()) && !mode) return t.brk(f, "DV0004", "torch.inference_mode with keyword " + kwargs[0].first);
+    if (!mode || (mode->kind == VK::Const && PyBool_Check(mode->obj.get()))) {
+      Ref r;
+      if (Status s = call_on_constants(t, f, o, "torch.inference_mode", args, kwargs, r)) return s;
+      out = t.make(VK::Object);
+      out->obj = r;
+      return std::nullopt;
+    }
+  }
   if (is_profiler_range(o)) {
     // torch.autograd.profiler.record_function(name) (Optimizer.step's wrapper): a profiler range,
     // ignored while capturing as TorchDynamo ignores it -- a contextlib.nullcontext() in its place.
@@ -1151,6 +1165,9 @@ Status object_call(Translator& t, Frame& f, const VPtr& fn, std::vector<VPtr>& a
     case TorchSpecial::grad_and_value_impl: return t.func_grad_impl(f, true, std::move(args), std::move(kwargs), out);
     case TorchSpecial::effect:
       return t.brk(f, "DV0004", callable_name(o) + " has effects outside the graph");
+    case TorchSpecial::unguarded_state:  // its answer could not be kept: no guard checks that state on later calls
+      return t.brk(f, "DV0004", callable_name(o) + " reads state the compiled code's guards do not check",
+                   "TorchDynamo breaks the graph here too");
     case TorchSpecial::is_grad_enabled:
     case TorchSpecial::get_default_dtype: out = t.constant_steal(PyObject_CallNoArgs(o)); return std::nullopt;
     case TorchSpecial::is_tensor:

@@ -9,6 +9,7 @@
 #include <ATen/core/Tensor.h>
 #include <c10/core/DefaultDtype.h>
 #include <c10/core/GradMode.h>
+#include <c10/core/InferenceMode.h>
 #include <c10/core/impl/LocalDispatchKeySet.h>
 
 // Python tensor objects: layout of torch/csrc/autograd/python_variable.h's THPVariable, mirrored
@@ -48,6 +49,12 @@ GraphRunState graph_run_state() {
 
 bool grad_mode_enabled() { return c10::GradMode::is_enabled(); }
 bool saved_tensor_hooks_tracing(bool on) { return at::SavedTensorDefaultHooks::set_tracing(on); }
+
+std::shared_ptr<void> enter_inference_mode(bool mode) {
+  return std::shared_ptr<void>(new c10::InferenceMode(mode), [](void* p) { delete static_cast<c10::InferenceMode*>(p); });
+}
+
+bool inference_mode_enabled() { return c10::InferenceMode::is_enabled(); }
 void set_grad_mode_enabled(bool mode) { c10::GradMode::set_enabled(mode); }
 
 void restore_graph_run_state(const GraphRunState& s) {

@@ -4,6 +4,7 @@
 #include <Python.h>
 
 #include <cstdint>
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -52,6 +53,10 @@ bool grad_mode_enabled();               // torch.is_grad_enabled(), asked of Lib
 // as TorchDynamo's _disable_saved_tensors_hooks_during_tracing does: the examples' autograd does
 // not pack meta tensors through them. Returns the previous setting.
 bool saved_tensor_hooks_tracing(bool on);
+// c10::InferenceMode entered (mode true: inference mode; false: out of it) until the result is
+// released, which puts back the autograd and dispatch state it found (RAII: release in reverse order).
+std::shared_ptr<void> enter_inference_mode(bool mode);
+bool inference_mode_enabled();
 void set_grad_mode_enabled(bool mode);  // torch._C._set_grad_enabled(mode), in LibTorch
 // Fills spec from a tensor; false (no Python error set) if o is not a tensor.
 bool tensor_spec(PyObject* o, TensorSpec& spec);

@@ -67,6 +67,7 @@ const Row kRows[] = {
     {"torch.jit", "save", TorchSpecial::effect},
     {"torch.jit", "load", TorchSpecial::effect},
     {"torch", "set_default_dtype", TorchSpecial::effect},
+    {"torch", "is_inference_mode_enabled", TorchSpecial::unguarded_state},  // as TorchDynamo, which breaks there
     {"torch", "set_printoptions", TorchSpecial::effect},
     {"torch", "use_deterministic_algorithms", TorchSpecial::effect},
     {"torch", "set_num_threads", TorchSpecial::effect},

@@ -128,6 +128,9 @@ CaptureResult capture(const CaptureRequest& req);
 class Translator {
  public:
   Translator(CompileId id, EngineObserver* obs, OutputGraph& output);
+  ~Translator();  // leaves the torch.inference_mode blocks the trace entered and did not leave
+  Translator(const Translator&) = delete;
+  Translator& operator=(const Translator&) = delete;
   // Trace the root frame: `args` are the frame's argument values (borrowed for the call),
   // `closure` the function's closure tuple (or null). Fills `r` (its output graph is `output`).
   void run_root(PyObject* code, PyObject* globals, PyObject* builtins, PyObject* const* args, PyObject* closure,
@@ -166,6 +169,9 @@ class Translator {
   // A torch.autocast block made in the trace, entered (BEFORE_WITH) and left (its __exit__) (autocast.cpp).
   Status enter_autocast(Frame& f, const VPtr& mgr);
   Status exit_autocast(Frame& f, const VPtr& exit, VPtr& out);
+  // A torch.inference_mode block, entered (BEFORE_WITH) and left (its __exit__) (inference_mode.cpp).
+  Status enter_inference_mode(Frame& f, const VPtr& mgr);
+  Status exit_inference_mode(Frame& f, const VPtr& exit, VPtr& out);
   Status optimizer_init_group(Frame& f, const VPtr& fn, const std::vector<VPtr>& args,
                               const std::vector<std::pair<std::string, VPtr>>& kwargs, VPtr& out, bool& handled);
   std::vector<Ref> made_keys_;  // tuples key_of built (kept while a dict value takes its own reference)
@@ -418,6 +424,7 @@ class Translator {
     VPtr value;
   };
   std::vector<FunctionalOverride> functional_overrides_;
+  std::vector<std::shared_ptr<void>> inference_modes_;  // torch.inference_mode blocks entered for the trace, innermost last
   // value (a constant: its object) -> (value kept alive, its fake id)
   std::unordered_map<const void*, std::pair<VPtr, VPtr>> fake_ids_;
 #ifdef DV_CHECK_STACK
@@ -508,6 +515,7 @@ enum class TorchSpecial {
   grad_impl,           // functorch's grad_impl(func, argnums, has_aux, args, kwargs): a FuncGrad called
   grad_and_value_impl, // functorch's grad_and_value_impl(...): the same
   effect,              // seeds, save/load, process settings, compile: a break
+  unguarded_state,     // reads state the guards do not check (torch.is_inference_mode_enabled): a break
 };
 TorchSpecial torch_special(PyObject* fn);
 // Grad mode (tracer/values/grad_mode.cpp, handlers_control.cpp). A GradMode value's `name` says what
@@ -518,6 +526,10 @@ TorchSpecial torch_special(PyObject* fn);
 inline constexpr const char* kGradExit = "__exit__";
 inline constexpr const char* kGradSetEnabled = "set_grad_enabled";
 inline constexpr const char* kGradDecorated = "decorated";
+// A torch.inference_mode block's __exit__ (flag: the mode; node: its _enter_inference_mode node) (inference_mode.cpp)
+inline constexpr const char* kInferenceExit = "inference_exit";
+PyObject* inference_mode_class();  // torch.inference_mode (borrowed)
+bool is_inference_mode(PyObject* o);  // an instance of exactly it
 // A torch.autocast block's __exit__ (obj: the autocast object; node: its _enter_autocast node) (autocast.cpp)
 inline constexpr const char* kAutocastExit = "autocast_exit";
 PyObject* autocast_class();  // torch.amp.autocast_mode.autocast (borrowed)

@@ -1041,3 +1041,68 @@ def list_argument_sorted_in_place(x, xs):
     # the caller's list is sorted (the transformed code writes it back)
     xs.sort(reverse=True)
     return x * xs[0]
+
+
+# ---- torch.inference_mode blocks: _enter_inference_mode / _exit_inference_mode nodes ----
+@case((3,))
+def inference_mode_block(x):
+    y = x * 2
+    with torch.inference_mode():
+        z = y + 1
+    return z * 3, y.requires_grad
+
+
+@case((3,))
+def inference_mode_false_block(x):
+    y = x * 2
+    with torch.inference_mode(False):
+        z = y + 1
+    return z
+
+
+@torch.inference_mode()
+def _predict(t):
+    return t.sin() * 2
+
+
+@case((3,))
+def inference_mode_decorated_helper(x):
+    y = x + 1
+    return _predict(y) + 1
+
+
+@case((3,))
+def inference_mode_nested_in_no_grad(x):
+    with torch.no_grad():
+        with torch.inference_mode(True):
+            y = x.cos()
+        z = y * 2
+    return z
+
+
+@case((3,))
+def inference_mode_left_by_an_exception(x):
+    # the block's exit runs as the exception leaves it; torch.is_inference_mode_enabled() breaks (its
+    # answer is state no guard checks), as in TorchDynamo
+    y = x + 1
+    try:
+        with torch.inference_mode():
+            y = y * 2
+            raise KeyError("k")
+    except KeyError:
+        y = y - 1
+    return y, torch.is_inference_mode_enabled()
+
+
+@case((3,))
+def inference_mode_break_inside(x):
+    y = x + 1
+    with torch.inference_mode():
+        y = y * 2
+        print("", end="")
+        y = y + 3
+    return y
+
+
+NOT_YET["inference_mode_break_inside"] = (
+    "a break inside a torch.inference_mode block does not split the frame: it runs eagerly (TorchDynamo: 2 graphs)")

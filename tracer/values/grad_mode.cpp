@@ -33,6 +33,8 @@ struct Kind<VK::GradMode> {
   static void describe(const Value& v, std::string& out, int depth) {
     if (v.name == kAutocastExit) {
       out += "<exit autocast>";
+    } else if (v.name == kInferenceExit) {
+      out += v.flag ? "<exit inference_mode>" : "<exit inference_mode(False)>";
     } else if (v.name == kGradExit) {
       out += v.flag ? "<restore enable_grad>" : "<restore no_grad>";
     } else if (v.name == kGradDecorated) {
@@ -53,6 +55,7 @@ struct Kind<VK::GradMode> {
   static constexpr auto getattr = no_answer::getattr;
   static Status call(Translator& t, Frame& f, const VPtr& fn, std::vector<VPtr>& args, KwArgs& kwargs, VPtr& out) {
     if (fn->name == kAutocastExit) return t.exit_autocast(f, fn, out);  // a torch.autocast block's __exit__
+    if (fn->name == kInferenceExit) return t.exit_inference_mode(f, fn, out);  // a torch.inference_mode block's
     if (fn->name == kGradExit) return call_grad_exit(t, f, fn, out);  // a with-block's __exit__
     if (fn->name == kGradDecorated) return call_decorated(t, f, fn, args, kwargs, out);
     // torch.no_grad()(fn) / @torch.no_grad(): the decorated function. (set_grad_enabled(b)(fn)
@@ -94,7 +97,9 @@ struct Kind<VK::GradMode> {
       r.e.call(0);
       return r.remember(v);
     }
-    return false;  // set_grad_enabled(b) would set the mode again as it is rebuilt
+    // set_grad_enabled(b) would set the mode again as it is rebuilt; an inference_mode block's exit
+    // would leave a mode the graph entered (its handle stays in the graph): a split there runs eagerly
+    return false;
   }
 };
 DV_KIND(GradMode, "grad_mode")
