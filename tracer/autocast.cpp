@@ -15,12 +15,7 @@ namespace dv {
 
 namespace {
 
-PyObject* autocast_attr(const char* name) {
-  Ref m = Ref::steal(PyImport_ImportModule("torch.amp.autocast_mode"));
-  PyObject* a = m ? PyObject_GetAttrString(m.get(), name) : nullptr;  // kept for the process
-  if (!a) PyErr_Clear();
-  return a;
-}
+PyObject* autocast_attr(const char* name) { return kept_attr("torch.amp.autocast_mode", name); }
 
 }  // namespace
 

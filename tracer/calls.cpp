@@ -947,20 +947,11 @@ Status call_on_constants(Translator& t, Frame& f, PyObject* fn, const std::strin
 
 // torch.tensor and torch._refs.tensor (borrowed, kept), or null
 PyObject* tensor_factory() {
-  static PyObject* t = [] {
-    PyObject* o = PyObject_GetAttrString(py().torch.get(), "tensor");  // kept
-    if (!o) PyErr_Clear();
-    return o;
-  }();
+  static PyObject* t = kept_attr("torch", "tensor");
   return t;
 }
 PyObject* refs_tensor_factory() {
-  static PyObject* t = [] {
-    Ref refs = Ref::steal(PyImport_ImportModule("torch._refs"));
-    PyObject* o = refs ? PyObject_GetAttrString(refs.get(), "tensor") : nullptr;  // kept
-    if (!o) PyErr_Clear();
-    return o;
-  }();
+  static PyObject* t = kept_attr("torch._refs", "tensor");
   return t;
 }
 

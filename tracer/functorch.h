@@ -15,12 +15,7 @@
 
 namespace dv::functorch {
 
-inline PyObject* attr_of(const char* module, const char* name) {  // module.name, kept for the process (or null)
-  Ref m = Ref::steal(PyImport_ImportModule(module));
-  PyObject* fn = m ? PyObject_GetAttrString(m.get(), name) : nullptr;  // kept
-  if (!fn) PyErr_Clear();
-  return fn;
-}
+inline PyObject* attr_of(const char* module, const char* name) { return kept_attr(module, name); }
 
 struct Steps {  // the functions the graph calls, looked up once
   PyObject* hooks_disable = attr_of("torch._C._autograd", "_saved_tensors_hooks_disable");

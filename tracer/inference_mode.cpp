@@ -14,12 +14,7 @@ namespace dv {
 
 namespace {
 
-PyObject* grad_mode_attr(const char* name) {
-  Ref m = Ref::steal(PyImport_ImportModule("torch.autograd.grad_mode"));
-  PyObject* a = m ? PyObject_GetAttrString(m.get(), name) : nullptr;  // kept for the process
-  if (!a) PyErr_Clear();
-  return a;
-}
+PyObject* grad_mode_attr(const char* name) { return kept_attr("torch.autograd.grad_mode", name); }
 
 }  // namespace
 

@@ -46,6 +46,13 @@ bool py_init() {
 
 const Py& py() { return g_py; }
 
+PyObject* kept_attr(const char* module, const char* name) {
+  Ref m = Ref::steal(PyImport_ImportModule(module));
+  PyObject* a = m ? PyObject_GetAttrString(m.get(), name) : nullptr;
+  if (!a) PyErr_Clear();
+  return a;
+}
+
 bool is_sym(PyObject* o) {
   PyObject* t = reinterpret_cast<PyObject*>(Py_TYPE(o));
   return t == g_py.sym_int.get() || t == g_py.sym_bool.get() || t == g_py.sym_float.get();

@@ -987,21 +987,27 @@ def range_in_zip_beside_another(x):
 
 
 # ---- __getattr__ fallbacks on objects made in the trace; list.sort ----
-class _AttrFallback:
+class _LazyDefaults:
+    """Names with a known prefix read as a default until set (a registry of optional settings)."""
+    _DEFAULTS = {"opt_": 0, "use_": False}
+
     def __init__(self):
         self.known = 2
 
     def __getattr__(self, name):
-        if name.startswith("opt_"):
-            return 0
-        raise AttributeError(name)
+        for prefix, default in self._DEFAULTS.items():
+            if name.startswith(prefix):
+                return default
+        raise AttributeError(f"{type(self).__name__} has no setting {name!r}")
 
 
 @case((3,))
 def getattr_fallback_after_an_op(x):
     y = x * 3
-    o = _AttrFallback()
-    return y * o.known + o.opt_bias, hasattr(o, "other"), getattr(o, "opt_w", 5), getattr(o, "zzz", 7)
+    o = _LazyDefaults()
+    o.opt_scale = 4
+    return (y * o.known + o.opt_bias + o.opt_scale, o.use_cache, hasattr(o, "other"), getattr(o, "opt_w", 5),
+            getattr(o, "zzz", 7))
 
 
 class _DelegatingConfig:

@@ -81,12 +81,7 @@ Status shallow_copy(Translator& t, Frame& f, const VPtr&, Args& args, Kwargs& kw
   return t.copy_value(f, args, kwargs, out, false);
 }
 
-PyObject* attr_of(const char* module, const char* name) {  // a new reference kept for the process, or null
-  Ref mod = Ref::steal(PyImport_ImportModule(module));
-  PyObject* o = mod ? PyObject_GetAttrString(mod.get(), name) : nullptr;
-  if (!o) PyErr_Clear();
-  return o;
-}
+PyObject* attr_of(const char* module, const char* name) { return kept_attr(module, name); }
 
 const std::unordered_map<PyObject*, LibraryCall>& by_identity() {
   static const auto* table = [] {
