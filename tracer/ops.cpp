@@ -252,7 +252,7 @@ Translator::Status Translator::subscr(Frame& f, VPtr obj, VPtr idx, VPtr& out) {
   }
   if (obj->kind == VK::NNModule && idx->kind == VK::Const && PySlice_Check(idx->obj.get()) && obj->source) {
     // ModuleList / Sequential slices (self.layers[:-1]): the children in the slice, each with its
-    // source, as a list (iterate, index, len; calling a sliced Sequential is not supported).
+    // source, as a list (iterate, index, len), or for a Sequential a Sequential of them.
     Ref mods = Ref::steal(PyObject_GetAttrString(obj->obj.get(), "_modules"));
     if (!mods || !PyDict_Check(mods.get())) {
       PyErr_Clear();
@@ -271,27 +271,51 @@ Translator::Status Translator::subscr(Frame& f, VPtr obj, VPtr idx, VPtr& out) {
       if (!m) return brk(f, "DV0013", "unsupported submodule");
       l->items.push_back(m);
     }
+    // A Sequential's slice is a Sequential (eager's __getitem__ makes one of the same children): the
+    // real one, made now, as a module made in the trace whose children are these values (its
+    // iteration gives them, sources and all), so that calling it runs them in turn
+    static PyObject* sequential = kept_attr("torch.nn", "Sequential");
+    if (sequential && reinterpret_cast<PyObject*>(Py_TYPE(obj->obj.get())) == sequential) {
+      Ref sliced = Ref::steal(PyObject_GetItem(obj->obj.get(), idx->obj.get()));
+      if (!sliced) return raise_current(f, "slicing a Sequential");
+      out = make(VK::NNModule);
+      out->obj = sliced;
+      out->flag = true;  // made in the trace
+      out->items = l->items;
+      return std::nullopt;
+    }
     out = l;
     return std::nullopt;
   }
-  if (obj->kind == VK::NNModule && idx->kind == VK::Const) {  // ModuleList / Sequential indexing
+  if (obj->kind == VK::NNModule && idx->kind == VK::Const) {
+    // ModuleList / Sequential / ModuleDict / ParameterList / ParameterDict indexing: the item, reloaded
+    // from the member dict that holds it -- found by identity, so a Sequential of named children
+    // (Sequential(OrderedDict(conv=...))[0] is _modules['conv']) and a ParameterList (its items are
+    // _parameters['0'], ...) are reached where they are
     Ref r = Ref::steal(PyObject_GetItem(obj->obj.get(), idx->obj.get()));
     if (!r) return brk(f, "DV0010", "module indexing raised");
-    if (PyLong_Check(idx->obj.get()) && obj->source) {
-      Ref keys = Ref::steal(PyObject_GetAttrString(obj->obj.get(), "_modules"));
-      long i = PyLong_AsLong(idx->obj.get());
-      long n = keys ? static_cast<long>(PyDict_Size(keys.get())) : 0;
-      if (i < 0) i += n;
-      Ref name = Ref::steal(PyUnicode_FromFormat("%ld", i));
-      out = wrap(r, Source::module_member(obj->source, "_modules", str_of(name.get())), f);
-    } else if (PyUnicode_Check(idx->obj.get()) && obj->source) {  // ModuleDict["name"]
-      Ref keys = Ref::steal(PyObject_GetAttrString(obj->obj.get(), "_modules"));
-      PyObject* same = keys && PyDict_Check(keys.get()) ? PyDict_GetItem(keys.get(), idx->obj.get()) : nullptr;
-      PyErr_Clear();
-      out = wrap(r, same == r.get() ? Source::module_member(obj->source, "_modules", str_of(idx->obj.get())) : nullptr, f);
-    } else {
-      out = wrap(r, nullptr, f);
+    SourcePtr src;
+    for (const char* dict : {"_modules", "_parameters", "_buffers"}) {
+      if (src || !obj->source) break;
+      Ref members = Ref::steal(PyObject_GetAttrString(obj->obj.get(), dict));
+      if (!members || !PyDict_Check(members.get())) {
+        PyErr_Clear();
+        continue;
+      }
+      PyObject* named = PyUnicode_Check(idx->obj.get()) ? PyDict_GetItem(members.get(), idx->obj.get()) : nullptr;
+      if (named == r.get()) {  // ModuleDict["name"], ParameterDict["name"]
+        src = Source::module_member(obj->source, dict, str_of(idx->obj.get()));
+        break;
+      }
+      Py_ssize_t pos = 0;
+      PyObject *k, *v;
+      while (PyDict_Next(members.get(), &pos, &k, &v))
+        if (v == r.get() && PyUnicode_Check(k)) {
+          src = Source::module_member(obj->source, dict, str_of(k));
+          break;
+        }
     }
+    out = wrap(r, src, f);
     if (!out) return brk(f, "DV0013", "unsupported module item");
     return std::nullopt;
   }

@@ -24,7 +24,7 @@ enum class VK : uint8_t {
   Object,    // obj: any Python object known by identity (modules, classes, builtins, torch functions)
   Function,  // user function: obj = function object or code (made by MAKE_FUNCTION), cells/defaults
   Method,    // self + name (tensor/list/dict/const methods), or self + function (bound user method)
-  NNModule,  // obj: the nn.Module
+  NNModule,  // obj: the nn.Module (a Sequential's slice made in the trace: items = its children, ops.cpp)
   Cell,      // items[0]: contents (or empty)
   GradMode,  // a torch.no_grad()/enable_grad()/set_grad_enabled(b) context: flag
   Sym,       // a symbolic int/bool/float of a dynamic-shape compile: obj = torch.SymInt..., node

@@ -151,3 +151,43 @@ class MaskedScoresInTraining(nn.Module):
 
 
 module_case(MaskedScoresInTraining, (2, 5, 8))
+
+
+class LayerScaledStack(nn.Module):
+    """Per-layer learnable scales in a ParameterList and named biases in a ParameterDict, as
+    layer-scale / adapter code keeps them: indexed, iterated and summed in forward (iterating a
+    ParameterList gave nothing, and indexing it failed with KeyError, before they were followed)."""
+
+    def __init__(self, depth=3):
+        super().__init__()
+        self.layers = nn.ModuleList(nn.Linear(4, 4) for _ in range(depth))
+        self.scales = nn.ParameterList(nn.Parameter(torch.full((4,), 0.5 + i)) for i in range(depth))
+        self.biases = nn.ParameterDict({"pre": nn.Parameter(torch.randn(4)), "post": nn.Parameter(torch.randn(4))})
+
+    def forward(self, x):
+        x = x + self.biases["pre"]
+        for i, layer in enumerate(self.layers):
+            x = layer(x) * self.scales[i]
+        reg = sum(s.pow(2).sum() for s in self.scales) + sum(p.sum() for p in self.scales)
+        names = [k for k in self.biases]
+        return x + self.biases["post"] + self.scales[-1], reg, names
+
+
+module_case(LayerScaledStack, (2, 4))
+
+
+class NamedSequentialHead(nn.Module):
+    """A Sequential of named children (built from an OrderedDict) indexed by position: seq[0] is
+    _modules['proj'], not _modules['0']."""
+
+    def __init__(self):
+        super().__init__()
+        from collections import OrderedDict
+        self.head = nn.Sequential(OrderedDict(proj=nn.Linear(4, 8), act=nn.GELU(), out=nn.Linear(8, 2)))
+
+    def forward(self, x):
+        h = self.head[0](x)
+        return self.head[-1](self.head[1](h)), self.head[1:](h).shape
+
+
+module_case(NamedSequentialHead, (3, 4))

@@ -25,21 +25,62 @@ struct Kind<VK::NNModule> {
     return std::nullopt;
   }
   static Status iterate(Translator& t, Frame& f, const VPtr& v, VPtr& out, bool /*materialize*/) {
+    // The containers' own __iter__, by identity (a subclass that overrides it breaks): ModuleList and
+    // Sequential give their children, ModuleDict and ParameterDict their keys, ParameterList its
+    // items self["0"], self["1"], ... (parameters, or other objects it holds as attributes)
+    static PyObject* const* iters = [] {
+      static PyObject* c[5] = {};
+      const char* names[] = {"ModuleList", "Sequential", "ModuleDict", "ParameterList", "ParameterDict"};
+      for (int i = 0; i < 5; ++i) {
+        PyObject* cls = kept_attr("torch.nn", names[i]);
+        c[i] = cls ? PyObject_GetAttrString(cls, "__iter__") : nullptr;  // kept
+        Py_XDECREF(cls);
+        PyErr_Clear();
+      }
+      return c;
+    }();
+    PyObject* m = v->obj.get();
+    Ref cls_iter = Ref::steal(PyObject_GetAttrString(reinterpret_cast<PyObject*>(Py_TYPE(m)), "__iter__"));
+    PyErr_Clear();
+    int which = -1;
+    for (int i = 0; i < 5 && cls_iter; ++i)
+      if (iters[i] && cls_iter.get() == iters[i]) which = i;
+    if (which < 0) return t.brk(f, "DV0016", std::string("iterating a ") + Py_TYPE(m)->tp_name + " module");
     VPtr it = t.make(VK::Iter);
-    // ModuleList, Sequential, ModuleDict iterate their children
-    Ref mods = Ref::steal(PyObject_GetAttrString(v->obj.get(), "_modules"));
-    Ref cls_iter = Ref::steal(PyObject_GetAttrString(reinterpret_cast<PyObject*>(Py_TYPE(v->obj.get())), "__iter__"));
-    if (!mods || !cls_iter || !PyDict_Check(mods.get())) return t.brk(f, "DV0016", "module is not iterable");
-    Ref tname = Ref::steal(PyObject_GetAttrString(reinterpret_cast<PyObject*>(Py_TYPE(v->obj.get())), "__name__"));
-    const bool is_dict = str_of(tname.get()) == "ModuleDict";
+    if (which == 1 && v->flag && !v->items.empty()) {  // a Sequential's slice (ops.cpp): the parent's children
+      it->items = v->items;
+      out = it;
+      return std::nullopt;
+    }
+    if (which == 4) {  // ParameterDict: its keys, in order
+      Ref keys = Ref::steal(PyObject_GetAttrString(m, "_keys"));
+      Ref list = keys ? Ref::steal(PySequence_List(keys.get())) : Ref();
+      if (!list) return PyErr_Clear(), t.brk(f, "DV0016", "a ParameterDict without its keys");
+      for (Py_ssize_t i = 0; i < PyList_GET_SIZE(list.get()); ++i) it->items.push_back(t.constant(Ref::borrow(PyList_GET_ITEM(list.get(), i))));
+      out = it;
+      return std::nullopt;
+    }
+    if (which == 3) {  // ParameterList: self[0], self[1], ... as its __getitem__ reads them
+      const Py_ssize_t n = PyObject_Length(m);
+      if (n < 0) return PyErr_Clear(), t.brk(f, "DV0016", "len() of a ParameterList raised");
+      for (Py_ssize_t i = 0; i < n; ++i) {
+        VPtr item;
+        if (Status s = t.subscr(f, v, t.constant_steal(PyLong_FromSsize_t(i)), item)) return s;
+        it->items.push_back(item);
+      }
+      out = it;
+      return std::nullopt;
+    }
+    Ref mods = Ref::steal(PyObject_GetAttrString(m, "_modules"));
+    if (!mods || !PyDict_Check(mods.get())) return PyErr_Clear(), t.brk(f, "DV0016", "module is not iterable");
     Py_ssize_t pos = 0;
-    PyObject *k, *m;
-    while (PyDict_Next(mods.get(), &pos, &k, &m)) {
-      if (is_dict) {
+    PyObject *k, *child;
+    while (PyDict_Next(mods.get(), &pos, &k, &child)) {
+      if (which == 2) {  // ModuleDict: its keys
         it->items.push_back(t.constant(Ref::borrow(k)));
         continue;
       }
-      VPtr mv = t.wrap(Ref::borrow(m), v->source ? Source::module_member(v->source, "_modules", str_of(k)) : nullptr, f);
+      VPtr mv = t.wrap(Ref::borrow(child), v->source ? Source::module_member(v->source, "_modules", str_of(k)) : nullptr, f);
       if (!mv) return t.brk(f, "DV0013", "unsupported submodule");
       it->items.push_back(mv);
     }
