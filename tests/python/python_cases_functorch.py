@@ -791,3 +791,25 @@ def vjp_with_cotangents_of_the_wrong_structure_raises(x):
     except RuntimeError as e:
         return out[0] * 2, str(e)
     return out[0]
+
+
+# ---- torch.func.linearize: not traced (a break, it runs eagerly); its jvp_fn called in the frame ----
+# jvp_fn runs a const-folded FX graph whose folded constants are a ParameterList: its forward,
+# compiled on its own, failed with KeyError '0' before ParameterList items were reloaded from
+# _parameters.
+@case((3,))
+def linearize_then_jvp(x):
+    y = x + 1
+    out, jvp_fn = torch.func.linearize(torch.sin, y)
+    return out, jvp_fn(torch.ones_like(y))
+
+
+@case((3,))
+def linearize_of_a_closure(x):
+    w = x * 2
+    out, jvp_fn = torch.func.linearize(lambda t: (t * w).cos().sum(), x)
+    return out * 2, jvp_fn(x)
+
+
+NOT_YET["linearize_then_jvp"] = "torch.func.linearize is a break that runs eagerly (TorchDynamo: 3 graphs)"
+NOT_YET["linearize_of_a_closure"] = "torch.func.linearize is a break that runs eagerly (TorchDynamo: 4 graphs)"
