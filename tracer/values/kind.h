@@ -126,6 +126,8 @@ bool is_autograd_function_class(PyObject* o);
 Status call_grad_exit(Translator& t, Frame& f, const VPtr& exit, VPtr& out);  // a with-block's __exit__ (calls.cpp)
 bool tuple_reconstruct(cg::Rebuilder& r, const VPtr& v);   // Tuple, List
 bool object_reconstruct(cg::Rebuilder& r, const VPtr& v);  // Object, NNModule, Function
+// Tensor, NNModule (ParameterList): an iterator over v[0], ..., v[n - 1], each read as v[i] is.
+Status iterate_by_index(Translator& t, Frame& f, const VPtr& v, Py_ssize_t n, VPtr& out);
 PyObject* object_slot(const std::string& name);               // object.__setattr__ / __getattribute__ (ops.cpp)
 PyObject* super_lookup(PyObject* sup, const std::string& name);  // what super() finds for name (borrowed) (ops.cpp)
 Status object_call(Translator& t, Frame& f, const VPtr& fn, std::vector<VPtr>& args, KwArgs& kwargs, VPtr& out);  // calls.cpp

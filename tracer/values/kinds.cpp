@@ -38,6 +38,17 @@ Status call_method(Translator& t, Frame& f, const VPtr& m, std::vector<VPtr>&, K
 }
 }  // namespace no_answer
 
+Status iterate_by_index(Translator& t, Frame& f, const VPtr& v, Py_ssize_t n, VPtr& out) {
+  VPtr it = t.make(VK::Iter);
+  for (Py_ssize_t i = 0; i < n; ++i) {
+    VPtr item;
+    if (Status s = t.subscr(f, v, t.constant_steal(PyLong_FromSsize_t(i)), item)) return s;
+    it->items.push_back(item);
+  }
+  out = it;
+  return std::nullopt;
+}
+
 void describe_into(const Value& v, std::string& out, int depth) {
   if (out.size() > 160) return;
   ops(v.kind).describe(v, out, depth);

@@ -63,13 +63,7 @@ struct Kind<VK::NNModule> {
     if (which == 3) {  // ParameterList: self[0], self[1], ... as its __getitem__ reads them
       const Py_ssize_t n = PyObject_Length(m);
       if (n < 0) return PyErr_Clear(), t.brk(f, "DV0016", "len() of a ParameterList raised");
-      for (Py_ssize_t i = 0; i < n; ++i) {
-        VPtr item;
-        if (Status s = t.subscr(f, v, t.constant_steal(PyLong_FromSsize_t(i)), item)) return s;
-        it->items.push_back(item);
-      }
-      out = it;
-      return std::nullopt;
+      return iterate_by_index(t, f, v, n, out);
     }
     Ref mods = Ref::steal(PyObject_GetAttrString(m, "_modules"));
     if (!mods || !PyDict_Check(mods.get())) return PyErr_Clear(), t.brk(f, "DV0016", "module is not iterable");

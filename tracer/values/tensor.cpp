@@ -123,17 +123,9 @@ struct Kind<VK::Tensor> {
     "use torch.where, or torch.cond; torch.compile breaks the graph here too");
   }
   static Status iterate(Translator& t, Frame& f, const VPtr& v, VPtr& out, bool /*materialize*/) {
-    VPtr it = t.make(VK::Iter);
     Ref shape = Ref::steal(PyObject_GetAttrString(v->obj.get(), "shape"));
     if (!shape || PyTuple_GET_SIZE(shape.get()) == 0) return t.brk(f, "DV0016", "iterating over a 0-d tensor");
-    long n = PyLong_AsLong(PyTuple_GET_ITEM(shape.get(), 0));
-    for (long i = 0; i < n; ++i) {
-      VPtr item;
-      if (Status s = t.subscr(f, v, t.constant_steal(PyLong_FromLong(i)), item)) return s;
-      it->items.push_back(item);
-    }
-    out = it;
-    return std::nullopt;
+    return iterate_by_index(t, f, v, PyLong_AsSsize_t(PyTuple_GET_ITEM(shape.get(), 0)), out);
   }
   static Status getattr(Translator& t, Frame& f, const VPtr& obj, const std::string& name, VPtr& out) {
     PyObject* m = obj->obj.get();
