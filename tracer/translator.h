@@ -434,7 +434,7 @@ class Translator {
 
 bool is_exact_const(PyObject* o);
 // A set (exact) of numbers, strings, None, tuples and frozensets: a constant private to the trace
-// (op_BUILD_SET, calls.cpp)
+// (op_BUILD_SET, object_call.cpp)
 bool set_of_constants(PyObject* r);
 // A NumPy scalar (an instance of numpy.generic: np.float32(2.0), np.int64(3)): immutable, and guarded by
 // value when it comes from the frame (ValueBuilder::wrap)

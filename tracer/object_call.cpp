@@ -1,0 +1,536 @@
+// Calling an object known by identity (VK::Object's call): builtins, torch functions and their
+// special cases (torch.func, grad modes, autocast, inference_mode, ...), operator getters, classes,
+// NumPy and pure builtins over constants.
+#include <cstring>
+#include <functional>
+
+#include "pycache.h"
+#include "engine.h"
+#include "translator.h"
+#include "values/kind.h"
+
+namespace dv {
+
+namespace {
+
+bool module_is_torch(PyObject* fn) {
+  Ref mod = Ref::steal(PyObject_GetAttrString(fn, "__module__"));
+  if (!mod) {
+    PyErr_Clear();
+    return false;
+  }
+  std::string m = str_of(mod.get());
+  return m == "torch" || m.rfind("torch.", 0) == 0;
+}
+
+// torch.distributions classes: plain Python classes whose __init__ is inlined (as TorchDynamo).
+bool module_is_distributions(PyObject* cls) {
+  Ref mod = Ref::steal(PyObject_GetAttrString(cls, "__module__"));
+  if (!mod) return PyErr_Clear(), false;
+  return str_of(mod.get()).rfind("torch.distributions.", 0) == 0;
+}
+
+// torch.utils._pytree's TreeSpec and LeafSpec: frozen descriptions of a structure (pytree's
+// flatten/unflatten, inlined), made from the classes and specs they describe as values are.
+bool pytree_spec_class(PyObject* o) {
+  static PyObject* const* specs = [] {
+    static PyObject* s[2] = {nullptr, nullptr};
+    Ref m = Ref::steal(PyImport_ImportModule("torch.utils._pytree"));
+    if (m) {
+      s[0] = PyObject_GetAttrString(m.get(), "TreeSpec");  // kept
+      s[1] = PyObject_GetAttrString(m.get(), "LeafSpec");
+    }
+    PyErr_Clear();
+    return s;
+  }();
+  return o && (o == specs[0] || o == specs[1]);
+}
+
+// operator.itemgetter objects: 1; attrgetter objects: 2; methodcaller objects: 3; else 0 (pure to
+// construct from constants). The classes themselves count too.
+int operator_getter(PyObject* o) {
+  static PyObject* item = PyObject_GetAttrString(py().operator_mod.get(), "itemgetter");
+  static PyObject* attr = PyObject_GetAttrString(py().operator_mod.get(), "attrgetter");
+  static PyObject* caller = PyObject_GetAttrString(py().operator_mod.get(), "methodcaller");
+  if (!item || !attr || !caller) return PyErr_Clear(), 0;
+  PyObject* tp = PyType_Check(o) ? o : reinterpret_cast<PyObject*>(Py_TYPE(o));
+  return tp == item ? 1 : tp == attr ? 2 : tp == caller ? 3 : 0;
+}
+
+bool is_tensor_method_descriptor(PyObject* fn) {
+  Ref cls = Ref::steal(PyObject_GetAttrString(fn, "__objclass__"));
+  if (!cls) {
+    PyErr_Clear();
+    return false;
+  }
+  return cls.get() == py().tensorbase.get() || cls.get() == py().torch_Tensor.get();
+}
+
+// Builtins that only iterate their one argument once (set, frozenset, str.join): given the items
+// as a tuple they do the same.
+static bool consumes_iterable(PyObject* o) {
+  if (o == reinterpret_cast<PyObject*>(&PySet_Type) || o == reinterpret_cast<PyObject*>(&PyFrozenSet_Type)) return true;
+  return PyCFunction_Check(o) && PyCFunction_GET_SELF(o) && PyUnicode_CheckExact(PyCFunction_GET_SELF(o)) &&
+         std::strcmp(reinterpret_cast<PyCFunctionObject*>(o)->m_ml->ml_name, "join") == 0;
+}
+
+}  // namespace
+
+Translator::Status call_builtin(Translator& t, Frame& f, PyObject* fn, std::vector<VPtr>& args,
+                                std::vector<std::pair<std::string, VPtr>>& kwargs, VPtr& out, bool& handled);  // builtins.cpp
+Translator::Status sym_builtin(Translator& t, Frame& f, PyObject* fn, std::vector<VPtr>& args,
+                               std::vector<std::pair<std::string, VPtr>>& kwargs, VPtr& out, bool& handled);
+
+// A new set (set(consts), a method of a set of constants) whose items are numbers, strings or tuples:
+// a constant private to the trace, as op_BUILD_SET makes.
+bool set_of_constants(PyObject* r) {
+  if (!PySet_CheckExact(r)) return false;
+  Ref it = Ref::steal(PyObject_GetIter(r));  // (_PySet_NextEntry is not in 3.13's headers)
+  if (!it) return PyErr_Clear(), false;
+  while (Ref key = Ref::steal(PyIter_Next(it.get()))) {
+    PyObject* k = key.get();
+    if (!(PyUnicode_CheckExact(k) || PyLong_Check(k) || PyFloat_CheckExact(k) || PyTuple_CheckExact(k) || k == Py_None ||
+          PyFrozenSet_CheckExact(k)))
+      return false;
+  }
+  if (PyErr_Occurred()) return PyErr_Clear(), false;
+  return true;
+}
+
+// str.lower, int.bit_length, tuple.count ... taken from the class (sorted(names, key=str.lower)):
+// pure over constants, as the bound methods of constants are.
+static bool immutable_method_descriptor(PyObject* o) {
+  if (!PyObject_TypeCheck(o, &PyMethodDescr_Type)) return false;
+  PyTypeObject* tp = reinterpret_cast<PyDescrObject*>(o)->d_type;
+  return tp == &PyUnicode_Type || tp == &PyBytes_Type || tp == &PyLong_Type || tp == &PyFloat_Type || tp == &PyTuple_Type ||
+         tp == &PyFrozenSet_Type;
+}
+
+namespace {
+bool is_profiler_range(PyObject* o) {
+  static PyObject* record_function = [] {
+    Ref mod = Ref::steal(PyImport_ImportModule("torch.autograd.profiler"));
+    PyObject* r = mod ? PyObject_GetAttrString(mod.get(), "record_function") : nullptr;  // kept
+    PyErr_Clear();
+    return r;
+  }();
+  return record_function && o == record_function;
+}
+}  // namespace
+
+Status call_on_constants(Translator& t, Frame& f, PyObject* fn, const std::string& name, const std::vector<VPtr>& args,
+                         const KwArgs& kwargs, Ref& result) {
+  Ref pargs = Ref::steal(PyTuple_New(static_cast<Py_ssize_t>(args.size())));
+  for (size_t i = 0; pargs && i < args.size(); ++i) {
+    auto x = t.to_python(args[i], false);
+    if (!x) return t.brk(f, "DV0013", "unsupported argument to " + name);
+    PyTuple_SET_ITEM(pargs.get(), static_cast<Py_ssize_t>(i), x->release());
+  }
+  Ref pkw = Ref::steal(PyDict_New());
+  if (!pargs || !pkw) return t.raise_current(f, name + "()");
+  for (auto& [k, v] : kwargs) PyDict_SetItemString(pkw.get(), k.c_str(), v->obj.get());
+  result = Ref::steal(PyObject_Call(fn, pargs.get(), pkw.get()));
+  if (!result) return t.raise_current(f, name + "()");
+  // It ran on copies of the lists it was given: one that changed them (heapq.heapify,
+  // random.shuffle) changes nothing in the trace, so it breaks instead.
+  for (size_t i = 0; i < args.size(); ++i) {
+    if (args[i]->kind != VK::List && args[i]->kind != VK::Tuple) continue;
+    auto fresh = t.to_python(args[i], false);
+    const int same = fresh ? PyObject_RichCompareBool(fresh->get(), PyTuple_GET_ITEM(pargs.get(), i), Py_EQ) : -1;
+    if (same != 1)
+      return PyErr_Clear(), t.brk(f, "DV0008", "call to " + name + " that changes the list it is given",
+                                "dynview evaluates builtins over constants on copies; mutate the list in Python code");
+  }
+  return std::nullopt;
+}
+
+// torch.tensor and torch._refs.tensor (borrowed, kept), or null
+PyObject* tensor_factory() {
+  static PyObject* t = kept_attr("torch", "tensor");
+  return t;
+}
+PyObject* refs_tensor_factory() {
+  static PyObject* t = kept_attr("torch._refs", "tensor");
+  return t;
+}
+
+// Calling an object known by identity (VK::Object's call): builtins, torch functions and operators,
+// classes, operator getters, NumPy ...
+Status object_call(Translator& t, Frame& f, const VPtr& fn, std::vector<VPtr>& args, KwArgs& kwargs, VPtr& out) {
+  PyObject* o = fn->obj.get();
+  if (t.output.dynamic() && !module_is_torch(o) && !is_tensor_method_descriptor(o)) {
+    // Python callables see Python values: symbolic ints are specialised (and guarded) here, as
+    // TorchDynamo does for range(n) and the like -- but for the builtins that keep them symbolic.
+    bool any_sym = false;
+    for (const VPtr& a : args) any_sym |= a->kind == VK::Sym;
+    if (any_sym) {
+      bool handled = false;
+      if (Status s = sym_builtin(t, f, o, args, kwargs, out, handled); s || handled) return s;
+    }
+    for (VPtr& a : args)
+      if (a->kind == VK::Sym) {
+        Ref r = t.specialize(a);
+        if (!r) return t.brk(f, "DV0021", "cannot specialise a symbolic value for " + callable_name(o));
+        a = t.constant(r);
+      }
+  }
+  if (o == reinterpret_cast<PyObject*>(&PySuper_Type)) return t.call_super(f, args, out);
+  if ((Py_IS_TYPE(o, &PyMethodDescr_Type) || Py_IS_TYPE(o, &PyWrapperDescr_Type)) && !args.empty() &&
+      (args[0]->kind == VK::Dict || args[0]->kind == VK::List || args[0]->kind == VK::Tuple || args[0]->kind == VK::Const)) {
+    // dict.get(d, k), list.append(l, x), set.issubset(q, p), str.join(sep, parts), set.__sub__(p, q): a builtin type's
+    // method called with an instance of exactly that type first is that instance's method (for a
+    // subclass, whose override was not what was called, this does not apply)
+    PyTypeObject* owner = PyDescr_TYPE(o);
+    if (ops(args[0]->kind).python_type(t, args[0]) == reinterpret_cast<PyObject*>(owner)) {
+      VPtr self = args[0];
+      args.erase(args.begin());
+      return t.call(f, t.bound_method(self, Ref(), str_of(PyDescr_NAME(o))), std::move(args), std::move(kwargs), out);
+    }
+  }
+  if (const int kind = operator_getter(o); kind == 3 && !PyType_Check(o) && args.size() == 1 && kwargs.empty()) {
+    // operator.methodcaller(name, *args, **kwargs)(x): x.name(*args, **kwargs). Its __reduce__
+    // gives (methodcaller, (name, *args)) or (partial(methodcaller, name, **kwargs), args).
+    Ref red = Ref::steal(PyObject_CallMethod(o, "__reduce__", nullptr));
+    if (!red || !PyTuple_Check(red.get()) || PyTuple_GET_SIZE(red.get()) < 2 || !PyTuple_Check(PyTuple_GET_ITEM(red.get(), 1)))
+      return PyErr_Clear(), t.brk(f, "DV0004", "call of an operator.methodcaller");
+    PyObject* head = PyTuple_GET_ITEM(red.get(), 0);
+    PyObject* rest = PyTuple_GET_ITEM(red.get(), 1);
+    Ref name, cargs, ckw;
+    if (PyType_Check(head)) {
+      if (PyTuple_GET_SIZE(rest) < 1) return t.brk(f, "DV0004", "call of an operator.methodcaller");
+      name = Ref::borrow(PyTuple_GET_ITEM(rest, 0));
+      cargs = Ref::steal(PyTuple_GetSlice(rest, 1, PyTuple_GET_SIZE(rest)));
+    } else {
+      Ref pargs = Ref::steal(PyObject_GetAttrString(head, "args"));
+      ckw = Ref::steal(PyObject_GetAttrString(head, "keywords"));
+      if (!pargs || !ckw || !PyTuple_Check(pargs.get()) || PyTuple_GET_SIZE(pargs.get()) < 1 || !PyDict_Check(ckw.get()))
+        return PyErr_Clear(), t.brk(f, "DV0004", "call of an operator.methodcaller");
+      name = Ref::borrow(PyTuple_GET_ITEM(pargs.get(), 0));
+      cargs = Ref::borrow(rest);
+    }
+    if (!PyUnicode_Check(name.get())) return t.brk(f, "DV0004", "call of an operator.methodcaller");
+    VPtr m;
+    if (Status s = t.getattr(f, args[0], str_of(name.get()), m)) return s;
+    std::vector<VPtr> margs;
+    for (Py_ssize_t i = 0; i < PyTuple_GET_SIZE(cargs.get()); ++i) {
+      PyObject* a = PyTuple_GET_ITEM(cargs.get(), i);
+      if (!is_exact_const(a)) return t.brk(f, "DV0004", "operator.methodcaller with a " + std::string(Py_TYPE(a)->tp_name) + " argument");
+      margs.push_back(t.constant(Ref::borrow(a)));
+    }
+    std::vector<std::pair<std::string, VPtr>> mkw;
+    if (ckw) {
+      Py_ssize_t pos = 0;
+      PyObject *k, *v;
+      while (PyDict_Next(ckw.get(), &pos, &k, &v)) {
+        if (!is_exact_const(v)) return t.brk(f, "DV0004", "operator.methodcaller with a " + std::string(Py_TYPE(v)->tp_name) + " argument");
+        mkw.emplace_back(str_of(k), t.constant(Ref::borrow(v)));
+      }
+    }
+    return t.call(f, m, std::move(margs), std::move(mkw), out);
+  }
+  if (const int kind = operator_getter(o); kind && kind != 3 && !PyType_Check(o) && args.size() == 1 && kwargs.empty()) {
+    // operator.itemgetter(k...)(x) / attrgetter("a.b"...)(x): x[k] / x.a.b, one or a tuple
+    Ref red = Ref::steal(PyObject_CallMethod(o, "__reduce__", nullptr));
+    if (!red || !PyTuple_Check(red.get()) || PyTuple_GET_SIZE(red.get()) < 2 || !PyTuple_Check(PyTuple_GET_ITEM(red.get(), 1)))
+      return PyErr_Clear(), t.brk(f, "DV0004", "call of an operator getter");
+    PyObject* keys = PyTuple_GET_ITEM(red.get(), 1);
+    std::vector<VPtr> got;
+    for (Py_ssize_t i = 0; i < PyTuple_GET_SIZE(keys); ++i) {
+      PyObject* k = PyTuple_GET_ITEM(keys, i);
+      VPtr v = args[0];
+      if (kind == 1) {
+        if (Status s = t.subscr(f, v, t.constant(Ref::borrow(k)), v)) return s;
+      } else {
+        std::string path = str_of(k);
+        for (size_t start = 0; start <= path.size();) {
+          const size_t dot = path.find('.', start);
+          if (Status s = t.getattr(f, v, path.substr(start, dot - start), v)) return s;
+          if (dot == std::string::npos) break;
+          start = dot + 1;
+        }
+      }
+      got.push_back(v);
+    }
+    if (got.size() == 1) {
+      out = got[0];
+    } else {
+      out = t.make(VK::Tuple);
+      out->items = std::move(got);
+    }
+    return std::nullopt;
+  }
+  if (fn->kind == VK::Object && Py_IS_TYPE(o, reinterpret_cast<PyTypeObject*>(py().functools_partial.get())))
+    return t.call_partial(f, o, fn->source, args, kwargs, out);
+  bool handled = false;
+  if (Status s = t.call_numpy(f, o, args, kwargs, out, handled); s || handled) return s;  // np.<fn>: torch._numpy
+  if (Status s = t.ndarray_to_tensor(f, o, args, kwargs, out, handled); s || handled) return s;  // torch.from_numpy(nd)
+  // collections.deque/OrderedDict/defaultdict, namedtuple classes, object(), lru_cache wrappers
+  if (Status s = t.call_library(f, fn, args, kwargs, out, handled); s || handled) return s;
+  if (Status s = call_builtin(t, f, o, args, kwargs, out, handled)) return s;
+  if (handled) return std::nullopt;
+  if (PyType_Check(o) && PyType_IsSubtype(reinterpret_cast<PyTypeObject*>(o), reinterpret_cast<PyTypeObject*>(py().nn_Module.get())))
+    return t.construct_module(f, o, args, kwargs, out);
+  if (o == py().no_grad.get() || o == py().enable_grad.get()) {
+    VPtr g = t.make(VK::GradMode);
+    g->flag = o == py().enable_grad.get();
+    out = g;
+    return std::nullopt;
+  }
+  if (o == py().set_grad_enabled.get() && args.size() == 1 && kwargs.empty() && args[0]->kind == VK::Const) {
+    // torch.set_grad_enabled(b) sets the mode as it is made (a statement, or a with-block's manager
+    // whose exit restores the mode before it)
+    VPtr g = t.make(VK::GradMode);
+    g->name = kGradSetEnabled;
+    g->flag = PyObject_IsTrue(args[0]->obj.get()) == 1;
+    g->obj = Ref::borrow(grad_mode_enabled() ? Py_True : Py_False);
+    if (Status s = set_grad_mode(t, f, g->flag)) return s;
+    out = g;
+    return std::nullopt;
+  }
+  if (autocast_spelling(o)) {
+    // torch.autocast(device_type, dtype=..., enabled=..., cache_enabled=...) of constants: the real
+    // object, made now (its __init__ reads the autocast state and checks its arguments); a with-block
+    // on it is traced (autocast.cpp)
+    bool consts = true;
+    for (const VPtr& a : args) consts &= a->kind == VK::Const;
+    for (auto& kv : kwargs) consts &= kv.second->kind == VK::Const;
+    if (consts) {
+      Ref r;
+      if (Status s = call_on_constants(t, f, o, "torch.autocast", args, kwargs, r)) return s;
+      out = t.make(VK::Object);
+      out->obj = r;
+      return std::nullopt;
+    }
+  }
+  if (o == inference_mode_class() && args.size() <= 1 && kwargs.size() <= 1) {
+    // torch.inference_mode() / inference_mode(False) / inference_mode(mode=b) of a constant: the real
+    // object, made now (it holds only its mode); a with-block on it is traced (inference_mode.cpp).
+    // inference_mode(fn), the decorator without parentheses, is followed as Python below.
+    VPtr mode = !args.empty() ? args[0] : !kwargs.empty() && kwargs[0].first == "mode" ? kwargs[0].second : nullptr;
+    if ((!args.empty() || !kwargs.empty()) && !mode) return t.brk(f, "DV0004", "torch.inference_mode with keyword " + kwargs[0].first);
+    if (!mode || (mode->kind == VK::Const && PyBool_Check(mode->obj.get()))) {
+      Ref r;
+      if (Status s = call_on_constants(t, f, o, "torch.inference_mode", args, kwargs, r)) return s;
+      out = t.make(VK::Object);
+      out->obj = r;
+      return std::nullopt;
+    }
+  }
+  if (is_profiler_range(o)) {
+    // torch.autograd.profiler.record_function(name) (Optimizer.step's wrapper): a profiler range,
+    // ignored while capturing as TorchDynamo ignores it -- a contextlib.nullcontext() in its place.
+    static PyObject* nullcontext = [] {
+      Ref contextlib = Ref::steal(PyImport_ImportModule("contextlib"));
+      PyObject* n = contextlib ? PyObject_GetAttrString(contextlib.get(), "nullcontext") : nullptr;  // kept
+      PyErr_Clear();
+      return n;
+    }();
+    if (!nullcontext) return t.brk(f, "DV0004", "constructing " + callable_name(o) + " inside the traced code");
+    return t.call(f, t.wrap(Ref::borrow(nullcontext), nullptr, f), {}, {}, out);
+  }
+  switch (torch_special(o)) {
+    case TorchSpecial::none: break;
+    case TorchSpecial::graph_break: return t.brk(f, "DV0026", "torch._dynamo.graph_break()");
+    case TorchSpecial::vmap: return t.make_vmapped(f, std::move(args), std::move(kwargs), out);
+    case TorchSpecial::vmap_impl: {
+      if (args.size() < 5) return t.brk(f, "DV0004", "functorch's vmap_impl with these arguments");
+      VPtr fn;
+      if (Status s = t.make_vmapped(f, {args[0], args[1], args[2], args[3]}, {{"chunk_size", args[4]}}, fn)) return s;
+      return t.call_vmapped(f, fn, std::vector<VPtr>(args.begin() + 5, args.end()), std::move(kwargs), out);
+    }
+    case TorchSpecial::func_grad: return t.make_func_grad(f, Translator::FuncMode::grad, std::move(args), std::move(kwargs), out);
+    case TorchSpecial::func_grad_and_value:
+      return t.make_func_grad(f, Translator::FuncMode::grad_and_value, std::move(args), std::move(kwargs), out);
+    case TorchSpecial::func_eager:
+      return t.brk(f, "DV0004", callable_name(o) + " is not traced (linearize)",
+                   "it runs eagerly; torch.func.grad, grad_and_value, jvp, vjp, jacrev, jacfwd, hessian and vmap are traced");
+    case TorchSpecial::func_jvp: return t.call_jvp(f, std::move(args), std::move(kwargs), out);
+    case TorchSpecial::func_vjp: return t.call_vjp(f, std::move(args), std::move(kwargs), out);
+    case TorchSpecial::func_jacfwd: return t.make_func_grad(f, Translator::FuncMode::jacfwd, std::move(args), std::move(kwargs), out);
+    case TorchSpecial::func_hessian: return t.make_hessian(f, std::move(args), std::move(kwargs), out);
+    case TorchSpecial::func_jacrev: return t.make_func_grad(f, Translator::FuncMode::jacrev, std::move(args), std::move(kwargs), out);
+    case TorchSpecial::functional_call: return t.functional_call(f, std::move(args), std::move(kwargs), out);
+    case TorchSpecial::checkpoint: return t.checkpoint_call(f, std::move(args), std::move(kwargs), out);
+    case TorchSpecial::grad_impl: return t.func_grad_impl(f, false, std::move(args), std::move(kwargs), out);
+    case TorchSpecial::grad_and_value_impl: return t.func_grad_impl(f, true, std::move(args), std::move(kwargs), out);
+    case TorchSpecial::effect:
+      return t.brk(f, "DV0004", callable_name(o) + " has effects outside the graph");
+    case TorchSpecial::unguarded_state:  // its answer could not be kept: no guard checks that state on later calls
+      return t.brk(f, "DV0004", callable_name(o) + " reads state the compiled code's guards do not check",
+                   "TorchDynamo breaks the graph here too");
+    case TorchSpecial::is_grad_enabled:
+    case TorchSpecial::get_default_dtype: out = t.constant_steal(PyObject_CallNoArgs(o)); return std::nullopt;
+    case TorchSpecial::is_tensor:
+      out = t.constant(Ref::borrow(args.size() == 1 && args[0]->kind == VK::Tensor ? Py_True : Py_False));
+      return std::nullopt;
+    case TorchSpecial::is_tensor_like: {  // a tensor, or a type with __torch_function__
+      if (args.size() != 1 || !kwargs.empty()) break;
+      const VPtr& a = args[0];
+      bool like = a->kind == VK::Tensor;
+      if (!like && a->kind != VK::Const && a->kind != VK::Sym && a->kind != VK::Tuple && a->kind != VK::List && a->kind != VK::Dict)
+        return t.brk(f, "DV0004", "torch.overrides.is_tensor_like of a " + std::string(vk_name(a->kind)));
+      out = t.constant(Ref::borrow(like ? Py_True : Py_False));
+      return std::nullopt;
+    }
+    case TorchSpecial::group_by_device_and_dtype: return group_by_device_and_dtype(t, f, o, args, kwargs, out);
+    case TorchSpecial::of_examples:
+      if (!kwargs.empty()) break;
+      return answer_of_examples(t, f, o, args, out);
+    case TorchSpecial::is_compiling:  // model code takes its compile path
+      out = t.constant(Ref::borrow(Py_True));
+      return std::nullopt;
+    case TorchSpecial::annotate:  // torch.jit.annotate(type, value) is value
+      if (args.size() != 2 || !kwargs.empty()) break;
+      out = args[1];
+      return std::nullopt;
+    case TorchSpecial::not_scripting:  // torch.jit: neither while capturing
+      out = t.constant(Ref::borrow(Py_False));
+      return std::nullopt;
+    case TorchSpecial::has_torch_function: {
+      // torch.overrides' dispatch test: traced tensors are plain tensors (TENSOR_MATCH checks
+      // the exact type), so it is False unless an argument is some other object, which could
+      // define __torch_function__.
+      std::function<bool(const VPtr&)> plain = [&](const VPtr& v) {
+        if (v->kind == VK::Tensor || v->kind == VK::Const || v->kind == VK::Sym) return true;
+        if (v->kind == VK::Tuple || v->kind == VK::List) {
+          for (const VPtr& i : v->items)
+            if (!plain(i)) return false;
+          return true;
+        }
+        return false;
+      };
+      bool all_plain = kwargs.empty();
+      for (const VPtr& a : args) all_plain = all_plain && plain(a);
+      if (!all_plain) return t.brk(f, "DV0004", callable_name(o) + " over values that may define __torch_function__");
+      out = t.constant(Ref::borrow(Py_False));
+      return std::nullopt;
+    }
+  }
+  const bool torchy = module_is_torch(o) || is_tensor_method_descriptor(o);
+  if (torchy && !PyType_Check(o)) {
+    if (is_tensor_method_descriptor(o) && !args.empty() && args[0]->kind == VK::Tensor) {
+      VPtr mv = t.bound_method(args[0], Ref(), str_of(Ref::steal(PyObject_GetAttrString(o, "__name__")).get()));
+      args.erase(args.begin());
+      return t.call(f, mv, std::move(args), std::move(kwargs), out);
+    }
+    if (t.output.dynamic() && o == tensor_factory()) {
+      // torch.tensor(n) / torch.tensor([n, 1]) of a symbolic size: torch._refs.tensor, which keeps
+      // it symbolic (torch.tensor itself reads the Python value), as TorchDynamo records it
+      std::function<bool(const VPtr&)> has_sym = [&](const VPtr& v) {
+        if (v->kind == VK::Sym) return true;
+        if (v->kind != VK::Tuple && v->kind != VK::List) return false;
+        for (const VPtr& x : v->items)
+          if (has_sym(x)) return true;
+        return false;
+      };
+      if (!args.empty() && has_sym(args[0]))
+        if (static PyObject* refs_tensor = refs_tensor_factory(); refs_tensor)
+          return t.graph_call(f, Ref::borrow(refs_tensor), "", std::move(args), std::move(kwargs), out);
+    }
+    return t.graph_call(f, fn->obj, "", std::move(args), std::move(kwargs), out);
+  }
+  if (PyCFunction_Check(o) && reinterpret_cast<PyCFunctionObject*>(o)->m_module &&
+      PyUnicode_Check(reinterpret_cast<PyCFunctionObject*>(o)->m_module) &&
+      str_of(reinterpret_cast<PyCFunctionObject*>(o)->m_module) == "_operator") {
+    // operator.add/mul/getitem ... passed around as values (functools.reduce(operator.add, ts)):
+    // over tensors or symbolic ints they are graph operators; over constants they fold below.
+    bool traced = false;
+    for (const VPtr& a : args) traced |= a->kind == VK::Tensor || a->kind == VK::Sym;
+    if (traced) return t.graph_call(f, fn->obj, "", std::move(args), std::move(kwargs), out);
+  }
+  if (!args.empty() && args[0]->kind == VK::Object && Py_IS_TYPE(o, &PyWrapperDescr_Type)) {
+    bool handled = false;  // object.__setattr__(self, k, v) spelled out in the Python __setattr__ of an object from outside
+    std::vector<VPtr> rest(args.begin() + 1, args.end());
+    if (Status s = t.outside_object_builtin(f, o, args[0], rest, kwargs, out, handled)) return s;
+    if (handled) return std::nullopt;
+  }
+  if (!args.empty() && args[0]->kind == VK::Instance && !PyType_Check(o)) {  // object.__setattr__(obj, ...) and the like
+    bool handled = false;
+    std::vector<VPtr> rest(args.begin() + 1, args.end());
+    if (Status s = t.instance_builtin(f, o, args[0], rest, kwargs, out, handled)) return s;
+    if (handled) return std::nullopt;
+  }
+  if (PyType_Check(o) && (!module_is_torch(o) || module_is_distributions(o)) && plain_class(reinterpret_cast<PyTypeObject*>(o)))
+    return t.construct(f, fn, std::move(args), std::move(kwargs), out);  // a user class: __init__ inlined
+  if (PyCFunction_Check(o) && bound_to_mutable_object(o))
+    return t.brk(f, "DV0008", "call to " + callable_name(o) + " of a " + Py_TYPE(PyCFunction_GET_SELF(o))->tp_name +
+                                " object (a method that may mutate it runs once at trace time, not on every call)");
+  PyObject* const fromkeys_cls = PyCFunction_Check(o) ? PyCFunction_GET_SELF(o) : nullptr;
+  if (fromkeys_cls &&
+      (fromkeys_cls == reinterpret_cast<PyObject*>(&PyDict_Type) || fromkeys_cls == ordered_dict_class() ||
+       fromkeys_cls == defaultdict_class()) &&
+      std::strcmp(reinterpret_cast<PyCFunctionObject*>(o)->m_ml->ml_name, "fromkeys") == 0 && kwargs.empty() &&
+      (args.size() == 1 || args.size() == 2)) {
+    // dict.fromkeys(iterable[, value]): a dict made in the trace, every key mapped to the one value
+    // (transformers' cache layers: dict.fromkeys(range(n), False)); OrderedDict.fromkeys and
+    // defaultdict.fromkeys make one of their class (a defaultdict with no default_factory)
+    VPtr it;
+    if (Status s = t.iterate(f, args[0], it)) return s;
+    VPtr d = t.make(VK::Dict);
+    const VPtr value = args.size() == 2 ? args[1] : t.constant(Ref::borrow(Py_None));
+    for (size_t i = it->pos; i < it->items.size(); ++i) {
+      PyObject* k = t.key_of(it->items[i]);
+      if (!k) return t.brk(f, "DV0024", "dict.fromkeys with a key that is not a constant, tensor or module (a " + std::string(vk_name(it->items[i]->kind)) + ")");
+      const long at = find_key(*d, k);
+      if (at == -2) return t.brk(f, "DV0010", "comparing dict keys raised");
+      if (at >= 0) continue;
+      d->keys.push_back(Ref::borrow(k));
+      d->items.push_back(value);
+    }
+    PyErr_Clear();
+    it->pos = it->items.size();
+    if (fromkeys_cls != reinterpret_cast<PyObject*>(&PyDict_Type)) {
+      d->obj = Ref::borrow(fromkeys_cls);
+      if (fromkeys_cls == defaultdict_class()) d->defaults = t.constant(Ref::borrow(Py_None));
+    }
+    out = d;
+    return std::nullopt;
+  }
+  if (consumes_iterable(o) && args.size() == 1 && kwargs.empty() &&
+      (args[0]->kind == VK::Iter || args[0]->kind == VK::Dict || args[0]->kind == VK::DictView)) {
+    // set(d), frozenset(d.keys()), "x".join(map(str, dims)): the iterable's items (a lazy
+    // map's functions run now, and the iterator is used up), passed as a tuple when they are
+    // all constants.
+    VPtr it;
+    if (Status s = t.iterate(f, args[0], it)) return s;
+    Ref items = Ref::steal(PyTuple_New(static_cast<Py_ssize_t>(it->items.size() - it->pos)));
+    for (size_t i = it->pos; i < it->items.size(); ++i) {
+      if (it->items[i]->kind != VK::Const)
+        return t.brk(f, "DV0013", callable_name(o) + "() over a " + vk_name(it->items[i]->kind));
+      PyTuple_SET_ITEM(items.get(), static_cast<Py_ssize_t>(i - it->pos), Ref::borrow(it->items[i]->obj.get()).release());
+    }
+    it->pos = it->items.size();
+    args[0] = t.constant(items);
+  }
+  if (o == py().torch_Size.get() || PyType_Check(o) || PyCFunction_Check(o) || immutable_method_descriptor(o)) {
+    // Pure constructors and builtin functions over constants (math.sqrt, slice, torch.Size ...).
+    bool all_const = true;
+    const bool spec = pytree_spec_class(o);  // its type argument is a class, its children specs
+    for (auto& a : args)
+      all_const &= a->kind == VK::Const || a->kind == VK::Tuple || a->kind == VK::List ||
+                   (a->kind == VK::Object && (spec || numpy_scalar(a->obj.get())));  // float(np.float32(2.0))
+    for (auto& kv : kwargs) all_const &= kv.second->kind == VK::Const;
+    if (all_const && PyExceptionClass_Check(o) && !simple_exception_class(o))
+      return t.brk(f, "DV0004", "constructing " + callable_name(o) + ": its __init__ or __new__ is Python code");
+    if (all_const) {
+      Ref r;
+      if (Status s = call_on_constants(t, f, o, callable_name(o), args, kwargs, r)) return s;
+      out = set_of_constants(r.get()) ? t.constant(r) : t.wrap(r, nullptr, f);  // set(sizes), a.union(b): as op_BUILD_SET
+      if (!out) return t.brk(f, "DV0013", "unsupported result of " + callable_name(o));
+      // Builtin functions and pure value types (range, slice, tuple, torch.Size, ...) only.
+      // torch.finfo/iinfo(dtype) are immutable descriptions of a dtype: fine.
+      bool dtype_info = o == py().torch_finfo.get() || o == py().torch_iinfo.get();
+      // np.dtype("float32") and np.finfo/np.iinfo: immutable descriptions of a NumPy dtype too
+      for (PyTypeObject* tp = Py_TYPE(r.get()); tp && !dtype_info; tp = tp->tp_base)
+        dtype_info = std::strcmp(tp->tp_name, "numpy.dtype") == 0;
+      if (out->kind == VK::Object && PyType_Check(o) && !PyRange_Check(r.get()) && !PyCFunction_Check(o) && !dtype_info &&
+          !operator_getter(r.get()) && !PyExceptionInstance_Check(r.get()) && !spec)
+        return t.brk(f, "DV0004", "constructing " + callable_name(o) + " inside the traced code");
+      return std::nullopt;
+    }
+  }
+  return t.brk(f, "DV0004", "call to " + callable_name(o) + " is not supported",
+             "dynview inlines Python functions and records torch operators; other callables break the graph");
+}
+
+}  // namespace dv
