@@ -404,6 +404,7 @@ std::optional<Transformed> finish(Emitter& e, PyCodeObject* co, PyObject* global
   bc::AsmInput in;
   in.version = e.v;
   in.instrs = e.ins;
+  in.ranges = e.ranges;
   in.firstlineno = co->co_firstlineno;
   auto out = bc::assemble(in);
   if (!out) {
@@ -418,7 +419,7 @@ std::optional<Transformed> finish(Emitter& e, PyCodeObject* co, PyObject* global
   auto set = [&](const char* k, PyObject* v) { PyDict_SetItemString(kw.get(), k, v); Py_DECREF(v); };
   set("co_code", PyBytes_FromStringAndSize(out->code.data(), static_cast<Py_ssize_t>(out->code.size())));
   set("co_linetable", PyBytes_FromStringAndSize(out->linetable.data(), static_cast<Py_ssize_t>(out->linetable.size())));
-  set("co_exceptiontable", PyBytes_FromStringAndSize("", 0));
+  set("co_exceptiontable", PyBytes_FromStringAndSize(out->exceptiontable.data(), static_cast<Py_ssize_t>(out->exceptiontable.size())));
   set("co_stacksize", PyLong_FromLong(out->stacksize));
   set("co_consts", consts.release());
   set("co_names", names.release());
@@ -529,7 +530,13 @@ std::optional<Transformed> generate_split(const CodeFacts& facts, PyObject* glob
       cell_vals.push_back(v->items[0]);
     }
   }
-  for (int target : {plan.next, plan.target})
+  // The with-block handler an exception from the breaking instruction resumes at (Call, Jump).
+  const int handler = plan.kind != SplitPlan::Generic ? plan.with_handler : -1;
+  if (handler >= 0 && plan.with_depth > S - static_cast<size_t>(plan.operands)) {
+    why = "the with block's handler keeps more of the stack than lies below the breaking instruction";
+    return std::nullopt;
+  }
+  for (int target : {plan.next, plan.target, handler})
     if (target >= 0)
       for (int l : live_at(target)) local_vals.push_back(stop.locals[static_cast<size_t>(l)]);
   std::vector<VPtr> crossing = stop.stack;
@@ -560,10 +567,18 @@ std::optional<Transformed> generate_split(const CodeFacts& facts, PyObject* glob
   // The call of the resume function at `target` with the stack `vals` (bottom first; `result_slot`
   // stands for the last one when >= 0), then return its result.
   std::vector<ResumeInfo> made;
-  auto resume = [&](int target, const std::vector<VPtr>& vals, int result_slot) -> bool {
+  // `reenter`: whether the torch.inference_mode blocks among `vals` are entered again by the resume
+  // function (after the breaking instruction ran) rather than passed (to the with-block's handler).
+  auto resume = [&](int target, const std::vector<VPtr>& vals, const std::vector<int>& result_slots, bool reenter) -> bool {
     ResumeLayout layout;
-    for (const VPtr& v : vals) layout.stack_null.push_back(!v || v->kind == VK::Null);
-    if (result_slot >= 0) layout.stack_null.push_back(false);
+    for (const VPtr& v : vals) {
+      layout.stack_null.push_back(!v || v->kind == VK::Null);
+      layout.stack_reenter.push_back(reenter && v && v->kind == VK::GradMode && v->name == kInferenceExit ? int(v->flag) : -1);
+    }
+    for (size_t i = 0; i < result_slots.size(); ++i) {
+      layout.stack_null.push_back(false);
+      layout.stack_reenter.push_back(-1);
+    }
     layout.locals = live_at(target);
     layout.cells = cells;
     layout.shared = shared;
@@ -587,13 +602,13 @@ std::optional<Transformed> generate_split(const CodeFacts& facts, PyObject* glob
       e.callable_const(fn.get());
     }
     int n = 0;
-    for (const VPtr& v : vals)
-      if (v && v->kind != VK::Null) {
-        e.emit(N::LOAD_FAST, rb.memo.at(v.get()));
+    for (size_t i = 0; i < vals.size(); ++i)
+      if (!layout.stack_null[i] && layout.stack_reenter[i] < 0) {
+        e.emit(N::LOAD_FAST, rb.memo.at(vals[i].get()));
         ++n;
       }
-    if (result_slot >= 0) {
-      e.emit(N::LOAD_FAST, result_slot);
+    for (int slot : result_slots) {
+      e.emit(N::LOAD_FAST, slot);
       ++n;
     }
     for (int l : layout.locals) {
@@ -610,6 +625,20 @@ std::optional<Transformed> generate_split(const CodeFacts& facts, PyObject* glob
     return true;
   };
   const std::vector<VPtr> below(stop.stack.begin(), stop.stack.begin() + static_cast<long>(rest));
+  // The breaking instruction runs inside the block (an inference_mode block the graph left is
+  // entered again: its __exit__ on the stack is rebuilt entered); past it, the transformed code
+  // leaves the block before the resume function enters it again. An exception from it goes to the
+  // handler (TorchDynamo wraps the instruction in the block's setup the same way).
+  std::vector<size_t> protect;  // [start, end) instruction ranges of the breaking instruction(s)
+  auto leave_reentered = [&]() {
+    for (const VPtr& v : below)
+      if (v && v->kind == VK::GradMode && v->name == kInferenceExit) {
+        e.callable([&] { e.emit(N::LOAD_FAST, rb.memo.at(v.get())); });
+        for (int k = 0; k < 3; ++k) e.emit(N::LOAD_CONST, e.konst(Py_None));
+        e.call(3);
+        e.emit(N::POP_TOP);
+      }
+  };
   auto push_operands = [&]() {
     for (size_t i = rest; i < S; ++i) {
       const VPtr& v = stop.stack[i];
@@ -620,6 +649,7 @@ std::optional<Transformed> generate_split(const CodeFacts& facts, PyObject* glob
   switch (plan.kind) {
     case SplitPlan::Call: {
       push_operands();
+      protect.push_back(e.ins.size());
       const uint8_t op = bc::op_info(brk_in.opcode, e.v).deopt;
       if (brk_in.name == N::CALL) {
         if (stop.kw_names) e.emit(N::KW_NAMES, e.konst(stop.kw_names.get()));
@@ -629,27 +659,50 @@ std::optional<Transformed> generate_split(const CodeFacts& facts, PyObject* glob
       } else {  // CALL_KW, CALL_FUNCTION_EX, BINARY_SUBSCR, COMPARE_OP, STORE_SUBSCR: operands on the stack
         e.emit_raw(op, brk_in.arg == bc::kNone ? 0 : brk_in.arg);
       }
-      int result = -1;
+      protect.push_back(e.ins.size());
+      std::vector<int> result;
       if (plan.pushes) {
-        result = e.temp();
-        e.emit(N::STORE_FAST, result);
+        result.push_back(e.temp());
+        e.emit(N::STORE_FAST, result[0]);
       }
-      if (!resume(plan.next, below, result)) return std::nullopt;
+      leave_reentered();
+      if (!resume(plan.next, below, result, true)) return std::nullopt;
       break;
     }
     case SplitPlan::Jump: {
       push_operands();
+      protect.push_back(e.ins.size());
       if (e.v == bc::Version::py313) e.emit(N::TO_BOOL);  // 3.13's jumps take exact bools (TO_BOOL was traced as a no-op)
       const size_t jump_at = e.ins.size();
       e.emit_raw(bc::op_info(brk_in.opcode, e.v).deopt, 0);
-      if (!resume(plan.next, below, -1)) return std::nullopt;
+      protect.push_back(e.ins.size());
+      leave_reentered();
+      if (!resume(plan.next, below, {}, true)) return std::nullopt;
       e.ins[jump_at].arg = static_cast<int32_t>(e.ins.size());
-      if (!resume(plan.target, below, -1)) return std::nullopt;
+      leave_reentered();
+      if (!resume(plan.target, below, {}, true)) return std::nullopt;
       break;
     }
     case SplitPlan::Generic:
-      if (!resume(plan.next, stop.stack, -1)) return std::nullopt;
+      if (!resume(plan.next, stop.stack, {}, true)) return std::nullopt;
       break;
+  }
+  if (handler >= 0 && protect.size() == 2) {
+    // The exception (alone on the stack) is passed, with what the handler keeps of the stack (and
+    // its lasti, 0: the resume function's first instruction), to a resume function at the handler.
+    const auto at = static_cast<int32_t>(e.ins.size());
+    e.ranges.push_back(bc::AsmExcRange{static_cast<int32_t>(protect[0]), static_cast<int32_t>(protect[1]), at, 0, false});
+    const int exc = e.temp();
+    e.emit(N::STORE_FAST, exc);
+    std::vector<int> tail;
+    if (plan.with_lasti) {
+      tail.push_back(e.temp());
+      e.load_int(0);
+      e.emit(N::STORE_FAST, tail.back());
+    }
+    tail.push_back(exc);
+    const std::vector<VPtr> kept(below.begin(), below.begin() + static_cast<long>(plan.with_depth));
+    if (!resume(handler, kept, tail, false)) return std::nullopt;
   }
   auto tf = finish(e, co, globals, closure, why);
   if (tf) tf->resumes = std::move(made);

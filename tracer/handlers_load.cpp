@@ -52,7 +52,7 @@ Status op_DELETE_FAST(Translator&, Frame& f, const Instr& in) {  // ( -- )
 }
 Status op_LOAD_CONST(Translator& t, Frame& f, const Instr& in) {  // ( -- value)
   PyObject* c = PyTuple_GET_ITEM(code_of(f)->co_consts, in.arg);
-  if (PyCode_Check(c)) {
+  if (PyCode_Check(c) || PyType_Check(c)) {  // (a class: torch.inference_mode in a resume function's prologue)
     VPtr v = t.make(VK::Object);
     v->obj = Ref::borrow(c);
     f.stack.push_back(v);

@@ -3,8 +3,11 @@
 // and _exit_inference_mode(<that node>), around the operators it encloses. While it is traced the
 // block is entered for real (c10::InferenceMode), so that example values are made as eager makes
 // them there (no autograd, inference tensors); what a capture leaves entered (a break inside the
-// block) is left when the trace ends. A break inside the block does not split it: its exit has no
-// form the transformed code could hold, so the frame runs eagerly (generate_split fails, with why).
+// block) is left when the trace ends. A break inside the block splits it as TorchDynamo does: the
+// graph before the break leaves the block (_exit_inference_mode at its end), the transformed code
+// runs the breaking instruction inside the block entered again (dynview._runtime.InferenceModeExit),
+// and the resume function's prologue enters it once more, so its graph has the pair of nodes too
+// (resume.cpp).
 #include "pycache.h"
 #include "tensor_match.h"
 #include "translator.h"
@@ -70,6 +73,24 @@ Translator::Status Translator::exit_inference_mode(Frame& f, const VPtr& exit, V
   if (obs_) obs_->on_graph_node(GraphNodeEvent{id_, n, cur_step_, "call_function", "torch.autograd.grad_mode._exit_inference_mode"});
   out = constant(Ref::borrow(Py_False));
   return std::nullopt;
+}
+
+// A capture stopped at a break inside torch.inference_mode blocks of the root frame: its graph
+// leaves them, innermost first (their __exit__ values stay on the stack for the split).
+void Translator::leave_inference_blocks(Frame& f) {
+  static PyObject* exit_fn = grad_mode_attr("_exit_inference_mode");
+  if (!exit_fn) return;
+  for (auto it = f.stack.rbegin(); it != f.stack.rend(); ++it) {
+    const VPtr& v = *it;
+    if (!v || v->kind != VK::GradMode || v->name != kInferenceExit || v->node < 0) continue;
+    ArgTree a;
+    a.kind = ArgTree::Kind::Node;
+    a.node = v->node;
+    std::vector<ArgTree> args;
+    args.push_back(std::move(a));
+    const int n = output.graph.add_call_function(Ref::borrow(exit_fn), std::move(args), {}, Ref::borrow(Py_None), cur_step_);
+    if (obs_) obs_->on_graph_node(GraphNodeEvent{id_, n, cur_step_, "call_function", "torch.autograd.grad_mode._exit_inference_mode"});
+  }
 }
 
 Translator::~Translator() {

@@ -28,6 +28,7 @@ struct Emitter {
   int nfixed = 0;                 // argument slots + ___dv_graph_out
   int ntemps = 0;                 // temporaries after them
   std::vector<size_t> free_refs;  // LOAD_DEREF/LOAD_CLOSURE of free variable k: arg fixed up at the end
+  std::vector<bc::AsmExcRange> ranges;  // the exception table (instruction indexes)
 
   void emit(N n, int32_t arg = 0) {
     if (n == N::PRECALL && v != bc::Version::py311) return;

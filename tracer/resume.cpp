@@ -112,6 +112,9 @@ bool plan_split(const CodeFacts& facts, int index, SplitPlan& plan, std::string&
       why = "graph break in nested blocks";
       return false;
     }
+    plan.with_handler = h;
+    plan.with_depth = e->depth;
+    plan.with_lasti = e->lasti;
   }
   return true;
 }
@@ -164,10 +167,10 @@ std::vector<bool> live_locals(const CodeFacts& facts, int index) {
 
 PyObject* resume_code(const CodeFacts& facts, int target, const ResumeLayout& layout, std::string& why) {
   // Shared per (code, target, layout); never destroyed (holds code objects past Py_Finalize).
-  using Key = std::tuple<PyObject*, int, std::vector<bool>, std::vector<int>, std::vector<int>, std::vector<int>>;
+  using Key = std::tuple<PyObject*, int, std::vector<bool>, std::vector<int>, std::vector<int>, std::vector<int>, std::vector<int>>;
   static auto& cache = *new std::map<Key, Ref>();
   static auto& counter = *new std::map<PyObject*, int>();
-  Key key{facts.code.get(), target, layout.stack_null, layout.locals, layout.cells, layout.shared};
+  Key key{facts.code.get(), target, layout.stack_null, layout.locals, layout.cells, layout.shared, layout.stack_reenter};
   if (auto it = cache.find(key); it != cache.end()) return it->second.get();
 
   auto* co = reinterpret_cast<PyCodeObject*>(facts.code.get());
@@ -192,8 +195,9 @@ PyObject* resume_code(const CodeFacts& facts, int target, const ResumeLayout& la
   const int nfree = co->co_nfreevars;
   const auto* kinds = reinterpret_cast<const uint8_t*>(PyBytes_AS_STRING(co->co_localspluskinds));
   auto is_cell = [&](int i) { return (kinds[i] & kFastCell) != 0; };
+  auto reentered = [&](size_t slot) { return slot < layout.stack_reenter.size() && layout.stack_reenter[slot] >= 0; };
   int nstack = 0;
-  for (bool isnull : layout.stack_null) nstack += isnull ? 0 : 1;
+  for (size_t i = 0; i < layout.stack_null.size(); ++i) nstack += layout.stack_null[i] || reentered(i) ? 0 : 1;
   std::vector<int> new_index(static_cast<size_t>(nplus), -1);
   Ref varnames = Ref::steal(PyList_New(0)), cellvars = Ref::steal(PyList_New(0)), pure_cells = Ref::steal(PyList_New(0));
   auto name_of = [&](int i) { return PyTuple_GET_ITEM(co->co_localsplusnames, i); };
@@ -249,10 +253,40 @@ PyObject* resume_code(const CodeFacts& facts, int target, const ResumeLayout& la
     if (is_cell(i) && !is_shared[static_cast<size_t>(i)]) emit(N::MAKE_CELL, new_index[static_cast<size_t>(i)]);
   if (nallfree) emit(N::COPY_FREE_VARS, nallfree);
   emit(N::RESUME, 0);
+  // Constants the prologue adds after the code's own (the class of a block entered again, its mode).
+  Ref consts = Ref::steal(PySequence_List(co->co_consts));
+  if (!consts) {
+    PyErr_Clear();
+    why = "cannot copy the code's constants";
+    return nullptr;
+  }
+  auto konst = [&](PyObject* o) {
+    for (Py_ssize_t i = 0; i < PyList_GET_SIZE(consts.get()); ++i)
+      if (PyList_GET_ITEM(consts.get(), i) == o) return static_cast<int>(i);
+    PyList_Append(consts.get(), o);
+    return static_cast<int>(PyList_GET_SIZE(consts.get()) - 1);
+  };
   int passed = 0;
-  for (bool isnull : layout.stack_null) {
-    if (isnull) emit(N::PUSH_NULL);
-    else emit(N::LOAD_FAST, passed++);
+  for (size_t i = 0; i < layout.stack_null.size(); ++i) {
+    if (layout.stack_null[i]) {
+      emit(N::PUSH_NULL);
+    } else if (reentered(i)) {  // torch.inference_mode(mode), entered: BEFORE_WITH leaves its __exit__
+      PyObject* cls = inference_mode_class();
+      if (!cls) {
+        why = "torch.inference_mode is missing";
+        return nullptr;
+      }
+      if (v != bc::Version::py313) emit(N::PUSH_NULL);
+      emit(N::LOAD_CONST, konst(cls));
+      if (v == bc::Version::py313) emit(N::PUSH_NULL);
+      emit(N::LOAD_CONST, konst(layout.stack_reenter[i] ? Py_True : Py_False));
+      if (v == bc::Version::py311) emit(N::PRECALL, 1);
+      emit(N::CALL, 1);
+      emit(N::BEFORE_WITH);
+      emit(N::POP_TOP);
+    } else {
+      emit(N::LOAD_FAST, passed++);
+    }
   }
   // 3.13's two-local super-instructions hold two 4-bit indexes: where the new layout moves either
   // local past 15, the instruction is emitted as its two halves (one more instruction: jump targets
@@ -314,6 +348,7 @@ PyObject* resume_code(const CodeFacts& facts, int target, const ResumeLayout& la
   set("co_linetable", PyBytes_FromStringAndSize(out->linetable.data(), static_cast<Py_ssize_t>(out->linetable.size())));
   set("co_exceptiontable", PyBytes_FromStringAndSize(out->exceptiontable.data(), static_cast<Py_ssize_t>(out->exceptiontable.size())));
   set("co_stacksize", PyLong_FromLong(out->stacksize));
+  set("co_consts", PyList_AsTuple(consts.get()));
   set("co_varnames", PyList_AsTuple(varnames.get()));
   set("co_cellvars", PyList_AsTuple(cellvars.get()));
   set("co_freevars", PyList_AsTuple(freevars.get()));

@@ -23,6 +23,12 @@ struct SplitPlan {
   int pushes = 1;      // Call: items it leaves (0 or 1)
   int next = -1;       // resume target(s): Call/Generic: next (Generic: == index); Jump: fallthrough
   int target = -1;     // Jump: the jump target
+  // The `with` block the break is in (plan_split allows one, not nested): its handler's index (-1:
+  // none) and its exception-table entry. An exception from the breaking instruction, run by the
+  // transformed code, resumes at that handler, which calls the block's __exit__ as eager does.
+  int with_handler = -1;
+  uint32_t with_depth = 0;  // stack items the handler keeps (the block's __exit__ is the last)
+  bool with_lasti = false;  // the handler takes the raising instruction's offset below the exception
 };
 
 // Whether the root frame can be split at instruction `index`, and how; on false `why` says why
@@ -36,6 +42,10 @@ std::vector<bool> live_locals(const CodeFacts& facts, int index);
 // by the prologue, not passed).
 struct ResumeLayout {
   std::vector<bool> stack_null;  // one per stack slot at the resume point, bottom first
+  // One per stack slot (or empty): a slot holding a `with` block's __exit__ that the prologue enters
+  // again rather than takes, as TorchDynamo's resume functions set their blocks up again:
+  // `torch.inference_mode(mode)`'s BEFORE_WITH (-1: taken as an argument; 0, 1: the mode).
+  std::vector<int> stack_reenter;
   std::vector<int> locals;       // localsplus indexes of the live locals passed, in order
   std::vector<int> cells;        // localsplus indexes of the cell variables whose contents are passed
   std::vector<int> shared;       // localsplus indexes of the cell variables passed as cells: the resume

@@ -227,6 +227,8 @@ void restore_autocast_state(const AutocastState& s) {
     at::autocast::decrement_nesting();
     bool left = false;
     while (n > s.nesting) n = at::autocast::decrement_nesting(), left = true;
+    // a resume function's capture leaves a block the graph before the break entered: entered again
+    while (n < s.nesting) n = at::autocast::increment_nesting();
     if (left && n == 0) at::autocast::clear_cache();  // as the outermost autocast's exit does
   } catch (...) {
   }

@@ -381,6 +381,7 @@ void Translator::run_root(PyObject* code, PyObject* globals, PyObject* builtins,
   if (obs_ && !announce_code(obs_, facts)) PyErr_Clear();
   Status s = run_frame(f);
   if (s && s->id == kStopId) {
+    leave_inference_blocks(f);
     r.stopped = true;
     r.stack = f.stack;
     r.locals = f.locals;

@@ -89,6 +89,28 @@ def autocast_exit(device, prev, prev_dtype, prev_cache):
     return False
 
 
+class InferenceModeExit:
+    """The __exit__ of a torch.inference_mode block that a graph break split, as the transformed code
+    holds it: made entered (the graph before the break left the block), so that the breaking
+    instruction runs inside it; called once, after that instruction (the resume function enters the
+    block again) or by the block's handler with the exception."""
+    __slots__ = ("mode", "_ctx")
+
+    def __init__(self, mode):
+        self.mode = mode
+        self._ctx = torch._C._InferenceMode(mode)
+        self._ctx.__enter__()
+
+    def __call__(self, *exc):
+        ctx, self._ctx = self._ctx, None
+        if ctx is not None:
+            ctx.__exit__(None, None, None)
+        return None
+
+    def __repr__(self):
+        return "<exit torch.inference_mode(%r)>" % self.mode
+
+
 class AutocastExit:
     """The __exit__ of a torch.autocast block that a graph break split, on the resume function's stack."""
     __slots__ = ("state",)

@@ -1109,6 +1109,3 @@ def inference_mode_break_inside(x):
         y = y + 3
     return y
 
-
-NOT_YET["inference_mode_break_inside"] = (
-    "a break inside a torch.inference_mode block does not split the frame: it runs eagerly (TorchDynamo: 2 graphs)")

@@ -97,8 +97,17 @@ struct Kind<VK::GradMode> {
       r.e.call(0);
       return r.remember(v);
     }
-    // set_grad_enabled(b) would set the mode again as it is rebuilt; an inference_mode block's exit
-    // would leave a mode the graph entered (its handle stays in the graph): a split there runs eagerly
+    if (v->name == kInferenceExit) {
+      // A split torch.inference_mode block (the graph before the break left it, generate_split):
+      // dynview._runtime.InferenceModeExit(mode), made entered, for the breaking instruction
+      static PyObject* cls = cg::runtime_attr("InferenceModeExit");  // kept
+      if (!cls) return false;
+      r.e.callable_const(cls);
+      r.e.emit(N::LOAD_CONST, r.e.konst(v->flag ? Py_True : Py_False));
+      r.e.call(1);
+      return r.remember(v);
+    }
+    // set_grad_enabled(b) would set the mode again as it is rebuilt: a split there runs eagerly
     return false;
   }
 };

@@ -1,0 +1,249 @@
+"""Graph breaks inside `with` blocks: the frame is split there (as TorchDynamo splits it), and what
+eager does at the block's edges still happens -- the block's __exit__ runs once, with the exception
+when the breaking call raises (and a manager that suppresses it suppresses it), and the grad,
+inference and autocast modes after the call are eager's. Each function runs in eager, under
+torch.compile and under dynview; graphs and breaks are compared with torch._dynamo.explain."""
+import contextlib
+
+import pytest
+import torch
+
+import dynview
+
+pytestmark = pytest.mark.usefixtures("fresh_engine")
+
+
+@pytest.fixture(autouse=True)
+def modes_put_back():
+    """A mode one test leaves set (the bug these tests catch) is put back, so that it fails alone."""
+    yield
+    torch.set_grad_enabled(True)
+    torch.set_autocast_enabled("cpu", False)
+    n = torch.autocast_increment_nesting() - 1
+    torch.autocast_decrement_nesting()
+    while n < 0:
+        n = torch.autocast_increment_nesting()
+    while n > 0:
+        n = torch.autocast_decrement_nesting()
+
+LOG = []
+
+
+class Track:
+    def __enter__(self):
+        LOG.append("enter")
+        return self
+
+    def __exit__(self, *exc):
+        LOG.append(("exit", exc[0].__name__ if exc[0] else None))
+        return False
+
+
+class Suppress:
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        LOG.append(("exit", exc[0].__name__ if exc[0] else None))
+        return exc[0] is ValueError
+
+
+@contextlib.contextmanager
+def tracked():
+    LOG.append("gen enter")
+    try:
+        yield
+    finally:
+        LOG.append("gen exit")
+
+
+@torch._dynamo.disable
+def fails(t):
+    LOG.append("fails")
+    raise ValueError("from the breaking call")
+
+
+@torch._dynamo.disable
+def passes(t):
+    LOG.append("passes")
+    return t.sum()
+
+
+def no_grad_block(x, brk):
+    y = x + 1
+    with torch.no_grad():
+        y = y * 2
+        brk(y)
+        y = y + 3
+    return y + 10
+
+
+def set_grad_enabled_block(x, brk):
+    y = x + 1
+    with torch.set_grad_enabled(False):
+        y = y * 2
+        brk(y)
+        y = y + 3
+    return y + 10
+
+
+def inference_mode_block(x, brk):
+    y = x + 1
+    with torch.inference_mode():
+        y = y * 2
+        brk(y)
+        y = y + 3
+    return y + 10
+
+
+def inference_mode_false_block(x, brk):
+    y = x + 1
+    with torch.inference_mode(False):
+        y = y * 2
+        brk(y)
+        y = y + 3
+    return y + 10
+
+
+def autocast_block(x, brk):
+    y = x + 1
+    with torch.autocast("cpu"):
+        y = y @ y.T
+        brk(y)
+        y = y @ y
+    return y + 10
+
+
+def user_block(x, brk):
+    y = x + 1
+    with Track():
+        y = y * 2
+        brk(y)
+        y = y + 3
+    return y + 10
+
+
+def suppressing_block(x, brk):
+    y = x + 1
+    with Suppress():
+        y = y * 2
+        brk(y)
+        y = y + 3
+    return y + 10
+
+
+def generator_block(x, brk):
+    y = x + 1
+    with tracked():
+        y = y * 2
+        brk(y)
+        y = y + 3
+    return y + 10
+
+
+def inference_mode_branch(x, brk):
+    # a branch on a tensor inside the block: the jump is the break (a 2x2 tensor's truth raises)
+    y = x + 1
+    with torch.inference_mode():
+        y = y * 2
+        if brk(y):
+            y = y + 3
+        else:
+            y = y - 3
+    return y + 10
+
+
+def no_grad_branch(x, brk):
+    y = x + 1
+    with torch.no_grad():
+        y = y * 2
+        if brk(y):
+            y = y + 3
+    return y + 10
+
+
+BLOCKS = [no_grad_block, set_grad_enabled_block, inference_mode_block, inference_mode_false_block, autocast_block,
+          user_block, suppressing_block, generator_block]
+BRANCHES = [inference_mode_branch, no_grad_branch]
+
+
+def modes():
+    torch.autocast_increment_nesting()
+    nesting = torch.autocast_decrement_nesting()  # (autocast's depth: its cache is cleared at 0)
+    return torch.is_grad_enabled(), torch.is_inference_mode_enabled(), torch.is_autocast_enabled("cpu"), nesting
+
+
+def run(fn, brk, calls=2):
+    """What the calls give, as comparable values: each result (values, requires_grad, is_inference) or
+    exception (type, message), the modes after it, and the log of block edges and breaking calls."""
+    seen = []
+    for _ in range(calls):
+        LOG.clear()
+        x = torch.arange(4.0).reshape(2, 2).requires_grad_()
+        try:
+            r = fn(x, brk)
+            seen.append(("value", r.detach().tolist(), r.requires_grad, r.is_inference(), r.dtype))
+        except Exception as e:  # noqa: BLE001 -- the exception is what is compared
+            seen.append(("raised", type(e).__name__, str(e)))
+        seen.append((modes(), list(LOG)))
+    return seen
+
+
+def compiled(engine, fn):
+    torch._dynamo.reset()
+    return dynview.compile(fn, backend="eager") if engine == "dynview" else torch.compile(fn, backend="eager")
+
+
+@pytest.mark.parametrize("fn", BLOCKS, ids=lambda f: f.__name__)
+@pytest.mark.parametrize("brk", [fails, passes], ids=lambda f: f.__name__)
+def test_a_call_that_breaks_inside_a_block_leaves_it_as_eager_does(fn, brk):
+    expected = run(fn, brk)
+    assert modes() == (True, False, False, 0)
+    assert run(compiled("torch.compile", fn), brk) == expected  # (the oracle agrees with eager)
+    assert run(compiled("dynview", fn), brk) == expected
+    assert modes() == (True, False, False, 0)
+
+
+@pytest.mark.parametrize("fn", BRANCHES, ids=lambda f: f.__name__)
+@pytest.mark.parametrize("brk", [torch.Tensor.sum, torch.clone], ids=["scalar", "ambiguous"])
+def test_a_branch_on_a_tensor_inside_a_block_leaves_it_as_eager_does(fn, brk):
+    expected = run(fn, brk)
+    assert run(compiled("dynview", fn), brk) == expected
+    assert modes() == (True, False, False, 0)
+
+
+def counts(explain):
+    return explain.graph_count, explain.graph_break_count
+
+
+@pytest.mark.parametrize("fn", [no_grad_block, set_grad_enabled_block, inference_mode_block, inference_mode_false_block,
+                                autocast_block, inference_mode_branch, no_grad_branch], ids=lambda f: f.__name__)
+def test_a_break_inside_a_block_splits_the_frame_as_torch_dynamo_does(fn):
+    brk = torch.Tensor.sum if fn in BRANCHES else passes
+    torch._dynamo.reset()
+    want = counts(torch._dynamo.explain(fn)(torch.ones(2, 2), brk))
+    got = dynview.explain(fn)(torch.ones(2, 2), brk)
+    assert counts(got) == want
+    assert got.graph_count == 2, got  # split, not run eagerly
+
+
+def test_a_split_inference_mode_block_has_its_enter_and_exit_in_both_graphs():
+    graphs = []
+
+    def backend(gm, example_inputs):
+        graphs.append([n.target.__name__ for n in gm.graph.nodes if n.op == "call_function" and "inference" in str(n.target)])
+        return gm
+
+    x = torch.ones(3, requires_grad=True)
+    r = dynview.compile(inference_mode_block, backend=backend)(x, passes)
+    torch.testing.assert_close(r, inference_mode_block(x, passes))
+    assert graphs == [["_enter_inference_mode", "_exit_inference_mode"]] * 2
+    assert not torch.is_inference_mode_enabled()
+
+
+def test_an_exception_from_the_breaking_call_keeps_its_traceback_at_the_users_line():
+    import traceback
+    with pytest.raises(ValueError) as info:
+        dynview.compile(no_grad_block, backend="eager")(torch.ones(2), fails)
+    lines = [f.line for f in traceback.extract_tb(info.value.__traceback__)]
+    assert "brk(y)" in lines and 'raise ValueError("from the breaking call")' in lines
