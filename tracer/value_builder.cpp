@@ -619,8 +619,12 @@ VPtr ValueBuilder::wrap_autocast_exit(const Ref& obj, const SourcePtr& source, c
 VPtr ValueBuilder::wrap_object(const Ref& obj, const SourcePtr& source, const std::string& key, Frame& f) {
   PyObject* o = obj.get();
   VPtr v;
+  // A functools.partial is guarded by its type: what a call reads of it (func, args, keywords) is read
+  // through its source and guarded there (call_partial), as TorchDynamo guards a partial -- each
+  // layer's own partial(gelu, approximate='tanh') is not a recompile. (`is` guards identity.)
+  const bool partial = Py_IS_TYPE(o, reinterpret_cast<PyTypeObject*>(py().functools_partial.get()));
   if (source) {
-    if (PyModule_Check(o) || PyType_Check(o) || PyCFunction_Check(o) || PyCallable_Check(o))
+    if (!partial && (PyModule_Check(o) || PyType_Check(o) || PyCFunction_Check(o) || PyCallable_Check(o)))
       t_.add_guard(GuardKind::ID_MATCH, source, obj, f, "___check_obj_id(" + key + ", " + repr_of(o) + ")");
     else
       t_.add_guard(GuardKind::TYPE_MATCH, source, Ref::borrow(reinterpret_cast<PyObject*>(Py_TYPE(o))), f,

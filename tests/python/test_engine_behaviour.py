@@ -1,6 +1,7 @@
 """Cache, guards and recompiles, limits, reset, fullgraph, threads, exceptions, refcounts, memory
 and DYNVIEW_LOGS -- each checked against eager and, where it is about recompiling, against
 torch.compile counted with a backend that counts its calls."""
+import functools
 import os
 import subprocess
 import sys
@@ -73,6 +74,63 @@ def test_recompiles_exactly_when_torch_compile_does(kind):
     assert dynview_compiles() == n_td[0], kind
     entries = dynview._C.cache_entries(fn.__code__)
     assert sum(e["hits"] for e in entries) == len(calls) - len(entries)
+
+
+def _apply_act(x, act):
+    return act(x) + 1
+
+
+def _read_act(x, act):
+    return x * 2 if act.keywords.get("approximate") == "tanh" else x * 3
+
+
+def _call_act_parts(x, act):
+    return act.func(x, *act.args, **act.keywords)
+
+
+class _GatedLayer(torch.nn.Module):
+    # each layer holds its own partial, as transformers' activations do (gelu_pytorch_tanh)
+    def __init__(self):
+        super().__init__()
+        self.proj = torch.nn.Linear(4, 4)
+        self.act_fn = functools.partial(torch.nn.functional.gelu, approximate="tanh")
+
+    def forward(self, x):
+        return self.act_fn(self.proj(x))
+
+
+@pytest.mark.parametrize("f", [_apply_act, _read_act, _call_act_parts], ids=lambda f: f.__name__)
+def test_a_partial_is_guarded_by_what_it_holds_not_its_identity(f):
+    # equal partials (one per layer) share a compile; another keyword or function recompiles, as torch.compile
+    acts = [functools.partial(torch.nn.functional.gelu, approximate="tanh"),
+            functools.partial(torch.nn.functional.gelu, approximate="tanh"),
+            functools.partial(torch.nn.functional.gelu, approximate="none"), functools.partial(torch.sigmoid)]
+    td, n_td = counting_dynamo(f)
+    dv = dynview.compile(f, backend="eager")
+    dynview._C.take_records()
+    for act in acts + acts:
+        x = torch.randn(4)
+        torch.testing.assert_close(dv(x, act), f(x, act))
+        torch.testing.assert_close(td(x, act), f(x, act))
+    assert dynview_compiles() == n_td[0] == 3
+
+
+def test_layers_with_their_own_partials_share_one_compile():
+    torch.manual_seed(0)
+    layers = [_GatedLayer(), _GatedLayer()]
+    td_n = counting_dynamo(lambda x: x)[1]
+    dynview._C.take_records()
+    x = torch.randn(2, 4)
+    for layer in layers:
+        torch.testing.assert_close(dynview.compile(layer, backend="eager")(x), layer(x))
+    torch._dynamo.reset()
+
+    def backend(gm, example_inputs):
+        td_n[0] += 1
+        return gm.forward
+    for layer in layers:
+        torch.testing.assert_close(torch.compile(layer, backend=backend)(x), layer(x))
+    assert dynview_compiles() == td_n[0] == 1
 
 
 def test_grad_mode_is_guarded():

@@ -125,7 +125,10 @@ Status object_getattr(Translator& t, Frame& f, const VPtr& obj, const std::strin
   // Attributes of modules (torch.relu, math.pi), classes and instances of user classes (a config
   // object's cfg.d, o.scale) are reloaded from their owner, and so guarded: they may change
   // between calls. Immutable constants' attributes (dtype.is_floating_point) need no guard.
-  const bool user_instance = obj->kind == VK::Object && (Py_TYPE(o)->tp_flags & Py_TPFLAGS_HEAPTYPE);
+  // A functools.partial is guarded by its type (ValueBuilder::wrap_object): its func, args and
+  // keywords are guarded as they are read.
+  const bool user_instance = obj->kind == VK::Object && ((Py_TYPE(o)->tp_flags & Py_TPFLAGS_HEAPTYPE) ||
+                                                         Py_IS_TYPE(o, reinterpret_cast<PyTypeObject*>(py().functools_partial.get())));
   SourcePtr src = (obj->source && (PyModule_Check(o) || PyType_Check(o) || user_instance)) ? Source::attr(obj->source, name) : nullptr;
   if (PyModule_Check(o) && module_is_torch_mod(o)) src = nullptr;  // torch.* is fixed: no guard needed
   if (PyType_Check(o)) {
