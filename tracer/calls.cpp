@@ -297,6 +297,28 @@ Translator::Status Translator::graph_call(Frame& f, Ref target, const std::strin
   for (const VPtr& a : args) find_dev(a);
   for (auto& kv : kwargs) find_dev(kv.second);
   const std::string what = method.empty() ? callable_name(target.get()) : "Tensor." + method;
+  // Autograd leaves made in the graph: AOTAutograd (aot_eager, inductor) drops requires_grad on the
+  // graph's outputs, so eager's leaf would come back without it. TorchDynamo breaks at a factory
+  // given requires_grad=True, and at requires_grad_() that changes the flag (of an input, or of an
+  // intermediate the graph returns): so does dynview, at either.
+  auto wants_grad = [](const VPtr& v) { return v->kind == VK::Const && PyObject_IsTrue(v->obj.get()) == 1; };
+  for (auto& [k, v] : kwargs)
+    if (k == "requires_grad" && wants_grad(v) && method != "requires_grad_")
+      return brk(f, "DV0004", what + "(..., requires_grad=True): a tensor that requires grad made inside the graph",
+                 "create it outside the compiled function, or drop requires_grad=True (TorchDynamo breaks here too)");
+  if (method == "requires_grad_" && !args.empty() && args[0]->kind == VK::Tensor && args[0]->obj) {
+    VPtr flag = args.size() > 1 ? args[1] : nullptr;
+    for (auto& [k, v] : kwargs)
+      if (k == "requires_grad") flag = v;
+    if (flag && flag->kind != VK::Const) return brk(f, "DV0008", "Tensor.requires_grad_() with a flag that is not a constant");
+    const bool want = !flag || wants_grad(flag);
+    Ref now = Ref::steal(PyObject_GetAttrString(args[0]->obj.get(), "requires_grad"));
+    if (!now) PyErr_Clear();
+    if (!now || (now.get() == Py_True) != want)
+      return brk(f, "DV0008", "Tensor.requires_grad_() changes whether a tensor requires grad inside the graph",
+                 "the compiled graph's outputs would not keep it; call requires_grad_() outside the compiled function "
+                 "(TorchDynamo breaks here too)");
+  }
   if (method.empty() && !fx_names_itself(target.get()))
     return brk(f, "DV0004", "call to " + what + ": a function made by torch (a functools.wraps wrapper) that the graph's code would name as another",
                "a torch.func transform's result (jacrev(f), grad(f)) runs eagerly; call it outside the compiled function");
