@@ -20,7 +20,10 @@
 #include "translator.h"
 
 namespace dv {
+
 namespace {
+
+std::string describe_backend(PyObject* b);  // below
 
 struct Entry {
   std::unique_ptr<GuardTree> guards;
@@ -391,6 +394,34 @@ Entry* compile_frame(CodeState& st, PyCodeObject* co, _PyInterpreterFrame* frame
     grad_change = grad_after != grad_before ? int(grad_after) : -1;
     return c;
   };
+  // A fake-tensor error of the backend (AOTAutograd meeting a data-dependent output, an operator
+  // without a fake kernel: TorchDynamo's exceptions_allowed_to_be_fallback) is a break, as in
+  // torch.compile: the frame runs eagerly, with a warning. Any other backend error is raised.
+  auto backend_fallback = [&](std::string& why) -> bool {
+    PyObject *type, *value, *tb;
+    PyErr_Fetch(&type, &value, &tb);  // (held across the import below, which runs with no error set)
+    static PyObject* allowed = [] {
+      Ref exc = Ref::steal(PyImport_ImportModule("torch._dynamo.exc"));
+      PyObject* a = exc ? PyObject_GetAttrString(exc.get(), "exceptions_allowed_to_be_fallback") : nullptr;  // kept
+      PyErr_Clear();
+      return a;
+    }();
+    if (!type || !allowed || !PyErr_GivenExceptionMatches(type, allowed)) {
+      PyErr_Restore(type, value, tb);
+      return false;
+    }
+    PyErr_Restore(type, value, tb);
+    Ref err = take_error();
+    Ref text = err ? Ref::steal(PyObject_Str(err.get())) : Ref();
+    if (!text) PyErr_Clear();
+    std::string first = text ? str_of(text.get()) : std::string();
+    first = first.substr(0, first.find('\n'));
+    why = "backend " + describe_backend(mode().backend.get()) + " failed with " + (err ? Py_TYPE(err.get())->tp_name : "?") +
+          (first.empty() ? "" : ": " + first);
+    const std::string warning = "dynview: " + rec.qualname + " runs eagerly: " + why;
+    if (PyErr_WarnEx(PyExc_UserWarning, warning.c_str(), 1) < 0) PyErr_Clear();
+    return true;
+  };
   auto backend_error = [&]() -> Entry* {
     // Backend failures are errors of the user's configuration: surface them like torch.compile.
     if (g_observer) g_observer->on_compile_end(CompileEndEvent{id, "error", 0, 0, elapsed()});
@@ -429,8 +460,10 @@ Entry* compile_frame(CodeState& st, PyCodeObject* co, _PyInterpreterFrame* frame
     plan_outputs(first);
     std::string why;
     if (!lower(first, mode().backend.get(), why)) {
-      if (PyErr_Occurred()) return backend_error();
-      brk = Break::of("DV0021", "dynamic shapes: a guard cannot be expressed (" + why + ")", "mark the input static, or compile with dynamic=False");
+      if (PyErr_Occurred() && !backend_fallback(why)) return backend_error();
+      brk = why.rfind("backend ", 0) == 0
+                ? Break::of("DV0027", why)
+                : Break::of("DV0021", "dynamic shapes: a guard cannot be expressed (" + why + ")", "mark the input static, or compile with dynamic=False");
       brk->filename = rec.filename;
     }
     if (!brk) tf = generate(code, globals, closure, first, grad_change, why);
@@ -460,8 +493,8 @@ Entry* compile_frame(CodeState& st, PyCodeObject* co, _PyInterpreterFrame* frame
         plan_outputs(c);
         std::string why;
         if (!lower(c, mode().backend.get(), why)) {
-          if (PyErr_Occurred()) return backend_error();
-          no_split = "dynamic shapes: " + why;
+          if (PyErr_Occurred() && !backend_fallback(why)) return backend_error();
+          no_split = why.rfind("backend ", 0) == 0 ? why : "dynamic shapes: " + why;
         } else if (!(tf = generate_split(*facts, globals, closure, c, plan, grad_change, why))) {
           no_split = why;
         } else {

@@ -869,3 +869,30 @@ def test_saved_tensor_hooks_never_see_the_trace_examples():
     want = packed(f, x)
     got = packed(dynview.compile(f, backend="eager"), x)
     assert "meta" not in got and got == want
+
+
+def _rows(x, row, rows):
+    # a 0-d index tensor: AOTAutograd's fake tensors cannot say which row (data-dependent output)
+    return x[row] * 2, x[rows]
+
+
+def test_a_fake_tensor_failure_of_the_backend_runs_the_frame_eagerly_as_torch_compile():
+    x, row, rows = torch.randn(5, 2), torch.tensor(3), torch.tensor([0, 2])
+    torch._dynamo.reset()
+    want = _rows(x, row, rows)
+    torch.testing.assert_close(torch.compile(_rows, backend="aot_eager")(x, row, rows), want)  # (the oracle falls back too)
+    dynview._C.take_records()
+    with pytest.warns(UserWarning, match="runs eagerly: backend aot_eager failed with DataDependentOutputException"):
+        got = dynview.compile(_rows, backend="aot_eager")(x, row, rows)
+    torch.testing.assert_close(got, want)
+    records = dynview._C.take_records()
+    assert [(r["break_id"], r["graph"]) for r in records] == [("DV0027", None)]
+    torch.testing.assert_close(dynview.compile(_rows, backend="aot_eager")(x, torch.tensor(1), rows), _rows(x, torch.tensor(1), rows))
+    assert dynview._C.take_records() == []  # the frame runs eagerly from then on
+
+
+def test_any_other_backend_failure_is_raised():
+    def broken(gm, example_inputs):
+        raise ValueError("the backend is broken")
+    with pytest.raises(ValueError, match="the backend is broken"):
+        dynview.compile(fn, backend=broken)(torch.randn(3, 4), 2)
