@@ -631,7 +631,7 @@ std::optional<Transformed> generate_split(const CodeFacts& facts, PyObject* glob
   // handler (TorchDynamo wraps the instruction in the block's setup the same way).
   std::vector<size_t> protect;  // [start, end) instruction ranges of the breaking instruction(s)
   auto leave_reentered = [&]() {
-    for (const VPtr& v : below)
+    for (const VPtr& v : stop.stack)
       if (v && v->kind == VK::GradMode && v->name == kInferenceExit) {
         e.callable([&] { e.emit(N::LOAD_FAST, rb.memo.at(v.get())); });
         for (int k = 0; k < 3; ++k) e.emit(N::LOAD_CONST, e.konst(Py_None));
@@ -684,6 +684,7 @@ std::optional<Transformed> generate_split(const CodeFacts& facts, PyObject* glob
       break;
     }
     case SplitPlan::Generic:
+      leave_reentered();  // (the resume function enters the block again before the instruction)
       if (!resume(plan.next, stop.stack, {}, true)) return std::nullopt;
       break;
   }

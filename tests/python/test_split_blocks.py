@@ -247,3 +247,25 @@ def test_an_exception_from_the_breaking_call_keeps_its_traceback_at_the_users_li
         dynview.compile(no_grad_block, backend="eager")(torch.ones(2), fails)
     lines = [f.line for f in traceback.extract_tb(info.value.__traceback__)]
     assert "brk(y)" in lines and 'raise ValueError("from the breaking call")' in lines
+
+
+
+def formatted_inside_inference_mode(x):
+    # the break is at the f-string's formatting of a tensor (not a call): the frame resumes at that
+    # instruction and runs on eagerly, inside the block the resume function enters again
+    y = x + 1
+    with torch.inference_mode():
+        y = y * 2
+        s = f"{y}"
+        y = y + 3
+    return y + len(s)
+
+
+def test_a_break_at_another_instruction_inside_an_inference_mode_block_leaves_it_once():
+    x = torch.arange(4.0).reshape(2, 2)
+    want = formatted_inside_inference_mode(x)
+    got = dynview.compile(formatted_inside_inference_mode, backend="eager")(x)
+    assert modes() == (True, False, False, 0)
+    torch.testing.assert_close(got, want)
+    assert got.is_inference() == want.is_inference()  # (the block was left before the return, as in eager)
+    assert dynview.explain(formatted_inside_inference_mode)(x).graph_count == 1
