@@ -564,8 +564,9 @@ std::optional<Transformed> generate_split(const CodeFacts& facts, PyObject* glob
   if (!emit_head(e, rb, co, stop, grad_mode, roots, load_crossing, why)) return std::nullopt;
   if (!emit_advances(e, stop.out.side_effects, why)) return std::nullopt;
 
-  // The call of the resume function at `target` with the stack `vals` (bottom first; `result_slot`
-  // stands for the last one when >= 0), then return its result.
+  // The call of the resume function at `target` with the stack `vals` (bottom first) and then the
+  // temporaries `result_slots` (the breaking call's result; a handler's lasti and exception), then
+  // return its result.
   std::vector<ResumeInfo> made;
   // `reenter`: whether the torch.inference_mode blocks among `vals` are entered again by the resume
   // function (after the breaking instruction ran) rather than passed (to the with-block's handler).
