@@ -63,14 +63,8 @@ Translator::Status Translator::exit_inference_mode(Frame& f, const VPtr& exit, V
   static PyObject* exit_fn = grad_mode_attr("_exit_inference_mode");
   if (!exit_fn) return brk(f, "DV0009", "torch.autograd.grad_mode._exit_inference_mode is missing");
   if (inference_modes_.empty()) return brk(f, "DV0009", "leaving a torch.inference_mode block the trace did not enter");
-  ArgTree a;
-  a.kind = ArgTree::Kind::Node;
-  a.node = exit->node;
-  std::vector<ArgTree> args;
-  args.push_back(std::move(a));
   inference_modes_.pop_back();  // blocks are left in the order they were entered, innermost first
-  const int n = output.graph.add_call_function(Ref::borrow(exit_fn), std::move(args), {}, Ref::borrow(Py_None), cur_step_);
-  if (obs_) obs_->on_graph_node(GraphNodeEvent{id_, n, cur_step_, "call_function", "torch.autograd.grad_mode._exit_inference_mode"});
+  add_inference_exit_node(exit_fn, exit->node);
   out = constant(Ref::borrow(Py_False));
   return std::nullopt;
 }
@@ -83,14 +77,19 @@ void Translator::leave_inference_blocks(Frame& f) {
   for (auto it = f.stack.rbegin(); it != f.stack.rend(); ++it) {
     const VPtr& v = *it;
     if (!v || v->kind != VK::GradMode || v->name != kInferenceExit || v->node < 0) continue;
-    ArgTree a;
-    a.kind = ArgTree::Kind::Node;
-    a.node = v->node;
-    std::vector<ArgTree> args;
-    args.push_back(std::move(a));
-    const int n = output.graph.add_call_function(Ref::borrow(exit_fn), std::move(args), {}, Ref::borrow(Py_None), cur_step_);
-    if (obs_) obs_->on_graph_node(GraphNodeEvent{id_, n, cur_step_, "call_function", "torch.autograd.grad_mode._exit_inference_mode"});
+    add_inference_exit_node(exit_fn, v->node);
   }
+}
+
+// The _exit_inference_mode(<its _enter_inference_mode node>) node that leaves a block.
+void Translator::add_inference_exit_node(PyObject* exit_fn, int enter_node) {
+  ArgTree a;
+  a.kind = ArgTree::Kind::Node;
+  a.node = enter_node;
+  std::vector<ArgTree> args;
+  args.push_back(std::move(a));
+  const int n = output.graph.add_call_function(Ref::borrow(exit_fn), std::move(args), {}, Ref::borrow(Py_None), cur_step_);
+  if (obs_) obs_->on_graph_node(GraphNodeEvent{id_, n, cur_step_, "call_function", "torch.autograd.grad_mode._exit_inference_mode"});
 }
 
 Translator::~Translator() {

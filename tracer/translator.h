@@ -173,6 +173,7 @@ class Translator {
   Status enter_inference_mode(Frame& f, const VPtr& mgr);
   Status exit_inference_mode(Frame& f, const VPtr& exit, VPtr& out);
   void leave_inference_blocks(Frame& f);  // a capture stopped at a break: the graph leaves its open blocks
+  void add_inference_exit_node(PyObject* exit_fn, int enter_node);
   Status optimizer_init_group(Frame& f, const VPtr& fn, const std::vector<VPtr>& args,
                               const std::vector<std::pair<std::string, VPtr>>& kwargs, VPtr& out, bool& handled);
   std::vector<Ref> made_keys_;  // tuples key_of built (kept while a dict value takes its own reference)
