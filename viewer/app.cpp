@@ -252,7 +252,7 @@ std::string App::command(const std::string& line) {
       if (!ok) return "no local '" + name + "'";
     } else if (what == "timeline") {  // fraction of the selected compile
       double f;
-      if (!(in >> f)) return "click timeline needs a fraction";
+      if (!(in >> f) || !std::isfinite(f) || f < 0 || f > 1) return "click timeline needs a fraction from 0 to 1";
       if (m_.selected_compile() < 0) return "no compile";
       const Compile& c = m_.compiles()[m_.selected_compile()];
       m_.go_to(static_cast<int64_t>(c.first_step + static_cast<uint64_t>(f * static_cast<double>(std::max<uint64_t>(c.steps, 1) - 1))));
@@ -589,7 +589,8 @@ void App::draw_timeline() {
   const float cx = p.x + static_cast<float>(m_.cursor() / total) * w;
   dl->AddLine(ImVec2(cx, p.y - 1), ImVec2(cx, p.y + h1 + 1), kAccent, 2);
   ImGui::InvisibleButton("run", ImVec2(w, h1));
-  if (ImGui::IsItemActive()) m_.go_to(static_cast<int64_t>((ImGui::GetIO().MousePos.x - p.x) / w * total), ImGui::IsItemActivated());
+  if (ImGui::IsItemActive())
+    m_.go_to(static_cast<int64_t>(std::clamp((ImGui::GetIO().MousePos.x - p.x) / w, 0.0f, 1.0f) * total), ImGui::IsItemActivated());
   if (ci < 0) return;
   // Selected compile: depth band and markers.
   const Compile& c = m_.compiles()[ci];

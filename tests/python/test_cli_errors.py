@@ -101,7 +101,8 @@ def test_viewer_out_of_range_selections(trace, tmp_path):
     out = run(trace, "--select", "compile:7", "--screenshot", str(tmp_path / "x.png"), xvfb=True)
     assert out.returncode == 64 and "no compile '7' (the trace has 1" in out.stderr, out.stderr
     script = tmp_path / "s.txt"
-    script.write_text(f"click node {huge}\nclick guard {huge}\nclick compile -1\nzoom 0\nzoom -2\nzoom nan\nclick node relu\n")
+    script.write_text(f"click node {huge}\nclick guard {huge}\nclick compile -1\nzoom 0\nzoom -2\nzoom nan\nclick node relu\n"
+                      f"click timeline {huge}k\nclick timeline 1.5e21\nclick timeline -0.5\nclick timeline nan\nclick timeline 1\n")
     out = run(trace, "--script", str(script), xvfb=True)
     assert out.returncode == 1, out.stderr  # failed commands: an error line each, exit 1
     lines = [json.loads(l) for l in out.stdout.splitlines() if l.startswith("{")]
@@ -110,6 +111,9 @@ def test_viewer_out_of_range_selections(trace, tmp_path):
     assert errors[1].startswith(f"no guard '{huge}'") and errors[2].startswith("no compile '-1'")
     assert all(e.startswith("zoom needs a factor above 0") for e in errors[3:6])
     assert errors[6] == "" and lines[6]["state"]["node_name"] == "relu"
+    # a timeline fraction outside [0, 1] (the CLI fuzzer's 1.5e21 overflowed the step number)
+    assert all(e.startswith("click timeline needs a fraction from 0 to 1") for e in errors[7:11]), errors[7:11]
+    assert errors[11] == "" and lines[11]["state"]["cursor"] > lines[6]["state"]["cursor"]
 
 
 def test_viewer_refuses_non_utf8_script(trace, tmp_path):
