@@ -13,6 +13,18 @@ namespace dv {
 
 namespace {
 
+constexpr const char* kSymTextHint =
+    "as with torch.compile, the text of a dynamic size is made eagerly; format it with an f-string or str.format, or mark the dimension static";
+
+// A symbolic number, or a tuple or list holding one (a torch.Size with a dynamic dimension).
+bool holds_sym(const VPtr& v) {
+  if (v->kind == VK::Sym) return true;
+  if (v->kind != VK::Tuple && v->kind != VK::List) return false;
+  for (const VPtr& x : v->items)
+    if (holds_sym(x)) return true;
+  return false;
+}
+
 // A lazy iterator `name` over the iterators of `args` (its items made as they are taken: pull_itertool).
 Translator::Status lazy_over(Translator& t, Frame& f, const char* name, const std::vector<VPtr>& args, VPtr& out) {
   VPtr r = t.make(VK::Iter);
@@ -303,6 +315,16 @@ Translator::Status sym_builtin(Translator& t, Frame& f, PyObject* fn, std::vecto
     return call_builtin(t, f, fn, args, kwargs, out, handled);
   }
   if (!kwargs.empty()) return std::nullopt;
+  if ((kind == Builtin::str_ || kind == Builtin::repr_) && args.size() == 1 && args[0]->kind == VK::Sym)
+    return handled = true, t.brk(f, "DV0007", std::string(kind == Builtin::str_ ? "str()" : "repr()") + " of a symbolic size",
+                                 kSymTextHint);
+  if (kind == Builtin::bool_ && args.size() == 1 && args[0]->kind == VK::Sym) {  // != 0, decided by the ShapeEnv
+    bool b = false;
+    if (Translator::Status s = t.truth(f, args[0], b)) return handled = true, s;
+    handled = true;
+    out = t.constant(Ref::borrow(b ? Py_True : Py_False));
+    return std::nullopt;
+  }
   auto number = [](const VPtr& v) {
     return v->kind == VK::Sym || (v->kind == VK::Const && (PyLong_CheckExact(v->obj.get()) || PyFloat_CheckExact(v->obj.get())));
   };
@@ -855,6 +877,9 @@ Translator::Status call_builtin(Translator& t, Frame& f, PyObject* fn, std::vect
     out = t.constant(r);
     return std::nullopt;
   }
+  if ((is(Builtin::str_) || is(Builtin::repr_)) && n == 1 && kwargs.empty() && holds_sym(args[0]))
+    return t.brk(f, "DV0007", std::string(is(Builtin::str_) ? "str()" : "repr()") + " of a symbolic size",
+                 kSymTextHint);
   if (is(Builtin::bool_) && n == 1 && kwargs.empty() && (args[0]->kind == VK::Instance || args[0]->kind == VK::List ||
                                                   args[0]->kind == VK::Tuple || args[0]->kind == VK::Dict)) {
     bool b = false;  // its truth: __bool__/__len__ of an object (inlined), emptiness of a container

@@ -180,56 +180,93 @@ Status op_UNPACK_EX(Translator& t, Frame& f, const Instr& in) {  // (seq -- afte
   for (int i = before - 1; i >= 0; --i) f.stack.push_back(it->items[i]);
   return std::nullopt;
 }
-Status op_FORMAT_VALUE(Translator& t, Frame& f, const Instr& in) {  // (v [spec] -- str)
-  const bool spec = in.arg & 4;
-  NEED(spec ? 2u : 1u);
-  VPtr fmt = spec ? pop(f) : nullptr;
-  VPtr v = top(f);
-  if (v->kind != VK::Const || (fmt && fmt->kind != VK::Const)) return t.brk(f, "DV0023", "f-string of a non-constant");
+// f-strings. A constant is formatted now. A symbolic number is specialised first (TorchDynamo's
+// LazySymNodeFormatString, realised). Another value (a tensor, a torch.Size with symbolic sizes) is
+// formatted after the graph, as TorchDynamo's StringFormatVariable (str_format.cpp): FORMAT_VALUE
+// makes a one-field StrFormat "{:spec}" and BUILD_STRING joins the parts into one.
+// A symbolic int or bool in an f-string: its value, guarded (a float's guard, IntTrueDiv(s0, 2) ==
+// 1.5, cannot be written: it breaks instead).
+static Status specialise_for_text(Translator& t, Frame& f, VPtr& v) {
+  if (v->kind != VK::Sym) return std::nullopt;
+  if (ops(VK::Sym).python_type(t, v) == reinterpret_cast<PyObject*>(&PyFloat_Type))
+    return t.brk(f, "DV0023", "f-string of a symbolic float");
+  Ref c = t.specialize(v);
+  if (!c) {
+    PyErr_Clear();
+    return t.brk(f, "DV0021", "cannot specialise a symbolic number for an f-string");
+  }
+  v = t.constant(c);
+  return std::nullopt;
+}
+static Status format_top(Translator& t, Frame& f, PyObject* spec, int conv) {  // (v -- str)
+  VPtr& v = top(f);
+  if (Status s = specialise_for_text(t, f, v)) return s;
+  if (v->kind != VK::Const) {
+    if (conv) return t.brk(f, "DV0023", std::string(conv == 2 ? "repr()" : conv == 1 ? "str()" : "ascii()") + " of a " + vk_name(v->kind) + " in an f-string");
+    Ref pattern = Ref::steal(spec ? PyUnicode_FromFormat("{:%U}", spec) : PyUnicode_FromString("{}"));
+    if (!pattern || (spec && (PyUnicode_FindChar(spec, '{', 0, PyUnicode_GET_LENGTH(spec), 1) >= 0 ||
+                              PyUnicode_FindChar(spec, '}', 0, PyUnicode_GET_LENGTH(spec), 1) >= 0))) {
+      PyErr_Clear();
+      return t.brk(f, "DV0023", "f-string of a non-constant");
+    }
+    std::vector<VPtr> args{v};
+    KwArgs kwargs;
+    VPtr out;
+    bool handled = false;
+    if (Status s = str_format(t, f, pattern.get(), args, kwargs, out, handled)) return s;
+    if (!handled) return t.brk(f, "DV0023", "f-string of a non-constant");
+    out->flag = true;
+    v = out;
+    return std::nullopt;
+  }
   Ref val = v->obj;
-  const int conv = in.arg & 3;
   if (conv == 1) val = Ref::steal(PyObject_Str(val.get()));
   if (conv == 2) val = Ref::steal(PyObject_Repr(val.get()));
   if (conv == 3) val = Ref::steal(PyObject_ASCII(val.get()));
-  Ref s = val ? Ref::steal(PyObject_Format(val.get(), fmt ? fmt->obj.get() : nullptr)) : Ref();
-  if (!s) return t.brk(f, "DV0010", "format raised");
-  top(f) = t.constant(s);
+  Ref s = val ? Ref::steal(PyObject_Format(val.get(), spec)) : Ref();
+  if (!s) {
+    PyErr_Clear();
+    return t.brk(f, "DV0010", "format raised");
+  }
+  v = t.constant(s);
+  return std::nullopt;
+}
+Status op_FORMAT_VALUE(Translator& t, Frame& f, const Instr& in) {  // (v [spec] -- str)
+  const bool spec = in.arg & 4;
+  NEED(spec ? 2u : 1u);
+  VPtr fmt = spec ? top(f) : nullptr;
+  if (fmt && fmt->kind != VK::Const) return t.brk(f, "DV0023", "f-string of a non-constant");
+  if (spec) f.stack.pop_back();
+  if (Status s = format_top(t, f, fmt ? fmt->obj.get() : nullptr, in.arg & 3)) {
+    if (fmt) f.stack.push_back(fmt);
+    return s;
+  }
   return std::nullopt;
 }
 // 3.13 f-strings: CONVERT_VALUE (str/repr/ascii), then FORMAT_SIMPLE or FORMAT_WITH_SPEC.
 Status op_CONVERT_VALUE(Translator& t, Frame& f, const Instr& in) {  // (v -- converted)
   NEED(1);
-  const VPtr& v = top(f);
+  VPtr& v = top(f);
+  if (Status s = specialise_for_text(t, f, v)) return s;  // as by FORMAT_VALUE
   if (v->kind != VK::Const) return t.brk(f, "DV0023", "f-string of a non-constant");
   Ref r = Ref::steal(in.arg == 1 ? PyObject_Str(v->obj.get()) : in.arg == 2 ? PyObject_Repr(v->obj.get()) : PyObject_ASCII(v->obj.get()));
   if (!r) {
     PyErr_Clear();
     return t.brk(f, "DV0010", "format raised");
   }
-  top(f) = t.constant(r);
-  return std::nullopt;
-}
-static Status format_top(Translator& t, Frame& f, PyObject* spec) {  // (v -- str)
-  const VPtr& v = top(f);
-  if (v->kind != VK::Const) return t.brk(f, "DV0023", "f-string of a non-constant");
-  Ref s = Ref::steal(PyObject_Format(v->obj.get(), spec));
-  if (!s) {
-    PyErr_Clear();
-    return t.brk(f, "DV0010", "format raised");
-  }
-  top(f) = t.constant(s);
+  v = t.constant(r);
   return std::nullopt;
 }
 Status op_FORMAT_SIMPLE(Translator& t, Frame& f, const Instr&) {  // (v -- str)
   NEED(1);
-  return format_top(t, f, nullptr);
+  return format_top(t, f, nullptr, 0);
 }
 Status op_FORMAT_WITH_SPEC(Translator& t, Frame& f, const Instr&) {  // (v spec -- str)
   NEED(2);
   const VPtr spec = top(f);
   if (spec->kind != VK::Const) return t.brk(f, "DV0023", "f-string of a non-constant");
   f.stack.pop_back();
-  if (Status s = format_top(t, f, spec->obj.get())) {
+  if (Status s = format_top(t, f, spec->obj.get(), 0)) {
     f.stack.push_back(spec);
     return s;
   }
@@ -237,16 +274,49 @@ Status op_FORMAT_WITH_SPEC(Translator& t, Frame& f, const Instr&) {  // (v spec 
 }
 Status op_BUILD_STRING(Translator& t, Frame& f, const Instr& in) {  // (s1..sn -- str)
   NEED(static_cast<size_t>(in.arg));
-  Ref parts = Ref::steal(PyTuple_New(in.arg));
-  for (int i = 0; i < in.arg; ++i) {
-    VPtr p = f.stack[f.stack.size() - in.arg + i];
-    if (p->kind != VK::Const) return t.brk(f, "DV0023", "string of a non-constant");
-    PyTuple_SET_ITEM(parts.get(), i, Ref::borrow(p->obj.get()).release());
+  const auto first = f.stack.end() - in.arg;
+  bool lazy = false;
+  for (auto it = first; it != f.stack.end(); ++it) {
+    if ((*it)->kind == VK::StrFormat) lazy = true;
+    else if ((*it)->kind != VK::Const || !PyUnicode_Check((*it)->obj.get())) return t.brk(f, "DV0023", "string of a non-constant");
   }
-  Ref empty = Ref::steal(PyUnicode_FromString(""));
-  Ref s = Ref::steal(PyUnicode_Join(empty.get(), parts.get()));
+  VPtr out;
+  if (lazy) {  // one StrFormat: constant parts escaped, an f-string field's pattern inlined, others nested
+    out = t.make(VK::StrFormat);
+    static PyObject* open_ = PyUnicode_InternFromString("{");
+    static PyObject* close_ = PyUnicode_InternFromString("}");
+    static PyObject* open2 = PyUnicode_InternFromString("{{");
+    static PyObject* close2 = PyUnicode_InternFromString("}}");
+    static PyObject* field = PyUnicode_InternFromString("{}");
+    Ref pattern = Ref::steal(PyUnicode_FromString(""));
+    for (auto it = first; it != f.stack.end() && pattern; ++it) {
+      const VPtr& p = *it;
+      Ref part;
+      if (p->kind == VK::Const) {
+        Ref once = Ref::steal(PyUnicode_Replace(p->obj.get(), open_, open2, -1));
+        part = once ? Ref::steal(PyUnicode_Replace(once.get(), close_, close2, -1)) : Ref();
+      } else if (p->flag) {
+        part = p->obj;
+        out->items.push_back(p->items[0]);
+      } else {
+        part = Ref::borrow(field);
+        out->items.push_back(p);
+      }
+      pattern = part ? Ref::steal(PyUnicode_Concat(pattern.get(), part.get())) : Ref();
+    }
+    out->obj = pattern;
+  } else {
+    Ref parts = Ref::steal(PyTuple_New(in.arg));
+    for (int i = 0; i < in.arg; ++i) PyTuple_SET_ITEM(parts.get(), i, Ref::borrow(first[i]->obj.get()).release());
+    Ref empty = Ref::steal(PyUnicode_FromString(""));
+    out = t.constant_steal(PyUnicode_Join(empty.get(), parts.get()));
+  }
+  if (!out || !out->obj) {
+    PyErr_Clear();
+    return t.brk(f, "DV0023", "string of a non-constant");
+  }
   f.stack.resize(f.stack.size() - in.arg);
-  f.stack.push_back(t.constant(s));
+  f.stack.push_back(out);
   return std::nullopt;
 }
 

@@ -158,6 +158,16 @@ PyObject* refs_tensor_factory() {
 // classes, operator getters, NumPy ...
 Status object_call(Translator& t, Frame& f, const VPtr& fn, std::vector<VPtr>& args, KwArgs& kwargs, VPtr& out) {
   PyObject* o = fn->obj.get();
+  static PyObject* const str_format_descr = [] {  // str.format (the same descriptor each read; kept for the process)
+    PyObject* d = PyObject_GetAttrString(reinterpret_cast<PyObject*>(&PyUnicode_Type), "format");
+    if (!d) PyErr_Clear();
+    return d;
+  }();
+  if (o == str_format_descr && !args.empty() && args[0]->kind == VK::Const && PyUnicode_CheckExact(args[0]->obj.get())) {
+    std::vector<VPtr> rest(args.begin() + 1, args.end());  // str.format(fmt, ...): as fmt.format(...)
+    bool handled = false;
+    if (Status s = str_format(t, f, args[0]->obj.get(), rest, kwargs, out, handled); s || handled) return s;
+  }
   if (t.output.dynamic() && !module_is_torch(o) && !is_tensor_method_descriptor(o)) {
     // Python callables see Python values: symbolic ints are specialised (and guarded) here, as
     // TorchDynamo does for range(n) and the like -- but for the builtins that keep them symbolic.

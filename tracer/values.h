@@ -44,8 +44,11 @@ enum class VK : uint8_t {
   FuncGrad,  // torch.func.grad / grad_and_value / jacrev / jacfwd(fn, ...) made in the trace, or vjp's vjp_fn
              // (items = outputs, primals): self = fn, obj = (argnums,
              // has_aux, with_value) (tracer/values/func_grad.cpp)
+  StrFormat, // a string formatted from traced values, made after the graph: obj = the format string,
+             // items = its arguments (the last keys.size() by keyword); flag: one auto-numbered
+             // field of an f-string, "{:spec}" (tracer/values/str_format.cpp)
 };
-inline constexpr size_t kKindCount = static_cast<size_t>(VK::FuncGrad) + 1;  // FuncGrad: the last kind
+inline constexpr size_t kKindCount = static_cast<size_t>(VK::StrFormat) + 1;  // StrFormat: the last kind
 // The value protocol: what each kind answers, one specialisation per kind (tracer/values/kind.h).
 template <VK K>
 struct Kind;

@@ -62,7 +62,7 @@ def test_doc_page_is_the_table():
 
 
 def fstring(x):
-    return f"{x}"
+    return f"{x!r}"  # (an f-string of a tensor is made after the graph; its repr() is not)
 
 
 def dict_get_by_list(x):
@@ -78,7 +78,7 @@ def data_dependent(x):
 
 
 @pytest.mark.parametrize("fn,break_id,site_hint", [
-    (fstring, "DV0023", False),           # split from DV0007: an f-string of a tensor
+    (fstring, "DV0023", False),           # split from DV0007: an f-string of a tensor's repr()
     (dict_get_by_list, "DV0024", False),  # split from DV0018: a dict key that is not a hashable constant
     (data_dependent, "DV0002", True),     # its call site gives its own hint
 ])

@@ -251,12 +251,12 @@ def test_an_exception_from_the_breaking_call_keeps_its_traceback_at_the_users_li
 
 
 def formatted_inside_inference_mode(x):
-    # the break is at the f-string's formatting of a tensor (not a call): the frame resumes at that
+    # the break is at the f-string's repr() of a tensor (not a call): the frame resumes at that
     # instruction and runs on eagerly, inside the block the resume function enters again
     y = x + 1
     with torch.inference_mode():
         y = y * 2
-        s = f"{y}"
+        s = f"{y!r}"
         y = y + 3
     return y + len(s)
 

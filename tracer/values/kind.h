@@ -118,6 +118,10 @@ Status sequence_index_or_count(Translator& t, Frame& f, const VPtr& self, std::v
 Status dict_call(Translator& t, Frame& f, const VPtr& self, const std::string& name, std::vector<VPtr>& args, KwArgs& kwargs,
                  VPtr& out);  // a dict method by name on a Dict value (dict.cpp)
 Status object_method(Translator& t, Frame& f, const VPtr& m, std::vector<VPtr>& args, KwArgs& kwargs, VPtr& out);  // Const, Object
+// fmt.format(*args, **kwargs) of a constant format string over values of the trace, made after the
+// graph (a StrFormat); handled false where every argument is a constant (fold it as a pure call).
+// Breaks where an argument may change before the graph ends (str_format.cpp).
+Status str_format(Translator& t, Frame& f, PyObject* fmt, std::vector<VPtr>& args, KwArgs& kwargs, VPtr& out, bool& handled);
 std::string callable_name(PyObject* fn);   // its __qualname__ (calls.cpp)
 bool allowed_in_graph(PyObject* fn);       // torch.compiler.allow_in_graph (calls.cpp)
 bool is_len_builtin(PyObject* fn);         // builtins.len (builtins.cpp's table)

@@ -228,6 +228,11 @@ Status object_method(Translator& t, Frame& f, const VPtr& m, std::vector<VPtr>& 
   PyObject* so = self->obj.get();
   const bool pure = self->kind == VK::Const || PyModule_Check(so);
   if (!pure) return t.brk(f, "DV0004", "method " + name + " of " + Py_TYPE(so)->tp_name + " object");
+  if (self->kind == VK::Const && name == "format" && PyUnicode_CheckExact(so)) {  // "{}".format(x.shape): after the graph
+    bool handled = false;
+    if (Status s = str_format(t, f, so, args, kwargs, out, handled)) return s;
+    if (handled) return std::nullopt;
+  }
   Ref bound = Ref::steal(PyObject_GetAttrString(so, name.c_str()));
   if (!bound) return t.brk(f, "DV0005", "no attribute " + name);
   static PyTypeObject* const method_wrapper = [] {  // type((1).__add__): not in 3.13's public headers
