@@ -536,7 +536,7 @@ std::optional<Transformed> generate_split(const CodeFacts& facts, PyObject* glob
     why = "the with block's handler keeps more of the stack than lies below the breaking instruction";
     return std::nullopt;
   }
-  for (int target : {plan.next, plan.target, handler})
+  for (int target : {plan.next, plan.target, handler, plan.kind == SplitPlan::Comprehension ? plan.index : -1})
     if (target >= 0)
       for (int l : live_at(target)) local_vals.push_back(stop.locals[static_cast<size_t>(l)]);
   std::vector<VPtr> crossing = stop.stack;
@@ -570,7 +570,10 @@ std::optional<Transformed> generate_split(const CodeFacts& facts, PyObject* glob
   std::vector<ResumeInfo> made;
   // `reenter`: whether the torch.inference_mode blocks among `vals` are entered again by the resume
   // function (after the breaking instruction ran) rather than passed (to the with-block's handler).
-  auto resume = [&](int target, const std::vector<VPtr>& vals, const std::vector<int>& result_slots, bool reenter) -> bool {
+  // `return_at` >= 0: the function made runs the code from `target` up to that instruction only and
+  // returns what is on top of the stack there; its call's result is left on the stack.
+  auto resume = [&](int target, const std::vector<VPtr>& vals, const std::vector<int>& result_slots, bool reenter,
+                    int return_at = -1) -> bool {
     ResumeLayout layout;
     for (const VPtr& v : vals) {
       layout.stack_null.push_back(!v || v->kind == VK::Null);
@@ -583,7 +586,7 @@ std::optional<Transformed> generate_split(const CodeFacts& facts, PyObject* glob
     layout.locals = live_at(target);
     layout.cells = cells;
     layout.shared = shared;
-    PyObject* code = resume_code(facts, target, layout, why);
+    PyObject* code = resume_code(facts, target, layout, why, return_at);
     if (!code) return false;
     if (co->co_nfreevars || !shared.empty()) {  // closure: (shared cells..., the frame's free variables...)
       e.callable([&] {
@@ -621,8 +624,8 @@ std::optional<Transformed> generate_split(const CodeFacts& facts, PyObject* glob
       ++n;
     }
     e.call(n);
-    e.emit(N::RETURN_VALUE);
-    made.push_back(ResumeInfo{Ref::borrow(code), plan.kind == SplitPlan::Generic, target});
+    if (return_at < 0) e.emit(N::RETURN_VALUE);
+    made.push_back(ResumeInfo{Ref::borrow(code), plan.kind == SplitPlan::Generic || return_at >= 0, target});
     return true;
   };
   const std::vector<VPtr> below(stop.stack.begin(), stop.stack.begin() + static_cast<long>(rest));
@@ -682,6 +685,15 @@ std::optional<Transformed> generate_split(const CodeFacts& facts, PyObject* glob
       e.ins[jump_at].arg = static_cast<int32_t>(e.ins.size());
       leave_reentered();
       if (!resume(plan.target, below, {}, true)) return std::nullopt;
+      break;
+    }
+    case SplitPlan::Comprehension: {
+      // comprehension(stack..., live locals) runs it eagerly (never captured: the break is inside),
+      // with the whole stack, so that its cleanup handler finds the depth it was compiled for
+      if (!resume(plan.index, stop.stack, {}, false, plan.next)) return std::nullopt;
+      std::vector<int> result{e.temp()};
+      e.emit(N::STORE_FAST, result[0]);
+      if (!resume(plan.next, below, result, true)) return std::nullopt;
       break;
     }
     case SplitPlan::Generic:

@@ -1,6 +1,7 @@
 // Split points, liveness and resume code objects (see resume.h).
 #include "resume.h"
 
+#include <algorithm>
 #include <map>
 #include <tuple>
 
@@ -42,6 +43,64 @@ bool is_bool_jump(N n) {
          n == N::POP_JUMP_BACKWARD_IF_FALSE || n == N::POP_JUMP_IF_TRUE || n == N::POP_JUMP_IF_FALSE;
 }
 
+// The comprehensions 3.12+ inline into the frame (PEP 709), as the compiler lays them out:
+// LOAD_FAST_AND_CLEAR (one per variable it binds); SWAP; BUILD_LIST/SET/MAP 0; SWAP 2; FOR_ITER ...
+// END_FOR [3.13: POP_TOP], the build to the end protected by one handler (the cleanup that puts the
+// variables back). `start`: the first LOAD_FAST_AND_CLEAR; `build`: the BUILD_*; `end`: the
+// instruction after the protected range (its result on the stack, the saved variables under it).
+struct Comprehension {
+  int start = -1, build = -1, end = -1;
+};
+std::vector<Comprehension> inlined_comprehensions(const CodeFacts& facts) {
+  std::vector<Comprehension> out;
+  const auto& ins = facts.decoded.instrs;
+  if (facts.decoded.version == bc::Version::py311) return out;
+  for (int i = 2; i + 2 < static_cast<int>(ins.size()); ++i) {
+    const N op = ins[i].name;
+    if ((op != N::BUILD_LIST && op != N::BUILD_SET && op != N::BUILD_MAP) || ins[i].arg != 0) continue;
+    if (ins[i - 1].name != N::SWAP || ins[i - 2].name != N::LOAD_FAST_AND_CLEAR) continue;
+    if (ins[i + 1].name != N::SWAP || ins[i + 2].name != N::FOR_ITER) continue;
+    const bc::ExcEntry* own = handler_of(facts.decoded, ins[i].offset);
+    if (!own || own->start != ins[i].offset) continue;
+    // its FOR_ITER leaves the loop at END_FOR (3.13: END_FOR; POP_TOP), the protected range's end
+    const int end_for = ins[i + 2].jump_target >= 0 ? index_at(facts, static_cast<uint32_t>(ins[i + 2].jump_target)) : -1;
+    if (end_for < 0 || ins[end_for].name != N::END_FOR || end_for + 2 >= static_cast<int>(ins.size())) continue;
+    Comprehension c;
+    c.build = i;
+    c.start = i - 2;
+    while (c.start > 0 && ins[c.start - 1].name == N::LOAD_FAST_AND_CLEAR) --c.start;
+    c.end = end_for + (ins[end_for + 1].name == N::POP_TOP && facts.decoded.version == bc::Version::py313 ? 2 : 1);
+    bool closes = false;
+    for (const bc::ExcEntry& e : facts.decoded.exceptions) closes |= e.target == own->target && e.end == ins[c.end].offset;
+    if (closes) out.push_back(c);
+  }
+  return out;
+}
+
+// Whether the inlined comprehension `c` can run in a function of its own: it writes no variable of
+// the frame but its own (a walrus would have to be written back) and reaches no cell.
+bool comprehension_self_contained(const CodeFacts& facts, const Comprehension& c, std::string& why) {
+  const auto& ins = facts.decoded.instrs;
+  std::vector<int> own;
+  for (int i = c.start; i < c.end; ++i)
+    if (ins[i].name == N::LOAD_FAST_AND_CLEAR) own.push_back(ins[i].index);
+  for (int i = c.start; i < c.end; ++i) {
+    const N op = ins[i].name;
+    if (op == N::LOAD_DEREF || op == N::STORE_DEREF || op == N::DELETE_DEREF || op == N::LOAD_CLOSURE ||
+        op == N::MAKE_CELL || op == N::LOAD_FROM_DICT_OR_DEREF || op == N::DELETE_FAST) {
+      why = "graph break in a comprehension that reaches a cell or deletes a variable";
+      return false;
+    }
+    auto foreign = [&](int slot) { return slot >= 0 && std::find(own.begin(), own.end(), slot) == own.end(); };
+    if ((op == N::STORE_FAST && foreign(ins[i].index)) || (op == N::STORE_FAST_STORE_FAST && (foreign(ins[i].index) || foreign(ins[i].index2))) ||
+        (op == N::STORE_FAST_LOAD_FAST && foreign(ins[i].index))) {
+      why = "graph break in a comprehension that assigns a variable of the frame (:=)";
+      return false;
+    }
+  }
+  return true;
+}
+
 }  // namespace
 
 bool plan_split(const CodeFacts& facts, int index, SplitPlan& plan, std::string& why) {
@@ -49,6 +108,33 @@ bool plan_split(const CodeFacts& facts, int index, SplitPlan& plan, std::string&
   if (index < 0 || index >= static_cast<int>(ins.size())) {
     why = "the break is not at an instruction of the frame";
     return false;
+  }
+  // A break inside an inlined comprehension (the outermost one around it): split at its build.
+  for (const Comprehension& c : inlined_comprehensions(facts)) {
+    if (index < c.build || index >= c.end) continue;
+    if (!comprehension_self_contained(facts, c, why)) return false;
+    if (handler_of(facts.decoded, ins[c.start].offset)) {
+      why = "graph break in a comprehension inside a try or with block";
+      return false;
+    }
+    index = c.build;
+    plan = SplitPlan{};
+    plan.kind = SplitPlan::Comprehension;
+    plan.index = c.build;
+    plan.operands = 1;
+    plan.pushes = 1;
+    plan.next = c.end;
+    // A loop around the comprehension runs the whole frame eagerly, as for other breaks (TorchDynamo
+    // splits there too, each iteration's resume function nesting in the last; dynview's would be a
+    // new code object per iteration, compiled anew).
+    for (size_t i = static_cast<size_t>(c.end); i < ins.size(); ++i) {
+      if (is_return(ins[i])) break;
+      if (is_jump(facts.decoded, ins[i]) && ins[i].jump_target >= 0 && static_cast<uint32_t>(ins[i].jump_target) < ins[c.start].offset) {
+        why = "graph break in a loop";
+        return false;
+      }
+    }
+    return true;
   }
   const Instr& in = ins[index];
   const N op = in.name;
@@ -165,12 +251,12 @@ std::vector<bool> live_locals(const CodeFacts& facts, int index) {
   return index >= 0 && static_cast<size_t>(index) < n ? in[static_cast<size_t>(index)] : std::vector<bool>(nloc, false);
 }
 
-PyObject* resume_code(const CodeFacts& facts, int target, const ResumeLayout& layout, std::string& why) {
-  // Shared per (code, target, layout); never destroyed (holds code objects past Py_Finalize).
-  using Key = std::tuple<PyObject*, int, std::vector<bool>, std::vector<int>, std::vector<int>, std::vector<int>, std::vector<int>>;
+PyObject* resume_code(const CodeFacts& facts, int target, const ResumeLayout& layout, std::string& why, int return_at) {
+  // Shared per (code, target, layout, return_at); never destroyed (holds code objects past Py_Finalize).
+  using Key = std::tuple<PyObject*, int, std::vector<bool>, std::vector<int>, std::vector<int>, std::vector<int>, std::vector<int>, int>;
   static auto& cache = *new std::map<Key, Ref>();
   static auto& counter = *new std::map<PyObject*, int>();
-  Key key{facts.code.get(), target, layout.stack_null, layout.locals, layout.cells, layout.shared, layout.stack_reenter};
+  Key key{facts.code.get(), target, layout.stack_null, layout.locals, layout.cells, layout.shared, layout.stack_reenter, return_at};
   if (auto it = cache.find(key); it != cache.end()) return it->second.get();
 
   auto* co = reinterpret_cast<PyCodeObject*>(facts.code.get());
@@ -224,6 +310,12 @@ PyObject* resume_code(const CodeFacts& facts, int target, const ResumeLayout& la
   for (int c : layout.shared) is_shared[static_cast<size_t>(c)] = true;
   for (int i = 0; i < nplus - nfree; ++i)
     if (new_index[static_cast<size_t>(i)] < 0 && !is_cell(i)) add_var(i);
+  // return_at: where the result and the items under it go (names the code does not use)
+  const int result_slot = static_cast<int>(PyList_GET_SIZE(varnames.get()));
+  if (return_at >= 0) {
+    PyList_Append(varnames.get(), Ref::steal(PyUnicode_FromFormat("%s_result", prefix.c_str())).get());
+    PyList_Append(varnames.get(), Ref::steal(PyUnicode_FromFormat("%s_drop", prefix.c_str())).get());
+  }
   const int nvar = static_cast<int>(PyList_GET_SIZE(varnames.get()));
   for (int i = 0; i < nplus - nfree; ++i)
     if (new_index[static_cast<size_t>(i)] < 0 && is_cell(i) && !is_shared[static_cast<size_t>(i)]) {
@@ -295,15 +387,28 @@ PyObject* resume_code(const CodeFacts& facts, int target, const ResumeLayout& la
   const int shift = static_cast<int>(in.instrs.size()) + 1;  // prologue + its jump
   std::vector<int> at(orig->instrs.size() + 1);
   int grown = 0;
+  // return_at: STORE_FAST result; STORE_FAST drop for each item under it (NULLs too); LOAD_FAST
+  // result; RETURN_VALUE, before the instruction there (left unreachable)
+  const int ret_asm = return_at >= 0 ? asm_index[static_cast<size_t>(return_at)] : -1;
+  // (the comprehension's result has taken its iterator's place on the stack)
+  const int ret_depth = return_at >= 0 ? static_cast<int>(layout.stack_null.size()) - 1 : 0;
   for (size_t i = 0; i < orig->instrs.size(); ++i) {
     at[i] = static_cast<int>(i) + grown + shift;
+    if (static_cast<int>(i) == ret_asm) grown += 3 + ret_depth;
     const bc::AsmInstr& a = orig->instrs[i];
     if (is_pair(bc::base_name_of(a.opcode, v)) && (remap(a.arg >> 4) > 15 || remap(a.arg & 15) > 15)) ++grown;
   }
   at[orig->instrs.size()] = static_cast<int>(orig->instrs.size()) + grown + shift;
   emit(N::JUMP_FORWARD, at[static_cast<size_t>(asm_index[static_cast<size_t>(target)])]);
+  int asm_i = -1;
   for (bc::AsmInstr a : orig->instrs) {
     const N op = bc::base_name_of(a.opcode, v);
+    if (++asm_i == ret_asm) {
+      in.instrs.push_back(bc::AsmInstr{*bc::opcode_of(N::STORE_FAST, v), result_slot, a.pos});
+      for (int k = 0; k < ret_depth; ++k) in.instrs.push_back(bc::AsmInstr{*bc::opcode_of(N::STORE_FAST, v), result_slot + 1, a.pos});
+      in.instrs.push_back(bc::AsmInstr{*bc::opcode_of(N::LOAD_FAST, v), result_slot, a.pos});
+      in.instrs.push_back(bc::AsmInstr{*bc::opcode_of(N::RETURN_VALUE, v), 0, a.pos});
+    }
     if (bc::is_jump(a.opcode, v)) {
       a.arg = at[static_cast<size_t>(a.arg)];
     } else if (op == N::LOAD_FAST || op == N::STORE_FAST || op == N::DELETE_FAST || op == N::LOAD_DEREF ||
@@ -339,7 +444,7 @@ PyObject* resume_code(const CodeFacts& facts, int target, const ResumeLayout& la
   }
   const int n = ++counter[facts.code.get()];
   const uint32_t offset = target < static_cast<int>(ins.size()) ? ins[static_cast<size_t>(target)].offset : 0;
-  Ref name = Ref::steal(PyUnicode_FromFormat("__resume_at_%u_%d", offset, n));
+  Ref name = Ref::steal(PyUnicode_FromFormat(return_at >= 0 ? "__comprehension_at_%u_%d" : "__resume_at_%u_%d", offset, n));
   Ref replace = Ref::steal(PyObject_GetAttrString(facts.code.get(), "replace"));
   Ref kw = Ref::steal(PyDict_New());
   Ref empty = Ref::steal(PyTuple_New(0));

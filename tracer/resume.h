@@ -17,6 +17,11 @@ struct SplitPlan {
               // break_graph_if_unsupported): the transformed code runs it, then resumes after it
     Jump,     // a conditional jump on a tensor: one resume function per branch
     Generic,  // any other instruction: resume *at* it, and run the rest of the frame eagerly
+    // A break inside a comprehension that 3.12+ inlines into the frame (PEP 709), as TorchDynamo's
+    // comprehension_graph_break: the split is at the comprehension's BUILD_LIST/SET/MAP (its
+    // iterator on the stack); the transformed code runs the comprehension eagerly in a function
+    // of its own (resume_code with return_at), then resumes after it with its result.
+    Comprehension,
   } kind = Generic;
   int index = -1;      // the breaking root instruction (decoded index)
   int operands = 0;    // stack items the breaking instruction consumes (Call, Jump)
@@ -54,6 +59,8 @@ struct ResumeLayout {
 
 // A resume code object `__resume_at_<offset>_<n>` for instruction `target` of `facts`' code,
 // shared by every split that resumes there with the same layout. nullptr with `why` on failure.
-PyObject* resume_code(const CodeFacts& facts, int target, const ResumeLayout& layout, std::string& why);
+// `return_at` >= 0: the code returns at that instruction instead of running it, with the top of the
+// stack (the items under it dropped): an inlined comprehension run on its own (SplitPlan::Comprehension).
+PyObject* resume_code(const CodeFacts& facts, int target, const ResumeLayout& layout, std::string& why, int return_at = -1);
 
 }  // namespace dv
