@@ -12,6 +12,7 @@ import pytest
 import torch
 
 import dynview
+from test_engine_cases import close
 
 pytestmark = pytest.mark.usefixtures("fresh_engine")
 
@@ -82,22 +83,11 @@ def dynview_run(fn, *args):
     return out, records
 
 
-def assert_same(got, want):
-    if isinstance(want, torch.Tensor):
-        torch.testing.assert_close(got, want)
-    elif isinstance(want, (list, tuple)):
-        assert type(got) is type(want) and len(got) == len(want)
-        for g, w in zip(got, want):
-            assert_same(g, w)
-    else:
-        assert got == want
-
-
 @pytest.mark.parametrize("fn", CASES, ids=lambda f: f.__name__)
 def test_a_break_in_a_comprehension_splits_the_frame_as_torch_dynamo_does(fn):
     want = fn(x_in())
     got, records = dynview_run(fn, x_in())
-    assert_same(got, want)
+    close(got, want)
     td = torch._dynamo.explain(fn)(x_in())
     dynview.reset()
     dv = dynview.explain(fn)(x_in())
@@ -164,7 +154,7 @@ def test_results_equal_eager(fn):
     # ZeroDivisionError escape the try; dynview's equal eager's)
     want = fn(x_in())
     got, _ = dynview_run(fn, x_in())
-    assert_same(got, want)
+    close(got, want)
 
 
 def test_an_exception_from_the_comprehension_reaches_the_caller_from_its_line():
