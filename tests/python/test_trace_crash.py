@@ -92,6 +92,11 @@ def one_kill(server, child, tmp, k, rng, results):
     results.append((k, delay, chunks_logged, steps_logged, len(t.chunks), t.num_steps, len(steps), t.problems))
 
 
+# 20 kills on the main interpreter; 8 on the others' runs (DV_SECONDARY_RUN=1, .ci/other_pythons.sh):
+# the recorder is the same C++ there, and the 20 take 40 s of each run.
+KILLS = 8 if os.environ.get("DV_SECONDARY_RUN") == "1" else 20
+
+
 def test_sigkill_at_random_moments(tmp_path, report):
     rng = random.Random(1234)
     results, errors = [], []
@@ -115,18 +120,18 @@ def test_sigkill_at_random_moments(tmp_path, report):
             except subprocess.TimeoutExpired:
                 server.kill()
 
-    threads = [threading.Thread(target=worker, args=(range(i, 20, 2),)) for i in range(2)]
+    threads = [threading.Thread(target=worker, args=(range(i, KILLS, 2),)) for i in range(2)]
     for th in threads:
         th.start()
     for th in threads:
         th.join()
     assert not errors, errors
-    assert len(results) == 20
+    assert len(results) == KILLS
     for k, delay, chunks_logged, steps_logged, chunks, num_steps, nsteps, problems in sorted(results):
         assert chunks >= chunks_logged, (k, delay, chunks_logged, chunks, problems)
         assert num_steps >= steps_logged and nsteps == num_steps, (k, delay)
     with_data = sum(1 for r in results if r[2] > 0)
-    assert with_data >= 10  # most kills happen after some compiles were flushed
-    report(f"SIGKILL x20: every trace opened; flushed chunks logged before the kill all read back "
+    assert with_data >= KILLS // 2  # most kills happen after some compiles were flushed
+    report(f"SIGKILL x{KILLS}: every trace opened; flushed chunks logged before the kill all read back "
            f"({sum(r[4] for r in results)} chunks, {sum(r[5] for r in results)} steps in total; "
            f"{sum(1 for r in results if r[7])} traces had a torn tail, reported as a problem)")
