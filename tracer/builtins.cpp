@@ -474,10 +474,21 @@ Translator::Status call_builtin(Translator& t, Frame& f, PyObject* fn, std::vect
     } else if (v->kind == VK::Const || v->kind == VK::NNModule || (v->kind == VK::Object && frozen_object(v->obj.get()))) {
       len = PyObject_Length(v->obj.get());
       if (len < 0) return t.raise_current(f, "len()");
-    } else if (v->kind == VK::Instance) {  // its __len__, inlined
+    } else if (v->kind == VK::Instance || (v->kind == VK::Object && user_dunder_fn(v, "__len__"))) {
+      // its __len__, inlined (an instance's, or an object's of a Python class reached from the frame):
+      // an int, or a dynamic size (len(boxes) is boxes.tensor.shape[0])
       bool called = false;
-      if (Status s = t.call_dunder(f, v, "__len__", {}, out, called)) return s;
-      if (called && out->kind == VK::Const && PyLong_Check(out->obj.get())) return std::nullopt;
+      if (v->kind == VK::Object) {
+        if (Status s = t.call_python(f, Ref::borrow(user_dunder_fn(v, "__len__")), {v}, out)) return s;
+        called = true;
+      } else if (Status s = t.call_dunder(f, v, "__len__", {}, out, called)) {
+        return s;
+      }
+      if (called && out->kind == VK::Const && PyLong_Check(out->obj.get()) && !PyBool_Check(out->obj.get())) {
+        if (PyLong_AsLong(out->obj.get()) < 0) return t.raise_new(f, PyExc_ValueError, "__len__() should return >= 0");
+        return std::nullopt;
+      }
+      if (called && out->kind == VK::Sym && python_type_of(out) == reinterpret_cast<PyObject*>(&PyLong_Type)) return std::nullopt;
       if (!called && v->contents) {  // a dict subclass: its items
         out = t.constant_steal(PyLong_FromSize_t(v->contents->items.size()));
         return std::nullopt;
@@ -546,6 +557,19 @@ Translator::Status call_builtin(Translator& t, Frame& f, PyObject* fn, std::vect
     }
     return s;
   }
+  if (is(Builtin::next_) && (n == 1 || n == 2) && kwargs.empty() && args[0]->kind != VK::Iter && user_next(args[0])) {
+    // next(obj) of an iterator object of a Python class: its __next__ inlined; with a default,
+    // the StopIteration it raises gives the default
+    VPtr r;
+    Status s = t.call_python(f, Ref::borrow(user_next(args[0])), {args[0]}, r);
+    if (s && n == 2 && s->exc && PyErr_GivenExceptionMatches(s->exc.get(), PyExc_StopIteration)) {
+      out = args[1];
+      return std::nullopt;
+    }
+    if (s) return s;
+    out = r;
+    return std::nullopt;
+  }
   if (is(Builtin::next_) && (n == 1 || n == 2) && args[0]->kind == VK::Iter) {
     VPtr it = args[0];
     if (Status s = t.pull(f, it, it->pos + 1)) return s;
@@ -588,6 +612,19 @@ Translator::Status call_builtin(Translator& t, Frame& f, PyObject* fn, std::vect
              ((args[0]->kind == VK::Object || args[0]->kind == VK::Const) && PyCallable_Check(args[0]->obj.get()));
     out = t.constant(Ref::borrow(c ? Py_True : Py_False));
     return std::nullopt;
+  }
+  if (is(Builtin::iter_) && n == 1 && kwargs.empty() && args[0]->kind != VK::Iter && user_iter(args[0])) {
+    // iter(obj) of an object of a Python class: its __iter__ inlined. An iterator object it gives is
+    // that object (iter(it) is it where __iter__ returns self), taken by its __next__ when looped
+    // over or given to next()
+    VPtr r;
+    if (Status s = t.call_python(f, Ref::borrow(user_iter(args[0])), {args[0]}, r)) return s;
+    if (r->kind != VK::Iter && user_next(r)) {
+      out = r;
+      return std::nullopt;
+    }
+    if (r->kind != VK::Iter) return t.brk(f, "DV0016", "__iter__ gave a " + std::string(vk_name(r->kind)));
+    return t.iterate(f, r, out, /*materialize=*/true);
   }
   if (is(Builtin::iter_) && n == 1 && args[0]->kind == VK::Iter) {  // iter(it) is it
     out = args[0];

@@ -480,12 +480,14 @@ Translator::Status Translator::graph_call(Frame& f, Ref target, const std::strin
     // Operators whose output size is a tensor value (TorchDynamo: "dynamic shape operator"): their
     // meta kernels refuse, and the reason is the data dependence, not the example.
     static const char* const data_dependent[] = {"nonzero", "argwhere", "masked_select", "unique", "unique_consecutive",
-                                                 "bincount"};
+                                                 "bincount", "repeat_interleave"};  // (repeats given as a tensor)
     std::string op = method.empty() ? what.substr(what.rfind('.') + 1) : method;
-    if (std::any_of(std::begin(data_dependent), std::end(data_dependent), [&](const char* n) { return op == n; }))
+    std::string why = rv ? repr_of(rv.get()) : "unknown error";
+    // (also an index by a boolean mask, x[mask]: its meta kernel is nonzero's)
+    if (std::any_of(std::begin(data_dependent), std::end(data_dependent), [&](const char* n) { return op == n; }) ||
+        why.find("register_meta function for torch.nonzero()") != std::string::npos)
       return brk(f, "DV0003", "data-dependent output size (" + what + ")",
                  "the size depends on tensor values; dynview breaks the graph here like torch.compile");
-    std::string why = rv ? repr_of(rv.get()) : "unknown error";
     // An in-place foreach operator given its scalars as a tensor (torch.optim's foreach steps while
     // compiling: _foreach_addcdiv_(params, exp_avgs, denoms, step_size), step_size stacked on the CPU)
     // refuses the meta example of that tensor for not being on the CPU; it returns None.

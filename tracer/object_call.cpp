@@ -393,6 +393,27 @@ Status object_call(Translator& t, Frame& f, const VPtr& fn, std::vector<VPtr>& a
       if (args.size() != 2 || !kwargs.empty()) break;
       out = args[1];
       return std::nullopt;
+    case TorchSpecial::as_tensor: {
+      // torch.as_tensor(t, dtype=None, device=None) of a tensor: t itself when neither differs, else a
+      // copy converted, as t.to(dtype=, device=) (whose meta example works where as_tensor's refuses
+      // to copy out of a meta tensor). Of anything else: the operator, as before.
+      if (args.empty() || args.size() > 3 || args[0]->kind != VK::Tensor) break;
+      static const char* names[] = {"data", "dtype", "device"};
+      KwArgs to_kw;
+      for (size_t i = 1; i < args.size(); ++i) to_kw.emplace_back(names[i], args[i]);
+      bool ok = true;
+      for (auto& [k, v] : kwargs) {
+        ok &= (k == "dtype" || k == "device");
+        to_kw.emplace_back(k, v);
+      }
+      if (!ok) break;
+      KwArgs given;
+      for (auto& [k, v] : to_kw)
+        if (v->kind != VK::Const || v->obj.get() != Py_None) given.emplace_back(k, v);
+      VPtr to;
+      if (Status s = t.getattr(f, args[0], "to", to)) return s;
+      return t.call(f, to, {}, std::move(given), out);
+    }
     case TorchSpecial::not_scripting:  // torch.jit: neither while capturing
       out = t.constant(Ref::borrow(Py_False));
       return std::nullopt;

@@ -422,6 +422,19 @@ Translator::Status Translator::pull(Frame& f, const VPtr& it, size_t want) {
       if (Status s = resume_generator(f, it)) return s;
       continue;
     }
+    if (it->name == "user_iterator") {  // an iterator object of a Python class: its __next__, inlined
+      PyObject* next_fn = user_next(it->self);
+      if (!next_fn) return brk(f, "DV0016", "an iterator whose __next__ is not Python code");
+      VPtr item;
+      Status s = call_python(f, Ref::borrow(next_fn), {it->self}, item);
+      if (s && s->exc && PyErr_GivenExceptionMatches(s->exc.get(), PyExc_StopIteration)) {
+        it->flag = false;  // its end (the StopIteration is Python's signal, not an error)
+        return std::nullopt;
+      }
+      if (s) return s;
+      it->items.push_back(item);
+      continue;
+    }
     if (it->name != "map" && it->name != "filter") {  // the lazy itertools
       if (Status s = pull_itertool(f, it)) return s;
       continue;

@@ -29,6 +29,7 @@ const Row kRows[] = {
     {"torch._dynamo.external_utils", "is_compiling", TorchSpecial::is_compiling},
     {"torch._utils", "is_compiling", TorchSpecial::is_compiling},
     {"torch.jit", "annotate", TorchSpecial::annotate},
+    {"torch", "as_tensor", TorchSpecial::as_tensor},
     {"torch.jit", "is_scripting", TorchSpecial::not_scripting},
     {"torch.jit", "is_tracing", TorchSpecial::not_scripting},
     {"torch", "_has_compatible_shallow_copy_type", TorchSpecial::of_examples},

@@ -259,7 +259,15 @@ bool disabled_function(PyObject* fn) {
   return on == 1;
 }
 
-bool const_key(PyObject* k) { return is_exact_const(k) || enum_member(k); }
+bool const_key(PyObject* k) {
+  // (a tuple of such keys too: a cache keyed by (seq_len, device, dtype) -- compared by value)
+  if (PyTuple_CheckExact(k)) {
+    for (Py_ssize_t i = 0; i < PyTuple_GET_SIZE(k); ++i)
+      if (!const_key(PyTuple_GET_ITEM(k, i))) return false;
+    return true;
+  }
+  return is_exact_const(k) || enum_member(k);
+}
 
 VPtr Translator::sym_value(Ref example, int node) {
   VPtr v = make(VK::Sym);

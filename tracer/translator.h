@@ -301,7 +301,8 @@ class Translator {
   // del obj.name (DELETE_ATTR, delattr()).
   Status delete_attr(Frame& f, const VPtr& owner, const std::string& name);
   Status instance_truth(Frame& f, const VPtr& obj, bool& out);
-  Status instance_iterate(Frame& f, const VPtr& obj, VPtr& out, bool materialize);
+  Status instance_iterate(Frame& f, const VPtr& obj, VPtr& out, bool materialize, bool lazy_next = false);
+  VPtr user_iterator(const VPtr& obj);
   // a <op> b where an operand's class defines the operator (op, its reflected and in-place forms:
   // "__add__", "__radd__", "__iadd__" or "") in Python: inlined (`handled` false otherwise).
   Status user_operator(Frame& f, const std::string& op, const std::string& reflected, const std::string& inplace,
@@ -365,6 +366,8 @@ class Translator {
   void enter_transform(bool grad) { ++functorch_depth_, grad_depth_ += grad; }
   void exit_transform(bool grad) { --functorch_depth_, grad_depth_ -= grad; }
   // Fn.apply(*args) of a torch.autograd.Function subclass `cls`: one graph node (autograd_apply.cpp).
+  Status autograd_forward_inlined(Frame& f, const VPtr& cls, const Ref& forward, std::vector<VPtr> args,
+                                  std::vector<std::pair<std::string, VPtr>> kwargs, VPtr& out);
   Status autograd_function_apply(Frame& f, const VPtr& cls, std::vector<VPtr> args,
                                  std::vector<std::pair<std::string, VPtr>> kwargs, VPtr& out);
   Status run_frame(Frame& f);
@@ -442,7 +445,7 @@ bool set_of_constants(PyObject* r);
 // value when it comes from the frame (ValueBuilder::wrap)
 bool numpy_scalar(PyObject* o);
 bool enum_member(PyObject* o);  // a member of an Enum that compares and hashes as the stdlib's (a constant)
-bool const_key(PyObject* k);    // a dict key read as a constant: is_exact_const, or an Enum member
+bool const_key(PyObject* k);    // a dict key read as a constant: is_exact_const, an Enum member, or a tuple of them
 bool disabled_function(PyObject* fn);  // made by torch.compiler.disable: its call breaks, it is never traced
 // torch._disable_dynamo's wrapper (its code is every such wrapper's, so eval_frame.cpp may mark the code
 // as running without capture). A function that carries the disable attributes but has code of its own
@@ -497,6 +500,7 @@ enum class TorchSpecial {
   get_default_dtype,   // a constant
   is_compiling,        // torch.compiler.is_compiling() and aliases: True while capturing
   annotate,            // torch.jit.annotate(type, v) is v
+  as_tensor,           // torch.as_tensor(tensor, dtype=, device=) is tensor.to(dtype=, device=)
   not_scripting,       // torch.jit.is_scripting() / is_tracing(): False while capturing
   has_torch_function,  // torch.overrides' dispatch tests
   group_by_device_and_dtype,  // torch._C._group_tensors_by_device_and_dtype: a dict of lists of the tensors given

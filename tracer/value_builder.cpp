@@ -759,6 +759,17 @@ bool ValueBuilder::wrap_entries(PyObject* d, const SourcePtr& dsource, bool stor
 
 // ---- lazy dicts -------------------------------------------------------------------------------
 
+namespace {
+// The same types all through (a tuple key's items too): 1 and 1.0 are equal keys of different types.
+bool same_key_types(PyObject* a, PyObject* b) {
+  if (Py_TYPE(a) != Py_TYPE(b)) return false;
+  if (!PyTuple_Check(a) || PyTuple_GET_SIZE(a) != PyTuple_GET_SIZE(b)) return !PyTuple_Check(a);
+  for (Py_ssize_t i = 0; i < PyTuple_GET_SIZE(a); ++i)
+    if (!same_key_types(PyTuple_GET_ITEM(a, i), PyTuple_GET_ITEM(b, i))) return false;
+  return true;
+}
+}  // namespace
+
 bool ValueBuilder::realize_entry(const VPtr& d, PyObject* key, Frame& f) {
   PyObject* o = d->lazy.get();
   if (!o) return true;
@@ -783,7 +794,7 @@ bool ValueBuilder::realize_entry(const VPtr& d, PyObject* key, Frame& f) {
     }
     return true;
   }
-  if (Py_TYPE(stored) != Py_TYPE(key)) return realize(d, f);  // 1 read as 1.0 or True: all of it, as before
+  if (!same_key_types(stored, key)) return realize(d, f);  // 1 read as 1.0 or True: all of it, as before
   for (const Ref& have : d->keys)
     if (have.get() == stored) return true;
   Ref held = Ref::borrow(stored), value = Ref::borrow(item);  // wrap may run Python code

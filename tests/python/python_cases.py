@@ -1305,3 +1305,4 @@ import python_cases_closures  # noqa: E402,F401  (closures alive at a graph brea
 import python_cases_numpy  # noqa: E402,F401  (NumPy through torch._numpy)
 import python_cases_functorch  # noqa: E402,F401  (torch.func: grad, functional_call)
 import python_cases_checkpoint  # noqa: E402,F401  (torch.utils.checkpoint)
+import python_cases_iterators  # noqa: E402,F401  (iterator objects, boxes, autograd.Function given lists)

@@ -121,6 +121,14 @@ def star_kwargs(x, **kw):
     return x * kw['a']
 
 
+def tuple_keys(x, cache):  # a cache keyed by (length, device, dtype)
+    key = (x.shape[0], x.device, x.dtype)
+    if key in cache:
+        return x * cache[key]
+    return x + cache.get((0, 'default'), 1.0)
+
+
+CPU = torch.device('cpu')
 CONFIG = {'act': 'relu', 'unused': 1}
 
 
@@ -199,6 +207,9 @@ CASES = {
     "equality": (equality, [(X, {'a': 1, 'b': 2}), (X, {'a': 1, 'b': 3}), (X, {'a': 1, 'b': 2})], None),
     "copied": (copied, [(X, {'a': 1}), (X, {'a': 1}), (X, {'a': 1, 'b': 2})], None),
     "returned": (returned, [(X, {'a': 2, 'b': 1}), (X, {'a': 2, 'b': 1}), (X, {'a': 2, 'b': 1, 'c': 1}), (X, {'a': 3, 'b': 1, 'c': 1})], None),
+    "tuple_keys": (tuple_keys, [(X, {(4, CPU, torch.float32): 2.0}), (X, {(4, CPU, torch.float32): 2.0, (8, CPU, torch.float32): 1.0}),
+                                (X, {(4, CPU, torch.float32): 3.0}), (X, {(4, CPU, torch.float64): 3.0}),
+                                (X, {(4, CPU, torch.float64): 3.0, (0, 'default'): 5.0})], None),
     "global_config": (global_config, [set_global(act='relu', unused=1), set_global(act='relu', unused=2),
                                       set_global(act='relu'), set_global(act='tanh')], None),
 }

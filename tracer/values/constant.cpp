@@ -9,13 +9,15 @@ namespace dv {
 using cg::N;
 
 // Const, Object
-Status const_iterate(Translator& t, Frame& f, const VPtr& v, VPtr& out, bool /*materialize*/) {
+Status const_iterate(Translator& t, Frame& f, const VPtr& v, VPtr& out, bool materialize) {
   VPtr it = t.make(VK::Iter);
   if (outside_dict(v, "__iter__")) {  // a Counter reached from the frame: its keys, guarded
     std::vector<VPtr> none;
     std::vector<std::pair<std::string, VPtr>> no_kw;
     return t.outside_dict_read(f, v, "__iter__", none, no_kw, out);
   }
+  // An object of a Python class whose __iter__ is Python code: inlined, as an instance's
+  if (v->kind == VK::Object && user_iter(v)) return t.instance_iterate(f, v, out, materialize);
   if (v->kind == VK::Object && !PyRange_Check(v->obj.get()) && !frozen_object(v->obj.get())) return t.brk(f, "DV0016", std::string("iterating over ") + Py_TYPE(v->obj.get())->tp_name);
   Ref iter = Ref::steal(PyObject_GetIter(v->obj.get()));
   if (!iter) return t.brk(f, "DV0016", "object is not iterable");

@@ -338,19 +338,53 @@ Translator::Status Translator::instance_truth(Frame& f, const VPtr& obj, bool& o
   return std::nullopt;
 }
 
-Translator::Status Translator::instance_iterate(Frame& f, const VPtr& obj, VPtr& out, bool materialize) {
-  // __iter__ inlined (a generator runs to its end); a dict's: its keys; else __getitem__ from 0 to IndexError.
+// The Python function `name` of the class of an object made in the trace, or of an object of a
+// Python class reached from the frame (borrowed), or null: not defined there, or not Python code.
+PyObject* user_dunder_fn(const VPtr& v, const char* name) {
+  PyTypeObject* tp = nullptr;
+  if (v->kind == VK::Instance) tp = class_of(v);
+  else if (v->kind == VK::Object && v->obj && (Py_TYPE(v->obj.get())->tp_flags & Py_TPFLAGS_HEAPTYPE) && !PyType_Check(v->obj.get()))
+    tp = Py_TYPE(v->obj.get());
+  if (!tp) return nullptr;
+  Ref nm = Ref::steal(PyUnicode_InternFromString(name));
+  PyObject* fn = nm ? _PyType_Lookup(tp, nm.get()) : nullptr;
+  return fn && PyFunction_Check(fn) ? fn : nullptr;
+}
+PyObject* user_next(const VPtr& v) { return user_dunder_fn(v, "__next__"); }
+PyObject* user_iter(const VPtr& v) { return user_dunder_fn(v, "__iter__"); }
+
+// An iterator object of a Python class (its __next__ Python code): an Iter that takes its items
+// lazily (Translator::pull calls __next__, inlined, one item at a time; StopIteration ends it), as
+// Python's FOR_ITER and next() do, so that __next__ sees the state the loop's body left.
+VPtr Translator::user_iterator(const VPtr& obj) {
+  VPtr it = make(VK::Iter);
+  it->name = "user_iterator";
+  it->self = obj;
+  it->flag = true;
+  return it;
+}
+
+Translator::Status Translator::instance_iterate(Frame& f, const VPtr& obj, VPtr& out, bool materialize, bool lazy_next) {
+  // __iter__ inlined (a generator runs to its end); what it gives, if an iterator object of a Python
+  // class (often obj itself): taken by its __next__ (lazily where lazy_next: FOR_ITER); a dict's:
+  // its keys; else __getitem__ from 0 to IndexError. obj: made in the trace, or an object of a
+  // Python class reached from the frame.
   static PyObject* iter_name = interned("__iter__");
   static PyObject* getitem_name = interned("__getitem__");
-  auto* tp = class_of(obj);
+  auto* tp = obj->kind == VK::Instance ? class_of(obj) : Py_TYPE(obj->obj.get());
   PyObject* iter_fn = _PyType_Lookup(tp, iter_name);
   PyObject* getitem = _PyType_Lookup(tp, getitem_name);
   if (iter_fn && PyFunction_Check(iter_fn)) {
     VPtr r;
     if (Status s = call_python(f, Ref::borrow(iter_fn), {obj}, r)) return s;
+    if (r->kind != VK::Iter && user_next(r)) {
+      out = user_iterator(r);
+      return materialize && !lazy_next ? pull(f, out, SIZE_MAX) : std::nullopt;
+    }
     if (r->kind != VK::Iter) return brk(f, "DV0016", std::string(tp->tp_name) + ".__iter__ gave a " + vk_name(r->kind));
     return iterate(f, r, out, materialize);
   }
+  if (obj->kind != VK::Instance) return brk(f, "DV0016", std::string("iterating over ") + tp->tp_name);
   if (iter_fn && obj->contents && descriptor_of(iter_fn, builtin_base(tp))) return iterate(f, obj->contents, out, materialize);
   if (iter_fn || !getitem || !PyFunction_Check(getitem)) return brk(f, "DV0016", std::string("iterating over a ") + tp->tp_name);
   VPtr it = make(VK::Iter);

@@ -16,7 +16,7 @@ struct Kind<VK::Iter> {
   static void describe(const Value& v, std::string& out, int /*depth*/) {
     out += "<iterator of " + std::to_string(v.items.size()) + ">"; return;
   }
-  static PyObject* python_type(Translator& /*t*/, const VPtr& v) {
+  static PyObject* python_type(Translator& t, const VPtr& v) {
     // By what made it: a generator (clip_grad_norm_ asks isinstance(parameters, types.GeneratorType)
     // of module.parameters()), map, filter, zip, enumerate, itertools' own. iter() of something
     // (list_iterator, tuple_iterator ...): not known here.
@@ -30,6 +30,7 @@ struct Kind<VK::Iter> {
       }();
       return gen;
     }
+    if (n == "user_iterator") return v->self ? ops(v->self->kind).python_type(t, v->self) : nullptr;
     if (n == "map") return reinterpret_cast<PyObject*>(&PyMap_Type);
     if (n == "filter") return reinterpret_cast<PyObject*>(&PyFilter_Type);
     if (n == "zip") return reinterpret_cast<PyObject*>(&PyZip_Type);
@@ -61,6 +62,8 @@ struct Kind<VK::Iter> {
   static bool reconstruct(cg::Rebuilder& r, const VPtr& v) {
     // iter((the items not taken yet,)), as TorchDynamo's ListIteratorVariable: an iterator over a
     // list, tuple, dict or range of the trace that lives across a break. Lazy ones: see lazy_rebuild.
+    if (v->name == "user_iterator")  // the iterator object itself, as the trace left it (its __next__ goes on)
+      return v->items.size() <= v->pos && r.value(v->self) && r.remember(v);
     if (v->flag || v->name == "map" || v->name == "filter" || v->name == "zip" || v->name == "count" || v->name == "repeat")
       return lazy_rebuild(r, v);  // a map that has ended is still a map (next() on it breaks, as in TorchDynamo)
     if (runs_as_generator(v->name)) return false;

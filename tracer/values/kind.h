@@ -134,6 +134,9 @@ bool object_reconstruct(cg::Rebuilder& r, const VPtr& v);  // Object, NNModule, 
 Status iterate_by_index(Translator& t, Frame& f, const VPtr& v, Py_ssize_t n, VPtr& out);
 PyObject* object_slot(const std::string& name);               // object.__setattr__ / __getattribute__ (ops.cpp)
 PyObject* super_lookup(PyObject* sup, const std::string& name);  // what super() finds for name (borrowed) (ops.cpp)
+PyObject* user_dunder_fn(const VPtr& v, const char* name);  // a Python class's dunder of an Instance or Object (borrowed), or null (instance.cpp)
+PyObject* user_next(const VPtr& v);  // a Python class's __next__ of an Instance or Object (borrowed), or null (instance.cpp)
+PyObject* user_iter(const VPtr& v);  // the same for __iter__ (instance.cpp)
 Status object_call(Translator& t, Frame& f, const VPtr& fn, std::vector<VPtr>& args, KwArgs& kwargs, VPtr& out);  // calls.cpp
 // fn(*args, **kwargs) run now on the Python values of constant arguments (`name` in messages); a
 // call that changed a list it was given breaks (it ran on a copy) (calls.cpp).

@@ -22,11 +22,24 @@ VPtr lazy_of(const VPtr& v) {
 
 // A key read precisely: an exact str or int constant (a float or bool key realizes the dict), or a
 // class compared by identity (pytree's SUPPORTED_NODES[type(x)]: type's own == and hash).
-PyObject* simple_key(const VPtr& v) {
-  if (!v || (v->kind != VK::Const && v->kind != VK::Object) || !v->obj) return nullptr;
+// A tuple of constants (a cache's (seq_len, device, dtype) key) too, as the tuple it is.
+Ref simple_key(const VPtr& v) {
+  if (v && v->kind == VK::Tuple && !v->lazy) {
+    Ref t = Ref::steal(PyTuple_New(static_cast<Py_ssize_t>(v->items.size())));
+    if (!t) return PyErr_Clear(), Ref();
+    for (size_t i = 0; i < v->items.size(); ++i) {
+      const VPtr& x = v->items[i];
+      if (x->kind != VK::Const || !x->obj || !const_key(x->obj.get()) || PyFloat_Check(x->obj.get()) || PyBool_Check(x->obj.get()))
+        return Ref();
+      PyTuple_SET_ITEM(t.get(), static_cast<Py_ssize_t>(i), Py_NewRef(x->obj.get()));
+    }
+    return t;
+  }
+  if (!v || (v->kind != VK::Const && v->kind != VK::Object) || !v->obj) return Ref();
   PyObject* o = v->obj.get();
-  if (PyType_Check(o)) return Py_TYPE(o)->tp_richcompare == PyType_Type.tp_richcompare && Py_TYPE(o)->tp_hash == PyType_Type.tp_hash ? o : nullptr;
-  return v->kind == VK::Const && (PyUnicode_CheckExact(o) || PyLong_CheckExact(o)) ? o : nullptr;
+  if (PyType_Check(o))
+    return Py_TYPE(o)->tp_richcompare == PyType_Type.tp_richcompare && Py_TYPE(o)->tp_hash == PyType_Type.tp_hash ? Ref::borrow(o) : Ref();
+  return v->kind == VK::Const && (PyUnicode_CheckExact(o) || PyLong_CheckExact(o)) ? Ref::borrow(o) : Ref();
 }
 
 // Instructions that move values without reading into them: a lazy dict may pass through.
@@ -98,8 +111,8 @@ Translator::Status Translator::realize_read(Frame& f, const bc::Instr& in) {
   } else if (in.name == N::BINARY_SUBSCR && n >= 2) {  // (d key -- d[key])
     from = n - 2;
     const VPtr& d = f.stack[n - 2];
-    if (d->kind == VK::Dict && d->lazy && simple_key(f.stack[n - 1])) {
-      if (Status s = realize_key(f, d, simple_key(f.stack[n - 1]))) return s;
+    if (Ref key = d->kind == VK::Dict && d->lazy ? simple_key(f.stack[n - 1]) : Ref()) {
+      if (Status s = realize_key(f, d, key.get())) return s;
       keep = static_cast<long>(n - 2);
     } else if ((d->kind == VK::List || d->kind == VK::Tuple) && d->lazy && f.stack[n - 1]->kind == VK::Const &&
                PyLong_CheckExact(f.stack[n - 1]->obj.get())) {
@@ -108,8 +121,8 @@ Translator::Status Translator::realize_read(Frame& f, const bc::Instr& in) {
   } else if (in.name == N::CONTAINS_OP && n >= 2) {  // (key d -- bool)
     from = n - 2;
     const VPtr& d = f.stack[n - 1];
-    if (d->kind == VK::Dict && d->lazy && simple_key(f.stack[n - 2])) {
-      if (Status s = realize_key(f, d, simple_key(f.stack[n - 2]))) return s;
+    if (Ref key = d->kind == VK::Dict && d->lazy ? simple_key(f.stack[n - 2]) : Ref()) {
+      if (Status s = realize_key(f, d, key.get())) return s;
       keep = static_cast<long>(n - 1);
     }
   }
@@ -129,9 +142,9 @@ Translator::Status Translator::realize_call(Frame& f, const VPtr& fn, const std:
   if (VPtr d = lazy_of(fn); d && fn->kind == VK::Method) {
     // d.get(k[, default]), d[k] and k in d spelled as calls: one entry; any other method: all of it.
     const std::string& m = fn->name;
-    PyObject* key = kwargs.empty() && !args.empty() ? simple_key(args[0]) : nullptr;
+    Ref key = kwargs.empty() && !args.empty() ? simple_key(args[0]) : Ref();
     const bool one = key && ((m == "get" && args.size() <= 2) || ((m == "__getitem__" || m == "__contains__") && args.size() == 1));
-    if (Status s = one ? realize_key(f, d, key) : realize_value(f, fn)) return s;
+    if (Status s = one ? realize_key(f, d, key.get()) : realize_value(f, fn)) return s;
   } else if (Status s = realize_value(f, fn)) {
     return s;
   }
