@@ -12,6 +12,15 @@
 namespace dv {
 
 namespace {
+// Whether tp's __len__ is list's own.
+bool list_len(PyTypeObject* tp) {
+  Ref name = Ref::steal(PyUnicode_InternFromString("__len__"));
+  return name && _PyType_Lookup(tp, name.get()) == _PyType_Lookup(&PyList_Type, name.get());
+}
+}  // namespace
+
+
+namespace {
 
 constexpr const char* kSymTextHint =
     "as with torch.compile, the text of a dynamic size is made eagerly; format it with an f-string or str.format, or mark the dimension static";
@@ -494,6 +503,11 @@ Translator::Status call_builtin(Translator& t, Frame& f, PyObject* fn, std::vect
         return std::nullopt;
       }
       return t.brk(f, "DV0007", std::string("len() of a ") + reinterpret_cast<PyTypeObject*>(v->obj.get())->tp_name);
+    } else if (v->kind == VK::Object && v->source && PyList_Check(v->obj.get()) && list_len(Py_TYPE(v->obj.get()))) {
+      // a list subclass passed in (list's own __len__): its length, guarded
+      len = PyList_GET_SIZE(v->obj.get());
+      if (Guard* g = t.add_guard(GuardKind::LENGTH_CHECK, v->source, {}, f, "len(" + v->source->text() + ") == " + std::to_string(len)))
+        g->length = len;
     } else if (outside_dict(v, "__len__")) {  // a Counter reached from the frame: guarded by its keys
       std::vector<VPtr> none;
       return t.outside_dict_read(f, v, "__len__", none, kwargs, out);

@@ -179,12 +179,14 @@ struct GuardTree::Node {
       case Source::Kind::Item: {
         if (!parent) return nullptr;
         PyObject* key = source->key.get();
-        if (PyLong_CheckExact(key) && (PyList_CheckExact(parent) || PyTuple_CheckExact(parent))) {
+        // (a list subclass too -- the trace reads one by item only where its __getitem__ is list's --:
+        // its storage)
+        if (PyLong_CheckExact(key) && (PyList_Check(parent) || PyTuple_CheckExact(parent))) {
           Py_ssize_t i = PyLong_AsSsize_t(key);
-          Py_ssize_t n = PyList_CheckExact(parent) ? PyList_GET_SIZE(parent) : PyTuple_GET_SIZE(parent);
+          Py_ssize_t n = PyList_Check(parent) ? PyList_GET_SIZE(parent) : PyTuple_GET_SIZE(parent);
           if (i < 0) i += n;
           if (i < 0 || i >= n) return nullptr;
-          return PyList_CheckExact(parent) ? PyList_GET_ITEM(parent, i) : PyTuple_GET_ITEM(parent, i);
+          return PyList_Check(parent) ? PyList_GET_ITEM(parent, i) : PyTuple_GET_ITEM(parent, i);
         }
         // types.MappingProxyType: the mapping it shows (CPython's mappingproxyobject holds it as
         // its one field in 3.11-3.13); a dict's storage is read below

@@ -560,6 +560,14 @@ Status object_call(Translator& t, Frame& f, const VPtr& fn, std::vector<VPtr>& a
       return std::nullopt;
     }
   }
+  if (!PyType_Check(o) && (Py_TYPE(o)->tp_flags & Py_TPFLAGS_HEAPTYPE)) {
+    // an object passed in whose class (a list subclass: transformers' LogitsProcessorList) defines
+    // __call__ in Python: inlined, as an instance's
+    Ref name = Ref::steal(PyUnicode_InternFromString("__call__"));
+    PyObject* dunder = name ? _PyType_Lookup(Py_TYPE(o), name.get()) : nullptr;
+    if (dunder && PyFunction_Check(dunder))
+      return t.call(f, t.bound_method(fn, Ref::borrow(dunder), "__call__"), std::move(args), std::move(kwargs), out);
+  }
   return t.brk(f, "DV0004", "call to " + callable_name(o) + " is not supported",
              "dynview inlines Python functions and records torch operators; other callables break the graph");
 }

@@ -338,3 +338,23 @@ class MaskedAttention(nn.Module):
 
 
 module_case(MaskedAttention, (2, 3, 4))
+
+
+# ---- list subclasses passed in: iterated as lists, called through a Python __call__ ----
+class Pipeline(list):
+    def __call__(self, x, scale=1.0):
+        for stage in self:
+            x = stage(x) * scale
+        return x
+
+
+_PIPE = Pipeline([torch.tanh, torch.nn.functional.relu, torch.sigmoid])
+
+
+def _pipeline(seed):  # the same object each call, as a generation loop passes its processor list
+    return (_PIPE,)
+
+
+@case((3,), extra=_pipeline)
+def pipeline_called_and_iterated(x, pipe):
+    return pipe(x, scale=2.0), len(pipe), [type(s).__name__ for s in pipe], pipe[0](x)

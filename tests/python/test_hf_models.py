@@ -563,3 +563,58 @@ def test_generate_with_a_compiled_forward_compiles_as_often_as_torch_compile(nam
     ours, n_dv = _generate(m, dynview.compile, ids)
     assert torch.equal(ours, want) and torch.equal(theirs, want)
     assert n_dv == n_td == 3
+
+
+# ---- generation's logits processors and stopping criteria (list subclasses with a Python __call__) ----
+def _processor_lists(T):
+    lp, sc = T.generation.logits_process, T.generation.stopping_criteria
+    return {
+        "sampling_warpers": lp.LogitsProcessorList([lp.RepetitionPenaltyLogitsProcessor(1.2), lp.TemperatureLogitsWarper(0.7),
+                                                    lp.TopKLogitsWarper(5), lp.TopPLogitsWarper(0.9)]),
+        "length_and_ngram_rules": lp.LogitsProcessorList([lp.MinLengthLogitsProcessor(10, eos_token_id=3),
+                                                          lp.NoRepeatNGramLogitsProcessor(2),
+                                                          lp.ForcedEOSTokenLogitsProcessor(20, eos_token_id=3),
+                                                          lp.EpsilonLogitsWarper(0.01), lp.TypicalLogitsWarper(0.9)]),
+        "stopping_criteria": sc.StoppingCriteriaList([sc.MaxLengthCriteria(max_length=8)]),
+    }
+
+
+def _tokens_and_scores(seed):
+    g = torch.Generator().manual_seed(seed)
+    return torch.randint(0, 50, (2, 6), generator=g), torch.randn(2, 50, generator=g)
+
+
+def _greedy_step(processors, input_ids, scores):
+    scores = processors(input_ids, scores)
+    next_tokens = torch.argmax(torch.softmax(scores, dim=-1), dim=-1)
+    return torch.cat([input_ids, next_tokens[:, None]], dim=-1), scores
+
+
+def _stop_step(criteria, input_ids, scores):
+    done = criteria(input_ids, scores)
+    return input_ids.masked_fill(done[:, None], 0), done
+
+
+@pytest.mark.parametrize("name", ["sampling_warpers", "length_and_ngram_rules", "stopping_criteria"])
+def test_generation_processor_lists_equal_eager_and_torch_dynamo(name):
+    # LogitsProcessorList / StoppingCriteriaList: list subclasses called through their Python
+    # __call__, which iterates over the list (before: the frame ran eagerly and each processor's
+    # __call__ was compiled alone, 4 graphs where TorchDynamo has 1)
+    procs = _processor_lists(transformers)[name]
+    fn = _stop_step if name == "stopping_criteria" else _greedy_step
+    step = dynview.compile(fn, backend="eager")
+    for seed in (0, 1, 0):
+        got, want = step(procs, *_tokens_and_scores(seed)), fn(procs, *_tokens_and_scores(seed))
+        torch.testing.assert_close(got, want)
+    entries = dynview._C.cache_entries(fn.__code__)
+    assert len(entries) == 1 and entries[0]["hits"] == 2, "the same processors: one compile, then cache hits"
+    procs.append(procs[-1])  # one more processor: a recompile (the list's length is guarded), eager's result
+    torch.testing.assert_close(step(procs, *_tokens_and_scores(2)), fn(procs, *_tokens_and_scores(2)))
+    assert len(dynview._C.cache_entries(fn.__code__)) == 2
+    procs.pop()
+    torch._dynamo.reset()
+    theirs = torch._dynamo.explain(fn)(procs, *_tokens_and_scores(0))
+    torch._dynamo.reset()
+    ours = dynview.explain(fn)(procs, *_tokens_and_scores(0))
+    assert (ours.graph_count, ours.graph_break_count) == (theirs.graph_count, theirs.graph_break_count) == (1, 0), \
+        [str(b) for b in ours.break_reasons]

@@ -8,6 +8,31 @@ namespace dv {
 
 using cg::N;
 
+// Whether tp's __getitem__ is list's own (its items are read as they are stored).
+static bool list_getitem(PyTypeObject* tp) {
+  Ref name = Ref::steal(PyUnicode_InternFromString("__getitem__"));
+  return name && _PyType_Lookup(tp, name.get()) == _PyType_Lookup(&PyList_Type, name.get());
+}
+
+// The items of a list subclass passed in (its own __iter__ and item access are list's), each wrapped
+// from its source; its length guarded.
+static Status list_subclass_items(Translator& t, Frame& f, const VPtr& v, VPtr& out) {
+  PyObject* o = v->obj.get();
+  const Py_ssize_t n = PyList_GET_SIZE(o);
+  if (Guard* g = t.add_guard(GuardKind::LENGTH_CHECK, v->source, {}, f, "len(" + v->source->text() + ") == " + std::to_string(n)))
+    g->length = n;
+  VPtr it = t.make(VK::Iter);
+  std::vector<Ref> items;  // (wrap may run Python code)
+  for (Py_ssize_t i = 0; i < n; ++i) items.push_back(Ref::borrow(PyList_GET_ITEM(o, i)));
+  for (Py_ssize_t i = 0; i < n; ++i) {
+    VPtr iv = t.wrap(items[static_cast<size_t>(i)], Source::item(v->source, Ref::steal(PyLong_FromSsize_t(i))), f);
+    if (!iv) return t.brk(f, "DV0013", std::string("an item of a ") + Py_TYPE(o)->tp_name + " cannot be traced");
+    it->items.push_back(iv);
+  }
+  out = it;
+  return std::nullopt;
+}
+
 // Const, Object
 Status const_iterate(Translator& t, Frame& f, const VPtr& v, VPtr& out, bool materialize) {
   VPtr it = t.make(VK::Iter);
@@ -18,6 +43,12 @@ Status const_iterate(Translator& t, Frame& f, const VPtr& v, VPtr& out, bool mat
   }
   // An object of a Python class whose __iter__ is Python code: inlined, as an instance's
   if (v->kind == VK::Object && user_iter(v)) return t.instance_iterate(f, v, out, materialize);
+  // A list subclass passed in that iterates as a list (LogitsProcessorList, StoppingCriteriaList):
+  // its items, each from its source, the length guarded
+  PyObject* o = v->obj.get();
+  if (v->kind == VK::Object && v->source && PyList_Check(o) && !PyList_CheckExact(o) && Py_TYPE(o)->tp_iter == PyList_Type.tp_iter &&
+      list_getitem(Py_TYPE(o)))
+    return list_subclass_items(t, f, v, out);
   if (v->kind == VK::Object && !PyRange_Check(v->obj.get()) && !frozen_object(v->obj.get())) return t.brk(f, "DV0016", std::string("iterating over ") + Py_TYPE(v->obj.get())->tp_name);
   Ref iter = Ref::steal(PyObject_GetIter(v->obj.get()));
   if (!iter) return t.brk(f, "DV0016", "object is not iterable");
