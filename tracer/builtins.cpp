@@ -647,6 +647,13 @@ Translator::Status call_builtin(Translator& t, Frame& f, PyObject* fn, std::vect
   // zip/enumerate over an endless iterator (itertools.count()) or a lazy one (a generator, map: its
   // items are made as the zip is taken, interleaved as in eager): lazy, item by item.
   auto lazy_arg = [&](const VPtr& a) { return a->kind == VK::Iter && a->flag; };
+  if (is(Builtin::enumerate_) && n >= 1 && (args[0]->kind == VK::Instance || args[0]->kind == VK::Object) && user_iter(args[0])) {
+    // enumerate(obj) of an object of a Python class: over its iterator, taken lazily (its __next__
+    // runs between the loop's bodies, as in eager)
+    VPtr it;
+    if (Status s = t.instance_iterate(f, args[0], it, /*materialize=*/true, /*lazy_next=*/true)) return s;
+    args[0] = it;
+  }
   if (is(Builtin::enumerate_) && n >= 1 && n <= 2 && lazy_arg(args[0])) {
     VPtr start = n == 2 ? args[1] : nullptr;
     for (auto& [k, v] : kwargs) {

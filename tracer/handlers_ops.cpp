@@ -128,8 +128,27 @@ Status op_CONTAINS_OP(Translator& t, Frame& f, const Instr& in) {  // (item cont
     VPtr r;
     bool handled = false;
     if (Status s = t.call_dunder(f, cont, "__contains__", {item}, r, handled)) return s;
-    if (!handled) return t.brk(f, "DV0018", std::string("'in' with a ") + vk_name(item->kind) + " and a " + vk_name(cont->kind));
-    if (Status s = t.truth(f, r, found)) return s;
+    if (!handled && item->kind == VK::Const && (cont->kind == VK::Instance || cont->kind == VK::Object) && user_iter(cont)) {
+      // no __contains__ but a Python __iter__: Python iterates, item by item; the first equal item
+      // ends it (an iterator keeps the rest)
+      VPtr it;
+      if (Status s = t.instance_iterate(f, cont, it, /*materialize=*/true, /*lazy_next=*/true)) return s;
+      for (;;) {
+        if (Status s = t.pull(f, it, it->pos + 1)) return s;
+        if (it->pos >= it->items.size()) break;
+        const VPtr& x = it->items[it->pos++];
+        if (x->kind != VK::Const) return t.brk(f, "DV0018", std::string("'in' over an iterator that gives a ") + vk_name(x->kind));
+        const int eq = PyObject_RichCompareBool(x->obj.get(), item->obj.get(), Py_EQ);
+        if (eq < 0) return t.raise_current(f, "'in'");
+        if (eq == 1) {
+          found = true;
+          break;
+        }
+      }
+    } else {
+      if (!handled) return t.brk(f, "DV0018", std::string("'in' with a ") + vk_name(item->kind) + " and a " + vk_name(cont->kind));
+      if (Status s = t.truth(f, r, found)) return s;
+    }
   }
   PyErr_Clear();
   VPtr out = t.constant(Ref::borrow((found != (in.arg == 1)) ? Py_True : Py_False));

@@ -358,3 +358,39 @@ def _pipeline(seed):  # the same object each call, as a generation loop passes i
 @case((3,), extra=_pipeline)
 def pipeline_called_and_iterated(x, pipe):
     return pipe(x, scale=2.0), len(pipe), [type(s).__name__ for s in pipe], pipe[0](x)
+
+
+# ---- builtins over iterator objects take them lazily, as eager: each __next__ between the bodies ----
+@case((3,), extra=lambda seed: (Countdown(3),))
+def enumerate_over_an_iterator_the_body_changes(x, c):
+    out = []
+    for i, v in enumerate(c, start=1):
+        out.append(x * v + i)
+        if i == 1:
+            c.n += 1  # seen by the next __next__
+    return out, c.steps
+
+
+@case((3,), extra=lambda seed: (Countdown(3),))
+def zip_over_an_iterator_the_body_changes(x, c):
+    out = []
+    for v, w in zip(c, [10, 20, 30, 40, 50]):
+        out.append(x * v + w)
+        if w == 10:
+            c.n += 1
+    return out, c.steps, list(zip(Countdown(3), [1]))
+
+
+@case((3,), extra=lambda seed: (Countdown(4),))
+def map_and_filter_over_an_iterator(x, c):
+    doubled = map(lambda v: v * 2, c)
+    first = next(doubled)
+    c.n += 1
+    return x * first, list(filter(lambda v: v > 2, doubled)), c.steps
+
+
+@case((3,), extra=lambda seed: (Countdown(4),))
+def membership_stops_at_the_first_equal_item(x, c):
+    # 'in' over an object without __contains__ iterates it; what it did not take is left
+    found = 2 in c
+    return x + found, c.steps, sum(c), 7 in Countdown(3)
