@@ -84,6 +84,16 @@ Translator::Status call_itertools(Translator& t, Frame& f, PyObject* fn, std::ve
   if (!spec) return std::nullopt;
   handled = true;
   const std::string name = spec->name;
+  if (name == "chain" || name == "islice") {
+    // an object of a Python class among the sources: its iterator, taken lazily (chain and islice
+    // take only the items they give, as in eager)
+    for (size_t a = 0; a < args.size() && (name == "chain" || a == 0); ++a)
+      if ((args[a]->kind == VK::Instance || args[a]->kind == VK::Object) && user_iter(args[a])) {
+        VPtr it;
+        if (Status s = t.instance_iterate(f, args[a], it, /*materialize=*/true, /*lazy_next=*/true)) return s;
+        args[a] = it;
+      }
+  }
   if (name == "chain" && kwargs.empty()) {
     bool lazy = false;  // a generator or map among the sources: taken one item at a time, as in eager
     for (const VPtr& a : args) lazy |= a->kind == VK::Iter && a->flag;
@@ -93,7 +103,8 @@ Translator::Status call_itertools(Translator& t, Frame& f, PyObject* fn, std::ve
       return std::nullopt;
     }
   }
-  if (name == "islice" && !args.empty() && (endless_iter(*args[0]) || (args[0]->kind == VK::Iter && args[0]->frame))) {
+  if (name == "islice" && !args.empty() &&
+      (endless_iter(*args[0]) || (args[0]->kind == VK::Iter && (args[0]->frame || (args[0]->flag && args[0]->name == "user_iterator"))))) {
     // islice(count(), [start,] stop[, step]): the items up to stop taken from the endless source
     // first (stop must be a constant), then sliced as below.
     const VPtr& stop = args.size() == 2 ? args[1] : args.size() >= 3 ? args[2] : nullptr;
@@ -647,9 +658,11 @@ Translator::Status call_builtin(Translator& t, Frame& f, PyObject* fn, std::vect
   // zip/enumerate over an endless iterator (itertools.count()) or a lazy one (a generator, map: its
   // items are made as the zip is taken, interleaved as in eager): lazy, item by item.
   auto lazy_arg = [&](const VPtr& a) { return a->kind == VK::Iter && a->flag; };
-  if (is(Builtin::enumerate_) && n >= 1 && (args[0]->kind == VK::Instance || args[0]->kind == VK::Object) && user_iter(args[0])) {
-    // enumerate(obj) of an object of a Python class: over its iterator, taken lazily (its __next__
-    // runs between the loop's bodies, as in eager)
+  if ((is(Builtin::enumerate_) || is(Builtin::any_) || is(Builtin::all_)) && n >= 1 &&
+      (args[0]->kind == VK::Instance || args[0]->kind == VK::Object) && user_iter(args[0])) {
+    // enumerate(obj), any(obj), all(obj) of an object of a Python class: over its iterator, taken
+    // lazily (its __next__ runs between the loop's bodies; any/all stop at the first item that
+    // decides, leaving the rest untaken), as in eager
     VPtr it;
     if (Status s = t.instance_iterate(f, args[0], it, /*materialize=*/true, /*lazy_next=*/true)) return s;
     args[0] = it;

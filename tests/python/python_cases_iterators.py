@@ -4,6 +4,7 @@ object that is its own iterator, __iter__ written as a generator), len() of a bo
 __len__ is a tensor's size, torch.as_tensor of tensors, torch.autograd.Function.apply given lists
 of layers or lists forward appends to while no input requires grad, and caches keyed by tuples
 (seq_len, device, dtype). Appended to python_cases.CASES like python_cases_more's."""
+import itertools
 from collections.abc import Iterator
 
 import torch
@@ -394,3 +395,19 @@ def membership_stops_at_the_first_equal_item(x, c):
     # 'in' over an object without __contains__ iterates it; what it did not take is left
     found = 2 in c
     return x + found, c.steps, sum(c), 7 in Countdown(3)
+
+
+@case((3,), extra=lambda seed: (Countdown(4),))
+def any_and_all_stop_at_the_deciding_item(x, c):
+    a = any(c)  # the first item, 3, decides
+    after_any = c.steps
+    b = all(c)  # 2, 1, then 0 decides
+    return x * a, after_any, b, c.steps, c.n
+
+
+@case((3,), extra=lambda seed: (Countdown(5),))
+def islice_and_chain_take_only_what_they_give(x, c):
+    two = list(itertools.islice(c, 2))
+    chained = itertools.chain(c, [7, 8])
+    first, second = next(chained), next(chained)
+    return x + sum(two) + first + second, c.n, c.steps
