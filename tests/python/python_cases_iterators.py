@@ -3,7 +3,9 @@ iterator objects of Python classes (a config list whose __iter__ returns an iter
 object that is its own iterator, __iter__ written as a generator), len() of a box list whose
 __len__ is a tensor's size, torch.as_tensor of tensors, torch.autograd.Function.apply given lists
 of layers or lists forward appends to while no input requires grad, and caches keyed by tuples
-(seq_len, device, dtype). Appended to python_cases.CASES like python_cases_more's."""
+(seq_len, device, dtype), list subclasses called through a Python __call__ (a processor list), and
+builtins (enumerate, zip, map, any, in, islice, chain) taking iterator objects only as far as eager
+does. Appended to python_cases.CASES like python_cases_more's."""
 import itertools
 from collections.abc import Iterator
 
