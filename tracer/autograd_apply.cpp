@@ -137,7 +137,7 @@ Translator::Status Translator::autograd_function_apply(Frame& f, const VPtr& cls
   // TorchDynamo traces ctx.mark_dirty only when it traces backward too (an input requires grad).
   Ref setup = Ref::steal(PyObject_GetAttrString(c, "setup_context"));
   PyErr_Clear();
-  if (!(needs_grad && PyObject_IsTrue(grad_on.get()) == 1) && (code_names(forward.get(), "mark_dirty") || code_names(setup.get(), "mark_dirty")))
+  if (!grad_needed && (code_names(forward.get(), "mark_dirty") || code_names(setup.get(), "mark_dirty")))
     return brk(f, "DV0004", what + ": forward calls ctx.mark_dirty while no input requires grad",
                "TorchDynamo traces ctx.mark_dirty only when an input requires grad; call apply outside the compiled function");
   // Arguments a graph node cannot take (a list of layers, a list forward appends to, a module, an

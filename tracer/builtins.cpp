@@ -12,15 +12,6 @@
 namespace dv {
 
 namespace {
-// Whether tp's __len__ is list's own.
-bool list_len(PyTypeObject* tp) {
-  Ref name = Ref::steal(PyUnicode_InternFromString("__len__"));
-  return name && _PyType_Lookup(tp, name.get()) == _PyType_Lookup(&PyList_Type, name.get());
-}
-}  // namespace
-
-
-namespace {
 
 constexpr const char* kSymTextHint =
     "as with torch.compile, the text of a dynamic size is made eagerly; format it with an f-string or str.format, or mark the dimension static";
@@ -87,12 +78,11 @@ Translator::Status call_itertools(Translator& t, Frame& f, PyObject* fn, std::ve
   if (name == "chain" || name == "islice") {
     // an object of a Python class among the sources: its iterator, taken lazily (chain and islice
     // take only the items they give, as in eager)
-    for (size_t a = 0; a < args.size() && (name == "chain" || a == 0); ++a)
-      if ((args[a]->kind == VK::Instance || args[a]->kind == VK::Object) && user_iter(args[a])) {
-        VPtr it;
-        if (Status s = t.instance_iterate(f, args[a], it, /*materialize=*/true, /*lazy_next=*/true)) return s;
-        args[a] = it;
-      }
+    for (size_t a = 0; a < args.size() && (name == "chain" || a == 0); ++a) {
+      VPtr it;
+      if (Status s = iterate_user_object(t, f, args[a], it)) return s;
+      if (it) args[a] = it;
+    }
   }
   if (name == "chain" && kwargs.empty()) {
     bool lazy = false;  // a generator or map among the sources: taken one item at a time, as in eager
@@ -514,7 +504,7 @@ Translator::Status call_builtin(Translator& t, Frame& f, PyObject* fn, std::vect
         return std::nullopt;
       }
       return t.brk(f, "DV0007", std::string("len() of a ") + reinterpret_cast<PyTypeObject*>(v->obj.get())->tp_name);
-    } else if (v->kind == VK::Object && v->source && PyList_Check(v->obj.get()) && list_len(Py_TYPE(v->obj.get()))) {
+    } else if (v->kind == VK::Object && v->source && PyList_Check(v->obj.get()) && list_own(Py_TYPE(v->obj.get()), "__len__")) {
       // a list subclass passed in (list's own __len__): its length, guarded
       len = PyList_GET_SIZE(v->obj.get());
       if (Guard* g = t.add_guard(GuardKind::LENGTH_CHECK, v->source, {}, f, "len(" + v->source->text() + ") == " + std::to_string(len)))
@@ -658,14 +648,13 @@ Translator::Status call_builtin(Translator& t, Frame& f, PyObject* fn, std::vect
   // zip/enumerate over an endless iterator (itertools.count()) or a lazy one (a generator, map: its
   // items are made as the zip is taken, interleaved as in eager): lazy, item by item.
   auto lazy_arg = [&](const VPtr& a) { return a->kind == VK::Iter && a->flag; };
-  if ((is(Builtin::enumerate_) || is(Builtin::any_) || is(Builtin::all_)) && n >= 1 &&
-      (args[0]->kind == VK::Instance || args[0]->kind == VK::Object) && user_iter(args[0])) {
+  if ((is(Builtin::enumerate_) || is(Builtin::any_) || is(Builtin::all_)) && n >= 1) {
     // enumerate(obj), any(obj), all(obj) of an object of a Python class: over its iterator, taken
     // lazily (its __next__ runs between the loop's bodies; any/all stop at the first item that
     // decides, leaving the rest untaken), as in eager
     VPtr it;
-    if (Status s = t.instance_iterate(f, args[0], it, /*materialize=*/true, /*lazy_next=*/true)) return s;
-    args[0] = it;
+    if (Status s = iterate_user_object(t, f, args[0], it)) return s;
+    if (it) args[0] = it;
   }
   if (is(Builtin::enumerate_) && n >= 1 && n <= 2 && lazy_arg(args[0])) {
     VPtr start = n == 2 ? args[1] : nullptr;

@@ -48,12 +48,10 @@ Status op_GET_ITER(Translator& t, Frame& f, const Instr&) {  // (iterable -- ite
   if (v->kind == VK::Object && v->obj && Py_TYPE(v->obj.get())->tp_iter == PyObject_SelfIter && !frozen_object(v->obj.get()))
     return std::nullopt;
   const bool lazy_itertool = v->kind == VK::Iter && v->flag;
-  if ((v->kind == VK::Instance || v->kind == VK::Object) && user_iter(v)) {
-    // an object of a Python class: its __iter__ inlined; an iterator object it gives is taken lazily
-    if (Status s = t.instance_iterate(f, v, it, /*materialize=*/true, /*lazy_next=*/true)) return s;
-  } else if (Status s = t.iterate(f, v, it, /*materialize=*/!lazy_itertool)) {
-    return s;
-  }
+  // (an object of a Python class: its __iter__ inlined; an iterator object it gives is taken lazily)
+  if (Status s = iterate_user_object(t, f, v, it)) return s;
+  if (!it)
+    if (Status s = t.iterate(f, v, it, /*materialize=*/!lazy_itertool)) return s;
   if (it == top(f)) {  // iter(iterator) is itself
     return std::nullopt;
   }

@@ -128,11 +128,11 @@ Status op_CONTAINS_OP(Translator& t, Frame& f, const Instr& in) {  // (item cont
     VPtr r;
     bool handled = false;
     if (Status s = t.call_dunder(f, cont, "__contains__", {item}, r, handled)) return s;
-    if (!handled && item->kind == VK::Const && (cont->kind == VK::Instance || cont->kind == VK::Object) && user_iter(cont)) {
+    if (!handled && item->kind == VK::Const && user_iter(cont)) {
       // no __contains__ but a Python __iter__: Python iterates, item by item; the first equal item
       // ends it (an iterator keeps the rest)
       VPtr it;
-      if (Status s = t.instance_iterate(f, cont, it, /*materialize=*/true, /*lazy_next=*/true)) return s;
+      if (Status s = iterate_user_object(t, f, cont, it)) return s;
       for (;;) {
         if (Status s = t.pull(f, it, it->pos + 1)) return s;
         if (it->pos >= it->items.size()) break;

@@ -8,10 +8,9 @@ namespace dv {
 
 using cg::N;
 
-// Whether tp's __getitem__ is list's own (its items are read as they are stored).
-static bool list_getitem(PyTypeObject* tp) {
-  Ref name = Ref::steal(PyUnicode_InternFromString("__getitem__"));
-  return name && _PyType_Lookup(tp, name.get()) == _PyType_Lookup(&PyList_Type, name.get());
+bool list_own(PyTypeObject* tp, const char* name) {
+  Ref nm = Ref::steal(PyUnicode_InternFromString(name));
+  return nm && _PyType_Lookup(tp, nm.get()) == _PyType_Lookup(&PyList_Type, nm.get());
 }
 
 // The items of a list subclass passed in (its own __iter__ and item access are list's), each wrapped
@@ -47,7 +46,7 @@ Status const_iterate(Translator& t, Frame& f, const VPtr& v, VPtr& out, bool mat
   // its items, each from its source, the length guarded
   PyObject* o = v->obj.get();
   if (v->kind == VK::Object && v->source && PyList_Check(o) && !PyList_CheckExact(o) && Py_TYPE(o)->tp_iter == PyList_Type.tp_iter &&
-      list_getitem(Py_TYPE(o)))
+      list_own(Py_TYPE(o), "__getitem__"))
     return list_subclass_items(t, f, v, out);
   if (v->kind == VK::Object && !PyRange_Check(v->obj.get()) && !frozen_object(v->obj.get())) return t.brk(f, "DV0016", std::string("iterating over ") + Py_TYPE(v->obj.get())->tp_name);
   Ref iter = Ref::steal(PyObject_GetIter(v->obj.get()));

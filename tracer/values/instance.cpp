@@ -364,6 +364,12 @@ VPtr Translator::user_iterator(const VPtr& obj) {
   return it;
 }
 
+Translator::Status iterate_user_object(Translator& t, Frame& f, const VPtr& obj, VPtr& it) {
+  it = nullptr;
+  if (!user_iter(obj)) return std::nullopt;
+  return t.instance_iterate(f, obj, it, /*materialize=*/true, /*lazy_next=*/true);
+}
+
 Translator::Status Translator::instance_iterate(Frame& f, const VPtr& obj, VPtr& out, bool materialize, bool lazy_next) {
   // __iter__ inlined (a generator runs to its end); what it gives, if an iterator object of a Python
   // class (often obj itself): taken by its __next__ (lazily where lazy_next: FOR_ITER); a dict's:
@@ -404,20 +410,6 @@ Translator::Status Translator::instance_iterate(Frame& f, const VPtr& obj, VPtr&
 
 namespace {
 
-// The Python function `name` of the class of an instance made in the trace (or of an object of a
-// Python class reached from the frame), or null: not defined, or not Python code.
-PyObject* user_dunder(const VPtr& v, const std::string& name) {
-  if (!v->obj) return nullptr;
-  PyTypeObject* tp = nullptr;
-  if (v->kind == VK::Instance) tp = class_of(v);
-  else if (v->kind == VK::Object && (Py_TYPE(v->obj.get())->tp_flags & Py_TPFLAGS_HEAPTYPE) && !PyType_Check(v->obj.get()))
-    tp = Py_TYPE(v->obj.get());
-  if (!tp) return nullptr;
-  Ref nm = Ref::steal(PyUnicode_FromString(name.c_str()));
-  PyObject* fn = nm ? _PyType_Lookup(tp, nm.get()) : nullptr;
-  return fn && PyFunction_Check(fn) ? fn : nullptr;
-}
-
 PyTypeObject* type_of(const VPtr& v) {
   if (v->kind == VK::Instance) return class_of(v);
   return v->obj ? Py_TYPE(v->obj.get()) : nullptr;
@@ -437,9 +429,9 @@ Translator::Status Translator::user_operator(Frame& f, const std::string& op, co
   if (a->kind == VK::Tensor || a->kind == VK::Sym) return std::nullopt;  // the tensor's operator comes first
   if (op == "__mod__" && a->kind == VK::Const && (PyUnicode_Check(a->obj.get()) || PyBytes_Check(a->obj.get())))
     return std::nullopt;  // "%s" % obj formats obj: str's operator comes first and does not give NotImplemented
-  PyObject* iop = inplace.empty() ? nullptr : user_dunder(a, inplace);
-  PyObject* fwd = user_dunder(a, op);
-  PyObject* ref = user_dunder(b, reflected);
+  PyObject* iop = inplace.empty() ? nullptr : user_dunder_fn(a, inplace.c_str());
+  PyObject* fwd = user_dunder_fn(a, op.c_str());
+  PyObject* ref = user_dunder_fn(b, reflected.c_str());
   PyTypeObject *ta = type_of(a), *tb = type_of(b);
   if (ta && ta == tb && op != reflected) ref = nullptr;  // same class: the reflected form is not tried
   if (!iop && !fwd && !ref) return std::nullopt;

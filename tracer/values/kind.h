@@ -137,6 +137,10 @@ PyObject* super_lookup(PyObject* sup, const std::string& name);  // what super()
 PyObject* user_dunder_fn(const VPtr& v, const char* name);  // a Python class's dunder of an Instance or Object (borrowed), or null (instance.cpp)
 PyObject* user_next(const VPtr& v);  // a Python class's __next__ of an Instance or Object (borrowed), or null (instance.cpp)
 PyObject* user_iter(const VPtr& v);  // the same for __iter__ (instance.cpp)
+// An object of a Python class whose __iter__ is Python code: its iterator as Python takes it (an
+// iterator object it gives taken lazily, item by item); `it` null for any other value (instance.cpp)
+Status iterate_user_object(Translator& t, Frame& f, const VPtr& obj, VPtr& it);
+bool list_own(PyTypeObject* tp, const char* name);  // tp's `name` is list's own (constant.cpp)
 Status object_call(Translator& t, Frame& f, const VPtr& fn, std::vector<VPtr>& args, KwArgs& kwargs, VPtr& out);  // calls.cpp
 // fn(*args, **kwargs) run now on the Python values of constant arguments (`name` in messages); a
 // call that changed a list it was given breaks (it ran on a copy) (calls.cpp).
