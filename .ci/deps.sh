@@ -38,12 +38,18 @@ for mod, pkg in (("pybind11", "pybind11"), ("pytest", "pytest"),
 # the tests hold its models to TorchDynamo's counts, and a new release changes that code (5.24 put a
 # keyword-renaming wrapper on every forward), so an upgrade is a deliberate change made here.
 TRANSFORMERS = "5.24.0"
+DIFFUSERS = "0.42.1"  # the same for diffusers (its tests: tests/python/test_diffusers_models.py)
 try:
     from importlib.metadata import version
     if version("transformers") != TRANSFORMERS:
         need.append("transformers==" + TRANSFORMERS)
 except Exception:
     need.append("transformers==" + TRANSFORMERS)
+try:
+    if version("diffusers") != DIFFUSERS:
+        need.append("diffusers==" + DIFFUSERS)
+except Exception:
+    need.append("diffusers==" + DIFFUSERS)
 if shutil.which("tlparse") is None:  # TORCH_TRACE reference parser: the import tests compare with it
     need.append("tlparse")
 print(" ".join(need))

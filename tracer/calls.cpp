@@ -665,6 +665,12 @@ Translator::Status Translator::inline_call(Frame& f, VPtr fn, VPtr self, std::ve
     if (PyObject* mod = PyFunction_GET_MODULE(func); mod && PyUnicode_Check(mod) && str_of(mod) == "logging")
       return brk(f, "DV0015", "call to logging." + callable_name(func) + "()", "logging is a side effect outside the graph");
     if (Status s = call_marked_constant(f, func, self, args, kwargs, out); s || out) return s;
+    if (func == module_getattr_fn() && kwargs.empty()) {  // super().__getattr__(name) in a module's own __getattr__
+      const VPtr& m = self ? self : (args.empty() ? nullptr : args[0]);
+      const VPtr& name = self ? (args.size() == 1 ? args[0] : nullptr) : (args.size() == 2 ? args[1] : nullptr);
+      if (m && name && m->kind == VK::NNModule && name->kind == VK::Const && PyUnicode_Check(name->obj.get()))
+        return module_getattr_call(*this, f, m, name, out);
+    }
     code = PyFunction_GET_CODE(func);
     globals = Ref::borrow(PyFunction_GET_GLOBALS(func));
     if (PyObject* d = PyFunction_GET_DEFAULTS(func)) {

@@ -518,7 +518,8 @@ Status object_call(Translator& t, Frame& f, const VPtr& fn, std::vector<VPtr>& a
     return std::nullopt;
   }
   if (consumes_iterable(o) && args.size() == 1 && kwargs.empty() &&
-      (args[0]->kind == VK::Iter || args[0]->kind == VK::Dict || args[0]->kind == VK::DictView)) {
+      (args[0]->kind == VK::Iter || args[0]->kind == VK::Dict || args[0]->kind == VK::DictView ||
+       (args[0]->kind == VK::Object && frozen_object(args[0]->obj.get())))) {
     // set(d), frozenset(d.keys()), "x".join(map(str, dims)): the iterable's items (a lazy
     // map's functions run now, and the iterator is used up), passed as a tuple when they are
     // all constants.

@@ -1,10 +1,12 @@
 """Module cases: forward pre-hooks and forward hooks (feature taps, input rescaling, keyword hooks),
 written as model code and libraries register them. Appended to python_cases.CASES; each runs against
 eager and torch._dynamo.explain."""
+import inspect
+
 import torch
 import torch.nn as nn
 
-from python_cases import module_case
+from python_cases import CASES, module_case
 
 
 class FeatureTap(nn.Module):
@@ -191,3 +193,73 @@ class NamedSequentialHead(nn.Module):
 
 
 module_case(NamedSequentialHead, (3, 4))
+
+
+class ConfigBackedModule(nn.Module):
+    """A module whose class defines its own __getattr__, as diffusers' ModelMixin does: a name that
+    is neither an attribute nor a parameter, buffer or submodule is looked up in a config dict read
+    through self.__dict__; anything else goes to nn.Module.__getattr__ (super()). Its dtype
+    property probes every submodule with hasattr() for an optional hook, as ModelMixin.dtype does.
+    Both broke (DV0005) before the class's own __getattr__ was followed."""
+
+    def __init__(self):
+        super().__init__()
+        self._internal_dict = {"scale": 3, "shift": 0.5}
+        self.proj = nn.Linear(4, 4)
+        self.register_buffer("offset", torch.arange(4.0))
+
+    def __getattr__(self, name):
+        in_config = "_internal_dict" in self.__dict__ and name in self.__dict__["_internal_dict"]
+        if in_config and name not in self.__dict__:
+            return self.__dict__["_internal_dict"][name]
+        return super().__getattr__(name)
+
+    @property
+    def dtype(self):
+        for _, sub in self.named_modules():
+            if hasattr(sub, "_cast_hook"):
+                return sub._cast_hook.dtype
+        return next(self.parameters()).dtype
+
+    def forward(self, x):
+        y = self.proj(x) * self.scale + self.shift + self.offset
+        return y.to(self.dtype), hasattr(self, "missing_name")
+
+
+module_case(ConfigBackedModule, (2, 4))
+
+
+class SignatureRoutedAttention(nn.Module):
+    """diffusers' Attention.forward: the keyword arguments its processor's __call__ accepts, found by
+    a set of inspect.signature(...).parameters.keys(), are passed on and the others dropped (set()
+    of the keys view broke with DV0004 before)."""
+
+    class Processor:
+        def __call__(self, attn, hidden_states, encoder_hidden_states=None, attention_mask=None, temb=None, *args, **kwargs):
+            ctx = hidden_states if encoder_hidden_states is None else encoder_hidden_states
+            out = attn.to_out(attn.to_q(hidden_states) + attn.to_q(ctx).mean(1, keepdim=True))
+            return out if temb is None else out + temb
+
+    def __init__(self):
+        super().__init__()
+        self.to_q = nn.Linear(4, 4)
+        self.to_out = nn.Linear(4, 4)
+        self.processor = self.Processor()
+
+    def forward(self, hidden_states, **cross_attention_kwargs):
+        hidden_states = hidden_states * 0.5  # (work before it: a break there would split the graph)
+        accepted = set(inspect.signature(self.processor.__call__).parameters.keys())
+        names = [p.name for p in inspect.signature(self.processor.__call__).parameters.values()]
+        unused = sorted(k for k in cross_attention_kwargs if k not in accepted)
+        kwargs = {k: v for k, v in cross_attention_kwargs.items() if k in accepted}
+        return self.processor(self, hidden_states, **kwargs), unused, len(accepted), names
+
+
+def _routed_attention(x, temb):
+    return SIGNATURE_ROUTED(x, temb=temb, scale=2.0, ip_adapter_masks=None)
+
+
+SIGNATURE_ROUTED = SignatureRoutedAttention()
+CASES.append(("signature_routed_attention_kwargs", _routed_attention,
+              lambda seed: (torch.randn(2, 3, 4, generator=torch.Generator().manual_seed(seed)),
+                            torch.randn(2, 3, 4, generator=torch.Generator().manual_seed(seed + 1)))))

@@ -1,5 +1,6 @@
 // Frozen objects: instances of library classes that are immutable values once made
-// (inspect.Signature and inspect.Parameter, the mappingproxy of a signature's parameters, range), and
+// (inspect.Signature and inspect.Parameter, the mappingproxy of a signature's parameters and its keys,
+// values and items views, range), and
 // Enum classes (their members are fixed when the class is made: iterating one, its length and `in`
 // are constants of the class, which is guarded by identity). The
 // trace reads their attributes, items, length and iteration directly, as constants; the functions
@@ -53,6 +54,13 @@ bool frozen_object(PyObject* o) {
       if (!PyUnicode_CheckExact(PyTuple_GET_ITEM(pair, 0)) || !frozen_object(PyTuple_GET_ITEM(pair, 1))) return false;
     }
     return true;
+  }
+  if (PyDictKeys_Check(o) || PyDictValues_Check(o) || PyDictItems_Check(o)) {
+    // keys()/values()/items() of a signature's parameters (set(sig.parameters.keys()) in
+    // diffusers' Attention): frozen when the mapping they view is
+    Ref mapping = Ref::steal(PyObject_GetAttrString(o, "mapping"));
+    if (!mapping) return PyErr_Clear(), false;
+    return Py_TYPE(mapping.get()) == &PyDictProxy_Type && frozen_object(mapping.get());
   }
   return false;
 }

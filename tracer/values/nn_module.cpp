@@ -6,6 +6,22 @@
 
 namespace dv {
 
+namespace {
+
+Status missing_module_attr(Translator& t, Frame& f, PyObject* m, const std::string& name) {
+  return t.brk(f, kNoAttributeId, "'" + std::string(Py_TYPE(m)->tp_name) + "' object has no attribute '" + name + "'");
+}
+
+}  // namespace
+
+PyObject* module_getattr_fn() {
+  static PyObject* fn = [] {
+    PyObject* name = PyUnicode_InternFromString("__getattr__");
+    return _PyType_Lookup(reinterpret_cast<PyTypeObject*>(py().nn_Module.get()), name);  // kept by the class
+  }();
+  return fn;
+}
+
 template <>
 struct Kind<VK::NNModule> {
   static void describe(const Value& v, std::string& out, int /*depth*/) {
@@ -139,11 +155,22 @@ struct Kind<VK::NNModule> {
       }
       PyErr_Clear();
     }
+    if (name == "__dict__" && dictptr && *dictptr) {
+      // self.__dict__ (diffusers' ModelMixin.__getattr__ reads it): the instance dict, its entries
+      // read and guarded one by one, as a dict passed in
+      out = t.wrap(Ref::borrow(*dictptr), obj->source ? Source::attr(obj->source, "__dict__") : nullptr, f);
+      if (!out) return t.brk(f, "DV0005", "attribute __dict__ of module " + std::string(Py_TYPE(m)->tp_name));
+      return std::nullopt;
+    }
     static PyObject* getattr_name = PyUnicode_InternFromString("__getattr__");
-    const bool module_getattr = _PyType_Lookup(Py_TYPE(m), getattr_name) ==
-                                _PyType_Lookup(reinterpret_cast<PyTypeObject*>(py().nn_Module.get()), getattr_name);
+    PyObject* own_getattr = _PyType_Lookup(Py_TYPE(m), getattr_name);
+    const bool module_getattr = own_getattr == module_getattr_fn();
     if (!cls_attr && module_getattr)  // not an instance attribute, member or class attribute: nn.Module.__getattr__ raises
-      return t.brk(f, kNoAttributeId, "'" + std::string(Py_TYPE(m)->tp_name) + "' object has no attribute '" + name + "'");
+      return missing_module_attr(t, f, m, name);
+    if (!cls_attr && own_getattr && PyFunction_Check(own_getattr))
+      // the class's own __getattr__ (a deprecation shim, a wrapper forwarding to a wrapped model),
+      // inlined as Python calls it: when the usual lookup found nothing
+      return t.call_python(f, Ref::borrow(own_getattr), {obj, t.constant_steal(PyUnicode_FromString(name.c_str()))}, out);
     return t.brk(f, "DV0005", "attribute " + name + " of module " + Py_TYPE(m)->tp_name);
   }
   static Status call(Translator& t, Frame& f, const VPtr& fn, std::vector<VPtr>& args, KwArgs& kwargs, VPtr& out) {
@@ -167,5 +194,19 @@ struct Kind<VK::NNModule> {
   }
 };
 DV_KIND(NNModule, "module")
+
+// nn.Module.__getattr__(module, name), called by a subclass's own __getattr__ (super().__getattr__(name)):
+// the module's parameters, buffers and submodules, read as an attribute read does; else AttributeError
+Status module_getattr_call(Translator& t, Frame& f, const VPtr& module, const VPtr& name, VPtr& out) {
+  PyObject* m = module->obj.get();
+  const std::string n = str_of(name->obj.get());
+  PyObject** dictptr = _PyObject_GetDictPtr(m);
+  if (dictptr && *dictptr)
+    for (const char* member : {"_parameters", "_buffers", "_modules"}) {
+      PyObject* members = PyDict_GetItemString(*dictptr, member);
+      if (members && PyDict_Check(members) && PyDict_GetItemString(members, n.c_str())) return Kind<VK::NNModule>::getattr(t, f, module, n, out);
+    }
+  return missing_module_attr(t, f, m, n);
+}
 
 }  // namespace dv

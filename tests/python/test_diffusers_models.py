@@ -1,0 +1,122 @@
+"""Hugging Face diffusers models (tiny configs, random weights, offline; never from_pretrained)
+through dynview, against eager and TorchDynamo: Stable Diffusion's and SDXL's UNets, a VAE, DiT,
+Flux, a video transformer (Wan) and a ControlNet. Their code is not transformers': attention
+processors called through `inspect.signature(processor.__call__)` (a set of its parameters' names),
+a ModelMixin whose own `__getattr__` reads `self.__dict__` and falls back to
+`super().__getattr__`, `hasattr` probes of every submodule for hooks, `added_cond_kwargs` dicts.
+For each: outputs equal eager's on two inputs, a repeat call is a cache hit, and the graph and
+break counts equal torch._dynamo.explain's (TorchDynamo captures each as 1 graph, 0 breaks)."""
+import os
+import warnings
+
+import pytest
+import torch
+
+import dynview
+
+os.environ.setdefault("HF_HUB_OFFLINE", "1")
+diffusers = pytest.importorskip("diffusers", reason="make deps installs diffusers")
+warnings.filterwarnings("ignore")
+pytestmark = pytest.mark.usefixtures("fresh_engine")
+
+
+def _g(seed):
+    return torch.Generator().manual_seed(seed)
+
+
+def _unet_inputs(seed):
+    return dict(sample=torch.randn(2, 4, 16, 16, generator=_g(seed)), timestep=torch.tensor(10),
+                encoder_hidden_states=torch.randn(2, 6, 32, generator=_g(seed + 1)))
+
+
+def _sdxl_inputs(seed):
+    # SDXL's micro-conditioning: pooled text embeddings and the six size/crop ids, in a dict
+    return dict(_unet_inputs(seed), timestep=7,
+                added_cond_kwargs=dict(text_embeds=torch.randn(2, 32, generator=_g(seed + 2)),
+                                       time_ids=torch.randn(2, 6, generator=_g(seed + 3))))
+
+
+def _dit_inputs(seed):
+    return dict(hidden_states=torch.randn(2, 4, 8, 8, generator=_g(seed)), timestep=torch.tensor([1, 2]),
+                class_labels=torch.tensor([0, 3]))
+
+
+def _flux_inputs(seed):
+    return dict(hidden_states=torch.randn(1, 16, 8, generator=_g(seed)), encoder_hidden_states=torch.randn(1, 4, 16, generator=_g(seed + 1)),
+                pooled_projections=torch.randn(1, 8, generator=_g(seed + 2)), timestep=torch.tensor([1.0]),
+                img_ids=torch.zeros(16, 3), txt_ids=torch.zeros(4, 3))
+
+
+def _wan_inputs(seed):
+    return dict(hidden_states=torch.randn(1, 4, 2, 8, 8, generator=_g(seed)), encoder_hidden_states=torch.randn(1, 6, 16, generator=_g(seed + 1)),
+                timestep=torch.tensor([3]))
+
+
+def _controlnet_inputs(seed):
+    return dict(_unet_inputs(seed), controlnet_cond=torch.randn(2, 3, 32, 32, generator=_g(seed + 3)))
+
+
+UNET = dict(block_out_channels=(32, 64), layers_per_block=1, in_channels=4, cross_attention_dim=32, norm_num_groups=8)
+MODELS = {
+    "unet_sd": (lambda D: D.UNet2DConditionModel(**UNET, sample_size=16, out_channels=4, attention_head_dim=8,
+                                                 down_block_types=("CrossAttnDownBlock2D", "DownBlock2D"),
+                                                 up_block_types=("UpBlock2D", "CrossAttnUpBlock2D")), _unet_inputs),
+    "unet_sdxl": (lambda D: D.UNet2DConditionModel(**UNET, sample_size=16, out_channels=4, attention_head_dim=(2, 4), use_linear_projection=True,
+                                                   down_block_types=("DownBlock2D", "CrossAttnDownBlock2D"),
+                                                   up_block_types=("CrossAttnUpBlock2D", "UpBlock2D"),
+                                                   addition_embed_type="text_time", addition_time_embed_dim=8,
+                                                   transformer_layers_per_block=(1, 2), projection_class_embeddings_input_dim=80),
+                  _sdxl_inputs),
+    "vae": (lambda D: D.AutoencoderKL(block_out_channels=(16, 32), in_channels=3, out_channels=3, latent_channels=4, norm_num_groups=8,
+                                      down_block_types=("DownEncoderBlock2D",) * 2, up_block_types=("UpDecoderBlock2D",) * 2),
+            lambda seed: dict(sample=torch.randn(2, 3, 16, 16, generator=_g(seed)))),
+    "dit": (lambda D: D.DiTTransformer2DModel(num_attention_heads=2, attention_head_dim=8, in_channels=4, out_channels=8, num_layers=2,
+                                              sample_size=8, patch_size=2, norm_num_groups=8, num_embeds_ada_norm=10), _dit_inputs),
+    "flux": (lambda D: D.FluxTransformer2DModel(patch_size=1, in_channels=8, num_layers=1, num_single_layers=1, attention_head_dim=8,
+                                                num_attention_heads=2, joint_attention_dim=16, pooled_projection_dim=8,
+                                                axes_dims_rope=(2, 2, 4)), _flux_inputs),
+    "wan": (lambda D: D.WanTransformer3DModel(patch_size=(1, 2, 2), num_attention_heads=2, attention_head_dim=12, in_channels=4,
+                                              out_channels=4, text_dim=16, freq_dim=256, ffn_dim=32, num_layers=1, cross_attn_norm=True,
+                                              qk_norm="rms_norm_across_heads", rope_max_seq_len=32), _wan_inputs),
+    "controlnet": (lambda D: D.ControlNetModel(**UNET, attention_head_dim=8, down_block_types=("CrossAttnDownBlock2D", "DownBlock2D"),
+                                               conditioning_embedding_out_channels=(16, 32)), _controlnet_inputs),
+}
+
+
+def tensors(o):
+    if isinstance(o, torch.Tensor):
+        return [o]
+    if hasattr(o, "to_tuple"):
+        o = o.to_tuple()
+    if isinstance(o, dict):
+        o = list(o.values())
+    if isinstance(o, (list, tuple)):
+        return [t for v in o for t in tensors(v)]
+    if hasattr(o, "sample"):  # AutoencoderKL's DiagonalGaussianDistribution: its parameters
+        return tensors(o.parameters)
+    return []
+
+
+@pytest.mark.parametrize("name", sorted(MODELS))
+def test_model_equals_eager_hits_the_cache_and_counts_as_torch_dynamo(name):
+    torch.manual_seed(0)
+    build, inputs = MODELS[name]
+    m = build(diffusers).eval()
+    cm = dynview.compile(m, backend="eager")
+    with torch.no_grad():
+        for seed in (0, 1):
+            got, want = tensors(cm(**inputs(seed))), tensors(m(**inputs(seed)))
+            assert len(got) == len(want) > 0
+            for a, b in zip(got, want):
+                torch.testing.assert_close(a, b)
+        records = dynview._C.take_records()
+        assert any(r["graph"] is not None for r in records)
+        assert [(r["qualname"], r["break_message"]) for r in records if r["break_id"]] == []
+        cm(**inputs(0))
+        assert dynview._C.take_records() == [], "a repeat call is a cache hit"
+        dynview.reset()
+        ours = dynview.explain(m)(**inputs(0))
+        theirs = torch._dynamo.explain(m)(**inputs(0))
+        torch._dynamo.reset()
+    assert (theirs.graph_count, len(theirs.break_reasons)) == (1, 0)
+    assert (ours.graph_count, len(ours.break_reasons)) == (1, 0), [str(b) for b in ours.break_reasons]
