@@ -1,6 +1,7 @@
 // Python builtins over Values: len, isinstance, getattr, range, min/max, abs, tuple/list/dict,
 // enumerate, zip, sum, sorted, reversed, int/float/bool/str, type, print (a break).
 #include <algorithm>
+#include <cstring>
 #include <functional>
 #include <unordered_map>
 
@@ -93,10 +94,12 @@ Translator::Status call_itertools(Translator& t, Frame& f, PyObject* fn, std::ve
       return std::nullopt;
     }
   }
-  if (name == "islice" && !args.empty() &&
-      (endless_iter(*args[0]) || (args[0]->kind == VK::Iter && (args[0]->frame || (args[0]->flag && args[0]->name == "user_iterator"))))) {
-    // islice(count(), [start,] stop[, step]): the items up to stop taken from the endless source
-    // first (stop must be a constant), then sliced as below.
+  const bool stop_none = name == "islice" && (args.size() == 2 || args.size() == 3) && args.back()->kind == VK::Const &&
+                         args[args.size() == 2 ? 1 : 2]->obj.get() == Py_None;  // islice(it, None): all of it
+  if (name == "islice" && !args.empty() && (endless_iter(*args[0]) || (args[0]->kind == VK::Iter && !stop_none))) {
+    // islice(it, [start,] stop[, step]) of an iterator (count(), a generator, iter(lst) ...): the
+    // items up to stop taken from it first (stop must be a constant), the rest left to whoever
+    // takes from it next, then sliced as below.
     const VPtr& stop = args.size() == 2 ? args[1] : args.size() >= 3 ? args[2] : nullptr;
     if (!stop || stop->kind != VK::Const || !PyLong_CheckExact(stop->obj.get()) || !kwargs.empty())
       return t.brk(f, "DV0014", "itertools.islice of an endless iterator without a constant stop");
@@ -401,6 +404,7 @@ Translator::Status call_builtin(Translator& t, Frame& f, PyObject* fn, std::vect
       if (Status s = t.call(f, args[0], {acc, it->items[i]}, {}, r)) return s;
       acc = r;
     }
+    it->pos = it->items.size();  // an iterator passed in is used up
     out = acc;
     return std::nullopt;
   }
@@ -515,6 +519,43 @@ Translator::Status call_builtin(Translator& t, Frame& f, PyObject* fn, std::vect
     } else return t.brk(f, "DV0007", std::string("len() of a ") + vk_name(v->kind));
     out = t.constant_steal(PyLong_FromSsize_t(len));
     return std::nullopt;
+  }
+  if (is(Builtin::isinstance_) && !kwargs.empty()) return t.raise_new(f, PyExc_TypeError, "isinstance() takes no keyword arguments");
+  if (is(Builtin::isinstance_) && n == 2 && args[0]->kind == VK::Tensor) {
+    // torch.FloatTensor, torch.cuda.LongTensor ...: legacy tensor types, whose isinstance asks the
+    // tensor's dtype and device (their metaclass's __instancecheck__), both guarded with the tensor
+    std::vector<PyObject*> classes;
+    if (args[1]->kind == VK::Tuple)
+      for (const VPtr& c : args[1]->items) classes.push_back(c->obj.get());
+    else
+      classes.push_back(args[1]->obj.get());
+    bool legacy = false;
+    for (PyObject* c : classes) legacy |= c && std::strcmp(Py_TYPE(c)->tp_name, "torch.tensortype") == 0;
+    if (legacy) {
+      PyObject* tp = python_type_of(args[0]);
+      Ref dtype = Ref::steal(PyObject_GetAttrString(args[0]->obj.get(), "dtype"));
+      Ref device = args[0]->device ? args[0]->device : Ref::steal(PyObject_GetAttrString(args[0]->obj.get(), "device"));
+      Ref device_type = device ? Ref::steal(PyObject_GetAttrString(device.get(), "type")) : Ref();
+      if (!tp || !dtype || !device_type) return PyErr_Clear(), t.brk(f, "DV0007", "isinstance() of a tensor against a legacy tensor type");
+      bool r = false;
+      for (PyObject* c : classes) {
+        if (!c) return t.brk(f, "DV0007", "isinstance() of an unsupported value");
+        if (std::strcmp(Py_TYPE(c)->tp_name, "torch.tensortype") != 0) {
+          const int sub = PyObject_IsSubclass(tp, c);
+          if (sub < 0) return t.brk(f, "DV0010", "isinstance() raised");
+          r |= sub == 1;
+          continue;
+        }
+        Ref c_dtype = Ref::steal(PyObject_GetAttrString(c, "dtype"));
+        Ref c_cuda = Ref::steal(PyObject_GetAttrString(c, "is_cuda"));
+        Ref c_sparse = Ref::steal(PyObject_GetAttrString(c, "is_sparse"));
+        if (!c_dtype || !c_cuda || !c_sparse) return PyErr_Clear(), t.brk(f, "DV0007", "isinstance() against a legacy tensor type");
+        if (c_sparse.get() == Py_True) return t.brk(f, "DV0007", "isinstance() against a sparse legacy tensor type");
+        r |= c_dtype.get() == dtype.get() && str_of(device_type.get()) == (c_cuda.get() == Py_True ? "cuda" : "cpu");
+      }
+      out = t.constant(Ref::borrow(r ? Py_True : Py_False));
+      return std::nullopt;
+    }
   }
   if (is(Builtin::isinstance_) && n == 2) {
     PyObject* tp = python_type_of(args[0]);
@@ -641,6 +682,7 @@ Translator::Status call_builtin(Translator& t, Frame& f, PyObject* fn, std::vect
     if (r->kind != VK::Iter) return t.brk(f, "DV0016", "__iter__ gave a " + std::string(vk_name(r->kind)));
     return t.iterate(f, r, out, /*materialize=*/true);
   }
+  if (is(Builtin::iter_) && n == 1 && kwargs.empty() && args[0]->kind == VK::List) return list_iterator(t, f, args[0], out);
   if (is(Builtin::iter_) && n == 1 && args[0]->kind == VK::Iter) {  // iter(it) is it
     out = args[0];
     return std::nullopt;
@@ -799,7 +841,8 @@ Translator::Status call_builtin(Translator& t, Frame& f, PyObject* fn, std::vect
     } else if (n == 1) {
       VPtr it;
       if (Status s = t.iterate(f, args[0], it)) return s;
-      for (auto& pair : it->items) {
+      for (; it->pos < it->items.size(); ++it->pos) {  // the items not taken yet; an iterator is used up
+        const VPtr& pair = it->items[it->pos];
         PyObject* key = pair->kind == VK::Tuple && pair->items.size() == 2 ? t.key_of(pair->items[0]) : nullptr;
         if (!key) return t.brk(f, "DV0007", "dict() of items that are not (key, value) pairs of a constant, tensor or module key");
         if (!dict_set(*d, Ref::borrow(key), pair->items[1])) return t.brk(f, "DV0010", "comparing dict keys raised");
@@ -895,7 +938,8 @@ Translator::Status call_builtin(Translator& t, Frame& f, PyObject* fn, std::vect
     if (n == 1 && !is(Builtin::abs_)) {
       VPtr it;
       if (Status s = t.iterate(f, args[0], it)) return s;
-      vals = it->items;
+      vals.assign(it->items.begin() + static_cast<long>(it->pos), it->items.end());  // what is left of an iterator, used up
+      it->pos = it->items.size();
     } else {
       vals = args;
     }

@@ -272,6 +272,17 @@ static Ref int_index_example(PyObject* base, PyObject* idx) {
 
 Translator::Status Translator::graph_call(Frame& f, Ref target, const std::string& method, std::vector<VPtr> args,
                                           std::vector<std::pair<std::string, VPtr>> kwargs, VPtr& out) {
+  for (auto& [k, v] : kwargs)
+    if (k == "dtype" && v->obj && (v->kind == VK::Object || v->kind == VK::Const)) {
+      // dtype=float (bool, int, complex): the dtype torch reads it as
+      PyObject* o = v->obj.get();
+      const char* dt = o == reinterpret_cast<PyObject*>(&PyBool_Type)      ? "bool"
+                       : o == reinterpret_cast<PyObject*>(&PyLong_Type)    ? "int64"
+                       : o == reinterpret_cast<PyObject*>(&PyFloat_Type)   ? "float64"
+                       : o == reinterpret_cast<PyObject*>(&PyComplex_Type) ? "complex128"
+                                                                           : nullptr;
+      if (dt) v = constant_steal(PyObject_GetAttrString(py().torch.get(), dt));
+    }
   if (target && target.get() == py().set_grad_enabled_fn.get() && args.size() == 1 && args[0]->kind == VK::Const && kwargs.empty()) {
     // torch._C._set_grad_enabled(b) of a grad-mode with-block: a node of its own (it takes no tensor
     // and returns None), so the graph switches grad mode where the code does, as TorchDynamo's.
@@ -547,7 +558,9 @@ Translator::Status Translator::graph_call(Frame& f, Ref target, const std::strin
       const int node = add_node(Ref::borrow(Py_None));
       VPtr tup = make(PyList_Check(result.get()) ? VK::List : VK::Tuple);
       if (PyTuple_Check(result.get()) && !PyTuple_CheckExact(result.get())) {
-        // torch.return_types (topk(...).values, max(dim=...).indices): field names, in `keys`
+        // torch.return_types (topk(...).values, max(dim=...).indices): field names, in `keys`; the
+        // class in `obj` (its type, and what rebuilds it alive across a break)
+        tup->obj = Ref::borrow(reinterpret_cast<PyObject*>(Py_TYPE(result.get())));
         Ref fields = Ref::steal(PyObject_GetAttrString(reinterpret_cast<PyObject*>(Py_TYPE(result.get())), "__match_args__"));
         if (fields && PyTuple_Check(fields.get()))
           for (Py_ssize_t i = 0; i < PyTuple_GET_SIZE(fields.get()); ++i) tup->keys.push_back(Ref::borrow(PyTuple_GET_ITEM(fields.get(), i)));

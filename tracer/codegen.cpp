@@ -498,6 +498,11 @@ std::optional<Transformed> generate_split(const CodeFacts& facts, PyObject* glob
   auto live_at = [&](int target) -> const std::vector<int>& {
     if (auto it = live_memo.find(target); it != live_memo.end()) return it->second;
     std::vector<bool> live = live_locals(facts, target);
+    // zero-argument super() reads self from the first local, a use liveness does not see: a method
+    // with a __class__ cell passes its self on (first: resume_self_first)
+    ResumeLayout probe;
+    probe.locals = {0};
+    if (!live.empty() && resume_self_first(facts.code.get(), probe)) live[0] = true;
     std::vector<int> out;
     for (int l = 0; l < nlocals && l < static_cast<int>(stop.locals.size()); ++l)
       if (live[static_cast<size_t>(l)] && stop.locals[static_cast<size_t>(l)] && stop.locals[static_cast<size_t>(l)]->kind != VK::Cell) out.push_back(l);
@@ -606,6 +611,11 @@ std::optional<Transformed> generate_split(const CodeFacts& facts, PyObject* glob
       e.callable_const(fn.get());
     }
     int n = 0;
+    const bool self_first = resume_self_first(facts.code.get(), layout);  // zero-argument super() after the resume point
+    if (self_first) {
+      e.emit(N::LOAD_FAST, rb.memo.at(stop.locals[0].get()));
+      ++n;
+    }
     for (size_t i = 0; i < vals.size(); ++i)
       if (!layout.stack_null[i] && layout.stack_reenter[i] < 0) {
         e.emit(N::LOAD_FAST, rb.memo.at(vals[i].get()));
@@ -616,6 +626,7 @@ std::optional<Transformed> generate_split(const CodeFacts& facts, PyObject* glob
       ++n;
     }
     for (int l : layout.locals) {
+      if (self_first && l == 0) continue;
       e.emit(N::LOAD_FAST, rb.memo.at(stop.locals[static_cast<size_t>(l)].get()));
       ++n;
     }

@@ -1,5 +1,6 @@
 // Graph construction and the one-time conversion to torch.fx (see graph.h).
 #include "graph.h"
+#include "pycache.h"
 
 #include <algorithm>
 #include <cctype>
@@ -135,7 +136,18 @@ class Emitter {
   PyObject* convert(const ArgTree& a) {
     switch (a.kind) {
       case ArgTree::Kind::Node: return Py_XNewRef(lookup(a.node));
-      case ArgTree::Kind::Const: return Ref::borrow(a.constant.get()).release();
+      case ArgTree::Kind::Const: {
+        // a Python type where torch takes a dtype (x.to(bool), zeros(n, dtype=float)): that dtype,
+        // as torch reads it (FX cannot print the type itself)
+        PyObject* c = a.constant.get();
+        const char* dtype = c == reinterpret_cast<PyObject*>(&PyBool_Type)      ? "bool"
+                            : c == reinterpret_cast<PyObject*>(&PyLong_Type)    ? "int64"
+                            : c == reinterpret_cast<PyObject*>(&PyFloat_Type)   ? "float64"
+                            : c == reinterpret_cast<PyObject*>(&PyComplex_Type) ? "complex128"
+                                                                                : nullptr;
+        if (dtype) return PyObject_GetAttrString(py().torch.get(), dtype);
+        return Ref::borrow(c).release();
+      }
       case ArgTree::Kind::Tuple:
       case ArgTree::Kind::List: {
         Ref out = Ref::steal(a.kind == ArgTree::Kind::Tuple ? PyTuple_New(a.items.size()) : PyList_New(a.items.size()));

@@ -180,8 +180,9 @@ struct GuardTree::Node {
         if (!parent) return nullptr;
         PyObject* key = source->key.get();
         // (a list subclass too -- the trace reads one by item only where its __getitem__ is list's --:
-        // its storage)
-        if (PyLong_CheckExact(key) && (PyList_Check(parent) || PyTuple_CheckExact(parent))) {
+        // its storage; and torch.return_types, tuples of a builtin class)
+        const bool builtin_tuple = PyTuple_Check(parent) && !(Py_TYPE(parent)->tp_flags & Py_TPFLAGS_HEAPTYPE);
+        if (PyLong_CheckExact(key) && (PyList_Check(parent) || builtin_tuple)) {
           Py_ssize_t i = PyLong_AsSsize_t(key);
           Py_ssize_t n = PyList_Check(parent) ? PyList_GET_SIZE(parent) : PyTuple_GET_SIZE(parent);
           if (i < 0) i += n;

@@ -50,6 +50,8 @@ Status op_GET_ITER(Translator& t, Frame& f, const Instr&) {  // (iterable -- ite
   const bool lazy_itertool = v->kind == VK::Iter && v->flag;
   // (an object of a Python class: its __iter__ inlined; an iterator object it gives is taken lazily)
   if (Status s = iterate_user_object(t, f, v, it)) return s;
+  if (!it && v->kind == VK::List)  // taken an item at a time: the loop body may change the list
+    if (Status s = list_iterator(t, f, v, it)) return s;
   if (!it)
     if (Status s = t.iterate(f, v, it, /*materialize=*/!lazy_itertool)) return s;
   if (it == top(f)) {  // iter(iterator) is itself

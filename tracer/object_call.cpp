@@ -274,6 +274,32 @@ Status object_call(Translator& t, Frame& f, const VPtr& fn, std::vector<VPtr>& a
   bool handled = false;
   if (Status s = t.call_numpy(f, o, args, kwargs, out, handled); s || handled) return s;  // np.<fn>: torch._numpy
   if (Status s = t.ndarray_to_tensor(f, o, args, kwargs, out, handled); s || handled) return s;  // torch.from_numpy(nd)
+  static PyObject* const exc_info_fn = kept_attr("sys", "exc_info");
+  static PyObject* const exception_fn = kept_attr("sys", "exception");  // 3.12+
+  if (exc_info_fn || exception_fn) PyErr_Clear();
+  if ((o == exc_info_fn || o == exception_fn) && args.empty() && kwargs.empty()) {
+    // sys.exc_info() / sys.exception() in an except block of the traced code: the exception it
+    // handles (run at trace time they would see none)
+    if (!t.exc_info || !t.exc_info->obj) {
+      // none handled in the trace: none at all, as TorchDynamo takes it (ExitStack.__exit__ asks),
+      // not whatever the caller handled while this was traced
+      out = t.constant(o == exception_fn ? Ref::borrow(Py_None) : Ref::steal(PyTuple_Pack(3, Py_None, Py_None, Py_None)));
+      return std::nullopt;
+    }
+    if (o == exception_fn) {
+      out = t.exc_info;
+      return std::nullopt;
+    }
+    VPtr tup = t.make(VK::Tuple);
+    VPtr type = t.make(VK::Object);
+    type->obj = Ref::borrow(reinterpret_cast<PyObject*>(Py_TYPE(t.exc_info->obj.get())));
+    // (an exception raised in the trace has not gone through a frame: no traceback yet)
+    if (Ref tb = Ref::steal(PyException_GetTraceback(t.exc_info->obj.get())))
+      return t.brk(f, "DV0010", "sys.exc_info() of an exception with a traceback");
+    tup->items = {type, t.exc_info, t.constant(Ref::borrow(Py_None))};
+    out = tup;
+    return std::nullopt;
+  }
   // collections.deque/OrderedDict/defaultdict, namedtuple classes, object(), lru_cache wrappers
   if (Status s = t.call_library(f, fn, args, kwargs, out, handled); s || handled) return s;
   if (Status s = call_builtin(t, f, o, args, kwargs, out, handled)) return s;
@@ -284,6 +310,9 @@ Status object_call(Translator& t, Frame& f, const VPtr& fn, std::vector<VPtr>& a
     VPtr g = t.make(VK::GradMode);
     g->flag = o == py().enable_grad.get();
     out = g;
+    // torch.no_grad(fn), as @torch.no_grad with no parentheses calls it: the decorated function,
+    // as torch.no_grad()(fn) gives (Kind<VK::GradMode>::call)
+    if (!args.empty() || !kwargs.empty()) return t.call(f, g, std::move(args), std::move(kwargs), out);
     return std::nullopt;
   }
   if (o == py().set_grad_enabled.get() && args.size() == 1 && kwargs.empty() && args[0]->kind == VK::Const) {

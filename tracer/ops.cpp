@@ -422,6 +422,12 @@ Translator::Status Translator::pull(Frame& f, const VPtr& it, size_t want) {
       if (Status s = resume_generator(f, it)) return s;
       continue;
     }
+    if (it->name == "list_iterator") {  // iter(lst): lst[i] for the next i, of the list as it is now (as CPython's)
+      const VPtr& lst = it->self;
+      if (it->items.size() < lst->items.size()) it->items.push_back(lst->items[it->items.size()]);
+      else it->flag = false;  // ended: it stays ended though the list grows later
+      continue;
+    }
     if (it->name == "user_iterator") {  // an iterator object of a Python class: its __next__, inlined
       PyObject* next_fn = user_next(it->self);
       if (!next_fn) return brk(f, "DV0016", "an iterator whose __next__ is not Python code");

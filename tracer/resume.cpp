@@ -251,6 +251,17 @@ std::vector<bool> live_locals(const CodeFacts& facts, int index) {
   return index >= 0 && static_cast<size_t>(index) < n ? in[static_cast<size_t>(index)] : std::vector<bool>(nloc, false);
 }
 
+bool resume_self_first(PyObject* code, const ResumeLayout& layout) {
+  auto* co = reinterpret_cast<PyCodeObject*>(code);
+  if (co->co_argcount == 0 || co->co_nfreevars == 0 || layout.locals.empty() || layout.locals[0] != 0) return false;
+  const auto* kinds = reinterpret_cast<const uint8_t*>(PyBytes_AS_STRING(co->co_localspluskinds));
+  if (kinds[0] & kFastCell) return false;
+  const int nplus = static_cast<int>(PyTuple_GET_SIZE(co->co_localsplusnames));
+  for (int i = nplus - co->co_nfreevars; i < nplus; ++i)
+    if (PyUnicode_CompareWithASCIIString(PyTuple_GET_ITEM(co->co_localsplusnames, i), "__class__") == 0) return true;
+  return false;
+}
+
 PyObject* resume_code(const CodeFacts& facts, int target, const ResumeLayout& layout, std::string& why, int return_at) {
   // Shared per (code, target, layout, return_at); never destroyed (holds code objects past Py_Finalize).
   using Key = std::tuple<PyObject*, int, std::vector<bool>, std::vector<int>, std::vector<int>, std::vector<int>, std::vector<int>, int>;
@@ -299,9 +310,12 @@ PyObject* resume_code(const CodeFacts& facts, int target, const ResumeLayout& la
     return false;
   };
   while (taken(prefix)) prefix += "_";
+  const bool self_first = resume_self_first(facts.code.get(), layout);  // [self][stack args][other live locals]...
+  if (self_first) add_var(0);
   for (int i = 0; i < nstack; ++i)
     PyList_Append(varnames.get(), Ref::steal(PyUnicode_FromFormat("%s%d", prefix.c_str(), i)).get());
-  for (int l : layout.locals) add_var(l);
+  for (int l : layout.locals)
+    if (!(self_first && l == 0)) add_var(l);
   for (int c : layout.cells) {
     add_var(c);
     PyList_Append(cellvars.get(), name_of(c));
@@ -358,7 +372,7 @@ PyObject* resume_code(const CodeFacts& facts, int target, const ResumeLayout& la
     PyList_Append(consts.get(), o);
     return static_cast<int>(PyList_GET_SIZE(consts.get()) - 1);
   };
-  int passed = 0;
+  int passed = self_first ? 1 : 0;
   for (size_t i = 0; i < layout.stack_null.size(); ++i) {
     if (layout.stack_null[i]) {
       emit(N::PUSH_NULL);

@@ -63,4 +63,9 @@ struct ResumeLayout {
 // stack (the items under it dropped): an inlined comprehension run on its own (SplitPlan::Comprehension).
 PyObject* resume_code(const CodeFacts& facts, int target, const ResumeLayout& layout, std::string& why, int return_at = -1);
 
+// Whether a resume function of `code` takes the frame's first argument (self) as its own first
+// argument, before the stack's: its code calls zero-argument super(), which reads the first local
+// (and the __class__ cell) -- the method's self is live at the resume point and not a cell.
+bool resume_self_first(PyObject* code, const ResumeLayout& layout);
+
 }  // namespace dv

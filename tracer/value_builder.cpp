@@ -166,6 +166,9 @@ VPtr ValueBuilder::wrap(Ref obj, SourcePtr source, Frame& f) {
   if (autocast_exit_class() && Py_TYPE(o) == reinterpret_cast<PyTypeObject*>(autocast_exit_class()))
     return wrap_autocast_exit(obj, source, key, f);  // a split torch.autocast block's exit
   if (enum_member(o)) return wrap_enum_member(obj, source, key, f);  // Action.NOTIFY, a str Enum's member
+  if (PyTuple_Check(o) && !(Py_TYPE(o)->tp_flags & Py_TPFLAGS_HEAPTYPE) &&
+      std::strncmp(Py_TYPE(o)->tp_name, "torch.return_types.", 19) == 0)  // max(dim=)'s (values, indices) ...
+    return wrap_sequence(obj, source, key, f);
   if (source && PyDict_Check(o) && plain_class(Py_TYPE(o)))  // a dict subclass of Python code: ModelOutput ...
     if (VPtr v = wrap_dict_instance(obj, source, key, f); v || !ok_) return v;
   return wrap_object(obj, source, key, f);  // modules, classes, builtins, torch functions, other objects
@@ -352,6 +355,13 @@ VPtr ValueBuilder::wrap_sequence(const Ref& obj, const SourcePtr& source, const 
   if (VPtr first = shared_container(o, source, key, f); first || !ok_) return first;
   const bool is_list = PyList_CheckExact(o);
   v = t_.make(is_list ? VK::List : VK::Tuple);
+  if (!is_list && !PyTuple_CheckExact(o)) {  // a torch.return_types result: its class, and its fields' names
+    v->obj = Ref::borrow(reinterpret_cast<PyObject*>(Py_TYPE(o)));
+    Ref fields = Ref::steal(PyObject_GetAttrString(v->obj.get(), "__match_args__"));
+    if (fields && PyTuple_Check(fields.get()))
+      for (Py_ssize_t i = 0; i < PyTuple_GET_SIZE(fields.get()); ++i) v->keys.push_back(Ref::borrow(PyTuple_GET_ITEM(fields.get(), i)));
+    PyErr_Clear();
+  }
   if (source) {
     t_.add_guard(GuardKind::TYPE_MATCH, source, Ref::borrow(reinterpret_cast<PyObject*>(Py_TYPE(o))), f,
               "___check_type_id(" + key + ", " + Py_TYPE(o)->tp_name + ")");

@@ -413,3 +413,87 @@ def islice_and_chain_take_only_what_they_give(x, c):
     chained = itertools.chain(c, [7, 8])
     first, second = next(chained), next(chained)
     return x + sum(two) + first + second, c.n, c.steps
+
+
+# ---- list iterators: taken by index as they go, as CPython's; builtins use up what they take ----
+
+@case((3,))
+def worklist_grown_while_it_is_walked(x):
+    # a breadth-first worklist: the loop appends to the list it walks, and reaches what it appended
+    # (a snapshot of the list at the loop's start stopped after the first item)
+    queue = [x]
+    sums = []
+    for item in queue:
+        sums.append(item.sum())
+        if len(queue) < 4:
+            queue.append(item * 2)
+    return torch.stack(sums), len(queue)
+
+
+@case((3,))
+def items_removed_while_walking_are_skipped(x):
+    pending = [1, 2, 3, 4, 5]
+    total = x
+    for v in pending:
+        if v % 2:
+            pending.remove(v)  # the next item shifts into this index and is skipped, as in eager
+        total = total + v
+    return total, pending
+
+
+@case((3,), extra=lambda seed: ([1, 2],))
+def list_passed_in_extended_inside_its_own_loop(x, sizes):
+    for s in sizes:
+        if len(sizes) < 4:
+            sizes.append(s * 10)
+        x = x + s
+    return x
+
+
+@case((3,))
+def an_ended_list_iterator_stays_ended(x):
+    parts = [x, x + 1]
+    it = iter(parts)
+    first = next(it)
+    parts.append(x + 2)  # not yet ended: it reaches the new item
+    rest = list(it)
+    parts.append(x + 3)  # ended: it does not
+    return first, rest, list(it)
+
+
+@case((3,))
+def builtins_use_up_a_shared_list_iterator(x):
+    it = iter([("a", 1), ("b", 2)])
+    first = dict(it)
+    second = dict(it)  # nothing left
+    nums = iter([9, 4, 1, 6])
+    next(nums)
+    top = max(nums)  # of what is left: 6, not 9
+    pairs = iter([("k", 3), ("v", 4)])
+    d = {}
+    d.update(pairs)
+    return x + top, first, second, d, list(nums), list(pairs)
+
+
+@case((3,))
+def islice_leaves_the_rest_of_a_list_iterator(x):
+    it = iter([0, 1, 2, 5, 7])
+    head = list(itertools.islice(it, 2))
+    return x + sum(head), list(it)
+
+
+@case((3,))
+def enumerate_broken_out_of_leaves_the_rest(x):
+    it = iter([4, 5, 6, 7])
+    for i, v in enumerate(it):
+        if i == 1:
+            break
+    return x + v, list(it)
+
+
+@case((3,))
+def update_from_a_generator_that_reads_the_dict(x):
+    # each pair is set before the generator makes the next: len(d) grows as eager's does
+    d = {0: 1}
+    d.update((len(d), z) for z in range(3))
+    return x + len(d), list(d.items())

@@ -10,6 +10,7 @@ import enum
 import functools
 import io
 import itertools
+import sys
 import types
 import warnings
 
@@ -1109,3 +1110,112 @@ def inference_mode_break_inside(x):
         y = y + 3
     return y
 
+
+
+# ---- torch.return_types results (max(dim=), topk, sort): their class kept, alive across a break ----
+
+@case((3, 4))
+def named_result_alive_across_a_print(x):
+    best = torch.max(x, dim=0)
+    torch._dynamo.graph_break()  # best is rebuilt for the resume function
+    return best.values + 1, best.indices, type(best).__name__
+
+
+@case((3, 4))
+def named_result_fields_and_tuple_forms(x):
+    r = torch.sort(x, dim=1)
+    values, order = r
+    return (isinstance(r, tuple), len(r), r.values + values, hasattr(r, "_fields"), hasattr(r, "indices"),
+            tuple(r)[1] + order, type(r) is torch.return_types.sort)
+
+
+@case((3, 4), extra=lambda seed: (torch.topk(torch.randn(3, 5, generator=torch.Generator().manual_seed(seed)), 2),))
+def named_result_passed_in(x, top):
+    return x[:, :2] * top.values, top.indices.sum(), len(top), type(top).__name__
+
+
+# ---- from PyTorch's own dynamo tests' constructs: exceptions, grad-mode decorators, legacy types ----
+
+class _RetryableError(RuntimeError):
+    pass
+
+
+@case((3,))
+def exc_info_inside_the_handler(x):
+    # logging/retry helpers read the exception being handled from sys; outside a handler it is None
+    try:
+        raise _RetryableError("shape mismatch")
+    except RuntimeError:
+        kind, err, _ = sys.exc_info()
+        handled = (kind is _RetryableError, str(err), isinstance(err, RuntimeError))
+    return x + 1, handled
+
+
+@case((3,))
+def grad_mode_decorators_applied_inside(x):
+    # @torch.no_grad with no parentheses calls torch.no_grad(fn): a decorated function, not a manager
+    @torch.no_grad
+    def frozen(t):
+        return t.sin() * 2
+
+    def tracked(t):
+        return t.cos()
+
+    tracked = torch.enable_grad(tracked)
+    with torch.no_grad():
+        inner = tracked(x)
+    return frozen(x), inner, torch.is_grad_enabled()
+
+
+@case((3,))
+def deque_extended_by_a_generator_reading_it(x):
+    # each item is added before the generator makes the next, so y[0] moves as eager's does
+    y = collections.deque([1])
+    y.extendleft(y[0] + z for z in range(3))
+    y.extend(y[-1] * 10 + z for z in range(2))
+    return x + len(y), list(y)
+
+
+@case((3,))
+def count_and_index_over_tensors_compare_their_values(x):
+    # eager compares 3 with the tensor (an ambiguous truth: RuntimeError); index stops at a match first
+    mixed = [3, x + 1]
+    first = mixed.index(3)
+    try:
+        n = mixed.count(3)
+    except RuntimeError as e:
+        n = str(e)[:22]
+    return x * first, n
+
+
+@case((3,))
+def legacy_tensor_types_in_isinstance(x):
+    # torch.FloatTensor answers by dtype and device, not by class
+    return (x + 1, isinstance(x, torch.FloatTensor), isinstance(x, torch.LongTensor),
+            isinstance(x.long(), (torch.DoubleTensor, torch.LongTensor)), isinstance(x, (torch.Tensor, int)))
+
+
+@case((3,))
+def to_a_python_type(x):
+    # Tensor.to(bool/int/float): torch.bool, torch.int64, torch.float64
+    return x.to(bool), (x * 3).to(int), x.to(float) + 1, torch.zeros(2, dtype=float)
+
+
+class _Base:
+    def scale(self, x):
+        return x * 2
+
+
+class _Child(_Base):
+    def scale(self, x):
+        torch._dynamo.graph_break()
+        return x + super().scale(x)
+
+
+_CHILD = _Child()
+
+
+@case((3,))
+def zero_argument_super_after_a_break(x):
+    # the method's resume function after the break takes self first, where super() looks for it
+    return _CHILD.scale(x.sin())

@@ -93,11 +93,13 @@ Translator::Status Translator::deque_method(Frame& f, const VPtr& self, const st
     return std::nullopt;
   }
   if ((name == "extend" || name == "extendleft") && n == 1) {  // one item at a time, as append does
+    // (a generator reading the deque sees each item added before it makes the next, as in eager)
     VPtr it;
-    if (Status s = iterate(f, args[0], it)) return s;
-    std::vector<VPtr> items(it->items.begin() + static_cast<long>(it->pos), it->items.end());
-    it->pos = it->items.size();
-    for (const VPtr& x : items) {
+    if (Status s = iterate(f, args[0], it, /*materialize=*/false)) return s;
+    for (;;) {
+      if (Status s = pull(f, it, it->pos + 1)) return s;
+      if (it->pos >= it->items.size()) break;
+      const VPtr x = it->items[it->pos++];
       if (name == "extend") d.items.push_back(x);
       else d.items.insert(d.items.begin(), x);
       trim(d, name == "extend");

@@ -84,40 +84,55 @@ Status copy(Translator& t, Frame& f, const VPtr& self, std::vector<VPtr>& args, 
 Status update(Translator& t, Frame& f, const VPtr& self, std::vector<VPtr>& args, KwArgs& kwargs, VPtr& out) {
   if (args.size() > 1) return t.brk(f, "DV0004", "dict.update with more than one positional argument");
   Value& d = *self;
+  // one (key, value) pair: a tuple of a constant (hashable) key, or of a key the trace can hash
+  auto pair_of = [&](const VPtr& p, Ref& k, VPtr& v) -> Status {
+    if (p->kind == VK::Const && PyTuple_CheckExact(p->obj.get()) && PyTuple_GET_SIZE(p->obj.get()) == 2) {
+      PyObject* key = PyTuple_GET_ITEM(p->obj.get(), 0);
+      if (PyObject_Hash(key) == -1) return PyErr_Clear(), t.brk(f, "DV0024", "dict.update with an unhashable key");
+      k = Ref::borrow(key);
+      v = t.constant(Ref::borrow(PyTuple_GET_ITEM(p->obj.get(), 1)));
+    } else if ((p->kind == VK::Tuple || p->kind == VK::List) && p->items.size() == 2 && t.key_of(p->items[0])) {
+      k = Ref::borrow(t.key_of(p->items[0]));
+      v = p->items[1];
+    } else {
+      return t.brk(f, "DV0024", "dict.update with items that are not (constant key, value) pairs");
+    }
+    return std::nullopt;
+  };
   if (!args.empty()) {
     VPtr other = args[0];
     if (other->kind == VK::DictView) {  // d.update(e.items()): its pairs now
       VPtr l = t.make(VK::List);
       l->items = t.view_items(*other);
       other = l;
-    } else if (other->kind != VK::Dict && other->kind != VK::List && other->kind != VK::Tuple) {
-      // any other iterable of pairs (a generator: module.named_parameters()), run to its end now
-      VPtr it;
-      if (Status s = t.iterate(f, other, it)) return s;
-      VPtr l = t.make(VK::List);
-      l->items = it->items;
-      other = l;
     }
     if (other->kind == VK::Dict) {
       const std::vector<Ref> keys = other->keys;  // d.update(d) reads a copy
       const std::vector<VPtr> items = other->items;
       for (size_t i = 0; i < keys.size(); ++i) dict_set(d, keys[i], items[i]);
-    } else if (other->kind == VK::List || other->kind == VK::Tuple) {  // pairs
+    } else if (other->kind == VK::List || other->kind == VK::Tuple) {  // pairs, all checked before any is set
       std::vector<std::pair<Ref, VPtr>> pairs;
       for (const VPtr& p : other->items) {
-        if (p->kind == VK::Const && PyTuple_CheckExact(p->obj.get()) && PyTuple_GET_SIZE(p->obj.get()) == 2) {
-          PyObject* k = PyTuple_GET_ITEM(p->obj.get(), 0);
-          if (PyObject_Hash(k) == -1) return PyErr_Clear(), t.brk(f, "DV0024", "dict.update with an unhashable key");
-          pairs.emplace_back(Ref::borrow(k), t.constant(Ref::borrow(PyTuple_GET_ITEM(p->obj.get(), 1))));
-        } else if ((p->kind == VK::Tuple || p->kind == VK::List) && p->items.size() == 2 && t.key_of(p->items[0])) {
-          pairs.emplace_back(Ref::borrow(t.key_of(p->items[0])), p->items[1]);
-        } else {
-          return t.brk(f, "DV0024", "dict.update with items that are not (constant key, value) pairs");
-        }
+        Ref k;
+        VPtr v;
+        if (Status s = pair_of(p, k, v)) return s;
+        pairs.emplace_back(k, v);
       }
       for (auto& [k, v] : pairs) dict_set(d, k, v);
     } else {
-      return t.brk(f, "DV0024", "dict.update with a " + std::string(vk_name(other->kind)));
+      // any other iterable of pairs (a generator: module.named_parameters(), an iterator passed
+      // in), taken a pair at a time, each set before the next is made (a generator reading d sees
+      // it grow, as in eager); an iterator is used up
+      VPtr it;
+      if (Status s = t.iterate(f, other, it, /*materialize=*/false)) return s;
+      for (;;) {
+        if (Status s = t.pull(f, it, it->pos + 1)) return s;
+        if (it->pos >= it->items.size()) break;
+        Ref k;
+        VPtr v;
+        if (Status s = pair_of(it->items[it->pos++], k, v)) return s;
+        dict_set(d, k, v);
+      }
     }
   }
   for (auto& [k, v] : kwargs) dict_set(d, Ref::steal(PyUnicode_FromString(k.c_str())), v);

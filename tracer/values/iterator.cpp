@@ -64,6 +64,7 @@ struct Kind<VK::Iter> {
     // list, tuple, dict or range of the trace that lives across a break. Lazy ones: see lazy_rebuild.
     if (v->name == "user_iterator")  // the iterator object itself, as the trace left it (its __next__ goes on)
       return v->items.size() <= v->pos && r.value(v->self) && r.remember(v);
+    if (v->name == "list_iterator") return list_iterator_rebuild(r, v);
     if (v->flag || v->name == "map" || v->name == "filter" || v->name == "zip" || v->name == "count" || v->name == "repeat")
       return lazy_rebuild(r, v);  // a map that has ended is still a map (next() on it breaks, as in TorchDynamo)
     if (runs_as_generator(v->name)) return false;
@@ -74,6 +75,23 @@ struct Kind<VK::Iter> {
     for (size_t i = v->pos; i < v->items.size(); ++i)
       if (!r.value(v->items[i])) return false;
     r.e.emit(N::BUILD_TUPLE, static_cast<int>(v->items.size() - std::min(v->pos, v->items.size())));
+    r.e.call(1);
+    return r.remember(v);
+  }
+
+  // iter(lst) alive across a break: iter((the items it has not given yet,)), taken from the list as
+  // it is at the break (items pulled but not taken first)
+  static bool list_iterator_rebuild(cg::Rebuilder& r, const VPtr& v) {
+    static PyObject* iter_fn = PyDict_GetItemString(PyEval_GetBuiltins(), "iter");  // borrowed: builtins live on
+    if (!iter_fn) return false;
+    r.e.callable_const(iter_fn);
+    size_t n = 0;
+    for (size_t i = v->pos; i < v->items.size(); ++i, ++n)
+      if (!r.value(v->items[i])) return false;
+    if (v->flag)
+      for (size_t i = v->items.size(); i < v->self->items.size(); ++i, ++n)
+        if (!r.value(v->self->items[i])) return false;
+    r.e.emit(N::BUILD_TUPLE, static_cast<int>(n));
     r.e.call(1);
     return r.remember(v);
   }

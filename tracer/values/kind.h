@@ -103,6 +103,8 @@ std::optional<Ref> tuple_as_python(Translator& t, const VPtr& v, bool meta);    
 Status builtin_method_attr(Translator& t, Frame& f, const VPtr& obj, PyTypeObject* type, const std::string& name, VPtr& out);
 Status object_getattr(Translator& t, Frame& f, const VPtr& obj, const std::string& name, VPtr& out);  // Object, Const, Function
 Status object_setattr(Translator& t, Frame& f, const VPtr& owner, const std::string& name, const VPtr& value);  // Object, NNModule
+Status list_iterator(Translator& t, Frame& f, const VPtr& lst, VPtr& out);  // iter(lst), lazy (list.cpp)
+Status ambiguous_truth(Translator& t, Frame& f, const VPtr& v);  // bool() of a tensor of n != 1 elements raises (tensor.cpp)
 PyObject* module_getattr_fn();  // nn.Module.__getattr__ (borrowed, kept by the class)
 Status module_getattr_call(Translator& t, Frame& f, const VPtr& module, const VPtr& name, VPtr& out);  // nn_module.cpp
 // Builtin methods of a kind, by name, in a table in the kind's file: fn(self, args...) and whether

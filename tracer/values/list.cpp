@@ -34,6 +34,24 @@ Status extend(Translator& t, Frame& f, const VPtr& self, std::vector<VPtr>& args
   return std::nullopt;
 }
 
+}  // namespace
+
+// iter(lst), and what a for loop over lst takes: a lazy iterator reading lst's items by index as it
+// is pulled (Translator::pull), so that items the loop body appends are reached and removed ones
+// skipped, as CPython's list iterator does. Alive across a break it is rebuilt as an iterator over
+// the items left at that point (iterator.cpp).
+Status list_iterator(Translator& t, Frame& f, const VPtr& lst, VPtr& out) {
+  if (Status s = t.realize_lazy(f, lst)) return s;
+  VPtr it = t.make(VK::Iter);
+  it->name = "list_iterator";
+  it->self = lst;
+  it->flag = true;
+  out = it;
+  return std::nullopt;
+}
+
+namespace {
+
 Status pop(Translator& t, Frame& f, const VPtr& self, std::vector<VPtr>& args, KwArgs& kwargs, VPtr& out) {
   if (!kwargs.empty() || args.size() > 1 || (args.size() == 1 && (args[0]->kind != VK::Const || !PyLong_CheckExact(args[0]->obj.get()))))
     return t.brk(f, "DV0004", "list.pop with these arguments");
@@ -127,7 +145,11 @@ Status sequence_index_or_count(Translator& t, Frame& f, const VPtr& self, std::v
     b = b < 0 ? std::max(0L, b + n) : std::min(b, n);
     (a == 1 ? lo : hi) = b;
   }
-  for (size_t i = static_cast<size_t>(lo); i < static_cast<size_t>(std::max(lo, hi)); ++i) {
+  for (size_t i = static_cast<size_t>(lo); i < static_cast<size_t>(std::max(lo, hi)) && !(index && first >= 0); ++i) {
+    if (self->items[i]->kind == VK::Tensor) {  // v == t is a tensor: eager takes its truth (or raises)
+      if (Status s = ambiguous_truth(t, f, self->items[i])) return s;
+      return t.brk(f, "DV0002", std::string(what) + " over tensors compares their values");
+    }
     if (self->items[i]->kind == VK::Const && PyObject_RichCompareBool(self->items[i]->obj.get(), args[0]->obj.get(), Py_EQ) == 1) {
       if (first < 0) first = static_cast<long>(i);
       ++count;

@@ -103,6 +103,19 @@ bool graph_output_reconstruct(cg::Rebuilder& r, const VPtr& v) {
   return true;
 }
 
+// bool() of a tensor whose number of elements is known and not 1: the RuntimeError eager raises,
+// whatever its values (TorchDynamo raises it too, so that an except in the trace can catch it).
+// Null where its truth depends on its value (or on a dynamic size).
+Status ambiguous_truth(Translator& t, Frame& f, const VPtr& v) {
+  if (v->kind != VK::Tensor || !v->obj) return std::nullopt;
+  Ref n = Ref::steal(PyObject_CallMethod(v->obj.get(), "numel", nullptr));
+  if (!n || !PyLong_CheckExact(n.get())) return PyErr_Clear(), std::nullopt;
+  const long numel = PyLong_AsLong(n.get());
+  if (numel == 1) return std::nullopt;
+  return t.raise_new(f, PyExc_RuntimeError, numel == 0 ? "Boolean value of Tensor with no values is ambiguous"
+                                                       : "Boolean value of Tensor with more than one value is ambiguous");
+}
+
 template <>
 struct Kind<VK::Tensor> {
   static void describe(const Value& v, std::string& out, int /*depth*/) {
@@ -118,7 +131,8 @@ struct Kind<VK::Tensor> {
   static bool graph_arg(Translator& /*t*/, const VPtr& v, ArgTree& out) {
     out.kind = ArgTree::Kind::Node; out.node = v->node; return true;
   }
-  static Status truth(Translator& t, Frame& f, const VPtr& /*v*/, bool& /*out*/) {
+  static Status truth(Translator& t, Frame& f, const VPtr& v, bool& /*out*/) {
+    if (Status s = ambiguous_truth(t, f, v)) return s;
     return t.brk(f, "DV0002", "data-dependent control flow: branching on a tensor's value",
     "use torch.where, or torch.cond; torch.compile breaks the graph here too");
   }

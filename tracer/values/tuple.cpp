@@ -134,6 +134,12 @@ struct Kind<VK::Tuple> {
         return std::nullopt;
       }
     if (obj->self && namedtuple_class(obj->obj.get())) return t.namedtuple_getattr(f, obj, name, out);
+    PyTypeObject* tp = obj->obj && PyType_Check(obj->obj.get()) ? reinterpret_cast<PyTypeObject*>(obj->obj.get()) : &PyTuple_Type;
+    if (!(tp->tp_flags & Py_TPFLAGS_HEAPTYPE)) {  // tuple, torch.Size, torch.return_types: no instance attributes
+      Ref nm = Ref::steal(PyUnicode_FromString(name.c_str()));
+      if (!_PyType_Lookup(tp, nm.get()))
+        return t.brk(f, kNoAttributeId, "'" + std::string(tp->tp_name) + "' object has no attribute '" + name + "'");
+    }
     out = t.bound_method(obj, Ref(), name);  // a tuple subclass (torch.Size ...): its class answers when called
     return std::nullopt;
   }
