@@ -13,6 +13,7 @@ import pytest
 import torch
 
 import dynview
+from model_outputs import assert_equal_to_eager_on_two_inputs, tensors
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 diffusers = pytest.importorskip("diffusers", reason="make deps installs diffusers")
@@ -83,20 +84,6 @@ MODELS = {
 }
 
 
-def tensors(o):
-    if isinstance(o, torch.Tensor):
-        return [o]
-    if hasattr(o, "to_tuple"):
-        o = o.to_tuple()
-    if isinstance(o, dict):
-        o = list(o.values())
-    if isinstance(o, (list, tuple)):
-        return [t for v in o for t in tensors(v)]
-    if hasattr(o, "sample"):  # AutoencoderKL's DiagonalGaussianDistribution: its parameters
-        return tensors(o.parameters)
-    return []
-
-
 @pytest.mark.parametrize("name", sorted(MODELS))
 def test_model_equals_eager_hits_the_cache_and_counts_as_torch_dynamo(name):
     torch.manual_seed(0)
@@ -104,11 +91,7 @@ def test_model_equals_eager_hits_the_cache_and_counts_as_torch_dynamo(name):
     m = build(diffusers).eval()
     cm = dynview.compile(m, backend="eager")
     with torch.no_grad():
-        for seed in (0, 1):
-            got, want = tensors(cm(**inputs(seed))), tensors(m(**inputs(seed)))
-            assert len(got) == len(want) > 0
-            for a, b in zip(got, want):
-                torch.testing.assert_close(a, b)
+        assert_equal_to_eager_on_two_inputs(cm, m, inputs)
         records = dynview._C.take_records()
         assert any(r["graph"] is not None for r in records)
         assert [(r["qualname"], r["break_message"]) for r in records if r["break_id"]] == []

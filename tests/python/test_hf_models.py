@@ -11,6 +11,7 @@ import pytest
 import torch
 
 import dynview
+from model_outputs import assert_equal_to_eager_on_two_inputs, tensors
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 transformers = pytest.importorskip("transformers", reason="make deps installs transformers")
@@ -208,18 +209,6 @@ RECOMPILES = set()
 _tally = {}
 
 
-def tensors(o):
-    if isinstance(o, torch.Tensor):
-        return [o]
-    if hasattr(o, "to_tuple"):
-        o = o.to_tuple()
-    if isinstance(o, dict):
-        o = list(o.values())
-    if isinstance(o, (list, tuple)):
-        return [t for v in o for t in tensors(v)]
-    return []
-
-
 def build(name):
     torch.manual_seed(0)
     return MODELS[name][1](transformers).eval()
@@ -231,11 +220,7 @@ def test_model_equals_eager_and_hits_the_cache(name):
     inputs = MODELS[name][2]
     cm = dynview.compile(m, backend="eager")
     with torch.no_grad():
-        for seed in (0, 1):
-            got, want = tensors(cm(**inputs(seed))), tensors(m(**inputs(seed)))
-            assert len(got) == len(want) > 0
-            for a, b in zip(got, want):
-                torch.testing.assert_close(a, b)
+        assert_equal_to_eager_on_two_inputs(cm, m, inputs)
         records = dynview._C.take_records()
         assert any(r["graph"] is not None for r in records)
         if name not in NOT_YET:  # every frame captured: none broke, none ran eagerly (explain counts neither)
