@@ -716,9 +716,16 @@ Translator::Status call_builtin(Translator& t, Frame& f, PyObject* fn, std::vect
   // zip without strict=: lazy over any iterables, as Python's (an iterator passed in is advanced only
   // as the zip is taken); one alive across a break is rebuilt as zip(...) of its sources.
   if (is(Builtin::zip_) && kwargs.empty()) return lazy_over(t, f, "zip", args, out);
+  if (is(Builtin::enumerate_)) {  // enumerate(xs[, start]) / enumerate(xs, start=k): a constant int start
+    const VPtr* start = n == 2 ? &args[1] : nullptr;
+    for (auto& [k, v] : kwargs) start = k == "start" ? &v : start;
+    if (n < 1 || n > 2 || (start && ((*start)->kind != VK::Const || !PyLong_Check((*start)->obj.get()))))
+      return t.brk(f, "DV0007", "enumerate() with a start that is not a constant int");
+  }
   if (is(Builtin::enumerate_) || is(Builtin::zip_) || is(Builtin::reversed_) || is(Builtin::sorted_) || is(Builtin::tuple_) || is(Builtin::list_) || is(Builtin::iter_)) {
     std::vector<VPtr> seqs, iters;
     for (auto& a : args) {
+      if (is(Builtin::enumerate_) && &a != &args[0]) continue;  // its start, not an iterable
       VPtr it;
       if (Status s = t.iterate(f, a, it)) return s;
       std::vector<VPtr> rest(it->items.begin() + static_cast<long>(it->pos), it->items.end());

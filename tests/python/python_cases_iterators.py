@@ -497,3 +497,13 @@ def update_from_a_generator_that_reads_the_dict(x):
     d = {0: 1}
     d.update((len(d), z) for z in range(3))
     return x + len(d), list(d.items())
+
+
+@case((3,))
+def enumerate_with_a_positional_start(x):
+    # enumerate(xs, 1): the start is a number, not a second iterable (it broke the graph before)
+    y = x * 2
+    total = 0
+    for i, v in enumerate([1, 2, 3], 1):
+        total = total + v * i
+    return y + total, list(enumerate("ab", 5))
