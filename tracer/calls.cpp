@@ -274,14 +274,7 @@ Translator::Status Translator::graph_call(Frame& f, Ref target, const std::strin
                                           std::vector<std::pair<std::string, VPtr>> kwargs, VPtr& out) {
   for (auto& [k, v] : kwargs)
     if (k == "dtype" && v->obj && (v->kind == VK::Object || v->kind == VK::Const)) {
-      // dtype=float (bool, int, complex): the dtype torch reads it as
-      PyObject* o = v->obj.get();
-      const char* dt = o == reinterpret_cast<PyObject*>(&PyBool_Type)      ? "bool"
-                       : o == reinterpret_cast<PyObject*>(&PyLong_Type)    ? "int64"
-                       : o == reinterpret_cast<PyObject*>(&PyFloat_Type)   ? "float64"
-                       : o == reinterpret_cast<PyObject*>(&PyComplex_Type) ? "complex128"
-                                                                           : nullptr;
-      if (dt) v = constant_steal(PyObject_GetAttrString(py().torch.get(), dt));
+      if (Ref dt = dtype_of_python_type(v->obj.get())) v = constant(dt);  // dtype=float: torch.float64
     }
   if (target && target.get() == py().set_grad_enabled_fn.get() && args.size() == 1 && args[0]->kind == VK::Const && kwargs.empty()) {
     // torch._C._set_grad_enabled(b) of a grad-mode with-block: a node of its own (it takes no tensor

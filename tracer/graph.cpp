@@ -137,15 +137,9 @@ class Emitter {
     switch (a.kind) {
       case ArgTree::Kind::Node: return Py_XNewRef(lookup(a.node));
       case ArgTree::Kind::Const: {
-        // a Python type where torch takes a dtype (x.to(bool), zeros(n, dtype=float)): that dtype,
-        // as torch reads it (FX cannot print the type itself)
+        // a Python type where torch takes a dtype: that dtype (FX cannot print the type itself)
         PyObject* c = a.constant.get();
-        const char* dtype = c == reinterpret_cast<PyObject*>(&PyBool_Type)      ? "bool"
-                            : c == reinterpret_cast<PyObject*>(&PyLong_Type)    ? "int64"
-                            : c == reinterpret_cast<PyObject*>(&PyFloat_Type)   ? "float64"
-                            : c == reinterpret_cast<PyObject*>(&PyComplex_Type) ? "complex128"
-                                                                                : nullptr;
-        if (dtype) return PyObject_GetAttrString(py().torch.get(), dtype);
+        if (Ref dtype = dtype_of_python_type(c)) return dtype.release();
         return Ref::borrow(c).release();
       }
       case ArgTree::Kind::Tuple:

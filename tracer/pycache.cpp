@@ -53,6 +53,15 @@ PyObject* kept_attr(const char* module, const char* name) {
   return a;
 }
 
+Ref dtype_of_python_type(PyObject* o) {
+  const char* dt = o == reinterpret_cast<PyObject*>(&PyBool_Type)      ? "bool"
+                   : o == reinterpret_cast<PyObject*>(&PyLong_Type)    ? "int64"
+                   : o == reinterpret_cast<PyObject*>(&PyFloat_Type)   ? "float64"
+                   : o == reinterpret_cast<PyObject*>(&PyComplex_Type) ? "complex128"
+                                                                       : nullptr;
+  return dt ? Ref::steal(PyObject_GetAttrString(py().torch.get(), dt)) : Ref();
+}
+
 bool is_sym(PyObject* o) {
   PyObject* t = reinterpret_cast<PyObject*>(Py_TYPE(o));
   return t == g_py.sym_int.get() || t == g_py.sym_bool.get() || t == g_py.sym_float.get();
