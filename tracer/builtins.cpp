@@ -957,6 +957,10 @@ Translator::Status call_builtin(Translator& t, Frame& f, PyObject* fn, std::vect
       bool nd = false;
       return t.ndarray_operator(f, "abs", args, out, nd);
     }
+    if (is(Builtin::abs_) && n == 1 && (args[0]->kind == VK::Instance || args[0]->kind == VK::Object)) {
+      bool handled = false;  // a Python class's own __abs__, inlined
+      if (Status s = t.call_dunder(f, args[0], "__abs__", {}, out, handled); s || handled) return s;
+    }
     if (!all_const && (is(Builtin::min_) || is(Builtin::max_)) && n >= 2) {
       // max(a, b) of 0-d tensors of one dtype (a padding computed from buffers): torch.maximum, as
       // TorchDynamo lowers it -- the same value, where eager returns one of the operands (over more

@@ -4,6 +4,7 @@
 #include <cstdio>
 #include <cstring>
 #include <functional>
+#include <set>
 #include <unordered_map>
 
 #include "core/opcodes.h"
@@ -60,8 +61,10 @@ bool Translator::to_arg(const VPtr& v, ArgTree& out) {
   return ops(v->kind).graph_arg(*this, v, out);
 }
 
-int Translator::add_graph_call_kw(PyObject* target, std::vector<ArgTree> args, std::vector<std::pair<std::string, ArgTree>> kwargs) {
-  const int n = output.graph.add_call_function(Ref::borrow(target), std::move(args), std::move(kwargs), Ref::borrow(Py_None), cur_step_);
+int Translator::add_graph_call_kw(PyObject* target, std::vector<ArgTree> args, std::vector<std::pair<std::string, ArgTree>> kwargs,
+                                  Ref example) {
+  if (!example) example = Ref::borrow(Py_None);
+  const int n = output.graph.add_call_function(Ref::borrow(target), std::move(args), std::move(kwargs), std::move(example), cur_step_);
   if (obs_) obs_->on_graph_node(GraphNodeEvent{id_, n, cur_step_, "call_function", callable_name(target)});
   return n;
 }
@@ -331,8 +334,15 @@ Translator::Status Translator::graph_call(Frame& f, Ref target, const std::strin
     if (!to_arg(a, t)) return brk(f, "DV0013", std::string("a ") + vk_name(a->kind) + " argument cannot be passed to " + what);
     targs.push_back(std::move(t));
   }
+  static const std::set<std::string> python_keywords = {
+      "False", "None", "True", "and", "as", "assert", "async", "await", "break", "class", "continue", "def", "del", "elif", "else",
+      "except", "finally", "for", "from", "global", "if", "import", "in", "is", "lambda", "nonlocal", "not", "or", "pass",
+      "raise", "return", "try", "while", "with", "yield"};
   for (auto& [k, v] : kwargs) {
     ArgTree t;
+    if (python_keywords.count(k))  // p.random_(**{"from": a, "to": b}): the graph's Python code could not spell it
+      return brk(f, "DV0013", "keyword argument '" + k + "' of " + what + " is a Python keyword, which the graph's code cannot name",
+                 "pass it positionally (TorchDynamo does not capture this call either)");
     if (!to_arg(v, t)) return brk(f, "DV0013", "keyword argument '" + k + "' cannot be passed to " + what);
     tkw.emplace_back(k, std::move(t));
   }

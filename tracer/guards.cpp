@@ -180,8 +180,11 @@ struct GuardTree::Node {
         if (!parent) return nullptr;
         PyObject* key = source->key.get();
         // (a list subclass too -- the trace reads one by item only where its __getitem__ is list's --:
-        // its storage; and torch.return_types, tuples of a builtin class)
-        const bool builtin_tuple = PyTuple_Check(parent) && !(Py_TYPE(parent)->tp_flags & Py_TPFLAGS_HEAPTYPE);
+        // its storage; and torch.return_types, tuples of a builtin class, and namedtuples, whose
+        // item access is tuple's)
+        const bool builtin_tuple = PyTuple_Check(parent) && (!(Py_TYPE(parent)->tp_flags & Py_TPFLAGS_HEAPTYPE) ||
+                                                             (Py_TYPE(parent)->tp_as_mapping &&
+                                                              Py_TYPE(parent)->tp_as_mapping->mp_subscript == PyTuple_Type.tp_as_mapping->mp_subscript));
         if (PyLong_CheckExact(key) && (PyList_Check(parent) || builtin_tuple)) {
           Py_ssize_t i = PyLong_AsSsize_t(key);
           Py_ssize_t n = PyList_Check(parent) ? PyList_GET_SIZE(parent) : PyTuple_GET_SIZE(parent);

@@ -80,6 +80,13 @@ Status op_CALL_INTRINSIC_1(Translator& t, Frame& f, const Instr& in) {  // (valu
   const auto name = bc::intrinsic_name(1, in.arg, version_of(f));
   if (name && *name == "INTRINSIC_LIST_TO_TUPLE") return op_LIST_TO_TUPLE(t, f, in);
   if (name && *name == "INTRINSIC_UNARY_POSITIVE") return op_UNARY_POSITIVE(t, f, in);
+  if (name && *name == "INTRINSIC_STOPITERATION_ERROR") {  // a generator's own handler, on the way out: an
+    NEED(1);                                               // exception other than StopIteration stays as it is
+    const VPtr& v = top(f);
+    if (v->kind == VK::Object && v->obj && PyExceptionInstance_Check(v->obj.get()) &&
+        !PyErr_GivenExceptionMatches(v->obj.get(), PyExc_StopIteration) && !PyErr_GivenExceptionMatches(v->obj.get(), PyExc_StopAsyncIteration))
+      return std::nullopt;
+  }
   return t.brk(f, "DV0001", "unsupported intrinsic " + std::string(name ? *name : "?"), "dynview does not yet trace this bytecode");
 }
 Status op_CALL_FUNCTION_EX(Translator& t, Frame& f, const Instr& in) {  // (NULL fn args [kwargs] -- result)

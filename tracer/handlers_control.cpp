@@ -7,8 +7,58 @@
 namespace dv {
 
 Status op_JUMP(Translator&, Frame& f, const Instr& in) { jump_to(f, in); return std::nullopt; }
+namespace {
+// `assert cond` / `assert cond, "message"` at the jump `in` (the jump over the raise): the message
+// (a constant string, or null without one) and the index of the instruction after the raise; -1
+// when the code there is not an assert statement's.
+int assert_statement(const Frame& f, const Instr& in, PyObject*& message) {
+  const auto& ins = f.facts->decoded.instrs;
+  size_t i = static_cast<size_t>(f.ip);
+  message = nullptr;
+  if (i >= ins.size() || ins[i].name != bc::Name::LOAD_ASSERTION_ERROR) return -1;
+  ++i;
+  if (i < ins.size() && ins[i].name == bc::Name::LOAD_CONST) {
+    PyObject* c = PyTuple_GET_ITEM(code_of(f)->co_consts, ins[i].arg);
+    if (!PyUnicode_Check(c)) return -1;
+    message = c;
+    ++i;
+    if (i < ins.size() && ins[i].name == bc::Name::PRECALL) ++i;
+    if (i >= ins.size() || ins[i].name != bc::Name::CALL || ins[i].arg != 0) return -1;
+    ++i;
+  }
+  if (i >= ins.size() || ins[i].name != bc::Name::RAISE_VARARGS || ins[i].arg != 1) return -1;
+  auto target = f.facts->index_of.find(static_cast<uint32_t>(in.jump_target));
+  return target != f.facts->index_of.end() && target->second == static_cast<int>(i) + 1 ? target->second : -1;
+}
+}  // namespace
+
 static Status pop_jump_if(Translator& t, Frame& f, const Instr& in, bool when) {  // (cond -- )
   NEED(1);
+  if (when && top(f)->kind == VK::Tensor && top(f)->obj) {
+    // `assert t.all(), "msg"` over a one-element tensor: torch._assert_async(cond, msg) in the
+    // graph, which raises when it runs, as TorchDynamo rewrites the statement (a failing assertion
+    // is then a RuntimeError, as under torch.compile)
+    PyObject* message = nullptr;
+    const int after = assert_statement(f, in, message);
+    Ref n = after >= 0 ? Ref::steal(PyObject_CallMethod(top(f)->obj.get(), "numel", nullptr)) : Ref();
+    if (!n) PyErr_Clear();
+    if (n && PyLong_CheckExact(n.get()) && PyLong_AsLong(n.get()) == 1) {
+      static PyObject* assert_async = [] {
+        PyObject* fn = PyObject_GetAttrString(py().torch.get(), "_assert_async");  // kept for the process
+        if (!fn) PyErr_Clear();
+        return fn;
+      }();
+      ArgTree cond, msg;
+      static PyObject* no_message = PyUnicode_InternFromString("assertion error");  // TorchDynamo's text
+      VPtr text = t.constant(Ref::borrow(message ? message : no_message));
+      if (assert_async && t.to_arg(top(f), cond) && t.to_arg(text, msg)) {
+        t.add_graph_call_kw(assert_async, {std::move(cond), std::move(msg)}, {});
+        f.stack.pop_back();
+        f.ip = after;
+        return std::nullopt;
+      }
+    }
+  }
   bool b;
   if (Status s = t.truth(f, top(f), b)) return s;
   f.stack.pop_back();

@@ -106,6 +106,17 @@ Status op_CONTAINS_OP(Translator& t, Frame& f, const Instr& in) {  // (item cont
       found |= x->kind == VK::Const && PyObject_RichCompareBool(x->obj.get(), item->obj.get(), Py_EQ) == 1;
       if (found) break;
     }
+  } else if ((cont->kind == VK::List || cont->kind == VK::Tuple) && item->kind == VK::Tensor) {
+    // a tensor in a list: list.__contains__ tries identity first, then ==, whose truth reads values
+    // (None compares unequal: Tensor.__eq__(None) is False)
+    for (auto& x : cont->items) {
+      if (x == item || (x->kind == VK::Tensor && (x->node == item->node || (x->obj && x->obj.get() == item->obj.get())))) {
+        found = true;
+        break;
+      }
+      if (x->kind == VK::Const && x->obj.get() == Py_None) continue;
+      return t.brk(f, "DV0002", "'in' with a tensor compares it with the list's items by value");
+    }
   } else if ((cont->kind == VK::List || cont->kind == VK::Tuple) && item->kind == VK::Object && item->obj &&
              PyType_Check(item->obj.get()) && Py_TYPE(item->obj.get())->tp_richcompare == PyType_Type.tp_richcompare) {
     // type(t) in [torch.Tensor] (torch.utils._foreach_utils): a class compares by identity
@@ -170,7 +181,10 @@ static Status unary(Translator& t, Frame& f, const char* op_name, int (*fold)(Py
     if (fold(v->obj.get(), &r) < 0 || !r) return t.brk(f, "DV0010", std::string("operator.") + op_name + " raised");
     out = t.constant(Ref::steal(r));
   } else {
-    return t.brk(f, "DV0018", std::string("operator.") + op_name + " of a " + vk_name(v->kind));
+    bool handled = false;  // a Python class's own __neg__ / __pos__ / __invert__, inlined
+    if (v->kind == VK::Instance || v->kind == VK::Object)
+      if (Status s = t.call_dunder(f, v, (std::string("__") + op_name + "__").c_str(), {}, out, handled)) return s;
+    if (!handled) return t.brk(f, "DV0018", std::string("operator.") + op_name + " of a " + vk_name(v->kind));
   }
   top(f) = out;
   return std::nullopt;

@@ -154,6 +154,88 @@ PyObject* refs_tensor_factory() {
   return t;
 }
 
+namespace {
+// torch.tensor([x.sum(), x.max()]) of one-element tensors, or of NumPy scalars of arrays made in the
+// trace: torch._refs.tensor, which builds it from them in the graph, as TorchDynamo records it
+// (torch.tensor itself reads each as a number, which a graph cannot). Its example is torch.tensor
+// over zeros of the elements' dtypes. Not handled: no tensor in it, a tensor of another size
+// (eager's error, at the break), one that requires grad (eager's result does not), other keywords.
+Status tensor_of_scalar_tensors(Translator& t, Frame& f, const VPtr& data, KwArgs& kwargs, VPtr& out, bool& handled) {
+  static PyObject* zeros_fn = kept_attr("torch", "zeros");
+  bool any = false;
+  Ref device;
+  std::function<Ref(const VPtr&, VPtr&)> scan = [&](const VPtr& v, VPtr& arg) -> Ref {
+    if (v->kind == VK::Tensor || v->kind == VK::NdArray) {
+      any = true;
+      Ref n = v->obj ? Ref::steal(PyObject_CallMethod(v->obj.get(), "numel", nullptr)) : Ref();
+      Ref grad = v->obj ? Ref::steal(PyObject_GetAttrString(v->obj.get(), "requires_grad")) : Ref();
+      Ref dtype = v->obj ? Ref::steal(PyObject_GetAttrString(v->obj.get(), "dtype")) : Ref();
+      if (!n || !grad || !dtype) return PyErr_Clear(), Ref();
+      if (!PyLong_CheckExact(n.get()) || PyLong_AsLong(n.get()) != 1 || grad.get() != Py_False) return Ref();
+      if (!device) device = v->device;
+      if (PyObject_RichCompareBool(device.get(), v->device.get(), Py_EQ) != 1) return PyErr_Clear(), Ref();
+      arg = v->kind == VK::NdArray ? t.tensor_of_ndarray(v) : v;
+      Ref kw = Ref::steal(Py_BuildValue("{s:O}", "dtype", dtype.get()));
+      Ref shape = Ref::steal(PyTuple_New(0));
+      Ref zeros = kw && shape && zeros_fn ? Ref::steal(PyObject_Call(zeros_fn, Ref::steal(PyTuple_Pack(1, shape.get())).get(), kw.get())) : Ref();
+      if (!zeros) PyErr_Clear();
+      return zeros;
+    }
+    if (v->kind == VK::Tuple || v->kind == VK::List) {
+      VPtr copy = t.make(v->kind);
+      Ref items = Ref::steal(PyList_New(0));
+      for (const VPtr& x : v->items) {
+        VPtr a;
+        Ref e = scan(x, a);
+        if (!e || PyList_Append(items.get(), e.get()) < 0) return PyErr_Clear(), Ref();
+        copy->items.push_back(a);
+      }
+      arg = copy;
+      return items;
+    }
+    if (v->kind == VK::Const && (PyLong_Check(v->obj.get()) || PyFloat_Check(v->obj.get()) || PyComplex_Check(v->obj.get()))) {
+      arg = v;
+      return v->obj;
+    }
+    return Ref();
+  };
+  VPtr arg;
+  Ref example_data = scan(data, arg);
+  if (!example_data || !any) return std::nullopt;
+  Ref kw = Ref::steal(PyDict_New());
+  std::vector<std::pair<std::string, ArgTree>> tkw;
+  bool kw_device = false;
+  for (auto& [k, v] : kwargs) {
+    if ((k != "dtype" && k != "device") || v->kind != VK::Const) return std::nullopt;
+    if (k == "device") {
+      kw_device = true;
+      device = Ref::steal(PyObject_CallFunctionObjArgs(py().torch_device.get(), v->obj.get(), nullptr));
+      if (!device) return PyErr_Clear(), std::nullopt;
+    } else if (PyDict_SetItemString(kw.get(), k.c_str(), v->obj.get()) < 0) {
+      return PyErr_Clear(), std::nullopt;
+    }
+    ArgTree a;
+    if (!t.to_arg(v, a)) return std::nullopt;
+    tkw.emplace_back(k, std::move(a));
+  }
+  // No device given: torch.tensor's result is on the CPU, where torch._refs.tensor's is the elements'.
+  if (!kw_device) {
+    Ref dev_type = device ? Ref::steal(PyObject_GetAttrString(device.get(), "type")) : Ref();
+    if (!dev_type || !PyUnicode_Check(dev_type.get()) || str_of(dev_type.get()) != "cpu") return PyErr_Clear(), std::nullopt;
+  }
+  static PyObject* refs_tensor = refs_tensor_factory();
+  Ref example = Ref::steal(PyObject_Call(tensor_factory(), Ref::steal(PyTuple_Pack(1, example_data.get())).get(), kw.get()));
+  if (example) example = Ref::steal(PyObject_CallMethod(example.get(), "to", "O", py().meta_str.get()));
+  if (!example || !refs_tensor) return PyErr_Clear(), std::nullopt;
+  ArgTree a;
+  if (!t.to_arg(arg, a)) return std::nullopt;
+  handled = true;
+  const int n = t.add_graph_call_kw(refs_tensor, {std::move(a)}, std::move(tkw), example);
+  out = t.from_example(f, example, n, device);
+  return std::nullopt;
+}
+}  // namespace
+
 // Calling an object known by identity (VK::Object's call): builtins, torch functions and operators,
 // classes, operator getters, NumPy ...
 Status object_call(Translator& t, Frame& f, const VPtr& fn, std::vector<VPtr>& args, KwArgs& kwargs, VPtr& out) {
@@ -392,6 +474,13 @@ Status object_call(Translator& t, Frame& f, const VPtr& fn, std::vector<VPtr>& a
     case TorchSpecial::checkpoint: return t.checkpoint_call(f, std::move(args), std::move(kwargs), out);
     case TorchSpecial::grad_impl: return t.func_grad_impl(f, false, std::move(args), std::move(kwargs), out);
     case TorchSpecial::grad_and_value_impl: return t.func_grad_impl(f, true, std::move(args), std::move(kwargs), out);
+    case TorchSpecial::compile:  // torch.compile(fn, backend=...): fn, captured with the rest (its options are moot)
+      if (!args.empty() && (args[0]->kind == VK::Function || args[0]->kind == VK::NNModule || args[0]->kind == VK::Method)) {
+        out = args[0];
+        return std::nullopt;
+      }
+      return t.brk(f, "DV0004", "torch.compile(...) without a function to compile, while capturing",
+                   "call torch.compile outside the compiled function");
     case TorchSpecial::effect:
       return t.brk(f, "DV0004", callable_name(o) + " has effects outside the graph");
     case TorchSpecial::unguarded_state:  // its answer could not be kept: no guard checks that state on later calls
@@ -412,6 +501,9 @@ Status object_call(Translator& t, Frame& f, const VPtr& fn, std::vector<VPtr>& a
       return std::nullopt;
     }
     case TorchSpecial::group_by_device_and_dtype: return group_by_device_and_dtype(t, f, o, args, kwargs, out);
+    case TorchSpecial::tensor_method:
+      if (args.size() != 1 || !kwargs.empty() || args[0]->kind != VK::Tensor) break;
+      return t.call(f, t.bound_method(args[0], Ref(), str_of(Ref::steal(PyObject_GetAttrString(o, "__name__")).get())), {}, {}, out);
     case TorchSpecial::of_examples:
       if (!kwargs.empty()) break;
       return answer_of_examples(t, f, o, args, out);
@@ -472,6 +564,10 @@ Status object_call(Translator& t, Frame& f, const VPtr& fn, std::vector<VPtr>& a
       VPtr mv = t.bound_method(args[0], Ref(), str_of(Ref::steal(PyObject_GetAttrString(o, "__name__")).get()));
       args.erase(args.begin());
       return t.call(f, mv, std::move(args), std::move(kwargs), out);
+    }
+    if (o == tensor_factory() && args.size() == 1 && (args[0]->kind == VK::Tuple || args[0]->kind == VK::List)) {
+      bool handled = false;
+      if (Status s = tensor_of_scalar_tensors(t, f, args[0], kwargs, out, handled); s || handled) return s;
     }
     if (t.output.dynamic() && o == tensor_factory()) {
       // torch.tensor(n) / torch.tensor([n, 1]) of a symbolic size: torch._refs.tensor, which keeps

@@ -473,9 +473,9 @@ Translator::Status Translator::pull(Frame& f, const VPtr& it, size_t want) {
 
 // Runs a generator made in the trace up to its next yield (an item appended) or its end (flag
 // cleared; its frame's result is what it returned). The step that takes the item is reported first.
-Translator::Status Translator::resume_generator(Frame& f, const VPtr& it) {
+Translator::Status Translator::resume_generator(Frame& f, const VPtr& it, VPtr sent, bool raises) {
   Frame& g = *it->frame;
-  if (g.resumed) g.stack.push_back(constant(Ref::borrow(Py_None)));  // what next() sends
+  if (g.resumed && !(sent && sent->kind == VK::Null)) g.stack.push_back(sent ? sent : constant(Ref::borrow(Py_None)));  // what next() sends
   g.depth = f.depth + 1;
   if (obs_) {
     if (!f.reported) report_step(f);  // the taking step, before the generator's steps
@@ -490,6 +490,12 @@ Translator::Status Translator::resume_generator(Frame& f, const VPtr& it) {
   if (s) {
     // An exception of the generator's body is raised where it is iterated: not caught in the trace
     // (a raise inside a generator ends it, and a StopIteration becomes a RuntimeError): a break.
+    // Out of gen.throw() (a with-block's exception re-raised by a @contextmanager's finally), it
+    // goes on, and the generator is done.
+    if (raises && s->exc && !PyErr_GivenExceptionMatches(s->exc.get(), PyExc_StopIteration)) {
+      it->flag = false;
+      return s;
+    }
     s->exc = Ref();
     return s;
   }
@@ -501,6 +507,52 @@ Translator::Status Translator::resume_generator(Frame& f, const VPtr& it) {
     it->flag = false;  // returned: g.result is its value (what `yield from` gives)
   }
   return std::nullopt;
+}
+
+// gen.send(value) and gen.throw(exc) (contextlib's @contextmanager __exit__ throws the with-block's
+// exception into the generator): the generator runs on from its yield with the value sent, or with
+// the exception raised there (caught by its own handlers, or raised out of the call, ending it);
+// the value it yields next is the result, and StopIteration when it returns.
+Translator::Status Translator::generator_send(Frame& f, const VPtr& it, bool thrown, const VPtr& value, VPtr& out) {
+  Frame& g = *it->frame;
+  const std::string what = thrown ? "generator.throw" : "generator.send";
+  if (it->pos < it->items.size()) return brk(f, "DV0016", what + " of a generator with items taken ahead");
+  Ref exc;
+  if (thrown) {
+    if (value->kind != VK::Object || !value->obj) return brk(f, "DV0018", what + " of a " + vk_name(value->kind));
+    exc = value->obj;
+    if (PyExceptionClass_Check(exc.get())) exc = Ref::steal(PyObject_CallNoArgs(exc.get()));
+    if (!exc || !PyExceptionInstance_Check(exc.get())) return PyErr_Clear(), brk(f, "DV0018", what + " of a value that is not an exception");
+  }
+  auto stop = [&] { return raise(f, Ref::steal(PyObject_CallNoArgs(PyExc_StopIteration))); };
+  if (!it->flag) return thrown ? raise(f, exc) : stop();  // ended
+  if (!g.resumed) {
+    if (thrown) {  // not started: the exception is raised at once, and the generator is done
+      it->flag = false;
+      return raise(f, exc);
+    }
+    if (!(value->kind == VK::Const && value->obj.get() == Py_None))
+      return raise_new(f, PyExc_TypeError, "can't send non-None value to a just-started generator");
+  }
+  VPtr sent = value;
+  if (thrown) {
+    const bc::Instr& at = g.facts->decoded.instrs[static_cast<size_t>(g.ip - 1)];  // its YIELD_VALUE
+    if (!catch_in(g, at, exc)) {
+      it->flag = false;
+      return raise(f, exc);
+    }
+    sent = make(VK::Null);  // on at the handler: nothing is sent
+  }
+  const size_t before = it->items.size();
+  Status s = resume_generator(f, it, sent, thrown);
+  if (s) return s;
+  if (it->items.size() > before) {
+    out = it->items[before];
+    it->pos = it->items.size();
+    return std::nullopt;
+  }
+  it->pos = it->items.size();
+  return stop();  // returned (its value is not kept: contextlib does not read it)
 }
 
 Translator::Status Translator::iterate(Frame& f, VPtr v, VPtr& out, bool materialize) {
@@ -637,14 +689,19 @@ Translator::Status Translator::getattr(Frame& f, VPtr obj, const std::string& na
       const Value& d = *it->second;
       Ref nm = Ref::steal(PyUnicode_FromString(name.c_str()));
       PyObject* descr = _PyType_Lookup(Py_TYPE(obj->obj.get()), nm.get());
+      static PyObject* get_name = PyUnicode_InternFromString("__get__");
+      PyObject* get = descr && Py_TYPE(descr)->tp_descr_set ? _PyType_Lookup(Py_TYPE(descr), get_name) : nullptr;
+      const bool python_descriptor =  // inlined by object_getattr, reading what the trace wrote
+          obj->kind == VK::Object && get && (PyFunction_Check(get) || python_getter(descr));
       if (!(descr && Py_TYPE(descr)->tp_descr_set))
         for (size_t i = 0; i < d.keys.size(); ++i)
           if (PyUnicode_Check(d.keys[i].get()) && str_of(d.keys[i].get()) == name) {
             out = d.items[i];
             return std::nullopt;
           }
-      return brk(f, "DV0005", "attribute " + name + " of a " + Py_TYPE(obj->obj.get())->tp_name + " object whose __dict__ the trace changed",
-                 "assign the attribute itself (setattr) instead of writing its __dict__");
+      if (!python_descriptor)
+        return brk(f, "DV0005", "attribute " + name + " of a " + Py_TYPE(obj->obj.get())->tp_name + " object whose __dict__ the trace changed",
+                   "assign the attribute itself (setattr) instead of writing its __dict__");
     }
   }
   if (Status s = ops(obj->kind).getattr(*this, f, obj, name, out)) return s;

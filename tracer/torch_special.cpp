@@ -35,6 +35,7 @@ const Row kRows[] = {
     {"torch", "_has_compatible_shallow_copy_type", TorchSpecial::of_examples},
     {"torch", "is_complex", TorchSpecial::of_examples},         // of the guarded dtype
     {"torch", "is_floating_point", TorchSpecial::of_examples},
+    {"torch", "numel", TorchSpecial::tensor_method},
     {"torch._C", "_group_tensors_by_device_and_dtype", TorchSpecial::group_by_device_and_dtype},
     {"torch._C", "_has_torch_function", TorchSpecial::has_torch_function},
     {"torch._C", "_has_torch_function_unary", TorchSpecial::has_torch_function},
@@ -72,8 +73,8 @@ const Row kRows[] = {
     {"torch", "set_printoptions", TorchSpecial::effect},
     {"torch", "use_deterministic_algorithms", TorchSpecial::effect},
     {"torch", "set_num_threads", TorchSpecial::effect},
-    {"torch", "compile", TorchSpecial::effect},
-    {"torch.compiler", "compile", TorchSpecial::effect},
+    {"torch", "compile", TorchSpecial::compile},
+    {"torch.compiler", "compile", TorchSpecial::compile},
 };
 
 }  // namespace

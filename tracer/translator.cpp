@@ -259,6 +259,15 @@ bool disabled_function(PyObject* fn) {
   return on == 1;
 }
 
+Ref compiled_original(PyObject* fn) {
+  if (!PyFunction_Check(fn) || disabled_function(fn)) return {};
+  PyObject* mod = PyDict_GetItemString(PyFunction_GET_GLOBALS(fn), "__name__");  // (functools.wraps copies __module__)
+  if (!mod || !PyUnicode_Check(mod) || str_of(mod) != "torch._dynamo.eval_frame") return {};
+  Ref orig = Ref::steal(PyObject_GetAttrString(fn, "_torchdynamo_orig_callable"));
+  if (!orig) PyErr_Clear();
+  return orig;
+}
+
 bool const_key(PyObject* k) {
   // (a tuple of such keys too: a cache keyed by (seq_len, device, dtype) -- compared by value)
   if (PyTuple_CheckExact(k)) {

@@ -224,7 +224,11 @@ class Translator {
   Status realize_lazy(Frame& f, const VPtr& v) { return v && v->lazy ? realize_value(f, v) : std::nullopt; }
   Status realize_key(Frame& f, const VPtr& d, PyObject* key);
   Status call_python(Frame& f, Ref fn, std::vector<VPtr> args, VPtr& out);  // a Python function, inlined
-  Status resume_generator(Frame& f, const VPtr& it);  // a generator's next item (ops.cpp)
+  // A generator's next item (ops.cpp). `sent`: the value send() gives (null: None; Null: none, on at a
+  // handler); `raises`: an exception its body raises goes on out of it (else it is a break).
+  Status resume_generator(Frame& f, const VPtr& it, VPtr sent = nullptr, bool raises = false);
+  // gen.send(value) / gen.throw(exc): the item the generator yields next (ops.cpp)
+  Status generator_send(Frame& f, const VPtr& it, bool thrown, const VPtr& value, VPtr& out);
   VPtr bound_method(VPtr self, Ref fn, std::string name);  // fn bound to self (a Method value)
   Status getattr(Frame& f, VPtr obj, const std::string& name, VPtr& out);
   Status binary(Frame& f, int nb_op, VPtr a, VPtr b, VPtr& out);
@@ -298,6 +302,8 @@ class Translator {
   Status instance_delattr(Frame& f, const VPtr& obj, const std::string& name);
   Status instance_generic_getattr(Frame& f, const VPtr& obj, const std::string& name, VPtr& out);  // object.__getattribute__
   Status instance_generic_delattr(Frame& f, const VPtr& obj, const std::string& name);             // object.__delattr__
+  std::optional<Status> call_descriptor(Frame& f, SourcePtr cls, const std::string& name, PyObject* descr, const char* method,
+                                        std::vector<VPtr> rest, VPtr& out);  // descr's own Python __get__/__set__
   // del obj.name (DELETE_ATTR, delattr()).
   Status delete_attr(Frame& f, const VPtr& owner, const std::string& name);
   Status instance_truth(Frame& f, const VPtr& obj, bool& out);
@@ -321,7 +327,8 @@ class Translator {
                     std::vector<std::pair<std::string, VPtr>> kwargs, VPtr& out);
   // A call_function node recorded as it is (no example computed, no argument checked), reported.
   int add_graph_call(PyObject* target, std::vector<ArgTree> args, Ref example);
-  int add_graph_call_kw(PyObject* target, std::vector<ArgTree> args, std::vector<std::pair<std::string, ArgTree>> kwargs);  // example None
+  int add_graph_call_kw(PyObject* target, std::vector<ArgTree> args, std::vector<std::pair<std::string, ArgTree>> kwargs,
+                        Ref example = {});  // no example: None
   // torch.vmap(fn, ...) made in the trace, and calling it (tracer/values/vmapped.cpp).
   Status make_vmapped(Frame& f, std::vector<VPtr> args, std::vector<std::pair<std::string, VPtr>> kwargs, VPtr& out);
   Status call_vmapped(Frame& f, const VPtr& fn, std::vector<VPtr> args, std::vector<std::pair<std::string, VPtr>> kwargs,
@@ -452,6 +459,9 @@ bool disabled_function(PyObject* fn);  // made by torch.compiler.disable: its ca
 // -- functools.wraps copies them: torch.optim's step hook around a disabled LBFGS.step -- is disabled
 // at its calls only: its code is shared with functions that are not (every optimizer's step hook).
 bool disable_wrapper(PyObject* fn);
+// What torch.compile(fn) returned (TorchDynamo's wrapper of fn): fn, which a capture inlines as
+// TorchDynamo does a nested torch.compile; null for anything else.
+Ref compiled_original(PyObject* fn);
 bool rnn_module(PyObject* o);  // a torch.nn.RNN, GRU or LSTM module: not traced, as TorchDynamo (value_builder.cpp)
 // Dict keys the trace holds: hashable constants, and objects hashed and compared by identity that
 // stay what they are (classes, functions, typing's special forms) (dicts.cpp).
@@ -474,6 +484,7 @@ bool frozen_object(PyObject* o);
 // A builtin method bound to a live mutable object (not a module, class, set of constants or immutable value).
 bool bound_to_mutable_object(PyObject* fn);
 bool namedtuple_class(PyObject* o);  // a collections.namedtuple / typing.NamedTuple class
+bool is_const_tree(PyObject* o);  // a constant, or a tuple or frozenset of constants (value_builder.cpp)
 PyObject* tuple_new_fn();            // tuple.__new__ (borrowed)
 bool endless_iter(const Value& it);  // a lazy iterator that never ends (itertools.count, repeat(x))
 PyObject* deque_class();         // collections.deque (borrowed)
@@ -504,6 +515,7 @@ enum class TorchSpecial {
   not_scripting,       // torch.jit.is_scripting() / is_tracing(): False while capturing
   has_torch_function,  // torch.overrides' dispatch tests
   group_by_device_and_dtype,  // torch._C._group_tensors_by_device_and_dtype: a dict of lists of the tensors given
+  tensor_method,       // torch.numel(t): t.numel(), the tensor's own method (a size, symbolic where it is)
   of_examples,         // a Python value that depends only on the guarded type, dtype, device and layout of
                        // the tensors given: computed on their examples (_has_compatible_shallow_copy_type)
   vmap,                // torch.vmap / torch.func.vmap: a Vmapped value (tracer/values/vmapped.cpp)
@@ -520,7 +532,8 @@ enum class TorchSpecial {
   functional_call,     // torch.func.functional_call (not the deprecated torch.nn.utils.stateless one, as TorchDynamo)
   grad_impl,           // functorch's grad_impl(func, argnums, has_aux, args, kwargs): a FuncGrad called
   grad_and_value_impl, // functorch's grad_and_value_impl(...): the same
-  effect,              // seeds, save/load, process settings, compile: a break
+  compile,             // torch.compile(fn) while capturing: fn itself, inlined where it is called (as TorchDynamo)
+  effect,              // seeds, save/load, process settings: a break
   unguarded_state,     // reads state the guards do not check (torch.is_inference_mode_enabled): a break
 };
 TorchSpecial torch_special(PyObject* fn);

@@ -70,7 +70,7 @@ bool numpy_scalar(PyObject* o) {
   return false;
 }
 
-static bool is_const_tree(PyObject* o) {
+bool is_const_tree(PyObject* o) {
   if (is_exact_const(o)) return true;
   if (PyTuple_CheckExact(o) || PyFrozenSet_CheckExact(o)) {
     Ref it = Ref::steal(PyObject_GetIter(o));
@@ -111,6 +111,26 @@ static Ref meta_like(PyObject* t) {
   return made;
 }
 
+namespace {
+// An instance of a namedtuple class that is a tuple as the trace models one: no instance attributes
+// (typing.NamedTuple and namedtuple() classes have __slots__ = (); a subclass without __slots__ has
+// a __dict__, which must be empty: guarded so by the caller), and tuple's own item access, iteration
+// and length (a subclass overriding them is an object like any other).
+bool namedtuple_instance(PyObject* o) {
+  PyTypeObject* tp = Py_TYPE(o);
+  if (!PyTuple_Check(o) || !namedtuple_class(reinterpret_cast<PyObject*>(tp))) return false;
+  if (tp->tp_dictoffset != 0) {
+    PyObject** dict = _PyObject_GetDictPtr(o);
+    if (!dict || (*dict && PyDict_GET_SIZE(*dict) != 0)) return false;
+  }
+  for (const char* name : {"__getitem__", "__iter__", "__len__"}) {
+    Ref nm = Ref::steal(PyUnicode_InternFromString(name));
+    if (!nm || _PyType_Lookup(tp, nm.get()) != _PyType_Lookup(&PyTuple_Type, nm.get())) return PyErr_Clear(), false;
+  }
+  return true;
+}
+}  // namespace
+
 VPtr ValueBuilder::wrap(Ref obj, SourcePtr source, Frame& f) {
   std::string key = source ? source->text() : "";
   if (source) {
@@ -130,7 +150,7 @@ VPtr ValueBuilder::wrap(Ref obj, SourcePtr source, Frame& f) {
         {&PyUnicode_Type, &ValueBuilder::wrap_constant},
         {&PyBytes_Type, &ValueBuilder::wrap_constant},
         {&PyComplex_Type, &ValueBuilder::wrap_constant},
-        {&PySlice_Type, &ValueBuilder::wrap_constant},
+        {&PySlice_Type, &ValueBuilder::wrap_slice},
         {Py_TYPE(Py_Ellipsis), &ValueBuilder::wrap_constant},
         {type(py().torch_dtype.get()), &ValueBuilder::wrap_constant},
         {type(py().torch_device.get()), &ValueBuilder::wrap_constant},
@@ -169,10 +189,24 @@ VPtr ValueBuilder::wrap(Ref obj, SourcePtr source, Frame& f) {
   if (PyTuple_Check(o) && !(Py_TYPE(o)->tp_flags & Py_TPFLAGS_HEAPTYPE) &&
       std::strncmp(Py_TYPE(o)->tp_name, "torch.return_types.", 19) == 0)  // max(dim=)'s (values, indices) ...
     return wrap_sequence(obj, source, key, f);
+  if (namedtuple_instance(o)) {  // a collections.namedtuple / typing.NamedTuple: a tuple of its class
+    if (Py_TYPE(o)->tp_dictoffset != 0) {
+      if (!source) return wrap_object(obj, source, key, f);
+      SourcePtr dict = Source::attr(source, "__dict__");
+      if (Guard* g = t_.add_guard(GuardKind::LENGTH_CHECK, dict, {}, f, "len(" + dict->text() + ") == 0")) g->length = 0;
+    }
+    VPtr v = wrap_sequence(obj, source, key, f);
+    if (v && v->kind == VK::Tuple && v->obj) {
+      v->self = wrap(Ref::borrow(v->obj.get()), source ? Source::attr(source, "__class__") : nullptr, f);
+      if (!v->self) return nullptr;
+    }
+    return v;
+  }
   if (source && PyDict_Check(o) && plain_class(Py_TYPE(o)))  // a dict subclass of Python code: ModelOutput ...
     if (VPtr v = wrap_dict_instance(obj, source, key, f); v || !ok_) return v;
   return wrap_object(obj, source, key, f);  // modules, classes, builtins, torch functions, other objects
 }
+
 
 // One mutable container reached under a second source (a list shared by two dicts): the same value,
 // so that a change through one is seen through the other, while both stay one object. Null with ok_
@@ -307,6 +341,26 @@ VPtr ValueBuilder::wrap_constant(const Ref& obj, const SourcePtr& source, const 
   }
   v = t_.make(VK::Const);
   v->obj = obj;
+  return remember(source, key, v);
+}
+
+// A slice: a constant, unless a bound is not (slice(i[0], None) made before a break, its start a
+// tensor): then a Slice value of its bounds, each read from the slice, as one made in the trace.
+VPtr ValueBuilder::wrap_slice(const Ref& obj, const SourcePtr& source, const std::string& key, Frame& f) {
+  auto* sl = reinterpret_cast<PySliceObject*>(obj.get());
+  PyObject* parts[] = {sl->start, sl->stop, sl->step};
+  if (std::all_of(std::begin(parts), std::end(parts), [](PyObject* p) { return is_const_tree(p); }))
+    return wrap_constant(obj, source, key, f);
+  if (!source) return wrap_object(obj, source, key, f);
+  t_.add_guard(GuardKind::TYPE_MATCH, source, Ref::borrow(reinterpret_cast<PyObject*>(&PySlice_Type)), f,
+               "___check_type_id(" + key + ", slice)");
+  VPtr v = t_.make(VK::Slice);
+  const char* names[] = {"start", "stop", "step"};
+  for (int i = 0; i < 3; ++i) {
+    VPtr part = wrap(Ref::borrow(parts[i]), Source::attr(source, names[i]), f);
+    if (!part) return nullptr;
+    v->items.push_back(part);
+  }
   return remember(source, key, v);
 }
 

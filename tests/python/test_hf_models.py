@@ -297,6 +297,10 @@ CALL_FORMS = {
     "gpt2_lm_head_labels": (lambda T: T.GPT2LMHeadModel(_cfg("gpt2")), lambda s, m: dict(input_ids=_ids(s), labels=_ids(s)), False),
     "bert_sequence_classification_labels": (lambda T: T.BertForSequenceClassification(_cfg("bert")),
                                             lambda s, m: dict(input_ids=_ids(s), labels=_two(s)), False),
+    # DeBERTa-v2's ContextPooler builds its activation in forward (ACT2FN[...]: GELUActivation())
+    "deberta_v2_sequence_classification_regression": (
+        lambda T: T.DebertaV2ForSequenceClassification(T.DebertaV2Config(**SMALL, num_labels=1)),
+        lambda s, m: dict(input_ids=_ids(s), labels=torch.tensor([0.5, -1.0]) * (s + 1)), False),
     "roberta_masked_lm_labels": (lambda T: T.RobertaForMaskedLM(_cfg("roberta")),
                                  lambda s, m: dict(input_ids=_ids(s), attention_mask=_padded(left=False), labels=_ids(s)), False),
     "vit_image_classification_labels": (lambda T: T.ViTForImageClassification(_cfg("vit")),

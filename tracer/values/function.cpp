@@ -121,6 +121,11 @@ struct Kind<VK::Function> {
         PyErr_Clear();
         return t.brk(f, "DV0025", "call to " + callable_name(orig ? orig.get() : fn->obj.get()) + ", marked torch.compiler.disable");
       }
+      if (Ref orig = compiled_original(fn->obj.get())) {  // torch.compile(fn) made outside: fn, inlined
+        VPtr inner = t.wrap(orig, fn->source ? Source::attr(fn->source, "_torchdynamo_orig_callable") : nullptr, f);
+        if (!inner) return t.brk(f, "DV0004", "call to " + callable_name(orig.get()) + ", compiled by torch.compile");
+        return t.call(f, inner, std::move(args), std::move(kwargs), out);
+      }
       bool library = false;  // Python functions dynview runs natively (copy.deepcopy ...)
       if (Status s = t.call_library(f, fn, args, kwargs, out, library); s || library) return s;
       if (allowed_in_graph(fn->obj.get()))  // torch.compiler.allow_in_graph: one node of the graph

@@ -3,6 +3,8 @@
 // __setattr__), truth, iteration, and the builtin methods the class inherits -- object's, and for
 // dict and OrderedDict subclasses (transformers' ModelOutput) the dict's, over the instance's
 // contents. The transformed code rebuilds an instance that escapes the trace (codegen.cpp).
+#include <cstring>
+
 #include "tracer/pycache.h"
 #include "tracer/translator.h"
 #include "tracer/rebuild.h"
@@ -207,6 +209,26 @@ Translator::Status Translator::instance_getattr(Frame& f, const VPtr& obj, const
   return s;
 }
 
+namespace {
+SourcePtr class_source(const VPtr& obj) { return obj->self ? obj->self->source : nullptr; }
+}  // namespace
+
+// A descriptor found on the class of an instance (`cls`: where the class is read) whose own class defines `method`
+// (__get__, __set__) as a Python function: that method inlined with the descriptor as self. The
+// descriptor is read through the class as loaded, so it is guarded like any class attribute.
+// No Status when that method is not a Python function.
+std::optional<Translator::Status> Translator::call_descriptor(Frame& f, SourcePtr cls, const std::string& name, PyObject* descr_obj,
+                                                              const char* method, std::vector<VPtr> rest, VPtr& out) {
+  static PyObject* get_name = interned("__get__");
+  static PyObject* set_name = interned("__set__");
+  PyObject* fn = _PyType_Lookup(Py_TYPE(descr_obj), std::strcmp(method, "__set__") == 0 ? set_name : get_name);
+  if (!fn || !PyFunction_Check(fn)) return std::nullopt;
+  VPtr descr = wrap(Ref::borrow(descr_obj), cls ? Source::attr(cls, name) : nullptr, f);
+  if (!descr) return brk(f, "DV0005", "descriptor " + name + " of a " + Py_TYPE(descr_obj)->tp_name + " cannot be traced");
+  rest.insert(rest.begin(), descr);
+  return call_python(f, Ref::borrow(fn), std::move(rest), out);
+}
+
 // object.__getattribute__: data descriptors, the instance's __dict__, then the class.
 Translator::Status Translator::instance_generic_getattr(Frame& f, const VPtr& obj, const std::string& name, VPtr& out) {
   auto* tp = class_of(obj);
@@ -222,6 +244,7 @@ Translator::Status Translator::instance_generic_getattr(Frame& f, const VPtr& ob
   PyObject* cls_attr = _PyType_Lookup(tp, nm.get());
   if (cls_attr && Py_TYPE(cls_attr)->tp_descr_set) {  // data descriptors first: properties
     if (Ref getter = python_getter(cls_attr)) return call_python(f, getter, {obj}, out);
+    if (auto s = call_descriptor(f, class_source(obj), name, cls_attr, "__get__", {obj, obj->self}, out)) return *s;
     return brk(f, "DV0005", "descriptor " + name + " of " + tp->tp_name);
   }
   for (size_t i = 0; i < obj->attrs->keys.size(); ++i)  // the instance's own attributes
@@ -248,12 +271,8 @@ Translator::Status Translator::instance_generic_getattr(Frame& f, const VPtr& ob
     // Another descriptor (functools.cached_property, torch.distributions' lazy_property): its
     // __get__(obj, cls) when that is Python, inlined; reading it through the class would give what
     // __get__(None, cls) gives instead.
-    static PyObject* get_name = interned("__get__");
-    PyObject* get = _PyType_Lookup(Py_TYPE(cls_attr), get_name);
-    if (!get || !PyFunction_Check(get)) return brk(f, "DV0005", "descriptor " + name + " of " + tp->tp_name);
-    VPtr descr = wrap(Ref::borrow(cls_attr), obj->self && obj->self->source ? Source::attr(obj->self->source, name) : nullptr, f);
-    if (!descr) return brk(f, "DV0005", "descriptor " + name + " of " + tp->tp_name + " cannot be traced");
-    return call_python(f, Ref::borrow(get), {descr, obj, obj->self}, out);
+    if (auto s = call_descriptor(f, class_source(obj), name, cls_attr, "__get__", {obj, obj->self}, out)) return *s;
+    return brk(f, "DV0005", "descriptor " + name + " of " + tp->tp_name);
   }
   // Anything else the class holds (staticmethods, constants, registries): read through the class
   // as loaded, so it is guarded like any class attribute.
@@ -281,6 +300,8 @@ Translator::Status Translator::instance_setattr(Frame& f, const VPtr& obj, const
       }
       PyErr_Clear();
     }
+    VPtr r;  // a descriptor class's own Python __set__ (a typed field writing obj.__dict__), inlined
+    if (auto s = call_descriptor(f, class_source(obj), name, descr, "__set__", {obj, value}, r)) return *s;
     return brk(f, "DV0008", "assignment to property or descriptor '" + name + "' of " + tp->tp_name);
   }
   dict_set(*obj->attrs, nm, value);

@@ -55,10 +55,23 @@ struct Kind<VK::Iter> {
     out = v;
     return std::nullopt;
   }
-  static constexpr auto getattr = no_answer::getattr;
+  static Status getattr(Translator& t, Frame& f, const VPtr& obj, const std::string& name, VPtr& out) {
+    if (obj->frame && (name == "send" || name == "throw")) {  // a generator's: contextlib's managers call them
+      out = t.bound_method(obj, Ref(), name);
+      return std::nullopt;
+    }
+    return no_answer::getattr(t, f, obj, name, out);
+  }
   static constexpr auto call = no_answer::call;
   static constexpr auto setattr = no_answer::setattr;
-  static constexpr auto call_method = no_answer::call_method;
+  static Status call_method(Translator& t, Frame& f, const VPtr& m, std::vector<VPtr>& args, KwArgs& kwargs, VPtr& out) {
+    const bool thrown = m->name == "throw";
+    if (!m->self->frame || args.empty() || args.size() > (thrown ? 3u : 1u) || !kwargs.empty() || (m->name != "send" && !thrown))
+      return no_answer::call_method(t, f, m, args, kwargs, out);
+    // throw(exc), or 3.11 contextlib's throw(type, value, traceback): the value when there is one
+    const bool with_value = thrown && args.size() >= 2 && !(args[1]->kind == VK::Const && args[1]->obj.get() == Py_None);
+    return t.generator_send(f, m->self, thrown, with_value ? args[1] : args[0], out);
+  }
   static bool reconstruct(cg::Rebuilder& r, const VPtr& v) {
     // iter((the items not taken yet,)), as TorchDynamo's ListIteratorVariable: an iterator over a
     // list, tuple, dict or range of the trace that lives across a break. Lazy ones: see lazy_rebuild.

@@ -1,5 +1,6 @@
 // nn modules constructed in the traced code (nn.Softmax(dim=-1)(h), nn.Identity()(h) inside a
-// forward): torch.nn's own stateless modules, built now from constant arguments. One that holds no
+// forward): torch.nn's own stateless modules, and library ones whose Python __init__ only sets
+// constants and functions (transformers' activations), built now from constant arguments. One that holds no
 // parameters, buffers, submodules or hooks is a function of its constant arguments, so the module
 // built at trace time stands for the one each call builds; its forward is inlined like any module's.
 // The value has no source (its attributes are constants of the trace) and is marked made in the
@@ -31,6 +32,97 @@ bool torch_nn_class(PyObject* cls) {
   return init && PyFunction_Check(init) && module_name_starts(init, "torch.") && made == _PyType_Lookup(&PyBaseObject_Type, new_name);
 }
 
+// An __init__ that only sets attributes of the module (self.x = ...) and calls super().__init__()
+// with no arguments: building the module now has no effect that each call would repeat (no other
+// call, no write to a global, a closure, an item or another object's attribute).
+bool init_only_sets_attributes(PyObject* init) {
+  const CodeFacts* facts = code_facts(PyFunction_GET_CODE(init));
+  if (!facts) return PyErr_Clear(), false;
+  auto* co = reinterpret_cast<PyCodeObject*>(facts->code.get());
+  const auto& ins = facts->decoded.instrs;
+  using bc::Name;
+  auto named = [&](const bc::Instr& in, const char* n) {
+    return in.index >= 0 && in.index < PyTuple_GET_SIZE(co->co_names) && str_of(PyTuple_GET_ITEM(co->co_names, in.index)) == n;
+  };
+  auto before = [&](size_t i) -> const bc::Instr* {  // the instruction before i, past PRECALL and EXTENDED_ARG
+    while (i > 0) {
+      const bc::Instr& p = ins[--i];
+      if (p.name != Name::PRECALL && p.name != Name::EXTENDED_ARG && p.name != Name::CACHE) return &p;
+    }
+    return nullptr;
+  };
+  for (size_t i = 0; i < ins.size(); ++i) {
+    const bc::Instr& in = ins[i];
+    switch (in.name) {
+      case Name::STORE_GLOBAL: case Name::DELETE_GLOBAL: case Name::STORE_DEREF: case Name::DELETE_DEREF: case Name::STORE_SUBSCR:
+      case Name::DELETE_SUBSCR: case Name::STORE_SLICE: case Name::DELETE_ATTR: case Name::IMPORT_NAME: case Name::CALL_FUNCTION_EX:
+      case Name::CALL_KW: case Name::YIELD_VALUE: case Name::RAISE_VARARGS: case Name::RERAISE:
+        return false;
+      case Name::STORE_ATTR: {  // onto self (local 0) only
+        const bc::Instr* p = before(i);
+        if (!p || !((p->name == Name::LOAD_FAST && p->index == 0) || (p->name == Name::LOAD_FAST_LOAD_FAST && p->index2 == 0))) return false;
+        break;
+      }
+      case Name::CALL: {  // super() and super().__init__(), nothing else
+        const bc::Instr* p = before(i);
+        if (!p || in.arg != 0) return false;
+        const bool super_call = p->name == Name::LOAD_GLOBAL && named(*p, "super");
+        const bool super_init = (p->name == Name::LOAD_SUPER_ATTR && named(*p, "__init__")) ||
+                                ((p->name == Name::LOAD_METHOD || p->name == Name::LOAD_ATTR) && named(*p, "__init__") && before(static_cast<size_t>(p - ins.data())) &&
+                                 before(static_cast<size_t>(p - ins.data()))->name == Name::CALL);
+        if (!super_call && !super_init) return false;
+        break;
+      }
+      default:
+        break;
+    }
+  }
+  return true;
+}
+
+// A library's or user's module class whose own __init__ is Python (transformers' GELUActivation,
+// which ACT2FN["gelu"] builds on every lookup): built now as well when each such __init__ only sets
+// the module's attributes (init_only_sets_attributes); what it leaves is checked after (plain_module_state).
+bool python_init_class(PyObject* cls) {
+  auto* tp = reinterpret_cast<PyTypeObject*>(cls);
+  static PyObject* new_name = PyUnicode_InternFromString("__new__");
+  if (_PyType_Lookup(tp, new_name) != _PyType_Lookup(&PyBaseObject_Type, new_name)) return false;
+  PyObject* mro = tp->tp_mro;
+  for (Py_ssize_t i = 0; mro && i < PyTuple_GET_SIZE(mro); ++i) {
+    PyObject* base = PyTuple_GET_ITEM(mro, i);
+    if (module_name_starts(base, "torch.")) break;  // nn.Module's own __init__ and up
+    PyObject* d = reinterpret_cast<PyTypeObject*>(base)->tp_dict;
+    PyObject* init = d ? PyDict_GetItemString(d, "__init__") : nullptr;
+    if (!init) continue;
+    if (!PyFunction_Check(init) || !init_only_sets_attributes(init)) return false;
+  }
+  return true;
+}
+
+// What a Python __init__ left on a module built now: only what a bare nn.Module has, plus constants,
+// functions and methods (self.act = nn.functional.gelu, self.act = self._gelu_python). A tensor or
+// other object it made would be made anew, and different, on every call.
+bool plain_module_state(PyObject* m) {
+  PyObject** dictptr = _PyObject_GetDictPtr(m);
+  if (!dictptr || !*dictptr) return false;
+  static PyObject* bare = [] {
+    Ref mod = Ref::steal(PyObject_CallNoArgs(py().nn_Module.get()));
+    PyObject* d = mod ? PyObject_GetAttrString(mod.get(), "__dict__") : nullptr;  // kept for the process
+    if (!d) PyErr_Clear();
+    return d;
+  }();
+  if (!bare) return false;
+  Py_ssize_t pos = 0;
+  PyObject *k, *v;
+  while (PyDict_Next(*dictptr, &pos, &k, &v)) {
+    if (PyDict_Contains(bare, k) == 1) continue;
+    const bool plain = is_const_tree(v) || PyFunction_Check(v) || PyCFunction_Check(v) ||
+                       (PyMethod_Check(v) && PyMethod_GET_SELF(v) == m && PyFunction_Check(PyMethod_GET_FUNCTION(v)));
+    if (!plain) return false;
+  }
+  return true;
+}
+
 // A constant argument: a constant, or a tuple or list of them (nn.ConstantPad1d((left, right), 0)).
 bool constant_tree(const VPtr& v) {
   if (v->kind == VK::Const) return true;
@@ -59,7 +151,8 @@ bool empty_dict_attr(PyObject* m, const char* name) {
 Translator::Status Translator::construct_module(Frame& f, PyObject* cls, std::vector<VPtr>& args,
                                                 std::vector<std::pair<std::string, VPtr>>& kwargs, VPtr& out) {
   const std::string what = "constructing module " + std::string(reinterpret_cast<PyTypeObject*>(cls)->tp_name) + " inside the traced code";
-  if (!torch_nn_class(cls)) return brk(f, "DV0004", what, "build the module in __init__");
+  const bool python_init = !torch_nn_class(cls);
+  if (python_init && !python_init_class(cls)) return brk(f, "DV0004", what, "build the module in __init__");
   Ref pargs = Ref::steal(PyTuple_New(static_cast<Py_ssize_t>(args.size())));
   for (size_t i = 0; i < args.size(); ++i) {
     auto a = constant_tree(args[i]) ? to_python(args[i], false) : std::nullopt;
@@ -77,6 +170,8 @@ Translator::Status Translator::construct_module(Frame& f, PyObject* cls, std::ve
   for (const char* member : {"_parameters", "_buffers", "_modules", "_forward_hooks", "_forward_pre_hooks", "_backward_hooks"})
     if (!empty_dict_attr(m.get(), member))
       return brk(f, "DV0004", what + ": it holds " + member + " (made anew on every call)", "build the module in __init__");
+  if (python_init && !plain_module_state(m.get()))
+    return brk(f, "DV0004", what + ": its __init__ leaves objects on it that each call would make anew", "build the module in __init__");
   out = make(VK::NNModule);
   out->obj = m;
   out->flag = true;  // made in the trace

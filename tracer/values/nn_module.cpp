@@ -1,5 +1,7 @@
 // nn.Modules (VK::NNModule): obj = the module; its parameters, buffers and submodules are read through
 // _parameters/_buffers/_modules and guarded by source.
+#include <cstring>
+
 #include "tracer/pycache.h"
 #include "tracer/rebuild.h"
 #include "tracer/values/kind.h"
@@ -155,6 +157,13 @@ struct Kind<VK::NNModule> {
       }
       PyErr_Clear();
     }
+    if (cls_attr && !Py_TYPE(cls_attr)->tp_descr_get && obj->source) {
+      // Another class attribute that is no descriptor (a tensor, a list or dict of settings, a
+      // class): read through the module, as Python does, and guarded so.
+      out = t.wrap(Ref::borrow(cls_attr), Source::attr(obj->source, name), f);
+      if (!out) return t.brk(f, "DV0013", "class attribute " + name + " of module " + Py_TYPE(m)->tp_name + " cannot be traced");
+      return std::nullopt;
+    }
     if (name == "__dict__" && dictptr && *dictptr) {
       // self.__dict__ (diffusers' ModelMixin.__getattr__ reads it): the instance dict, its entries
       // read and guarded one by one, as a dict passed in
@@ -175,6 +184,17 @@ struct Kind<VK::NNModule> {
   }
   static Status call(Translator& t, Frame& f, const VPtr& fn, std::vector<VPtr>& args, KwArgs& kwargs, VPtr& out) {
     PyObject* m = fn->obj.get();
+    if (std::strcmp(Py_TYPE(m)->tp_name, "OptimizedModule") == 0) {
+      // torch.compile(module) made outside: the module it wraps (its _orig_mod), captured with the
+      // rest, as TorchDynamo inlines a nested torch.compile
+      PyObject** dictptr = _PyObject_GetDictPtr(m);
+      PyObject* mods = dictptr && *dictptr ? PyDict_GetItemString(*dictptr, "_modules") : nullptr;
+      PyObject* orig = mods && PyDict_Check(mods) ? PyDict_GetItemString(mods, "_orig_mod") : nullptr;
+      VPtr inner = orig ? t.wrap(Ref::borrow(orig), fn->source ? Source::module_member(fn->source, "_modules", "_orig_mod") : nullptr, f)
+                        : nullptr;
+      if (!inner) return t.brk(f, "DV0004", "call to a module compiled by torch.compile whose module cannot be traced");
+      return t.call(f, inner, std::move(args), std::move(kwargs), out);
+    }
     Ref forward = Ref::steal(PyObject_GetAttrString(reinterpret_cast<PyObject*>(Py_TYPE(m)), "forward"));
     if (!forward || !PyFunction_Check(forward.get()))
       return PyErr_Clear(), t.brk(f, "DV0004", "module " + std::string(Py_TYPE(m)->tp_name) + " has no Python forward");

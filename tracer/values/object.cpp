@@ -98,6 +98,14 @@ Status object_getattr(Translator& t, Frame& f, const VPtr& obj, const std::strin
     Ref nm = Ref::steal(PyUnicode_FromString(name.c_str()));
     PyObject* cls_attr = _PyType_Lookup(Py_TYPE(o), nm.get());
     if (Ref getter = python_getter(cls_attr)) return t.call_python(f, getter, {obj}, out);
+    // A data descriptor whose class is Python (a typed field): its __get__ inlined too, so that it
+    // reads what the trace wrote through its __set__.
+    if (cls_attr && Py_TYPE(cls_attr)->tp_descr_set && obj->source) {
+      SourcePtr cls_source = Source::attr(obj->source, "__class__");
+      VPtr cls = t.wrap(Ref::borrow(reinterpret_cast<PyObject*>(Py_TYPE(o))), cls_source, f);
+      if (cls)
+        if (auto s = t.call_descriptor(f, cls_source, name, cls_attr, "__get__", {obj, cls}, out)) return *s;
+    }
   }
   Ref r = Ref::steal(PyObject_GetAttrString(o, name.c_str()));
   if (!r) {
@@ -166,6 +174,13 @@ Status object_setattr(Translator& t, Frame& f, const VPtr& owner, const std::str
     return t.brk(f, "DV0008", std::string("assignment to attribute '") + name + "' of a " + vk_name(owner->kind), hint);
   PyObject* o = owner->obj.get();
   PyTypeObject* tp = Py_TYPE(o);
+  if (name == "__traceback__" && PyExceptionInstance_Check(o) && !owner->source && value->obj &&
+      (value->obj.get() == Py_None || PyTraceBack_Check(value->obj.get()))) {
+    // exc.__traceback__ = tb (contextlib's __exit__, re-raising) of an exception raised in the
+    // trace: that exception object is the trace's own, set now
+    if (PyObject_SetAttrString(o, "__traceback__", value->obj.get()) < 0) return t.raise_current(f, "setting __traceback__");
+    return std::nullopt;
+  }
   if (PyType_Check(o) || PyModule_Check(o) || !(tp->tp_flags & Py_TPFLAGS_HEAPTYPE))
     return t.brk(f, "DV0008", "assignment to attribute '" + name + "' of " + tp->tp_name, hint);
   // Only plain instance attributes: nn.Module's __setattr__ for names that are not parameters,
@@ -178,8 +193,12 @@ Status object_setattr(Translator& t, Frame& f, const VPtr& owner, const std::str
     return t.brk(f, "DV0008", std::string("assignment to attribute '") + name + "' of " + tp->tp_name + ", which defines __setattr__", hint);
   Ref nm = Ref::steal(PyUnicode_FromString(name.c_str()));
   PyObject* descr = _PyType_Lookup(tp, nm.get());
-  if (descr && Py_TYPE(descr)->tp_descr_set)
+  if (descr && Py_TYPE(descr)->tp_descr_set) {
+    VPtr r;  // a descriptor class's own Python __set__ (a typed field writing obj.__dict__), inlined
+    if (!module && owner->source)
+      if (auto s = t.call_descriptor(f, Source::attr(owner->source, "__class__"), name, descr, "__set__", {owner, value}, r)) return *s;
     return t.brk(f, "DV0008", "assignment to property or descriptor '" + name + "' of " + tp->tp_name, hint);
+  }
   if (module) {
     PyObject** dictptr = _PyObject_GetDictPtr(o);
     for (const char* member : {"_parameters", "_buffers", "_modules"}) {

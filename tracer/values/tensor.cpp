@@ -178,8 +178,12 @@ struct Kind<VK::Tensor> {
     if (name == "data" || name == "grad" || name == "_base")
       return t.brk(f, "DV0005", "Tensor." + name + " is not traced", "use the tensor itself, or .detach()");
     Ref nm = Ref::steal(PyUnicode_FromString(name.c_str()));
-    if (!_PyType_Lookup(reinterpret_cast<PyTypeObject*>(py().torch_Tensor.get()), nm.get()))
-      return t.brk(f, kNoAttributeId, "'Tensor' object has no attribute '" + name + "'");  // AttributeError in eager
+    PyObject* attr = _PyType_Lookup(reinterpret_cast<PyTypeObject*>(py().torch_Tensor.get()), nm.get());
+    if (!attr) return t.brk(f, kNoAttributeId, "'Tensor' object has no attribute '" + name + "'");  // AttributeError in eager
+    // A data attribute not answered above (x._version, x.grad_fn, x.output_nr, x.nbytes): state of
+    // the real tensor, which the example does not have; not a method to bind.
+    if (Py_IS_TYPE(attr, &PyGetSetDescr_Type) || Py_IS_TYPE(attr, &PyMemberDescr_Type) || PyObject_TypeCheck(attr, &PyProperty_Type))
+      return t.brk(f, "DV0005", "Tensor." + name + " is not traced", "read it outside the compiled function");
     out = t.bound_method(obj, Ref(), name);
     return std::nullopt;
   }

@@ -1,0 +1,426 @@
+"""Plain-Python cases for test_python_cases.py on values that come in from outside or are made from
+other traced values: typed-field descriptors (a class whose own __get__/__set__ keep a checked value
+in the instance's __dict__), namedtuples and typing.NamedTuples passed in (unpacked, indexed,
+iterated, their methods called), torch.tensor([...]) of one-element tensors and of NumPy scalars,
+torch.numel, and unary operators (-v, ~v, abs(v)) defined by a Python class. Appended to
+python_cases.CASES like python_cases_more's."""
+import collections
+import contextlib
+import math
+import typing
+
+import numpy as np
+import torch
+import torch.nn as nn
+
+from python_cases import NOT_YET, case, module_case
+
+
+# ---- descriptors of Python classes: __set__ and __get__ inlined ----
+class Clamped:
+    """A validated field in the style of config libraries: stored in obj.__dict__ under its name."""
+
+    def __init__(self, low, high):
+        self.low, self.high = low, high
+
+    def __set_name__(self, owner, name):
+        self.name = name
+
+    def __get__(self, obj, objtype=None):
+        if obj is None:
+            return self
+        return obj.__dict__[self.name]
+
+    def __set__(self, obj, value):
+        obj.__dict__[self.name] = min(max(value, self.low), self.high)
+
+
+class Scaled:
+    """A field kept under a private name and read back scaled (setattr/getattr on the instance)."""
+
+    def __set_name__(self, owner, name):
+        self.private = "_" + name
+
+    def __get__(self, obj, objtype=None):
+        return self if obj is None else getattr(obj, self.private) * 2
+
+    def __set__(self, obj, value):
+        setattr(obj, self.private, value + 1)
+
+
+class DropoutConfig:
+    rate = Clamped(0.0, 0.9)
+    temperature = Clamped(0.5, 4.0)
+
+    def __init__(self, rate, temperature=1.0):
+        self.rate = rate
+        self.temperature = temperature
+
+
+class Gain:
+    weight = Scaled()
+
+    def __init__(self, weight):
+        self.weight = weight
+
+
+@case((3, 4))
+def descriptor_fields_of_config_made_inside(x):
+    cfg = DropoutConfig(1.7, temperature=0.1)  # both clamped by __set__
+    return torch.softmax(x / cfg.temperature, dim=-1) * (1 - cfg.rate)
+
+
+@case((3,), extra=lambda seed: (DropoutConfig(0.25),))
+def descriptor_field_set_on_config_passed_in(x, cfg):
+    x = x * 2
+    cfg.temperature = 9.0  # clamped to 4.0, written into the caller's object
+    return x / cfg.temperature + cfg.rate
+
+
+@case((3,), extra=lambda seed: (Gain(torch.full((3,), float(seed))),))
+def descriptor_writing_private_attr_then_read(x, g):
+    g.weight = x  # stored as g._weight = x + 1
+    return g.weight + g._weight
+
+
+@case((3,))
+def descriptor_field_of_object_made_and_returned(x):
+    g = Gain(x.sum())
+    g.weight = g.weight * 3
+    return g._weight, x + g.weight
+
+
+# ---- namedtuples passed in: tuples of their class ----
+LSTMState = collections.namedtuple("LSTMState", ["h", "c"])
+
+
+class Boxes(typing.NamedTuple):
+    xyxy: torch.Tensor
+    scores: torch.Tensor
+    min_score: float = 0.0
+
+    @property
+    def widths(self):
+        return self.xyxy[:, 2] - self.xyxy[:, 0]
+
+    def kept(self):
+        return self.scores > self.min_score
+
+
+class Span(collections.namedtuple("Span", "start end")):
+    __slots__ = ()
+
+    def length(self):
+        return self.end - self.start
+
+
+class Record(collections.namedtuple("Record", "key value")):  # no __slots__: instances have a __dict__
+    def doubled(self):
+        return self._replace(value=self.value * 2)
+
+
+class LSTMCellStep(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.cell = nn.LSTMCell(4, 4)
+
+    def forward(self, x, state):
+        h, c = state  # the state tuple of the previous step, unpacked
+        h, c = self.cell(x, (h, c))
+        return h, LSTMState(h, c)
+
+
+module_case(LSTMCellStep, (2, 4),
+            extra=lambda seed: (LSTMState(torch.randn(2, 4, generator=torch.Generator().manual_seed(seed)), torch.zeros(2, 4)),))
+
+
+@case((3,), extra=lambda seed: (LSTMState(torch.full((3,), 1.0 + seed), torch.ones(3)),))
+def namedtuple_passed_in_indexed_and_iterated(x, state):
+    total = sum(t * x for t in state)
+    return total + state[-1] * len(state), state.h
+
+
+@case(extra=lambda seed: (Boxes(torch.tensor([[0.0, 0.0, 2.0, 1.0], [1.0, 1.0, 4.0, 3.0]]) + seed,
+                                torch.tensor([0.3, 0.7]), 0.5),))
+def typing_namedtuple_passed_in_property_and_method(boxes):
+    xyxy, scores, _ = boxes
+    return boxes.widths * boxes.kept(), xyxy.sum(), scores.max(), boxes._replace(min_score=1.0).min_score
+
+
+@case((3,), extra=lambda seed: ([Span(0, 2), Span(1, 3)],))
+def namedtuple_subclass_method_in_list(x, spans):
+    return sum(x[s.start:s.end].sum() * s.length() for s in spans)
+
+
+@case((3,), extra=lambda seed: (Record("w", torch.full((3,), float(seed))),))
+def namedtuple_subclass_with_dict_unpacked(x, rec):
+    key, value = rec.doubled()
+    return x * value, key.upper(), isinstance(rec, tuple)
+
+
+@case((2, 3), extra=lambda seed: (LSTMState(torch.ones(2, 3) * seed, torch.ones(2, 3)),))
+def namedtuple_asdict_fields_and_return(x, state):
+    parts = state._asdict()
+    out = {name: v + x for name, v in parts.items()}
+    return LSTMState(**out), state._fields, state
+
+
+# ---- torch.tensor of one-element tensors and of NumPy scalars ----
+@case((4, 3))
+def tensor_of_reduced_statistics(x):
+    stats = torch.tensor([x.min(), x.max(), x.mean(), 0.5])
+    return (x - stats[0]) / (stats[1] - stats[0]) + stats[2] * stats[3]
+
+
+@case((3,))
+def tensor_of_count_and_constant_with_dtype(x):
+    positive = (x > 0).sum()
+    return torch.tensor([positive, x.numel()], dtype=torch.float32) / 2
+
+
+@case((3,))
+def tensor_of_numpy_scalars(x):
+    table = np.array([0.5, 1.5, 2.5, 3.5])
+    return x * torch.tensor([table[0], table[2], table.mean()])
+
+
+# ---- torch.numel: the tensor's numel() ----
+@case((2, 5))
+def torch_numel_normalises(x):
+    x = x.abs()
+    return x.sum() / torch.numel(x), torch.numel(x[0])
+
+
+# ---- unary operators of a Python class ----
+class Quaternion:
+    def __init__(self, q):
+        self.q = q
+
+    def __neg__(self):
+        return Quaternion(-self.q)
+
+    def __pos__(self):
+        return self
+
+    def __invert__(self):  # the conjugate
+        return Quaternion(self.q * torch.tensor([1.0, -1.0, -1.0, -1.0]))
+
+    def __abs__(self):
+        return self.q.norm(dim=-1)
+
+
+@case((2, 4))
+def unary_operators_of_python_class(x):
+    q = Quaternion(x)
+    return (-q).q, (+q).q, (~q).q, abs(q) * math.pi
+
+
+@case((2, 4), extra=lambda seed: (Quaternion(torch.full((4,), 1.0 + seed)),))
+def unary_operators_of_object_passed_in(x, q):
+    return x + (-q).q, abs(~q)
+
+
+# ---- a slice object holding a tensor bound, made before a break ----
+@case((6,), extra=lambda seed: (torch.tensor([2 + seed]),))
+def slice_object_with_tensor_start(x, offsets):
+    window = slice(offsets[0], None)  # the tensor is read as an index: a break, as in TorchDynamo
+    return x[window] * 2
+
+
+# ---- keyword arguments whose names are Python keywords ----
+@case((4,))
+def keyword_named_from_passed_by_dict(x):
+    y = x * 2
+    return y + x.clone().random_(**{"from": 3, "to": 4})  # always 3
+
+
+# ---- tensor state the example does not have ----
+@case((3,))
+def version_counter_around_in_place(x):
+    before = x._version
+    x.add_(1)
+    return x._version - before
+
+
+NOT_YET["version_counter_around_in_place"] = (
+    "Tensor._version breaks (the value would be the example's, not the tensor's); TorchDynamo traces it: 1 graph")
+
+
+# ---- a tensor held by the module's class ----
+class ClassConstantOffset(nn.Module):
+    offset = torch.tensor([0.5, -1.0, 2.0])  # shared by every instance
+    scales = (1.0, 2.0)
+
+    def forward(self, x):
+        return (x + self.offset) * self.scales[1]
+
+
+module_case(ClassConstantOffset, (2, 3))
+
+
+# ---- assert over a tensor: torch._assert_async in the graph ----
+@case((4,))
+def assert_on_tensor_condition(x):
+    y = x.abs() + 1
+    assert (y > 0).all(), "magnitudes must be positive"
+    assert y.numel() == 4
+    assert y.min() >= 1
+    return y.log()
+
+
+# ---- a tensor in an empty list (registries of tensors seen so far) ----
+@case((3,))
+def tensor_in_empty_registry(x):
+    seen = []
+    y = x * 2
+    if y in seen:
+        return y
+    seen.append(y)
+    return y + len(seen)
+
+
+# ---- modules built in forward whose own __init__ is Python ----
+class ScaledGELU(nn.Module):  # in the style of transformers' activations, built by a lookup table
+    def __init__(self, scale=1.0, approximate=False):
+        super().__init__()
+        self.scale = scale
+        self.act = self._tanh_gelu if approximate else nn.functional.gelu
+
+    def _tanh_gelu(self, x):
+        return nn.functional.gelu(x, approximate="tanh")
+
+    def forward(self, x):
+        return self.act(x) * self.scale
+
+
+class _Lookup(dict):
+    def __getitem__(self, key):
+        cls, kwargs = super().__getitem__(key)
+        return cls(**kwargs)
+
+
+ACTIVATIONS = _Lookup({"gelu": (ScaledGELU, {}), "gelu_tanh_x2": (ScaledGELU, {"scale": 2.0, "approximate": True})})
+
+
+class PooledHead(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.dense = nn.Linear(4, 4)
+
+    def forward(self, hidden):
+        pooled = self.dense(hidden[:, 0])
+        return ACTIVATIONS["gelu"](pooled) + ACTIVATIONS["gelu_tanh_x2"](pooled)
+
+
+module_case(PooledHead, (2, 3, 4))
+
+
+class Jitter(nn.Module):  # its __init__ makes a tensor: each call's module has its own
+    def __init__(self):
+        super().__init__()
+        self.offset = torch.arange(3.0)
+
+    def forward(self, x):
+        return x + self.offset
+
+
+_built = []
+
+
+class Registered(nn.Module):  # its __init__ has an effect each call repeats
+    def __init__(self):
+        super().__init__()
+        _built.append(1)
+
+    def forward(self, x):
+        return x * 2
+
+
+@case((3,))
+def module_with_state_built_in_forward_breaks(x):
+    y = Jitter()(x + 1)
+    return Registered()(y) + 1
+
+
+NOT_YET["module_with_state_built_in_forward_breaks"] = (
+    "a module whose __init__ makes a tensor or has an effect, built in forward, breaks; TorchDynamo inlines its __init__: 1 graph")
+
+
+# ---- @contextmanager generators: the with-block's exception thrown into the generator ----
+@contextlib.contextmanager
+def ignoring_overflow():
+    try:
+        yield
+    except OverflowError:  # swallowed: the with statement goes on after the block
+        pass
+
+
+@contextlib.contextmanager
+def tracked(log, tag):
+    log.append("enter " + tag)
+    try:
+        yield len(log)
+    finally:
+        log.append("exit " + tag)  # runs on the way out of an exception too
+
+
+@case((3,))
+def contextmanager_swallows_exception_of_block(x):
+    y = x + 1
+    with ignoring_overflow():
+        y = y * 2
+        raise OverflowError("clipped")
+    return y - 1
+
+
+@case((3,), extra=lambda seed: ([],))
+def contextmanager_finally_then_exception_caught_outside(x, log):
+    y = x + 1
+    try:
+        with tracked(log, "outer") as depth:
+            y = y * depth
+            raise KeyError("missing")
+    except KeyError:
+        y = y - 1
+    return y + 1
+
+
+@case((3,))
+def generator_send_accumulates(x):
+    def running_sum():
+        total = 0
+        while True:
+            value = yield total
+            total = total + value
+    acc = running_sum()
+    next(acc)
+    acc.send(x)
+    return acc.send(x * 2)
+
+
+# ---- torch.compile inside the compiled code: what it compiles, captured with the rest ----
+def _double_unless(x, scale=None):
+    if scale is None:
+        scale = 2
+    return x * scale
+
+
+_compiled_double = torch.compile(_double_unless, backend="eager")
+
+
+@case((3,))
+def torch_compile_called_inside(x):
+    return torch.compile(_double_unless, backend="eager")(x) + 1
+
+
+@case((3,))
+def torch_compiled_function_from_outside(x):
+    return _compiled_double(x + 1, scale=3) - 1
+
+
+_compiled_linear = torch.compile(nn.Linear(3, 3), backend="eager")
+
+
+@case((2, 3))
+def torch_compiled_module_from_outside(x):
+    return _compiled_linear(x).relu()
