@@ -64,6 +64,32 @@ class Gain:
         self.weight = weight
 
 
+class Stored:
+    """No `obj is None` case: read through the class, it raises (guards must not read it so)."""
+
+    def __set_name__(self, owner, name):
+        self.key = "_" + name
+
+    def __get__(self, obj, objtype=None):
+        return obj.__dict__[self.key]
+
+    def __set__(self, obj, value):
+        obj.__dict__[self.key] = value
+
+
+class Calibration:
+    bias = Stored()
+
+    def __init__(self, bias):
+        self.bias = bias
+
+
+@case((3,), extra=lambda seed: (Calibration(0.5),))
+def descriptor_without_class_access_read_and_set(x, cal):
+    cal.bias = cal.bias + 1.0
+    return x + cal.bias
+
+
 @case((3, 4))
 def descriptor_fields_of_config_made_inside(x):
     cfg = DropoutConfig(1.7, temperature=0.1)  # both clamped by __set__
