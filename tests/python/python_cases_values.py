@@ -1,9 +1,12 @@
 """Plain-Python cases for test_python_cases.py on values that come in from outside or are made from
-other traced values: typed-field descriptors (a class whose own __get__/__set__ keep a checked value
-in the instance's __dict__), namedtuples and typing.NamedTuples passed in (unpacked, indexed,
-iterated, their methods called), torch.tensor([...]) of one-element tensors and of NumPy scalars,
-torch.numel, and unary operators (-v, ~v, abs(v)) defined by a Python class. Appended to
-python_cases.CASES like python_cases_more's."""
+other traced values, and Python protocols real model code uses: typed-field descriptors (a class
+whose own __get__/__set__ keep a checked value in the instance's __dict__), namedtuples and
+typing.NamedTuples passed in (unpacked, indexed, iterated, their methods called), torch.tensor([...])
+of one-element tensors and of NumPy scalars, torch.numel, unary operators (-v, ~v, abs(v)) defined by
+a Python class, slices holding a tensor, keyword arguments named by Python keywords, class attributes
+of modules, assert on a tensor, modules built in forward (an activation lookup table),
+@contextmanager generators given the block's exception, generator.send, and torch.compile inside
+the compiled code. Appended to python_cases.CASES like python_cases_more's."""
 import collections
 import contextlib
 import math
