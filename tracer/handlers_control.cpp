@@ -40,14 +40,8 @@ static Status pop_jump_if(Translator& t, Frame& f, const Instr& in, bool when) {
     // is then a RuntimeError, as under torch.compile)
     PyObject* message = nullptr;
     const int after = assert_statement(f, in, message);
-    Ref n = after >= 0 ? Ref::steal(PyObject_CallMethod(top(f)->obj.get(), "numel", nullptr)) : Ref();
-    if (!n) PyErr_Clear();
-    if (n && PyLong_CheckExact(n.get()) && PyLong_AsLong(n.get()) == 1) {
-      static PyObject* assert_async = [] {
-        PyObject* fn = PyObject_GetAttrString(py().torch.get(), "_assert_async");  // kept for the process
-        if (!fn) PyErr_Clear();
-        return fn;
-      }();
+    if (after >= 0 && known_numel(top(f)) == 1) {
+      static PyObject* assert_async = kept_attr("torch", "_assert_async");
       ArgTree cond, msg;
       static PyObject* no_message = PyUnicode_InternFromString("assertion error");  // TorchDynamo's text
       VPtr text = t.constant(Ref::borrow(message ? message : no_message));

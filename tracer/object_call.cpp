@@ -167,11 +167,11 @@ Status tensor_of_scalar_tensors(Translator& t, Frame& f, const VPtr& data, KwArg
   std::function<Ref(const VPtr&, VPtr&)> scan = [&](const VPtr& v, VPtr& arg) -> Ref {
     if (v->kind == VK::Tensor || v->kind == VK::NdArray) {
       any = true;
-      Ref n = v->obj ? Ref::steal(PyObject_CallMethod(v->obj.get(), "numel", nullptr)) : Ref();
-      Ref grad = v->obj ? Ref::steal(PyObject_GetAttrString(v->obj.get(), "requires_grad")) : Ref();
-      Ref dtype = v->obj ? Ref::steal(PyObject_GetAttrString(v->obj.get(), "dtype")) : Ref();
-      if (!n || !grad || !dtype) return PyErr_Clear(), Ref();
-      if (!PyLong_CheckExact(n.get()) || PyLong_AsLong(n.get()) != 1 || grad.get() != Py_False) return Ref();
+      if (known_numel(v) != 1) return Ref();
+      Ref grad = Ref::steal(PyObject_GetAttrString(v->obj.get(), "requires_grad"));
+      Ref dtype = Ref::steal(PyObject_GetAttrString(v->obj.get(), "dtype"));
+      if (!grad || !dtype) return PyErr_Clear(), Ref();
+      if (grad.get() != Py_False) return Ref();
       if (!device) device = v->device;
       if (PyObject_RichCompareBool(device.get(), v->device.get(), Py_EQ) != 1) return PyErr_Clear(), Ref();
       arg = v->kind == VK::NdArray ? t.tensor_of_ndarray(v) : v;

@@ -484,6 +484,8 @@ bool frozen_object(PyObject* o);
 // A builtin method bound to a live mutable object (not a module, class, set of constants or immutable value).
 bool bound_to_mutable_object(PyObject* fn);
 bool namedtuple_class(PyObject* o);  // a collections.namedtuple / typing.NamedTuple class
+// The element count of a tensor or ndarray value, from its example; -1 when not known (a dynamic size)
+long known_numel(const VPtr& v);
 bool is_const_tree(PyObject* o);  // a constant, or a tuple or frozenset of constants (value_builder.cpp)
 PyObject* tuple_new_fn();            // tuple.__new__ (borrowed)
 bool endless_iter(const Value& it);  // a lazy iterator that never ends (itertools.count, repeat(x))

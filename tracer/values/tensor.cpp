@@ -103,15 +103,20 @@ bool graph_output_reconstruct(cg::Rebuilder& r, const VPtr& v) {
   return true;
 }
 
+long known_numel(const VPtr& v) {
+  if ((v->kind != VK::Tensor && v->kind != VK::NdArray) || !v->obj) return -1;
+  Ref n = Ref::steal(PyObject_CallMethod(v->obj.get(), "numel", nullptr));
+  if (!n || !PyLong_CheckExact(n.get())) return PyErr_Clear(), -1;
+  return PyLong_AsLong(n.get());
+}
+
 // bool() of a tensor whose number of elements is known and not 1: the RuntimeError eager raises,
 // whatever its values (TorchDynamo raises it too, so that an except in the trace can catch it).
 // Null where its truth depends on its value (or on a dynamic size).
 Status ambiguous_truth(Translator& t, Frame& f, const VPtr& v) {
-  if (v->kind != VK::Tensor || !v->obj) return std::nullopt;
-  Ref n = Ref::steal(PyObject_CallMethod(v->obj.get(), "numel", nullptr));
-  if (!n || !PyLong_CheckExact(n.get())) return PyErr_Clear(), std::nullopt;
-  const long numel = PyLong_AsLong(n.get());
-  if (numel == 1) return std::nullopt;
+  if (v->kind != VK::Tensor) return std::nullopt;
+  const long numel = known_numel(v);
+  if (numel < 0 || numel == 1) return std::nullopt;
   return t.raise_new(f, PyExc_RuntimeError, numel == 0 ? "Boolean value of Tensor with no values is ambiguous"
                                                        : "Boolean value of Tensor with more than one value is ambiguous");
 }
