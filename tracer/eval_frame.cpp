@@ -230,8 +230,19 @@ void plan_outputs(CaptureResult& c) {
 // intercepted), then the ShapeEnv's guards. No operator recorded: no graph (as TorchDynamo).
 // False with a Python error set: the backend failed (the user's error, raised as torch.compile
 // does); false with `why` set: a shape guard cannot be expressed.
+// The graph's calls other than torch._C._set_grad_enabled. The graph before a break that only sets
+// the grad mode is not compiled: TorchDynamo's cleanup_graph erases a mode set and set back (its
+// graph leaves the block at the break) and the graph has no output; the transformed code sets the
+// mode the capture ended in. (A whole frame's is: TorchDynamo returns its inputs from one.)
+int compute_calls(const Graph& g) {
+  int n = 0;
+  for (const GraphNode& node : g.nodes())
+    if (node.op != GraphNode::Op::Placeholder && !(node.op == GraphNode::Op::CallFunction && node.target.get() == py().set_grad_enabled_fn.get())) ++n;
+  return n;
+}
+
 bool lower(CaptureResult& c, PyObject* backend, std::string& why) {
-  if (c.out.graph.num_calls() > 0) {
+  if ((c.stopped ? compute_calls(c.out.graph) : c.out.graph.num_calls()) > 0) {
     c.gm = Ref::steal(c.out.graph.to_fx(c.outputs));
     if (c.gm) c.compiled = Ref::steal(c.out.compile_with_backend(backend, c.gm.get()));
     if (c.compiled) c.compiled = Ref::steal(PyCFunction_New(&g_call_graph_def, c.compiled.get()));

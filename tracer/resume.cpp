@@ -191,12 +191,23 @@ bool plan_split(const CodeFacts& facts, int index, SplitPlan& plan, std::string&
       why = "graph break in a try block";
       return false;
     }
-    // The with block must not sit inside another block: its handler's cleanup is not protected.
+    // Blocks around it must be `with` blocks too (TorchDynamo sets each up again in the resume
+    // function): the handler's cleanup (COPY 3; POP_EXCEPT; RERAISE) is protected by the block
+    // around it, if any.
     const int h = index_at(facts, e->target);
-    const bc::ExcEntry* cleanup = handler_of(facts.decoded, ins[h + 1].offset);
-    if (!cleanup || handler_of(facts.decoded, cleanup->target)) {
-      why = "graph break in nested blocks";
-      return false;
+    for (int inner = h;;) {
+      const bc::ExcEntry* cleanup = handler_of(facts.decoded, ins[static_cast<size_t>(inner) + 1].offset);
+      if (!cleanup) {
+        why = "graph break in a with block whose handler is not protected";
+        return false;
+      }
+      const bc::ExcEntry* outer = handler_of(facts.decoded, cleanup->target);
+      if (!outer) break;
+      if (!is_with_handler(facts, outer->target)) {
+        why = "graph break in a with block inside a try block";
+        return false;
+      }
+      inner = index_at(facts, outer->target);
     }
     plan.with_handler = h;
     plan.with_depth = e->depth;

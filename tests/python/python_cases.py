@@ -1307,3 +1307,4 @@ import python_cases_functorch  # noqa: E402,F401  (torch.func: grad, functional_
 import python_cases_checkpoint  # noqa: E402,F401  (torch.utils.checkpoint)
 import python_cases_iterators  # noqa: E402,F401  (iterator objects, boxes, autograd.Function given lists)
 import python_cases_values  # noqa: E402,F401  (descriptors, namedtuples passed in, torch.tensor of scalars)
+import python_cases_blocks  # noqa: E402,F401  (graph breaks inside nested with blocks)

@@ -453,3 +453,50 @@ _compiled_linear = torch.compile(nn.Linear(3, 3), backend="eager")
 @case((2, 3))
 def torch_compiled_module_from_outside(x):
     return _compiled_linear(x).relu()
+
+
+# ---- Tensor.data: a tensor sharing the storage, outside autograd (EMA updates, weight clipping) ----
+def _ema_state(seed):
+    g = torch.Generator().manual_seed(seed)
+    params = [nn.Parameter(torch.randn(3, 3, generator=g)), nn.Parameter(torch.randn(3, generator=g))]
+    shadow = [p.detach().clone() + 0.5 for p in params]
+    return params, shadow
+
+
+@case((4, 3), extra=_ema_state)
+def ema_update_through_data(x, params, shadow):
+    decay = 0.9
+    for s, p in zip(shadow, params):
+        s.data.mul_(decay).add_(p.data, alpha=1 - decay)
+    return x @ shadow[0] + shadow[1]
+
+
+@case((4, 3), extra=_ema_state)
+def parameter_data_read_is_outside_autograd(x, params, shadow):
+    w = params[0].data
+    y = x @ w
+    z = x @ params[0]
+    return y, y.requires_grad, z.requires_grad, w.requires_grad
+
+
+@case((4, 3), extra=_ema_state)
+def copy_into_parameter_data(x, params, shadow):
+    params[0].data.copy_(shadow[0] * 2)
+    return x @ params[0]
+
+
+class ClippedCritic(nn.Module):
+    """A WGAN critic that clips its weights before scoring (the original paper's recipe)."""
+
+    def __init__(self):
+        super().__init__()
+        self.net = nn.Sequential(nn.Linear(3, 8), nn.LeakyReLU(0.2), nn.Linear(8, 1))
+        self.clip = 0.1
+
+    def forward(self, x):
+        for p in self.parameters():
+            p.data.clamp_(-self.clip, self.clip)
+        return self.net(x).mean()
+
+
+module_case(ClippedCritic, (6, 3))

@@ -180,7 +180,14 @@ struct Kind<VK::Tensor> {
       out = t.wrap(grad, Source::attr(obj->source, "grad"), f);
       return std::nullopt;
     }
-    if (name == "data" || name == "grad" || name == "_base")
+    if (name == "data") {
+      // x.data: a tensor sharing x's storage, outside autograd (p.data.mul_(d) of an EMA update,
+      // p.data.clamp_(...)), as TorchDynamo records it: torch._C._autograd._get_data_attr(x)
+      static PyObject* get_data = kept_attr("torch._C._autograd", "_get_data_attr");
+      if (!get_data) return t.brk(f, "DV0005", "Tensor.data: torch._C._autograd._get_data_attr is missing");
+      return t.graph_call(f, Ref::borrow(get_data), "", {obj}, {}, out);
+    }
+    if (name == "grad" || name == "_base")
       return t.brk(f, "DV0005", "Tensor." + name + " is not traced", "use the tensor itself, or .detach()");
     Ref nm = Ref::steal(PyUnicode_FromString(name.c_str()));
     PyObject* attr = _PyType_Lookup(reinterpret_cast<PyTypeObject*>(py().torch_Tensor.get()), nm.get());
