@@ -215,8 +215,9 @@ Translator::Status Translator::subscr(Frame& f, VPtr obj, VPtr idx, VPtr& out) {
     if (idx->kind != VK::Const) return brk(f, "DV0017", "indexing a sequence with a non-constant");
     PyObject* i = idx->obj.get();
     const Py_ssize_t n = static_cast<Py_ssize_t>(obj->items.size());
-    if (PyLong_Check(i)) {
-      Py_ssize_t k = PyLong_AsSsize_t(i);
+    if (PyLong_Check(i) || (PyIndex_Check(i) && !PySlice_Check(i))) {  // (an index: a NumPy integer, an IntEnum)
+      Py_ssize_t k = PyNumber_AsSsize_t(i, PyExc_IndexError);
+      if (k == -1 && PyErr_Occurred()) return raise_current(f, "sequence index");
       if (k < 0) k += n;
       if (k < 0 || k >= n) return raise_new(f, PyExc_IndexError, obj->kind == VK::List ? "list index out of range" : "tuple index out of range");
       out = obj->items[k];
@@ -233,6 +234,13 @@ Translator::Status Translator::subscr(Frame& f, VPtr obj, VPtr idx, VPtr& out) {
       out = r;
       return std::nullopt;
     }
+    // Any other constant: eager's TypeError, raised in the trace (a model reading a tuple output by
+    // key, out["hidden"], once its config switched to tuples): a handler of the trace may catch it
+    const char* tname = Py_TYPE(i)->tp_name;
+    if (is_deque(obj)) return raise_new(f, PyExc_TypeError, std::string("sequence index must be integer, not '") + tname + "'");
+    if (obj->kind == VK::List && !obj->obj) return raise_new(f, PyExc_TypeError, std::string("list indices must be integers or slices, not ") + tname);
+    if (obj->kind == VK::Tuple && (!obj->obj || obj->obj.get() == py().torch_Size.get() || namedtuple_class(obj->obj.get())))
+      return raise_new(f, PyExc_TypeError, std::string("tuple indices must be integers or slices, not ") + tname);
     return brk(f, "DV0017", "unsupported sequence index");
   }
   if (obj->kind == VK::Dict) {

@@ -500,3 +500,24 @@ class ClippedCritic(nn.Module):
 
 
 module_case(ClippedCritic, (6, 3))
+
+
+# ---- a sequence indexed by a key it does not take: eager's TypeError, raised in the trace ----
+@case((3,))
+def tuple_output_read_by_key_falls_back_to_position(x):
+    out = (x + 1, x * 2)
+    try:
+        hidden = out["last_hidden_state"]
+    except TypeError:
+        hidden = out[0]
+    return hidden.sin()
+
+
+@case((3,))
+def list_indexed_by_none_is_caught_with_its_message(x):
+    layers = [x + 1]
+    try:
+        y = layers[None]
+    except TypeError as e:
+        y = layers[0] * len(str(e))
+    return y

@@ -896,3 +896,69 @@ def test_any_other_backend_failure_is_raised():
         raise ValueError("the backend is broken")
     with pytest.raises(ValueError, match="the backend is broken"):
         dynview.compile(fn, backend=broken)(torch.randn(3, 4), 2)
+
+
+class _Config:
+    return_tuple = False
+
+
+class _Encoder(torch.nn.Module):
+    def __init__(self, config):
+        super().__init__()
+        self.config = config
+        self.proj = torch.nn.Linear(4, 4)
+
+    def forward(self, x):
+        h = self.proj(x).tanh()
+        return (h,) if self.config.return_tuple else {"hidden": h}
+
+
+class _Classifier(torch.nn.Module):
+    # reads its encoder's output by key: raises when the shared config switches the encoder to tuples,
+    # as a transformers head does once `config.return_dict` is turned off
+    def __init__(self):
+        super().__init__()
+        self.config = _Config()
+        self.encoder = _Encoder(self.config)
+        self.head = torch.nn.Linear(4, 2)
+
+    def forward(self, x):
+        return self.head(self.encoder(x)["hidden"])
+
+
+def test_a_model_whose_call_raises_in_the_trace_recompiles_as_torch_compile():
+    # A model compiled, then called once in a way that raises (a tuple read by key): the error is
+    # raised in the trace, as TorchDynamo observes it, and no frame of the trace catches it, so the
+    # frame runs eagerly (eager's error), and from then on its frames below are compiled on their
+    # own. The counts of compiles after each call equal torch.compile's.
+    steps = ["plain", "tuple", "plain", "grad", "tuple", "plain"]
+
+    def drive(compiled, model, count):
+        out = []
+        for step in steps:
+            model.config.return_tuple = step == "tuple"
+            with torch.set_grad_enabled(step == "grad"):
+                try:
+                    got = ("ok", compiled(torch.ones(3, 4)))
+                except TypeError as e:
+                    got = ("raise", str(e))
+            out.append((step, count(), got[0]))
+        return out
+
+    torch.manual_seed(0)
+    model = _Classifier()
+    td, n_td = counting_dynamo(model)
+    theirs = drive(td, model, lambda: n_td[0])
+    dv = dynview.compile(model, backend="eager")
+    dynview._C.take_records()
+    n = [0]
+
+    def count():
+        n[0] += dynview_compiles()
+        return n[0]
+    ours = drive(dv, model, count)
+    assert [s for s in ours if s[2] == "raise"] == [("tuple", ours[1][1], "raise"), ("tuple", ours[4][1], "raise")]
+    assert ours == theirs
+    model.config.return_tuple = False
+    with torch.no_grad():
+        torch.testing.assert_close(dv(torch.ones(3, 4)), model(torch.ones(3, 4)))
