@@ -681,6 +681,14 @@ Translator::Status Translator::inline_call(Frame& f, VPtr fn, VPtr self, std::ve
     if (PyObject* mod = PyFunction_GET_MODULE(func); mod && PyUnicode_Check(mod) && str_of(mod) == "logging")
       return brk(f, "DV0015", "call to logging." + callable_name(func) + "()", "logging is a side effect outside the graph");
     if (Status s = call_marked_constant(f, func, self, args, kwargs, out); s || out) return s;
+    if (!made_module_attrs.empty()) {  // nn.Module's own methods on a module whose __init__ the trace inlined
+      const VPtr& m = self ? self : (args.empty() ? nullptr : args[0]);
+      if (m && m->kind == VK::NNModule && m->obj && made_module_attrs.count(m->obj.get())) {
+        bool handled = false;
+        std::vector<VPtr> rest(args.begin() + (self ? 0 : 1), args.end());
+        if (Status s = made_module_method(f, func, m, rest, kwargs, out, handled); s || handled) return s;
+      }
+    }
     if (func == module_getattr_fn() && kwargs.empty()) {  // super().__getattr__(name) in a module's own __getattr__
       const VPtr& m = self ? self : (args.empty() ? nullptr : args[0]);
       const VPtr& name = self ? (args.size() == 1 ? args[0] : nullptr) : (args.size() == 2 ? args[1] : nullptr);
@@ -948,6 +956,9 @@ Translator::Status Translator::module_members(Frame& f, const VPtr& fn, const st
   }
   handled = true;
   const VPtr& self = fn->self;
+  if (auto made = made_module_attrs.find(self->obj.get()); made != made_module_attrs.end() && !made->second.empty())
+    return brk(f, "DV0004", "Module." + fn->name + "() of a module built in the traced code that the trace set attributes on",
+               "build the module in __init__");
   const bool named = std::string(kind[0]) == kind[1];
   // Arguments (recurse=False, remove_duplicate ...) are constants; a prefix would change the names.
   Ref pkw = Ref::steal(PyDict_New());

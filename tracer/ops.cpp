@@ -671,6 +671,15 @@ Translator::Status Translator::getattr(Frame& f, VPtr obj, const std::string& na
     if (Status s = functional_member(f, obj, name, out, handled)) return s;
     if (handled) return std::nullopt;
   }
+  if (obj->kind == VK::NNModule && obj->obj && !made_module_attrs.empty()) {  // set by the trace on a module it built
+    auto it = made_module_attrs.find(obj->obj.get());
+    if (it != made_module_attrs.end())
+      for (auto w = it->second.rbegin(); w != it->second.rend(); ++w)
+        if (w->first == name) {
+          out = w->second;
+          return std::nullopt;
+        }
+  }
   if (outside_instance && !output.side_effects.attr_writes.empty()) {
     bool written = false;
     for (auto w = output.side_effects.attr_writes.rbegin(); w != output.side_effects.attr_writes.rend(); ++w) {  // the latest assignment wins

@@ -244,6 +244,14 @@ class Translator {
   // (tracer/values/made_module.cpp); a break for any other module class.
   Status construct_module(Frame& f, PyObject* cls, std::vector<VPtr>& args, std::vector<std::pair<std::string, VPtr>>& kwargs,
                           VPtr& out);
+  // Modules built in the trace whose Python __init__ was inlined (made_module.cpp): the real object
+  // (nn.Module.__init__ run on it, nothing else) and the attributes the trace set on it, in order.
+  // They live only in the trace: never written to the object, never replayed.
+  std::unordered_map<PyObject*, std::vector<std::pair<std::string, VPtr>>> made_module_attrs;
+  // A call of one of nn.Module's own methods on such a module: __init__ (already run) and
+  // register_buffer (an attribute) answered, any other a break; `handled` false: not such a call.
+  Status made_module_method(Frame& f, PyObject* func, const VPtr& module, const std::vector<VPtr>& args,
+                            const std::vector<std::pair<std::string, VPtr>>& kwargs, VPtr& out, bool& handled);
   // NumPy through torch._numpy, as TorchDynamo (tracer/values/ndarray.cpp): x.numpy(), np.<fn>(...)
   // (`handled` false: fn is no NumPy callable), ndarray attributes, methods and operators (`handled`
   // false: no ndarray operand) become graph nodes over the tensor behind the ndarray;

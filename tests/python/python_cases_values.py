@@ -353,26 +353,73 @@ class Jitter(nn.Module):  # its __init__ makes a tensor: each call's module has 
         return x + self.offset
 
 
-_built = []
+@case((3,))
+def module_with_state_built_in_forward(x):
+    return Jitter()(x + 1) * 2
 
 
-class Registered(nn.Module):  # its __init__ has an effect each call repeats
-    def __init__(self):
+class RotaryTable(nn.Module):
+    """Rotary position tables computed in __init__ and kept as a non-persistent buffer."""
+
+    def __init__(self, dim, base=10000.0):
         super().__init__()
-        _built.append(1)
+        inv_freq = 1.0 / (base ** (torch.arange(0, dim, 2).float() / dim))
+        self.register_buffer("inv_freq", inv_freq, persistent=False)
+
+    def forward(self, positions):
+        freqs = positions[:, None].float() * self.inv_freq[None, :]
+        return torch.cat([freqs.cos(), freqs.sin()], dim=-1)
+
+
+@case((5, 4))
+def rotary_table_built_in_forward(x):
+    table = RotaryTable(x.shape[-1])(torch.arange(x.shape[0]))
+    return x * table
+
+
+class Affine(nn.Module):
+    def __init__(self, scale, shift=None):
+        super().__init__()
+        self.scale = scale
+        self.shift = shift if shift is not None else torch.zeros(())
 
     def forward(self, x):
-        return x * 2
+        return x * self.scale + self.shift
+
+
+class CenteredAffine(Affine):
+    def __init__(self, scale):
+        super().__init__(scale, shift=-scale)
+        self.act = nn.Tanh()
+
+    def forward(self, x):
+        return self.act(super().forward(x))
+
+
+@case((4, 3))
+def modules_built_from_tensors_in_forward(x):
+    norm = Affine(1.0 / (x.std() + 1e-5), -x.mean() / (x.std() + 1e-5))
+    return norm(x), CenteredAffine(x.abs().max())(x)
+
+
+class CallCounter(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.calls = 0
+
+    def forward(self, x):
+        self.calls += 1
+        return x * self.calls
 
 
 @case((3,))
-def module_with_state_built_in_forward_breaks(x):
-    y = Jitter()(x + 1)
-    return Registered()(y) + 1
+def attribute_set_in_forward_of_a_module_built_in_forward(x):
+    m = CallCounter()
+    a = m(x)
+    b = m(x)
+    return a + b, m.calls
 
 
-NOT_YET["module_with_state_built_in_forward_breaks"] = (
-    "a module whose __init__ makes a tensor or has an effect, built in forward, breaks; TorchDynamo inlines its __init__: 1 graph")
 
 
 # ---- @contextmanager generators: the with-block's exception thrown into the generator ----

@@ -638,3 +638,46 @@ def test_types_method_type_binds_a_function_to_an_object_made_in_the_trace():
     assert got[1:] == want[1:] == (True, True, "_times_k")
     e = dynview.explain(_bind_and_call)(x)
     assert (e.graph_count, len(e.break_reasons)) == (1, 0)
+
+
+_registry = []
+
+
+class _Registered(torch.nn.Module):
+    # its __init__ has an effect outside the module, which each call repeats
+    def __init__(self, tag):
+        super().__init__()
+        _registry.append(tag)
+        self.register_buffer("scale", torch.full((3,), 2.0))
+
+    def forward(self, x):
+        return x * self.scale
+
+
+def _build_and_count(x):
+    m = _Registered("layer")
+    return m(x) + 1, len(_registry)
+
+
+def _build_and_list_buffers(x):
+    m = _Registered("probe")
+    return m(x), [tuple(b.shape) for b in m.buffers()]
+
+
+def test_a_module_built_in_forward_has_its_init_effects_and_buffers_as_in_eager():
+    # __init__ inlined: the global list is appended to once per call and the buffer registered in
+    # __init__ is read by forward, as in eager (TorchDynamo: 1 graph). nn.Module's own methods that
+    # would read the object (buffers()) run eagerly, with eager's answer.
+    x = torch.randn(3)
+    del _registry[:]
+    compiled = dynview.compile(_build_and_count, backend="eager")
+    for k in range(3):
+        got = compiled(x)
+        assert got[1] == k + 1 and _registry == ["layer"] * (k + 1)
+        torch.testing.assert_close(got[0], x * 2 + 1)
+    e = dynview.explain(_build_and_count)(x)
+    assert (e.graph_count, len(e.break_reasons)) == (1, 0)
+    got = dynview.compile(_build_and_list_buffers, backend="eager")(x)
+    want = _build_and_list_buffers(x)
+    torch.testing.assert_close(got[0], want[0])
+    assert got[1] == want[1] == [(3,)]

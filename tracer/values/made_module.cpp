@@ -5,6 +5,8 @@
 // built at trace time stands for the one each call builds; its forward is inlined like any module's.
 // The value has no source (its attributes are constants of the trace) and is marked made in the
 // trace: codegen refuses to hand it out of the graph (the caller would get one shared object).
+#include <cstring>
+
 #include "tracer/pycache.h"
 #include "tracer/translator.h"
 
@@ -146,35 +148,132 @@ bool empty_dict_attr(PyObject* m, const char* name) {
   return true;
 }
 
+// A module class whose construction the trace can follow by inlining its __init__: a plain class
+// (metaclass type, object's __new__) whose first torch class in the MRO is nn.Module itself, each
+// class before it with a Python __init__ or none. (A subclass of a torch layer -- nn.Linear --
+// would make parameters in torch's own __init__.)
+bool inlinable_module_class(PyObject* cls) {
+  auto* tp = reinterpret_cast<PyTypeObject*>(cls);
+  if (Py_TYPE(cls) != &PyType_Type) return false;
+  static PyObject* new_name = PyUnicode_InternFromString("__new__");
+  if (_PyType_Lookup(tp, new_name) != _PyType_Lookup(&PyBaseObject_Type, new_name)) return false;
+  PyObject* mro = tp->tp_mro;
+  for (Py_ssize_t i = 0; mro && i < PyTuple_GET_SIZE(mro); ++i) {
+    PyObject* base = PyTuple_GET_ITEM(mro, i);
+    if (module_name_starts(base, "torch.")) return base == py().nn_Module.get();
+    PyObject* d = reinterpret_cast<PyTypeObject*>(base)->tp_dict;
+    PyObject* init = d ? PyDict_GetItemString(d, "__init__") : nullptr;
+    if (init && !PyFunction_Check(init)) return false;
+  }
+  return false;
+}
+
+
 }  // namespace
+
+Translator::Status Translator::made_module_method(Frame& f, PyObject* func, const VPtr& module, const std::vector<VPtr>& args,
+                                                  const std::vector<std::pair<std::string, VPtr>>& kwargs, VPtr& out, bool& handled) {
+  PyObject* mod = PyFunction_GET_MODULE(func);
+  const std::string module_name = mod && PyUnicode_Check(mod) ? str_of(mod) : std::string();
+  const std::string name = str_of(reinterpret_cast<PyFunctionObject*>(func)->func_qualname);
+  // (once TorchDynamo has run in the process, nn.Module.__init__ is its mutation_guard.patched_init)
+  const bool init = (module_name == "torch.nn.modules.module" && name == "Module.__init__") ||
+                    (module_name == "torch._dynamo.mutation_guard" && name.find("patched_init") != std::string::npos);
+  if (!init && module_name != "torch.nn.modules.module") return std::nullopt;
+  handled = true;
+  if (init) {  // super().__init__(): run on the object when it was made
+    if (!args.empty() || !kwargs.empty()) return brk(f, "DV0004", "nn.Module.__init__ given arguments in a module built in the trace");
+    out = constant(Ref::borrow(Py_None));
+    return std::nullopt;
+  }
+  if (name == "Module.register_buffer") {  // self.register_buffer(name, tensor[, persistent]): an attribute of the trace
+    const VPtr* value = args.size() >= 2 ? &args[1] : nullptr;
+    for (const auto& [k, v] : kwargs)
+      if (k == "tensor") value = &v;
+    if (args.empty() || args[0]->kind != VK::Const || !PyUnicode_Check(args[0]->obj.get()) || !value ||
+        !((*value)->kind == VK::Tensor || ((*value)->kind == VK::Const && (*value)->obj.get() == Py_None)))
+      return brk(f, "DV0004", "register_buffer with arguments dynview does not follow, in a module built in the trace");
+    made_module_attrs[module->obj.get()].emplace_back(str_of(args[0]->obj.get()), *value);
+    out = constant(Ref::borrow(Py_None));
+    return std::nullopt;
+  }
+  // parameters(), buffers(), children(), to(), apply(), state_dict(): they would read the object,
+  // which holds none of what the trace set on it (while the trace set nothing, the object is all)
+  if (made_module_attrs[module->obj.get()].empty()) {
+    handled = false;
+    return std::nullopt;
+  }
+  return brk(f, "DV0004", name + "() of a module built in the traced code (its __init__ inlined)",
+             "build the module in __init__");
+}
 
 Translator::Status Translator::construct_module(Frame& f, PyObject* cls, std::vector<VPtr>& args,
                                                 std::vector<std::pair<std::string, VPtr>>& kwargs, VPtr& out) {
   const std::string what = "constructing module " + std::string(reinterpret_cast<PyTypeObject*>(cls)->tp_name) + " inside the traced code";
   const bool python_init = !torch_nn_class(cls);
-  if (python_init && !python_init_class(cls)) return brk(f, "DV0004", what, "build the module in __init__");
+  // A Python __init__ the trace can inline (TorchDynamo inlines it): the object is made and
+  // nn.Module.__init__ run on it now; what __init__ sets is kept by the trace (made_module_attrs).
+  auto inline_init = [&]() -> Status {
+    static PyObject* init_name = PyUnicode_InternFromString("__init__");
+    PyObject* module_init = _PyType_Lookup(reinterpret_cast<PyTypeObject*>(py().nn_Module.get()), init_name);
+    Ref m = Ref::steal(PyObject_CallMethod(reinterpret_cast<PyObject*>(&PyBaseObject_Type), "__new__", "O", cls));
+    Ref none = m && module_init ? Ref::steal(PyObject_CallOneArg(module_init, m.get())) : Ref();
+    if (!none) return raise_current(f, what);
+    VPtr mv = make(VK::NNModule);
+    mv->obj = m;
+    mv->flag = true;  // made in the trace
+    made_module_attrs.emplace(m.get(), std::vector<std::pair<std::string, VPtr>>{});
+    PyObject* init = _PyType_Lookup(reinterpret_cast<PyTypeObject*>(cls), init_name);
+    if (init && init != module_init) {
+      VPtr fv = make(VK::Function);
+      fv->obj = Ref::borrow(init);
+      std::vector<VPtr> a{mv};
+      a.insert(a.end(), args.begin(), args.end());
+      VPtr r;
+      if (Status s = call(f, fv, std::move(a), kwargs, r)) return s;
+      if (!r || r->kind != VK::Const || r->obj.get() != Py_None)
+        return raise_new(f, PyExc_TypeError, "__init__() should return None");
+    } else if (!args.empty() || !kwargs.empty()) {
+      return brk(f, "DV0004", what + ": arguments given to nn.Module.__init__");
+    }
+    out = mv;
+    return std::nullopt;
+  };
+  const bool inlinable = python_init && inlinable_module_class(cls);
+  if (python_init && !python_init_class(cls)) {
+    if (inlinable) return inline_init();
+    return brk(f, "DV0004", what, "build the module in __init__");
+  }
   Ref pargs = Ref::steal(PyTuple_New(static_cast<Py_ssize_t>(args.size())));
   for (size_t i = 0; i < args.size(); ++i) {
     auto a = constant_tree(args[i]) ? to_python(args[i], false) : std::nullopt;
+    if (!a && inlinable) return inline_init();
     if (!a) return brk(f, "DV0004", what + " from a " + vk_name(args[i]->kind));
     PyTuple_SET_ITEM(pargs.get(), i, a->release());
   }
   Ref pkw = Ref::steal(PyDict_New());
   for (auto& [k, v] : kwargs) {
     auto a = constant_tree(v) ? to_python(v, false) : std::nullopt;
+    if (!a && inlinable) return inline_init();
     if (!a) return brk(f, "DV0004", what + " from a " + vk_name(v->kind));
     PyDict_SetItemString(pkw.get(), k.c_str(), a->get());
   }
   Ref m = Ref::steal(PyObject_Call(cls, pargs.get(), pkw.get()));
   if (!m) return raise_current(f, what);
   for (const char* member : {"_parameters", "_buffers", "_modules", "_forward_hooks", "_forward_pre_hooks", "_backward_hooks"})
-    if (!empty_dict_attr(m.get(), member))
+    if (!empty_dict_attr(m.get(), member)) {
+      if (inlinable) return inline_init();
       return brk(f, "DV0004", what + ": it holds " + member + " (made anew on every call)", "build the module in __init__");
-  if (python_init && !plain_module_state(m.get()))
+    }
+  if (python_init && !plain_module_state(m.get())) {
+    if (inlinable) return inline_init();
     return brk(f, "DV0004", what + ": its __init__ leaves objects on it that each call would make anew", "build the module in __init__");
+  }
   out = make(VK::NNModule);
   out->obj = m;
   out->flag = true;  // made in the trace
+  // what its forward (or the code) sets on it lives in the trace only, as for one whose __init__ was inlined
+  if (python_init) made_module_attrs.emplace(m.get(), std::vector<std::pair<std::string, VPtr>>{});
   return std::nullopt;
 }
 

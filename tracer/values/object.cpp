@@ -200,6 +200,11 @@ Status object_setattr(Translator& t, Frame& f, const VPtr& owner, const std::str
     return t.brk(f, "DV0008", "assignment to property or descriptor '" + name + "' of " + tp->tp_name, hint);
   }
   if (module) {
+    if (auto made = t.made_module_attrs.find(o); made != t.made_module_attrs.end()) {
+      // a module the trace built (its __init__ inlined): the attribute lives in the trace only
+      made->second.emplace_back(name, value);
+      return std::nullopt;
+    }
     PyObject** dictptr = _PyObject_GetDictPtr(o);
     for (const char* member : {"_parameters", "_buffers", "_modules"}) {
       PyObject* d = dictptr && *dictptr ? PyDict_GetItemString(*dictptr, member) : nullptr;
