@@ -228,6 +228,11 @@ enum class Builtin : uint8_t {
   ord_,
   pow_,
   print_,
+  eval_,
+  exec_,
+  locals_,
+  globals_,
+  dir_,
   range_,
   repr_,
   reversed_,
@@ -294,6 +299,11 @@ Builtin builtin_kind(PyObject* fn) {
       {"tuple", Builtin::tuple_},
       {"type", Builtin::type_},
       {"vars", Builtin::vars_},
+      {"locals", Builtin::locals_},
+      {"eval", Builtin::eval_},
+      {"exec", Builtin::exec_},
+      {"globals", Builtin::globals_},
+      {"dir", Builtin::dir_},
       {"zip", Builtin::zip_}};
     for (const auto& r : rows) {
       if (PyObject* o = PyObject_GetAttrString(py().builtins.get(), r.name)) {
@@ -386,6 +396,12 @@ Translator::Status call_builtin(Translator& t, Frame& f, PyObject* fn, std::vect
   if (f.builtins && PyDict_Check(f.builtins.get()) && fn == PyDict_GetItemString(f.builtins.get(), "__build_class__"))
     return t.brk(f, "DV0007", "class definition inside the compiled function (__build_class__)",
                  "define the class outside the compiled function (torch.compile breaks at a class body too)");
+  static PyObject* getframe = kept_attr("sys", "_getframe");
+  if (fn == getframe && getframe) {  // the frame object, as eager sees it, exists only when the frame runs as it is
+    Status s = t.brk(f, "DV0004", "call to sys._getframe()", "read the frame outside the compiled function");
+    if (s) s->whole_frame = true;
+    return s;
+  }
   if (Status s = t.make_lazy_itertool(f, fn, args, kwargs, out, handled); s || handled) return s;
   if (Status s = call_itertools(t, f, fn, args, kwargs, out, handled); s || handled) return s;
   const size_t nargs = args.size();
@@ -449,6 +465,40 @@ Translator::Status call_builtin(Translator& t, Frame& f, PyObject* fn, std::vect
     return ops(v->kind).python_type(t, v);
   };
   if (is(Builtin::print_)) return t.brk(f, "DV0015", "call to print()", "printing is a side effect outside the graph");
+  if (is(Builtin::eval_) || is(Builtin::exec_)) {
+    // never run while tracing (its code would run once, in another frame); without namespaces of
+    // its own it reads the calling frame's, which only the frame itself has
+    Status s = t.brk(f, "DV0004", std::string("call to ") + (is(Builtin::eval_) ? "eval()" : "exec()"),
+                     "evaluate the code outside the compiled function (TorchDynamo does not trace it either)");
+    if (s && n < 2 && f.depth == 0) s->whole_frame = true;
+    return s;
+  }
+  if ((is(Builtin::locals_) || is(Builtin::vars_) || is(Builtin::dir_)) && n == 0 && kwargs.empty()) {
+    // locals() / vars(): a new dict of the frame's bound variables (free variables too), in the
+    // code's order, as CPython's snapshot of a function's locals; dir(): their sorted names.
+    // (Never run where the trace is: that frame is not this one.)
+    PyObject* names = reinterpret_cast<PyCodeObject*>(f.facts->code.get())->co_localsplusnames;
+    VPtr d = t.make(VK::Dict);
+    Ref bound = Ref::steal(PyList_New(0));
+    for (size_t i = 0; i < f.locals.size() && static_cast<Py_ssize_t>(i) < PyTuple_GET_SIZE(names); ++i) {
+      VPtr v = f.locals[i];
+      if (v && v->kind == VK::Cell) v = v->items.empty() ? nullptr : v->items[0];
+      if (!v || v->kind == VK::Null) continue;
+      dict_set(*d, Ref::borrow(PyTuple_GET_ITEM(names, static_cast<Py_ssize_t>(i))), v);
+      PyList_Append(bound.get(), PyTuple_GET_ITEM(names, static_cast<Py_ssize_t>(i)));
+    }
+    if (!is(Builtin::dir_)) {
+      out = d;
+      return std::nullopt;
+    }
+    if (PyList_Sort(bound.get()) < 0) return PyErr_Clear(), t.brk(f, "DV0010", "dir() could not sort the names");
+    out = t.wrap(bound, nullptr, f);
+    return out ? std::nullopt : t.brk(f, "DV0013", "dir() of the frame's names");
+  }
+  if (is(Builtin::globals_) && n == 0 && kwargs.empty()) {  // the frame's globals dict itself, read and written as a dict from outside
+    out = t.wrap(f.globals, f.globals_source ? f.globals_source : Source::held(f.globals, globals_text(f.globals.get())), f);
+    return out ? std::nullopt : t.brk(f, "DV0005", "globals() cannot be traced");
+  }
   if (is(Builtin::id_) && n == 1 && kwargs.empty()) return t.call_id(f, args[0], out);
   if (is(Builtin::vars_) && n == 1 && kwargs.empty() && args[0]->kind == VK::Instance) {  // its __dict__, live
     out = args[0]->attrs;
@@ -593,11 +643,11 @@ Translator::Status call_builtin(Translator& t, Frame& f, PyObject* fn, std::vect
   }
   if ((is(Builtin::getattr_) || is(Builtin::hasattr_)) && (n == 2 || n == 3) && args[1]->kind == VK::Const) {
     std::string name = str_of(args[1]->obj.get());
-    if (is(Builtin::hasattr_) && args[0]->kind == VK::Tensor && PyUnicode_Check(args[1]->obj.get())) {  // what a plain tensor's type defines
-      const bool has = _PyType_Lookup(reinterpret_cast<PyTypeObject*>(py().torch_Tensor.get()), args[1]->obj.get()) != nullptr;
-      out = t.constant(Ref::borrow(has ? Py_True : Py_False));
+    if (is(Builtin::hasattr_) && args[0]->kind == VK::Tensor && PyUnicode_Check(args[1]->obj.get()) &&
+        _PyType_Lookup(reinterpret_cast<PyTypeObject*>(py().torch_Tensor.get()), args[1]->obj.get())) {  // what a plain tensor's type defines
+      out = t.constant(Ref::borrow(Py_True));
       return std::nullopt;
-    }
+    }  // (else its own __dict__, guarded: the tensor's getattr)
     Status s = t.getattr(f, args[0], name, out);
     // (an AttributeError raised in the trace too: a Python __getattr__'s, as hasattr() sees it)
     const bool missing = s && (s->id == kNoAttributeId || (s->exc && PyObject_IsInstance(s->exc.get(), PyExc_AttributeError) == 1));

@@ -18,8 +18,6 @@ namespace dv {
 
 Ref pointwise_example(PyObject* target, const std::string& method, const std::vector<Ref>& args, bool has_kwargs);
 
-namespace {
-
 // The source text of a globals dict other than the root frame's: G['module'].__dict__ for a module's
 // own dict. Values read through a source are cached by its text, so a dict that is not its module's
 // (exec'd code, a copied namespace, no __name__) gets its address in the text: two of them never
@@ -35,8 +33,6 @@ std::string globals_text(PyObject* globals) {
   }
   return "G['" + n + "'].__dict__";
 }
-
-}  // namespace
 
 std::string callable_name(PyObject* fn) {
   Ref q = Ref::steal(PyObject_GetAttrString(fn, "__qualname__"));
@@ -283,9 +279,13 @@ Translator::Status Translator::graph_call(Frame& f, Ref target, const std::strin
     // torch._C._set_grad_enabled(b) of a grad-mode with-block: a node of its own (it takes no tensor
     // and returns None), so the graph switches grad mode where the code does, as TorchDynamo's.
     ArgTree flag;
-    if (!to_arg(args[0], flag)) return brk(f, "DV0019", "torch._C._set_grad_enabled with a non-constant flag");
+    if (!PyBool_Check(args[0]->obj.get()) || !to_arg(args[0], flag))
+      return brk(f, "DV0019", "torch._C._set_grad_enabled with a flag that is not a constant bool");
     const int n = output.graph.add_call_function(target, {flag}, {}, Ref::borrow(Py_None), cur_step_);
     if (obs_) obs_->on_graph_node(GraphNodeEvent{id_, n, cur_step_, "call_function", "torch._C._set_grad_enabled"});
+    // and the mode the rest of the trace sees (torch.is_grad_enabled(), requires_grad of results),
+    // called directly too (a user context manager's __enter__)
+    set_grad_mode_enabled(args[0]->obj.get() == Py_True);
     out = constant(Ref::borrow(Py_None));
     return std::nullopt;
   }
@@ -875,7 +875,10 @@ VPtr Translator::real_cell(Frame& f, PyObject* cell, const SourcePtr& source, bo
   fresh = false;
   for (const RealCell& c : real_cells_) {
     if (c.cell.get() != cell) continue;
-    if (!c.source || !source) break;  // no guard can tie them: a value of its own
+    // The same cell met again (a method of a class the frame defined, closing over the frame's
+    // variable): its traced contents, which the trace may have written. Where either way to it has
+    // no source, no guard ties them: the function reached is pinned by what led to it.
+    if (!c.source || !source) return c.value;
     if (c.source->text() != source->text())
       if (Guard* g = add_guard(GuardKind::TENSOR_ALIASING, source, {}, f, source->text() + " is " + c.source->text())) {
         g->length = 1;

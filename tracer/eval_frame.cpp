@@ -488,6 +488,7 @@ Entry* compile_frame(CodeState& st, PyCodeObject* co, _PyInterpreterFrame* frame
     SplitPlan plan;
     if (!facts) no_split = "cannot decode the code object";
     else if (brk->root_ip < 0) no_split = "the break is before the first instruction";
+    else if (brk->whole_frame) no_split = "the call reads the compiled frame itself";
     else if (brk->exc)  // TorchDynamo's observed exception that no frame of the trace catches: the frame runs eagerly,
       // where the code before the raise may take another path (is_compiling() is False there)
       no_split = std::string("its code raises ") + Py_TYPE(brk->exc.get())->tp_name + " and does not catch it";

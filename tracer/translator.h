@@ -31,6 +31,9 @@ struct Break {
   // A Python exception raised in the trace (the eager frame raises the same one here): a handler of
   // a frame in the trace (try/except, the exception table) may catch it; uncaught, it is a break.
   Ref exc;
+  // The breaking call reads the compiled frame itself (eval() of its names, sys._getframe()): the
+  // frame is not split there (the call would see the transformed code's frame); it runs as it is.
+  bool whole_frame = false;
   // A break outside the interpreter (no frame, no step): the table's hint when hint is empty.
   static Break of(BreakId id, std::string message, std::string hint = {});
 };
@@ -507,6 +510,7 @@ bool simple_exception_class(PyObject* cls);
 // d[key] = value (a repeated key keeps its place, the last value); false: comparing keys raised,
 // nothing changed (error cleared)
 bool dict_set(Value& d, Ref key, VPtr value);
+std::string globals_text(PyObject* globals);  // G['module'].__dict__: a globals dict as a source names it
 bool dict_erase(Value& d, PyObject* key);      // del d[key]; false when absent
 long find_key(const Value& d, PyObject* key);  // index of key in d's keys; -1 absent, -2 comparing raised
 int keys_equal(PyObject* a, PyObject* b);      // one dict key? (identity; a tensor only by identity; else ==); -1 raised

@@ -568,3 +568,74 @@ def list_indexed_by_none_is_caught_with_its_message(x):
     except TypeError as e:
         y = layers[0] * len(str(e))
     return y
+
+
+# ---- grad mode set by a direct torch._C._set_grad_enabled call (a context manager class's __enter__) ----
+class FrozenSection:
+    """Turns autograd off for a block the way some training utilities do it, through torch._C."""
+
+    def __enter__(self):
+        self.prev = torch.is_grad_enabled()
+        torch._C._set_grad_enabled(False)
+        return self
+
+    def __exit__(self, *exc):
+        torch._C._set_grad_enabled(self.prev)
+        return False
+
+
+def _trainable(seed):
+    g = torch.Generator().manual_seed(seed)
+    return (torch.randn(3, generator=g).requires_grad_(),)
+
+
+@case((3,), extra=_trainable)
+def grad_mode_of_a_section_that_calls_torch_c_directly(x, w):
+    with FrozenSection():
+        frozen = x * w
+        if torch.is_grad_enabled():
+            frozen = frozen - 100
+    live = x * w
+    return frozen, frozen.requires_grad, live.requires_grad, torch.is_grad_enabled()
+
+
+# ---- locals() and globals() of the compiled frame ----
+_OFFSET = 0.25
+
+
+@case((3,))
+def options_taken_from_locals(x, scale=2.0, shift=1.0):
+    opts = dict(locals())
+    opts.pop("x")
+    return x * opts["scale"] + opts["shift"], sorted(opts)
+
+
+@case((3,))
+def constant_read_through_globals(x):
+    return x + globals()["_OFFSET"]
+
+
+# ---- Python attributes set on a tensor from outside ----
+def _tagged(seed):
+    g = torch.Generator().manual_seed(seed)
+    t = torch.randn(3, generator=g)
+    t.loss_scale = 4.0
+    return (t,)
+
+
+@case(extra=_tagged)
+def python_attributes_of_a_tensor_passed_in(t):
+    scale = getattr(t, "loss_scale", 1.0)
+    name = getattr(t, "tag_name", "none")
+    return t * scale, hasattr(t, "loss_scale"), hasattr(t, "tag_name"), name
+
+
+# ---- a class defined in the compiled function whose method reads a variable assigned after it ----
+@case((3,))
+def method_of_a_local_class_reads_the_variable_as_it_is_later(x):
+    offset = 0
+    class Shift:
+        def apply(self, t):
+            return t + offset
+    offset = 1
+    return Shift().apply(x)

@@ -681,3 +681,45 @@ def test_a_module_built_in_forward_has_its_init_effects_and_buffers_as_in_eager(
     want = _build_and_list_buffers(x)
     torch.testing.assert_close(got[0], want[0])
     assert got[1] == want[1] == [(3,)]
+
+
+def _eval_names(x):
+    shift = 3
+    return x + eval("shift"), dir()
+
+
+def _frame_name(x):
+    import sys
+    return x + len(sys._getframe().f_code.co_name)
+
+
+def _eval_in_helper_body(v):
+    k = 2
+    return v * eval("k")
+
+
+def _eval_in_helper(x):
+    return _eval_in_helper_body(x + 1) - 1
+
+
+@pytest.mark.parametrize("fn", [_eval_names, _frame_name, _eval_in_helper], ids=lambda f: f.__name__)
+def test_calls_that_read_the_frame_see_the_frame_as_in_eager(fn):
+    # eval() of the frame's names and sys._getframe() are never run while tracing, nor in the
+    # transformed code (whose frame is another): the frame runs as it is; in an inlined function the
+    # frame is split at the call of it, which runs as it is
+    x = torch.randn(3)
+    got, want = dynview.compile(fn, backend="eager")(x), fn(x)
+    close(got, want)
+
+
+def test_python_attributes_of_a_tensor_passed_in_are_guarded():
+    def f(x):
+        return x + (2 if hasattr(x, "tag") else 1) + getattr(x, "bias_term", 0)
+    c = dynview.compile(f, backend="eager")
+    x = torch.zeros(2)
+    for change in (None, ("tag", 1), ("bias_term", 5), ("-tag", None)):
+        if change and change[0].startswith("-"):
+            delattr(x, change[0][1:])
+        elif change:
+            setattr(x, *change)
+        torch.testing.assert_close(c(x), f(x))

@@ -191,7 +191,24 @@ struct Kind<VK::Tensor> {
       return t.brk(f, "DV0005", "Tensor." + name + " is not traced", "use the tensor itself, or .detach()");
     Ref nm = Ref::steal(PyUnicode_FromString(name.c_str()));
     PyObject* attr = _PyType_Lookup(reinterpret_cast<PyTypeObject*>(py().torch_Tensor.get()), nm.get());
-    if (!attr) return t.brk(f, kNoAttributeId, "'Tensor' object has no attribute '" + name + "'");  // AttributeError in eager
+    if (!attr) {
+      // A Python attribute set on a tensor from outside (x.tag = ...): in its __dict__, read through
+      // its source; absent, AttributeError as in eager. Either way guarded on its __dict__.
+      if (PyObject* real = obj->source ? input_object(t, obj) : nullptr) {
+        PyObject** dp = _PyObject_GetDictPtr(real);
+        PyObject* v = dp && *dp ? PyDict_GetItemWithError(*dp, nm.get()) : nullptr;
+        if (!v && PyErr_Occurred()) return PyErr_Clear(), t.brk(f, "DV0005", "Tensor." + name + ": its __dict__ could not be read");
+        SourcePtr dict_src = Source::attr(obj->source, "__dict__");
+        if (Guard* g = t.add_guard(GuardKind::DICT_CONTAINS, dict_src, Ref::borrow(nm.get()), f,
+                                   repr_of(nm.get()) + (v ? " in " : " not in ") + dict_src->text()))
+          g->length = v ? 1 : 0;
+        if (v) {
+          out = t.wrap(Ref::borrow(v), Source::attr(obj->source, name), f);
+          return out ? std::nullopt : t.brk(f, "DV0013", "attribute " + name + " of a tensor cannot be traced");
+        }
+      }
+      return t.brk(f, kNoAttributeId, "'Tensor' object has no attribute '" + name + "'");  // AttributeError in eager
+    }
     // A data attribute not answered above (x._version, x.grad_fn, x.output_nr, x.nbytes): state of
     // the real tensor, which the example does not have; not a method to bind.
     if (Py_IS_TYPE(attr, &PyGetSetDescr_Type) || Py_IS_TYPE(attr, &PyMemberDescr_Type) || PyObject_TypeCheck(attr, &PyProperty_Type))
