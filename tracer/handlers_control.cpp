@@ -383,8 +383,26 @@ Status op_YIELD_VALUE(Translator& t, Frame& f, const Instr&) {  // (v -- sent)
 Status op_BEFORE_WITH(Translator& t, Frame& f, const Instr&) {  // (mgr -- exit enter_result)
   NEED(1);
   VPtr mgr = top(f);
-  if (mgr->kind == VK::Instance) {  // a context manager made in the trace: __enter__ now, __exit__ at the end
-    auto* tp = reinterpret_cast<PyTypeObject*>(mgr->obj.get());
+  // a context manager object from outside of a Python class (contextlib.nullcontext() passed in, a
+  // user's section object held by a module), its class guarded: the same as one made in the trace
+  PyTypeObject* outside_cm = nullptr;
+  if (mgr->kind == VK::Object && mgr->obj && mgr->source && !PyType_Check(mgr->obj.get()) &&
+      (Py_TYPE(mgr->obj.get())->tp_flags & Py_TPFLAGS_HEAPTYPE)) {
+    static PyObject* enter_name = PyUnicode_InternFromString("__enter__");
+    static PyObject* exit_name = PyUnicode_InternFromString("__exit__");
+    PyObject* enter = _PyType_Lookup(Py_TYPE(mgr->obj.get()), enter_name);
+    PyObject* exit = _PyType_Lookup(Py_TYPE(mgr->obj.get()), exit_name);
+    Ref mod = Ref::steal(PyObject_GetAttrString(reinterpret_cast<PyObject*>(Py_TYPE(mgr->obj.get())), "__module__"));
+    PyErr_Clear();
+    const bool torch_class = mod && PyUnicode_Check(mod.get()) && str_of(mod.get()).rfind("torch", 0) == 0;
+    if (enter && exit && PyFunction_Check(enter) && PyFunction_Check(exit) && !torch_class) {
+      outside_cm = Py_TYPE(mgr->obj.get());
+      t.add_guard(GuardKind::TYPE_MATCH, mgr->source, Ref::borrow(reinterpret_cast<PyObject*>(outside_cm)), f,
+                  "___check_type_id(" + mgr->source->text() + ", " + outside_cm->tp_name + ")");
+    }
+  }
+  if (mgr->kind == VK::Instance || outside_cm) {  // a context manager made in the trace: __enter__ now, __exit__ at the end
+    auto* tp = outside_cm ? outside_cm : reinterpret_cast<PyTypeObject*>(mgr->obj.get());
     static PyObject* enter_name = PyUnicode_InternFromString("__enter__");
     static PyObject* exit_name = PyUnicode_InternFromString("__exit__");
     PyObject* enter = _PyType_Lookup(tp, enter_name);

@@ -11,7 +11,7 @@ import time
 import torch
 import torch.nn as nn
 
-from python_cases import case, module_case
+from python_cases import NOT_YET, case, module_case
 
 
 def _trainable(seed):
@@ -235,3 +235,69 @@ class EvalWithInnerGrad(nn.Module):
 
 
 module_case(EvalWithInnerGrad, (4, 6))
+
+
+# ---- context manager objects from outside the compiled code, of Python classes ----
+class MaybeAutocastBlock(nn.Module):
+    """Holds the context its forward runs in, chosen in __init__ (a no-op unless mixed precision)."""
+
+    def __init__(self):
+        super().__init__()
+        self.proj = nn.Linear(4, 4)
+        self.amp_ctx = contextlib.nullcontext()
+
+    def forward(self, x):
+        with self.amp_ctx:
+            return self.proj(x).relu()
+
+
+module_case(MaybeAutocastBlock, (3, 4))
+
+
+class _Section:
+    """A reentrant section marker whose __enter__/__exit__ keep a depth on the object."""
+
+    def __init__(self):
+        self.depth = 0
+
+    def __enter__(self):
+        self.depth += 1
+        return self
+
+    def __exit__(self, *exc):
+        self.depth -= 1
+        return False
+
+
+_SECTION = _Section()
+
+
+@case((3,))
+def global_section_object_entered_around_the_computation(x):
+    with _SECTION as s:
+        inside = s.depth
+        y = x.exp() * inside
+    return y, _SECTION.depth
+
+
+@case((3,))
+def break_inside_a_section_object_from_outside(x):
+    with _SECTION:
+        y = x * 2
+        torch._dynamo.graph_break()
+        y = y + _SECTION.depth
+    return y, _SECTION.depth
+
+
+NOT_YET["global_section_object_entered_around_the_computation"] = (
+    "deliberate: TorchDynamo runs the frame eagerly (0 graphs); dynview inlines the object's __enter__/__exit__ "
+    "and replays its attribute writes (1 graph, results and the object's state equal eager's)")
+NOT_YET["break_inside_a_section_object_from_outside"] = (
+    "deliberate: TorchDynamo runs the frame eagerly (0 graphs); dynview splits it with the block set up again (2 graphs)")
+
+
+@case((3,))
+def gradient_of_a_tensor_made_in_the_trace_is_none(x):
+    t = torch.ones(3)
+    y = x * t
+    return y, t.grad is None, y.grad is None

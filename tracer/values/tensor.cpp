@@ -187,6 +187,12 @@ struct Kind<VK::Tensor> {
       if (!get_data) return t.brk(f, "DV0005", "Tensor.data: torch._C._autograd._get_data_attr is missing");
       return t.graph_call(f, Ref::borrow(get_data), "", {obj}, {}, out);
     }
+    if (name == "grad" && !obj->source) {
+      // a tensor the graph computes (or a factory made): no gradient has been accumulated into it
+      // (the trace breaks at backward() and at a .grad assignment), as TorchDynamo answers
+      out = t.constant(Ref::borrow(Py_None));
+      return std::nullopt;
+    }
     if (name == "grad" || name == "_base")
       return t.brk(f, "DV0005", "Tensor." + name + " is not traced", "use the tensor itself, or .detach()");
     Ref nm = Ref::steal(PyUnicode_FromString(name.c_str()));
