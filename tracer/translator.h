@@ -251,6 +251,11 @@ class Translator {
   // (nn.Module.__init__ run on it, nothing else) and the attributes the trace set on it, in order.
   // They live only in the trace: never written to the object, never replayed.
   std::unordered_map<PyObject*, std::vector<std::pair<std::string, VPtr>>> made_module_attrs;
+  std::vector<Ref> made_modules;  // the objects its keys name, kept alive for the trace (no address reused)
+  void add_made_module(const Ref& m) {
+    made_module_attrs[m.get()].clear();
+    made_modules.push_back(m);
+  }
   // A call of one of nn.Module's own methods on such a module: __init__ (already run) and
   // register_buffer (an attribute) answered, any other a break; `handled` false: not such a call.
   Status made_module_method(Frame& f, PyObject* func, const VPtr& module, const std::vector<VPtr>& args,

@@ -222,7 +222,7 @@ Translator::Status Translator::construct_module(Frame& f, PyObject* cls, std::ve
     VPtr mv = make(VK::NNModule);
     mv->obj = m;
     mv->flag = true;  // made in the trace
-    made_module_attrs.emplace(m.get(), std::vector<std::pair<std::string, VPtr>>{});
+    add_made_module(m);
     PyObject* init = _PyType_Lookup(reinterpret_cast<PyTypeObject*>(cls), init_name);
     if (init && init != module_init) {
       VPtr fv = make(VK::Function);
@@ -273,7 +273,7 @@ Translator::Status Translator::construct_module(Frame& f, PyObject* cls, std::ve
   out->obj = m;
   out->flag = true;  // made in the trace
   // what its forward (or the code) sets on it lives in the trace only, as for one whose __init__ was inlined
-  if (python_init) made_module_attrs.emplace(m.get(), std::vector<std::pair<std::string, VPtr>>{});
+  if (python_init) add_made_module(m);
   return std::nullopt;
 }
 
