@@ -12,11 +12,7 @@ import torch
 import torch.nn as nn
 
 from python_cases import NOT_YET, case, module_case
-
-
-def _trainable(seed):
-    g = torch.Generator().manual_seed(seed)
-    return (torch.randn(3, generator=g).requires_grad_(),)
+from python_cases_library import _trainable  # a weight that requires grad
 
 
 @case((3,), extra=_trainable)

@@ -17,6 +17,7 @@ import torch
 import torch.nn as nn
 
 from python_cases import NOT_YET, case, module_case
+from python_cases_library import _trainable  # a weight that requires grad
 
 
 # ---- descriptors of Python classes: __set__ and __get__ inlined ----
@@ -582,11 +583,6 @@ class FrozenSection:
     def __exit__(self, *exc):
         torch._C._set_grad_enabled(self.prev)
         return False
-
-
-def _trainable(seed):
-    g = torch.Generator().manual_seed(seed)
-    return (torch.randn(3, generator=g).requires_grad_(),)
 
 
 @case((3,), extra=_trainable)
