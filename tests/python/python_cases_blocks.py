@@ -6,7 +6,6 @@ first statement of the block. TorchDynamo resumes after the break with every blo
 and runs the whole frame eagerly when a try block is around them. Appended to python_cases.CASES like
 python_cases_more's."""
 import contextlib
-import time
 
 import torch
 import torch.nn as nn
@@ -172,21 +171,6 @@ def break_in_nested_blocks_inside_try_finally(x, w):
     finally:
         done.append(1)
     return y, y.requires_grad, done
-
-
-class _Timer:
-    """A profiling section whose __exit__ keeps the time spent (a break: time.perf_counter)."""
-
-    def __init__(self):
-        self.spent = 0.0
-
-    def __enter__(self):
-        self.start = time.perf_counter()
-        return self
-
-    def __exit__(self, *exc):
-        self.spent += time.perf_counter() - self.start
-        return False
 
 
 class TeacherStudentStep(nn.Module):
