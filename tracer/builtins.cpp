@@ -617,6 +617,33 @@ Translator::Status call_builtin(Translator& t, Frame& f, PyObject* fn, std::vect
       classes = args[1]->obj;
     }
     if (!tp || !classes) return t.brk(f, "DV0007", "isinstance() of an unsupported value");
+    // A class whose metaclass answers isinstance in Python code of its own (not type's, not abc's or
+    // torch's, which go by the type): that __instancecheck__, inlined
+    auto own_check = [](PyObject* c) -> PyObject* {
+      if (!PyType_Check(c) || Py_IS_TYPE(c, &PyType_Type)) return nullptr;
+      static PyObject* name = PyUnicode_InternFromString("__instancecheck__");
+      PyObject* m = _PyType_Lookup(Py_TYPE(c), name);
+      if (!m || !PyFunction_Check(m)) return nullptr;
+      PyObject* mod = PyFunction_GET_MODULE(m);
+      if (mod && PyUnicode_Check(mod)) {
+        const std::string mn = PyUnicode_AsUTF8(mod);
+        if (mn == "abc" || mn == "_py_abc" || mn.rfind("torch", 0) == 0) return nullptr;
+      }
+      return m;
+    };
+    if (PyTuple_Check(classes.get())) {
+      for (Py_ssize_t i = 0; i < PyTuple_GET_SIZE(classes.get()); ++i)
+        if (own_check(PyTuple_GET_ITEM(classes.get(), i)))
+          return t.brk(f, "DV0007", "isinstance() against a tuple holding a class whose metaclass defines __instancecheck__");
+    } else if (PyObject* check = own_check(classes.get())) {
+      VPtr r;
+      if (Status s = t.call_python(f, Ref::borrow(check), {args[1], args[0]}, r)) return s;
+      if (r->kind != VK::Const) return t.brk(f, "DV0007", "isinstance(): the metaclass's __instancecheck__ gave a " + std::string(vk_name(r->kind)));
+      const int b = PyObject_IsTrue(r->obj.get());
+      if (b < 0) return PyErr_Clear(), t.brk(f, "DV0010", "isinstance(): bool() of __instancecheck__'s answer raised");
+      out = t.constant(Ref::borrow(b ? Py_True : Py_False));
+      return std::nullopt;
+    }
     int r = PyObject_IsSubclass(tp, classes.get());
     if (r < 0) return t.brk(f, "DV0010", "isinstance() raised");
     out = t.constant(Ref::borrow(r ? Py_True : Py_False));

@@ -356,6 +356,10 @@ Translator::Status Translator::subscr(Frame& f, VPtr obj, VPtr idx, VPtr& out) {
     }
     return s;
   }
+  auto list_getitem_of = [](PyObject* x) {
+    static PyObject* name = PyUnicode_InternFromString("__getitem__");
+    return _PyType_Lookup(Py_TYPE(x), name) == _PyType_Lookup(&PyList_Type, name);
+  };
   auto po = to_python(obj, false), pi = to_python(idx, false);
   if (po && pi) {
     Ref r = Ref::steal(PyObject_GetItem(po->get(), pi->get()));
@@ -364,7 +368,21 @@ Translator::Status Translator::subscr(Frame& f, VPtr obj, VPtr idx, VPtr& out) {
     // its source, so guarded: it may change between calls.
     PyObject* o = po->get();
     const bool outside = obj->kind == VK::Object && obj->source && idx->kind == VK::Const &&
-                         (Py_IS_TYPE(o, &PyDictProxy_Type) || PyDict_Check(o) || PyList_CheckExact(o) || PyTuple_CheckExact(o));  // the guard reads these
+                         (Py_IS_TYPE(o, &PyDictProxy_Type) || PyDict_Check(o) || PyList_CheckExact(o) || PyTuple_CheckExact(o) ||
+                          (PyList_Check(o) && list_getitem_of(o)));  // (a list subclass indexed as a list) the guard reads these
+    // Another container from outside (a collections.deque, an array.array): its items may change
+    // between calls and no guard reads them, so the item is not a constant of the graph
+    auto typing_object = [](PyObject* x) {  // typing.List, Optional[int], list[int]: fixed once made
+      if (Py_IS_TYPE(x, &Py_GenericAliasType)) return true;
+      Ref mod = Ref::steal(PyObject_GetAttrString(reinterpret_cast<PyObject*>(Py_TYPE(x)), "__module__"));
+      if (!mod) PyErr_Clear();
+      return mod && PyUnicode_Check(mod.get()) && PyUnicode_CompareWithASCIIString(mod.get(), "typing") == 0;
+    };
+    const bool immutable = PyTuple_Check(o) || PyUnicode_Check(o) || PyBytes_Check(o) || PyRange_Check(o) ||
+                           PyFrozenSet_Check(o) || PyType_Check(o) || typing_object(o);
+    if (obj->kind == VK::Object && obj->source && !outside && !immutable)
+      return brk(f, "DV0017", std::string("subscript of a ") + Py_TYPE(o)->tp_name + " object from outside: its items may change between calls",
+                 "pass the item, or a list, to the compiled function");
     out = wrap(r, outside ? Source::item(obj->source, idx->obj) : nullptr, f);
     if (out) return std::nullopt;
   }

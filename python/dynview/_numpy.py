@@ -84,3 +84,9 @@ def to_numpy(value):
     if isinstance(value, torch.Tensor):
         return value.numpy(force=True)
     return value
+
+
+def to_numpy_scalar(value):
+    """A 0-d graph output where NumPy gives a scalar (nd[i], nd.sum(), a ufunc of scalars): that scalar
+    (numpy.float64 ...), as eager code has it."""
+    return to_numpy(value)[()]

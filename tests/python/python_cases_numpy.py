@@ -202,3 +202,35 @@ def numpy_dtype_described_in_the_trace(x):
     dt = np.dtype("float32")
     tiny = np.finfo(np.float32).eps
     return x * dt.itemsize + float(tiny), dt.name, dt.kind, int(np.int64(7)) // 2
+
+
+# ---- ndarrays turned back into tensors and cast by Python types ----
+@case((1, 2, 3))
+def tensor_copied_from_a_stacked_array(y):
+    # torch.tensor(nd, dtype=...): a copy of the array's tensor in the graph, as TorchDynamo records it
+    a = np.stack([np.ones([2, 3])], axis=0)
+    return torch.tensor(a, dtype=torch.long) + y
+
+
+@case(extra=lambda s: [np.linspace(-1.0, 1.0 + s, 5)])
+def mask_cast_by_python_types(a):
+    # astype(bool/float/int): NumPy's dtype for the Python type (bool, float64, int64)
+    keep = (a * 5).astype(bool)
+    return keep.astype(float) * 2 + keep.astype(int), a.astype(float)
+
+
+@case(extra=lambda s: [np.arange(6.0).reshape(2, 3) + s])
+def row_stats_as_numpy_scalars(a):
+    # what NumPy gives as scalars (a reduction, an element, a ufunc of them) leaves as scalars
+    total = a.sum()
+    first = a[0, 0]
+    return total, first, np.sqrt(total) + first, a.mean(axis=0)
+
+
+@case((3, 4))
+def rows_of_a_tensor_by_its_own_iterator(x):
+    # x.__iter__(): the rows, as iter(x)
+    out = []
+    for row in x.__iter__():
+        out.append(row.sum())
+    return torch.stack(out)

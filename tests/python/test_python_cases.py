@@ -22,11 +22,8 @@ pytestmark = pytest.mark.usefixtures("fresh_engine")
 
 
 def close_arrays(a, b):
-    # ndarrays: same type, dtype, shape and values. A NumPy scalar that eager NumPy returns (np.sum(a),
-    # a[i, j]) is a 0-d ndarray out of the compiled code, as out of torch.compile's (an ndarray in the
-    # graph is a tensor; torch._numpy returns 0-d arrays), with the same dtype and value.
-    if isinstance(a, np.ndarray) and a.ndim == 0 and isinstance(b, np.generic):
-        b = np.asarray(b)
+    # ndarrays and NumPy scalars: same type (a scalar where eager NumPy gives one: np.sum(a), a[i, j];
+    # torch.compile gives 0-d ndarrays there), dtype, shape and values
     assert type(a) is type(b), (type(a), type(b))
     assert a.dtype == b.dtype and a.shape == b.shape, (a.dtype, a.shape, b.dtype, b.shape)
     np.testing.assert_allclose(a, b, rtol=1.3e-6, atol=1e-5, equal_nan=True)
@@ -88,6 +85,7 @@ def _not_yet(c):
     return pytest.param(*c, marks=pytest.mark.xfail(strict=True, reason=reason)) if reason else c
 
 
+@pytest.mark.shared_by_other_versions  # (conftest.py)
 @pytest.mark.parametrize("name,fn,make", [_not_yet(c) for c in CASES], ids=[c[0] for c in CASES])
 def test_graphs_and_breaks_match_torch_dynamo(name, fn, make):
     torch._dynamo.reset()

@@ -7,6 +7,7 @@
 // could differ from eager NumPy, this breaks with the reason.
 #include <cstring>
 #include <functional>
+#include <set>
 
 #include "tracer/pycache.h"
 #include "tracer/translator.h"
@@ -77,12 +78,30 @@ VPtr Translator::tensor_of_ndarray(const VPtr& nd) {
 
 // A graph call's result as ndarrays: tensors become NdArray values (also inside a tuple or list,
 // np.nonzero's), None and constants stay.
+// A 0-d result is a NumPy scalar (numpy.float64 ...) where NumPy gives one: from indexing, ufuncs,
+// operators and reductions, not from the functions that make or reshape arrays (flag: a scalar;
+// reconstructed by dynview._numpy.to_numpy_scalar).
+bool gives_numpy_scalar(const std::string& what) {
+  static const std::set<std::string> arrays = {
+      "numpy.array", "numpy.asarray", "numpy.asanyarray", "numpy.ascontiguousarray", "numpy.asfortranarray", "numpy.copy",
+      "numpy.zeros", "numpy.ones", "numpy.empty", "numpy.full", "numpy.zeros_like", "numpy.ones_like", "numpy.empty_like",
+      "numpy.full_like", "numpy.reshape", "numpy.squeeze", "numpy.broadcast_to", "numpy.transpose", "numpy.atleast_1d",
+      "ndarray.copy", "ndarray.reshape", "ndarray.squeeze", "ndarray.astype", "ndarray.view", "ndarray.transpose",
+      "ndarray.T", "ndarray.real", "ndarray.imag", "ndarray.conj", "Tensor.numpy()"};
+  return arrays.count(what) == 0;
+}
+
 Status Translator::as_ndarray(Frame& f, VPtr& v, const std::string& what) {
   if (v->kind == VK::Tensor) {
     VPtr nd = make(VK::NdArray);
     nd->obj = v->obj;
     nd->node = v->node;
     nd->device = v->device;
+    if (gives_numpy_scalar(what)) {
+      Ref dim = Ref::steal(PyObject_CallMethod(v->obj.get(), "dim", nullptr));
+      if (!dim) PyErr_Clear();
+      nd->flag = dim && PyLong_Check(dim.get()) && PyLong_AsLong(dim.get()) == 0;
+    }
     if (obs_) announce(nd);
     v = nd;
     return std::nullopt;
@@ -230,19 +249,22 @@ Status Translator::call_numpy(Frame& f, PyObject* fn, std::vector<VPtr>& args, K
   return ndarray_call(f, wrapper, args, kwargs, what, out);
 }
 
-// torch.from_numpy(nd) / torch.as_tensor(nd, ...): the tensor behind the ndarray (a torch.as_tensor node).
+// torch.from_numpy(nd) / torch.as_tensor(nd, ...): the tensor behind the ndarray (a torch.as_tensor node);
+// torch.tensor(nd, ...): a copy of it (a torch.tensor node over the tensor, as TorchDynamo records it).
 Status Translator::ndarray_to_tensor(Frame& f, PyObject* fn, std::vector<VPtr>& args, Kwargs& kwargs, VPtr& out, bool& handled) {
   handled = false;
   if (args.empty() || args[0]->kind != VK::NdArray) return std::nullopt;
   Ref from_numpy = Ref::steal(PyObject_GetAttrString(py().torch.get(), "from_numpy"));
   Ref as_tensor = Ref::steal(PyObject_GetAttrString(py().torch.get(), "as_tensor"));
   PyErr_Clear();
-  if (fn != from_numpy.get() && fn != as_tensor.get()) return std::nullopt;
+  Ref tensor = Ref::steal(PyObject_GetAttrString(py().torch.get(), "tensor"));
+  PyErr_Clear();
+  if (fn != from_numpy.get() && fn != as_tensor.get() && fn != tensor.get()) return std::nullopt;
   handled = true;
   if (fn == from_numpy.get() && (args.size() != 1 || !kwargs.empty())) return brk(f, "DV0013", "torch.from_numpy takes one ndarray");
   std::vector<VPtr> a = args;
   a[0] = tensor_of_ndarray(args[0]);
-  return graph_call(f, as_tensor, "", std::move(a), kwargs, out);
+  return graph_call(f, fn == tensor.get() ? tensor : as_tensor, "", std::move(a), kwargs, out);
 }
 
 Status Translator::ndarray_getattr(Frame& f, const VPtr& self, const std::string& name, VPtr& out) {
@@ -306,6 +328,18 @@ Status Translator::ndarray_method(Frame& f, const VPtr& self, const std::string&
     const bool object = dt && ((dt->kind == VK::Const && PyUnicode_Check(dt->obj.get()) && str_of(dt->obj.get()) == "O") ||
                                (dt->obj && dt->obj.get() == reinterpret_cast<PyObject*>(&PyBaseObject_Type)));
     if (object) return brk(f, "DV0013", "ndarray.astype(object): no tensor holds Python objects", "convert outside the compiled function");
+    // a Python type is NumPy's dtype for it (astype(float) is float64, astype(int) int64 here, as np.dtype(int) says)
+    if (dt && (dt->kind == VK::Const || dt->kind == VK::Object) && dt->obj && PyType_Check(dt->obj.get()) &&
+        std::strncmp(reinterpret_cast<PyTypeObject*>(dt->obj.get())->tp_name, "numpy.", 6) != 0) {
+      Ref np = Ref::steal(PyImport_ImportModule("numpy"));
+      Ref npdt = np ? Ref::steal(PyObject_CallMethod(np.get(), "dtype", "O", dt->obj.get())) : Ref();
+      Ref nm = npdt ? Ref::steal(PyObject_GetAttrString(npdt.get(), "name")) : Ref();
+      if (!nm) return PyErr_Clear(), brk(f, "DV0013", "ndarray.astype(" + str_of(dt->obj.get()) + "): not a NumPy dtype");
+      VPtr named = constant(nm);
+      if (!args.empty() && args[0] == dt) args[0] = named;
+      for (auto& kv : kwargs)
+        if (kv.first == "dtype") kv.second = named;
+    }
   }
   if (name == "__len__") {
     Ref shape = Ref::steal(PyObject_GetAttrString(self->obj.get(), "shape"));
@@ -404,14 +438,17 @@ struct Kind<VK::NdArray> {
     // the ndarray argument itself, or dynview._numpy.to_numpy(graph output)
     auto it = std::find(r.outputs.begin(), r.outputs.end(), v->node);
     if (v->source) return r.e.source(*v->source);
-    static PyObject* to_numpy = [] {
+    auto helper = [](const char* name) {
       Ref mod = Ref::steal(PyImport_ImportModule("dynview._numpy"));
-      PyObject* m = mod ? PyObject_GetAttrString(mod.get(), "to_numpy") : nullptr;
+      PyObject* m = mod ? PyObject_GetAttrString(mod.get(), name) : nullptr;
       if (!m) PyErr_Clear();
       return m;
-    }();
-    if (it == r.outputs.end() || !r.compiled || !to_numpy) return false;
-    r.e.callable_const(to_numpy);
+    };
+    static PyObject* to_numpy = helper("to_numpy");
+    static PyObject* to_numpy_scalar = helper("to_numpy_scalar");
+    PyObject* convert = v->flag ? to_numpy_scalar : to_numpy;  // a 0-d result that NumPy gives as a scalar
+    if (it == r.outputs.end() || !r.compiled || !convert) return false;
+    r.e.callable_const(convert);
     r.e.emit(N::LOAD_FAST, r.outs_slot);
     r.e.load_int(it - r.outputs.begin());
     r.e.emit(N::BINARY_SUBSCR);

@@ -111,6 +111,19 @@ Status object_getattr(Translator& t, Frame& f, const VPtr& obj, const std::strin
   if (!r) {
     const bool missing = PyErr_ExceptionMatches(PyExc_AttributeError);
     PyErr_Clear();
+    // Absent from an object of a Python class, or a module, from outside (hasattr(obj, "dtype") is
+    // False): guarded as absent from its __dict__, which a later call's object may have it in
+    const bool guardable = missing && obj->kind == VK::Object && obj->source && !PyType_Check(o) &&
+                           ((Py_TYPE(o)->tp_flags & Py_TPFLAGS_HEAPTYPE) || (PyModule_Check(o) && !module_is_torch_mod(o)));
+    if (guardable) {
+      PyObject** dp = _PyObject_GetDictPtr(o);
+      if (!dp || !*dp)
+        return t.brk(f, "DV0005", "no attribute " + name + " on a " + Py_TYPE(o)->tp_name + " object without a __dict__, which no guard can check");
+      Ref nm = Ref::steal(PyUnicode_FromString(name.c_str()));
+      SourcePtr dict_src = Source::attr(obj->source, "__dict__");
+      if (Guard* g = t.add_guard(GuardKind::DICT_CONTAINS, dict_src, nm, f, repr_of(nm.get()) + " not in " + dict_src->text()))
+        g->length = 0;
+    }
     return t.brk(f, missing ? kNoAttributeId : "DV0005", "no attribute " + name + " on " + Py_TYPE(o)->tp_name);
   }
   if (PyCFunction_Check(r.get()) && PyCFunction_GET_SELF(r.get()) == o && obj->source && PyDict_Check(o) &&
@@ -272,8 +285,11 @@ Status object_method(Translator& t, Frame& f, const VPtr& m, std::vector<VPtr>& 
     if (!kwargs.empty()) return t.brk(f, "DV0004", "method " + name + " with keyword arguments");
     for (const VPtr& a : args)
       if (a->kind != VK::Const) return t.brk(f, "DV0013", "unsupported argument to " + what);
+    if (name == "__iter__" && args.empty()) return t.iterate(f, self, out, false);  // "ab".__iter__(): iter("ab"), one per call
     Ref r;
     if (Status s = call_on_constants(t, f, bound.get(), what, args, kwargs, r)) return s;
+    if (PyIter_Check(r.get()))  // an iterator is state: made now, it would be one object for every call
+      return t.brk(f, "DV0004", what + "() gives an iterator, which is not traced");
     out = r.get() == so ? self : set_of_constants(r.get()) ? t.constant(r) : t.wrap(r, nullptr, f);
     if (!out) return t.brk(f, "DV0013", "unsupported result of " + what);
     return std::nullopt;
@@ -330,9 +346,33 @@ bool object_reconstruct(cg::Rebuilder& r, const VPtr& v) {
   return false;
 }
 
-// Const, Object: the object's own truth, evaluated now
+// Const, Object: the object's own truth, evaluated now. An object whose class computes it (__bool__,
+// else __len__) is asked through that method: Python code is inlined, so what it reads is guarded
+// (`if obj:` on an object whose answer changes between calls); C code is not traced, so it breaks,
+// but for NumPy's scalars (immutable, their value guarded).
 Status python_truth(Translator& t, Frame& f, const VPtr& v, bool& out) {
-  int r = PyObject_IsTrue(v->obj.get());
+  PyObject* o = v->obj.get();
+  if (v->kind == VK::Object && !PyType_Check(o) && !PyModule_Check(o)) {
+    PyTypeObject* tp = Py_TYPE(o);
+    const bool has_bool = tp->tp_as_number && tp->tp_as_number->nb_bool;
+    const bool has_len = (tp->tp_as_mapping && tp->tp_as_mapping->mp_length) || (tp->tp_as_sequence && tp->tp_as_sequence->sq_length);
+    const bool numpy_scalar = std::strncmp(tp->tp_name, "numpy.", 6) == 0 && std::strcmp(tp->tp_name, "numpy.ndarray") != 0;
+    if ((has_bool || has_len) && !numpy_scalar) {
+      static PyObject* bool_name = PyUnicode_InternFromString("__bool__");
+      static PyObject* len_name = PyUnicode_InternFromString("__len__");
+      PyObject* m = _PyType_Lookup(tp, has_bool ? bool_name : len_name);
+      if (!m || !PyFunction_Check(m))
+        return t.brk(f, "DV0007", std::string("bool() of a ") + tp->tp_name + " object: its " + (has_bool ? "__bool__" : "__len__") + " is C code, which is not traced",
+                     "test a value the code can see instead (len(x) > 0, x is not None)");
+      VPtr r;
+      if (Status s = t.call_python(f, Ref::borrow(m), {v}, r)) return s;
+      if (r->kind != VK::Const || (has_bool ? !PyBool_Check(r->obj.get()) : !PyLong_Check(r->obj.get())))
+        return t.brk(f, "DV0007", std::string("bool() of a ") + tp->tp_name + ": " + (has_bool ? "__bool__" : "__len__") + " gave a " + vk_name(r->kind));
+      out = PyObject_IsTrue(r->obj.get()) == 1;
+      return std::nullopt;
+    }
+  }
+  int r = PyObject_IsTrue(o);
   if (r < 0) return t.brk(f, "DV0010", "bool() raised");
   out = r == 1;
   return std::nullopt;
