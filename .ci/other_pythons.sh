@@ -7,7 +7,8 @@
 # built beside it, minus the cross_version tests (tests/python/conftest.py: they run other
 # interpreters by subprocess, which the main suite did for every version) and the
 # main_interpreter_only ones (the viewer, the CLI's errors, TORCH_TRACE import, killed recordings:
-# what they check is the executable and core/); DV_SECONDARY_RUN=1 tells test_bytecode_corpus.py to
+# what they check is the executable and core/), and with the slowest comparisons shared out among the
+# other versions (DV_SHARE, marker shared_by_other_versions); DV_SECONDARY_RUN=1 tells test_bytecode_corpus.py to
 # ask `dis` on a sample of the corpus it still re-assembles whole.
 # Used by `make test`.
 # Prints which versions ran. REQUIRE_ALL=1 (CI) fails when one of 3.11, 3.12, 3.13 is missing.
@@ -51,6 +52,14 @@ venv_ready() {
 
 ran=()
 missing=()
+# The tests marked shared_by_other_versions (tests/python/conftest.py) are shared out among the other
+# versions found: the k-th of n runs the k-th share (DV_SHARE=k/n), so that each runs on the main
+# interpreter and on one other version.
+found=()
+for v in $versions; do
+  [ -n "$("$PYTHON" -c "import sys; sys.path.insert(0, 'tests/python'); import other_pythons as o; print(o.find('$v') or '')")" ] && found+=("$v")
+done
+share_of() { local i; for i in "${!found[@]}"; do [ "${found[$i]}" = "$1" ] && echo "$i/${#found[@]}"; done; }
 for v in $versions; do
   exe=$("$PYTHON" -c "import sys; sys.path.insert(0, 'tests/python'); import other_pythons as o; print(o.find('$v') or '')")
   if [ -z "$exe" ]; then
@@ -85,9 +94,10 @@ for v in $versions; do
     continue
   fi
   t2=$SECONDS
-  echo "== Python $v: tests/python"
+  share=$(share_of "$v")
+  echo "== Python $v: tests/python (share $share of the tests marked shared_by_other_versions)"
   PYTHONPATH="$ROOT/python:$ROOT/tests/python" DYNVIEW_BIN="$ROOT/$BUILD/dynview" \
-      DV_SECONDARY_RUN=1 "$venv/bin/python" -m pytest -q -p no:cacheprovider -p no:benchmark -n "$JOBS" --dist loadfile -m "not cross_version and not main_interpreter_only" tests/python
+      DV_SECONDARY_RUN=1 DV_SHARE="$share" "$venv/bin/python" -m pytest -q -p no:cacheprovider -p no:benchmark -n "$JOBS" --dist loadfile -m "not cross_version and not main_interpreter_only" tests/python
   echo "== Python $v: venv $((t1 - t0)) s, dynview._C $((t2 - t1)) s, pytest $((SECONDS - t2)) s"
   ran+=("$v")
 done

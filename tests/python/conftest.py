@@ -6,6 +6,7 @@ controller in its test report (user_properties), so the summary is the same with
 import os
 import subprocess
 import sys
+import zlib
 
 import pytest
 
@@ -26,6 +27,12 @@ def pytest_configure(config):
         "the CLI's errors, TORCH_TRACE import, reading traces of killed processes); the captures they "
         "make only feed it, and each version's engine suites check those. The other versions' suites "
         "deselect them (.ci/other_pythons.sh), as their outcome cannot depend on the interpreter")
+    config.addinivalue_line(
+        "markers", "shared_by_other_versions: the suite's slowest comparisons (TorchDynamo's counts for "
+        "each case, real models, recorder faults across processes). The main interpreter runs every one; "
+        "the other versions share them out (DV_SHARE=k/n, set by .ci/other_pythons.sh: 3.12 runs one "
+        "half, 3.13 the other, by a hash of the test's id), so each runs on the main interpreter and on "
+        "one other version, and CI stays within its time")
 
 
 # Under pytest-xdist (make test) the files that take longest go first, so that no worker is left
@@ -35,7 +42,28 @@ SLOW_FILES = ("test_bytecode_corpus.py", "test_trace_crash.py", "test_torch_trac
               "test_engine_cases.py", "test_dynamic_shapes.py", "test_hf_models.py", "test_cli_errors.py")
 
 
+def _share():
+    """(k, n) from DV_SHARE=k/n, or None: this run takes the shared tests whose id hashes to k mod n."""
+    spec = os.environ.get("DV_SHARE", "")
+    if not spec:
+        return None
+    k, n = (int(x) for x in spec.split("/"))
+    if not 0 <= k < n:
+        raise pytest.UsageError(f"DV_SHARE={spec}: want k/n with 0 <= k < n")
+    return k, n
+
+
 def pytest_collection_modifyitems(config, items):
+    share = _share()
+    if share and share[1] > 1:
+        k, n = share
+        keep, drop = [], []
+        for item in items:
+            mine = item.get_closest_marker("shared_by_other_versions") is None or zlib.crc32(item.nodeid.encode()) % n == k
+            (keep if mine else drop).append(item)
+        if drop:
+            config.hook.pytest_deselected(items=drop)
+            items[:] = keep
     if os.environ.get("PYTEST_XDIST_WORKER"):
         rank = {name: i for i, name in enumerate(SLOW_FILES)}
         items.sort(key=lambda item: rank.get(item.path.name, len(SLOW_FILES)))  # stable: file order kept

@@ -16,6 +16,8 @@ import dynview
 from test_cli_disasm import cli
 from conftest import run_with_display
 
+pytestmark = pytest.mark.shared_by_other_versions  # (conftest.py)
+
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(os.path.dirname(HERE))
 TIMEOUT = 90  # a hang fails the test instead of blocking the suite

@@ -16,7 +16,7 @@ from model_outputs import assert_equal_to_eager_on_two_inputs, tensors
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 transformers = pytest.importorskip("transformers", reason="make deps installs transformers")
 warnings.filterwarnings("ignore")
-pytestmark = pytest.mark.usefixtures("fresh_engine")
+pytestmark = [pytest.mark.usefixtures("fresh_engine"), pytest.mark.shared_by_other_versions]  # (conftest.py)
 
 SMALL = dict(hidden_size=64, num_hidden_layers=2, num_attention_heads=4, intermediate_size=128, vocab_size=100,
              max_position_embeddings=64)
@@ -391,6 +391,7 @@ def test_call_form_equals_eager_and_torch_dynamo(name):
             for r in dynview._C.take_records()] == [], "a repeat call is a cache hit"
 
 
+@pytest.mark.main_interpreter_only  # the tally needs every model's comparison: the other versions share them out
 def test_tally(report):
     families = {k for k, _, _ in MODELS.values()}  # the five, and time series
     assert len(MODELS) >= 20 and families == {"decoder", "encoder", "encoder-decoder", "vision", "audio", "time-series"}
