@@ -964,9 +964,17 @@ Translator::Status Translator::module_members(Frame& f, const VPtr& fn, const st
                "build the module in __init__");
   const bool named = std::string(kind[0]) == kind[1];
   // Arguments (recurse=False, remove_duplicate ...) are constants; a prefix would change the names.
+  // A prefix (named_parameters(prefix="encoder")) is put before each name as the method does; the
+  // members are walked by their unprefixed paths.
   Ref pkw = Ref::steal(PyDict_New());
+  std::string prefix;
   for (auto& [k, v] : kwargs) {
-    if (v->kind != VK::Const || k == "prefix") return brk(f, "DV0004", "Module." + fn->name + "() with argument " + k);
+    if (v->kind != VK::Const) return brk(f, "DV0004", "Module." + fn->name + "() with argument " + k);
+    if (k == "prefix") {
+      if (!named || !PyUnicode_Check(v->obj.get())) return brk(f, "DV0004", "Module." + fn->name + "() with a prefix that is not a str");
+      prefix = str_of(v->obj.get());
+      continue;
+    }
     PyDict_SetItemString(pkw.get(), k.c_str(), v->obj.get());
   }
   if (!args.empty()) return brk(f, "DV0004", "Module." + fn->name + "() with positional arguments");
@@ -1022,7 +1030,8 @@ Translator::Status Translator::module_members(Frame& f, const VPtr& fn, const st
     if (!v) return brk(f, "DV0013", "module member " + path + " cannot be traced");
     if (named) {
       VPtr tup = make(VK::Tuple);
-      tup->items = {constant(Ref::borrow(PyTuple_GET_ITEM(pair, 0))), v};
+      const std::string shown = prefix + (!prefix.empty() && !path.empty() ? "." : "") + path;
+      tup->items = {prefix.empty() ? constant(Ref::borrow(PyTuple_GET_ITEM(pair, 0))) : constant_steal(PyUnicode_FromString(shown.c_str())), v};
       it->items.push_back(tup);
     } else {
       it->items.push_back(v);

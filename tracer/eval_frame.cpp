@@ -215,7 +215,10 @@ void plan_outputs(CaptureResult& c) {
   } else {
     add_outputs(c.ret, outputs);
   }
-  for (const auto& w : c.out.side_effects.attr_writes) add_outputs(w.value, outputs);
+  for (const auto& w : c.out.side_effects.attr_writes) {
+    add_outputs(w.value, outputs);
+    if (w.owner->kind == VK::Tensor) add_outputs(w.owner, outputs);  // an attribute set on a tensor: set on the real one
+  }
   for (const auto& w : c.out.side_effects.global_writes) add_outputs(w.value, outputs);
   for (const VPtr& l : c.out.side_effects.mutated_lists) add_outputs(l, outputs);
   for (const VPtr& d : c.out.side_effects.mutated_dicts) add_outputs(d, outputs);

@@ -131,6 +131,17 @@ Status op_CONTAINS_OP(Translator& t, Frame& f, const Instr& in) {  // (item cont
     VPtr r;
     if (Status s = t.outside_dict_read(f, cont, "__contains__", a, no_kw, r)) return s;
     found = r->obj.get() == Py_True;
+  } else if ((cont->kind == VK::Const || cont->kind == VK::Object) && cont->obj && PyFrozenSet_Check(cont->obj.get()) &&
+             (item->kind == VK::Object || item->kind == VK::Function) && item->obj &&
+             (PyFunction_Check(item->obj.get()) || PyCFunction_Check(item->obj.get()) || PyType_Check(item->obj.get()))) {
+    // `fn in frozenset([torch.add, torch.mul])`: functions and classes compare by identity, which
+    // their values are known by; the frozenset cannot change, and from outside is guarded by identity
+    if (cont->source)
+      t.add_guard(GuardKind::ID_MATCH, cont->source, cont->obj, f,
+                  "___check_obj_id(" + cont->source->text() + ", " + repr_of(cont->obj.get()) + ")");
+    int r = PySequence_Contains(cont->obj.get(), item->obj.get());
+    if (r < 0) return t.brk(f, "DV0010", "'in' raised");
+    found = r == 1;
   } else if ((cont->kind == VK::Const || (cont->kind == VK::Object && frozen_object(cont->obj.get()))) && item->kind == VK::Const) {
     int r = PySequence_Contains(cont->obj.get(), item->obj.get());
     if (r < 0) return t.brk(f, "DV0010", "'in' raised");

@@ -353,6 +353,22 @@ Status object_call(Translator& t, Frame& f, const VPtr& fn, std::vector<VPtr>& a
   }
   if (fn->kind == VK::Object && Py_IS_TYPE(o, reinterpret_cast<PyTypeObject*>(py().functools_partial.get())))
     return t.call_partial(f, o, fn->source, args, kwargs, out);
+  if (PyType_Check(o) && std::strncmp(reinterpret_cast<PyTypeObject*>(o)->tp_name, "torch.return_types.", 19) == 0 &&
+      args.size() == 1 && kwargs.empty() && (args[0]->kind == VK::Tuple || args[0]->kind == VK::List)) {
+    // torch.return_types.max((values, indices)) (pytree's unflatten of one): a named result of these
+    // items, as an operator's is (its class in obj, its fields' names in keys)
+    Ref n_seq = Ref::steal(PyObject_GetAttrString(o, "n_sequence_fields"));
+    Ref fields = Ref::steal(PyObject_GetAttrString(o, "__match_args__"));
+    PyErr_Clear();
+    const Py_ssize_t n = n_seq && PyLong_Check(n_seq.get()) ? PyLong_AsSsize_t(n_seq.get()) : -1;
+    if (n < 0 || !fields || !PyTuple_Check(fields.get()) || static_cast<Py_ssize_t>(args[0]->items.size()) != n)
+      return t.brk(f, "DV0013", std::string("constructing ") + reinterpret_cast<PyTypeObject*>(o)->tp_name + " from other than its fields");
+    out = t.make(VK::Tuple);
+    out->obj = Ref::borrow(o);
+    for (Py_ssize_t i = 0; i < PyTuple_GET_SIZE(fields.get()); ++i) out->keys.push_back(Ref::borrow(PyTuple_GET_ITEM(fields.get(), i)));
+    out->items = args[0]->items;
+    return std::nullopt;
+  }
   bool handled = false;
   if (Status s = t.call_numpy(f, o, args, kwargs, out, handled); s || handled) return s;  // np.<fn>: torch._numpy
   if (Status s = t.ndarray_to_tensor(f, o, args, kwargs, out, handled); s || handled) return s;  // torch.from_numpy(nd)

@@ -635,3 +635,74 @@ def method_of_a_local_class_reads_the_variable_as_it_is_later(x):
             return t + offset
     offset = 1
     return Shift().apply(x)
+
+
+# ---- Python attributes set on tensors in the trace: read back, and set on the real tensors ----
+@case((4,))
+def marker_set_on_an_activation_and_read_back(x):
+    # activation offloading's style: a flag on an intermediate that later code asks for
+    h = x * 2
+    h.offload = True
+    y = h + 1 if getattr(h, "offload", False) else h - 1
+    return y, h, hasattr(h, "offload")
+
+
+@case((3,))
+def tag_set_on_an_input_tensor(x):
+    x.seen_by = "encoder"
+    return x + 1, x.seen_by
+
+
+# ---- small protocol answers library code relies on ----
+@case((3, 2))
+def named_result_rebuilt_by_its_class(x):
+    # what torch.utils._pytree's unflatten does to an operator's named result: its class called with
+    # the new fields
+    r = torch.max(x, dim=1)
+    again = type(r)((r.values * 2, r.indices))
+    return again.values, again.indices, type(again).__name__
+
+
+_POINTWISE = frozenset([torch.relu, torch.sigmoid, torch.tanh])
+
+
+@case((4,), extra=lambda s: [torch.sigmoid])
+def dispatch_by_membership_in_a_frozenset(x, fn):
+    if fn in _POINTWISE:
+        return fn(x)
+    return x * 2
+
+
+@case((4,), extra=lambda s: [torch.neg])
+def dispatch_by_absence_from_a_frozenset(x, fn):
+    if fn not in _POINTWISE:
+        return fn(x) * 3
+    return fn(x)
+
+
+@case((2, 3))
+def rebuild_a_sequence_by_its_own_class(x):
+    rows = (x[0], x[1])
+    cols = [x[:, 0], x[:, 1]]
+    return rows.__class__(r + 1 for r in rows), cols.__class__(reversed(cols))
+
+
+@case((2, 3, 4))
+def layout_checked_by_dim_order(x):
+    y = x.transpose(1, 2)
+    return y.contiguous() if y.dim_order() != (0, 1, 2) else y, x.dim_order()
+
+
+class _Encoder(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.proj = nn.Linear(3, 3)
+        self.norm = nn.LayerNorm(3)
+
+    def forward(self, x):
+        # names as a checkpoint would key them, under a prefix
+        names = [n for n, _ in self.named_parameters(prefix="encoder")]
+        return self.norm(self.proj(x)), names
+
+
+module_case(_Encoder, (2, 3))

@@ -221,6 +221,11 @@ struct Kind<VK::List> {
   static constexpr auto truth = items_truth;
   static constexpr auto iterate = sequence_iterate;
   static Status getattr(Translator& t, Frame& f, const VPtr& obj, const std::string& name, VPtr& out) {
+    if (name == "__class__") {  // x.__class__(items): its class, as type(x)
+      out = t.make(VK::Object);
+      out->obj = Ref::borrow(is_deque(obj) ? deque_class() : reinterpret_cast<PyObject*>(&PyList_Type));
+      return std::nullopt;
+    }
     if (is_deque(obj)) {  // deque.cpp answers its methods
       if (name == "maxlen") {
         out = obj->defaults;

@@ -1,4 +1,6 @@
 // Tensors (VK::Tensor): obj = the meta example, node = the graph node, device = the real device.
+#include <functional>
+
 #include "tracer/pycache.h"
 #include "tracer/rebuild.h"
 #include "tracer/values/kind.h"
@@ -13,7 +15,7 @@ const char* const kDataDependent[] = {"item", "tolist", "__bool__", "numpy", "da
 // Autograd's own calls: they run outside the graph, as torch.compile runs them (its trace_autograd_ops off).
 const char* const kAutograd[] = {"backward", "register_hook", "retain_grad", nullptr};
 const char* const kMetaMethods[] = {"size", "dim", "ndimension", "numel", "nelement", "stride", "is_contiguous",
-                              "element_size", "is_floating_point", "is_complex", "__len__", nullptr};
+                              "element_size", "is_floating_point", "is_complex", "__len__", "dim_order", nullptr};
 
 bool in_list(const char* const* list, const std::string& s) {
   for (const char* const* n = list; *n; ++n)
@@ -148,6 +150,11 @@ struct Kind<VK::Tensor> {
   }
   static Status getattr(Translator& t, Frame& f, const VPtr& obj, const std::string& name, VPtr& out) {
     PyObject* m = obj->obj.get();
+    for (auto w = t.output.side_effects.attr_writes.rbegin(); w != t.output.side_effects.attr_writes.rend(); ++w)
+      if (w->owner.get() == obj.get() && w->name == name) {  // set by the trace (setattr above): the latest
+        out = w->value;
+        return std::nullopt;
+      }
     if (name == "device") { out = t.constant(obj->device); return std::nullopt; }
     if (name == "shape" || name == "dtype" || name == "ndim" || name == "requires_grad" || name == "is_leaf" ||
         name == "layout" || name == "is_cuda" || name == "is_sparse" || name == "is_quantized" || name == "is_meta" ||
@@ -227,6 +234,28 @@ struct Kind<VK::Tensor> {
     // `p.data = p`: Module._apply's write-back of a conversion that changed nothing (`.to` of the dtype
     // and device the tensor has returns the tensor itself): no effect. Any other assignment breaks.
     if (name == "data" && value.get() == owner.get()) return std::nullopt;
+    // A Python attribute of the tensor's own (y.offloaded = True, a marker a hook reads later): kept
+    // by the trace, read back by getattr, and set on the real tensor after the graph (which then
+    // returns the tensor), as TorchDynamo replays it. What torch.Tensor defines (grad, data,
+    // requires_grad ...) is not one of these.
+    Ref nm = Ref::steal(PyUnicode_FromString(name.c_str()));
+    const bool own = nm && !_PyType_Lookup(reinterpret_cast<PyTypeObject*>(py().torch_Tensor.get()), nm.get()) &&
+                     !(name.size() > 4 && name.rfind("__", 0) == 0) && python_type(t, owner) == py().torch_Tensor.get();
+    std::function<bool(const VPtr&)> replayable = [&](const VPtr& v) {
+      switch (v->kind) {
+        case VK::Tensor: case VK::Sym: case VK::Const: return true;
+        case VK::Tuple: case VK::List:
+          for (const VPtr& x : v->items)
+            if (!replayable(x)) return false;
+          return !v->obj || v->kind == VK::Tuple;
+        case VK::Object: return static_cast<bool>(v->source || v->obj);
+        default: return false;
+      }
+    };
+    if (own && replayable(value)) {
+      t.output.side_effects.attr_writes.push_back(SideEffects::AttrWrite{owner, name, value});
+      return std::nullopt;
+    }
     return no_answer::setattr(t, f, owner, name, value);
   }
   static Status call_method(Translator& t, Frame& f, const VPtr& m, std::vector<VPtr>& args, KwArgs& kwargs, VPtr& out) {

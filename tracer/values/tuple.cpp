@@ -135,6 +135,11 @@ struct Kind<VK::Tuple> {
       }
     if (obj->self && namedtuple_class(obj->obj.get())) return t.namedtuple_getattr(f, obj, name, out);
     PyTypeObject* tp = obj->obj && PyType_Check(obj->obj.get()) ? reinterpret_cast<PyTypeObject*>(obj->obj.get()) : &PyTuple_Type;
+    if (name == "__class__") {  // x.__class__(items): its class, as type(x)
+      out = t.make(VK::Object);
+      out->obj = Ref::borrow(reinterpret_cast<PyObject*>(tp));
+      return std::nullopt;
+    }
     if (!(tp->tp_flags & Py_TPFLAGS_HEAPTYPE)) {  // tuple, torch.Size, torch.return_types: no instance attributes
       Ref nm = Ref::steal(PyUnicode_FromString(name.c_str()));
       if (!_PyType_Lookup(tp, nm.get()))
