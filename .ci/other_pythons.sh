@@ -57,9 +57,16 @@ missing=()
 # interpreter and on one other version.
 found=()
 for v in $versions; do
-  [ -n "$("$PYTHON" -c "import sys; sys.path.insert(0, 'tests/python'); import other_pythons as o; print(o.find('$v') or '')")" ] && found+=("$v")
+  if [ -n "$("$PYTHON" -c "import sys; sys.path.insert(0, 'tests/python'); import other_pythons as o; print(o.find('$v') or '')")" ]; then
+    found+=("$v")
+  fi
 done
-share_of() { local i; for i in "${!found[@]}"; do [ "${found[$i]}" = "$1" ] && echo "$i/${#found[@]}"; done; }
+share_of() {
+  local i
+  for i in "${!found[@]}"; do
+    if [ "${found[$i]}" = "$1" ]; then echo "$i/${#found[@]}"; fi
+  done
+}
 for v in $versions; do
   exe=$("$PYTHON" -c "import sys; sys.path.insert(0, 'tests/python'); import other_pythons as o; print(o.find('$v') or '')")
   if [ -z "$exe" ]; then

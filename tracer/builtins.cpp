@@ -625,8 +625,10 @@ Translator::Status call_builtin(Translator& t, Frame& f, PyObject* fn, std::vect
       PyObject* m = _PyType_Lookup(Py_TYPE(c), name);
       if (!m || !PyFunction_Check(m)) return nullptr;
       PyObject* mod = PyFunction_GET_MODULE(m);
-      if (mod && PyUnicode_Check(mod)) {
-        const std::string mn = PyUnicode_AsUTF8(mod);
+      const char* utf8 = mod && PyUnicode_Check(mod) ? PyUnicode_AsUTF8(mod) : nullptr;
+      if (!utf8) PyErr_Clear();
+      if (utf8) {
+        const std::string mn = utf8;
         if (mn == "abc" || mn == "_py_abc" || mn.rfind("torch", 0) == 0) return nullptr;
       }
       return m;

@@ -31,7 +31,8 @@ static bool function_is_torch(PyObject* fn) {
   }
   // Gradient clipping and its foreach helpers are Python over torch operators too (a training step).
   if (m == "torch.nn.utils.clip_grad" || m == "torch.utils._foreach_utils" || m.rfind("torch.optim.", 0) == 0) return false;
-  if (m == "torch.utils._pytree" || m == "torch._higher_order_ops.associative_scan") return false;
+  // pytree's own code, and the flatten/unflatten functions torch.return_types registers with it
+  if (m == "torch.utils._pytree" || m == "torch.return_types" || m == "torch._higher_order_ops.associative_scan") return false;
   return (m == "torch" || m.rfind("torch.", 0) == 0) && m.rfind("torch.nn.modules", 0) != 0 &&
          m.rfind("torch.distributions", 0) != 0;
 }

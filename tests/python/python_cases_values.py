@@ -663,6 +663,15 @@ def named_result_rebuilt_by_its_class(x):
     return again.values, again.indices, type(again).__name__
 
 
+@case((3, 2))
+def named_result_mapped_by_pytree(x):
+    # torch.utils._pytree over an operator's named result: the flatten/unflatten functions
+    # torch.return_types registers are Python, inlined as the rest of pytree is
+    import torch.utils._pytree as pytree
+    r = pytree.tree_map(lambda t: t * 2, torch.max(x, dim=1))
+    return r.values, r.indices, type(r).__name__
+
+
 _POINTWISE = frozenset([torch.relu, torch.sigmoid, torch.tanh])
 
 
