@@ -777,6 +777,12 @@ Translator::Status call_builtin(Translator& t, Frame& f, PyObject* fn, std::vect
     if (Status s = iterate_user_object(t, f, args[0], it)) return s;
     if (it) args[0] = it;
   }
+  if (is(Builtin::enumerate_) && n >= 1 && n <= 2 && args[0]->kind == VK::List) {
+    // enumerate(lst): over the list's live iterator, so that items the loop appends are reached
+    VPtr it;
+    if (Status s = list_iterator(t, f, args[0], it)) return s;
+    args[0] = it;
+  }
   if (is(Builtin::enumerate_) && n >= 1 && n <= 2 && lazy_arg(args[0])) {
     VPtr start = n == 2 ? args[1] : nullptr;
     for (auto& [k, v] : kwargs) {
@@ -839,6 +845,15 @@ Translator::Status call_builtin(Translator& t, Frame& f, PyObject* fn, std::vect
     } else if (is(Builtin::zip_)) {
       size_t m = seqs.empty() ? 0 : SIZE_MAX;
       for (auto& s : seqs) m = std::min(m, s->items.size());
+      bool strict = false;
+      for (auto& [k, v] : kwargs) {
+        if (k != "strict" || v->kind != VK::Const) return t.brk(f, "DV0007", "zip() with keyword " + k);
+        strict = PyObject_IsTrue(v->obj.get()) == 1;
+      }
+      if (strict)  // unequal lengths: Python's zip raises ValueError once the loop took the pairs there are
+        for (auto& sq : seqs)
+          if (sq->items.size() != m)
+            return t.brk(f, "DV0007", "zip(strict=True) of iterables of unequal lengths", "the eager frame raises ValueError after the pairs");
       for (size_t i = 0; i < m; ++i) {
         VPtr tup = t.make(VK::Tuple);
         for (auto& s : seqs) tup->items.push_back(s->items[i]);
@@ -1080,6 +1095,33 @@ Translator::Status call_builtin(Translator& t, Frame& f, PyObject* fn, std::vect
     if (Status s = t.truth(f, args[0], b)) return s;
     out = t.constant(Ref::borrow(b ? Py_True : Py_False));
     return std::nullopt;
+  }
+  if ((is(Builtin::str_) || is(Builtin::repr_) || is(Builtin::hash_)) && n == 1 && kwargs.empty() &&
+      (args[0]->kind == VK::Instance ||
+       (args[0]->kind == VK::Object && args[0]->obj && !PyType_Check(args[0]->obj.get()) && (Py_TYPE(args[0]->obj.get())->tp_flags & Py_TPFLAGS_HEAPTYPE)))) {
+    // str(obj), repr(obj), hash(obj) of an object of a Python class whose class defines them in Python
+    // (a frozen dataclass's __hash__, a config's __str__): inlined; str falls back to a Python __repr__
+    PyTypeObject* tp = args[0]->kind == VK::Instance ? reinterpret_cast<PyTypeObject*>(args[0]->obj.get()) : Py_TYPE(args[0]->obj.get());
+    static PyObject* names[] = {PyUnicode_InternFromString("__str__"), PyUnicode_InternFromString("__repr__"), PyUnicode_InternFromString("__hash__")};
+    PyObject* name = names[is(Builtin::str_) ? 0 : is(Builtin::repr_) ? 1 : 2];
+    PyObject* m = _PyType_Lookup(tp, name);
+    if (is(Builtin::str_) && m == _PyType_Lookup(&PyBaseObject_Type, name)) m = _PyType_Lookup(tp, names[1]);
+    if (m && PyFunction_Check(m)) {
+      VPtr r;
+      if (Status s = t.call_python(f, Ref::borrow(m), {args[0]}, r)) return s;
+      const bool ok = r->kind == VK::Const && (is(Builtin::hash_) ? PyLong_Check(r->obj.get()) : PyUnicode_Check(r->obj.get()));
+      if (!ok) return t.brk(f, "DV0007", std::string(PyUnicode_AsUTF8(name)) + " of " + tp->tp_name + " gave a " + vk_name(r->kind));
+      out = r;
+      if (is(Builtin::hash_)) {  // as slot_tp_hash takes __hash__'s int: as is, else its own hash; never -1
+        Py_ssize_t h = PyLong_AsSsize_t(r->obj.get());
+        if (h == -1 && PyErr_Occurred()) {
+          PyErr_Clear();
+          h = PyObject_Hash(r->obj.get());
+        }
+        out = t.constant_steal(PyLong_FromSsize_t(h == -1 ? -2 : h));
+      }
+      return std::nullopt;
+    }
   }
   if ((is(Builtin::int_) || is(Builtin::float_) || is(Builtin::bool_) || is(Builtin::str_) || is(Builtin::range_) || is(Builtin::slice_) || is(Builtin::round_) || is(Builtin::repr_) ||
        is(Builtin::divmod_) || is(Builtin::pow_) || is(Builtin::hash_) || is(Builtin::ord_) || is(Builtin::chr_) || is(Builtin::frozenset_) || is(Builtin::set_)) ) {

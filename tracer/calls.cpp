@@ -697,10 +697,20 @@ Translator::Status Translator::inline_call(Frame& f, VPtr fn, VPtr self, std::ve
     }
     code = PyFunction_GET_CODE(func);
     globals = Ref::borrow(PyFunction_GET_GLOBALS(func));
+    // Defaults: constants, functions, classes and modules are read once (no source: the function
+    // itself is guarded by identity). Others live on in the function between calls (a list that
+    // a call appends to, a tensor): read from its __defaults__ / __kwdefaults__, guarded and written
+    // back as objects from outside are, and tensors are graph inputs.
+    auto default_source = [&](PyObject* holder, PyObject* v, PyObject* key, const char* what) -> SourcePtr {
+      if (is_exact_const(v) || PyFunction_Check(v) || PyType_Check(v) || PyModule_Check(v) || PyCFunction_Check(v)) return nullptr;
+      // (through the function's own source where it has one: f.__defaults__[0] read by the trace is then this value)
+      return Source::item(fn->source ? Source::attr(fn->source, what) : Source::held(Ref::borrow(holder), callable_name(func) + "." + what),
+                          Ref::borrow(key));
+    };
     if (PyObject* d = PyFunction_GET_DEFAULTS(func)) {
       for (Py_ssize_t i = 0; i < PyTuple_GET_SIZE(d); ++i) {
-        // Defaults are read once (no source): the function itself is guarded by identity.
-        VPtr v = wrap(Ref::borrow(PyTuple_GET_ITEM(d, i)), nullptr, f);
+        Ref idx = Ref::steal(PyLong_FromSsize_t(i));
+        VPtr v = wrap(Ref::borrow(PyTuple_GET_ITEM(d, i)), default_source(d, PyTuple_GET_ITEM(d, i), idx.get(), "__defaults__"), f);
         if (!v) return brk(f, "DV0013", "unsupported default argument of " + callable_name(func));
         defaults.push_back(v);
       }
@@ -709,7 +719,7 @@ Translator::Status Translator::inline_call(Frame& f, VPtr fn, VPtr self, std::ve
       Py_ssize_t pos = 0;
       PyObject *k, *val;
       while (PyDict_Next(kd, &pos, &k, &val)) {
-        VPtr v = wrap(Ref::borrow(val), nullptr, f);
+        VPtr v = wrap(Ref::borrow(val), default_source(kd, val, k, "__kwdefaults__"), f);
         if (!v) return brk(f, "DV0013", "unsupported keyword default of " + callable_name(func));
         kwdefaults.emplace_back(str_of(k), v);
       }
@@ -962,6 +972,15 @@ Translator::Status Translator::module_members(Frame& f, const VPtr& fn, const st
   if (auto made = made_module_attrs.find(self->obj.get()); made != made_module_attrs.end() && !made->second.empty())
     return brk(f, "DV0004", "Module." + fn->name + "() of a module built in the traced code that the trace set attributes on",
                "build the module in __init__");
+  if (self->source) {  // the real module is read below: not one whose member dicts the trace changed
+    const std::string under = self->source->text();
+    for (const VPtr& d : output.side_effects.mutated_dicts) {
+      const std::string text = d->source ? d->source->text() : "";
+      if (text.rfind(under, 0) == 0 && (text.find("_parameters") != std::string::npos || text.find("_buffers") != std::string::npos ||
+                                        text.find("_modules") != std::string::npos))
+        return brk(f, "DV0004", "Module." + fn->name + "() after the traced code changed " + text);
+    }
+  }
   const bool named = std::string(kind[0]) == kind[1];
   // Arguments (recurse=False, remove_duplicate ...) are constants; a prefix would change the names.
   // A prefix (named_parameters(prefix="encoder")) is put before each name as the method does; the
@@ -985,6 +1004,37 @@ Translator::Status Translator::module_members(Frame& f, const VPtr& fn, const st
   if (!items) {
     PyErr_Clear();
     return brk(f, "DV0010", "Module." + fn->name + "() raised");
+  }
+  // What the walk read holds while the member dicts it went through keep their entries in their
+  // order (a parameter added, removed or reordered later is seen): DICT_KEYS on each.
+  {
+    const bool children = std::string(kind[0]).find("children") != std::string::npos;  // self's own only
+    PyObject* recurse = PyDict_GetItemString(pkw.get(), "recurse");                    // parameters(recurse=False)
+    const bool deep = !children && recurse != Py_False;
+    Ref all = deep ? Ref::steal(PyObject_CallMethod(self->obj.get(), "named_modules", nullptr)) : Ref();
+    Ref mods = all ? Ref::steal(PySequence_List(all.get())) : Ref();
+    PyErr_Clear();
+    std::vector<std::pair<PyObject*, SourcePtr>> walk = {{self->obj.get(), self->source}};
+    for (Py_ssize_t i = 1; mods && i < PyList_GET_SIZE(mods.get()); ++i) {  // (the first is self)
+      const std::string path = str_of(PyTuple_GET_ITEM(PyList_GET_ITEM(mods.get(), i), 0));
+      SourcePtr src = self->source;
+      PyObject* owner = self->obj.get();
+      for (size_t start = 0; src;) {
+        const size_t dot = path.find('.', start);
+        const std::string part = path.substr(start, dot == std::string::npos ? std::string::npos : dot - start);
+        Ref d = Ref::steal(PyObject_GetAttrString(owner, "_modules"));
+        owner = d && PyDict_Check(d.get()) ? PyDict_GetItemString(d.get(), part.c_str()) : nullptr;
+        PyErr_Clear();
+        src = owner ? Source::module_member(src, "_modules", part) : nullptr;
+        if (dot == std::string::npos) break;
+        start = dot + 1;
+      }
+      if (src) walk.emplace_back(owner, src);
+    }
+    for (auto& [m, src] : walk) {
+      if (deep || std::string(kind[2]) == "_modules") guard_module_dict_keys(*this, f, m, src, "_modules");
+      if (std::string(kind[2]) != "_modules") guard_module_dict_keys(*this, f, m, src, kind[2]);
+    }
   }
   VPtr it = make(VK::Iter);
   it->name = "module_members";  // a generator in eager (its python_type), iterated as a list of its items

@@ -71,6 +71,56 @@ Status op_IS_OP(Translator& t, Frame& f, const Instr& in) {  // (lhs rhs -- bool
   top(f) = out;
   return std::nullopt;
 }
+// "head" in self.heads (a ModuleDict: its _modules; a ParameterDict: its _keys), guarded by that
+// key's presence; layer in self.layers (a ModuleList or Sequential: no __contains__, so Python
+// iterates, comparing modules by identity). `handled` false for other modules.
+static Status module_container_contains(Translator& t, Frame& f, const VPtr& cont, const VPtr& item, bool& found, bool& handled) {
+  static PyObject* const* classes = [] {
+    static PyObject* c[4] = {};
+    const char* names[] = {"ModuleDict", "ParameterDict", "ModuleList", "Sequential"};
+    for (int i = 0; i < 4; ++i) c[i] = kept_attr("torch.nn", names[i]);
+    PyErr_Clear();
+    return c;
+  }();
+  PyObject* m = cont->obj.get();
+  static PyObject* contains_name = PyUnicode_InternFromString("__contains__");
+  static PyObject* iter_name = PyUnicode_InternFromString("__iter__");
+  auto own = [&](int i, PyObject* name) {  // cls's `name` is the container class i's (not overridden)
+    return classes[i] && PyType_IsSubtype(Py_TYPE(m), reinterpret_cast<PyTypeObject*>(classes[i])) &&
+           _PyType_Lookup(Py_TYPE(m), name) == _PyType_Lookup(reinterpret_cast<PyTypeObject*>(classes[i]), name);
+  };
+  for (int i = 0; i < 2; ++i) {
+    if (!own(i, contains_name)) continue;
+    if (item->kind != VK::Const || !PyUnicode_Check(item->obj.get())) return t.brk(f, "DV0018", "'in' of a module container with a key that is no str");
+    const char* dict = i == 0 ? "_modules" : "_keys";
+    PyObject** dictptr = _PyObject_GetDictPtr(m);
+    PyObject* d = dictptr && *dictptr ? PyDict_GetItemString(*dictptr, dict) : nullptr;
+    if (!d || !PyDict_Check(d)) return std::nullopt;
+    const int r = PyDict_Contains(d, item->obj.get());
+    if (r < 0) return t.raise_current(f, "'in'");
+    found = r == 1;
+    SourcePtr src = Source::attr(cont->source, dict);
+    if (Guard* g = t.add_guard(GuardKind::DICT_CONTAINS, src, item->obj, f, repr_of(item->obj.get()) + (found ? " in " : " not in ") + src->text()))
+      g->length = found ? 1 : 0;
+    handled = true;
+    return std::nullopt;
+  }
+  for (int i = 2; i < 4; ++i) {
+    if (!own(i, iter_name) || _PyType_Lookup(Py_TYPE(m), contains_name)) continue;
+    VPtr it;
+    if (Status s = t.iterate(f, cont, it)) return s;
+    for (size_t k = it->pos; k < it->items.size() && !found; ++k) {
+      const VPtr& x = it->items[k];
+      if (x->kind != VK::NNModule || (item->kind != VK::NNModule && item->kind != VK::Const))
+        return t.brk(f, "DV0018", std::string("'in' of a ") + vk_name(item->kind) + " in a module list");
+      found = item->kind == VK::NNModule && x->obj.get() == item->obj.get();  // (a module equals only itself)
+    }
+    handled = true;
+    return std::nullopt;
+  }
+  return std::nullopt;
+}
+
 Status op_CONTAINS_OP(Translator& t, Frame& f, const Instr& in) {  // (item container -- bool)
   NEED(2);
   VPtr item = top(f, 2), cont = top(f);
@@ -89,6 +139,16 @@ Status op_CONTAINS_OP(Translator& t, Frame& f, const Instr& in) {  // (item cont
       VPtr l = t.make(VK::List);
       l->items = t.view_items(*cont);
       cont = l;
+    }
+  }
+  if (cont->kind == VK::NNModule && cont->source) {  // torch.nn's containers, by their own __contains__ / __iter__
+    bool handled = false;
+    if (Status s = module_container_contains(t, f, cont, item, found, handled)) return s;
+    if (handled) {
+      VPtr out = t.constant(Ref::borrow((found != (in.arg == 1)) ? Py_True : Py_False));
+      f.stack.pop_back();
+      top(f) = out;
+      return std::nullopt;
     }
   }
   if (cont->kind == VK::Instance && cont->contents) {  // a dict subclass: its __contains__ (inlined), else its keys

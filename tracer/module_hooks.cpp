@@ -1,6 +1,7 @@
 // Calling an nn.Module that has forward hooks, as nn.Module._call_impl does: the forward pre-hooks
 // (which may replace the arguments), forward, then the forward hooks (which may replace the result),
-// each inlined. The hooks are read when the call is traced and not guarded, as under torch.compile
+// each inlined. The hooks are read when the call is traced; the hook dicts that held some are guarded
+// by their keys (a hook removed later is seen), empty ones are not, as under torch.compile
 // (torch._dynamo.config.skip_nnmodule_hook_guards): a hook added after the compile is not seen.
 // Backward hooks break the graph.
 #include "tracer/translator.h"

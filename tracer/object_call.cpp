@@ -1,11 +1,13 @@
 // Calling an object known by identity (VK::Object's call): builtins, torch functions and their
 // special cases (torch.func, grad modes, autocast, inference_mode, ...), operator getters, classes,
 // NumPy and pure builtins over constants.
+#include <algorithm>
 #include <cstring>
 #include <functional>
 
 #include "pycache.h"
 #include "engine.h"
+#include "handlers_common.h"
 #include "translator.h"
 #include "values/kind.h"
 
@@ -234,6 +236,79 @@ Status tensor_of_scalar_tensors(Translator& t, Frame& f, const VPtr& data, KwArg
   out = t.from_example(f, example, n, device);
   return std::nullopt;
 }
+// operator.setitem(d, k, v), operator.getitem(xs, i), operator.mul(a, b), operator.contains(c, k),
+// operator.is_(a, b) ... called as functions (functools.reduce(operator.mul, dims), a dispatch
+// table of operators): the statement each spells, through the opcode's own handler, so that a
+// list or dict is read or mutated as the statement would, a tensor makes a graph node, and
+// constants fold. The arguments are pushed on the frame's stack for the handler and taken off again
+// whatever it does (a break or a raise sees the stack as it was). Else `handled` stays false.
+Status operator_function(Translator& t, Frame& f, PyObject* o, const std::vector<VPtr>& args, VPtr& out, bool& handled) {
+  if (!PyCFunction_Check(o) || !reinterpret_cast<PyCFunctionObject*>(o)->m_module ||
+      !PyUnicode_Check(reinterpret_cast<PyCFunctionObject*>(o)->m_module) ||
+      str_of(reinterpret_cast<PyCFunctionObject*>(o)->m_module) != "_operator")
+    return std::nullopt;
+  const std::string name = reinterpret_cast<PyCFunctionObject*>(o)->m_ml->ml_name;
+  using Handler = Status (*)(Translator&, Frame&, const Instr&);
+  struct Spec {
+    Handler op;
+    size_t nargs;
+    int arg;       // the instruction's oparg
+    int index;     // its cmp_op index (COMPARE_OP)
+    bool swapped;  // contains(a, b) is `b in a`
+    bool result;   // pushes a result
+  };
+  static const std::unordered_map<std::string, Spec> specs = [] {
+    std::unordered_map<std::string, Spec> m;
+    const char* bin[] = {"add", "and_", "floordiv", "lshift", "matmul", "mul", "mod", "or_", "pow", "rshift", "sub", "truediv", "xor"};
+    for (int i = 0; i < 13; ++i) {
+      m[bin[i]] = {op_BINARY_OP, 2, i, 0, false, true};
+      std::string in = std::string("i") + bin[i];
+      if (in.back() == '_') in.pop_back();
+      m[in] = {op_BINARY_OP, 2, i + 13, 0, false, true};
+    }
+    const char* cmp[] = {"lt", "le", "eq", "ne", "gt", "ge"};
+    for (int i = 0; i < 6; ++i) m[cmp[i]] = {op_COMPARE_OP, 2, i, i, false, true};
+    m["getitem"] = {op_BINARY_SUBSCR, 2, 0, 0, false, true};
+    m["setitem"] = {op_STORE_SUBSCR, 3, 0, 0, false, false};
+    m["delitem"] = {op_DELETE_SUBSCR, 2, 0, 0, false, false};
+    m["contains"] = {op_CONTAINS_OP, 2, 0, 0, true, true};
+    m["is_"] = {op_IS_OP, 2, 0, 0, false, true};
+    m["is_not"] = {op_IS_OP, 2, 1, 0, false, true};
+    m["not_"] = {op_UNARY_NOT, 1, 0, 0, false, true};
+    m["neg"] = {op_UNARY_NEGATIVE, 1, 0, 0, false, true};
+    m["pos"] = {op_UNARY_POSITIVE, 1, 0, 0, false, true};
+    m["invert"] = {op_UNARY_INVERT, 1, 0, 0, false, true};
+    m["inv"] = {op_UNARY_INVERT, 1, 0, 0, false, true};
+    return m;
+  }();
+  auto it = specs.find(name);
+  if (it == specs.end() || args.size() != it->second.nargs) return std::nullopt;
+  const Spec& spec = it->second;
+  handled = true;
+  Instr in;
+  in.arg = spec.arg;
+  in.index = spec.index;
+  const size_t depth = f.stack.size();
+  if (name == "setitem") {  // setitem(a, b, c): `a[b] = c`, whose stack is (c a b)
+    f.stack.insert(f.stack.end(), {args[2], args[0], args[1]});
+  } else if (spec.swapped) {
+    f.stack.insert(f.stack.end(), {args[1], args[0]});
+  } else {
+    f.stack.insert(f.stack.end(), args.begin(), args.end());
+  }
+  if (Status s = spec.op(t, f, in)) {
+    f.stack.resize(std::min(depth, f.stack.size()));
+    return s;
+  }
+  if (spec.result) {
+    out = f.stack.back();
+  } else {
+    out = t.constant(Ref::borrow(Py_None));
+  }
+  f.stack.resize(depth);
+  return std::nullopt;
+}
+
 }  // namespace
 
 // Calling an object known by identity (VK::Object's call): builtins, torch functions and operators,
@@ -249,6 +324,10 @@ Status object_call(Translator& t, Frame& f, const VPtr& fn, std::vector<VPtr>& a
     std::vector<VPtr> rest(args.begin() + 1, args.end());  // str.format(fmt, ...): as fmt.format(...)
     bool handled = false;
     if (Status s = str_format(t, f, args[0]->obj.get(), rest, kwargs, out, handled); s || handled) return s;
+  }
+  if (kwargs.empty()) {
+    bool handled = false;
+    if (Status s = operator_function(t, f, o, args, out, handled); s || handled) return s;
   }
   if (t.output.dynamic() && !module_is_torch(o) && !is_tensor_method_descriptor(o)) {
     // Python callables see Python values: symbolic ints are specialised (and guarded) here, as
@@ -521,7 +600,8 @@ Status object_call(Translator& t, Frame& f, const VPtr& fn, std::vector<VPtr>& a
       if (args.size() != 1 || !kwargs.empty() || args[0]->kind != VK::Tensor) break;
       return t.call(f, t.bound_method(args[0], Ref(), str_of(Ref::steal(PyObject_GetAttrString(o, "__name__")).get())), {}, {}, out);
     case TorchSpecial::of_examples:
-      if (!kwargs.empty()) break;
+      if (kwargs.size() == 1 && kwargs[0].first == "input" && args.empty()) args.push_back(kwargs[0].second);  // is_floating_point(input=x)
+      else if (!kwargs.empty()) break;
       return answer_of_examples(t, f, o, args, out);
     case TorchSpecial::is_compiling:  // model code takes its compile path
       out = t.constant(Ref::borrow(Py_True));
@@ -631,8 +711,11 @@ Status object_call(Translator& t, Frame& f, const VPtr& fn, std::vector<VPtr>& a
   if (fromkeys_cls &&
       (fromkeys_cls == reinterpret_cast<PyObject*>(&PyDict_Type) || fromkeys_cls == ordered_dict_class() ||
        fromkeys_cls == defaultdict_class()) &&
-      std::strcmp(reinterpret_cast<PyCFunctionObject*>(o)->m_ml->ml_name, "fromkeys") == 0 && kwargs.empty() &&
-      (args.size() == 1 || args.size() == 2)) {
+      std::strcmp(reinterpret_cast<PyCFunctionObject*>(o)->m_ml->ml_name, "fromkeys") == 0 &&
+      ((kwargs.empty() && (args.size() == 1 || args.size() == 2)) ||
+       // OrderedDict.fromkeys(iterable, value=v): its value by keyword (dict's is positional-only)
+       (fromkeys_cls == ordered_dict_class() && args.size() == 1 && kwargs.size() == 1 && kwargs[0].first == "value"))) {
+    if (!kwargs.empty()) args.push_back(kwargs[0].second);
     // dict.fromkeys(iterable[, value]): a dict made in the trace, every key mapped to the one value
     // (transformers' cache layers: dict.fromkeys(range(n), False)); OrderedDict.fromkeys and
     // defaultdict.fromkeys make one of their class (a defaultdict with no default_factory)

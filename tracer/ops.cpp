@@ -69,6 +69,17 @@ Translator::Status Translator::binary(Frame& f, int nb, VPtr a, VPtr b, VPtr& ou
       target->items = a->items;
       target->obj = a->source ? Ref() : a->obj;  // an OrderedDict's or defaultdict's | is one too
       target->defaults = a->source ? nullptr : a->defaults;
+      // dict | OrderedDict(...): the right operand's class is a subclass with its own __ror__, which
+      // Python asks first: its class's (a defaultdict's with its default_factory), same items
+      auto cls = [](const VPtr& v) {
+        return v->obj && PyType_Check(v->obj.get()) ? v->obj.get() : reinterpret_cast<PyObject*>(&PyDict_Type);
+      };
+      PyObject* cb = cls(b);
+      if (!b->source && cb != cls(a) && (cb == ordered_dict_class() || cb == defaultdict_class()) &&
+          PyType_IsSubtype(reinterpret_cast<PyTypeObject*>(cb), reinterpret_cast<PyTypeObject*>(cls(a)))) {
+        target->obj = b->obj;
+        target->defaults = b->defaults;
+      }
     }
     VPtr ignored;
     if (Status s = call(f, bound_method(target, Ref(), nb == 0 ? "extend" : "update"), {b}, {}, ignored)) return s;
@@ -258,7 +269,64 @@ Translator::Status Translator::subscr(Frame& f, VPtr obj, VPtr idx, VPtr& out) {
     if (idx->kind == VK::Tensor) return brk(f, "DV0010", "KeyError: a tensor key not in the dict", "the eager frame raises it");
     return raise_key_error(f, idx->obj.get());
   }
-  if (obj->kind == VK::NNModule && idx->kind == VK::Const && PySlice_Check(idx->obj.get()) && obj->source) {
+  // The class's own __getitem__ decides what module[i] is: torch.nn's containers are read below; a
+  // Python __getitem__ of another class (a model that indexes its layers, self[0]) is inlined.
+  enum { kModuleList, kSequential, kModuleDict, kParameterList, kParameterDict, kOwn, kNone } getitem_of = kNone;
+  PyObject* own_getitem = nullptr;
+  if (obj->kind == VK::NNModule) {
+    static PyObject* const* containers = [] {
+      static PyObject* c[5] = {};
+      const char* names[] = {"ModuleList", "Sequential", "ModuleDict", "ParameterList", "ParameterDict"};
+      for (int i = 0; i < 5; ++i) {
+        PyObject* cls = kept_attr("torch.nn", names[i]);
+        c[i] = cls ? PyObject_GetAttrString(cls, "__getitem__") : nullptr;  // kept
+        PyErr_Clear();
+      }
+      return c;
+    }();
+    static PyObject* getitem_name = PyUnicode_InternFromString("__getitem__");
+    own_getitem = _PyType_Lookup(Py_TYPE(obj->obj.get()), getitem_name);
+    for (int i = 0; i < 5 && own_getitem; ++i)
+      if (own_getitem == containers[i]) getitem_of = static_cast<decltype(getitem_of)>(i);
+    if (getitem_of == kNone && own_getitem && PyFunction_Check(own_getitem)) getitem_of = kOwn;
+  }
+  if (getitem_of == kOwn) return call_python(f, Ref::borrow(own_getitem), {obj, idx}, out);
+  if (getitem_of == kSequential && obj->flag && idx->kind == VK::Const && (PyLong_CheckExact(idx->obj.get()) || PySlice_Check(idx->obj.get()))) {
+    // a Sequential's slice made in the trace (below), sliced or indexed again: its children
+    const Py_ssize_t n = static_cast<Py_ssize_t>(obj->items.size());
+    if (PyLong_CheckExact(idx->obj.get())) {
+      Py_ssize_t i = PyLong_AsSsize_t(idx->obj.get());
+      if (i < 0) i += n;
+      if (PyErr_Occurred() || i < 0 || i >= n) return PyErr_Clear(), raise_new(f, PyExc_IndexError, "index " + repr_of(idx->obj.get()) + " is out of range");
+      out = obj->items[static_cast<size_t>(i)];
+      return std::nullopt;
+    }
+    Py_ssize_t start, stop, step, len;
+    if (PySlice_GetIndicesEx(idx->obj.get(), n, &start, &stop, &step, &len) < 0) return PyErr_Clear(), brk(f, "DV0010", "slicing a Sequential raised");
+    Ref sliced = Ref::steal(PyObject_GetItem(obj->obj.get(), idx->obj.get()));
+    if (!sliced) return raise_current(f, "slicing a Sequential");
+    out = make(VK::NNModule);
+    out->obj = sliced;
+    out->flag = true;
+    for (Py_ssize_t i = 0; i < len; ++i) out->items.push_back(obj->items[static_cast<size_t>(start + i * step)]);
+    return std::nullopt;
+  }
+  if (getitem_of == kParameterList && idx->kind == VK::Const && PySlice_Check(idx->obj.get())) {
+    // plist[1:]: the items in the slice, each read as plist[i] is (below), as a list
+    const Py_ssize_t n = PyObject_Length(obj->obj.get());
+    Py_ssize_t start, stop, step, len;
+    if (n < 0 || PySlice_GetIndicesEx(idx->obj.get(), n, &start, &stop, &step, &len) < 0) return PyErr_Clear(), brk(f, "DV0010", "slicing a ParameterList raised");
+    VPtr l = make(VK::List);
+    for (Py_ssize_t i = 0; i < len; ++i) {
+      VPtr item;
+      if (Status s = subscr(f, obj, constant_steal(PyLong_FromSsize_t(start + i * step)), item)) return s;
+      l->items.push_back(item);
+    }
+    out = l;
+    return std::nullopt;
+  }
+  if (obj->kind == VK::NNModule && idx->kind == VK::Const && PySlice_Check(idx->obj.get()) && obj->source &&
+      (getitem_of == kModuleList || getitem_of == kSequential)) {
     // ModuleList / Sequential slices (self.layers[:-1]): the children in the slice, each with its
     // source, as a list (iterate, index, len), or for a Sequential a Sequential of them.
     Ref mods = Ref::steal(PyObject_GetAttrString(obj->obj.get(), "_modules"));
@@ -295,7 +363,7 @@ Translator::Status Translator::subscr(Frame& f, VPtr obj, VPtr idx, VPtr& out) {
     out = l;
     return std::nullopt;
   }
-  if (obj->kind == VK::NNModule && idx->kind == VK::Const) {
+  if (obj->kind == VK::NNModule && idx->kind == VK::Const && getitem_of != kNone && !PySlice_Check(idx->obj.get())) {
     // ModuleList / Sequential / ModuleDict / ParameterList / ParameterDict indexing: the item, reloaded
     // from the member dict that holds it -- found by identity, so a Sequential of named children
     // (Sequential(OrderedDict(conv=...))[0] is _modules['conv']) and a ParameterList (its items are

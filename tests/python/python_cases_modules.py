@@ -6,7 +6,7 @@ import inspect
 import torch
 import torch.nn as nn
 
-from python_cases import CASES, module_case
+from python_cases import CASES, case, module_case
 
 
 class FeatureTap(nn.Module):
@@ -263,3 +263,120 @@ SIGNATURE_ROUTED = SignatureRoutedAttention()
 CASES.append(("signature_routed_attention_kwargs", _routed_attention,
               lambda seed: (torch.randn(2, 3, 4, generator=torch.Generator().manual_seed(seed)),
                             torch.randn(2, 3, 4, generator=torch.Generator().manual_seed(seed + 1)))))
+
+
+# ---- how Python finds a module's attribute and calls it (what nn.Module.__call__ and __getattr__ do) ----
+class GatedBlock(nn.Module):
+    """A method that shares its name with a submodule: self.gate is the method (class attributes come
+    before nn.Module.__getattr__'s submodules), as in eager."""
+
+    def __init__(self):
+        super().__init__()
+        self.proj = nn.Linear(4, 4)
+        self.gate = nn.Sigmoid()  # registered in _modules, shadowed by the method below
+
+    def gate(self, h):
+        return h * torch.tanh(h)
+
+    def forward(self, x):
+        return self.gate(self.proj(x))
+
+
+module_case(GatedBlock, (2, 4))
+
+
+class ScaledCall(nn.Module):
+    """A module whose class defines its own __call__ (a wrapper scaling forward's result)."""
+
+    def __init__(self):
+        super().__init__()
+        self.lin = nn.Linear(3, 3)
+
+    def __call__(self, x, scale=2.0):
+        return self.forward(x) * scale
+
+    def forward(self, x):
+        return self.lin(x)
+
+
+_SCALED = ScaledCall()
+
+
+@case((2, 3))
+def calls_a_module_with_its_own_dunder_call(x):
+    return _SCALED(x) + _SCALED(x, scale=0.5)
+
+
+def _patched_forward(x):
+    return torch.relu(x) - 1
+
+
+_PATCHED = nn.Linear(3, 3)
+_PATCHED.forward = _patched_forward  # monkeypatched on the instance, as adapters and offloading hooks do
+
+
+@case((2, 3))
+def calls_a_module_whose_forward_is_set_on_the_instance(x):
+    return _PATCHED(x) * 2
+
+
+class Stack(nn.Module):
+    """Layers reached through the model's own __getitem__ (self[i]), as some model zoos write it."""
+
+    def __init__(self):
+        super().__init__()
+        self.layers = nn.ModuleList([nn.Linear(3, 3), nn.Linear(3, 3)])
+
+    def __getitem__(self, i):
+        return self.layers[i]
+
+    def __len__(self):
+        return len(self.layers)
+
+    def forward(self, x):
+        for i in range(len(self)):
+            x = self[i](x).relu()
+        return x
+
+
+module_case(Stack, (2, 3))
+
+_TRUNK = nn.Sequential(nn.Linear(3, 3), nn.ReLU(), nn.Linear(3, 3), nn.Tanh())
+
+
+@case((2, 3))
+def runs_a_slice_of_a_slice_of_a_sequential(x):
+    head = _TRUNK[1:]
+    return head[1:](x), head[-1](x), len(head[::2])
+
+
+_BIASES = nn.ParameterList([nn.Parameter(torch.randn(3)) for _ in range(4)])
+
+
+@case((2, 3))
+def sums_a_slice_of_a_parameter_list(x):
+    # before: the slice of a ParameterList was read as its (empty) submodules: sum() gave 0
+    return x + sum(_BIASES[1:]), x * sum(p.sum() for p in _BIASES[::2])
+
+
+class MultiHead(nn.Module):
+    """Heads picked by name and by membership, as task-conditioned models do."""
+
+    def __init__(self):
+        super().__init__()
+        self.heads = nn.ModuleDict({"cls": nn.Linear(4, 2), "reg": nn.Linear(4, 1)})
+        self.scales = nn.ParameterDict({"cls": nn.Parameter(torch.ones(2))})
+        self.blocks = nn.ModuleList([nn.Linear(4, 4), nn.Linear(4, 4)])
+        self.extra = nn.Linear(4, 4)
+
+    def forward(self, x):
+        outs = {}
+        for task in ("cls", "reg", "seg"):
+            if task in self.heads:  # before: DV0018, 'in' with a constant and a module
+                y = self.heads[task](x)
+                outs[task] = y * self.scales[task] if task in self.scales else y
+        shared = [b for b in (self.extra, self.blocks[1]) if b in self.blocks]
+        return outs, len(shared), shared[0](x)
+
+
+module_case(MultiHead, (2, 4))

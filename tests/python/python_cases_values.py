@@ -9,7 +9,9 @@ of modules, assert on a tensor, modules built in forward (an activation lookup t
 the compiled code. Appended to python_cases.CASES like python_cases_more's."""
 import collections
 import contextlib
+import dataclasses
 import math
+import operator
 import typing
 
 import numpy as np
@@ -715,3 +717,114 @@ class _Encoder(nn.Module):
 
 
 module_case(_Encoder, (2, 3))
+
+
+# ---- the operator module's functions, as the statements they spell ----
+
+
+@case((3,), extra=lambda seed: ([1.0, 2.0], {"n": 3}))
+def operator_functions_on_lists_and_dicts(x, xs, d):
+    # a dispatch table of operators, as small interpreters and config code keep one (operator.setitem
+    # on containers: test_object_protocols.py, TorchDynamo breaks there)
+    y = operator.getitem(xs, 0) + operator.getitem(d, "n")  # before: DV0013 on a list
+    return operator.add(x, y), operator.contains(d, "n"), operator.is_(y, xs[0]), operator.neg(x), operator.not_(xs)
+
+
+@case((4,))
+def reduces_sizes_with_operator_mul(x):
+    import functools
+    n = functools.reduce(operator.mul, x.shape + (2,), 1)
+    return x.repeat(2) * n, operator.lt(n, 10), operator.truediv(x, 2)
+
+
+@case((3,))
+def enumerates_a_list_it_appends_to(x):
+    # the loop reaches what its body appends (enumerate over the list's own iterator)
+    work = [x]
+    seen = []
+    for i, item in enumerate(work):
+        if i < 2:
+            work.append(item * 2)
+        seen.append(item.sum())
+    return seen, len(work)
+
+
+@case((3,))
+def zips_strictly_unequal_lengths(x):
+    total = x
+    try:
+        for a, b in zip([1.0, 2.0], [3.0], strict=True):  # ValueError once the pairs are taken
+            total = total + a * b
+    except ValueError as e:
+        return total, str(e)
+    return total, ""
+
+
+NOT_YET["zips_strictly_unequal_lengths"] = (
+    "zip(strict=True) of unequal lengths breaks (DV0007) before the loop, where TorchDynamo runs the pairs and "
+    "raises the ValueError in its frame: 0 graphs to its 1; the results are eager's")
+
+
+@case((3,))
+def zips_strictly_equal_lengths(x):
+    return [x * a + b for a, b in zip([1.0, 2.0], (3.0, 4.0), strict=True)]
+
+
+@case((3,))
+def merges_a_dict_with_an_ordered_dict(x):
+    # OrderedDict's reflected | runs first: the result is an OrderedDict, the left operand's keys first
+    merged = {"a": x} | collections.OrderedDict(b=x + 1)
+    dd = {"c": 1} | collections.defaultdict(int, d=2)
+    return type(merged).__name__, list(merged), merged["b"], type(dd).__name__, dd["missing"] + dd["d"]
+
+
+def _shift(x, offset=torch.ones(3)):
+    return x + offset
+
+
+@case((3,))
+def calls_a_function_with_a_tensor_default(x):
+    return _shift(x) * 2  # before: DV0013, the default tensor could not be traced
+
+
+# ---- str(), repr() and hash() of objects whose class defines them in Python ----
+@dataclasses.dataclass(frozen=True)
+class RunKey:
+    """A frozen dataclass used as a cache key: its generated __hash__ hashes the field tuple."""
+    name: str
+    rank: int
+
+
+class Tag:
+    def __init__(self, label):
+        self.label = label
+
+    def __repr__(self):
+        return f"Tag({self.label!r})"
+
+
+@case((3,))
+def hashes_and_names_objects_by_their_own_methods(x):
+    key = RunKey("layer", 2)
+    same = hash(key) == hash(RunKey("layer", 2))
+    return x + same, str(Tag("a")), repr(Tag("b")), f"{Tag('c')}"
+
+
+@case((3,), (3,))
+def removes_a_tensor_from_a_list_by_identity(x, y):
+    done = x + 1
+    pending = [done, y, x]
+    pending.remove(done)  # found as itself, before any value comparison (which would be ambiguous)
+    return pending
+
+
+@case((3,))
+def fills_an_ordered_dict_from_keys_with_a_value(x):
+    d = collections.OrderedDict.fromkeys(("q", "k", "v"), value=x)
+    return d["k"] * 2, list(d)
+
+
+@case((2, 3))
+def asks_is_floating_point_by_keyword(x):
+    y = x.long()
+    return x * torch.is_floating_point(input=x), torch.is_floating_point(input=y)

@@ -107,6 +107,9 @@ Status list_iterator(Translator& t, Frame& f, const VPtr& lst, VPtr& out);  // i
 Status ambiguous_truth(Translator& t, Frame& f, const VPtr& v);  // bool() of a tensor of n != 1 elements raises (tensor.cpp)
 PyObject* module_getattr_fn();  // nn.Module.__getattr__ (borrowed, kept by the class)
 Status module_getattr_call(Translator& t, Frame& f, const VPtr& module, const VPtr& name, VPtr& out);  // nn_module.cpp
+// DICT_KEYS on module.<dict> (_modules, _parameters, _forward_hooks ...) read from `source`: what the
+// trace read from it holds only while its entries and their order do (nn_module.cpp)
+void guard_module_dict_keys(Translator& t, Frame& f, PyObject* module, const SourcePtr& source, const char* dict);
 // Builtin methods of a kind, by name, in a table in the kind's file: fn(self, args...) and whether
 // it changes self (a container from outside the frame is then written back after the graph).
 using MethodFn = Status (*)(Translator& t, Frame& f, const VPtr& self, std::vector<VPtr>& args, KwArgs& kwargs, VPtr& out);

@@ -77,11 +77,28 @@ Status insert(Translator& t, Frame& f, const VPtr& self, std::vector<VPtr>& args
 }
 
 Status remove(Translator& t, Frame& f, const VPtr& self, std::vector<VPtr>& args, KwArgs& kwargs, VPtr& out) {
-  if (args.size() != 1 || !kwargs.empty() || args[0]->kind != VK::Const) return t.brk(f, "DV0004", "list.remove with these arguments");
+  if (args.size() != 1 || !kwargs.empty()) return t.brk(f, "DV0004", "list.remove with these arguments");
+  const VPtr& a = args[0];
+  // list.remove compares by identity first (a tensor or module in the list is found as itself),
+  // then by ==: of constants, folded; of tensors, a value comparison (a break); of modules and
+  // objects without their own __eq__, identity again
+  auto by_identity = [](const VPtr& v) {
+    return (v->kind == VK::NNModule || v->kind == VK::Object) && v->obj && Py_TYPE(v->obj.get())->tp_richcompare == PyBaseObject_Type.tp_richcompare;
+  };
   for (size_t i = 0; i < self->items.size(); ++i) {
     const VPtr& x = self->items[i];
-    if (x->kind != VK::Const) return t.brk(f, "DV0002", "list.remove compares a " + std::string(vk_name(x->kind)) + " by value");
-    const int eq = PyObject_RichCompareBool(x->obj.get(), args[0]->obj.get(), Py_EQ);
+    const bool same = x == a || (x->kind == VK::Tensor && a->kind == VK::Tensor && x->node >= 0 && x->node == a->node) ||
+                      (x->obj && a->obj && x->kind == a->kind && x->kind != VK::Const && x->obj.get() == a->obj.get());
+    if (same) {
+      self->items.erase(self->items.begin() + static_cast<long>(i));
+      out = none(t);
+      return std::nullopt;
+    }
+    if (x->kind == VK::Tensor || a->kind == VK::Tensor) return t.brk(f, "DV0002", "list.remove compares a tensor by value");
+    if ((by_identity(x) || x->kind == VK::Const) && (by_identity(a) || a->kind == VK::Const) && !(x->kind == VK::Const && a->kind == VK::Const))
+      continue;  // an object compares unequal to what it is not
+    if (x->kind != VK::Const || a->kind != VK::Const) return t.brk(f, "DV0002", "list.remove compares a " + std::string(vk_name(x->kind)) + " by value");
+    const int eq = PyObject_RichCompareBool(x->obj.get(), a->obj.get(), Py_EQ);
     if (eq < 0) return PyErr_Clear(), t.brk(f, "DV0010", "list.remove raised comparing");
     if (eq == 1) {
       self->items.erase(self->items.begin() + static_cast<long>(i));

@@ -14,7 +14,28 @@ Status missing_module_attr(Translator& t, Frame& f, PyObject* m, const std::stri
   return t.brk(f, kNoAttributeId, "'" + std::string(Py_TYPE(m)->tp_name) + "' object has no attribute '" + name + "'");
 }
 
+// A function defined in torch (fx.GraphModule's __call__): torch's classes keep to forward.
+bool function_of_torch(PyObject* fn) {
+  if (!fn || !PyFunction_Check(fn)) return false;
+  PyObject* mod = reinterpret_cast<PyFunctionObject*>(fn)->func_module;
+  if (!mod || !PyUnicode_Check(mod)) return false;
+  const std::string m = str_of(mod);
+  return m == "torch" || m.rfind("torch.", 0) == 0;
+}
+
 }  // namespace
+
+void guard_module_dict_keys(Translator& t, Frame& f, PyObject* module, const SourcePtr& source, const char* dict) {
+  if (!source) return;
+  PyObject** dictptr = _PyObject_GetDictPtr(module);
+  PyObject* d = dictptr && *dictptr ? PyDict_GetItemString(*dictptr, dict) : nullptr;
+  if (!d || !PyDict_Check(d)) return;
+  Ref keys = Ref::steal(PyDict_Keys(d));
+  Ref key_tuple = keys ? Ref::steal(PyList_AsTuple(keys.get())) : Ref();
+  if (!key_tuple) return PyErr_Clear();
+  SourcePtr src = Source::attr(source, dict);
+  t.add_guard(GuardKind::DICT_KEYS, src, key_tuple, f, "list(" + src->text() + ".keys()) == " + repr_of(key_tuple.get()));
+}
 
 PyObject* module_getattr_fn() {
   static PyObject* fn = [] {
@@ -85,6 +106,7 @@ struct Kind<VK::NNModule> {
     }
     Ref mods = Ref::steal(PyObject_GetAttrString(m, "_modules"));
     if (!mods || !PyDict_Check(mods.get())) return PyErr_Clear(), t.brk(f, "DV0016", "module is not iterable");
+    guard_module_dict_keys(t, f, m, v->source, "_modules");  // a child appended, removed or reordered later
     Py_ssize_t pos = 0;
     PyObject *k, *child;
     while (PyDict_Next(mods.get(), &pos, &k, &child)) {
@@ -106,8 +128,21 @@ struct Kind<VK::NNModule> {
       if (!out) return t.brk(f, "DV0005", "attribute __class__ of module " + std::string(Py_TYPE(m)->tp_name));
       return std::nullopt;
     }
+    // As Python looks it up: a data descriptor of the class (a property), the instance's own
+    // attribute, another class attribute (a method that shares a submodule's name wins over it),
+    // and only then nn.Module.__getattr__'s parameters, buffers and submodules.
     PyObject** dictptr = _PyObject_GetDictPtr(m);
-    if (dictptr && *dictptr) {
+    Ref nm = Ref::steal(PyUnicode_FromString(name.c_str()));
+    PyObject* cls_attr = _PyType_Lookup(Py_TYPE(m), nm.get());
+    const bool data_descriptor = cls_attr && Py_TYPE(cls_attr)->tp_descr_set;
+    if (dictptr && *dictptr && !data_descriptor) {
+      if (PyObject* v = PyDict_GetItemString(*dictptr, name.c_str())) {
+        out = t.wrap(Ref::borrow(v), obj->source ? Source::attr(obj->source, name) : nullptr, f);
+        if (!out) return t.brk(f, "DV0013", "module attribute " + name + " cannot be traced");
+        return std::nullopt;
+      }
+    }
+    if (dictptr && *dictptr && !cls_attr) {
       PyObject* d = *dictptr;
       for (const char* member : {"_parameters", "_buffers", "_modules"}) {
         PyObject* members = PyDict_GetItemString(d, member);
@@ -121,14 +156,7 @@ struct Kind<VK::NNModule> {
         if (!out) return t.brk(f, "DV0013", "module member " + name + " cannot be traced");
         return std::nullopt;
       }
-      if (PyObject* v = PyDict_GetItemString(d, name.c_str())) {
-        out = t.wrap(Ref::borrow(v), obj->source ? Source::attr(obj->source, name) : nullptr, f);
-        if (!out) return t.brk(f, "DV0013", "module attribute " + name + " cannot be traced");
-        return std::nullopt;
-      }
     }
-    Ref nm = Ref::steal(PyUnicode_FromString(name.c_str()));
-    PyObject* cls_attr = _PyType_Lookup(Py_TYPE(m), nm.get());
     if (cls_attr && PyFunction_Check(cls_attr)) {
       VPtr mv = t.bound_method(obj, Ref::borrow(cls_attr), name);
       out = mv;
@@ -195,14 +223,58 @@ struct Kind<VK::NNModule> {
       if (!inner) return t.brk(f, "DV0004", "call to a module compiled by torch.compile whose module cannot be traced");
       return t.call(f, inner, std::move(args), std::move(kwargs), out);
     }
+    static PyObject* call_name = PyUnicode_InternFromString("__call__");
+    static PyObject* module_call = _PyType_Lookup(reinterpret_cast<PyTypeObject*>(py().nn_Module.get()), call_name);
+    PyObject* own_call = _PyType_Lookup(Py_TYPE(m), call_name);
+    if (own_call != module_call && !function_of_torch(own_call)) {  // a user class's own __call__ (which may call forward itself), inlined
+      if (!own_call || !PyFunction_Check(own_call))
+        return t.brk(f, "DV0004", "module " + std::string(Py_TYPE(m)->tp_name) + " whose __call__ is not Python code");
+      VPtr cv = t.make(VK::Function);
+      cv->obj = Ref::borrow(own_call);
+      return t.inline_call(f, cv, fn, std::move(args), std::move(kwargs), out);
+    }
+    ModuleHooks hooks;
+    if (Status s = t.module_hooks(f, m, hooks)) return s;
+    const bool hooked = !hooks.pre.empty() || !hooks.post.empty();
+    if (hooked)  // a hook removed later is seen (one added later is not, as under torch.compile)
+      for (const char* d : {"_forward_pre_hooks", "_forward_hooks"}) guard_module_dict_keys(t, f, m, fn->source, d);
+    // _call_impl calls self.forward: a forward set on the instance (module.forward = patched) is that
+    PyObject** dictptr = _PyObject_GetDictPtr(m);
+    static PyObject* forward_name = PyUnicode_InternFromString("forward");
+    PyObject* own_forward = dictptr && *dictptr ? PyDict_GetItemWithError(*dictptr, forward_name) : nullptr;
+    if (own_forward) {
+      if (hooked) return t.brk(f, "DV0004", "module " + std::string(Py_TYPE(m)->tp_name) + " with hooks and a forward set on the instance");
+      SourcePtr src = fn->source ? Source::attr(fn->source, "forward") : nullptr;
+      if (fn->source) {  // guarded as there (a later call without it takes the class's forward)
+        SourcePtr dict_src = Source::attr(fn->source, "__dict__");
+        if (Guard* g = t.add_guard(GuardKind::DICT_CONTAINS, dict_src, Ref::borrow(forward_name), f, "'forward' in " + dict_src->text()))
+          g->length = 1;
+      }
+      VPtr fwd;
+      if (PyMethod_Check(own_forward) && PyMethod_GET_SELF(own_forward) == m && PyFunction_Check(PyMethod_GET_FUNCTION(own_forward))) {
+        // types.MethodType(new_forward, module): its function, guarded by identity, bound to the module
+        PyObject* func = PyMethod_GET_FUNCTION(own_forward);
+        if (src) t.add_guard(GuardKind::ID_MATCH, Source::attr(src, "__func__"), Ref::borrow(func), f,
+                             "___check_obj_id(" + src->text() + ".__func__, " + repr_of(func) + ")");
+        fwd = t.bound_method(fn, Ref::borrow(func), "forward");
+      } else {
+        fwd = t.wrap(Ref::borrow(own_forward), src, f);
+      }
+      if (!fwd) return t.brk(f, "DV0004", "module " + std::string(Py_TYPE(m)->tp_name) + " whose forward set on the instance cannot be traced");
+      return t.call(f, fwd, std::move(args), std::move(kwargs), out);
+    }
+    PyErr_Clear();
+    if (fn->source && dictptr && *dictptr) {  // ... and one set after this compile must not be missed
+      SourcePtr dict_src = Source::attr(fn->source, "__dict__");
+      if (Guard* g = t.add_guard(GuardKind::DICT_CONTAINS, dict_src, Ref::borrow(forward_name), f, "'forward' not in " + dict_src->text()))
+        g->length = 0;
+    }
     Ref forward = Ref::steal(PyObject_GetAttrString(reinterpret_cast<PyObject*>(Py_TYPE(m)), "forward"));
     if (!forward || !PyFunction_Check(forward.get()))
       return PyErr_Clear(), t.brk(f, "DV0004", "module " + std::string(Py_TYPE(m)->tp_name) + " has no Python forward");
     VPtr fv = t.make(VK::Function);
     fv->obj = forward;
-    ModuleHooks hooks;
-    if (Status s = t.module_hooks(f, m, hooks)) return s;
-    if (hooks.pre.empty() && hooks.post.empty()) return t.inline_call(f, fv, fn, std::move(args), std::move(kwargs), out);
+    if (!hooked) return t.inline_call(f, fv, fn, std::move(args), std::move(kwargs), out);
     return t.call_with_hooks(f, fn, fv, hooks, std::move(args), std::move(kwargs), out);
   }
   static Status setattr(Translator& t, Frame& f, const VPtr& owner, const std::string& name, const VPtr& value) {

@@ -150,7 +150,9 @@ Status object_getattr(Translator& t, Frame& f, const VPtr& obj, const std::strin
   // keywords are guarded as they are read.
   const bool user_instance = obj->kind == VK::Object && ((Py_TYPE(o)->tp_flags & Py_TPFLAGS_HEAPTYPE) ||
                                                          Py_IS_TYPE(o, reinterpret_cast<PyTypeObject*>(py().functools_partial.get())));
-  SourcePtr src = (obj->source && (PyModule_Check(o) || PyType_Check(o) || user_instance)) ? Source::attr(obj->source, name) : nullptr;
+  // (A function's defaults too: a mutable one is the value its calls bind, calls.cpp inline_call.)
+  const bool fn_defaults = PyFunction_Check(o) && (name == "__defaults__" || name == "__kwdefaults__");
+  SourcePtr src = (obj->source && (PyModule_Check(o) || PyType_Check(o) || user_instance || fn_defaults)) ? Source::attr(obj->source, name) : nullptr;
   if (PyModule_Check(o) && module_is_torch_mod(o)) src = nullptr;  // torch.* is fixed: no guard needed
   if (PyType_Check(o)) {
     // A class attribute is guarded as the class (or a base) holds it: the raw object, which
