@@ -32,6 +32,8 @@ endif
 # (3.12, 3.13: each in a venv it creates, .venv-X.Y, with its own dynview._C); says which ran.
 # REQUIRE_ALL=1 (.ci/run) fails if one of 3.11, 3.12, 3.13 is missing; DV_OTHER_PYTHONS=0 runs only
 # $(PYTHON)'s. Each pytest run uses every core (pytest-xdist, one test file per worker at a time).
+# The slowest comparisons (marker shared_by_versions) are shared out among the versions that run, one
+# share each (DV_SHARE: $(PYTHON) takes the first, .ci/other_pythons.sh share).
 # The other versions' venvs and dynview._C are built before $(PYTHON)'s suite runs: its tests that
 # record a trace on another version by subprocess and read it here (test_trace_versions.py) then
 # run instead of skipping.
@@ -41,7 +43,8 @@ test: build
 	@t=$$(date +%s); ctest --test-dir $(BUILD) --output-on-failure -j$(JOBS) && echo "== ctest: $$(($$(date +%s) - t)) s"
 	@if $(OTHERS_ON); then t=$$(date +%s); BUILD=$(BUILD) JOBS=$(JOBS) PYTHON=$(PYTHON) bash .ci/other_pythons.sh build \
 	    && echo "== other versions' venvs and dynview._C: $$(($$(date +%s) - t)) s"; fi
-	@t=$$(date +%s); $(PYTHON) $(PYTEST) tests/python && echo "== Python $$($(PYTHON) -c 'import sys; print("%d.%d" % sys.version_info[:2])'): pytest $$(($$(date +%s) - t)) s"
+	@t=$$(date +%s); share=$$(if $(OTHERS_ON); then BUILD=$(BUILD) PYTHON=$(PYTHON) bash .ci/other_pythons.sh share; fi) && \
+	    DV_SHARE=$$share $(PYTHON) $(PYTEST) tests/python && echo "== Python $$($(PYTHON) -c 'import sys; print("%d.%d" % sys.version_info[:2])'): pytest $$(($$(date +%s) - t)) s"
 	@if $(OTHERS_ON); then \
 	    BUILD=$(BUILD) JOBS=$(JOBS) PYTHON=$(PYTHON) bash .ci/other_pythons.sh; \
 	else echo "make test: the suite ran on CPython $$($(PYTHON) -c 'import sys; print("%d.%d" % sys.version_info[:2])') (DV_OTHER_PYTHONS=0: not on the others)"; fi

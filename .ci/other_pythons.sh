@@ -7,8 +7,8 @@
 # built beside it, minus the cross_version tests (tests/python/conftest.py: they run other
 # interpreters by subprocess, which the main suite did for every version) and the
 # main_interpreter_only ones (the viewer, the CLI's errors, TORCH_TRACE import, killed recordings:
-# what they check is the executable and core/), and with the slowest comparisons shared out among the
-# other versions (DV_SHARE, marker shared_by_other_versions); DV_SECONDARY_RUN=1 tells test_bytecode_corpus.py to
+# what they check is the executable and core/), and with the slowest comparisons shared out among all
+# the versions (DV_SHARE, marker shared_by_versions); DV_SECONDARY_RUN=1 tells test_bytecode_corpus.py to
 # ask `dis` on a sample of the corpus it still re-assembles whole.
 # Used by `make test`.
 # Prints which versions ran. REQUIRE_ALL=1 (CI) fails when one of 3.11, 3.12, 3.13 is missing.
@@ -20,6 +20,8 @@
 #                              version's dynview by subprocess (test_trace_versions.py) find it built
 #   other_pythons.sh demo 3.12 the same set-up for one version, then the demo on it (make demo)
 #   other_pythons.sh venv 3.12 the same venv for one version; prints its interpreter (make sanitize)
+#   other_pythons.sh share     the main interpreter's DV_SHARE (0/n, n = 1 + the versions found), or
+#                              nothing when no other version is found (make test)
 set -euo pipefail
 mode=${1:-test}
 cd "$(dirname "$0")/.."
@@ -52,21 +54,26 @@ venv_ready() {
 
 ran=()
 missing=()
-# The tests marked shared_by_other_versions (tests/python/conftest.py) are shared out among the other
-# versions found: the k-th of n runs the k-th share (DV_SHARE=k/n), so that each runs on the main
-# interpreter and on one other version.
+# The tests marked shared_by_versions (tests/python/conftest.py) are shared out among the versions
+# that run: the main interpreter's run takes the first share (DV_SHARE, `share` mode below, which
+# `make test` asks), the k-th other version found the (k+1)-th, so that each runs once.
 found=()
 for v in $versions; do
   if [ -n "$("$PYTHON" -c "import sys; sys.path.insert(0, 'tests/python'); import other_pythons as o; print(o.find('$v') or '')")" ]; then
     found+=("$v")
   fi
 done
+# The main interpreter's run takes share 0 of 1 + the number found; the k-th found, share k.
 share_of() {
   local i
   for i in "${!found[@]}"; do
-    if [ "${found[$i]}" = "$1" ]; then echo "$i/${#found[@]}"; fi
+    if [ "${found[$i]}" = "$1" ]; then echo "$((i + 1))/$((${#found[@]} + 1))"; fi
   done
 }
+if [ "$mode" = share ]; then
+  if [ ${#found[@]} -gt 0 ]; then echo "0/$((${#found[@]} + 1))"; fi
+  exit 0
+fi
 for v in $versions; do
   exe=$("$PYTHON" -c "import sys; sys.path.insert(0, 'tests/python'); import other_pythons as o; print(o.find('$v') or '')")
   if [ -z "$exe" ]; then
@@ -102,7 +109,7 @@ for v in $versions; do
   fi
   t2=$SECONDS
   share=$(share_of "$v")
-  echo "== Python $v: tests/python (share $share of the tests marked shared_by_other_versions)"
+  echo "== Python $v: tests/python (share $share of the tests marked shared_by_versions)"
   PYTHONPATH="$ROOT/python:$ROOT/tests/python" DYNVIEW_BIN="$ROOT/$BUILD/dynview" \
       DV_SECONDARY_RUN=1 DV_SHARE="$share" "$venv/bin/python" -m pytest -q -p no:cacheprovider -p no:benchmark -n "$JOBS" --dist loadfile -m "not cross_version and not main_interpreter_only" tests/python
   echo "== Python $v: venv $((t1 - t0)) s, dynview._C $((t2 - t1)) s, pytest $((SECONDS - t2)) s"

@@ -28,11 +28,14 @@ def pytest_configure(config):
         "make only feed it, and each version's engine suites check those. The other versions' suites "
         "deselect them (.ci/other_pythons.sh), as their outcome cannot depend on the interpreter")
     config.addinivalue_line(
-        "markers", "shared_by_other_versions: the suite's slowest comparisons (TorchDynamo's counts for "
-        "each case, real models, recorder faults across processes). The main interpreter runs every one; "
-        "the other versions share them out (DV_SHARE=k/n, set by .ci/other_pythons.sh: 3.12 runs one "
-        "half, 3.13 the other, by a hash of the test's id), so each runs on the main interpreter and on "
-        "one other version, and CI stays within its time")
+        "markers", "shared_by_versions: the suite's slowest comparisons (TorchDynamo's counts for each "
+        "case, real models, recorder faults across processes). When `make test` runs the suite on "
+        "several versions it shares them out (DV_SHARE=k/n: 3.11 runs the first third, 3.12 the "
+        "second, 3.13 the last, by a hash of the test's id), so each runs once; everything else runs "
+        "on every version, and a run without DV_SHARE runs them all")
+    config.addinivalue_line(
+        "markers", "every_version: runs on every version in a module marked shared_by_versions (a tally "
+        "over the share of the module's comparisons that this version ran)")
 
 
 # Under pytest-xdist (make test) the files that take longest go first, so that no worker is left
@@ -53,13 +56,20 @@ def _share():
     return k, n
 
 
+def in_share(nodeid):
+    """Whether this run takes the shared test `nodeid` (every one without DV_SHARE)."""
+    share = _share()
+    return share is None or zlib.crc32(nodeid.encode()) % share[1] == share[0]
+
+
 def pytest_collection_modifyitems(config, items):
     share = _share()
     if share and share[1] > 1:
         k, n = share
         keep, drop = [], []
         for item in items:
-            mine = item.get_closest_marker("shared_by_other_versions") is None or zlib.crc32(item.nodeid.encode()) % n == k
+            mine = (item.get_closest_marker("shared_by_versions") is None or item.get_closest_marker("every_version") is not None
+                    or in_share(item.nodeid))
             (keep if mine else drop).append(item)
         if drop:
             config.hook.pytest_deselected(items=drop)

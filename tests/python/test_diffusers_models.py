@@ -18,7 +18,7 @@ from model_outputs import assert_equal_to_eager_on_two_inputs, tensors
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 diffusers = pytest.importorskip("diffusers", reason="make deps installs diffusers")
 warnings.filterwarnings("ignore")
-pytestmark = [pytest.mark.usefixtures("fresh_engine"), pytest.mark.shared_by_other_versions]  # (conftest.py)
+pytestmark = [pytest.mark.usefixtures("fresh_engine"), pytest.mark.shared_by_versions]  # (conftest.py)
 
 
 def _g(seed):

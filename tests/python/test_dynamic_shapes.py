@@ -13,7 +13,7 @@ import dynview
 R = torch.randn
 
 
-pytestmark = [pytest.mark.usefixtures("fresh_engine"), pytest.mark.shared_by_other_versions]  # (conftest.py)
+pytestmark = [pytest.mark.usefixtures("fresh_engine"), pytest.mark.shared_by_versions]  # (conftest.py)
 
 
 def scale_sum(x, k):

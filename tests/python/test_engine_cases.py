@@ -85,7 +85,7 @@ def test_matches_eager_and_caches(name, fn, make, inductor):
         assert entries[0]["hits"] == 2, "second and third calls are cache hits"
 
 
-@pytest.mark.shared_by_other_versions  # (conftest.py)
+@pytest.mark.shared_by_versions  # (conftest.py)
 @pytest.mark.parametrize("name,fn,make,inductor", CASES, ids=[c[0] for c in CASES])
 def test_graphs_and_breaks_match_torch_dynamo(name, fn, make, inductor):
     args = make(0)
@@ -100,7 +100,7 @@ def test_graphs_and_breaks_match_torch_dynamo(name, fn, make, inductor):
     assert all(b.break_id.startswith("DV") and b.reason for b in ours.break_reasons)
 
 
-@pytest.mark.shared_by_other_versions  # (conftest.py)
+@pytest.mark.shared_by_versions  # (conftest.py)
 @pytest.mark.parametrize("name,fn,make,inductor", CASES, ids=[c[0] for c in CASES])
 def test_aot_eager(name, fn, make, inductor):
     cf = dynview.compile(fn, backend="aot_eager")
@@ -111,7 +111,7 @@ def test_aot_eager(name, fn, make, inductor):
 INDUCTOR = [c for c in CASES if c[3]]
 
 
-@pytest.mark.shared_by_other_versions  # (conftest.py)
+@pytest.mark.shared_by_versions  # (conftest.py)
 @pytest.mark.parametrize("name,fn,make,inductor", INDUCTOR, ids=[c[0] for c in INDUCTOR])
 def test_inductor(name, fn, make, inductor):
     cf = dynview.compile(fn, backend="inductor")

@@ -16,7 +16,7 @@ import dynview
 from test_cli_disasm import cli
 from conftest import run_with_display
 
-pytestmark = pytest.mark.shared_by_other_versions  # (conftest.py)
+pytestmark = pytest.mark.shared_by_versions  # (conftest.py)
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(os.path.dirname(HERE))

@@ -51,7 +51,7 @@ def our_lines(e):
     return sorted(lines)
 
 
-@pytest.mark.shared_by_other_versions  # (conftest.py)
+@pytest.mark.shared_by_versions  # (conftest.py)
 @pytest.mark.parametrize("name,fn,make", CASES, ids=[c[0] for c in CASES])
 def test_breaks_match_eager_and_torch_dynamo(name, fn, make, report):
     if name in DIFFERENT:

@@ -14,7 +14,7 @@ import dynview
 from test_engine_behaviour import counting_dynamo, dynview_compiles
 from test_lazy_sequences import _reset  # noqa: F401  (both engines reset around each test)
 
-pytestmark = pytest.mark.shared_by_other_versions  # (conftest.py)
+pytestmark = pytest.mark.shared_by_versions  # (conftest.py)
 
 
 OPTIMIZERS = {

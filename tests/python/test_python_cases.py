@@ -85,7 +85,7 @@ def _not_yet(c):
     return pytest.param(*c, marks=pytest.mark.xfail(strict=True, reason=reason)) if reason else c
 
 
-@pytest.mark.shared_by_other_versions  # (conftest.py)
+@pytest.mark.shared_by_versions  # (conftest.py)
 @pytest.mark.parametrize("name,fn,make", [_not_yet(c) for c in CASES], ids=[c[0] for c in CASES])
 def test_graphs_and_breaks_match_torch_dynamo(name, fn, make):
     torch._dynamo.reset()
