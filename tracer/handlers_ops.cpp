@@ -75,24 +75,13 @@ Status op_IS_OP(Translator& t, Frame& f, const Instr& in) {  // (lhs rhs -- bool
 // key's presence; layer in self.layers (a ModuleList or Sequential: no __contains__, so Python
 // iterates, comparing modules by identity). `handled` false for other modules.
 static Status module_container_contains(Translator& t, Frame& f, const VPtr& cont, const VPtr& item, bool& found, bool& handled) {
-  static PyObject* const* classes = [] {
-    static PyObject* c[4] = {};
-    const char* names[] = {"ModuleDict", "ParameterDict", "ModuleList", "Sequential"};
-    for (int i = 0; i < 4; ++i) c[i] = kept_attr("torch.nn", names[i]);
-    PyErr_Clear();
-    return c;
-  }();
   PyObject* m = cont->obj.get();
   static PyObject* contains_name = PyUnicode_InternFromString("__contains__");
-  static PyObject* iter_name = PyUnicode_InternFromString("__iter__");
-  auto own = [&](int i, PyObject* name) {  // cls's `name` is the container class i's (not overridden)
-    return classes[i] && PyType_IsSubtype(Py_TYPE(m), reinterpret_cast<PyTypeObject*>(classes[i])) &&
-           _PyType_Lookup(Py_TYPE(m), name) == _PyType_Lookup(reinterpret_cast<PyTypeObject*>(classes[i]), name);
-  };
-  for (int i = 0; i < 2; ++i) {
-    if (!own(i, contains_name)) continue;
+  const int contains = module_container_method(m, "__contains__");
+  const int iter = module_container_method(m, "__iter__");
+  if (contains == 2 || contains == 4) {  // ModuleDict, ParameterDict
     if (item->kind != VK::Const || !PyUnicode_Check(item->obj.get())) return t.brk(f, "DV0018", "'in' of a module container with a key that is no str");
-    const char* dict = i == 0 ? "_modules" : "_keys";
+    const char* dict = contains == 2 ? "_modules" : "_keys";
     PyObject** dictptr = _PyObject_GetDictPtr(m);
     PyObject* d = dictptr && *dictptr ? PyDict_GetItemString(*dictptr, dict) : nullptr;
     if (!d || !PyDict_Check(d)) return std::nullopt;
@@ -105,8 +94,7 @@ static Status module_container_contains(Translator& t, Frame& f, const VPtr& con
     handled = true;
     return std::nullopt;
   }
-  for (int i = 2; i < 4; ++i) {
-    if (!own(i, iter_name) || _PyType_Lookup(Py_TYPE(m), contains_name)) continue;
+  if ((iter == 0 || iter == 1) && !_PyType_Lookup(Py_TYPE(m), contains_name)) {  // ModuleList, Sequential
     VPtr it;
     if (Status s = t.iterate(f, cont, it)) return s;
     for (size_t k = it->pos; k < it->items.size() && !found; ++k) {

@@ -274,20 +274,10 @@ Translator::Status Translator::subscr(Frame& f, VPtr obj, VPtr idx, VPtr& out) {
   enum { kModuleList, kSequential, kModuleDict, kParameterList, kParameterDict, kOwn, kNone } getitem_of = kNone;
   PyObject* own_getitem = nullptr;
   if (obj->kind == VK::NNModule) {
-    static PyObject* const* containers = [] {
-      static PyObject* c[5] = {};
-      const char* names[] = {"ModuleList", "Sequential", "ModuleDict", "ParameterList", "ParameterDict"};
-      for (int i = 0; i < 5; ++i) {
-        PyObject* cls = kept_attr("torch.nn", names[i]);
-        c[i] = cls ? PyObject_GetAttrString(cls, "__getitem__") : nullptr;  // kept
-        PyErr_Clear();
-      }
-      return c;
-    }();
     static PyObject* getitem_name = PyUnicode_InternFromString("__getitem__");
+    const int which = module_container_method(obj->obj.get(), "__getitem__");
+    if (which >= 0) getitem_of = static_cast<decltype(getitem_of)>(which);
     own_getitem = _PyType_Lookup(Py_TYPE(obj->obj.get()), getitem_name);
-    for (int i = 0; i < 5 && own_getitem; ++i)
-      if (own_getitem == containers[i]) getitem_of = static_cast<decltype(getitem_of)>(i);
     if (getitem_of == kNone && own_getitem && PyFunction_Check(own_getitem)) getitem_of = kOwn;
   }
   if (getitem_of == kOwn) return call_python(f, Ref::borrow(own_getitem), {obj, idx}, out);

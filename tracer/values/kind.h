@@ -107,6 +107,10 @@ Status list_iterator(Translator& t, Frame& f, const VPtr& lst, VPtr& out);  // i
 Status ambiguous_truth(Translator& t, Frame& f, const VPtr& v);  // bool() of a tensor of n != 1 elements raises (tensor.cpp)
 PyObject* module_getattr_fn();  // nn.Module.__getattr__ (borrowed, kept by the class)
 Status module_getattr_call(Translator& t, Frame& f, const VPtr& module, const VPtr& name, VPtr& out);  // nn_module.cpp
+// Which of torch.nn's containers' own `method` (__iter__, __getitem__, __contains__) the module's class
+// has, not overridden: 0 ModuleList, 1 Sequential, 2 ModuleDict, 3 ParameterList, 4 ParameterDict;
+// -1 for any other (a subclass's own, or none) (nn_module.cpp)
+int module_container_method(PyObject* module, const char* method);
 // DICT_KEYS on module.<dict> (_modules, _parameters, _forward_hooks ...) read from `source`: what the
 // trace read from it holds only while its entries and their order do (nn_module.cpp)
 void guard_module_dict_keys(Translator& t, Frame& f, PyObject* module, const SourcePtr& source, const char* dict);

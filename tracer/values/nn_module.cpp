@@ -25,6 +25,21 @@ bool function_of_torch(PyObject* fn) {
 
 }  // namespace
 
+int module_container_method(PyObject* module, const char* method) {
+  static PyObject* const* classes = [] {
+    static PyObject* c[5] = {};
+    const char* names[] = {"ModuleList", "Sequential", "ModuleDict", "ParameterList", "ParameterDict"};
+    for (int i = 0; i < 5; ++i) c[i] = kept_attr("torch.nn", names[i]);  // kept
+    PyErr_Clear();
+    return c;
+  }();
+  Ref name = Ref::steal(PyUnicode_InternFromString(method));
+  PyObject* own = name ? _PyType_Lookup(Py_TYPE(module), name.get()) : nullptr;
+  for (int i = 0; own && i < 5; ++i)
+    if (classes[i] && own == _PyType_Lookup(reinterpret_cast<PyTypeObject*>(classes[i]), name.get())) return i;
+  return -1;
+}
+
 void guard_module_dict_keys(Translator& t, Frame& f, PyObject* module, const SourcePtr& source, const char* dict) {
   if (!source) return;
   PyObject** dictptr = _PyObject_GetDictPtr(module);
@@ -67,23 +82,8 @@ struct Kind<VK::NNModule> {
     // The containers' own __iter__, by identity (a subclass that overrides it breaks): ModuleList and
     // Sequential give their children, ModuleDict and ParameterDict their keys, ParameterList its
     // items self["0"], self["1"], ... (parameters, or other objects it holds as attributes)
-    static PyObject* const* iters = [] {
-      static PyObject* c[5] = {};
-      const char* names[] = {"ModuleList", "Sequential", "ModuleDict", "ParameterList", "ParameterDict"};
-      for (int i = 0; i < 5; ++i) {
-        PyObject* cls = kept_attr("torch.nn", names[i]);
-        c[i] = cls ? PyObject_GetAttrString(cls, "__iter__") : nullptr;  // kept
-        Py_XDECREF(cls);
-        PyErr_Clear();
-      }
-      return c;
-    }();
     PyObject* m = v->obj.get();
-    Ref cls_iter = Ref::steal(PyObject_GetAttrString(reinterpret_cast<PyObject*>(Py_TYPE(m)), "__iter__"));
-    PyErr_Clear();
-    int which = -1;
-    for (int i = 0; i < 5 && cls_iter; ++i)
-      if (iters[i] && cls_iter.get() == iters[i]) which = i;
+    const int which = module_container_method(m, "__iter__");
     if (which < 0) return t.brk(f, "DV0016", std::string("iterating a ") + Py_TYPE(m)->tp_name + " module");
     VPtr it = t.make(VK::Iter);
     if (which == 1 && v->flag && !v->items.empty()) {  // a Sequential's slice (ops.cpp): the parent's children
