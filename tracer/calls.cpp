@@ -946,6 +946,27 @@ Translator::Status Translator::call_super(Frame& f, std::vector<VPtr>& args, VPt
   return std::nullopt;
 }
 
+// The source of the member at dotted `path` ("encoder.layer.0.weight") of `module` read from
+// `source`: the path walked through _modules, its last part in `last_dict` (`reached`: the member). Null
+// where a part is missing; the module's own for an empty path.
+static SourcePtr member_source(PyObject* module, SourcePtr source, const std::string& path, const char* last_dict,
+                               PyObject** reached = nullptr) {
+  PyObject* member = module;
+  for (size_t start = 0; source && !path.empty();) {
+    const size_t dot = path.find('.', start);
+    const std::string part = path.substr(start, dot == std::string::npos ? std::string::npos : dot - start);
+    const char* dict = dot == std::string::npos ? last_dict : "_modules";
+    Ref d = Ref::steal(PyObject_GetAttrString(member, dict));
+    member = d && PyDict_Check(d.get()) ? PyDict_GetItemString(d.get(), part.c_str()) : nullptr;
+    PyErr_Clear();
+    source = member ? Source::module_member(source, dict, part) : nullptr;
+    if (dot == std::string::npos) break;
+    start = dot + 1;
+  }
+  if (reached) *reached = member;
+  return source;
+}
+
 // nn.Module's own iterators (parameters(), named_children(), modules() ...), not overridden: their
 // results come from the real module, each with its source (L['self'].a.b.weight) so that parameters
 // are graph inputs and submodules can be called. TorchDynamo does the same instead of tracing
@@ -1016,20 +1037,9 @@ Translator::Status Translator::module_members(Frame& f, const VPtr& fn, const st
     PyErr_Clear();
     std::vector<std::pair<PyObject*, SourcePtr>> walk = {{self->obj.get(), self->source}};
     for (Py_ssize_t i = 1; mods && i < PyList_GET_SIZE(mods.get()); ++i) {  // (the first is self)
-      const std::string path = str_of(PyTuple_GET_ITEM(PyList_GET_ITEM(mods.get(), i), 0));
-      SourcePtr src = self->source;
-      PyObject* owner = self->obj.get();
-      for (size_t start = 0; src;) {
-        const size_t dot = path.find('.', start);
-        const std::string part = path.substr(start, dot == std::string::npos ? std::string::npos : dot - start);
-        Ref d = Ref::steal(PyObject_GetAttrString(owner, "_modules"));
-        owner = d && PyDict_Check(d.get()) ? PyDict_GetItemString(d.get(), part.c_str()) : nullptr;
-        PyErr_Clear();
-        src = owner ? Source::module_member(src, "_modules", part) : nullptr;
-        if (dot == std::string::npos) break;
-        start = dot + 1;
-      }
-      if (src) walk.emplace_back(owner, src);
+      PyObject* sub = nullptr;
+      SourcePtr src = member_source(self->obj.get(), self->source, str_of(PyTuple_GET_ITEM(PyList_GET_ITEM(mods.get(), i), 0)), "_modules", &sub);
+      if (src) walk.emplace_back(sub, src);
     }
     for (auto& [m, src] : walk) {
       if (deep || std::string(kind[2]) == "_modules") guard_module_dict_keys(*this, f, m, src, "_modules");
@@ -1042,27 +1052,7 @@ Translator::Status Translator::module_members(Frame& f, const VPtr& fn, const st
     PyObject* pair = PyList_GET_ITEM(items.get(), i);  // (dotted name, member)
     const std::string path = str_of(PyTuple_GET_ITEM(pair, 0));
     PyObject* member = PyTuple_GET_ITEM(pair, 1);
-    // The member's source: walk the dotted path through _modules, the last part in kind[2].
-    SourcePtr src = self->source;
-    PyObject* owner = self->obj.get();
-    size_t start = 0;
-    while (src && !path.empty()) {
-      const size_t dot = path.find('.', start);
-      const std::string part = path.substr(start, dot == std::string::npos ? std::string::npos : dot - start);
-      const bool last = dot == std::string::npos;
-      const char* dict = last ? kind[2] : "_modules";
-      Ref d = Ref::steal(PyObject_GetAttrString(owner, dict));
-      PyObject* next = d && PyDict_Check(d.get()) ? PyDict_GetItemString(d.get(), part.c_str()) : nullptr;
-      if (!next) {
-        PyErr_Clear();
-        src = nullptr;
-        break;
-      }
-      src = Source::module_member(src, dict, part);
-      owner = next;
-      if (last) break;
-      start = dot + 1;
-    }
+    SourcePtr src = member_source(self->obj.get(), self->source, path, kind[2]);  // (the last part in kind[2])
     VPtr v;
     if (!functional_overrides_.empty() && std::strcmp(kind[2], "_modules") != 0) {
       // inside functional_call: a parameter or buffer it replaces is the tensor given (as eager swaps

@@ -31,10 +31,8 @@ Status op_TO_BOOL(Translator& t, Frame& f, const Instr&) {  // (value -- value)
   NEED(1);
   return std::nullopt;
 }
-Status op_IS_OP(Translator& t, Frame& f, const Instr& in) {  // (lhs rhs -- bool)
-  NEED(2);
-  const VPtr &a = top(f, 2), &b = top(f);
-  bool same;
+// `a is b`, for IS_OP and for what compares by identity first (list.remove, `m in module_list`).
+bool same_object(Translator& t, Frame& f, const VPtr& a, const VPtr& b) {
   // Values that stand for one real object: constants, objects, modules, and functions that exist
   // outside the trace (a function made by MAKE_FUNCTION is its code until it escapes: two such
   // values are two functions). `type(self).forward is forward_with_checkpointing` (transformers'
@@ -43,9 +41,8 @@ Status op_IS_OP(Translator& t, Frame& f, const Instr& in) {  // (lhs rhs -- bool
     return v->obj && (v->kind == VK::Const || v->kind == VK::Object || v->kind == VK::NNModule ||
                       (v->kind == VK::Function && PyFunction_Check(v->obj.get())));
   };
-  if (a == b) same = true;
-  else if (real(a) && real(b)) {
-    same = a->obj.get() == b->obj.get();
+  if (a == b) return true;
+  if (real(a) && real(b)) {
     // The answer holds for these very objects: objects reached from the frame are guarded by
     // identity (a sentinel `v is _MISSING`; their usual guard may be their type only). Objects of
     // different types are never the same, whatever the objects: `cache is None` for the cache a
@@ -61,11 +58,17 @@ Status op_IS_OP(Translator& t, Frame& f, const Instr& in) {  // (lhs rhs -- bool
       else
         t.add_guard(GuardKind::ID_MATCH, (*v)->source, (*v)->obj, f, "___check_obj_id(" + (*v)->source->text() + ", " + repr_of(o) + ")");
     }
+    return a->obj.get() == b->obj.get();
   }
   // One tensor: one node, or one example (an in-place method, contiguous() of a contiguous tensor,
   // to() of its own dtype give the tensor itself, and their meta or fake kernels its example).
-  else if (a->kind == VK::Tensor && b->kind == VK::Tensor) same = a->node == b->node || (a->obj && a->obj.get() == b->obj.get());
-  else same = false;  // different kinds (a tensor is not None, a list is not a module ...)
+  if (a->kind == VK::Tensor && b->kind == VK::Tensor) return a->node == b->node || (a->obj && a->obj.get() == b->obj.get());
+  return false;  // different kinds (a tensor is not None, a list is not a module ...)
+}
+
+Status op_IS_OP(Translator& t, Frame& f, const Instr& in) {  // (lhs rhs -- bool)
+  NEED(2);
+  const bool same = same_object(t, f, top(f, 2), top(f));
   VPtr out = t.constant(Ref::borrow((same != (in.arg == 1)) ? Py_True : Py_False));
   f.stack.pop_back();
   top(f) = out;
@@ -101,7 +104,7 @@ static Status module_container_contains(Translator& t, Frame& f, const VPtr& con
       const VPtr& x = it->items[k];
       if (x->kind != VK::NNModule || (item->kind != VK::NNModule && item->kind != VK::Const))
         return t.brk(f, "DV0018", std::string("'in' of a ") + vk_name(item->kind) + " in a module list");
-      found = item->kind == VK::NNModule && x->obj.get() == item->obj.get();  // (a module equals only itself)
+      found = item->kind == VK::NNModule && same_object(t, f, x, item);  // (a module equals only itself)
     }
     handled = true;
     return std::nullopt;

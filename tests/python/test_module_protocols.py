@@ -158,3 +158,21 @@ def test_operator_setitem_and_delitem_change_the_containers():
     c, d = [1.0, 2.0], {"gone": 0}
     want = fill(x, c, d)
     torch.testing.assert_close((got, a, b), (want, c, d))
+
+
+def test_membership_in_a_module_list_follows_its_children():
+    blocks = nn.ModuleList([nn.Linear(3, 3), nn.Linear(3, 3)])
+    shared = blocks[1]
+
+    def route(x):
+        return x * 2 if shared in blocks else x - 1  # by identity: guarded so, not by type only
+
+    def children(*mods):
+        def state():
+            for i, mod in enumerate(mods):
+                blocks[i] = mod
+        return state
+
+    x = torch.randn(3)
+    _against_eager(route, [(children(blocks[0], shared), (x,)), (children(blocks[0], nn.Linear(3, 3)), (x,)),
+                           (children(blocks[0], shared), (x,))], td=False)

@@ -111,6 +111,9 @@ Status module_getattr_call(Translator& t, Frame& f, const VPtr& module, const VP
 // has, not overridden: 0 ModuleList, 1 Sequential, 2 ModuleDict, 3 ParameterList, 4 ParameterDict;
 // -1 for any other (a subclass's own, or none) (nn_module.cpp)
 int module_container_method(PyObject* module, const char* method);
+// `a is b` of two values, guarded so (objects from the frame by identity or type): IS_OP's answer,
+// for what compares by identity first (handlers_ops.cpp)
+bool same_object(Translator& t, Frame& f, const VPtr& a, const VPtr& b);
 // DICT_KEYS on module.<dict> (_modules, _parameters, _forward_hooks ...) read from `source`: what the
 // trace read from it holds only while its entries and their order do (nn_module.cpp)
 void guard_module_dict_keys(Translator& t, Frame& f, PyObject* module, const SourcePtr& source, const char* dict);

@@ -87,9 +87,8 @@ Status remove(Translator& t, Frame& f, const VPtr& self, std::vector<VPtr>& args
   };
   for (size_t i = 0; i < self->items.size(); ++i) {
     const VPtr& x = self->items[i];
-    const bool same = x == a || (x->kind == VK::Tensor && a->kind == VK::Tensor && x->node >= 0 && x->node == a->node) ||
-                      (x->obj && a->obj && x->kind == a->kind && x->kind != VK::Const && x->obj.get() == a->obj.get());
-    if (same) {
+    const bool consts = x->kind == VK::Const && a->kind == VK::Const;  // (compared by == below)
+    if (!consts && same_object(t, f, x, a)) {
       self->items.erase(self->items.begin() + static_cast<long>(i));
       out = none(t);
       return std::nullopt;
