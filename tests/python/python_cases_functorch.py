@@ -627,6 +627,16 @@ def jacrev_with_respect_to_a_tuple_argument(x, y):
     return jx, jy
 
 
+@case((3, 4))
+def vmap_of_an_in_place_method_gives_back_its_input(x):
+    # functorch's _remove_batch_dim returns the tensor _add_batch_dim wrapped when the function
+    # returned its input and out_dims is in_dims: `is` holds in eager, not for out_dims=0 of in_dims=1
+    y = torch.vmap(torch.Tensor.acos_)(x)
+    z = torch.vmap(lambda r: r.mul_(2), in_dims=1, out_dims=1)(x)
+    w = torch.vmap(lambda r: r, in_dims=1, out_dims=0)(x)
+    return y is x, z is x, w is x, torch.vmap(torch.vmap(lambda r: r))(x) is x, y + w.T
+
+
 @case((3,), (3,))
 def jacrev_of_a_tensor_and_a_dict_by_argnums(x, y):
     jx, jd = jacrev(lambda a, d: a * d["w"], argnums=(0, 1))(x, {"w": y})

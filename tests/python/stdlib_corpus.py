@@ -10,12 +10,21 @@ import sysconfig
 import warnings
 
 
+TEST_DIRS = ("test", "tests", "idle_test")
+
+
+def is_test_file(path):
+    """A file of the stdlib's own test suites (Lib/test/, .../tests/, idlelib/idle_test/)."""
+    rel = os.path.relpath(path, sysconfig.get_paths()["stdlib"])
+    return any(part in TEST_DIRS for part in rel.split(os.sep)[:-1])
+
+
 def stdlib_files(include_tests=True):
     root = sysconfig.get_paths()["stdlib"]
     for dirpath, dirnames, filenames in os.walk(root):
         dirnames[:] = sorted(d for d in dirnames
                              if d not in ("site-packages", "__pycache__")
-                             and (include_tests or d not in ("test", "tests", "idle_test")))
+                             and (include_tests or d not in TEST_DIRS))
         for name in sorted(filenames):
             if name.endswith(".py"):
                 yield os.path.join(dirpath, name)

@@ -1,8 +1,10 @@
 """core/'s decoder, disassembler and assembler against `dis` over the whole stdlib corpus.
 
 Every code object of every stdlib source file (tests included: ~78k code objects) is decoded,
-listed and re-assembled; each must equal what CPython and `dis` say, field by field (in the
-secondary runs on 3.12 and 3.13, `dis` is asked on a sample: see DIS_EVERY).
+listed and re-assembled; each must equal what CPython and `dis` say, field by field. `dis` (pure
+Python, most of the time) is asked on every code object of the library itself (~21k on 3.11) and on
+a sample of the stdlib's own test suites' (~57k): see DIS_EVERY; in the secondary runs on 3.12 and
+3.13, on a sample of both.
 
 The same on CPython 3.12 and 3.13 when they are installed (test_other_version_corpus): that
 interpreter dumps its own stdlib corpus by subprocess (bytecode_dump.py: code JSON plus what `dis`
@@ -39,12 +41,14 @@ def same_value(a, b):
     return a is b or a == b or (a != a and b != b)
 
 
-# .ci/other_pythons.sh runs this suite on 3.12 and 3.13 after the main interpreter's run, whose
-# test_other_version_corpus already decoded and re-assembled their whole corpus by subprocess and
-# compared dis on a sample. There (DV_SECONDARY_RUN=1) every code object is still decoded, listed and
-# re-assembled, and `dis` (pure Python: 80% of this test's time) is asked on every 5th code object
-# plus the first one holding each opcode not met yet.
-DIS_EVERY = 5 if os.environ.get("DV_SECONDARY_RUN") == "1" else 1
+# Every code object is decoded, listed and re-assembled. `dis` (pure Python: 80% of this test's time)
+# is asked on every DIS_EVERY-th code object plus the first one holding each opcode not met yet: 1 for
+# the library itself on the main interpreter, 5 for the stdlib's test suites (`dis` over all of them
+# took 100 s of each `make test`), and 5 for everything in the secondary runs (.ci/other_pythons.sh
+# runs this suite on 3.12 and 3.13 after the main interpreter's run, whose test_other_version_corpus
+# already decoded and re-assembled their whole corpus by subprocess and compared dis on a sample).
+SECONDARY = os.environ.get("DV_SECONDARY_RUN") == "1"
+DIS_EVERY, DIS_EVERY_IN_TESTS = (5, 5) if SECONDARY else (1, 5)
 
 
 def test_whole_stdlib_corpus(corpus, report):
@@ -57,9 +61,13 @@ def test_whole_stdlib_corpus(corpus, report):
     def fail(kind, co, detail=""):
         failures.setdefault(kind, []).append(f"{co.co_filename}:{co.co_firstlineno} {co.co_qualname} {detail}")
 
+    seen = {False: 0, True: 0}  # code objects of the library itself, of its test suites
     for module in corpus:
+        in_tests = stdlib_corpus.is_test_file(module.co_filename)
+        every = DIS_EVERY_IN_TESTS if in_tests else DIS_EVERY
         for co in stdlib_corpus.walk(module):
             n += 1
+            seen[in_tests] += 1
             ours = _C.instructions(co)
             re = _C.reassemble(co)
             for f in ("co_code", "co_linetable", "co_exceptiontable"):
@@ -72,7 +80,7 @@ def test_whole_stdlib_corpus(corpus, report):
                     fail("co_stacksize larger than CPython's", co, f"{re.co_stacksize} > {co.co_stacksize}")
             listing = _C.disassemble(co, False)
             new_ops = {a[0] for a in ours} - opcodes_seen
-            if n % DIS_EVERY and not new_ops:
+            if (seen[in_tests] - 1) % every and not new_ops:
                 continue
             opcodes_seen |= new_ops
             sampled += 1
@@ -96,13 +104,16 @@ def test_whole_stdlib_corpus(corpus, report):
             dis.dis(co, file=buf, depth=0)
             if listing != buf.getvalue():
                 fail("listing", co)
+    library = seen[False]
     report(f"bytecode corpus: {n} code objects from {len(corpus)} stdlib files; "
            f"{fields_checked} instruction fields compared against dis on "
-           f"{'all' if sampled == n else f'{sampled} sampled'} code objects; "
+           f"{'all' if sampled == n else f'{sampled}'} code objects "
+           f"({'every one of the library' if DIS_EVERY == 1 else f'a 1/{DIS_EVERY} sample of the library'}'s "
+           f"{library}, a 1/{DIS_EVERY_IN_TESTS} sample of its test suites' {n - library}, and the first holding each opcode); "
            f"{n - stack_freedom}/{n} byte-identical incl. co_stacksize, {stack_freedom} smaller "
            f"co_stacksize (documented freedom: unreachable handlers); failures: "
            f"{sum(len(v) for v in failures.values())}")
-    assert n > 50000 and sampled >= n // DIS_EVERY
+    assert n > 50000 and library > 15000 and sampled >= library // DIS_EVERY + (n - library) // DIS_EVERY_IN_TESTS
     assert not failures, {k: v[:5] for k, v in failures.items()}
 
 

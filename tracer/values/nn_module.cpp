@@ -1,6 +1,7 @@
 // nn.Modules (VK::NNModule): obj = the module; its parameters, buffers and submodules are read through
 // _parameters/_buffers/_modules and guarded by source.
 #include <cstring>
+#include <functional>
 
 #include "tracer/pycache.h"
 #include "tracer/rebuild.h"
@@ -21,6 +22,208 @@ bool function_of_torch(PyObject* fn) {
   if (!mod || !PyUnicode_Check(mod)) return false;
   const std::string m = str_of(mod);
   return m == "torch" || m.rfind("torch.", 0) == 0;
+}
+
+// Whether a meta or fake example has a symbolic size (a dynamic dimension).
+bool symbolic_sizes(PyObject* example) {
+  Ref shape = Ref::steal(PyObject_GetAttrString(example, "shape"));
+  if (!shape || !PyTuple_Check(shape.get())) return PyErr_Clear(), true;
+  for (Py_ssize_t i = 0; i < PyTuple_GET_SIZE(shape.get()); ++i)
+    if (!PyLong_CheckExact(PyTuple_GET_ITEM(shape.get(), i))) return true;
+  return false;
+}
+
+// A lazy module's state before its initialisation hook ran, put back when the hook could not be run
+// on the arguments' examples (it raised, or made a parameter from their values: a meta tensor), so
+// that the frame, run eagerly from a break, initialises the module itself as eager does: each module's
+// class, __dict__ and the dicts in it (_parameters, _buffers, _modules, the hook dicts), and each
+// parameter's and buffer's class and data (UninitializedParameter.materialize changes both in place),
+// and the random generator's state.
+class LazySnapshot {
+ public:
+  bool take(PyObject* root) {
+    rng_ = Ref::steal(PyObject_CallMethod(py().torch.get(), "get_rng_state", nullptr));  // what it drew is drawn again
+    if (!rng_) return false;
+    Ref mods = Ref::steal(PyObject_CallMethod(root, "modules", nullptr));
+    Ref it = mods ? Ref::steal(PyObject_GetIter(mods.get())) : Ref();
+    if (!it) return false;
+    while (Ref m = Ref::steal(PyIter_Next(it.get()))) {
+      PyObject** dictptr = _PyObject_GetDictPtr(m.get());
+      if (!dictptr || !*dictptr) return false;
+      Ref dict_copy = Ref::steal(PyDict_Copy(*dictptr));
+      if (!dict_copy) return false;
+      objects_.push_back({m, Ref::borrow(reinterpret_cast<PyObject*>(Py_TYPE(m.get()))), dict_copy, Ref::borrow(*dictptr)});
+      Py_ssize_t pos = 0;
+      PyObject *k, *v;
+      while (PyDict_Next(*dictptr, &pos, &k, &v)) {
+        if (!PyDict_Check(v)) continue;
+        Ref c = PyDict_CheckExact(v) ? Ref::steal(PyDict_Copy(v)) : Ref::steal(PyObject_CallMethod(v, "copy", nullptr));
+        if (!c) return false;
+        dicts_.push_back({Ref::borrow(v), c});
+        const bool tensors = PyUnicode_Check(k) && (str_of(k) == "_parameters" || str_of(k) == "_buffers");
+        Py_ssize_t p2 = 0;
+        PyObject *k2, *x;
+        while (tensors && PyDict_Next(v, &p2, &k2, &x)) {
+          if (x == Py_None) continue;
+          Ref data = Ref::steal(PyObject_GetAttrString(x, "data"));
+          if (!data) return false;
+          tensors_.push_back({Ref::borrow(x), Ref::borrow(reinterpret_cast<PyObject*>(Py_TYPE(x))), data});
+        }
+      }
+    }
+    return !PyErr_Occurred();
+  }
+  void restore() {
+    Ref set = Ref::steal(PyObject_CallMethod(py().torch.get(), "set_rng_state", "O", rng_.get()));
+    PyErr_Clear();
+    for (auto& [x, cls, data] : tensors_) {
+      if (reinterpret_cast<PyObject*>(Py_TYPE(x.get())) != cls.get()) PyObject_SetAttrString(x.get(), "__class__", cls.get());
+      PyObject_SetAttrString(x.get(), "data", data.get());
+      PyErr_Clear();
+    }
+    for (auto& [m, cls, dict_copy, dict] : objects_) {
+      if (reinterpret_cast<PyObject*>(Py_TYPE(m.get())) != cls.get()) PyObject_SetAttrString(m.get(), "__class__", cls.get());
+      PyDict_Clear(dict.get());
+      PyDict_Update(dict.get(), dict_copy.get());
+      PyErr_Clear();
+    }
+    for (auto& [d, copy] : dicts_) {  // (an OrderedDict's order is its own: through its methods)
+      if (PyDict_CheckExact(d.get())) {
+        PyDict_Clear(d.get());
+        PyDict_Update(d.get(), copy.get());
+      } else {
+        Ref cleared = Ref::steal(PyObject_CallMethod(d.get(), "clear", nullptr));
+        Ref updated = cleared ? Ref::steal(PyObject_CallMethod(d.get(), "update", "O", copy.get())) : Ref();
+      }
+      PyErr_Clear();
+    }
+  }
+
+ private:
+  struct Object { Ref obj, cls, dict_copy, dict; };
+  struct Dict { Ref dict, copy; };
+  struct Tensor { Ref obj, cls, data; };
+  Ref rng_;  // the CPU generator's state (a CUDA generator's is not put back)
+  std::vector<Object> objects_;
+  std::vector<Dict> dicts_;
+  std::vector<Tensor> tensors_;
+};
+
+// Whether a module's (or a submodule's) parameter or buffer is on the meta device.
+bool has_meta_state(PyObject* m) {
+  for (const char* walk : {"parameters", "buffers"}) {
+    Ref it = Ref::steal(PyObject_CallMethod(m, walk, nullptr));
+    Ref iter = it ? Ref::steal(PyObject_GetIter(it.get())) : Ref();
+    if (!iter) return PyErr_Clear(), true;
+    while (Ref x = Ref::steal(PyIter_Next(iter.get()))) {
+      Ref is_meta = Ref::steal(PyObject_GetAttrString(x.get(), "is_meta"));
+      if (!is_meta || is_meta.get() == Py_True) return PyErr_Clear(), true;
+    }
+    if (PyErr_Occurred()) return PyErr_Clear(), true;
+  }
+  return false;
+}
+
+// The first call of a lazy module (torch.nn.LazyLinear, a LazyModuleMixin of the user's) whose
+// initialisation pre-hook (_infer_parameters) is still registered: the hook is run now, for real, on
+// the arguments' examples, as TorchDynamo does (initialize_lazy_module): it sizes and initialises the
+// parameters, removes itself and turns the module into its cls_to_become (LazyLinear -> Linear). The
+// call is then traced as a call of the initialised module. Eager would have done the same at this
+// call, and the frame runs eagerly after a break, so the module is initialised once either way.
+Status initialize_lazy_module(Translator& t, Frame& f, const VPtr& module, const std::vector<VPtr>& args, const KwArgs& kwargs) {
+  static PyObject* lazy_mixin = kept_attr("torch.nn.modules.lazy", "LazyModuleMixin");
+  if (!lazy_mixin) return PyErr_Clear(), std::nullopt;
+  PyObject* m = module->obj.get();
+  const int lazy = PyObject_IsInstance(m, lazy_mixin);
+  if (lazy != 1) return PyErr_Clear(), std::nullopt;
+  // The compiled code is for an initialised module: another one, not yet initialised, passed later
+  // (a new LazyLinear of the same class) fails this guard, and its first call is captured again.
+  static PyObject* hook_name = PyUnicode_InternFromString("_initialize_hook");
+  if (module->source) {
+    SourcePtr dict_src = Source::attr(module->source, "__dict__");
+    if (Guard* g = t.add_guard(GuardKind::DICT_CONTAINS, dict_src, Ref::borrow(hook_name), f, "'_initialize_hook' not in " + dict_src->text()))
+      g->length = 0;
+  }
+  if (!PyObject_HasAttr(m, hook_name)) return std::nullopt;  // initialised already
+  const std::string mod_name = Py_TYPE(m)->tp_name;
+  // An argument as the hook sees it, as TorchDynamo's convert_to_fake: tensors by their examples,
+  // tuples (named ones too), lists and dicts item by item, constants as they are.
+  std::function<Status(const VPtr&, Ref&)> example = [&](const VPtr& v, Ref& out) -> Status {
+    auto refuse = [&](const std::string& what) {
+      return t.brk(f, "DV0004", "first call of lazy module " + mod_name + " with " + what,
+                   "call the module once before compiling, to initialise it eagerly");
+    };
+    if (v->kind == VK::Tensor) {
+      if (symbolic_sizes(v->obj.get())) return refuse("a dynamic size");
+      out = v->obj;
+      return std::nullopt;
+    }
+    if ((v->kind == VK::Dict || v->kind == VK::Tuple || v->kind == VK::List) && v->lazy && !t.builder.realize(v, f))
+      return refuse(std::string("a ") + vk_name(v->kind) + " argument that cannot be traced");
+    if ((v->kind == VK::Tuple && (!v->obj || namedtuple_class(v->obj.get()))) || v->kind == VK::List ||
+        (v->kind == VK::Dict && !v->obj)) {
+      Ref items = Ref::steal(PyList_New(0));
+      for (const VPtr& x : v->items) {
+        Ref e;
+        if (Status s = example(x, e)) return s;
+        if (!items || PyList_Append(items.get(), e.get()) < 0) return PyErr_Clear(), refuse("arguments that cannot be copied");
+      }
+      if (v->kind == VK::List) out = items;
+      else if (v->kind == VK::Tuple && !v->obj) out = Ref::steal(PyList_AsTuple(items.get()));
+      else if (v->kind == VK::Tuple) out = Ref::steal(PyObject_CallObject(v->obj.get(), Ref::steal(PyList_AsTuple(items.get())).get()));
+      else {
+        out = Ref::steal(PyDict_New());
+        for (size_t i = 0; out && i < v->keys.size(); ++i)
+          if (PyDict_SetItem(out.get(), v->keys[i].get(), PyList_GET_ITEM(items.get(), static_cast<Py_ssize_t>(i))) < 0) out = Ref();
+      }
+      if (!out) return refuse("arguments that cannot be copied: " + repr_of(take_error().get()));
+      return std::nullopt;
+    }
+    std::optional<Ref> py = t.to_python(v, true);
+    if (!py) return refuse(std::string("a ") + vk_name(v->kind) + " argument");
+    out = *py;
+    return std::nullopt;
+  };
+  Ref argt = Ref::steal(PyTuple_New(static_cast<Py_ssize_t>(args.size())));
+  Ref kw = Ref::steal(PyDict_New());
+  if (!argt || !kw) return PyErr_Clear(), t.brk(f, "DV0019", "first call of lazy module " + mod_name + ": out of memory");
+  for (size_t i = 0; i < args.size(); ++i) {
+    Ref a;
+    if (Status s = example(args[i], a)) return s;
+    PyTuple_SET_ITEM(argt.get(), static_cast<Py_ssize_t>(i), a.release());
+  }
+  for (const auto& [k, v] : kwargs) {
+    Ref a;
+    if (Status s = example(v, a)) return s;
+    if (PyDict_SetItemString(kw.get(), k.c_str(), a.get()) < 0) return PyErr_Clear(), t.brk(f, "DV0019", "first call of lazy module " + mod_name);
+  }
+  LazySnapshot before;
+  if (!before.take(m))
+    return PyErr_Clear(), t.brk(f, "DV0004", "first call of lazy module " + mod_name + ": its state cannot be read",
+                                "call the module once before compiling, to initialise it eagerly");
+  PyTypeObject* lazy_type = Py_TYPE(m);
+  Ref r = Ref::steal(PyObject_CallMethod(m, "_infer_parameters", "OOO", m, argt.get(), kw.get()));
+  if (!r || has_meta_state(m)) {
+    // Not on the examples: the module is put back as it was, and the frame runs eagerly from a break
+    // before the call (eager initialises it there, or raises what it raises)
+    const std::string why = r ? "made a parameter or buffer from its arguments' values"
+                              : "raised " + repr_of(take_error().get()) + " on its arguments' examples";
+    before.restore();
+    return t.brk(f, "DV0004", "initialising lazy module " + mod_name + " " + why,
+                 "call the module once before compiling, to initialise it eagerly");
+  }
+  if (Py_TYPE(m) != lazy_type && module->source) {
+    // LazyLinear -> Linear (cls_to_become): the module's type guard is the type it has now, as
+    // TorchDynamo's (NNModuleVariable.module_type), so that the next call of the same module hits
+    const std::string src = module->source->text();
+    for (Guard& g : t.output.guards)
+      if (g.kind == GuardKind::TYPE_MATCH && g.value.get() == reinterpret_cast<PyObject*>(lazy_type) && g.source &&
+          g.source->text() == src) {
+        g.value = Ref::borrow(reinterpret_cast<PyObject*>(Py_TYPE(m)));
+        g.text = "___check_type_id(" + src + ", " + Py_TYPE(m)->tp_name + ")";
+      }
+  }
+  return std::nullopt;
 }
 
 }  // namespace
@@ -233,6 +436,7 @@ struct Kind<VK::NNModule> {
       cv->obj = Ref::borrow(own_call);
       return t.inline_call(f, cv, fn, std::move(args), std::move(kwargs), out);
     }
+    if (Status s = initialize_lazy_module(t, f, fn, args, kwargs)) return s;
     ModuleHooks hooks;
     if (Status s = t.module_hooks(f, m, hooks)) return s;
     const bool hooked = !hooks.pre.empty() || !hooks.post.empty();

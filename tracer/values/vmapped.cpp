@@ -48,6 +48,7 @@ struct VmapCall {
   VPtr batch_value;   // the same as a Value: a constant, or a Sym of the graph
   std::string why;  // set: the call breaks with this reason
   std::vector<std::pair<VPtr, long>> batched;  // input tensor value and its (normalized) in_dim
+  std::vector<VPtr> inner;  // each batched input as the function sees it (_add_batch_dim's), as `batched`
   // For each leaf of the arguments in order: the index of its entry in `batched`, or -1 (passed as
   // it is). By position, not by value: one tensor may be passed twice, batched once.
   std::vector<int> leaves;
@@ -114,16 +115,16 @@ struct VmapCall {
   }
 
   // The argument as the function sees it: its batched tensors replaced by _add_batch_dim's.
-  VPtr rebuilt_in(const VPtr& arg, const std::vector<VPtr>& inner, size_t& k) {
+  VPtr rebuilt_in(const VPtr& arg, const std::vector<VPtr>& given, size_t& k) {
     if (arg->kind == VK::Tuple || arg->kind == VK::List || arg->kind == VK::Dict) {
       VPtr c = t.make(arg->kind);
       if (arg->kind == VK::Dict) c->keys = arg->keys;  // a new dict of the same keys (vmap passes a copy)
-      for (const VPtr& x : arg->items) c->items.push_back(rebuilt_in(x, inner, k));
+      for (const VPtr& x : arg->items) c->items.push_back(rebuilt_in(x, given, k));
       return c;
     }
     const int which = k < leaves.size() ? leaves[k] : -1;
     ++k;
-    return which >= 0 ? inner[static_cast<size_t>(which)] : arg;
+    return which >= 0 ? given[static_cast<size_t>(which)] : arg;
   }
 
   VPtr node_value(PyObject* target, std::vector<ArgTree> args, Ref example, const VPtr& like) {
@@ -170,6 +171,13 @@ struct VmapCall {
     const long n = ndim(res) + 1;
     if (d < 0) d += n;
     if (d < 0 || d >= n) return why = "torch.vmap with an out_dim out of range", false;
+    // The function returned a batched input itself (`lambda a: a`, an in-place `a.mul_(2)`) and its
+    // out_dim is its in_dim: _remove_batch_dim gives back the very tensor _add_batch_dim wrapped, so
+    // eager's `vmap(f)(x) is x` holds.
+    // (One tensor as IS_OP tells it: one node, or one example -- an in-place method's result.)
+    for (size_t i = 0; i < inner.size(); ++i)
+      if (batched[i].second == d && (inner[i]->node == res->node || inner[i]->obj.get() == res->obj.get()))
+        return out = batched[i].first, true;
     // example: the logical example with the batch dimension put back at d
     Ref unsq = Ref::steal(PyObject_CallMethod(res->obj.get(), "unsqueeze", "l", d));
     Ref sizes = unsq ? Ref::steal(PySequence_List(Ref::steal(PyObject_CallMethod(unsq.get(), "size", nullptr)).get())) : Ref();
@@ -326,7 +334,7 @@ Translator::Status Translator::call_vmapped(Frame& f, const VPtr& fn, std::vecto
   if (!to_arg(c.batch_value, bs)) return brk(f, "DV0004", "torch.vmap: the batch size cannot be passed to the graph");
   c.node_value(lazy, {}, Ref::borrow(Py_None), nullptr);
   c.node_value(inc, {bs, c.arg(randomness)}, Ref::borrow(lv.get()), nullptr);
-  std::vector<VPtr> inner;
+  std::vector<VPtr>& inner = c.inner;
   for (auto& [x, d] : c.batched) {
     // the logical example: the input's sizes without the batch dimension (which may be empty)
     Ref sizes = Ref::steal(PySequence_List(Ref::steal(PyObject_CallMethod(x->obj.get(), "size", nullptr)).get()));
