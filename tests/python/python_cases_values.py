@@ -828,3 +828,98 @@ def fills_an_ordered_dict_from_keys_with_a_value(x):
 def asks_is_floating_point_by_keyword(x):
     y = x.long()
     return x * torch.is_floating_point(input=x), torch.is_floating_point(input=y)
+
+
+# ---- classes with __slots__ (no instance __dict__) made in the trace ----
+
+class RunningMoments:
+    """Welford's running mean and variance, kept in slots as numerically careful code keeps it."""
+    __slots__ = ("count", "mean", "m2")
+
+    def __init__(self, like):
+        self.count = 0
+        self.mean = torch.zeros_like(like)
+        self.m2 = torch.zeros_like(like)
+
+    def push(self, x):
+        self.count += 1
+        delta = x - self.mean
+        self.mean = self.mean + delta / self.count
+        self.m2 = self.m2 + delta * (x - self.mean)
+
+    @property
+    def variance(self):
+        return self.m2 / max(self.count - 1, 1)
+
+
+@case((4, 3))
+def keeps_running_moments_in_slots(rows):
+    stats = RunningMoments(rows[0])
+    for r in rows:
+        stats.push(r)
+    return stats.mean, stats.variance, stats.count
+
+
+@dataclasses.dataclass(slots=True)
+class SamplerConfig:
+    temperature: float = 1.0
+    top_k: int = 0
+    bias: typing.Optional[torch.Tensor] = None
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class Scored:
+    logits: torch.Tensor
+    label: str
+
+
+@case((2, 5))
+def reads_and_writes_a_slots_dataclass(logits):
+    cfg = SamplerConfig(top_k=2)
+    cfg.temperature = 0.5
+    cfg.bias = logits.mean()
+    out = Scored((logits - cfg.bias) / cfg.temperature, "scaled")
+    return out.logits.topk(cfg.top_k).values, out.label, type(out) is Scored, cfg.top_k
+
+
+class _Pair:
+    __slots__ = ("left", "right")
+
+
+@case((3,))
+def asks_for_unset_and_unknown_slots(x):
+    p = _Pair()
+    p.left = x * 2
+    missing = getattr(p, "right", None) is None and not hasattr(p, "right")
+    try:
+        p.extra = 1  # no __dict__: AttributeError
+        refused = False
+    except AttributeError:
+        refused = True
+    p.right = p.left + 1
+    del p.left
+    return p.right, missing, refused, hasattr(p, "left")
+
+
+# ---- torch.nn containers built in the forward of stateless modules ----
+
+class ActivationStack(nn.Module):
+    """Builds its activation chain in forward from a name, as small research code does."""
+
+    def __init__(self, kind="gelu"):
+        super().__init__()
+        self.kind = kind
+        self.proj = nn.Linear(6, 6)
+
+    def forward(self, x):
+        act = nn.GELU() if self.kind == "gelu" else nn.ReLU()
+        head = nn.Sequential(act, nn.Dropout(p=0.0), nn.Sequential(nn.Tanh(), nn.Identity()))
+        gates = nn.ModuleList([nn.Sigmoid(), nn.Softsign()])
+        norms = nn.ModuleDict({"soft": nn.Softmax(dim=-1)})
+        h = head(self.proj(x))
+        for g in gates:
+            h = h * g(h)
+        return norms["soft"](h) + len(head)
+
+
+module_case(ActivationStack, (3, 6))

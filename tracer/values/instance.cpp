@@ -45,6 +45,11 @@ bool descriptor_of(PyObject* d, PyTypeObject* base) {
 
 }  // namespace
 
+// A member descriptor a class's __slots__ made (on a Python class: C types' members are their own).
+bool slot_member(PyObject* d) {
+  return d && Py_IS_TYPE(d, &PyMemberDescr_Type) && (PyDescr_TYPE(d)->tp_flags & Py_TPFLAGS_HEAPTYPE);
+}
+
 PyTypeObject* builtin_base(PyTypeObject* tp) {
   PyObject* mro = tp->tp_mro;
   if (!mro || !PyTuple_Check(mro)) return nullptr;
@@ -56,7 +61,9 @@ PyTypeObject* builtin_base(PyTypeObject* tp) {
 }
 
 bool plain_class(PyTypeObject* tp) {
-  if (!plain_metaclass(Py_TYPE(tp)) || !(tp->tp_flags & Py_TPFLAGS_HEAPTYPE) || tp->tp_dictoffset == 0) return false;
+  // (a class whose instances have no __dict__ is one whose classes all define __slots__: its
+  // instances' attributes are its slots, kept as the attributes of others are)
+  if (!plain_metaclass(Py_TYPE(tp)) || !(tp->tp_flags & Py_TPFLAGS_HEAPTYPE)) return false;
   if (tp->tp_flags & Py_TPFLAGS_IS_ABSTRACT) return false;  // eager raises TypeError: abstract methods
   PyObject* mro = tp->tp_mro;
   if (!mro || !PyTuple_Check(mro)) return false;
@@ -149,8 +156,10 @@ Translator::Status Translator::instance_builtin(Frame& f, PyObject* descr, const
     if (args.size() != 2 || !kwargs.empty() || args[0]->kind != VK::Const || !PyUnicode_Check(args[0]->obj.get()))
       return brk(f, "DV0008", std::string("object.__setattr__ on a ") + tp->tp_name + " with a computed name");
     PyObject* d = _PyType_Lookup(tp, args[0]->obj.get());
-    if (d && Py_TYPE(d)->tp_descr_set)
+    if (d && Py_TYPE(d)->tp_descr_set && !slot_member(d))
       return brk(f, "DV0008", "assignment to property or descriptor '" + str_of(args[0]->obj.get()) + "' of " + tp->tp_name);
+    if (!d && tp->tp_dictoffset == 0)
+      return raise_new(f, PyExc_AttributeError, "'" + std::string(tp->tp_name) + "' object has no attribute '" + str_of(args[0]->obj.get()) + "'");
     dict_set(*self->attrs, args[0]->obj, args[1]);
     attrs_changed(self);
     out = none();
@@ -236,12 +245,22 @@ Translator::Status Translator::instance_generic_getattr(Frame& f, const VPtr& ob
     out = obj->self;
     return std::nullopt;
   }
-  if (name == "__dict__") {  // live: writes through it are the instance's attributes
+  if (name == "__dict__" && tp->tp_dictoffset != 0) {  // live: writes through it are the instance's attributes
     out = obj->attrs;
     return std::nullopt;
   }
   Ref nm = Ref::steal(PyUnicode_FromString(name.c_str()));
   PyObject* cls_attr = _PyType_Lookup(tp, nm.get());
+  if (slot_member(cls_attr)) {  // a slot: its value, or AttributeError while it is unset
+    for (size_t i = 0; i < obj->attrs->keys.size(); ++i)
+      if (str_of(obj->attrs->keys[i].get()) == name) {
+        out = obj->attrs->items[i];
+        return std::nullopt;
+      }
+    return raise_new(f, PyExc_AttributeError, "'" + std::string(tp->tp_name) + "' object has no attribute '" + name + "'");
+  }
+  if (!cls_attr && tp->tp_dictoffset == 0)  // (a slots class's instance: no __dict__ to look in)
+    return raise_new(f, PyExc_AttributeError, "'" + std::string(tp->tp_name) + "' object has no attribute '" + name + "'");
   if (cls_attr && Py_TYPE(cls_attr)->tp_descr_set) {  // data descriptors first: properties
     if (Ref getter = python_getter(cls_attr)) return call_python(f, getter, {obj}, out);
     if (auto s = call_descriptor(f, class_source(obj), name, cls_attr, "__get__", {obj, obj->self}, out)) return *s;
@@ -281,8 +300,6 @@ Translator::Status Translator::instance_generic_getattr(Frame& f, const VPtr& ob
 
 Translator::Status Translator::instance_setattr(Frame& f, const VPtr& obj, const std::string& name, const VPtr& value) {
   auto* tp = class_of(obj);
-  if (tp->tp_dictoffset == 0)  // object(): no __dict__
-    return raise_new(f, PyExc_AttributeError, "'" + std::string(tp->tp_name) + "' object has no attribute '" + name + "'");
   Ref nm = Ref::steal(PyUnicode_FromString(name.c_str()));
   static PyObject* setattr_name = interned("__setattr__");
   PyObject* setattr = _PyType_Lookup(tp, setattr_name);
@@ -291,7 +308,9 @@ Translator::Status Translator::instance_setattr(Frame& f, const VPtr& obj, const
     return call_python(f, Ref::borrow(setattr), {obj, constant(nm), value}, r);
   }
   PyObject* descr = _PyType_Lookup(tp, nm.get());
-  if (descr && Py_TYPE(descr)->tp_descr_set) {
+  if (!descr && tp->tp_dictoffset == 0)  // object(), or a slots class's instance and a name that is no slot
+    return raise_new(f, PyExc_AttributeError, "'" + std::string(tp->tp_name) + "' object has no attribute '" + name + "'");
+  if (descr && Py_TYPE(descr)->tp_descr_set && !slot_member(descr)) {
     if (PyObject_TypeCheck(descr, &PyProperty_Type)) {  // a property whose setter is Python: inlined
       Ref setter = Ref::steal(PyObject_GetAttrString(descr, "fset"));
       if (setter && PyFunction_Check(setter.get())) {
@@ -326,10 +345,10 @@ Translator::Status Translator::instance_generic_delattr(Frame& f, const VPtr& ob
   auto* tp = class_of(obj);
   Ref nm = Ref::steal(PyUnicode_FromString(name.c_str()));
   PyObject* descr = _PyType_Lookup(tp, nm.get());
-  if (descr && Py_TYPE(descr)->tp_descr_set)
+  if (descr && Py_TYPE(descr)->tp_descr_set && !slot_member(descr))
     return brk(f, "DV0008", "del of property or descriptor '" + name + "' of " + tp->tp_name);
-  if (!dict_erase(*obj->attrs, nm.get()))
-    return raise_new(f, PyExc_AttributeError, "'" + std::string(tp->tp_name) + "' object has no attribute '" + name + "'");
+  if (!dict_erase(*obj->attrs, nm.get()))  // (an unset slot: AttributeError(name), as member_set says)
+    return raise_new(f, PyExc_AttributeError, slot_member(descr) ? name : "'" + std::string(tp->tp_name) + "' object has no attribute '" + name + "'");
   attrs_changed(obj);
   return std::nullopt;
 }

@@ -5,7 +5,10 @@
 // built at trace time stands for the one each call builds; its forward is inlined like any module's.
 // The value has no source (its attributes are constants of the trace) and is marked made in the
 // trace: codegen refuses to hand it out of the graph (the caller would get one shared object).
+// torch.nn's containers (Sequential, ModuleList, ModuleDict) of such modules are built of them.
+#include <algorithm>
 #include <cstring>
+#include <functional>
 
 #include "tracer/pycache.h"
 #include "tracer/translator.h"
@@ -244,24 +247,69 @@ Translator::Status Translator::construct_module(Frame& f, PyObject* cls, std::ve
     if (inlinable) return inline_init();
     return brk(f, "DV0004", what, "build the module in __init__");
   }
+  // A torch.nn container (Sequential, ModuleList, ModuleDict) of modules built in this trace that hold
+  // no state (nn.Sequential(nn.ReLU(), nn.Softmax(-1))): built now of those very objects, as they
+  // were; with the constants beside them. `passed`: those modules, the only entries its _modules may have.
+  std::vector<PyObject*> passed;
+  std::function<std::optional<Ref>(const VPtr&)> argument = [&](const VPtr& v) -> std::optional<Ref> {
+    if (constant_tree(v)) return to_python(v, false);
+    if (!module_name_starts(cls, "torch.nn.modules.container")) return std::nullopt;
+    if (v->kind == VK::NNModule && v->flag && v->obj && torch_nn_class(reinterpret_cast<PyObject*>(Py_TYPE(v->obj.get())))) {
+      auto made = made_module_attrs.find(v->obj.get());
+      if (made != made_module_attrs.end() && !made->second.empty()) return std::nullopt;  // state of the trace's only
+      for (const char* member : {"_parameters", "_buffers"})
+        if (!empty_dict_attr(v->obj.get(), member)) return std::nullopt;
+      passed.push_back(v->obj.get());
+      return v->obj;
+    }
+    if ((v->kind == VK::List || v->kind == VK::Tuple) && !v->obj && !v->lazy) {
+      Ref items = Ref::steal(PyList_New(0));
+      for (const VPtr& x : v->items) {
+        std::optional<Ref> a = argument(x);
+        if (!a || !items || PyList_Append(items.get(), a->get()) < 0) return PyErr_Clear(), std::nullopt;
+      }
+      if (v->kind == VK::List) return items;
+      Ref t = Ref::steal(PyList_AsTuple(items.get()));
+      return t ? std::optional<Ref>(t) : (PyErr_Clear(), std::nullopt);
+    }
+    if (v->kind == VK::Dict && !v->obj && !v->lazy) {
+      Ref d = Ref::steal(PyDict_New());
+      for (size_t i = 0; d && i < v->keys.size(); ++i) {
+        std::optional<Ref> a = argument(v->items[i]);
+        if (!a || PyDict_SetItem(d.get(), v->keys[i].get(), a->get()) < 0) return PyErr_Clear(), std::nullopt;
+      }
+      return d ? std::optional<Ref>(d) : (PyErr_Clear(), std::nullopt);
+    }
+    return std::nullopt;
+  };
   Ref pargs = Ref::steal(PyTuple_New(static_cast<Py_ssize_t>(args.size())));
   for (size_t i = 0; i < args.size(); ++i) {
-    auto a = constant_tree(args[i]) ? to_python(args[i], false) : std::nullopt;
+    auto a = argument(args[i]);
     if (!a && inlinable) return inline_init();
     if (!a) return brk(f, "DV0004", what + " from a " + vk_name(args[i]->kind));
     PyTuple_SET_ITEM(pargs.get(), i, a->release());
   }
   Ref pkw = Ref::steal(PyDict_New());
   for (auto& [k, v] : kwargs) {
-    auto a = constant_tree(v) ? to_python(v, false) : std::nullopt;
+    auto a = argument(v);
     if (!a && inlinable) return inline_init();
     if (!a) return brk(f, "DV0004", what + " from a " + vk_name(v->kind));
     PyDict_SetItemString(pkw.get(), k.c_str(), a->get());
   }
   Ref m = Ref::steal(PyObject_Call(cls, pargs.get(), pkw.get()));
   if (!m) return raise_current(f, what);
+  auto only_passed = [&](const char* member) {  // its submodules are the ones it was given (or none)
+    if (std::strcmp(member, "_modules") != 0 || passed.empty()) return false;
+    Ref d = Ref::steal(PyObject_GetAttrString(m.get(), member));
+    if (!d || !PyDict_Check(d.get())) return PyErr_Clear(), false;
+    Py_ssize_t pos = 0;
+    PyObject *k, *v;
+    while (PyDict_Next(d.get(), &pos, &k, &v))
+      if (std::find(passed.begin(), passed.end(), v) == passed.end()) return false;
+    return true;
+  };
   for (const char* member : {"_parameters", "_buffers", "_modules", "_forward_hooks", "_forward_pre_hooks", "_backward_hooks"})
-    if (!empty_dict_attr(m.get(), member)) {
+    if (!empty_dict_attr(m.get(), member) && !only_passed(member)) {
       if (inlinable) return inline_init();
       return brk(f, "DV0004", what + ": it holds " + member + " (made anew on every call)", "build the module in __init__");
     }
