@@ -59,7 +59,7 @@ const std::string* module_write_changing(Translator& t, Frame& f, size_t from) {
   for (size_t i = from; i < writes.size(); ++i) {
     const auto& w = writes[i];
     if (w.owner->kind != VK::NNModule) continue;  // counted by EffectCount
-    if (!w.owner->obj || !w.owner->source || w.value->kind != VK::Const) return &w.name;
+    if (!w.owner->obj || !w.owner->source || !w.value || w.value->kind != VK::Const) return &w.name;
     Ref now = Ref::steal(PyObject_GetAttrString(w.owner->obj.get(), w.name.c_str()));
     if (!now) return PyErr_Clear(), &w.name;
     if (Py_TYPE(now.get()) != Py_TYPE(w.value->obj.get())) return &w.name;

@@ -186,7 +186,8 @@ namespace {
 // The values the side effects write (they cross into the code after the graph).
 std::vector<VPtr> side_effect_values(const SideEffects& se) {
   std::vector<VPtr> out;
-  for (const auto& w : se.attr_writes) out.push_back(w.value);
+  for (const auto& w : se.attr_writes)
+    if (w.value) out.push_back(w.value);
   for (const auto& w : se.global_writes) out.push_back(w.value);
   for (const VPtr& l : se.mutated_lists) out.push_back(l);
   for (const VPtr& d : se.mutated_dicts) out.push_back(d);
@@ -259,6 +260,14 @@ bool emit_head(Emitter& e, Rebuilder& rb, PyCodeObject* co, const CaptureResult&
   }
   static PyObject* setattr_name = PyUnicode_InternFromString("__setattr__");
   for (const auto& w : se.attr_writes) {  // attribute assignments, replayed in order: (value owner -- )
+    if (!w.value) {  // del owner.name: (owner -- )
+      if (!rb.value(w.owner)) {
+        why = "cannot replay the deletion of attribute '" + w.name + "'";
+        return false;
+      }
+      e.emit(N::DELETE_ATTR, e.name(w.name));
+      continue;
+    }
     PyObject* ow = w.owner->kind == VK::Object ? w.owner->obj.get() : nullptr;
     PyObject* custom = ow && !PyType_Check(ow) ? _PyType_Lookup(Py_TYPE(ow), setattr_name) : nullptr;
     if (custom && PyFunction_Check(custom)) {  // the class's Python __setattr__ ran in the trace: object.__setattr__(owner, name, value)

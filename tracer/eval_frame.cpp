@@ -216,7 +216,7 @@ void plan_outputs(CaptureResult& c) {
     add_outputs(c.ret, outputs);
   }
   for (const auto& w : c.out.side_effects.attr_writes) {
-    add_outputs(w.value, outputs);
+    if (w.value) add_outputs(w.value, outputs);
     if (w.owner->kind == VK::Tensor) add_outputs(w.owner, outputs);  // an attribute set on a tensor: set on the real one
   }
   for (const auto& w : c.out.side_effects.global_writes) add_outputs(w.value, outputs);

@@ -645,6 +645,46 @@ Translator::Status Translator::iterate(Frame& f, VPtr v, VPtr& out, bool materia
 
 Translator::Status Translator::delete_attr(Frame& f, const VPtr& owner, const std::string& name) {
   if (owner->kind == VK::Instance) return instance_delattr(f, owner, name);  // made in the trace
+  PyObject* o = owner->obj.get();
+  if ((owner->kind == VK::Object || owner->kind == VK::NNModule) && o && owner->source && !PyType_Check(o) && !PyModule_Check(o) &&
+      (Py_TYPE(o)->tp_flags & Py_TPFLAGS_HEAPTYPE)) {
+    // del obj.name of an object from outside: an entry of its __dict__, deleted after the graph
+    // (replayed as the assignments are, in order), as object.__delattr__ and nn.Module's do it
+    PyTypeObject* tp = Py_TYPE(o);
+    const bool module = owner->kind == VK::NNModule;
+    static PyObject* delattr_name = PyUnicode_InternFromString("__delattr__");
+    static PyObject* module_delattr = _PyType_Lookup(reinterpret_cast<PyTypeObject*>(py().nn_Module.get()), delattr_name);
+    const std::string what = "del of attribute '" + name + "' of a " + tp->tp_name;
+    if (_PyType_Lookup(tp, delattr_name) != (module ? module_delattr : _PyType_Lookup(&PyBaseObject_Type, delattr_name)))
+      return brk(f, "DV0008", what + ", which defines __delattr__");
+    Ref nm = Ref::steal(PyUnicode_FromString(name.c_str()));
+    PyObject* descr = _PyType_Lookup(tp, nm.get());
+    if (descr && Py_TYPE(descr)->tp_descr_set) return brk(f, "DV0008", what + ": a property or descriptor");
+    PyObject** dictptr = _PyObject_GetDictPtr(o);
+    if (!dictptr || !*dictptr || dict_read_objects.count(o)) return brk(f, "DV0008", what + " whose __dict__ the trace reads");
+    if (module)
+      for (const char* member : {"_parameters", "_buffers", "_modules"}) {
+        PyObject* d = PyDict_GetItemString(*dictptr, member);
+        if (d && PyDict_Check(d) && PyDict_GetItemWithError(d, nm.get()))
+          return brk(f, "DV0008", what + ": a parameter, buffer or submodule", "dynview deletes plain attributes of modules");
+        PyErr_Clear();
+      }
+    auto& writes = output.side_effects.attr_writes;
+    bool exists = false, known = false;
+    for (auto w = writes.rbegin(); w != writes.rend() && !known; ++w)
+      if (w->owner->obj.get() == o && w->name == name) known = true, exists = w->value != nullptr;
+    if (!known) {  // as it is in the object's __dict__: guarded so
+      exists = PyDict_GetItemWithError(*dictptr, nm.get()) != nullptr;
+      PyErr_Clear();
+      SourcePtr dict_src = Source::attr(owner->source, "__dict__");
+      if (Guard* g = add_guard(GuardKind::DICT_CONTAINS, dict_src, nm, f,
+                               "'" + name + "' " + (exists ? "in " : "not in ") + dict_src->text()))
+        g->length = exists ? 1 : 0;
+    }
+    if (!exists) return raise_new(f, PyExc_AttributeError, "'" + std::string(tp->tp_name) + "' object has no attribute '" + name + "'");
+    writes.push_back(SideEffects::AttrWrite{owner, name, nullptr});
+    return std::nullopt;
+  }
   return brk(f, "DV0008", std::string("del of attribute '") + name + "' of a " +
                               (owner->obj && owner->kind != VK::Function ? Py_TYPE(owner->obj.get())->tp_name : vk_name(owner->kind)),
              "dynview follows del of attributes of objects made inside the compiled function");
@@ -762,6 +802,12 @@ Translator::Status Translator::getattr(Frame& f, VPtr obj, const std::string& na
       if (w->owner->obj.get() != obj->obj.get()) continue;
       written = true;
       if (w->name == name) {
+        if (!w->value) {  // deleted by the trace: what the class has, or AttributeError
+          Ref nm = Ref::steal(PyUnicode_FromString(name.c_str()));
+          if (_PyType_Lookup(Py_TYPE(obj->obj.get()), nm.get()))
+            return brk(f, "DV0005", "attribute " + name + " of a " + Py_TYPE(obj->obj.get())->tp_name + " object after the trace deleted it");
+          return raise_new(f, PyExc_AttributeError, "'" + std::string(Py_TYPE(obj->obj.get())->tp_name) + "' object has no attribute '" + name + "'");
+        }
         out = w->value;
         return std::nullopt;
       }
@@ -818,7 +864,9 @@ Translator::Status Translator::write_through_dict(Frame& f, PyObject* o, const s
   if (d->lazy && !builder.realize(d, f))  // written: all of it, as a dict written by the code is
     return brk(f, "DV0005", "the __dict__ of a " + std::string(Py_TYPE(o)->tp_name) + " object cannot be traced");
   if (d->source) output.side_effects.note_mutation(d);
-  dict_set(*d, Ref::steal(PyUnicode_FromString(name.c_str())), value);
+  Ref key = Ref::steal(PyUnicode_FromString(name.c_str()));
+  if (!value) dict_erase(*d, key.get());  // deleted (DELETE_ATTR)
+  else dict_set(*d, key, value);
   return std::nullopt;
 }
 

@@ -19,10 +19,10 @@ namespace dv {
 // Writes to objects that exist outside the frame, replayed by the transformed code after the graph
 // runs, in order. Later reads in the trace see them.
 struct SideEffects {
-  struct AttrWrite {  // self.calls += 1, self.cache = y
+  struct AttrWrite {  // self.calls += 1, self.cache = y; del self.cache
     VPtr owner;
     std::string name;
-    VPtr value;
+    VPtr value;  // null: the attribute deleted (DELETE_ATTR)
   };
   std::vector<AttrWrite> attr_writes;
   struct GlobalWrite {  // global mode; mode = "eval" (STORE_GLOBAL, in the frame or a function it calls)

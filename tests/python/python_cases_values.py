@@ -923,3 +923,28 @@ class ActivationStack(nn.Module):
 
 
 module_case(ActivationStack, (3, 6))
+
+
+# ---- del of attributes of objects passed in ----
+
+class StepTracker:
+    """Remembers the last output; `del` invalidates it, as code that caches on an object does."""
+
+    def __init__(self):
+        self.last = None
+        self.steps = 0
+
+
+@case((3,), extra=lambda seed: (StepTracker(),))
+def deletes_and_sets_again_attributes_of_an_object_passed_in(x, tracker):
+    tracker.steps += 1
+    del tracker.last
+    gone = not hasattr(tracker, "last")
+    try:
+        del tracker.never_set
+        raised = False
+    except AttributeError:
+        raised = True
+    tracker.last = x * tracker.steps
+    return tracker.last + 1, gone, raised
+

@@ -264,3 +264,34 @@ def test_a_lazy_module_compiles_as_one_graph_as_under_torch_dynamo():
     ours = dynview.explain(run)(nn.Sequential(nn.LazyLinear(5), nn.LazyLinear(3)), x)
     theirs = torch._dynamo.explain(run)(nn.Sequential(nn.LazyLinear(5), nn.LazyLinear(3)), x)
     assert (ours.graph_count, len(ours.break_reasons)) == (theirs.graph_count, theirs.graph_break_count) == (1, 0)
+
+
+def test_a_module_that_deletes_its_cached_attribute_each_call_is_eager():
+    class CachedScale(nn.Module):
+        """Caches a derived tensor on itself between calls, dropped with del before it is made again."""
+
+        def __init__(self):
+            super().__init__()
+            self.proj = nn.Linear(4, 4)
+            self._norm = None
+
+        def forward(self, x):
+            if self._norm is not None:
+                del self._norm
+            self._norm = x.norm(dim=-1, keepdim=True)
+            return self.proj(x) / (self._norm + 1)
+
+    torch.manual_seed(0)
+    m = CachedScale()
+
+    def fresh():
+        m.__dict__.pop("_norm", None)
+        m._norm = None
+
+    x = torch.randn(2, 4)
+    _against_eager(lambda t: m(t) + ("_norm" in m.__dict__), [(fresh, (x,)), (None, (x,)), (None, (x * 2,)), (fresh, (x,))])
+    ours, theirs = dynview.explain(m)(x), torch._dynamo.explain(m)(x)  # the del is traced, not a break
+    assert (ours.graph_count, len(ours.break_reasons)) == (theirs.graph_count, theirs.graph_break_count) == (1, 0)
+    m.__dict__.pop("_norm")  # then without the attribute: AttributeError in eager and compiled alike
+    with pytest.raises(AttributeError, match="_norm"):
+        dynview.compile(lambda t: m(t), backend="eager")(x)
