@@ -429,6 +429,7 @@ Translator::Status Translator::graph_call(Frame& f, Ref target, const std::strin
     // later call -- so it breaks instead.
     std::function<bool(const VPtr&)> plain = [&](const VPtr& v) {
       if (v->kind == VK::Const || v->kind == VK::Sym || v->kind == VK::Slice || v->kind == VK::Null) return true;
+      if (v->obj && PyRange_Check(v->obj.get())) return true;  // torch.tensor(range(n)): an immutable constant
       if (v->kind != VK::Tuple && v->kind != VK::List) return false;
       for (const VPtr& x : v->items)
         if (!plain(x)) return false;

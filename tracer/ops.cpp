@@ -147,6 +147,14 @@ Translator::Status Translator::binary(Frame& f, int nb, VPtr a, VPtr b, VPtr& ou
   return brk(f, "DV0018", std::string("operator.") + name + " on " + vk_name(a->kind) + " and " + vk_name(b->kind));
 }
 
+namespace {
+bool constant_items(const VPtr& v) {  // a tuple or list of constants (nested): compared by Python itself
+  for (const VPtr& x : v->items)
+    if (!(x->kind == VK::Const || ((x->kind == VK::Tuple || x->kind == VK::List) && !x->obj && !x->lazy && constant_items(x)))) return false;
+  return true;
+}
+}  // namespace
+
 Translator::Status Translator::compare(Frame& f, int cmp, VPtr a, VPtr b, VPtr& out) {
   if (cmp < 0 || cmp >= 6) return brk(f, "DV0018", "unknown comparison");
   if (user_operand(a) || user_operand(b)) {  // a Python class's __eq__ / __lt__ ..., then the reflected one
@@ -173,6 +181,26 @@ Translator::Status Translator::compare(Frame& f, int cmp, VPtr a, VPtr b, VPtr& 
   if ((a->kind == VK::Sym && (b->kind == VK::Sym || b->kind == VK::Const)) || (b->kind == VK::Sym && a->kind == VK::Const))
     return graph_call(f, op_fn(kCmpNames[cmp]), "", {a, b}, {}, out);  // a SymBool; branching on it adds a guard
   if (a->kind == VK::DictView || b->kind == VK::DictView) return view_compare(f, cmp, a, b, out);
+  if ((cmp == 2 || cmp == 3) && a->kind == b->kind && (a->kind == VK::Tuple || a->kind == VK::List) && !a->obj && !b->obj &&
+      !a->lazy && !b->lazy && !(constant_items(a) && constant_items(b))) {
+    // (y, 3) == (y, 3) over traced items, as tuple and list compare: lengths, then item by item,
+    // each first by identity (PyObject_RichCompareBool), up to the first pair that is not equal. A
+    // pair compared by value that is not a constant's (a tensor's __eq__) breaks, below.
+    bool equal = a->items.size() == b->items.size();
+    for (size_t i = 0; equal && i < a->items.size(); ++i) {
+      const VPtr &x = a->items[i], &y = b->items[i];
+      if (same_object(*this, f, x, y)) continue;
+      VPtr r;
+      if (x->kind == VK::Tensor || y->kind == VK::Tensor || x->kind == VK::NdArray || y->kind == VK::NdArray)
+        return brk(f, "DV0018", std::string("comparison of ") + vk_name(a->kind) + "s whose items are different tensors");
+      if (Status s = compare(f, 2, x, y, r)) return s;
+      if (r->kind != VK::Const || !PyBool_Check(r->obj.get()))
+        return brk(f, "DV0018", std::string("comparison of ") + vk_name(a->kind) + "s whose items compare as a " + vk_name(r->kind));
+      equal = r->obj.get() == Py_True;
+    }
+    out = constant(Ref::borrow(equal == (cmp == 2) ? Py_True : Py_False));
+    return std::nullopt;
+  }
   auto pa = to_python(a, false), pb = to_python(b, false);
   if (!pa || !pb) {
     // Equality by identity: objects known by identity (obj is the object), and instances made in

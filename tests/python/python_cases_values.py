@@ -948,3 +948,38 @@ def deletes_and_sets_again_attributes_of_an_object_passed_in(x, tracker):
     tracker.last = x * tracker.steps
     return tracker.last + 1, gone, raised
 
+
+
+# ---- builtin comparisons and set operators over traced values ----
+
+@case((4,))
+def builds_position_ids_from_a_range(x):
+    h = x * 2
+    pos = torch.tensor(range(h.size(0)))  # as older model code builds position ids
+    odd = torch.tensor(range(1, 2 * h.size(0), 2), dtype=x.dtype)
+    return h + pos, odd * h
+
+
+@dataclasses.dataclass
+class CacheKey:
+    """A dataclass holding a tensor: its generated __eq__ compares field tuples, item by item."""
+    weight: torch.Tensor
+    step: int
+
+
+@case((3,))
+def compares_tuples_holding_the_same_tensor(x):
+    y = x + 1
+    key = CacheKey(y, 2)
+    same = key == CacheKey(y, 2)  # (y, 2) == (y, 2): y is y, no tensor __eq__
+    other = key == CacheKey(y, 3)
+    return y, same, other, [y, "a"] != [y, "b"], (y, 1) == (y,)
+
+
+@case((3,))
+def takes_set_operators_of_items_views(x):
+    defaults = {"lr": 1e-3, "eps": 1e-8, "betas": (0.9, 0.999)}
+    given = {"lr": 1e-3, "eps": 1e-6, "betas": (0.9, 0.999)}
+    changed = dict(given.items() - defaults.items())
+    shared = given.items() & defaults.items()
+    return x * changed["eps"], sorted(k for k, _ in shared), len(given.keys() | {"momentum"})

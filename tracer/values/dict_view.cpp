@@ -49,28 +49,41 @@ PyObject* dict_view_type(const std::string& name) {
   return types[i];
 }
 
-// keys <op> other and other <op> keys for the set operators (-, &, |, ^): the view's keys are
-// constants, so the operator runs now on a real view over a dict with the same keys -- the result is
-// exactly eager's (a new set of constants, whichever side the view is on).
+// keys <op> other and other <op> keys for the set operators (-, &, |, ^), and the same of an items
+// view whose values are constants: the operator runs now on a real view over a dict with the same
+// entries -- the result is exactly eager's (a new set of constants, whichever side the view is on).
 namespace {
 const char* const kViewOps[] = {"and_", "or_", "sub", "xor"};  // BINARY_OP 1, 7, 10, 12
 }  // namespace
 
-// The real objects an operator over a keys view works on: the view as a keys view of a dict with
-// the same (constant) keys, the other operand as it is. Null when one cannot be made (values and
-// items views hold traced values).
+// The real objects an operator over a view works on: the view as the same view of a dict with
+// the same (constant) keys -- and values, for an items or values view -- the other operand as it
+// is. Null when one cannot be made (a view whose values are traced values).
 static Ref view_operand(const VPtr& v, std::optional<Ref> as_python) {
   if (v->kind != VK::DictView) return as_python ? *as_python : Ref();
-  if (v->name != "keys") return Ref();
+  // keys: over the same keys; items and values: over the same entries, while they are constants
+  const bool keys = v->name == "keys";
+  if (!keys)
+    for (const VPtr& x : v->self->items)
+      if (x->kind != VK::Const) return Ref();
   Ref d = Ref::steal(PyDict_New());
-  for (const Ref& k : v->self->keys)
-    if (!d || PyDict_SetItem(d.get(), k.get(), Py_None) < 0) return PyErr_Clear(), Ref();
-  return Ref::steal(PyObject_CallMethod(d.get(), "keys", nullptr));
+  for (size_t i = 0; i < v->self->keys.size(); ++i)
+    if (!d || PyDict_SetItem(d.get(), v->self->keys[i].get(), keys ? Py_None : v->self->items[i]->obj.get()) < 0)
+      return PyErr_Clear(), Ref();
+  return Ref::steal(PyObject_CallMethod(d.get(), v->name.c_str(), nullptr));
 }
 
-// keys <op> other and other <op> keys for the set operators (-, &, |, ^): the view's keys are
-// constants, so the operator runs now on a real view over a dict with the same keys -- the result is
-// exactly eager's (a new set of constants, whichever side the view is on).
+static bool constant_item(PyObject* x) {  // what a set of the trace may hold: constants, tuples of them
+  if (is_exact_const(x)) return true;
+  if (!PyTuple_CheckExact(x)) return false;
+  for (Py_ssize_t i = 0; i < PyTuple_GET_SIZE(x); ++i)
+    if (!constant_item(PyTuple_GET_ITEM(x, i))) return false;
+  return true;
+}
+
+// keys <op> other and other <op> keys for the set operators (-, &, |, ^), and the same of an items
+// view whose values are constants: the operator runs now on a real view over a dict with the same
+// entries -- the result is exactly eager's (a new set of constants, whichever side the view is on).
 Translator::Status Translator::view_set_operator(Frame& f, int nb, const VPtr& a, const VPtr& b, VPtr& out) {
   const char* op = nb == 1 ? kViewOps[0] : nb == 7 ? kViewOps[1] : nb == 10 ? kViewOps[2] : nb == 12 ? kViewOps[3] : nullptr;
   Ref pa = op ? view_operand(a, a->kind == VK::DictView ? std::nullopt : to_python(a, false)) : Ref();
@@ -84,7 +97,7 @@ Translator::Status Translator::view_set_operator(Frame& f, int nb, const VPtr& a
   Ref it = Ref::steal(PySet_CheckExact(r.get()) ? PyObject_GetIter(r.get()) : nullptr);
   if (!it) return PyErr_Clear(), brk(f, "DV0013", std::string("the result of operator.") + op + " on a dict view");
   while (Ref x = Ref::steal(PyIter_Next(it.get())))
-    if (!is_exact_const(x.get())) return brk(f, "DV0013", std::string("operator.") + op + " on a dict view gave a set holding a " + Py_TYPE(x.get())->tp_name);
+    if (!constant_item(x.get())) return brk(f, "DV0013", std::string("operator.") + op + " on a dict view gave a set holding a " + Py_TYPE(x.get())->tp_name);
   if (PyErr_Occurred()) return raise_current(f, std::string("operator.") + op);
   out = constant(r);
   return std::nullopt;
