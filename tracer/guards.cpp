@@ -29,6 +29,16 @@ const char* guard_kind_name(GuardKind k) {
 }
 
 namespace {
+// types.MappingProxyType (a class's __dict__): the mapping it shows (CPython's mappingproxyobject
+// holds it as its one field in 3.11-3.13).
+PyObject* proxied_mapping(PyObject* proxy) {
+  struct MappingProxy {
+    PyObject_HEAD
+    PyObject* mapping;
+  };
+  return reinterpret_cast<MappingProxy*>(proxy)->mapping;
+}
+
 // Attributes a class computes in Python (a __getattribute__ or __getattr__ of its own: transformers'
 // configs map num_hidden_layers to n_layer) have no slot to read: the guard asks the object, and the
 // new references live until the check that made them ends (nested checks, from Python the lookup
@@ -96,6 +106,8 @@ struct GuardTree::Node {
         if (!parent) return nullptr;
         // A class attribute: what the class and its bases hold (raw: a staticmethod is the
         // staticmethod object), as the trace guarded it.
+        // A class's __dict__: its namespace itself (what the mappingproxy Cls.__dict__ shows).
+        if (PyType_Check(parent) && source->name == "__dict__") return reinterpret_cast<PyTypeObject*>(parent)->tp_dict;
         if (PyType_Check(parent)) return _PyType_Lookup(reinterpret_cast<PyTypeObject*>(parent), name.get());
         // Descriptors whose value is owned by the parent, read without calling Python:
         // type(x) and a bound method's self / function (decorated functions' closures reach them).
@@ -194,11 +206,7 @@ struct GuardTree::Node {
         }
         // types.MappingProxyType: the mapping it shows (CPython's mappingproxyobject holds it as
         // its one field in 3.11-3.13); a dict's storage is read below
-        struct MappingProxy {
-          PyObject_HEAD
-          PyObject* mapping;
-        };
-        if (Py_IS_TYPE(parent, &PyDictProxy_Type)) parent = reinterpret_cast<MappingProxy*>(parent)->mapping;
+        if (Py_IS_TYPE(parent, &PyDictProxy_Type)) parent = proxied_mapping(parent);
         if (PyDict_Check(parent)) {  // a dict subclass: its storage, as dict.get reads it
           PyObject* v = PyDict_GetItemWithError(parent, key);
           if (!v) PyErr_Clear();
@@ -266,6 +274,7 @@ bool leaf_ok(const Guard& g, PyObject* o) {
       return true;
     }
     case GuardKind::DICT_CONTAINS: {
+      if (Py_IS_TYPE(o, &PyDictProxy_Type)) o = proxied_mapping(o);  // `"x" in Cls.__dict__`
       if (!PyDict_Check(o)) return false;
       const int r = PyDict_Contains(o, g.value.get());
       if (r < 0) return PyErr_Clear(), false;

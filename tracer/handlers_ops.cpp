@@ -193,6 +193,15 @@ Status op_CONTAINS_OP(Translator& t, Frame& f, const Instr& in) {  // (item cont
     int r = PySequence_Contains(cont->obj.get(), item->obj.get());
     if (r < 0) return t.brk(f, "DV0010", "'in' raised");
     found = r == 1;
+  } else if (cont->kind == VK::Object && cont->source && cont->obj && Py_IS_TYPE(cont->obj.get(), &PyDictProxy_Type) &&
+             item->kind == VK::Const && PyUnicode_CheckExact(item->obj.get())) {
+    // `"name" in Cls.__dict__`: the class's own namespace, guarded by the name's presence or absence
+    int r = PySequence_Contains(cont->obj.get(), item->obj.get());
+    if (r < 0) return t.brk(f, "DV0010", "'in' raised");
+    found = r == 1;
+    if (Guard* g = t.add_guard(GuardKind::DICT_CONTAINS, cont->source, item->obj, f,
+                               repr_of(item->obj.get()) + (found ? " in " : " not in ") + cont->source->text()))
+      g->length = found ? 1 : 0;
   } else if ((cont->kind == VK::Const || (cont->kind == VK::Object && frozen_object(cont->obj.get()))) && item->kind == VK::Const) {
     int r = PySequence_Contains(cont->obj.get(), item->obj.get());
     if (r < 0) return t.brk(f, "DV0010", "'in' raised");

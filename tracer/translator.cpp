@@ -269,11 +269,19 @@ Ref compiled_original(PyObject* fn) {
 }
 
 bool const_key(PyObject* k) {
-  // (a tuple of such keys too: a cache keyed by (seq_len, device, dtype) -- compared by value)
+  // (a tuple of such keys too: a cache keyed by (seq_len, device, dtype) -- compared by value; and a
+  // frozenset of them: a table keyed by a set of flags)
   if (PyTuple_CheckExact(k)) {
     for (Py_ssize_t i = 0; i < PyTuple_GET_SIZE(k); ++i)
       if (!const_key(PyTuple_GET_ITEM(k, i))) return false;
     return true;
+  }
+  if (PyFrozenSet_CheckExact(k)) {
+    Ref it = Ref::steal(PyObject_GetIter(k));
+    if (!it) return PyErr_Clear(), false;
+    while (Ref x = Ref::steal(PyIter_Next(it.get())))
+      if (!const_key(x.get())) return false;
+    return !PyErr_Occurred() || (PyErr_Clear(), false);
   }
   return is_exact_const(k) || enum_member(k);
 }

@@ -983,3 +983,30 @@ def takes_set_operators_of_items_views(x):
     changed = dict(given.items() - defaults.items())
     shared = given.items() & defaults.items()
     return x * changed["eps"], sorted(k for k, _ in shared), len(given.keys() | {"momentum"})
+
+
+# ---- a class's own namespace and tables keyed by frozensets ----
+
+class _BaseHead:
+    scale = 1.0
+
+    def extra(self, h):
+        return h
+
+
+class _TunedHead(_BaseHead):
+    scale = 0.5
+
+    def extra(self, h):
+        return h * 2
+
+
+_KERNELS = {frozenset(): 1.0, frozenset({"fp16"}): 0.5, frozenset({"fp16", "fused"}): 0.25}
+
+
+@case((3,))
+def asks_a_classes_own_namespace_and_a_frozenset_keyed_table(x):
+    h = x + 1
+    overrides = "extra" in _TunedHead.__dict__ and "extra" not in type(_BaseHead()).__dict__
+    own_scale = _TunedHead.__dict__["scale"] if "scale" in _TunedHead.__dict__ else 1.0
+    return h * own_scale * _KERNELS[frozenset({"fused", "fp16"})], overrides

@@ -154,6 +154,17 @@ Status object_getattr(Translator& t, Frame& f, const VPtr& obj, const std::strin
   const bool fn_defaults = PyFunction_Check(o) && (name == "__defaults__" || name == "__kwdefaults__");
   SourcePtr src = (obj->source && (PyModule_Check(o) || PyType_Check(o) || user_instance || fn_defaults)) ? Source::attr(obj->source, name) : nullptr;
   if (PyModule_Check(o) && module_is_torch_mod(o)) src = nullptr;  // torch.* is fixed: no guard needed
+  if (PyType_Check(o) && name == "__dict__" && Py_IS_TYPE(r.get(), &PyDictProxy_Type) &&
+      (reinterpret_cast<PyTypeObject*>(o)->tp_flags & Py_TPFLAGS_HEAPTYPE)) {
+    // Cls.__dict__: a new read-only view of the class's namespace on every read (never guarded by
+    // identity); what is read of it (`"x" in Cls.__dict__`) is guarded on the namespace itself, of
+    // the class as it was reached (type(obj) of an object made in the trace: that very class)
+    out = t.make(VK::Object);
+    out->obj = r;
+    out->source = Source::attr(obj->source ? obj->source : Source::held(Ref::borrow(o), std::string(reinterpret_cast<PyTypeObject*>(o)->tp_name)),
+                               "__dict__");
+    return std::nullopt;
+  }
   if (PyType_Check(o)) {
     // A class attribute is guarded as the class (or a base) holds it: the raw object, which
     // differs from the value read for staticmethods and classmethods. The metaclass's own
