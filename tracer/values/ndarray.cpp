@@ -297,7 +297,7 @@ Status Translator::ndarray_getattr(Frame& f, const VPtr& self, const std::string
   }
   if (name == "dtype" || name == "base" || name == "flags" || name == "__version__" || name == "flat" || name == "strides" ||
       name == "ctypes" || name == "data")
-    return brk(f, "DV0005", "ndarray." + name + " is not traced (torch.compile does not trace it either)",
+    return brk(f, "DV0005", "ndarray." + name + " is not traced by dynview",
                "read it outside the compiled function, or convert with torch.from_numpy and use the tensor's attribute");
   static PyObject* nd_type = [] {
     Ref np = Ref::steal(PyImport_ImportModule("numpy"));
