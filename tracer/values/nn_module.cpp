@@ -1,7 +1,6 @@
 // nn.Modules (VK::NNModule): obj = the module; its parameters, buffers and submodules are read through
 // _parameters/_buffers/_modules and guarded by source.
 #include <cstring>
-#include <functional>
 
 #include "tracer/pycache.h"
 #include "tracer/rebuild.h"
@@ -22,15 +21,6 @@ bool function_of_torch(PyObject* fn) {
   if (!mod || !PyUnicode_Check(mod)) return false;
   const std::string m = str_of(mod);
   return m == "torch" || m.rfind("torch.", 0) == 0;
-}
-
-// Whether a meta or fake example has a symbolic size (a dynamic dimension).
-bool symbolic_sizes(PyObject* example) {
-  Ref shape = Ref::steal(PyObject_GetAttrString(example, "shape"));
-  if (!shape || !PyTuple_Check(shape.get())) return PyErr_Clear(), true;
-  for (Py_ssize_t i = 0; i < PyTuple_GET_SIZE(shape.get()); ++i)
-    if (!PyLong_CheckExact(PyTuple_GET_ITEM(shape.get(), i))) return true;
-  return false;
 }
 
 // A lazy module's state before its initialisation hook ran, put back when the hook could not be run
@@ -146,39 +136,15 @@ Status initialize_lazy_module(Translator& t, Frame& f, const VPtr& module, const
   }
   if (!PyObject_HasAttr(m, hook_name)) return std::nullopt;  // initialised already
   const std::string mod_name = Py_TYPE(m)->tp_name;
-  // An argument as the hook sees it, as TorchDynamo's convert_to_fake: tensors by their examples,
-  // tuples (named ones too), lists and dicts item by item, constants as they are.
-  std::function<Status(const VPtr&, Ref&)> example = [&](const VPtr& v, Ref& out) -> Status {
-    auto refuse = [&](const std::string& what) {
-      return t.brk(f, "DV0004", "first call of lazy module " + mod_name + " with " + what,
-                   "call the module once before compiling, to initialise it eagerly");
-    };
-    if (v->kind == VK::Tensor) {
-      if (symbolic_sizes(v->obj.get())) return refuse("a dynamic size");
-      out = v->obj;
-      return std::nullopt;
-    }
-    if ((v->kind == VK::Dict || v->kind == VK::Tuple || v->kind == VK::List) && v->lazy && !t.builder.realize(v, f))
-      return refuse(std::string("a ") + vk_name(v->kind) + " argument that cannot be traced");
-    if ((v->kind == VK::Tuple && (!v->obj || namedtuple_class(v->obj.get()))) || v->kind == VK::List ||
-        (v->kind == VK::Dict && !v->obj)) {
-      Ref items = Ref::steal(PyList_New(0));
-      for (const VPtr& x : v->items) {
-        Ref e;
-        if (Status s = example(x, e)) return s;
-        if (!items || PyList_Append(items.get(), e.get()) < 0) return PyErr_Clear(), refuse("arguments that cannot be copied");
-      }
-      if (v->kind == VK::List) out = items;
-      else if (v->kind == VK::Tuple && !v->obj) out = Ref::steal(PyList_AsTuple(items.get()));
-      else if (v->kind == VK::Tuple) out = Ref::steal(PyObject_CallObject(v->obj.get(), Ref::steal(PyList_AsTuple(items.get())).get()));
-      else {
-        out = Ref::steal(PyDict_New());
-        for (size_t i = 0; out && i < v->keys.size(); ++i)
-          if (PyDict_SetItem(out.get(), v->keys[i].get(), PyList_GET_ITEM(items.get(), static_cast<Py_ssize_t>(i))) < 0) out = Ref();
-      }
-      if (!out) return refuse("arguments that cannot be copied: " + repr_of(take_error().get()));
-      return std::nullopt;
-    }
+  // The arguments as the hook sees them, as TorchDynamo's convert_to_fake: tensors by their
+  // examples, containers (named tuples too) item by item, constants as they are.
+  auto refuse = [&](const std::string& what) {
+    return t.brk(f, "DV0004", "first call of lazy module " + mod_name + " with " + what,
+                 "call the module once before compiling, to initialise it eagerly");
+  };
+  if (t.output.dynamic()) return refuse("dynamic sizes");  // (the hook would size parameters by a symbol)
+  auto example = [&](const VPtr& v, Ref& out) -> Status {
+    if (Status s = t.realize_value(f, v)) return s;
     std::optional<Ref> py = t.to_python(v, true);
     if (!py) return refuse(std::string("a ") + vk_name(v->kind) + " argument");
     out = *py;
