@@ -234,3 +234,11 @@ def rows_of_a_tensor_by_its_own_iterator(x):
     for row in x.__iter__():
         out.append(row.sum())
     return torch.stack(out)
+
+
+@case((3, 4))
+def returns_an_arrays_strides_in_bytes(x):
+    # a.strides: the tensor's strides times its element size, the transpose's too (constants, as
+    # TorchDynamo gives them; it breaks on arithmetic with them, dynview does not)
+    a = (x + 1).numpy()
+    return a * 2, a.strides, a.T.strides, a.itemsize

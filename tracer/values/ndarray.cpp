@@ -295,7 +295,22 @@ Status Translator::ndarray_getattr(Frame& f, const VPtr& self, const std::string
     out = constant(r);
     return std::nullopt;
   }
-  if (name == "dtype" || name == "base" || name == "flags" || name == "__version__" || name == "flat" || name == "strides" ||
+  if (name == "strides") {  // the tensor's strides in bytes, as NumPy gives them (of the array the graph's tensor becomes)
+    Ref st = Ref::steal(PyObject_CallMethod(ex, "stride", nullptr));
+    Ref size = Ref::steal(PyObject_CallMethod(ex, "element_size", nullptr));
+    Ref r = st && size && PyTuple_Check(st.get()) ? Ref::steal(PyTuple_New(PyTuple_GET_SIZE(st.get()))) : Ref();
+    for (Py_ssize_t i = 0; r && i < PyTuple_GET_SIZE(st.get()); ++i) {
+      PyObject* s = PyTuple_GET_ITEM(st.get(), i);
+      if (is_sym(s)) return brk(f, "DV0021", "ndarray.strides of a dynamic shape");
+      PyObject* bytes = PyNumber_Multiply(s, size.get());
+      if (!bytes) r = Ref();
+      else PyTuple_SET_ITEM(r.get(), i, bytes);
+    }
+    if (!r) return PyErr_Clear(), brk(f, "DV0005", "ndarray.strides");
+    out = constant(r);
+    return std::nullopt;
+  }
+  if (name == "dtype" || name == "base" || name == "flags" || name == "__version__" || name == "flat" ||
       name == "ctypes" || name == "data")
     return brk(f, "DV0005", "ndarray." + name + " is not traced by dynview",
                "read it outside the compiled function, or convert with torch.from_numpy and use the tensor's attribute");
