@@ -309,6 +309,19 @@ bool emit_head(Emitter& e, Rebuilder& rb, PyCodeObject* co, const CaptureResult&
   }
   for (size_t k = 0; k < se.mutated_lists.size(); ++k) {  // lst[:] = new contents: (value container key -- )
     const VPtr& l = se.mutated_lists[k];
+    if (is_deque(l)) {  // a deque from the frame: deque.clear(d); deque.extend(d, new contents)
+      for (const char* method : {"clear", "extend"}) {
+        Ref fn = Ref::steal(PyObject_GetAttrString(deque_class(), method));
+        if (!fn) return PyErr_Clear(), why = "cannot write back the deque " + l->source->text(), false;
+        e.callable_const(fn.get());
+        if (!e.source(*l->source)) return why = "cannot reload the mutated deque " + l->source->text(), false;
+        const bool extend = method[0] == 'e';
+        if (extend) e.emit(N::LOAD_FAST, list_tmp[k]);
+        e.call(extend ? 2 : 1);
+        e.emit(N::POP_TOP);
+      }
+      continue;
+    }
     e.emit(N::LOAD_FAST, list_tmp[k]);
     if (!e.source(*l->source)) {
       why = "cannot reload the mutated list " + l->source->text();

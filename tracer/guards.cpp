@@ -2,6 +2,7 @@
 // dict, nn.Module member dicts, constant item) with leaf checks; leaves run before children.
 #include "guards.h"
 #include "frame_shim.h"
+#include "translator.h"
 #include <structmember.h>
 
 #include <algorithm>
@@ -204,6 +205,15 @@ struct GuardTree::Node {
           if (i < 0 || i >= n) return nullptr;
           return PyList_Check(parent) ? PyList_GET_ITEM(parent, i) : PyTuple_GET_ITEM(parent, i);
         }
+        if (PyLong_CheckExact(key) && Py_TYPE(parent) == reinterpret_cast<PyTypeObject*>(deque_class())) {
+          // a collections.deque's item (C: deque_item), kept with the other computed values
+          const Py_ssize_t i = PyLong_AsSsize_t(key);
+          if (i < 0 || i >= PyObject_Length(parent)) return PyErr_Clear(), nullptr;
+          PyObject* v = PySequence_GetItem(parent, i);
+          if (!v) return PyErr_Clear(), nullptr;
+          computed_attrs().push_back(v);
+          return v;
+        }
         // types.MappingProxyType: the mapping it shows (CPython's mappingproxyobject holds it as
         // its one field in 3.11-3.13); a dict's storage is read below
         if (Py_IS_TYPE(parent, &PyDictProxy_Type)) parent = proxied_mapping(parent);
@@ -237,6 +247,7 @@ bool leaf_ok(const Guard& g, PyObject* o) {
       Py_ssize_t n = PyList_Check(o) ? PyList_GET_SIZE(o) : PyTuple_Check(o) ? PyTuple_GET_SIZE(o)
                      : PyDict_Check(o) ? PyDict_GET_SIZE(o)
                      : Py_IS_TYPE(o, &PyTupleIter_Type) ? shim::tuple_iterator_remaining(o)  // the items it has yet to give
+                     : Py_TYPE(o) == reinterpret_cast<PyTypeObject*>(deque_class()) ? PyObject_Length(o)  // (C: deque_len)
                                                          : -1;
       return n == g.length;
     }

@@ -166,6 +166,7 @@ VPtr ValueBuilder::wrap(Ref obj, SourcePtr source, Frame& f) {
         {&PyTupleIter_Type, &ValueBuilder::wrap_tuple_iterator},
         {type(ordered_dict_class()), &ValueBuilder::wrap_dict_kind},
         {type(defaultdict_class()), &ValueBuilder::wrap_dict_kind},
+        {type(deque_class()), &ValueBuilder::wrap_deque},
     };
   }();
   if (auto row = by_type.find(Py_TYPE(o)); row != by_type.end()) return (this->*row->second)(obj, source, key, f);
@@ -388,6 +389,35 @@ VPtr ValueBuilder::wrap_set(const Ref& obj, const SourcePtr& source, const std::
   v->obj = copy;
   containers_seen_[o] = {obj, v};
   t_.output.side_effects.outside_sets.push_back({v, expected});
+  return remember(source, key, v);
+}
+
+// A collections.deque from the frame: a List of the deque class (deque.cpp), guarded by its maxlen,
+// length and items as a list is; written back after the graph when the trace changed it. One made
+// elsewhere (no source) stays an object.
+VPtr ValueBuilder::wrap_deque(const Ref& obj, const SourcePtr& source, const std::string& key, Frame& f) {
+  PyObject* o = obj.get();
+  if (!source) return wrap_object(obj, source, key, f);
+  if (VPtr first = shared_container(o, source, key, f); first || !ok_) return first;
+  t_.add_guard(GuardKind::TYPE_MATCH, source, Ref::borrow(reinterpret_cast<PyObject*>(Py_TYPE(o))), f,
+               "___check_type_id(" + key + ", collections.deque)");
+  Ref maxlen = Ref::steal(PyObject_GetAttrString(o, "maxlen"));
+  if (!maxlen) return PyErr_Clear(), wrap_object(obj, source, key, f);
+  SourcePtr maxlen_src = Source::attr(source, "maxlen");
+  if (maxlen.get() == Py_None) t_.add_guard(GuardKind::NONE_MATCH, maxlen_src, {}, f, maxlen_src->text() + " is None");
+  else t_.add_guard(GuardKind::EQUALS_MATCH, maxlen_src, maxlen, f, maxlen_src->text() + " == " + repr_of(maxlen.get()));
+  const Py_ssize_t n = PyObject_Length(o);
+  if (Guard* g = t_.add_guard(GuardKind::LENGTH_CHECK, source, {}, f, "len(" + key + ") == " + std::to_string(n))) g->length = n;
+  VPtr v = t_.make(VK::List);
+  v->obj = Ref::borrow(deque_class());
+  v->defaults = t_.constant(maxlen);
+  containers_seen_[o] = {obj, v};
+  for (Py_ssize_t i = 0; i < n; ++i) {
+    Ref item = Ref::steal(PySequence_GetItem(o, i));
+    VPtr iv = item ? wrap(item, Source::item(source, Ref::steal(PyLong_FromSsize_t(i))), f) : nullptr;
+    if (!iv) return PyErr_Clear(), nullptr;
+    v->items.push_back(iv);
+  }
   return remember(source, key, v);
 }
 

@@ -1180,6 +1180,16 @@ def deque_rotated_and_returned(x):
     return x * len(names), names, names.maxlen, names.index("c"), "a" in names
 
 
+@case((3,), extra=lambda seed: [collections.deque([1, 2, 3], maxlen=4)])
+def deque_passed_in_appended_and_popped(x, pending):
+    # a work queue handed in: changed in place (written back after the graph), its items read
+    pending.append(7)
+    first = pending.popleft()
+    pending.appendleft(first * 10)
+    pending.extend([8, 9])  # full at 4: drops from the left
+    return x * first + sum(pending), len(pending), pending[0]
+
+
 _Span = collections.namedtuple("_Span", "start end")
 
 

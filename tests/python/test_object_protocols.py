@@ -217,3 +217,61 @@ def test_membership_of_a_function_in_a_frozenset_follows_the_function_passed_in(
         torch.testing.assert_close(dv(x, torch.neg), apply_if_activation(x, torch.neg))
     finally:
         _ACTIVATIONS = saved
+
+
+class _SmoothedStream(torch.nn.Module):
+    """A streaming model's running window: the last frames kept in a bounded deque on the module."""
+
+    def __init__(self):
+        super().__init__()
+        self.proj = torch.nn.Linear(4, 4)
+        self.window = 3
+        self.frames = collections.deque(maxlen=self.window)
+
+    def forward(self, x):
+        self.frames.append(self.proj(x))
+        if len(self.frames) < self.window:
+            return self.frames[-1]
+        return torch.stack(list(self.frames)).mean(0)
+
+
+def test_a_deque_kept_on_a_module_fills_and_slides_as_in_eager():
+    # the deque from outside is read item by item, guarded by its length, and written back after
+    # the graph (the oldest frame dropped once it is full). One compile per length it is called
+    # with (empty, 1, 2, full), then hits. (torch.compile 2.13 reads an outside deque's maxlen as
+    # None: once the deque is full its graph averages four frames, not three, unlike eager.)
+    torch.manual_seed(0)
+    eager = _SmoothedStream()
+    m = _SmoothedStream()
+    m.load_state_dict(eager.state_dict())
+    compiled = dynview.compile(m, backend="eager")
+    dynview._C.take_records()
+    for _ in range(6):
+        x = torch.randn(2, 4)
+        torch.testing.assert_close(compiled(x), eager(x))
+        assert len(m.frames) == len(eager.frames)
+        for a, b in zip(m.frames, eager.frames):
+            torch.testing.assert_close(a, b)
+    assert dynview_compiles() == 4
+
+
+def test_a_deque_passed_in_is_changed_as_in_eager():
+    def step(history, x):
+        y = x.sin()
+        history.append(y)
+        oldest = history.popleft() if len(history) > 2 else None
+        history.rotate(1)
+        return y if oldest is None else y - oldest, len(history)
+
+    def fresh():
+        return collections.deque([torch.ones(3), 2.0]), torch.arange(3.0)
+
+    compiled = dynview.compile(step, backend="eager")
+    for _ in range(2):
+        (d1, x1), (d2, x2) = fresh(), fresh()
+        got, want = compiled(d1, x1), step(d2, x2)
+        torch.testing.assert_close(got, want)
+        assert [type(v) for v in d1] == [type(v) for v in d2]
+        torch.testing.assert_close(list(d1), list(d2))
+    explained = dynview.explain(step)(*fresh())
+    assert (explained.graph_count, explained.graph_break_count) == (1, 0)

@@ -5,6 +5,8 @@
 #include "tracer/pycache.h"
 #include "tracer/translator.h"
 
+#include <set>
+
 namespace dv {
 
 PyObject* deque_class() {
@@ -75,6 +77,9 @@ Translator::Status Translator::deque_method(Frame& f, const VPtr& self, const st
   };
   if (!kwargs.empty()) return brk(f, "DV0004", "deque." + name + " with keyword arguments");
   const size_t n = args.size();
+  static const std::set<std::string> mutators = {"append", "appendleft", "pop", "popleft", "extend", "extendleft",
+                                                 "rotate", "clear", "reverse", "remove", "insert"};
+  if (self->source && mutators.count(name)) output.side_effects.note_mutation(self);  // a deque from the frame: written back
   if ((name == "append" || name == "appendleft") && n == 1) {
     if (name == "append") d.items.push_back(args[0]);
     else d.items.insert(d.items.begin(), args[0]);
