@@ -523,7 +523,7 @@ Translator::Status call_builtin(Translator& t, Frame& f, PyObject* fn, std::vect
       out = t.constant_steal(PyLong_FromSsize_t(len));
       return std::nullopt;
     }
-    if (v->kind == VK::Tuple || v->kind == VK::List || v->kind == VK::Dict) len = static_cast<Py_ssize_t>(v->items.size());
+    if (v->kind == VK::Tuple || v->kind == VK::List || v->kind == VK::Dict || v->kind == VK::Set) len = static_cast<Py_ssize_t>(v->items.size());
     else if (v->kind == VK::DictView) len = static_cast<Py_ssize_t>(v->self->items.size());
     else if (v->kind == VK::NdArray) {
       std::vector<VPtr> none;
@@ -1089,7 +1089,7 @@ Translator::Status call_builtin(Translator& t, Frame& f, PyObject* fn, std::vect
   if ((is(Builtin::str_) || is(Builtin::repr_)) && n == 1 && kwargs.empty() && holds_sym(args[0]))
     return t.brk(f, "DV0007", std::string(is(Builtin::str_) ? "str()" : "repr()") + " of a symbolic size",
                  kSymTextHint);
-  if (is(Builtin::bool_) && n == 1 && kwargs.empty() && (args[0]->kind == VK::Instance || args[0]->kind == VK::List ||
+  if (is(Builtin::bool_) && n == 1 && kwargs.empty() && (args[0]->kind == VK::Instance || args[0]->kind == VK::List || args[0]->kind == VK::Set ||
                                                   args[0]->kind == VK::Tuple || args[0]->kind == VK::Dict)) {
     bool b = false;  // its truth: __bool__/__len__ of an object (inlined), emptiness of a container
     if (Status s = t.truth(f, args[0], b)) return s;

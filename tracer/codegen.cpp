@@ -27,7 +27,7 @@ std::vector<int> output_nodes(const VPtr& ret) {
       if (std::find(out.begin(), out.end(), v->node) == out.end()) out.push_back(v->node);
       return;
     }
-    if (v->kind == VK::Tuple || v->kind == VK::List || v->kind == VK::Dict || v->kind == VK::StrFormat)
+    if (v->kind == VK::Tuple || v->kind == VK::List || v->kind == VK::Dict || v->kind == VK::Set || v->kind == VK::StrFormat)
       for (const VPtr& x : v->items) walk(x);
     if (v->kind == VK::Instance) {
       walk(v->attrs);

@@ -57,12 +57,10 @@ static bool is_trace_set(const VPtr& v) { return v && v->kind == VK::Const && !v
 Status op_BUILD_SET(Translator& t, Frame& f, const Instr& in) {  // (v1..vn -- set)
   NEED(static_cast<size_t>(in.arg));
   std::vector<VPtr> items(f.stack.end() - in.arg, f.stack.end());
-  if (!all_hashable_consts(items)) return t.brk(f, "DV0023", "a set of values that are not constants");
-  Ref s = Ref::steal(PySet_New(nullptr));
-  for (const VPtr& v : items)
-    if (!s || PySet_Add(s.get(), v->obj.get()) < 0) return PyErr_Clear(), t.brk(f, "DV0010", "building a set raised");
+  VPtr s;
+  if (Status st = make_set_value(t, f, items, s)) return st;  // a Const set, or a Set holding values (values/set.cpp)
   f.stack.resize(f.stack.size() - in.arg);
-  f.stack.push_back(t.constant(s));
+  f.stack.push_back(s);
   return std::nullopt;
 }
 // A tuple of constants ({(i, j) for ...}) as one constant tuple, so a set can hold it.
@@ -78,8 +76,8 @@ Status op_SET_ADD(Translator& t, Frame& f, const Instr& in) {  // (set .. v -- s
   NEED(in.arg + 1u);
   const VPtr v = const_tuple_or_self(t, top(f));
   const VPtr& s = top(f, in.arg + 1);
-  if (!is_trace_set(s) || !all_hashable_consts({v})) return t.brk(f, "DV0023", "a set of values that are not constants");
-  if (PySet_Add(s->obj.get(), v->obj.get()) < 0) return PyErr_Clear(), t.brk(f, "DV0010", "set.add raised");
+  if (!is_trace_set(s) && s->kind != VK::Set) return t.brk(f, "DV0023", "a set of values that are not constants");
+  if (Status st = set_add_value(t, f, s, v)) return st;
   f.stack.pop_back();
   return std::nullopt;
 }
@@ -87,6 +85,16 @@ Status op_SET_UPDATE(Translator& t, Frame& f, const Instr& in) {  // (set .. ite
   NEED(in.arg + 1u);
   const VPtr& it = top(f);
   const VPtr& s = top(f, in.arg + 1);
+  if (s->kind == VK::Set || (is_trace_set(s) && !(it->kind == VK::Const || ((it->kind == VK::List || it->kind == VK::Tuple) && all_hashable_consts(it->items))))) {
+    // {*xs, y} with values that are not constants: added one by one (values/set.cpp)
+    VPtr items;
+    if (Status st = t.iterate(f, it, items)) return st;
+    if (Status st = t.pull(f, items, SIZE_MAX)) return st;
+    for (size_t i = items->pos; i < items->items.size(); ++i)
+      if (Status st = set_add_value(t, f, s, items->items[i])) return st;
+    f.stack.pop_back();
+    return std::nullopt;
+  }
   if (!is_trace_set(s)) return t.brk(f, "DV0023", "a set of values that are not constants");
   if (it->kind == VK::Const) {
     Ref r = Ref::steal(PyObject_CallMethod(s->obj.get(), "update", "O", it->obj.get()));

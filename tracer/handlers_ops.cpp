@@ -147,7 +147,12 @@ Status op_CONTAINS_OP(Translator& t, Frame& f, const Instr& in) {  // (item cont
     PyObject* m = _PyType_Lookup(reinterpret_cast<PyTypeObject*>(cont->obj.get()), contains_name);
     if (!m || !PyFunction_Check(m)) cont = cont->contents;
   }
-  if (cont->kind == VK::Dict && t.key_of(item)) {
+  if (cont->kind == VK::Set) {  // constants by ==, the rest by identity (values/set.cpp)
+    if (Status s = set_contains(t, f, cont, item, found)) return s;
+  } else if (cont->kind == VK::Const && PyAnySet_Check(cont->obj.get()) && set_member_ok(item) &&
+             (item->kind == VK::Tensor || item->kind == VK::Instance || (item->kind == VK::Function && (!item->obj || !PyFunction_Check(item->obj.get()))))) {
+    found = false;  // a value made in the trace (hashed and compared by identity) is in no set of real objects
+  } else if (cont->kind == VK::Dict && t.key_of(item)) {
     const long i = find_key(*cont, t.key_of(item));
     if (i == -2) return t.brk(f, "DV0010", "comparing dict keys raised");
     found = i >= 0;

@@ -741,6 +741,16 @@ Status object_call(Translator& t, Frame& f, const VPtr& fn, std::vector<VPtr>& a
     out = d;
     return std::nullopt;
   }
+  if (o == reinterpret_cast<PyObject*>(&PySet_Type) && args.size() == 1 && kwargs.empty() &&
+      (args[0]->kind == VK::Set || args[0]->kind == VK::List || args[0]->kind == VK::Tuple || args[0]->kind == VK::Iter)) {
+    // set(xs): its items one by one, a set of constants or a Set holding values (values/set.cpp)
+    VPtr it;
+    if (Status s = t.iterate(f, args[0], it)) return s;
+    if (Status s = t.pull(f, it, SIZE_MAX)) return s;
+    std::vector<VPtr> items(it->items.begin() + static_cast<long>(it->pos), it->items.end());
+    it->pos = it->items.size();
+    return make_set_value(t, f, items, out);
+  }
   if (consumes_iterable(o) && args.size() == 1 && kwargs.empty() &&
       (args[0]->kind == VK::Iter || args[0]->kind == VK::Dict || args[0]->kind == VK::DictView ||
        (args[0]->kind == VK::Object && frozen_object(args[0]->obj.get())))) {

@@ -56,6 +56,15 @@ Translator::Status Translator::binary(Frame& f, int nb, VPtr a, VPtr b, VPtr& ou
     out = r.get() == a->obj.get() ? a : constant(r);
     return std::nullopt;
   }
+  if (a->kind == VK::Set || b->kind == VK::Set) {  // | & - ^ of sets holding values (values/set.cpp)
+    const int base = nb >= 13 ? nb - 13 : nb;
+    const char op = base == 7 ? '|' : base == 1 ? '&' : base == 10 ? '-' : base == 12 ? '^' : 0;
+    bool handled = false;
+    if (op)
+      if (Status s = set_operator(*this, f, op, inplace, a, b, out, handled)) return s;
+    if (handled) return std::nullopt;
+    return brk(f, "DV0018", std::string("operator.") + kBinOpNames[nb] + " on a set holding values");
+  }
   if (nb >= 13 && a->kind != VK::Tensor) nb -= 13;
   const char* name = kBinOpNames[nb];
   // xs += ys and d |= e mutate the left operand (an alias or the caller sees it): list.extend and
@@ -181,6 +190,11 @@ Translator::Status Translator::compare(Frame& f, int cmp, VPtr a, VPtr b, VPtr& 
   if ((a->kind == VK::Sym && (b->kind == VK::Sym || b->kind == VK::Const)) || (b->kind == VK::Sym && a->kind == VK::Const))
     return graph_call(f, op_fn(kCmpNames[cmp]), "", {a, b}, {}, out);  // a SymBool; branching on it adds a guard
   if (a->kind == VK::DictView || b->kind == VK::DictView) return view_compare(f, cmp, a, b, out);
+  if (a->kind == VK::Set || b->kind == VK::Set) {  // values/set.cpp
+    bool handled = false;
+    if (Status s = set_compare(*this, f, cmp, a, b, out, handled)) return s;
+    if (handled) return std::nullopt;
+  }
   if ((cmp == 2 || cmp == 3) && a->kind == b->kind && (a->kind == VK::Tuple || a->kind == VK::List) && !a->obj && !b->obj &&
       !a->lazy && !b->lazy && !(constant_items(a) && constant_items(b))) {
     // (y, 3) == (y, 3) over traced items, as tuple and list compare: lengths, then item by item,

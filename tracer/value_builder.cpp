@@ -378,7 +378,8 @@ VPtr ValueBuilder::wrap_set(const Ref& obj, const SourcePtr& source, const std::
   Ref it = Ref::steal(PyObject_GetIter(o));
   bool constants = static_cast<bool>(it);
   while (Ref x = it && constants ? Ref::steal(PyIter_Next(it.get())) : Ref()) constants = is_const_tree(x.get());
-  if (!constants || PyErr_Occurred()) return PyErr_Clear(), wrap_object(obj, source, key, f);
+  if (PyErr_Occurred()) return PyErr_Clear(), wrap_object(obj, source, key, f);
+  if (!constants) return wrap_set_of_objects(obj, source, key, f);
   if (VPtr first = shared_container(o, source, key, f); first || !ok_) return first;
   Ref copy = Ref::steal(PySet_New(o));
   if (!copy) return PyErr_Clear(), wrap_object(obj, source, key, f);
@@ -389,6 +390,34 @@ VPtr ValueBuilder::wrap_set(const Ref& obj, const SourcePtr& source, const std::
   v->obj = copy;
   containers_seen_[o] = {obj, v};
   t_.output.side_effects.outside_sets.push_back({v, expected});
+  return remember(source, key, v);
+}
+
+// A set from the frame holding objects that hash and compare by identity (modules, functions, plain
+// objects; constants among them): a Set (values/set.cpp) whose members are those objects, guarded
+// equal to the set it was (by identity: no Python runs) and read only. Any other set stays an object.
+VPtr ValueBuilder::wrap_set_of_objects(const Ref& obj, const SourcePtr& source, const std::string& key, Frame& f) {
+  PyObject* o = obj.get();
+  Ref it = Ref::steal(PyObject_GetIter(o));
+  std::vector<Ref> members;
+  while (Ref x = it ? Ref::steal(PyIter_Next(it.get())) : Ref()) {
+    PyTypeObject* tp = Py_TYPE(x.get());
+    const bool identity = tp->tp_hash == PyBaseObject_Type.tp_hash && tp->tp_richcompare == PyBaseObject_Type.tp_richcompare;
+    if (!(is_const_tree(x.get()) || (identity && !is_tensor(x.get())))) return wrap_object(obj, source, key, f);
+    members.push_back(x);
+  }
+  if (!it || PyErr_Occurred()) return PyErr_Clear(), wrap_object(obj, source, key, f);
+  if (VPtr first = shared_container(o, source, key, f); first || !ok_) return first;
+  Ref expected = Ref::steal(PySet_New(o));
+  if (!expected) return PyErr_Clear(), wrap_object(obj, source, key, f);
+  t_.add_guard(GuardKind::EQUALS_MATCH, source, expected, f, key + " == " + repr_of(o));
+  VPtr v = t_.make(VK::Set);
+  containers_seen_[o] = {obj, v};
+  for (const Ref& x : members) {
+    VPtr xv = is_const_tree(x.get()) ? t_.constant(x) : wrap(x, Source::held(x, repr_of(x.get())), f);
+    if (!xv) return nullptr;
+    v->items.push_back(xv);
+  }
   return remember(source, key, v);
 }
 

@@ -100,6 +100,7 @@ class ValueBuilder {
   VPtr wrap_sequence(const Ref& obj, const SourcePtr& source, const std::string& key, Frame& f);
   VPtr wrap_slice(const Ref& obj, const SourcePtr& source, const std::string& key, Frame& f);
   VPtr wrap_set(const Ref& obj, const SourcePtr& source, const std::string& key, Frame& f);
+  VPtr wrap_set_of_objects(const Ref& obj, const SourcePtr& source, const std::string& key, Frame& f);
   VPtr wrap_deque(const Ref& obj, const SourcePtr& source, const std::string& key, Frame& f);
   VPtr wrap_dict(const Ref& obj, const SourcePtr& source, const std::string& key, Frame& f);
   VPtr wrap_module(const Ref& obj, const SourcePtr& source, const std::string& key, Frame& f);

@@ -44,6 +44,9 @@ enum class VK : uint8_t {
   FuncGrad,  // torch.func.grad / grad_and_value / jacrev / jacfwd(fn, ...) made in the trace, or vjp's vjp_fn
              // (items = outputs, primals): self = fn, obj = (argnums,
              // has_aux, with_value) (tracer/values/func_grad.cpp)
+  Set,       // a set holding values of the trace (tensors, modules, objects compared by identity, constants):
+             // items = its members in the order they were added; source: a set from the frame, read only
+             // (tracer/values/set.cpp). A set of constants only is a Const (a real set).
   StrFormat, // a string formatted from traced values, made after the graph: obj = the format string,
              // items = its arguments (the last keys.size() by keyword); flag: one auto-numbered
              // field of an f-string, "{:spec}" (tracer/values/str_format.cpp)

@@ -1003,3 +1003,59 @@ def asks_a_classes_own_namespace_and_a_frozenset_keyed_table(x):
     overrides = "extra" in _TunedHead.__dict__ and "extra" not in type(_BaseHead()).__dict__
     own_scale = _TunedHead.__dict__["scale"] if "scale" in _TunedHead.__dict__ else 1.0
     return h * own_scale * _KERNELS[frozenset({"fused", "fp16"})], overrides
+
+
+# ---- sets holding tensors, modules and functions (members compared by identity, as Python does) ----
+@case((3,), (3,))
+def deduplicates_tensors_through_a_seen_set(x, y):
+    # a walk that skips what it has seen (tied weights, shared buffers): set() given tensors
+    seen = set()
+    total = torch.zeros(3)
+    for t in (x, y, x, y * 1):
+        if t in seen:
+            continue
+        seen.add(t)
+        total = total + t
+    return total, len(seen), x in seen, (x + 0) in seen
+
+
+@case((4,))
+def counts_a_set_literal_of_tensors(x):
+    y = x.relu()
+    s = {x, y, x}
+    both = s | {y.neg()}
+    both.discard(x)
+    return y * len(s), len(both), y in both, x in both, bool(s - {x, y})
+
+
+_act_relu, _act_tanh, _act_sigmoid = nn.ReLU(), nn.Tanh(), nn.Sigmoid()
+_SKIPPED = {_act_sigmoid}  # a global set of modules a loop leaves out
+
+
+@case((2, 3))
+def skips_the_modules_in_a_global_set(x):
+    for m in (_act_relu, _act_sigmoid, _act_tanh):
+        if m in _SKIPPED:
+            continue
+        x = m(x) + 1
+    return x, _act_relu in _SKIPPED, len(_SKIPPED)
+
+
+@case((2, 3))
+def applies_a_set_of_modules_in_its_own_order(x):
+    # iterating a set of modules: Python's order (by their hashes), which the trace asks a real set for
+    chosen = set()
+    for m in (_act_tanh, _act_relu, _act_tanh, _act_sigmoid):
+        chosen.add(m)
+    chosen.remove(_act_sigmoid)
+    for m in chosen:
+        x = m(x) * 2 - 1
+    return x, len(chosen), chosen.issubset({_act_relu, _act_tanh, _act_sigmoid}), chosen.isdisjoint([_act_sigmoid])
+
+
+@case((3,), extra=lambda seed: [[torch.ones(2) * seed, torch.arange(2.0)]])
+def unique_parameters_of_a_list_with_repeats(x, ps):
+    listed = ps + [ps[0]]  # the first one twice, as tied weights are
+    unique = set(listed)
+    norm = sum(p.pow(2).sum() for p in listed if p in unique)
+    return x * norm, len(unique), len({p for p in listed}), unique == set(ps)

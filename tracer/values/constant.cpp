@@ -95,6 +95,14 @@ struct Kind<VK::Const> {
   static constexpr auto call = no_answer::call;
   static constexpr auto setattr = no_answer::setattr;
   static Status call_method(Translator& t, Frame& f, const VPtr& m, std::vector<VPtr>& args, KwArgs& kwargs, VPtr& out) {
+    const VPtr& self = m->self;
+    if (!self->source && PySet_CheckExact(self->obj.get()) && !m->name.empty() && m->name[0] != '_') {
+      // a set made in the trace given values that are not constants (seen.add(t), s.update(mods)):
+      // from now on a Set holding them (values/set.cpp)
+      bool values = false;
+      for (const VPtr& a : args) values |= a->kind != VK::Const;
+      if (values && m->name != "pop" && set_promote(t, self)) return ops(VK::Set).call_method(t, f, m, args, kwargs, out);
+    }
     return object_method(t, f, m, args, kwargs, out);
   }
   static bool reconstruct(cg::Rebuilder& r, const VPtr& v) {

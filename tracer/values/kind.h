@@ -142,6 +142,17 @@ bool is_len_builtin(PyObject* fn);         // builtins.len (builtins.cpp's table
 PyObject* autograd_apply_function();       // autograd_apply.cpp
 bool is_autograd_function_class(PyObject* o);
 Status call_grad_exit(Translator& t, Frame& f, const VPtr& exit, VPtr& out);  // a with-block's __exit__ (calls.cpp)
+// Sets holding values of the trace (set.cpp): what a set may hold (a hashable constant, a tensor, an
+// object compared by identity); {..}/set(xs) of any of them (a Const set when all are constants);
+// s.add(x) (a set of constants made in the trace becomes a Set in place); `x in s`; s OP t for
+// | & - ^ where one side is a Set (handled false otherwise).
+bool set_member_ok(const VPtr& v);
+Status make_set_value(Translator& t, Frame& f, const std::vector<VPtr>& items, VPtr& out);
+Status set_add_value(Translator& t, Frame& f, const VPtr& s, const VPtr& x);
+Status set_compare(Translator& t, Frame& f, int cmp, const VPtr& a, const VPtr& b, VPtr& out, bool& handled);
+bool set_promote(Translator& t, const VPtr& s);  // a set of constants made in the trace (a Const) as a Set, in place
+Status set_contains(Translator& t, Frame& f, const VPtr& s, const VPtr& x, bool& found);
+Status set_operator(Translator& t, Frame& f, char op, bool inplace, const VPtr& a, const VPtr& b, VPtr& out, bool& handled);
 bool tuple_reconstruct(cg::Rebuilder& r, const VPtr& v);   // Tuple, List
 bool object_reconstruct(cg::Rebuilder& r, const VPtr& v);  // Object, NNModule, Function
 // Tensor, NNModule (ParameterList): an iterator over v[0], ..., v[n - 1], each read as v[i] is.
