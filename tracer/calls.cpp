@@ -690,6 +690,18 @@ Translator::Status Translator::inline_call(Frame& f, VPtr fn, VPtr self, std::ve
         if (Status s = made_module_method(f, func, m, rest, kwargs, out, handled); s || handled) return s;
       }
     }
+    if (func == py().module_setattr.get() && kwargs.empty()) {
+      // super().__setattr__(name, value) in a module class's own __setattr__ (or nn.Module.__setattr__
+      // called by name): the assignment nn.Module's own __setattr__ makes, followed as for a module
+      // whose class does not define one (object_setattr)
+      const VPtr& m = self ? self : (args.empty() ? nullptr : args[0]);
+      const size_t at = self ? 0 : 1;
+      if (m && m->kind == VK::NNModule && args.size() == at + 2 && args[at]->kind == VK::Const && PyUnicode_Check(args[at]->obj.get())) {
+        if (Status s = object_setattr(*this, f, m, str_of(args[at]->obj.get()), args[at + 1], /*module_own=*/true)) return s;
+        out = constant(Ref::borrow(Py_None));
+        return std::nullopt;
+      }
+    }
     if (func == module_getattr_fn() && kwargs.empty()) {  // super().__getattr__(name) in a module's own __getattr__
       const VPtr& m = self ? self : (args.empty() ? nullptr : args[0]);
       const VPtr& name = self ? (args.size() == 1 ? args[0] : nullptr) : (args.size() == 2 ? args[1] : nullptr);

@@ -268,10 +268,13 @@ bool emit_head(Emitter& e, Rebuilder& rb, PyCodeObject* co, const CaptureResult&
       e.emit(N::DELETE_ATTR, e.name(w.name));
       continue;
     }
-    PyObject* ow = w.owner->kind == VK::Object ? w.owner->obj.get() : nullptr;
+    const bool module = w.owner->kind == VK::NNModule;
+    PyObject* ow = w.owner->kind == VK::Object || module ? w.owner->obj.get() : nullptr;
     PyObject* custom = ow && !PyType_Check(ow) ? _PyType_Lookup(Py_TYPE(ow), setattr_name) : nullptr;
-    if (custom && PyFunction_Check(custom)) {  // the class's Python __setattr__ ran in the trace: object.__setattr__(owner, name, value)
-      e.callable_const(py().object_setattr.get());
+    if (custom && PyFunction_Check(custom) && custom != py().module_setattr.get()) {
+      // the class's Python __setattr__ ran in the trace: the assignment it made, by object.__setattr__
+      // (nn.Module.__setattr__ for a module: it files a buffer under _buffers), not the class's again
+      e.callable_const(module ? py().module_setattr.get() : py().object_setattr.get());
       if (!rb.value(w.owner)) {
         why = "cannot replay the assignment to attribute '" + w.name + "'";
         return false;

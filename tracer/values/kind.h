@@ -102,7 +102,9 @@ std::optional<Ref> tuple_as_python(Translator& t, const VPtr& v, bool meta);    
 // AttributeError eager raises (list.cpp).
 Status builtin_method_attr(Translator& t, Frame& f, const VPtr& obj, PyTypeObject* type, const std::string& name, VPtr& out);
 Status object_getattr(Translator& t, Frame& f, const VPtr& obj, const std::string& name, VPtr& out);  // Object, Const, Function
-Status object_setattr(Translator& t, Frame& f, const VPtr& owner, const std::string& name, const VPtr& value);  // Object, NNModule
+// Object, NNModule; module_own: nn.Module.__setattr__ itself was called (super().__setattr__ in a
+// module class's own __setattr__), whatever the class defines
+Status object_setattr(Translator& t, Frame& f, const VPtr& owner, const std::string& name, const VPtr& value, bool module_own = false);
 Status list_iterator(Translator& t, Frame& f, const VPtr& lst, VPtr& out);  // iter(lst), lazy (list.cpp)
 Status ambiguous_truth(Translator& t, Frame& f, const VPtr& v);  // bool() of a tensor of n != 1 elements raises (tensor.cpp)
 PyObject* module_getattr_fn();  // nn.Module.__getattr__ (borrowed, kept by the class)

@@ -448,6 +448,14 @@ struct Kind<VK::NNModule> {
     return t.call_with_hooks(f, fn, fv, hooks, std::move(args), std::move(kwargs), out);
   }
   static Status setattr(Translator& t, Frame& f, const VPtr& owner, const std::string& name, const VPtr& value) {
+    // A module class's own Python __setattr__ (torch.nn.RNNBase's, one that mirrors a value): inlined,
+    // as TorchDynamo does; its super().__setattr__ is nn.Module's own assignment (calls.cpp inline_call).
+    static PyObject* setattr_name = PyUnicode_InternFromString("__setattr__");
+    PyObject* setattr_fn = owner->obj ? _PyType_Lookup(Py_TYPE(owner->obj.get()), setattr_name) : nullptr;
+    if (setattr_fn && PyFunction_Check(setattr_fn) && setattr_fn != py().module_setattr.get()) {
+      VPtr ignored;
+      return t.call_python(f, Ref::borrow(setattr_fn), {owner, t.constant_steal(PyUnicode_FromString(name.c_str())), value}, ignored);
+    }
     return object_setattr(t, f, owner, name, value);
   }
   static constexpr auto call_method = no_answer::call_method;

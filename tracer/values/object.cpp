@@ -194,7 +194,7 @@ bool no_module_registration_hooks() {
 }
 }  // namespace
 
-Status object_setattr(Translator& t, Frame& f, const VPtr& owner, const std::string& name, const VPtr& value) {
+Status object_setattr(Translator& t, Frame& f, const VPtr& owner, const std::string& name, const VPtr& value, bool module_own) {
   const char* hint = kSetattrHint;
   if ((owner->kind != VK::NNModule && owner->kind != VK::Object) || !owner->obj)
     return t.brk(f, "DV0008", std::string("assignment to attribute '") + name + "' of a " + vk_name(owner->kind), hint);
@@ -215,7 +215,7 @@ Status object_setattr(Translator& t, Frame& f, const VPtr& owner, const std::str
   PyErr_Clear();
   const bool module = owner->kind == VK::NNModule;
   const bool python_setattr = !module && setattr_fn && PyFunction_Check(setattr_fn.get());  // its object.__setattr__ call
-  if (!python_setattr && (!setattr_fn || setattr_fn.get() != (module ? py().module_setattr.get() : py().object_setattr.get())))
+  if (!python_setattr && !(module && module_own) && (!setattr_fn || setattr_fn.get() != (module ? py().module_setattr.get() : py().object_setattr.get())))
     return t.brk(f, "DV0008", std::string("assignment to attribute '") + name + "' of " + tp->tp_name + ", which defines __setattr__", hint);
   Ref nm = Ref::steal(PyUnicode_FromString(name.c_str()));
   PyObject* descr = _PyType_Lookup(tp, nm.get());

@@ -403,6 +403,10 @@ const MethodTable kSetMethods = {
 template <>
 struct Kind<VK::Set> {
   static void describe(const Value& v, std::string& out, int depth) {
+    if (v.items.empty()) {
+      out += "set()";
+      return;
+    }
     out += "{";
     for (size_t i = 0; i < v.items.size(); ++i) {
       if (i) out += ", ";
@@ -412,8 +416,7 @@ struct Kind<VK::Set> {
       }
       if (v.items[i]) describe_into(*v.items[i], out, depth + 1);
     }
-    out += v.items.empty() ? "set()" : "}";
-    if (v.items.empty()) out.erase(out.size() - 6, 1);  // "set()", not "{set()"
+    out += "}";
   }
   static PyObject* python_type(Translator&, const VPtr&) { return reinterpret_cast<PyObject*>(&PySet_Type); }
   static std::optional<Ref> as_python(Translator& t, const VPtr& v, bool meta) {
