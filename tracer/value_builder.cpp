@@ -410,11 +410,17 @@ VPtr ValueBuilder::wrap_set_of_objects(const Ref& obj, const SourcePtr& source, 
   if (VPtr first = shared_container(o, source, key, f); first || !ok_) return first;
   Ref expected = Ref::steal(PySet_New(o));
   if (!expected) return PyErr_Clear(), wrap_object(obj, source, key, f);
-  t_.add_guard(GuardKind::EQUALS_MATCH, source, expected, f, key + " == " + repr_of(o));
+  // (named by type and address: a module's repr lists all its children)
+  auto name_of = [](PyObject* x) {
+    char at[32];
+    std::snprintf(at, sizeof at, " at %p>", static_cast<void*>(x));
+    return "<" + std::string(Py_TYPE(x)->tp_name) + at;
+  };
+  t_.add_guard(GuardKind::EQUALS_MATCH, source, expected, f, key + " == {" + std::to_string(members.size()) + " members by identity}");
   VPtr v = t_.make(VK::Set);
   containers_seen_[o] = {obj, v};
   for (const Ref& x : members) {
-    VPtr xv = is_const_tree(x.get()) ? t_.constant(x) : wrap(x, Source::held(x, repr_of(x.get())), f);
+    VPtr xv = is_const_tree(x.get()) ? t_.constant(x) : wrap(x, Source::held(x, name_of(x.get())), f);
     if (!xv) return nullptr;
     v->items.push_back(xv);
   }

@@ -333,3 +333,37 @@ def test_a_module_class_with_its_own_setattr_is_followed_as_in_eager():
     torch._dynamo.reset()
     theirs = torch._dynamo.explain(_Mirrored())(torch.randn(2, 3))
     assert (ours.graph_count, ours.graph_break_count) == (theirs.graph_count, theirs.graph_break_count) == (1, 0)
+
+
+_flags = types.ModuleType("dv_test_flags")  # a Python module used as a mutable config namespace
+_flags.calls = 0
+_flags.last = None
+
+
+def _count_and_keep(x):
+    _flags.calls = _flags.calls + 1  # an attribute of a Python module: a write to its globals
+    _flags.last = x.sum()
+    return x * _flags.calls, _flags.last + 1  # read back in the same trace
+
+
+def test_attributes_written_on_a_python_module_are_written_as_in_eager():
+    xs = [torch.randn(3) for _ in range(3)]
+
+    def run(fn):
+        _flags.calls, _flags.last = 0, None
+        outs = [fn(x) for x in xs]
+        return outs, _flags.calls, _flags.last
+
+    want = run(_count_and_keep)
+    dv = dynview.compile(_count_and_keep, backend="eager")
+    dynview._C.take_records()
+    got = run(dv)
+    torch.testing.assert_close(got, want)
+    tdf, n = counting_dynamo(_count_and_keep)
+    torch.testing.assert_close(run(tdf), want)
+    # torch.compile compiles once per count (3); dynview's second compile takes the count as a
+    # symbolic int (automatic dynamic), which the third call then hits
+    assert 1 < dynview_compiles() <= n[0]
+    _flags.calls = 0
+    explained = dynview.explain(_count_and_keep)(xs[0])
+    assert (explained.graph_count, explained.graph_break_count) == (1, 0)

@@ -107,6 +107,11 @@ Status object_getattr(Translator& t, Frame& f, const VPtr& obj, const std::strin
         if (auto s = t.call_descriptor(f, cls_source, name, cls_attr, "__get__", {obj, cls}, out)) return *s;
     }
   }
+  if (PyModule_CheckExact(o))  // written earlier in the trace (object_setattr, or `global` in its functions)
+    if (VPtr written = t.output.side_effects.global_written(PyModule_GetDict(o), name)) {
+      out = written;
+      return std::nullopt;
+    }
   Ref r = Ref::steal(PyObject_GetAttrString(o, name.c_str()));
   if (!r) {
     const bool missing = PyErr_ExceptionMatches(PyExc_AttributeError);
@@ -194,6 +199,32 @@ bool no_module_registration_hooks() {
 }
 }  // namespace
 
+// A module of the standard library or built into the interpreter (warnings, sys): its attributes are
+// the interpreter's own state (warnings.filters, with C caches beside them), which stay a break.
+static bool stdlib_module(PyObject* mod) {
+  static const std::string stdlib = [] {
+    Ref sc = Ref::steal(PyImport_ImportModule("sysconfig"));
+    Ref paths = sc ? Ref::steal(PyObject_CallMethod(sc.get(), "get_paths", nullptr)) : Ref();
+    PyObject* p = paths && PyDict_Check(paths.get()) ? PyDict_GetItemString(paths.get(), "stdlib") : nullptr;
+    std::string out = p && PyUnicode_Check(p) ? str_of(p) : std::string();
+    PyErr_Clear();
+    return out;
+  }();
+  Ref file = Ref::steal(PyModule_GetFilenameObject(mod));
+  if (!file) {  // built into the interpreter (sys, _warnings), or made at run time (types.ModuleType)
+    PyErr_Clear();
+    static PyObject* builtin_names = PySys_GetObject("builtin_module_names");  // (a tuple, kept by sys)
+    Ref name = Ref::steal(PyModule_GetNameObject(mod));
+    if (!name) return PyErr_Clear(), true;
+    const int r = builtin_names ? PySequence_Contains(builtin_names, name.get()) : 1;
+    if (r < 0) PyErr_Clear();
+    return r != 0;
+  }
+  const std::string path = str_of(file.get());
+  return !stdlib.empty() && path.rfind(stdlib + "/", 0) == 0 && path.find("/site-packages/") == std::string::npos &&
+         path.find("/dist-packages/") == std::string::npos;
+}
+
 Status object_setattr(Translator& t, Frame& f, const VPtr& owner, const std::string& name, const VPtr& value, bool module_own) {
   const char* hint = kSetattrHint;
   if ((owner->kind != VK::NNModule && owner->kind != VK::Object) || !owner->obj)
@@ -205,6 +236,14 @@ Status object_setattr(Translator& t, Frame& f, const VPtr& owner, const std::str
     // exc.__traceback__ = tb (contextlib's __exit__, re-raising) of an exception raised in the
     // trace: that exception object is the trace's own, set now
     if (PyObject_SetAttrString(o, "__traceback__", value->obj.get()) < 0) return t.raise_current(f, "setting __traceback__");
+    return std::nullopt;
+  }
+  if (PyModule_Check(o) && owner->source && !module_is_torch_mod(o) && PyModule_CheckExact(o) && !stdlib_module(o) &&
+      !(value->kind == VK::Null || value->kind == VK::Cell || value->kind == VK::Iter || value->kind == VK::Slice)) {
+    // config_module.FLAG = v (a Python module's attribute): a write to its globals, as `global`
+    // stores are (replayed after the graph; later reads in the trace, attribute or global, see it)
+    PyObject* globals = PyModule_GetDict(o);
+    t.output.side_effects.global_writes.push_back(SideEffects::GlobalWrite{Ref::borrow(globals), name, value});
     return std::nullopt;
   }
   if (PyType_Check(o) || PyModule_Check(o) || !(tp->tp_flags & Py_TPFLAGS_HEAPTYPE))
