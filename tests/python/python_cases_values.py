@@ -1059,3 +1059,13 @@ def unique_parameters_of_a_list_with_repeats(x, ps):
     unique = set(listed)
     norm = sum(p.pow(2).sum() for p in listed if p in unique)
     return x * norm, len(unique), len({p for p in listed}), unique == set(ps)
+
+
+@case((3,))
+def grows_a_set_of_constants_in_place_with_a_tensor(x):
+    # s |= {t} changes the set itself: an alias taken before sees the tensor too
+    names = {"a", "b"}
+    alias = names
+    names |= {x}
+    names -= {"a"}
+    return x * len(alias), x in alias, "b" in alias, alias is names

@@ -232,6 +232,10 @@ Status set_operator(Translator& t, Frame& f, char op, bool inplace, const VPtr& 
   if (Status s = members_of(t, f, a, am)) return s;
   if (Status s = members_of(t, f, b, bm)) return s;
   if (Status s = combine(t, f, op, am, bm, r)) return s;
+  if (inplace && a->kind == VK::Const) {  // s |= {x}: the set itself changes (its aliases see it)
+    if (a->source || !PySet_CheckExact(a->obj.get()) || !set_promote(t, a))
+      return t.brk(f, "DV0023", std::string("set.__i") + op + "__ of a set from outside given values that are not constants");
+  }
   if (inplace && a->kind == VK::Set) {
     if (Status s = check_mutable(t, f, a, std::string("__i") + op + "__")) return s;
     a->items = std::move(r);
