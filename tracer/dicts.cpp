@@ -71,8 +71,7 @@ PyObject* Translator::key_of(const VPtr& v) {
   if (!v || !v->obj) return nullptr;
   PyObject* o = v->obj.get();
   const bool by_identity = (v->kind == VK::Tensor && is_tensor(o)) ||
-                           (v->kind == VK::NNModule && Py_TYPE(o)->tp_hash == PyBaseObject_Type.tp_hash &&
-                            Py_TYPE(o)->tp_richcompare == PyBaseObject_Type.tp_richcompare);
+                           (v->kind == VK::NNModule && hashed_by_identity(Py_TYPE(o)));
   if (!by_identity) return nullptr;
   output.key_values.try_emplace(o, v);
   return o;

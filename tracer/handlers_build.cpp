@@ -63,18 +63,9 @@ Status op_BUILD_SET(Translator& t, Frame& f, const Instr& in) {  // (v1..vn -- s
   f.stack.push_back(s);
   return std::nullopt;
 }
-// A tuple of constants ({(i, j) for ...}) as one constant tuple, so a set can hold it.
-static VPtr const_tuple_or_self(Translator& t, const VPtr& v) {
-  if (v->kind != VK::Tuple) return v;
-  for (const VPtr& e : v->items)
-    if (e->kind != VK::Const) return v;
-  Ref tup = Ref::steal(PyTuple_New(static_cast<Py_ssize_t>(v->items.size())));
-  for (size_t i = 0; tup && i < v->items.size(); ++i) PyTuple_SET_ITEM(tup.get(), i, Ref::borrow(v->items[i]->obj.get()).release());
-  return tup ? t.constant(tup) : v;
-}
 Status op_SET_ADD(Translator& t, Frame& f, const Instr& in) {  // (set .. v -- set ..): set comprehensions
   NEED(in.arg + 1u);
-  const VPtr v = const_tuple_or_self(t, top(f));
+  const VPtr& v = top(f);  // (a tuple of constants is held as one constant: set_add_value)
   const VPtr& s = top(f, in.arg + 1);
   if (!is_trace_set(s) && s->kind != VK::Set) return t.brk(f, "DV0023", "a set of values that are not constants");
   if (Status st = set_add_value(t, f, s, v)) return st;

@@ -507,6 +507,7 @@ PyObject* tuple_new_fn();            // tuple.__new__ (borrowed)
 bool endless_iter(const Value& it);  // a lazy iterator that never ends (itertools.count, repeat(x))
 PyObject* deque_class();         // collections.deque (borrowed)
 bool is_deque(const VPtr& v);    // a deque made in the trace
+bool hashed_by_identity(PyTypeObject* tp);  // object's own __hash__ and __eq__ (values/set.cpp)
 PyObject* ordered_dict_class();  // collections.OrderedDict (borrowed)
 PyObject* defaultdict_class();   // collections.defaultdict (borrowed)
 PyObject* dict_view_type(const std::string& name);  // dict_keys, dict_values, dict_items (borrowed)  // a property's fget when it is a Python function, else null

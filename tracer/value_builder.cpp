@@ -42,9 +42,15 @@ static bool function_is_torch(PyObject* fn) {
 // from modules to names). Each is wrapped with a source of its own (keyed_entry).
 static bool value_key_object(PyObject* k) {
   if (is_tensor(k)) return true;
-  PyTypeObject* tp = Py_TYPE(k);
-  return PyObject_TypeCheck(k, reinterpret_cast<PyTypeObject*>(py().nn_Module.get())) &&
-         tp->tp_hash == PyBaseObject_Type.tp_hash && tp->tp_richcompare == PyBaseObject_Type.tp_richcompare;
+  return PyObject_TypeCheck(k, reinterpret_cast<PyTypeObject*>(py().nn_Module.get())) && hashed_by_identity(Py_TYPE(k));
+}
+
+// An object named by its type and address, for guard and source text (a tensor's or a module's repr
+// would print its values or list its children).
+static std::string type_and_address(PyObject* o) {
+  char at[32];
+  std::snprintf(at, sizeof at, "%p", static_cast<void*>(o));
+  return std::string("<") + Py_TYPE(o)->tp_name + " at " + at + ">";
 }
 
 // A dict's keys in guard text: constants as repr() writes them, others by type and address (a
@@ -55,9 +61,7 @@ static std::string keys_text(PyObject* keys) {
     PyObject* k = PyTuple_GET_ITEM(keys, i);
     if (i) out += ", ";
     if (value_key_object(k)) {
-      char at[32];
-      std::snprintf(at, sizeof at, "%p", static_cast<void*>(k));
-      out += std::string("<") + Py_TYPE(k)->tp_name + " at " + at + ">";
+      out += type_and_address(k);
     } else {
       out += repr_of(k);
     }
@@ -401,26 +405,18 @@ VPtr ValueBuilder::wrap_set_of_objects(const Ref& obj, const SourcePtr& source, 
   Ref it = Ref::steal(PyObject_GetIter(o));
   std::vector<Ref> members;
   while (Ref x = it ? Ref::steal(PyIter_Next(it.get())) : Ref()) {
-    PyTypeObject* tp = Py_TYPE(x.get());
-    const bool identity = tp->tp_hash == PyBaseObject_Type.tp_hash && tp->tp_richcompare == PyBaseObject_Type.tp_richcompare;
-    if (!(is_const_tree(x.get()) || (identity && !is_tensor(x.get())))) return wrap_object(obj, source, key, f);
+    if (!(is_const_tree(x.get()) || (hashed_by_identity(Py_TYPE(x.get())) && !is_tensor(x.get())))) return wrap_object(obj, source, key, f);
     members.push_back(x);
   }
   if (!it || PyErr_Occurred()) return PyErr_Clear(), wrap_object(obj, source, key, f);
   if (VPtr first = shared_container(o, source, key, f); first || !ok_) return first;
   Ref expected = Ref::steal(PySet_New(o));
   if (!expected) return PyErr_Clear(), wrap_object(obj, source, key, f);
-  // (named by type and address: a module's repr lists all its children)
-  auto name_of = [](PyObject* x) {
-    char at[32];
-    std::snprintf(at, sizeof at, " at %p>", static_cast<void*>(x));
-    return "<" + std::string(Py_TYPE(x)->tp_name) + at;
-  };
   t_.add_guard(GuardKind::EQUALS_MATCH, source, expected, f, key + " == {" + std::to_string(members.size()) + " members by identity}");
   VPtr v = t_.make(VK::Set);
   containers_seen_[o] = {obj, v};
   for (const Ref& x : members) {
-    VPtr xv = is_const_tree(x.get()) ? t_.constant(x) : wrap(x, Source::held(x, name_of(x.get())), f);
+    VPtr xv = is_const_tree(x.get()) ? t_.constant(x) : wrap(x, Source::held(x, type_and_address(x.get())), f);
     if (!xv) return nullptr;
     v->items.push_back(xv);
   }

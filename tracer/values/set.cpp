@@ -23,11 +23,6 @@ using cg::N;
 
 namespace {
 
-// A class whose instances hash and compare by identity: object's own __hash__ and __eq__.
-bool identity_class(PyTypeObject* tp) {
-  return tp->tp_hash == PyBaseObject_Type.tp_hash && tp->tp_richcompare == PyBaseObject_Type.tp_richcompare;
-}
-
 // A value with one real object behind it, the same one on every call once guarded (same_object):
 // constants, and objects, modules and functions from outside the trace.
 bool real_member(const VPtr& v) {
@@ -146,6 +141,10 @@ Status none(Translator& t, VPtr& out) {
 
 }  // namespace
 
+bool hashed_by_identity(PyTypeObject* tp) {
+  return tp->tp_hash == PyBaseObject_Type.tp_hash && tp->tp_richcompare == PyBaseObject_Type.tp_richcompare;
+}
+
 bool set_member_ok(const VPtr& v) {
   if (!v) return false;
   switch (v->kind) {
@@ -154,9 +153,9 @@ bool set_member_ok(const VPtr& v) {
       return true;
     }
     case VK::Tensor: return true;  // torch.Tensor.__hash__ is id(self), its == is not asked for (a set compares by hash, then identity)
-    case VK::NNModule: case VK::Object: return v->obj && identity_class(Py_TYPE(v->obj.get()));
+    case VK::NNModule: case VK::Object: return v->obj && hashed_by_identity(Py_TYPE(v->obj.get()));
     case VK::Function: return true;  // functions hash and compare by identity
-    case VK::Instance: return v->obj && PyType_Check(v->obj.get()) && identity_class(reinterpret_cast<PyTypeObject*>(v->obj.get()));
+    case VK::Instance: return v->obj && PyType_Check(v->obj.get()) && hashed_by_identity(reinterpret_cast<PyTypeObject*>(v->obj.get()));
     default: return false;
   }
 }
