@@ -914,31 +914,7 @@ Translator::Status call_builtin(Translator& t, Frame& f, PyObject* fn, std::vect
       d->keys = args[0]->keys;
       d->items = args[0]->items;
     } else if (n == 1 && args[0]->kind == VK::Instance && args[0]->contents) {
-      // A dict subclass (ModelOutput): its items as CPython's dict_merge reads them -- the storage
-      // when the class keeps dict's __iter__, else x[key] for each of x.keys(), a Python
-      // __getitem__ inlined.
-      const VPtr x = args[0];
-      auto* tp = reinterpret_cast<PyTypeObject*>(x->obj.get());
-      static PyObject* keys_name = PyUnicode_InternFromString("keys");
-      PyObject* keys_fn = _PyType_Lookup(tp, keys_name);
-      if (keys_fn && PyFunction_Check(keys_fn)) return t.brk(f, "DV0007", std::string("dict() of a ") + tp->tp_name + " whose keys() is Python code");
-      const std::vector<Ref> keys = x->contents->keys;
-      d->keys = keys;
-      if (tp->tp_iter == PyDict_Type.tp_iter) {
-        d->items = x->contents->items;
-      } else {
-        for (const Ref& k : keys) {
-          VPtr v;
-          bool handled = false;
-          if (Status s = t.call_dunder(f, x, "__getitem__", {t.constant(k)}, v, handled)) return s;
-          if (!handled) {  // the builtin base's __getitem__: the storage
-            for (size_t i = 0; i < x->contents->keys.size(); ++i)
-              if (x->contents->keys[i].get() == k.get()) v = x->contents->items[i];
-            if (!v) return t.brk(f, "DV0007", std::string("dict() of a ") + tp->tp_name + " changed while read");
-          }
-          d->items.push_back(v);
-        }
-      }
+      if (Status s = dict_subclass_entries(t, f, args[0], d->keys, d->items, "dict()")) return s;
     } else if (n == 1) {
       VPtr it;
       if (Status s = t.iterate(f, args[0], it)) return s;
@@ -1057,23 +1033,48 @@ Translator::Status call_builtin(Translator& t, Frame& f, PyObject* fn, std::vect
     }
     if (!all_const && (is(Builtin::min_) || is(Builtin::max_)) && n >= 2) {
       // max(a, b) of 0-d tensors of one dtype (a padding computed from buffers): torch.maximum, as
-      // TorchDynamo lowers it -- the same value, where eager returns one of the operands (over more
-      // elements eager raises, and over mixed dtypes eager keeps the winner's: those break)
+      // TorchDynamo lowers it; with Python numbers among them (max(scale, 1e-5), min(n, 0)) the
+      // numbers' own max or min, then torch.clamp(min=) or (max=) as TorchDynamo's. The same value,
+      // where eager returns one of the operands (over more elements eager raises, over mixed dtypes
+      // and a float bound on an integer tensor eager keeps the winner's dtype: those break).
       bool scalars = true;
       Ref dtype;
+      std::vector<VPtr> tensors, numbers;
+      bool float_number = false;
       for (const VPtr& v : vals) {
+        if (v->kind == VK::Const && (PyLong_CheckExact(v->obj.get()) || PyFloat_CheckExact(v->obj.get()))) {
+          float_number |= PyFloat_CheckExact(v->obj.get());
+          numbers.push_back(v);
+          continue;
+        }
         if (v->kind != VK::Tensor || !v->obj) { scalars = false; break; }
         Ref dim = Ref::steal(PyObject_CallMethod(v->obj.get(), "dim", nullptr));
         Ref dt = Ref::steal(PyObject_GetAttrString(v->obj.get(), "dtype"));
         if (!dim || !dt || PyLong_AsLong(dim.get()) != 0 || (dtype && dt.get() != dtype.get())) { PyErr_Clear(); scalars = false; break; }
         dtype = dt;
+        tensors.push_back(v);
       }
-      if (scalars) {
+      if (scalars && !numbers.empty() && float_number) {
+        Ref fp = Ref::steal(PyObject_GetAttrString(dtype.get(), "is_floating_point"));
+        scalars = fp && PyObject_IsTrue(fp.get()) == 1;
+        PyErr_Clear();
+      }
+      if (scalars && !tensors.empty()) {
         static PyObject* maximum = PyObject_GetAttrString(py().torch.get(), "maximum");
         static PyObject* minimum = PyObject_GetAttrString(py().torch.get(), "minimum");
-        VPtr acc = vals[0];
-        for (size_t i = 1; i < vals.size(); ++i)
-          if (Status s = t.graph_call(f, Ref::borrow(is(Builtin::max_) ? maximum : minimum), "", {acc, vals[i]}, {}, acc)) return s;
+        static PyObject* clamp = PyObject_GetAttrString(py().torch.get(), "clamp");
+        VPtr acc = tensors[0];
+        for (size_t i = 1; i < tensors.size(); ++i)
+          if (Status s = t.graph_call(f, Ref::borrow(is(Builtin::max_) ? maximum : minimum), "", {acc, tensors[i]}, {}, acc)) return s;
+        if (!numbers.empty()) {
+          Ref tup = Ref::steal(PyTuple_New(numbers.size()));
+          for (size_t i = 0; i < numbers.size(); ++i) PyTuple_SET_ITEM(tup.get(), i, Ref::borrow(numbers[i]->obj.get()).release());
+          Ref bound = numbers.size() == 1 ? Ref::borrow(numbers[0]->obj.get()) : Ref::steal(PyObject_Call(fn, tup.get(), nullptr));
+          if (!bound) return t.raise_current(f, "min/max of numbers");
+          KwArgs kw;
+          kw.emplace_back(is(Builtin::max_) ? "min" : "max", t.constant(bound));
+          if (Status s = t.graph_call(f, Ref::borrow(clamp), "", {acc}, kw, acc)) return s;
+        }
         out = acc;
         return std::nullopt;
       }

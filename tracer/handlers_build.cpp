@@ -136,7 +136,12 @@ Status op_LIST_TO_TUPLE(Translator& t, Frame& f, const Instr&) {
 // is eager's TypeError ("got multiple values for keyword argument"), which breaks here.
 static Status dict_update(Translator& t, Frame& f, const Instr& in, bool merge) {  // (dict .. other -- dict ..)
   NEED(in.arg + 1u);
-  const VPtr other = top(f);
+  VPtr other = top(f);
+  if (other->kind == VK::Instance && other->contents) {  // a dict subclass made in the trace (**outputs of a ModelOutput)
+    VPtr entries = t.make(VK::Dict);
+    if (Status s = dict_subclass_entries(t, f, other, entries->keys, entries->items, merge ? "**" : "{**}")) return s;
+    other = entries;
+  }
   if (other->kind != VK::Dict) return t.brk(f, "DV0023", "dict update with a non-dict");
   const VPtr d = top(f, in.arg + 1);
   for (size_t i = 0; i < other->keys.size(); ++i) {

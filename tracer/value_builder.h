@@ -58,6 +58,11 @@ class ValueBuilder {
     auto it = tensor_by_id_.find(o);
     return it == tensor_by_id_.end() ? nullptr : it->second;
   }
+  // The value a container from the frame (a list or dict, read once per object) is in this trace, or null.
+  VPtr container_value(PyObject* o) const {
+    auto it = containers_seen_.find(o);
+    return it == containers_seen_.end() ? nullptr : it->second.second;
+  }
   // The real object of a container read from the frame (a lazy one's, or the one it was read from), or null.
   PyObject* real_container(const VPtr& v) const {
     if (v->lazy) return v->lazy.get();

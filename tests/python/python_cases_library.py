@@ -169,6 +169,26 @@ class _PaddedConv(nn.Module):  # transformers' EncodecConv1d, trimmed
 module_case(_PaddedConv, (1, 2, 6))
 
 
+# ... and of a 0-d tensor and Python numbers (a scale floored at an epsilon, a clipped count):
+# torch.clamp(min=) / (max=), as TorchDynamo lowers them; the value eager's operand has
+@case((4,))
+def max_of_a_reduction_and_an_epsilon(x):
+    amax = x.abs().max()
+    scale = max(amax, 1e-5) / 127.0
+    return torch.round(x / scale).clamp(-128, 127) * scale
+
+
+@case((4,))
+def min_of_numbers_and_a_0d_tensor(x):
+    total = (x * 3).sum()
+    return x + min(0.5, total, 2), x - max(0, total)
+
+
+@case((2, 3))
+def max_of_two_reductions_and_a_bound(x):
+    return x / max(x.norm(), x.abs().sum(), 1.0)
+
+
 # ---- modules built inside forward: from a tuple of constants (canine's padding), and a library's
 # nn.Module subclass with torch's __init__ (transformers' ClassInstantier: ACT2FN["silu"]) ----
 class _SiLUActivation(nn.Module):

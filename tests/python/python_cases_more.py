@@ -1702,3 +1702,36 @@ def dict_update_from_generators(x):
     named.update(_TIED.named_buffers())
     named.update((k + "_t", v.t()) for k, v in list(named.items()) if v.dim() == 2)
     return x @ named["proj.weight_t"] * named["scale"] + named["proj.bias"], sorted(named)
+
+
+# ---- ** and {**} of dict subclasses (gemma3's `Gemma3ModelOutputWithPast(**outputs, image_outputs=...)`):
+# the entries as CPython's dict_merge reads them, the class's own __getitem__ inlined ----
+@dataclasses.dataclass
+class _OutputWithImage(LayerOutput):
+    image_hidden_states: typing.Optional[torch.Tensor] = None
+
+
+@case((2, 4))
+def model_output_rewrapped_with_double_star(x):
+    inner = LayerOutput(last_hidden_state=x.tanh(), attentions=(x.sigmoid(),))
+    out = _OutputWithImage(**inner, image_hidden_states=x * 2)
+    return out.to_tuple(), list(out.keys()), out.aux_loss is None
+
+
+def _head(last_hidden_state, attentions=(), scale=1.0):
+    return last_hidden_state * scale + sum(a.mean() for a in attentions)
+
+
+@case((2, 3))
+def dict_subclass_splatted_into_a_call_and_a_display(x):
+    out = Output()
+    out["last_hidden_state"] = x.exp()
+    out.attentions = (x.abs(),)
+    merged = {**out, "scale": 2.0}
+    return _head(**out), _head(**merged), sorted(merged)
+
+
+@case((2, 4), extra=_layer_output)
+def model_output_passed_in_splatted(x, outputs):
+    kwargs = {**outputs}
+    return _head(**kwargs, scale=0.5) + x, sorted(kwargs)

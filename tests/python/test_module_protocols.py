@@ -367,3 +367,75 @@ def test_attributes_written_on_a_python_module_are_written_as_in_eager():
     _flags.calls = 0
     explained = dynview.explain(_count_and_keep)(xs[0])
     assert (explained.graph_count, explained.graph_break_count) == (1, 0)
+
+
+class _GrowingRotary(nn.Module):
+    # the rotary embedding of transformers 4.3x's Llama: a cos/sin cache registered as buffers in
+    # __init__ and registered again, longer, from forward when a longer sequence comes
+    def __init__(self, dim=8, max_position_embeddings=4, base=10000):
+        super().__init__()
+        self.dim = dim
+        inv_freq = 1.0 / (base ** (torch.arange(0, dim, 2).float() / dim))
+        self.register_buffer("inv_freq", inv_freq, persistent=False)
+        self._set_cos_sin_cache(max_position_embeddings, torch.get_default_dtype())
+
+    def _set_cos_sin_cache(self, seq_len, dtype):
+        self.max_seq_len_cached = seq_len
+        t = torch.arange(self.max_seq_len_cached, dtype=self.inv_freq.dtype)
+        freqs = torch.outer(t, self.inv_freq)
+        emb = torch.cat((freqs, freqs), dim=-1)
+        self.register_buffer("cos_cached", emb.cos().to(dtype), persistent=False)
+        self.register_buffer("sin_cached", emb.sin().to(dtype), persistent=False)
+
+    def forward(self, x, seq_len=None):
+        if seq_len > self.max_seq_len_cached:
+            self._set_cos_sin_cache(seq_len=seq_len, dtype=x.dtype)
+        return x * self.cos_cached[:seq_len] + x.flip(-1) * self.sin_cached[:seq_len]
+
+
+def test_a_buffer_registered_again_from_forward_is_read_back_as_the_new_one():
+    # register_buffer of an existing name from forward: the read after it is the new tensor (it was
+    # the old one, a wrong result), and the module holds the new buffer after the call, as in eager
+    mine, ref = _GrowingRotary(), _GrowingRotary()
+    steps = [(None, (torch.randn(6, 8), 6)), (None, (torch.randn(6, 8), 6)), (None, (torch.randn(3, 8), 3))]
+    dv = dynview.compile(lambda x, n: mine(x, seq_len=n), backend="eager")
+    dynview._C.take_records()
+    for _, (x, n) in steps:
+        torch.testing.assert_close(dv(x, n), ref(x, seq_len=n))
+        assert mine.max_seq_len_cached == ref.max_seq_len_cached
+        torch.testing.assert_close(mine.cos_cached, ref.cos_cached)
+        assert sorted(dict(mine.named_buffers())) == sorted(dict(ref.named_buffers()))
+    assert all(r["break_id"] == "" for r in dynview._C.take_records())
+
+
+class _LazyCache(nn.Module):
+    # a buffer made on the first call, from its input (a running statistic's first value)
+    def __init__(self):
+        super().__init__()
+        self.proj = nn.Linear(4, 4)
+
+    def forward(self, x):
+        if not hasattr(self, "first"):
+            self.register_buffer("first", x.detach().mean(0), persistent=False)
+        return self.proj(x) - self.first
+
+
+def test_a_buffer_registered_by_the_first_forward_is_read_in_that_trace():
+    torch.manual_seed(0)
+    mine = _LazyCache()
+    torch.manual_seed(0)
+    ref = _LazyCache()
+    xs = [torch.randn(3, 4) for _ in range(3)]
+    dv = dynview.compile(mine, backend="eager")
+    dynview._C.take_records()
+    for x in xs:
+        torch.testing.assert_close(dv(x), ref(x))
+    torch.testing.assert_close(mine.first, ref.first)
+    records = dynview._C.take_records()
+    assert [r["break_id"] for r in records] == ["", ""]  # the first call and the one after it: compiled, no break
+    torch.manual_seed(0)
+    fresh = _LazyCache()
+    tdf, n = counting_dynamo(fresh)
+    for x in xs:
+        tdf(x)
+    assert n[0] == len(records)

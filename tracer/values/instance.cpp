@@ -595,4 +595,34 @@ struct Kind<VK::Instance> {
 };
 DV_KIND(Instance, "instance")
 
+Status dict_subclass_entries(Translator& t, Frame& f, const VPtr& x, std::vector<Ref>& keys, std::vector<VPtr>& items,
+                             const std::string& what) {
+  auto* tp = reinterpret_cast<PyTypeObject*>(x->obj.get());
+  static PyObject* keys_name = PyUnicode_InternFromString("keys");
+  PyObject* keys_fn = _PyType_Lookup(tp, keys_name);
+  const bool storage = tp->tp_iter == PyDict_Type.tp_iter;  // dict_merge's fast path: keys() is not asked
+  if (!storage && keys_fn && PyFunction_Check(keys_fn))
+    return t.brk(f, "DV0007", what + " of a " + tp->tp_name + " whose keys() is Python code");
+  const std::vector<Ref> own = x->contents->keys;
+  std::vector<VPtr> got;
+  if (storage) {
+    got = x->contents->items;
+  } else {
+    for (const Ref& k : own) {
+      VPtr v;
+      bool handled = false;
+      if (Status s = t.call_dunder(f, x, "__getitem__", {t.constant(k)}, v, handled)) return s;
+      if (!handled) {  // the builtin base's __getitem__: the storage
+        for (size_t i = 0; i < x->contents->keys.size(); ++i)
+          if (x->contents->keys[i].get() == k.get()) v = x->contents->items[i];
+        if (!v) return t.brk(f, "DV0007", what + " of a " + tp->tp_name + " changed while read");
+      }
+      got.push_back(v);
+    }
+  }
+  keys = own;
+  items = std::move(got);
+  return std::nullopt;
+}
+
 }  // namespace dv

@@ -167,6 +167,11 @@ PyObject* user_iter(const VPtr& v);  // the same for __iter__ (instance.cpp)
 // An object of a Python class whose __iter__ is Python code: its iterator as Python takes it (an
 // iterator object it gives taken lazily, item by item); `it` null for any other value (instance.cpp)
 Status iterate_user_object(Translator& t, Frame& f, const VPtr& obj, VPtr& it);
+// The entries of a dict subclass's instance made in the trace (a ModelOutput), as CPython's dict_merge
+// reads them for dict(x), {**x} and f(**x): the storage when the class keeps dict's __iter__, else
+// x[key] for each key, a Python __getitem__ inlined (instance.cpp). `what` names the reader in a break.
+Status dict_subclass_entries(Translator& t, Frame& f, const VPtr& x, std::vector<Ref>& keys, std::vector<VPtr>& items,
+                             const std::string& what);
 bool list_own(PyTypeObject* tp, const char* name);  // tp's `name` is list's own (constant.cpp)
 Status object_call(Translator& t, Frame& f, const VPtr& fn, std::vector<VPtr>& args, KwArgs& kwargs, VPtr& out);  // calls.cpp
 // fn(*args, **kwargs) run now on the Python values of constant arguments (`name` in messages); a

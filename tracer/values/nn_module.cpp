@@ -1,5 +1,6 @@
 // nn.Modules (VK::NNModule): obj = the module; its parameters, buffers and submodules are read through
 // _parameters/_buffers/_modules and guarded by source.
+#include <algorithm>
 #include <cstring>
 
 #include "tracer/pycache.h"
@@ -15,6 +16,16 @@ Status missing_module_attr(Translator& t, Frame& f, PyObject* m, const std::stri
 }
 
 // A function defined in torch (fx.GraphModule's __call__): torch's classes keep to forward.
+// A module's _parameters, _buffers or _modules dict that the trace changed (Module.register_buffer
+// called from forward: `self._buffers[name] = tensor`, replayed after the graph): the module's
+// attributes read after it are that dict's entries in the trace, as nn.Module.__getattr__ reads them.
+const Value* changed_member_dict(Translator& t, PyObject* members) {
+  const auto& changed = t.output.side_effects.mutated_dicts;
+  if (changed.empty()) return nullptr;
+  VPtr d = t.builder.container_value(members);
+  return d && !d->lazy && std::find(changed.begin(), changed.end(), d) != changed.end() ? d.get() : nullptr;
+}
+
 bool function_of_torch(PyObject* fn) {
   if (!fn || !PyFunction_Check(fn)) return false;
   PyObject* mod = reinterpret_cast<PyFunctionObject*>(fn)->func_module;
@@ -316,6 +327,14 @@ struct Kind<VK::NNModule> {
       for (const char* member : {"_parameters", "_buffers", "_modules"}) {
         PyObject* members = PyDict_GetItemString(d, member);
         if (!members || !PyDict_Check(members)) continue;
+        if (const Value* changed = changed_member_dict(t, members)) {  // the trace's entries, not the real dict's
+          for (size_t i = 0; i < changed->keys.size() && i < changed->items.size(); ++i)
+            if (PyUnicode_Check(changed->keys[i].get()) && str_of(changed->keys[i].get()) == name) {
+              out = changed->items[i];
+              return std::nullopt;
+            }
+          continue;
+        }
         PyObject* v = PyDict_GetItemString(members, name.c_str());
         if (!v) continue;
         out = t.wrap(Ref::borrow(v), obj->source ? Source::module_member(obj->source, member, name) : nullptr, f);
