@@ -57,6 +57,7 @@ const Row kRows[] = {
     {"torch._functorch.eager_transforms", "grad_impl", TorchSpecial::grad_impl},
     {"torch._functorch.eager_transforms", "grad_and_value_impl", TorchSpecial::grad_and_value_impl},
     // state or effects outside the graph
+    {"torch.nn.attention", "sdpa_kernel", TorchSpecial::sdpa_kernel},
     {"torch", "manual_seed", TorchSpecial::effect},
     {"torch.random", "manual_seed", TorchSpecial::effect},
     {"torch", "seed", TorchSpecial::effect},

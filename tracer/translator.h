@@ -177,6 +177,12 @@ class Translator {
   Status exit_inference_mode(Frame& f, const VPtr& exit, VPtr& out);
   void leave_inference_blocks(Frame& f);  // a capture stopped at a break: the graph leaves its open blocks
   void add_inference_exit_node(PyObject* exit_fn, int enter_node);
+  // torch.nn.attention.sdpa_kernel(backends, set_priority): made (a call of constants), entered
+  // (BEFORE_WITH) and left (its __exit__) (sdpa_kernel.cpp).
+  Status make_sdpa_kernel(Frame& f, std::vector<VPtr>& args, std::vector<std::pair<std::string, VPtr>>& kwargs, VPtr& out);
+  Status enter_sdpa_kernel(Frame& f, const VPtr& mgr);
+  Status exit_sdpa_kernel(Frame& f, const VPtr& exit, VPtr& out);
+  void restore_sdpa_backends();  // what the trace left set (a break inside a block), put back
   Status optimizer_init_group(Frame& f, const VPtr& fn, const std::vector<VPtr>& args,
                               const std::vector<std::pair<std::string, VPtr>>& kwargs, VPtr& out, bool& handled);
   std::vector<Ref> made_keys_;  // tuples key_of built (kept while a dict value takes its own reference)
@@ -453,6 +459,7 @@ class Translator {
   };
   std::vector<FunctionalOverride> functional_overrides_;
   std::vector<std::shared_ptr<void>> inference_modes_;  // torch.inference_mode blocks entered for the trace, innermost last
+  std::vector<std::pair<Ref, bool>> sdpa_restores_;  // sdpa_kernel blocks entered for the trace: (backends before, set_priority)
   // value (a constant: its object) -> (value kept alive, its fake id)
   std::unordered_map<const void*, std::pair<VPtr, VPtr>> fake_ids_;
 #ifdef DV_CHECK_STACK
@@ -555,6 +562,7 @@ enum class TorchSpecial {
   compile,             // torch.compile(fn) while capturing: fn itself, inlined where it is called (as TorchDynamo)
   effect,              // seeds, save/load, process settings: a break
   unguarded_state,     // reads state the guards do not check (torch.is_inference_mode_enabled): a break
+  sdpa_kernel,         // torch.nn.attention.sdpa_kernel(backends): a GradMode value (sdpa_kernel.cpp)
 };
 TorchSpecial torch_special(PyObject* fn);
 // Grad mode (tracer/values/grad_mode.cpp, handlers_control.cpp). A GradMode value's `name` says what
@@ -571,6 +579,10 @@ PyObject* inference_mode_class();  // torch.inference_mode (borrowed)
 bool is_inference_mode(PyObject* o);  // an instance of exactly it
 // A torch.autocast block's __exit__ (obj: the autocast object; node: its _enter_autocast node) (autocast.cpp)
 inline constexpr const char* kAutocastExit = "autocast_exit";
+// torch.nn.attention.sdpa_kernel(...) (obj: the list of backends it enables; flag: set_priority) and
+// its block's __exit__ (obj: the backends enabled before it) (sdpa_kernel.cpp)
+inline constexpr const char* kSdpaKernel = "sdpa_kernel";
+inline constexpr const char* kSdpaExit = "sdpa_exit";
 PyObject* autocast_class();  // torch.amp.autocast_mode.autocast (borrowed)
 bool autocast_spelling(PyObject* cls);  // that class, or torch.cpu.amp.autocast / torch.cuda.amp.autocast
 bool is_autocast(PyObject* o);  // an instance of exactly one of them

@@ -1239,3 +1239,37 @@ _CHILD = _Child()
 def zero_argument_super_after_a_break(x):
     # the method's resume function after the break takes self first, where super() looks for it
     return _CHILD.scale(x.sin())
+
+
+# ---- torch.nn.attention.sdpa_kernel blocks: a pair of _sdpa_kernel nodes around the attention, as
+# TorchDynamo's graph has them (the backends named by string) ----
+from torch.nn.attention import SDPBackend, sdpa_kernel  # noqa: E402
+
+
+def _heads(x):
+    b, n, d = x.shape
+    return x.view(b, n, 2, d // 2).transpose(1, 2)
+
+
+@case((2, 5, 8))
+def attention_forced_to_the_math_kernel(x):
+    q = _heads(x)
+    with sdpa_kernel(SDPBackend.MATH):
+        out = F.scaled_dot_product_attention(q, q * 0.5, q, is_causal=True)
+    return out.transpose(1, 2).reshape(x.shape) + x
+
+
+class _KernelChoosingAttention(nn.Module):  # the backends a module was configured with, in priority order
+    def __init__(self):
+        super().__init__()
+        self.qkv = nn.Linear(8, 24)
+        self.backends = [SDPBackend.EFFICIENT_ATTENTION, SDPBackend.MATH, SDPBackend.MATH]
+
+    def forward(self, x):
+        q, k, v = (_heads(t) for t in self.qkv(x).chunk(3, dim=-1))
+        with sdpa_kernel(self.backends, set_priority=True) as ctx:
+            out = F.scaled_dot_product_attention(q, k, v)
+        return out.transpose(1, 2).flatten(2), ctx
+
+
+module_case(_KernelChoosingAttention, (2, 4, 8))

@@ -269,3 +269,75 @@ def test_a_break_at_another_instruction_inside_an_inference_mode_block_leaves_it
     torch.testing.assert_close(got, want)
     assert got.is_inference() == want.is_inference()  # (the block was left before the return, as in eager)
     assert dynview.explain(formatted_inside_inference_mode)(x).graph_count == 1
+
+
+# ---- torch.nn.attention.sdpa_kernel: the backends enabled inside the block and after it are eager's ----
+from torch.nn.attention import SDPBackend, _cur_sdpa_kernel_backends, sdpa_kernel  # noqa: E402
+
+SEEN_BACKENDS = []
+
+
+@torch._dynamo.disable
+def _note_backends():  # runs eagerly: a break in both
+    SEEN_BACKENDS.append(tuple(_cur_sdpa_kernel_backends()))
+
+
+def _attend(x):
+    q = x.view(1, 2, 3, 4)
+    return torch.nn.functional.scaled_dot_product_attention(q, q, q).flatten()
+
+
+def sdpa_block(x):
+    with sdpa_kernel([SDPBackend.MATH]):
+        y = _attend(x)
+    return y + 1
+
+
+def sdpa_block_with_a_break(x):
+    with sdpa_kernel(SDPBackend.MATH):
+        y = _attend(x)
+        _note_backends()
+        y = y * 2
+    return y
+
+
+def sdpa_block_left_by_an_exception(x):
+    try:
+        with sdpa_kernel(SDPBackend.MATH):
+            y = _attend(x)
+            raise KeyError("stop")
+    except KeyError:
+        y = x * 3
+    return y
+
+
+@pytest.mark.parametrize("fn", [sdpa_block, sdpa_block_with_a_break, sdpa_block_left_by_an_exception], ids=lambda f: f.__name__)
+def test_sdpa_kernel_blocks_leave_the_backends_as_eager_does(fn):
+    x = torch.randn(24)
+    before = _cur_sdpa_kernel_backends()
+    SEEN_BACKENDS.clear()
+    want = fn(x)
+    eager_seen = list(SEEN_BACKENDS)
+    assert _cur_sdpa_kernel_backends() == before
+    for compiled in (dynview.compile(fn, backend="eager"), dynview.compile(fn, backend="eager")):  # the capture, then a hit
+        SEEN_BACKENDS.clear()
+        torch.testing.assert_close(compiled(x), want)
+        assert SEEN_BACKENDS == eager_seen  # the breaking call ran inside the block
+        assert _cur_sdpa_kernel_backends() == before
+
+
+def test_sdpa_kernel_block_is_a_pair_of_nodes_in_the_graph_as_torch_dynamo_makes_it():
+    ops = []
+
+    def backend(gm, example_inputs):
+        ops.append([str(getattr(n.target, "__name__", n.target)) for n in gm.graph.nodes if n.op == "call_function"])
+        return gm.forward
+
+    x = torch.randn(24)
+    torch._dynamo.reset()
+    torch.compile(sdpa_block, backend=backend)(x)
+    torch._dynamo.reset()
+    dynview.compile(sdpa_block, backend="eager")(x)
+    (record,) = [r for r in dynview._C.take_records() if r["graph"] is not None]
+    assert ops[0].count("_sdpa_kernel") == record["ops"].count("_sdpa_kernel") == 2
+    assert ops[0].count("_backend_from_string") == record["ops"].count("_backend_from_string")

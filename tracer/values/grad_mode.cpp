@@ -33,6 +33,10 @@ struct Kind<VK::GradMode> {
   static void describe(const Value& v, std::string& out, int depth) {
     if (v.name == kAutocastExit) {
       out += "<exit autocast>";
+    } else if (v.name == kSdpaKernel || v.name == kSdpaExit) {
+      out += v.name == kSdpaKernel ? "<sdpa_kernel " : "<exit sdpa_kernel: back to ";
+      out += v.obj ? repr_of(v.obj.get()) : "?";
+      out += ">";
     } else if (v.name == kInferenceExit) {
       out += v.flag ? "<exit inference_mode>" : "<exit inference_mode(False)>";
     } else if (v.name == kGradExit) {
@@ -56,6 +60,8 @@ struct Kind<VK::GradMode> {
   static Status call(Translator& t, Frame& f, const VPtr& fn, std::vector<VPtr>& args, KwArgs& kwargs, VPtr& out) {
     if (fn->name == kAutocastExit) return t.exit_autocast(f, fn, out);  // a torch.autocast block's __exit__
     if (fn->name == kInferenceExit) return t.exit_inference_mode(f, fn, out);  // a torch.inference_mode block's
+    if (fn->name == kSdpaExit) return t.exit_sdpa_kernel(f, fn, out);  // an sdpa_kernel block's
+    if (fn->name == kSdpaKernel) return t.brk(f, "DV0009", "calling an sdpa_kernel context manager", "use it in a with-block");
     if (fn->name == kGradExit) return call_grad_exit(t, f, fn, out);  // a with-block's __exit__
     if (fn->name == kGradDecorated) return call_decorated(t, f, fn, args, kwargs, out);
     // torch.no_grad()(fn) / @torch.no_grad(): the decorated function. (set_grad_enabled(b)(fn)
