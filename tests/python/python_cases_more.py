@@ -1735,3 +1735,11 @@ def dict_subclass_splatted_into_a_call_and_a_display(x):
 def model_output_passed_in_splatted(x, outputs):
     kwargs = {**outputs}
     return _head(**kwargs, scale=0.5) + x, sorted(kwargs)
+
+
+@case((3,))
+def tensor_tagged_with_a_dict_of_its_sources(x):
+    # a Python attribute holding a dict (a hook's bookkeeping), set on a tensor and read back
+    y = x * 2
+    y.meta = {"scale": 3.0, "src": x, "shape": list(x.shape)}
+    return y, y.meta["scale"] * y.meta["src"], y.meta["shape"]

@@ -105,6 +105,9 @@ Status object_getattr(Translator& t, Frame& f, const VPtr& obj, const std::strin
 // Object, NNModule; module_own: nn.Module.__setattr__ itself was called (super().__setattr__ in a
 // module class's own __setattr__), whatever the class defines
 Status object_setattr(Translator& t, Frame& f, const VPtr& owner, const std::string& name, const VPtr& value, bool module_own = false);
+// A value an attribute assignment can be replayed with after the graph: tensors, constants, objects
+// and modules from outside or the trace's, and tuples, lists and dicts of them (object.cpp).
+bool replayable_attr_value(const VPtr& v);
 Status list_iterator(Translator& t, Frame& f, const VPtr& lst, VPtr& out);  // iter(lst), lazy (list.cpp)
 Status ambiguous_truth(Translator& t, Frame& f, const VPtr& v);  // bool() of a tensor of n != 1 elements raises (tensor.cpp)
 PyObject* module_getattr_fn();  // nn.Module.__getattr__ (borrowed, kept by the class)

@@ -292,22 +292,23 @@ Status object_setattr(Translator& t, Frame& f, const VPtr& owner, const std::str
   } else if (!_PyObject_GetDictPtr(o)) {
     return t.brk(f, "DV0008", "assignment to attribute '" + name + "' of " + tp->tp_name + " (no __dict__)", hint);
   }
-  std::function<bool(const VPtr&)> replayable = [&](const VPtr& v) {
-    switch (v->kind) {
-      case VK::Tensor: case VK::Sym: case VK::Const: return true;
-      case VK::Tuple: case VK::List: case VK::Dict:
-        for (const VPtr& x : v->items)
-          if (!replayable(x)) return false;
-        return true;
-      case VK::Object: case VK::NNModule: return v->source || v->obj;
-      default: return false;
-    }
-  };
-  if (!replayable(value))
+  if (!replayable_attr_value(value))
     return t.brk(f, "DV0008", "assignment of a " + std::string(vk_name(value->kind)) + " to attribute '" + name + "'", hint);
   t.output.side_effects.attr_writes.push_back(SideEffects::AttrWrite{owner, name, value});
   if (!module) return t.write_through_dict(f, o, name, value);  // a __dict__ the trace read sees it (Translator::getattr)
   return std::nullopt;
+}
+
+bool replayable_attr_value(const VPtr& v) {
+  switch (v->kind) {
+    case VK::Tensor: case VK::Sym: case VK::Const: return true;
+    case VK::Tuple: case VK::List: case VK::Dict:
+      for (const VPtr& x : v->items)
+        if (!replayable_attr_value(x)) return false;
+      return true;
+    case VK::Object: case VK::NNModule: return v->source || v->obj;
+    default: return false;
+  }
 }
 
 // Const, Object: methods of constants and modules are pure: evaluated now

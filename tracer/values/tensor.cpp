@@ -241,18 +241,7 @@ struct Kind<VK::Tensor> {
     Ref nm = Ref::steal(PyUnicode_FromString(name.c_str()));
     const bool own = nm && !_PyType_Lookup(reinterpret_cast<PyTypeObject*>(py().torch_Tensor.get()), nm.get()) &&
                      !(name.size() > 4 && name.rfind("__", 0) == 0) && python_type(t, owner) == py().torch_Tensor.get();
-    std::function<bool(const VPtr&)> replayable = [&](const VPtr& v) {
-      switch (v->kind) {
-        case VK::Tensor: case VK::Sym: case VK::Const: return true;
-        case VK::Tuple: case VK::List:
-          for (const VPtr& x : v->items)
-            if (!replayable(x)) return false;
-          return !v->obj || v->kind == VK::Tuple;
-        case VK::Object: return static_cast<bool>(v->source || v->obj);
-        default: return false;
-      }
-    };
-    if (own && replayable(value)) {
+    if (own && replayable_attr_value(value)) {
       t.output.side_effects.attr_writes.push_back(SideEffects::AttrWrite{owner, name, value});
       return std::nullopt;
     }
