@@ -321,10 +321,45 @@ Translator::Status Translator::graph_call(Frame& f, Ref target, const std::strin
     const bool want = !flag || wants_grad(flag);
     Ref now = Ref::steal(PyObject_GetAttrString(args[0]->obj.get(), "requires_grad"));
     if (!now) PyErr_Clear();
-    if (!now || (now.get() == Py_True) != want)
+    static thread_local bool inner = false;  // the requires_grad_ node itself, below
+    const bool changes = !inner && (!now || (now.get() == Py_True) != want);
+    if (changes && (args[0]->source || !want || !now || requires_grad_breaks))
       return brk(f, "DV0008", "Tensor.requires_grad_() changes whether a tensor requires grad inside the graph",
-                 "the compiled graph's outputs would not keep it; call requires_grad_() outside the compiled function "
-                 "(TorchDynamo breaks here too)");
+                 requires_grad_breaks ? "a graph output that requires grad comes from it, which the compiled graph would not keep; "
+                                        "detach() it, or call requires_grad_() outside the compiled function (TorchDynamo breaks here too)"
+                                      : "the compiled graph's outputs would not keep it; call requires_grad_() outside the compiled function "
+                                        "(TorchDynamo breaks here too)");
+    if (changes) {
+      // A tensor made in the graph becomes a leaf that requires grad (transformers' MRA:
+      // torch.zeros_like(q).requires_grad_()), as TorchDynamo traces it: the call between
+      // set_inplace_requires_grad_allowed(True) and (the state before) nodes, which AOTAutograd's
+      // functionalization needs; when a graph output that requires grad comes from it, the frame is
+      // captured again with this a break (eval_frame.cpp).
+      static PyObject* allow = kept_attr("torch._C._functorch", "set_inplace_requires_grad_allowed");
+      static PyObject* allowed = kept_attr("torch._C._functorch", "get_inplace_requires_grad_allowed");
+      Ref before = allowed ? Ref::steal(PyObject_CallNoArgs(allowed)) : Ref();
+      if (!allow || !before) return PyErr_Clear(), brk(f, "DV0008", "Tensor.requires_grad_() of a tensor made in the graph (functorch's switch is missing)");
+      auto switch_node = [&](PyObject* flag) {
+        ArgTree a;
+        a.constant = Ref::borrow(flag);
+        const int n = output.graph.add_call_function(Ref::borrow(allow), {a}, {}, Ref::borrow(Py_None), cur_step_);
+        if (obs_) obs_->on_graph_node(GraphNodeEvent{id_, n, cur_step_, "call_function", "torch._C._functorch.set_inplace_requires_grad_allowed"});
+      };
+      switch_node(Py_True);
+      Ref on = Ref::steal(PyObject_CallOneArg(allow, Py_True));
+      PyErr_Clear();
+      std::vector<VPtr> same = args;
+      inner = true;
+      Status s = graph_call(f, target, method, std::move(same), std::move(kwargs), out);
+      inner = false;
+      Ref off = Ref::steal(PyObject_CallOneArg(allow, before.get()));
+      PyErr_Clear();
+      if (s) return s;
+      switch_node(before.get());
+      if (args[0]->node >= 0) grad_leaf_nodes.push_back(args[0]->node);  // the tensor itself (in place), and the call's result
+      if (out && out->kind == VK::Tensor && out->node >= 0) grad_leaf_nodes.push_back(out->node);
+      return std::nullopt;
+    }
   }
   if (method.empty() && !fx_names_itself(target.get()))
     return brk(f, "DV0004", "call to " + what + ": a function made by torch (a functools.wraps wrapper) that the graph's code would name as another",

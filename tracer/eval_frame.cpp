@@ -2,6 +2,7 @@
 // Hit path: code extra -> guard tree over the frame's fast locals -> call the transformed function
 // with the frame's argument slots. No Python code runs there besides the cached code itself.
 // Frame internals are read through the per-version shim (frame_shim.h).
+#include <functional>
 #include <algorithm>
 #include <cstring>
 #include <Python.h>
@@ -207,6 +208,45 @@ void add_outputs(const VPtr& v, std::vector<int>& outputs) {
 // The graph outputs of a capture: the tensors in its return value or, for a capture stopped at a
 // break, in the stack and locals that cross it (inputs among those are reloaded from their
 // sources, not passed through the graph); then the values written to outside objects.
+void plan_outputs(CaptureResult& c);
+
+// Whether a graph output that requires grad comes from a requires_grad_() leaf made in the graph
+// (its node, or one computed from it): AOTAutograd's functionalization would return it without
+// requires_grad, so the capture is made again with that call a break (TorchDynamo's
+// _check_requires_grad_intermediate_outputs, which restarts the analysis so).
+bool grad_leaf_leaks(CaptureResult& c) {
+  if (c.grad_leaves.empty()) return false;
+  std::vector<int> kept;
+  std::swap(kept, c.outputs);
+  plan_outputs(c);
+  std::vector<int> outs;
+  std::swap(outs, c.outputs);
+  std::swap(kept, c.outputs);
+  const auto& nodes = c.out.graph.nodes();
+  std::vector<char> tainted(nodes.size(), 0);
+  for (int n : c.grad_leaves)
+    if (n >= 0 && static_cast<size_t>(n) < nodes.size()) tainted[static_cast<size_t>(n)] = 1;
+  std::function<bool(const ArgTree&)> reads_tainted = [&](const ArgTree& a) {
+    if (a.kind == ArgTree::Kind::Node) return a.node >= 0 && static_cast<size_t>(a.node) < nodes.size() && tainted[static_cast<size_t>(a.node)];
+    for (const ArgTree& x : a.items)
+      if (reads_tainted(x)) return true;
+    return false;
+  };
+  for (size_t i = 0; i < nodes.size(); ++i) {
+    if (tainted[i]) continue;
+    for (const ArgTree& a : nodes[i].args) tainted[i] = tainted[i] || reads_tainted(a);
+    for (const auto& [k, a] : nodes[i].kwargs) tainted[i] = tainted[i] || reads_tainted(a);
+  }
+  for (int n : outs) {
+    if (n < 0 || static_cast<size_t>(n) >= nodes.size() || !tainted[static_cast<size_t>(n)]) continue;
+    PyObject* ex = nodes[static_cast<size_t>(n)].example.get();
+    Ref rg = ex ? Ref::steal(PyObject_GetAttrString(ex, "requires_grad")) : Ref();
+    if (!rg) PyErr_Clear();
+    if (rg && rg.get() == Py_True) return true;
+  }
+  return false;
+}
+
 void plan_outputs(CaptureResult& c) {
   std::vector<int>& outputs = c.outputs;
   if (c.stopped) {
@@ -451,6 +491,16 @@ Entry* compile_frame(CodeState& st, PyCodeObject* co, _PyInterpreterFrame* frame
     again.obs = nullptr;
     first = run_capture(again, grad_change);
   }
+  bool requires_grad_breaks = false;
+  // Captured again with requires_grad_() of a tensor made in the graph a break: when an output that
+  // requires grad comes from it, and (conservatively) in a frame that breaks, whose split keeps the
+  // tensor live across the break.
+  if (!first.grad_leaves.empty() && (first.brk || grad_leaf_leaks(first))) {
+    CaptureRequest again = req;
+    again.obs = nullptr;
+    again.requires_grad_breaks = requires_grad_breaks = true;
+    first = run_capture(again, grad_change);
+  }
   std::optional<Break> brk = first.brk;
   if (!brk && first.out.graph.num_calls() == 0 && first.out.side_effects.empty() && grad_change < 0 && st.entries.empty()) {
     // Nothing for a graph (TorchDynamo's SkipFrame "no content in function call"): the frame runs as
@@ -500,9 +550,11 @@ Entry* compile_frame(CodeState& st, PyCodeObject* co, _PyInterpreterFrame* frame
       CaptureRequest again = req;
       again.obs = nullptr;  // the steps up to the break were recorded by the first capture
       again.stop_at = plan.index;
+      again.requires_grad_breaks = requires_grad_breaks;
       split.emplace(run_capture(again, grad_change));
       CaptureResult& c = *split;
       if (!c.stopped) no_split = "the second trace did not reach the break";
+      else if (grad_leaf_leaks(c)) no_split = "a graph output that requires grad comes from requires_grad_() of a tensor made in the graph";
       else if (plan.kind == SplitPlan::Generic && c.out.graph.num_calls() == 0) no_split = "nothing to compile before the break";
       if (no_split.empty()) {
         plan_outputs(c);

@@ -312,6 +312,7 @@ CaptureResult capture(const CaptureRequest& req) {
   t.builder.frame_state = req.frame_state;
   t.builder.dynamic_mode = req.dynamic_mode;
   t.stop_at = req.stop_at;
+  t.requires_grad_breaks = req.requires_grad_breaks;
   {
     struct HooksLeftOut {  // the user's saved-tensor hooks never see the examples (tensor_match.h)
       bool prior = saved_tensor_hooks_tracing(true);
@@ -321,6 +322,7 @@ CaptureResult capture(const CaptureRequest& req) {
   }
   r.steps = t.steps;
   r.retry_dynamic = t.builder.wants_dynamic();
+  r.grad_leaves = t.grad_leaf_nodes;
   // Distinct tensor inputs must stay distinct objects (TorchDynamo's NO_TENSOR_ALIASING): the graph
   // treats them as separate values, which an in-place op on one of them would contradict. A set-up
   // guard, like the global state's: shown at the first step.

@@ -102,6 +102,9 @@ struct CaptureRequest {
   FrameState* frame_state = nullptr;  // this code object's history (automatic dynamic shapes)
   DynamicMode dynamic_mode = DynamicMode::Auto;
   int stop_at = -1;  // stop before this root instruction index (a restart that splits the frame)
+  // A restart: requires_grad_() on a tensor made in the graph breaks (a graph output that requires
+  // grad came from one, which AOTAutograd would return without it: TorchDynamo restarts so too).
+  bool requires_grad_breaks = false;
 };
 
 // What a trace produces, handed from stage to stage: the output graph (graph, guards, inputs, side
@@ -114,6 +117,7 @@ struct CaptureResult {
   VPtr ret;                  // the frame's return value (no break, not stopped)
   bool stopped = false;      // stopped before CaptureRequest::stop_at
   bool retry_dynamic = false;  // a static capture reached a tensor of changed sizes: capture it again, dynamic
+  std::vector<int> grad_leaves;  // the requires_grad_() nodes of tensors made in the graph (Translator::grad_leaf_nodes)
   std::vector<VPtr> stack, locals;  // the root frame's state where it stopped
   Ref kw_names;              // a KW_NAMES tuple pending for the stopped CALL
   int steps = 0;
@@ -143,6 +147,8 @@ class Translator {
   ValueBuilder builder{*this};
   int steps = 0;
   int stop_at = -1;  // stop before this root instruction index (see CaptureResult::stopped)
+  bool requires_grad_breaks = false;  // CaptureRequest::requires_grad_breaks
+  std::vector<int> grad_leaf_nodes;    // requires_grad_() nodes of tensors made in the graph, traced
   bool dynamic() const { return output.dynamic(); }
 
   // --- used by the handlers ---

@@ -1743,3 +1743,14 @@ def tensor_tagged_with_a_dict_of_its_sources(x):
     y = x * 2
     y.meta = {"scale": 3.0, "src": x, "shape": list(x.shape)}
     return y, y.meta["scale"] * y.meta["src"], y.meta["shape"]
+
+
+@case((2, 6))
+def tensor_method_loaded_before_a_break_in_its_arguments(x):
+    # higgs_audio_v2's decoder layer: hidden.masked_scatter(mask, norm(hidden[mask])) -- the boolean
+    # index breaks after the bound method was loaded, so the resume function is handed the method,
+    # a builtin it calls eagerly: a break there too, as TorchDynamo's (a function marked as skipped)
+    mask = x > 0
+    hidden = x * 2
+    hidden = hidden.masked_scatter(mask, torch.tanh(hidden[mask]) + 1.0)
+    return hidden.masked_scatter(~mask, hidden[~mask] * 3)

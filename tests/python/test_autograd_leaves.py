@@ -1,7 +1,8 @@
 """Tensors that require grad made inside the compiled code (a factory given requires_grad=True,
 requires_grad_() on an intermediate or on a detached input): eager returns autograd leaves, and a
 graph compiled by AOTAutograd (aot_eager, inductor) would return them without requires_grad. dynview
-breaks there, as TorchDynamo does, so what comes back is eager's -- flags, values and gradients."""
+breaks there, as TorchDynamo does, so what comes back is eager's -- flags, values and gradients; a
+requires_grad_() leaf of the graph's own that no output requiring grad comes from stays in the graph."""
 import pytest
 import torch
 
@@ -42,8 +43,25 @@ def requires_grad_set_false_is_kept(x):
     return y * 2, y
 
 
+def leaf_made_inside_a_no_grad_block(x):
+    # transformers' MRA without its CUDA kernel: torch.zeros_like(q).requires_grad_() as the attention,
+    # under inference. No output that requires grad comes from the leaf: one graph, as TorchDynamo's
+    with torch.no_grad():
+        approx = torch.zeros_like(x).requires_grad_()
+        y = x * 2 + approx
+    return y, approx.detach() + 1
+
+
+def leaf_made_then_a_loss_of_it(x):
+    # the same leaf where grad is on: the loss requires grad through it, so the call breaks (the
+    # capture is made again with it a break, as TorchDynamo restarts its analysis)
+    z = torch.zeros_like(x).requires_grad_()
+    return (z * x + 1).sum(), z
+
+
 CASES = [factory_requires_grad, random_factory_requires_grad, tensor_literal_requires_grad,
-         requires_grad_on_an_intermediate, requires_grad_on_a_detached_input, requires_grad_set_false_is_kept]
+         requires_grad_on_an_intermediate, requires_grad_on_a_detached_input, requires_grad_set_false_is_kept,
+         leaf_made_inside_a_no_grad_block, leaf_made_then_a_loss_of_it]
 
 
 def outcome(fn, backend=None):
