@@ -167,6 +167,7 @@ VPtr ValueBuilder::wrap(Ref obj, SourcePtr source, Frame& f) {
         {&PyDict_Type, &ValueBuilder::wrap_dict},
         {&PyFunction_Type, &ValueBuilder::wrap_function},
         {&PyMethod_Type, &ValueBuilder::wrap_method},
+        {&PyCFunction_Type, &ValueBuilder::wrap_builtin},
         {&PyTupleIter_Type, &ValueBuilder::wrap_tuple_iterator},
         {type(ordered_dict_class()), &ValueBuilder::wrap_dict_kind},
         {type(defaultdict_class()), &ValueBuilder::wrap_dict_kind},
@@ -737,6 +738,30 @@ VPtr ValueBuilder::wrap_autocast_exit(const Ref& obj, const SourcePtr& source, c
   if (source) t_.add_guard(GuardKind::ID_MATCH, source, obj, f, "___check_obj_id(" + key + ", " + repr_of(obj.get()) + ")");
   VPtr v = t_.make(VK::GradMode);
   v->name = kAutocastExit;
+  v->obj = obj;
+  return remember(source, key, v);
+}
+
+// A builtin function; or a builtin method bound to a tensor from the frame (hidden.masked_scatter
+// loaded before a break in its arguments, handed to the resume function on its stack), which each
+// attribute read makes anew: guarded by its type, its name and its tensor's class, never by its own
+// identity (which would fail on every call). Calling it breaks, as TorchDynamo's call of a builtin
+// marked as skipped (object_call.cpp). Others: by identity (wrap_object).
+VPtr ValueBuilder::wrap_builtin(const Ref& obj, const SourcePtr& source, const std::string& key, Frame& f) {
+  PyObject* o = obj.get();
+  PyObject* self = PyCFunction_GET_SELF(o);
+  const char* name = reinterpret_cast<PyCFunctionObject*>(o)->m_ml->ml_name;
+  if (!source || !self || !name || !is_tensor(self)) return wrap_object(obj, source, key, f);
+  t_.add_guard(GuardKind::TYPE_MATCH, source, Ref::borrow(reinterpret_cast<PyObject*>(Py_TYPE(o))), f,
+               "___check_type_id(" + key + ", " + Py_TYPE(o)->tp_name + ")");
+  Ref nm = Ref::steal(PyUnicode_FromString(name));
+  if (!nm) return PyErr_Clear(), nullptr;
+  const SourcePtr name_src = Source::attr(source, "__name__");
+  t_.add_guard(GuardKind::EQUALS_MATCH, name_src, nm, f, name_src->text() + " == " + repr_of(nm.get()));
+  const SourcePtr self_src = Source::attr(source, "__self__");
+  t_.add_guard(GuardKind::TYPE_MATCH, self_src, Ref::borrow(reinterpret_cast<PyObject*>(Py_TYPE(self))), f,
+               "___check_type_id(" + self_src->text() + ", " + Py_TYPE(self)->tp_name + ")");
+  VPtr v = t_.make(VK::Object);
   v->obj = obj;
   return remember(source, key, v);
 }

@@ -439,3 +439,16 @@ def test_a_buffer_registered_by_the_first_forward_is_read_in_that_trace():
     for x in xs:
         tdf(x)
     assert n[0] == len(records)
+
+
+def _scatter_normed(x):
+    # higgs_audio_v2's decoder layer: the bound method is loaded before the boolean index breaks, so
+    # each call hands the resume function a new method object
+    mask = x > 0
+    x = x.masked_scatter(mask, torch.tanh(x[mask]) + 1.0)
+    return x * 2
+
+
+def test_a_tensor_method_handed_to_a_resume_function_is_not_a_recompile_per_call():
+    steps = [(None, (torch.randn(4, 5),)) for _ in range(4)]
+    _against_eager(_scatter_normed, steps)  # as many compiles as torch.compile makes: the first call's
