@@ -289,20 +289,6 @@ Translator::Status Translator::graph_call(Frame& f, Ref target, const std::strin
     out = constant(Ref::borrow(Py_None));
     return std::nullopt;
   }
-  std::vector<ArgTree> targs;
-  std::vector<std::pair<std::string, ArgTree>> tkw;
-  Ref device;
-  bool any_tensor = false, any_sym = false;
-  std::function<void(const VPtr&)> find_dev = [&](const VPtr& v) {
-    any_sym |= v->kind == VK::Sym;
-    if (v->kind == VK::Tensor || v->kind == VK::NdArray) {
-      any_tensor = true;
-      if (!device) device = v->device;
-    }
-    for (const VPtr& x : v->items) find_dev(x);
-  };
-  for (const VPtr& a : args) find_dev(a);
-  for (auto& kv : kwargs) find_dev(kv.second);
   const std::string what = method.empty() ? callable_name(target.get()) : "Tensor." + method;
   // Autograd leaves made in the graph: AOTAutograd (aot_eager, inductor) drops requires_grad on the
   // graph's outputs, so eager's leaf would come back without it. TorchDynamo breaks at a factory
@@ -321,8 +307,7 @@ Translator::Status Translator::graph_call(Frame& f, Ref target, const std::strin
     const bool want = !flag || wants_grad(flag);
     Ref now = Ref::steal(PyObject_GetAttrString(args[0]->obj.get(), "requires_grad"));
     if (!now) PyErr_Clear();
-    static thread_local bool inner = false;  // the requires_grad_ node itself, below
-    const bool changes = !inner && (!now || (now.get() == Py_True) != want);
+    const bool changes = !now || (now.get() == Py_True) != want;
     if (changes && (args[0]->source || !want || !now || requires_grad_breaks))
       return brk(f, "DV0008", "Tensor.requires_grad_() changes whether a tensor requires grad inside the graph",
                  requires_grad_breaks ? "a graph output that requires grad comes from it, which the compiled graph would not keep; "
@@ -349,9 +334,7 @@ Translator::Status Translator::graph_call(Frame& f, Ref target, const std::strin
       Ref on = Ref::steal(PyObject_CallOneArg(allow, Py_True));
       PyErr_Clear();
       std::vector<VPtr> same = args;
-      inner = true;
-      Status s = graph_call(f, target, method, std::move(same), std::move(kwargs), out);
-      inner = false;
+      Status s = record_graph_call(f, target, method, std::move(same), std::move(kwargs), out);
       Ref off = Ref::steal(PyObject_CallOneArg(allow, before.get()));
       PyErr_Clear();
       if (s) return s;
@@ -361,6 +344,26 @@ Translator::Status Translator::graph_call(Frame& f, Ref target, const std::strin
       return std::nullopt;
     }
   }
+  return record_graph_call(f, target, method, std::move(args), std::move(kwargs), out);
+}
+
+Translator::Status Translator::record_graph_call(Frame& f, Ref target, const std::string& method, std::vector<VPtr> args,
+                                                 std::vector<std::pair<std::string, VPtr>> kwargs, VPtr& out) {
+  std::vector<ArgTree> targs;
+  std::vector<std::pair<std::string, ArgTree>> tkw;
+  Ref device;
+  bool any_tensor = false, any_sym = false;
+  std::function<void(const VPtr&)> find_dev = [&](const VPtr& v) {
+    any_sym |= v->kind == VK::Sym;
+    if (v->kind == VK::Tensor || v->kind == VK::NdArray) {
+      any_tensor = true;
+      if (!device) device = v->device;
+    }
+    for (const VPtr& x : v->items) find_dev(x);
+  };
+  for (const VPtr& a : args) find_dev(a);
+  for (auto& kv : kwargs) find_dev(kv.second);
+  const std::string what = method.empty() ? callable_name(target.get()) : "Tensor." + method;
   if (method.empty() && !fx_names_itself(target.get()))
     return brk(f, "DV0004", "call to " + what + ": a function made by torch (a functools.wraps wrapper) that the graph's code would name as another",
                "a torch.func transform's result (jacrev(f), grad(f)) runs eagerly; call it outside the compiled function");

@@ -208,20 +208,36 @@ void add_outputs(const VPtr& v, std::vector<int>& outputs) {
 // The graph outputs of a capture: the tensors in its return value or, for a capture stopped at a
 // break, in the stack and locals that cross it (inputs among those are reloaded from their
 // sources, not passed through the graph); then the values written to outside objects.
-void plan_outputs(CaptureResult& c);
+std::vector<int> plan_outputs(const CaptureResult& c) {
+  std::vector<int> outputs;
+  if (c.stopped) {
+    for (const VPtr& v : c.stack) add_outputs(v, outputs);
+    for (const VPtr& v : c.locals) add_outputs(v, outputs);
+  } else {
+    add_outputs(c.ret, outputs);
+  }
+  for (const auto& w : c.out.side_effects.attr_writes) {
+    if (w.value) add_outputs(w.value, outputs);
+    if (w.owner->kind == VK::Tensor) add_outputs(w.owner, outputs);  // an attribute set on a tensor: set on the real one
+  }
+  for (const auto& w : c.out.side_effects.global_writes) add_outputs(w.value, outputs);
+  for (const VPtr& l : c.out.side_effects.mutated_lists) add_outputs(l, outputs);
+  for (const VPtr& d : c.out.side_effects.mutated_dicts) add_outputs(d, outputs);
+  for (const VPtr& cell : c.out.side_effects.written_cells) add_outputs(cell, outputs);
+  if (c.stopped) {
+    const auto& nodes = c.out.graph.nodes();
+    std::erase_if(outputs, [&](int n) { return nodes[static_cast<size_t>(n)].op == GraphNode::Op::Placeholder; });
+  }
+  return outputs;
+}
 
 // Whether a graph output that requires grad comes from a requires_grad_() leaf made in the graph
 // (its node, or one computed from it): AOTAutograd's functionalization would return it without
 // requires_grad, so the capture is made again with that call a break (TorchDynamo's
 // _check_requires_grad_intermediate_outputs, which restarts the analysis so).
-bool grad_leaf_leaks(CaptureResult& c) {
+bool grad_leaf_leaks(const CaptureResult& c) {
   if (c.grad_leaves.empty()) return false;
-  std::vector<int> kept;
-  std::swap(kept, c.outputs);
-  plan_outputs(c);
-  std::vector<int> outs;
-  std::swap(outs, c.outputs);
-  std::swap(kept, c.outputs);
+  const std::vector<int> outs = plan_outputs(c);
   const auto& nodes = c.out.graph.nodes();
   std::vector<char> tainted(nodes.size(), 0);
   for (int n : c.grad_leaves)
@@ -247,27 +263,6 @@ bool grad_leaf_leaks(CaptureResult& c) {
   return false;
 }
 
-void plan_outputs(CaptureResult& c) {
-  std::vector<int>& outputs = c.outputs;
-  if (c.stopped) {
-    for (const VPtr& v : c.stack) add_outputs(v, outputs);
-    for (const VPtr& v : c.locals) add_outputs(v, outputs);
-  } else {
-    add_outputs(c.ret, outputs);
-  }
-  for (const auto& w : c.out.side_effects.attr_writes) {
-    if (w.value) add_outputs(w.value, outputs);
-    if (w.owner->kind == VK::Tensor) add_outputs(w.owner, outputs);  // an attribute set on a tensor: set on the real one
-  }
-  for (const auto& w : c.out.side_effects.global_writes) add_outputs(w.value, outputs);
-  for (const VPtr& l : c.out.side_effects.mutated_lists) add_outputs(l, outputs);
-  for (const VPtr& d : c.out.side_effects.mutated_dicts) add_outputs(d, outputs);
-  for (const VPtr& cell : c.out.side_effects.written_cells) add_outputs(cell, outputs);
-  if (c.stopped) {
-    const auto& nodes = c.out.graph.nodes();
-    std::erase_if(outputs, [&](int n) { return nodes[static_cast<size_t>(n)].op == GraphNode::Op::Placeholder; });
-  }
-}
 
 // FX module and the backend's callable (wrapped so the transformed code's call of it is never
 // intercepted), then the ShapeEnv's guards. No operator recorded: no graph (as TorchDynamo).
@@ -521,7 +516,7 @@ Entry* compile_frame(CodeState& st, PyCodeObject* co, _PyInterpreterFrame* frame
   std::optional<Transformed> tf;
   std::string no_split;  // why a break did not split the frame
   if (!brk) {
-    plan_outputs(first);
+    first.outputs = plan_outputs(first);
     std::string why;
     if (!lower(first, mode().backend.get(), why)) {
       if (PyErr_Occurred() && !backend_fallback(why)) return backend_error();
@@ -554,10 +549,9 @@ Entry* compile_frame(CodeState& st, PyCodeObject* co, _PyInterpreterFrame* frame
       split.emplace(run_capture(again, grad_change));
       CaptureResult& c = *split;
       if (!c.stopped) no_split = "the second trace did not reach the break";
-      else if (grad_leaf_leaks(c)) no_split = "a graph output that requires grad comes from requires_grad_() of a tensor made in the graph";
       else if (plan.kind == SplitPlan::Generic && c.out.graph.num_calls() == 0) no_split = "nothing to compile before the break";
       if (no_split.empty()) {
-        plan_outputs(c);
+        c.outputs = plan_outputs(c);
         std::string why;
         if (!lower(c, mode().backend.get(), why)) {
           if (PyErr_Occurred() && !backend_fallback(why)) return backend_error();

@@ -351,8 +351,13 @@ class Translator {
   // Makes a lazy iterator's (map, filter) items up to index `want` (or its end): their functions run
   // now, in the order Python runs them.
   Status pull(Frame& f, const VPtr& it, size_t want);
+  // A torch function or tensor method called with traced values: a call_function/call_method node
+  // with its example value, or a break. graph_call checks the call first (grad-mode switches,
+  // requires_grad), record_graph_call records it as it is.
   Status graph_call(Frame& f, Ref target, const std::string& method, std::vector<VPtr> args,
                     std::vector<std::pair<std::string, VPtr>> kwargs, VPtr& out);
+  Status record_graph_call(Frame& f, Ref target, const std::string& method, std::vector<VPtr> args,
+                           std::vector<std::pair<std::string, VPtr>> kwargs, VPtr& out);
   // A call_function node recorded as it is (no example computed, no argument checked), reported.
   int add_graph_call(PyObject* target, std::vector<ArgTree> args, Ref example);
   int add_graph_call_kw(PyObject* target, std::vector<ArgTree> args, std::vector<std::pair<std::string, ArgTree>> kwargs,
