@@ -10,6 +10,10 @@ import torch.nn as nn
 CASES = []
 # case name -> why dynview's graph/break counts still differ from TorchDynamo's (the case files add to it)
 NOT_YET: dict[str, str] = {}
+# case name -> (dynview's (graphs, breaks), TorchDynamo's (graphs, breaks), why): where dynview differs
+# from TorchDynamo on purpose -- it captures what TorchDynamo gives up on, or breaks where TorchDynamo
+# gives a result eager does not. Both counts are asserted, so a change on either side is noticed.
+DIFFERS: dict[str, tuple[tuple[int, int], tuple[int, int], str]] = {}
 
 
 def _maker(shapes, extra):

@@ -10,7 +10,7 @@ import contextlib
 import torch
 import torch.nn as nn
 
-from python_cases import NOT_YET, case, module_case
+from python_cases import DIFFERS, case, module_case
 from python_cases_library import _trainable  # a weight that requires grad
 
 
@@ -269,11 +269,13 @@ def break_inside_a_section_object_from_outside(x):
     return y, _SECTION.depth
 
 
-NOT_YET["global_section_object_entered_around_the_computation"] = (
-    "deliberate: TorchDynamo runs the frame eagerly (0 graphs); dynview inlines the object's __enter__/__exit__ "
+DIFFERS["global_section_object_entered_around_the_computation"] = (
+    (1, 0), (0, 0),
+    "TorchDynamo runs the frame eagerly (0 graphs); dynview inlines the object's __enter__/__exit__ "
     "and replays its attribute writes (1 graph, results and the object's state equal eager's)")
-NOT_YET["break_inside_a_section_object_from_outside"] = (
-    "deliberate: TorchDynamo runs the frame eagerly (0 graphs); dynview splits it with the block set up again (2 graphs)")
+DIFFERS["break_inside_a_section_object_from_outside"] = (
+    (2, 1), (0, 0),
+    "TorchDynamo runs the frame eagerly (0 graphs); dynview splits it with the block set up again (2 graphs)")
 
 
 @case((3,))

@@ -18,7 +18,7 @@ import torch
 import torch.nn as nn
 import torch.nn.functional as F
 
-from python_cases import NOT_YET, case, module_case
+from python_cases import DIFFERS, case, module_case
 
 
 # ---- values read from an argument the trace then changes: returned as they were read ----
@@ -630,8 +630,9 @@ def no_grad_decorated_function_kept_across_a_break(x, w):
     return frozen(y).requires_grad, (y * w).requires_grad
 
 
-NOT_YET["no_grad_decorated_function_kept_across_a_break"] = (
-    "deliberate: TorchDynamo does not inline the rebuilt decorated function in the resume function and "
+DIFFERS["no_grad_decorated_function_kept_across_a_break"] = (
+    (2, 1), (3, 1),
+    "TorchDynamo does not inline the rebuilt decorated function in the resume function and "
     "compiles its frame on its own (3 graphs); dynview inlines it into the resume function's graph (2)")
 
 
