@@ -271,6 +271,10 @@ static Ref int_index_example(PyObject* base, PyObject* idx) {
 
 Translator::Status Translator::graph_call(Frame& f, Ref target, const std::string& method, std::vector<VPtr> args,
                                           std::vector<std::pair<std::string, VPtr>> kwargs, VPtr& out) {
+  if (fn_mode_active()) {  // under a torch function mode of the trace: its handler, as eager dispatches
+    bool handled = false;
+    if (Status s = dispatch_fn_mode(f, target.get(), method, args, kwargs, out, handled); s || handled) return s;
+  }
   for (auto& [k, v] : kwargs)
     if (k == "dtype" && v->obj && (v->kind == VK::Object || v->kind == VK::Const)) {
       if (Ref dt = dtype_of_python_type(v->obj.get())) v = constant(dt);  // dtype=float: torch.float64

@@ -537,6 +537,7 @@ Entry* compile_frame(CodeState& st, PyCodeObject* co, _PyInterpreterFrame* frame
     if (!facts) no_split = "cannot decode the code object";
     else if (brk->root_ip < 0) no_split = "the break is before the first instruction";
     else if (brk->whole_frame) no_split = "the call reads the compiled frame itself";
+    else if (!brk->no_split.empty()) no_split = brk->no_split;
     else if (brk->exc)  // TorchDynamo's observed exception that no frame of the trace catches: the frame runs eagerly,
       // where the code before the raise may take another path (is_compiling() is False there)
       no_split = std::string("its code raises ") + Py_TYPE(brk->exc.get())->tp_name + " and does not catch it";
@@ -743,7 +744,8 @@ PyObject* miss(PyThreadState* ts, _PyInterpreterFrame* frame, int throwflag, Cod
 
 PyObject* dv_eval_frame(PyThreadState* ts, _PyInterpreterFrame* frame, int throwflag) {
   auto fallback = [&]() { return g_previous(ts, frame, throwflag); };
-  if (throwflag || !mode().enabled || t_busy || !shim::owned_by_thread(frame) || functorch_active()) return fallback();
+  if (throwflag || !mode().enabled || t_busy || !shim::owned_by_thread(frame) || functorch_active() || torch_function_mode_active())
+    return fallback();
   PyCodeObject* co = shim::frame_code(frame);
   CodeState* st = state_of(co, false);
   if (st && st->action == CodeState::Disabled) {  // torch.compiler.disable: nothing below it is captured

@@ -181,6 +181,19 @@ Status op_CONTAINS_OP(Translator& t, Frame& f, const Instr& in) {  // (item cont
         return t.brk(f, "DV0018", std::string("'in' with a class and a list holding a ") + vk_name(x->kind));
       found |= x->obj.get() == item->obj.get();
     }
+  } else if ((cont->kind == VK::List || cont->kind == VK::Tuple) && (item->kind == VK::Object || item->kind == VK::Const) &&
+             item->obj && (PyCFunction_Check(item->obj.get()) || Py_IS_TYPE(item->obj.get(), &PyMethodDescr_Type) ||
+                           Py_IS_TYPE(item->obj.get(), &PyWrapperDescr_Type) || PyFunction_Check(item->obj.get()))) {
+    // `func in (torch.add, torch.Tensor.add)` (a torch function mode's handler): functions compare
+    // by what they are, with no side effect; the list's items are the values it holds
+    for (auto& x : cont->items) {
+      if (x->kind != VK::Const && x->kind != VK::Object && x->kind != VK::Function)
+        return t.brk(f, "DV0018", std::string("'in' with a function and a list holding a ") + vk_name(x->kind));
+      if (!x->obj) return t.brk(f, "DV0018", "'in' with a function and a list holding a value not known while tracing");
+      const int eq = PyObject_RichCompareBool(x->obj.get(), item->obj.get(), Py_EQ);
+      if (eq < 0) return t.raise_current(f, "'in'");
+      if ((found = eq == 1)) break;
+    }
   } else if (outside_dict(cont, "__contains__") && item->kind == VK::Const) {  // k in a Counter reached from the frame
     std::vector<VPtr> a{item};
     std::vector<std::pair<std::string, VPtr>> no_kw;

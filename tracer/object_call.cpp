@@ -635,7 +635,39 @@ Status object_call(Translator& t, Frame& f, const VPtr& fn, std::vector<VPtr>& a
     case TorchSpecial::not_scripting:  // torch.jit: neither while capturing
       out = t.constant(Ref::borrow(Py_False));
       return std::nullopt;
+    case TorchSpecial::push_fn_mode:
+      if (args.size() != 1 || !kwargs.empty()) break;
+      if (Status s = t.push_fn_mode(f, args[0])) return s;
+      out = t.constant(Ref::borrow(Py_None));
+      return std::nullopt;
+    case TorchSpecial::pop_fn_mode:
+      if (!args.empty() || !kwargs.empty()) break;
+      return t.pop_fn_mode(f, out);
+    case TorchSpecial::fn_mode_state: {
+      // the stack the trace keeps (a call under a mode entered outside never reaches the trace)
+      if (!args.empty() || !kwargs.empty()) break;
+      const Py_ssize_t n = t.fn_mode_depth();
+      out = callable_name(o) == "_len_torch_function_stack" ? t.constant_steal(PyLong_FromSsize_t(n))
+                                                             : t.constant(Ref::borrow(n > 0 ? Py_True : Py_False));
+      return std::nullopt;
+    }
+    case TorchSpecial::handle_torch_function: {
+      // reached from a Python torch function's has_torch_function branch: under a mode of the
+      // trace, the mode's handler with func = the public function; else (an argument that defines
+      // __torch_function__, which has_torch_function broke on) not traced
+      if (args.size() < 2 || !t.fn_mode_active())
+        return t.brk(f, "DV0004", "torch.overrides.handle_torch_function outside a torch function mode of the trace");
+      if (args[0]->kind != VK::Const && args[0]->kind != VK::Object && args[0]->kind != VK::Function)
+        return t.brk(f, "DV0004", "torch.overrides.handle_torch_function of a " + std::string(vk_name(args[0]->kind)));
+      Ref api = args[0]->obj;
+      std::vector<VPtr> rest(args.begin() + 2, args.end());
+      return t.call_fn_mode(f, api, std::move(rest), std::move(kwargs), out);
+    }
     case TorchSpecial::has_torch_function: {
+      if (t.fn_mode_active()) {  // a mode of the trace: torch dispatches every call to it
+        out = t.constant(Ref::borrow(Py_True));
+        return std::nullopt;
+      }
       // torch.overrides' dispatch test: traced tensors are plain tensors (TENSOR_MATCH checks
       // the exact type), so it is False unless an argument is some other object, which could
       // define __torch_function__.
@@ -654,6 +686,26 @@ Status object_call(Translator& t, Frame& f, const VPtr& fn, std::vector<VPtr>& a
       out = t.constant(Ref::borrow(Py_False));
       return std::nullopt;
     }
+  }
+  if (std::strcmp(Py_TYPE(o)->tp_name, "method-wrapper") == 0 && args.size() == 1 && args[0]->kind == VK::Tensor && kwargs.empty()) {
+    // Tensor.shape.__get__(x) and the like: what a torch function mode's handler is given for an
+    // attribute read, called back -- the attribute of x
+    Ref self = Ref::steal(PyObject_GetAttrString(o, "__self__"));
+    Ref wname = Ref::steal(PyObject_GetAttrString(o, "__name__"));
+    Ref dname = self ? Ref::steal(PyObject_GetAttrString(self.get(), "__name__")) : Ref();
+    PyErr_Clear();
+    if (wname && dname && PyUnicode_Check(dname.get()) && str_of(wname.get()) == "__get__" &&
+        _PyType_Lookup(reinterpret_cast<PyTypeObject*>(py().torch_Tensor.get()), dname.get()) == self.get())
+      return t.getattr(f, args[0], str_of(dname.get()), out);
+  }
+  if (PyFunction_Check(o) && !args.empty() && args[0]->obj && PyType_Check(args[0]->obj.get()) &&
+      is_autograd_function_class(args[0]->obj.get()) && str_of(reinterpret_cast<PyFunctionObject*>(o)->func_name) == "apply") {
+    // An autograd.Function's own apply (a classmethod override calling super().apply, reached
+    // through a decorator's wrapper: torch's ModIndex) given its class: inlined, down to
+    // Function.apply -- not a graph node, whose code could not name the class it is given
+    VPtr fv = t.make(VK::Function);
+    fv->obj = fn->obj;
+    return t.inline_call(f, fv, nullptr, std::move(args), std::move(kwargs), out);
   }
   const bool torchy = module_is_torch(o) || is_tensor_method_descriptor(o);
   if (torchy && !PyType_Check(o)) {
@@ -703,7 +755,8 @@ Status object_call(Translator& t, Frame& f, const VPtr& fn, std::vector<VPtr>& a
     if (Status s = t.instance_builtin(f, o, args[0], rest, kwargs, out, handled)) return s;
     if (handled) return std::nullopt;
   }
-  if (PyType_Check(o) && (!module_is_torch(o) || module_is_distributions(o)) && plain_class(reinterpret_cast<PyTypeObject*>(o)))
+  if (PyType_Check(o) && (!module_is_torch(o) || module_is_distributions(o) || torch_function_mode_class(o)) &&
+      plain_class(reinterpret_cast<PyTypeObject*>(o)))
     return t.construct(f, fn, std::move(args), std::move(kwargs), out);  // a user class: __init__ inlined
   if (PyCFunction_Check(o) && bound_to_mutable_object(o))
     return t.brk(f, "DV0008", "call to " + callable_name(o) + " of a " + Py_TYPE(PyCFunction_GET_SELF(o))->tp_name +

@@ -3,6 +3,7 @@
 
 #include <ATen/Context.h>
 #include <ATen/Parallel.h>
+#include <ATen/PythonTorchFunctionTLS.h>
 #include <ATen/SavedTensorHooks.h>
 #include <ATen/autocast_mode.h>
 #include <ATen/functorch/DynamicLayer.h>
@@ -42,6 +43,7 @@ bool is_tensor(PyObject* o) {
 }
 
 bool functorch_active() { return !at::functorch::getDynamicLayerStack().empty(); }
+bool torch_function_mode_active() { return at::impl::PythonTorchFunctionTLS::stack_len() > 0; }
 
 GraphRunState graph_run_state() {
   return GraphRunState{at::functorch::getDynamicLayerStack().size(), c10::GradMode::is_enabled(), autocast_state()};

@@ -30,6 +30,9 @@ bool is_small_real_tensor(PyObject* o);
 // empty). A frame called there sees wrapped tensors: it runs eagerly, as it is neither captured nor
 // looked up.
 bool functorch_active();
+// A torch function mode entered outside the compiled code is on the stack (its handler would see the
+// graph's operators in eager; a compiled graph would not call it): such calls run as they are.
+bool torch_function_mode_active();
 // What a compiled graph's run may leave behind when an operator in it raises: the functorch levels
 // its vmap nodes pushed (eager's `with` pops them) and the grad mode its set_grad_enabled nodes set.
 // The thread's autocast state (per device: enabled and dtype; cache flag; nesting depth), to put back

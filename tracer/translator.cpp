@@ -119,6 +119,7 @@ Translator::Status Translator::brk(Frame& f, BreakId id, std::string msg, std::s
   b.step = cur_step_;
   for (Frame* fr : frames_) b.user_stack.push_back(fr->facts->filename + ":" + std::to_string(current_line(*fr)) + " in " + fr->facts->qualname);
   if (root_ && root_->executing) b.root_ip = root_->ip - 1;
+  if (fn_modes_entered_ > 0) b.no_split = "the break is inside a torch function mode's block";
   if (PyErr_Occurred()) PyErr_Clear();
   if (b.id == kNoAttributeId)  // AttributeError in eager: an except in the trace may catch it
     b.exc = Ref::steal(PyObject_CallOneArg(PyExc_AttributeError, Ref::steal(PyUnicode_FromString(b.message.c_str())).get()));

@@ -34,6 +34,9 @@ struct Break {
   // The breaking call reads the compiled frame itself (eval() of its names, sys._getframe()): the
   // frame is not split there (the call would see the transformed code's frame); it runs as it is.
   bool whole_frame = false;
+  // Set: why the frame is not split at this break (it runs as it is), e.g. inside a torch function
+  // mode's block, which the resume function could not enter again.
+  std::string no_split;
   // A break outside the interpreter (no frame, no step): the table's hint when hint is empty.
   static Break of(BreakId id, std::string message, std::string hint = {});
 };
@@ -183,6 +186,16 @@ class Translator {
   Status exit_inference_mode(Frame& f, const VPtr& exit, VPtr& out);
   void leave_inference_blocks(Frame& f);  // a capture stopped at a break: the graph leaves its open blocks
   void add_inference_exit_node(PyObject* exit_fn, int enter_node);
+  // Torch function modes entered in the trace (fn_modes.cpp): pushed and popped by the inlined
+  // __enter__/__exit__; while one is on the stack, dispatch_fn_mode inlines its __torch_function__
+  // for a torch function, tensor method or operator (handled: it did; else record the call).
+  Status push_fn_mode(Frame& f, const VPtr& mode);
+  Status pop_fn_mode(Frame& f, VPtr& out);
+  bool fn_mode_active() const { return !fn_modes_.empty(); }
+  Py_ssize_t fn_mode_depth() const { return static_cast<Py_ssize_t>(fn_modes_.size()); }
+  Status dispatch_fn_mode(Frame& f, PyObject* target, const std::string& method, std::vector<VPtr>& args,
+                          std::vector<std::pair<std::string, VPtr>>& kwargs, VPtr& out, bool& handled);
+  Status call_fn_mode(Frame& f, Ref func, std::vector<VPtr> args, std::vector<std::pair<std::string, VPtr>> kwargs, VPtr& out);
   // torch.nn.attention.sdpa_kernel(backends, set_priority): made (a call of constants), entered
   // (BEFORE_WITH) and left (its __exit__) (sdpa_kernel.cpp).
   Status make_sdpa_kernel(Frame& f, std::vector<VPtr>& args, std::vector<std::pair<std::string, VPtr>>& kwargs, VPtr& out);
@@ -470,6 +483,8 @@ class Translator {
   };
   std::vector<FunctionalOverride> functional_overrides_;
   std::vector<std::shared_ptr<void>> inference_modes_;  // torch.inference_mode blocks entered for the trace, innermost last
+  std::vector<VPtr> fn_modes_;  // torch function modes on the trace's stack, innermost last (off it while its handler runs)
+  int fn_modes_entered_ = 0;     // modes whose block the trace is in (a handler running counts)
   std::vector<std::pair<Ref, bool>> sdpa_restores_;  // sdpa_kernel blocks entered for the trace: (backends before, set_priority)
   // value (a constant: its object) -> (value kept alive, its fake id)
   std::unordered_map<const void*, std::pair<VPtr, VPtr>> fake_ids_;
@@ -574,7 +589,12 @@ enum class TorchSpecial {
   effect,              // seeds, save/load, process settings: a break
   unguarded_state,     // reads state the guards do not check (torch.is_inference_mode_enabled): a break
   sdpa_kernel,         // torch.nn.attention.sdpa_kernel(backends): a GradMode value (sdpa_kernel.cpp)
+  push_fn_mode,        // torch._C._push_on_torch_function_stack(mode): onto the trace's mode stack (fn_modes.cpp)
+  pop_fn_mode,         // torch._C._pop_torch_function_stack(): off it
+  handle_torch_function,  // torch.overrides.handle_torch_function(public_api, relevant_args, *args, **kwargs)
+  fn_mode_state,       // torch._C._len_torch_function_stack / _is_torch_function_mode_enabled: of the trace's stack
 };
+bool torch_function_mode_class(PyObject* o);  // a subclass of torch.overrides.TorchFunctionMode (fn_modes.cpp)
 TorchSpecial torch_special(PyObject* fn);
 // Grad mode (tracer/values/grad_mode.cpp, handlers_control.cpp). A GradMode value's `name` says what
 // it is: "" a manager made by torch.no_grad() / enable_grad() (flag: the mode it enters);

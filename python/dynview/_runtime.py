@@ -123,3 +123,47 @@ class AutocastExit:
 
     def __repr__(self):
         return "<exit torch.autocast(%r): back to enabled=%r, dtype=%r>" % self.state[:3]
+
+
+def torch_function_operators():
+    """What a TorchFunctionMode's __torch_function__ is given for an operator on tensors, found as
+    eager gives it, by running each under a mode (as TorchDynamo finds its builtin-to-tensor map):
+    {operator function: (func for op(tensor, other), func for op(other, tensor) -- which eager calls
+    with the operands swapped -- or None)}."""
+    import operator
+    from torch.overrides import TorchFunctionMode
+
+    seen = []
+
+    class Record(TorchFunctionMode):
+        def __torch_function__(self, func, types, args=(), kwargs=None):
+            seen.append(func)
+            return func(*args, **(kwargs or {}))
+
+    def first(op, *args):
+        seen.clear()
+        try:
+            with Record():
+                op(*args)
+        except Exception:
+            return None
+        return seen[0] if seen else None
+
+    ints = {"and_", "or_", "xor", "lshift", "rshift", "mod"}
+    operators = {}
+    for name in ["add", "sub", "mul", "truediv", "floordiv", "mod", "pow", "matmul", "and_", "or_", "xor",
+                 "lshift", "rshift", "lt", "le", "gt", "ge", "eq", "ne"]:
+        dt = torch.int64 if name in ints else torch.float32
+        a, b = (torch.ones(2, 2, dtype=dt) for _ in range(2))
+        op = getattr(operator, name)
+        operators[op] = (first(op, a, b), None if name == "matmul" else first(op, 1, b))
+        iop = getattr(operator, "i" + name.rstrip("_"), None)
+        if iop is not None:
+            operators[iop] = (first(iop, a, b), None)
+    for name in ["neg", "pos", "invert", "abs"]:
+        a = torch.ones((), dtype=torch.bool if name == "invert" else torch.int64)
+        op = getattr(operator, name)
+        operators[op] = (first(op, a), None)
+    operators[operator.getitem] = (torch.Tensor.__getitem__, None)
+    operators[operator.setitem] = (torch.Tensor.__setitem__, None)
+    return {k: v for k, v in operators.items() if v[0] is not None}

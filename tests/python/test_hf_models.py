@@ -73,6 +73,8 @@ def s2t(seed):
 
 
 KV = dict(SMALL, num_key_value_heads=2)
+T5GEMMA2_TEXT = dict(KV, head_dim=16, layer_types=["sliding_attention", "full_attention"], sliding_window=4,
+                     max_position_embeddings=64)
 BARTLIKE = dict(d_model=64, encoder_layers=2, decoder_layers=2, encoder_attention_heads=4, decoder_attention_heads=4,
                 encoder_ffn_dim=128, decoder_ffn_dim=128, vocab_size=100, max_position_embeddings=64,
                 pad_token_id=1, bos_token_id=0, eos_token_id=2, decoder_start_token_id=2)
@@ -198,6 +200,13 @@ MODELS = {
     "speech_to_text": ("audio", lambda T: T.Speech2TextModel(T.Speech2TextConfig(
         **{k: v for k, v in BARTLIKE.items() if k != "max_position_embeddings"}, max_source_positions=64, max_target_positions=64,
         input_feat_per_channel=16, num_conv_layers=2, conv_channels=32, conv_kernel_sizes=[5, 5])), s2t),
+    # its bidirectional encoder mask is made by vmapped mask functions under torch's
+    # TransformGetItemToIndex, a torch function mode (transformers' sdpa_mask with use_vmap)
+    "t5gemma2": ("encoder-decoder", lambda T: T.T5Gemma2Model(T.T5Gemma2Config(
+        encoder=dict(text_config=T5GEMMA2_TEXT, vision_config=dict(hidden_size=32, intermediate_size=64, num_hidden_layers=1,
+                                                                   num_attention_heads=2, image_size=32, patch_size=8),
+                     mm_tokens_per_image=4),
+        decoder=dict(T5GEMMA2_TEXT), image_token_index=99, eoi_token_index=98)), enc_dec),
 }
 
 # Where dynview does not yet capture what TorchDynamo does (the graph and break counts differ);

@@ -155,6 +155,17 @@ struct Kind<VK::Tensor> {
         out = w->value;
         return std::nullopt;
       }
+    if (t.fn_mode_active()) {
+      // under a torch function mode of the trace, a data attribute's read (x.shape, x.device) goes to
+      // its handler as eager sends it: func = the descriptor's __get__, whose call reads it here again
+      Ref nm = Ref::steal(PyUnicode_FromString(name.c_str()));
+      PyObject* attr = nm ? _PyType_Lookup(reinterpret_cast<PyTypeObject*>(py().torch_Tensor.get()), nm.get()) : nullptr;
+      if (attr && (Py_IS_TYPE(attr, &PyGetSetDescr_Type) || Py_IS_TYPE(attr, &PyMemberDescr_Type) || PyObject_TypeCheck(attr, &PyProperty_Type))) {
+        Ref get = Ref::steal(PyObject_GetAttrString(attr, "__get__"));
+        if (!get) return PyErr_Clear(), t.brk(f, "DV0005", "Tensor." + name + ": its descriptor has no __get__");
+        return t.call_fn_mode(f, std::move(get), {obj}, {}, out);
+      }
+    }
     if (name == "device") { out = t.constant(obj->device); return std::nullopt; }
     if (name == "shape" || name == "dtype" || name == "ndim" || name == "requires_grad" || name == "is_leaf" ||
         name == "layout" || name == "is_cuda" || name == "is_sparse" || name == "is_quantized" || name == "is_meta" ||
@@ -250,6 +261,12 @@ struct Kind<VK::Tensor> {
   static Status call_method(Translator& t, Frame& f, const VPtr& m, std::vector<VPtr>& args, KwArgs& kwargs, VPtr& out) {
     const VPtr& self = m->self;
     const std::string& name = m->name;
+    if (t.fn_mode_active()) {  // under a torch function mode of the trace: its handler, as eager dispatches
+      std::vector<VPtr> a{self};
+      a.insert(a.end(), args.begin(), args.end());
+      bool handled = false;
+      if (Status s = t.dispatch_fn_mode(f, nullptr, name, a, kwargs, out, handled); s || handled) return s;
+    }
     if (name == "numpy") return t.tensor_numpy(f, self, args, kwargs, out);  // as TorchDynamo: an ndarray in the graph
     if (name == "__iter__" && args.empty() && kwargs.empty()) return t.iterate(f, self, out, false);  // x.__iter__() is iter(x)
     if (in_list(kAutograd, name))
