@@ -921,6 +921,10 @@ bool is_autograd_function_class(PyObject* o);  // autograd_apply.cpp
 
 Translator::Status Translator::call(Frame& f, VPtr fn, std::vector<VPtr> args,
                                     std::vector<std::pair<std::string, VPtr>> kwargs, VPtr& out) {
+  if (pure_body_ > 0 && fn->kind == VK::Method) {  // a tensor hook's body: no method that changes state
+    Status s;
+    if (pure_body_method(f, fn, s)) return s;
+  }
   bool handled = false;
   if (Status s = optimizer_init_group(f, fn, args, kwargs, out, handled); s || handled) return s;
   if (builder.any_lazy()) {

@@ -176,6 +176,7 @@ class Emitter {
   // its nodes; tag_activation_checkpoint(wrap_body_N, *inputs, **checkpoint_kwargs); getitems.
   bool emit_region(size_t pos) {
     const Region& r = *sh_.regions[pos];
+    if (r.hook_result > -2) return emit_hook(pos);
     if (!parent_)  // graph inputs first read inside the function are the root's
       for (int i = r.begin; i < r.end; ++i)
         if (sh_.nodes[static_cast<size_t>(i)].op == GraphNode::Op::Placeholder && !emit_node(i)) return false;
@@ -261,12 +262,87 @@ class Emitter {
     return true;
   }
 
+  // Region `pos` as TorchDynamo's graph holds a tensor hook: hook_body_N = GraphModule(grad, *the
+  // values its body reads from before it) returning the new gradient or None; the tensor from then
+  // on is torch.ops.higher_order.register_hook(tensor, hook_body_N, *those values).
+  bool emit_hook(size_t pos) {
+    const Region& r = *sh_.regions[pos];
+    const int last = r.end - 1;  // the register_hook call
+    if (!parent_)
+      for (int i = r.begin; i < last; ++i)
+        if (sh_.nodes[static_cast<size_t>(i)].op == GraphNode::Op::Placeholder && !emit_node(i)) return false;
+    std::vector<int> inputs, refs;
+    for (int i = r.begin + 1; i < last; ++i) {
+      const GraphNode& n = sh_.nodes[static_cast<size_t>(i)];
+      if (n.op == GraphNode::Op::Placeholder) continue;
+      refs.clear();
+      for (const ArgTree& a : n.args) collect_nodes(a, refs);
+      for (const auto& kv : n.kwargs) collect_nodes(kv.second, refs);
+      for (int id : refs)
+        if (id != r.begin && (id < r.begin || sh_.nodes[static_cast<size_t>(id)].op == GraphNode::Op::Placeholder) &&
+            std::find(inputs.begin(), inputs.end(), id) == inputs.end())
+          inputs.push_back(id);
+    }
+    const GraphNode& call_node = sh_.nodes[static_cast<size_t>(last)];
+    if (call_node.args.empty() || call_node.args[0].kind != ArgTree::Kind::Node) {
+      PyErr_SetString(PyExc_RuntimeError, "dynview: a register_hook node without its tensor");
+      return false;
+    }
+    PyObject* tensor = lookup(call_node.args[0].node);
+    if (!tensor) return false;
+    Ref sub = Ref::steal(PyObject_CallMethod(sh_.fx_mod, "Graph", nullptr));
+    Ref sub_owner = Ref::steal(PyObject_CallMethod(sh_.nn, "Module", nullptr));
+    if (!sub || !sub_owner) return false;
+    Emitter child(sh_, sub.get(), sub_owner.get(), this);
+    Ref grad = Ref::steal(PyObject_CallMethod(sub.get(), "placeholder", "s", "grad"));
+    if (!grad) return false;
+    const GraphNode& g = sh_.nodes[static_cast<size_t>(r.begin)];
+    if (g.example && !set_meta(grad.get(), "example_value", g.example.get())) return false;
+    child.env_[r.begin] = std::move(grad);
+    Ref hop_args = Ref::steal(PyTuple_New(static_cast<Py_ssize_t>(inputs.size()) + 2));
+    if (!hop_args) return false;
+    PyTuple_SET_ITEM(hop_args.get(), 0, Py_NewRef(tensor));
+    for (size_t k = 0; k < inputs.size(); ++k) {
+      PyObject* outer = lookup(inputs[k]);
+      if (!outer) return false;
+      Ref name = Ref::steal(PyObject_GetAttrString(outer, "name"));
+      Ref ph = name ? Ref::steal(PyObject_CallMethod(sub.get(), "placeholder", "O", name.get())) : Ref();
+      if (!ph) return false;
+      const GraphNode& src = sh_.nodes[static_cast<size_t>(inputs[k])];
+      if (src.example && !set_meta(ph.get(), "example_value", src.example.get())) return false;
+      child.env_[inputs[k]] = std::move(ph);
+      PyTuple_SET_ITEM(hop_args.get(), static_cast<Py_ssize_t>(k) + 2, Py_NewRef(outer));
+    }
+    if (!child.emit_range(r.begin + 1, last, pos + 1)) return false;
+    PyObject* result = r.hook_result >= 0 ? child.lookup(r.hook_result) : Py_None;
+    if (!result) return false;
+    Ref out = Ref::steal(PyObject_CallMethod(sub.get(), "output", "(O)", result));
+    Ref gm = out ? Ref::steal(PyObject_CallMethod(sh_.fx_mod, "GraphModule", "OO", sub_owner.get(), sub.get())) : Ref();
+    if (!gm) return false;
+    const std::string attr = "hook_body_" + std::to_string(hooks_++);
+    if (PyObject_SetAttrString(owner_, attr.c_str(), gm.get()) < 0) return false;
+    Ref get = Ref::steal(PyObject_CallMethod(graph_, "get_attr", "s", attr.c_str()));
+    if (!get) return false;
+    PyTuple_SET_ITEM(hop_args.get(), 1, get.release());
+    Ref no_kwargs = Ref::steal(PyDict_New());
+    Ref call = no_kwargs ? Ref::steal(PyObject_CallMethod(graph_, "call_function", "OOO", call_node.target.get(), hop_args.get(),
+                                                          no_kwargs.get()))
+                         : Ref();
+    if (!call) return false;
+    if (call_node.example && !set_meta(call.get(), "example_value", call_node.example.get())) return false;
+    Ref index = Ref::steal(PyLong_FromLong(last));
+    if (!set_meta(call.get(), "dv_node", index.get())) return false;
+    env_[last] = std::move(call);
+    return true;
+  }
+
   Shared& sh_;
   PyObject* graph_;
   PyObject* owner_;  // the module whose attributes the subgraphs are
   Emitter* parent_;
   std::unordered_map<int, Ref> env_;
   int bodies_ = 0;
+  int hooks_ = 0;
 };
 
 }  // namespace

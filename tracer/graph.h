@@ -33,11 +33,16 @@ struct GraphNode {
 };
 
 // Nodes [begin, end) traced from one checkpointed function: a subgraph taking the values it reads
-// from outside (earlier nodes, placeholders) and giving back those read after it or returned.
+// from outside (earlier nodes, placeholders) and giving back those read after it or returned. Or
+// a tensor hook's body (hook_result > -2).
 struct Region {
   int begin = 0, end = 0;
   std::vector<std::pair<std::string, Ref>> kwargs;  // checkpoint's own (use_reentrant ...), constants
   Ref context_fn;                                   // selective checkpointing's, or null
+  // A tensor hook's body instead (tensor_hooks.cpp): node `begin` is the gradient it is given, nodes up
+  // to end - 1 its body, node end - 1 the register_hook call on the tensor; hook_result the node it
+  // returns (-1: None). -2: a checkpointed function's region.
+  int hook_result = -2;
 };
 
 class Graph {

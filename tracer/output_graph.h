@@ -75,6 +75,29 @@ struct SideEffects {
   }
 };
 
+// The effects on objects from outside the frame a trace has made so far, to tell whether a call made
+// any (a checkpointed function, a tensor hook: their bodies run again, or later, without Python).
+// Attribute writes of nn.Modules are not counted here (checkpoint.cpp tells them apart).
+struct EffectCount {
+  size_t attrs, globals, lists, dicts, cells, sets;
+  long iters;
+  explicit EffectCount(const SideEffects& s)
+      : attrs(0), globals(s.global_writes.size()), lists(s.mutated_lists.size()),
+        dicts(s.mutated_dicts.size()), cells(s.written_cells.size()), sets(0), iters(0) {
+    for (const auto& w : s.attr_writes) attrs += w.owner->kind == VK::NNModule ? 0 : 1;  // modules': module_writes_kept
+    for (const auto& o : s.outside_sets) sets += s.set_changed(o) ? 1 : 0;
+    for (const VPtr& it : s.advanced_iters) iters += it->pos;
+  }
+  const char* changed(const EffectCount& before) const {
+    if (attrs != before.attrs) return "sets an attribute of an object from outside it";
+    if (globals != before.globals) return "writes a global";
+    if (lists != before.lists || dicts != before.dicts || sets != before.sets) return "changes a container from outside it";
+    if (cells != before.cells) return "writes a free variable of the compiled function";
+    if (iters != before.iters) return "advances an iterator from outside it";
+    return nullptr;
+  }
+};
+
 class OutputGraph {
  public:
   Graph graph;

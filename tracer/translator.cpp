@@ -469,6 +469,7 @@ Translator::Status Translator::run_frame(Frame& f) {
       auto [message, hint] = no_handler_reason(in, f.facts->decoded.version);
       s = brk(f, "DV0001", message, hint);
     }
+    else if (pure_body_ > 0 && pure_body_changes(f, in, s)) {}  // s: the break
     else if (Status r = builder.any_lazy() ? realize_read(f, in) : std::nullopt) s = r;
     else s = h(*this, f, in);
     if (output.shape_guards_pending()) output.watch_shape_guards(step_no, current_line(f), f.facts->filename);

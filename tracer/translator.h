@@ -186,6 +186,15 @@ class Translator {
   Status exit_inference_mode(Frame& f, const VPtr& exit, VPtr& out);
   void leave_inference_blocks(Frame& f);  // a capture stopped at a break: the graph leaves its open blocks
   void add_inference_exit_node(PyObject* exit_fn, int enter_node);
+  // Tensor.register_hook(fn) on a tensor the graph made: fn traced as a subgraph of the gradient
+  // (tensor_hooks.cpp). While a hook body is traced (pure_body_ > 0), what would change state outside
+  // it breaks: pure_body_changes for an instruction, pure_body_method for a method called.
+  Status register_tensor_hook(Frame& f, const VPtr& self, std::vector<VPtr>& args, std::vector<std::pair<std::string, VPtr>>& kwargs,
+                              VPtr& out);
+  bool pure_body_changes(Frame& f, const bc::Instr& in, Status& s);
+  bool pure_body_method(Frame& f, const VPtr& m, Status& s);
+  int pure_body_ = 0;     // hook bodies being traced
+  int pure_begin_ = -1;   // the innermost one's first node (its gradient)
   // Torch function modes entered in the trace (fn_modes.cpp): pushed and popped by the inlined
   // __enter__/__exit__; while one is on the stack, dispatch_fn_mode inlines its __torch_function__
   // for a torch function, tensor method or operator (handled: it did; else record the call).

@@ -50,8 +50,10 @@ enum class VK : uint8_t {
   StrFormat, // a string formatted from traced values, made after the graph: obj = the format string,
              // items = its arguments (the last keys.size() by keyword); flag: one auto-numbered
              // field of an f-string, "{:spec}" (tracer/values/str_format.cpp)
+  HookHandle,  // the handle Tensor.register_hook returned for a hook traced into the graph: answers
+               // nothing (tracer/values/hook_handle.cpp)
 };
-inline constexpr size_t kKindCount = static_cast<size_t>(VK::StrFormat) + 1;  // StrFormat: the last kind
+inline constexpr size_t kKindCount = static_cast<size_t>(VK::HookHandle) + 1;  // HookHandle: the last kind
 // The value protocol: what each kind answers, one specialisation per kind (tracer/values/kind.h).
 template <VK K>
 struct Kind;

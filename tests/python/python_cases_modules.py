@@ -380,3 +380,79 @@ class MultiHead(nn.Module):
 
 
 module_case(MultiHead, (2, 4))
+
+
+# ---- Tensor.register_hook on tensors the forward computes (TorchDynamo 2.13: a register_hook
+# operator with the hook traced as a subgraph); gradients are compared in test_tensor_hooks.py ----
+def _leaf(seed):
+    g = torch.Generator().manual_seed(seed)
+    return (torch.randn(4, 3, generator=g).requires_grad_(),)
+
+
+@case((3, 2), extra=_leaf)
+def activation_gradient_clipped_by_a_hook(x, w):
+    h = torch.tanh(w @ x)
+    h.register_hook(lambda grad: grad.clamp(-0.1, 0.1))
+    return h.sum(dim=0)
+
+
+def _finite_or_zero(grad):
+    return torch.nan_to_num(grad, nan=0.0, posinf=0.0, neginf=0.0)
+
+
+@case((3, 2), extra=_leaf)
+def hook_is_a_module_level_function(x, w):
+    h = w @ x
+    h.register_hook(_finite_or_zero)
+    return (h * h).mean()
+
+
+@case((3, 2), extra=_leaf)
+def hook_reads_a_mask_made_in_forward(x, w):
+    h = w @ x
+    keep = (h.detach() > 0).float()
+    h.register_hook(lambda grad: grad * keep)
+    return torch.relu(h)
+
+
+def _observe(grad):
+    return None
+
+
+@case((3, 2), extra=_leaf)
+def hook_returning_none_and_two_hooks(x, w):
+    h = w @ x
+    h.register_hook(_observe)
+    h.register_hook(lambda grad: grad * 2)
+    h.register_hook(lambda grad: grad + 1)
+    return h.exp().sum()
+
+
+_seen_grads = []
+
+
+@case((3, 2), extra=_leaf)
+def hook_storing_the_gradient_breaks(x, w):
+    h = w @ x
+    h.register_hook(lambda grad: _seen_grads.append(grad))
+    return h.sum()
+
+
+class GradientReversal(nn.Module):
+    """Domain-adversarial training's layer: identity forward, gradient negated and scaled backward."""
+
+    def __init__(self, alpha=0.5):
+        super().__init__()
+        self.alpha = alpha
+        self.features = nn.Linear(3, 3)
+        self.head = nn.Linear(3, 2)
+
+    def forward(self, x):
+        feats = torch.relu(self.features(x))
+        if self.training:
+            feats = feats * 1.0
+            feats.register_hook(lambda grad: -self.alpha * grad)
+        return self.head(feats)
+
+
+module_case(GradientReversal, (4, 3))

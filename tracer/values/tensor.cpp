@@ -269,6 +269,7 @@ struct Kind<VK::Tensor> {
     }
     if (name == "numpy") return t.tensor_numpy(f, self, args, kwargs, out);  // as TorchDynamo: an ndarray in the graph
     if (name == "__iter__" && args.empty() && kwargs.empty()) return t.iterate(f, self, out, false);  // x.__iter__() is iter(x)
+    if (name == "register_hook") return t.register_tensor_hook(f, self, args, kwargs, out);
     if (in_list(kAutograd, name))
       return t.brk(f, "DV0004", "Tensor." + name + "() runs autograd, which is not traced",
                    "the graph ends before it and the call runs eagerly, as under torch.compile; the code after it is compiled again");
