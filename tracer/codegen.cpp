@@ -193,6 +193,7 @@ std::vector<VPtr> side_effect_values(const SideEffects& se) {
   for (const VPtr& d : se.mutated_dicts) out.push_back(d);
   for (const VPtr& c : se.written_cells)
     if (!c->items.empty()) out.push_back(c->items[0]);
+  for (const auto& h : se.tensor_hooks) out.push_back(h.hook);
   return out;
 }
 
@@ -300,6 +301,14 @@ bool emit_head(Emitter& e, Rebuilder& rb, PyCodeObject* co, const CaptureResult&
       return false;
     }
     e.emit_free(N::STORE_DEREF, c->cell_of);
+  }
+  for (const auto& h : se.tensor_hooks) {  // torch.Tensor.register_hook(tensor, hook), in order; the handle dropped
+    static PyObject* register_hook = kept_attr("torch", "Tensor") ? PyObject_GetAttrString(kept_attr("torch", "Tensor"), "register_hook") : nullptr;
+    if (!register_hook) return PyErr_Clear(), why = "torch.Tensor.register_hook is missing", false;
+    e.callable_const(register_hook);
+    if (!rb.value(h.tensor) || !rb.value(h.hook)) return why = "cannot register the hook on " + h.tensor->source->text(), false;
+    e.call(2);
+    e.emit(N::POP_TOP);
   }
   for (const auto& w : se.global_writes) {  // globals()[name] = value, in order: (value dict key -- )
     if (!rb.value(w.value)) {

@@ -57,6 +57,12 @@ struct SideEffects {
     return false;
   }
   std::vector<VPtr> written_cells;  // the root frame's free variables (real cells) written by STORE_DEREF
+  // Tensor.register_hook(hook) on a tensor from the frame (an input, a parameter): registered after
+  // the graph, in order, as TorchDynamo replays it (the forward graph does not depend on it)
+  struct TensorHook {
+    VPtr tensor, hook;
+  };
+  std::vector<TensorHook> tensor_hooks;
   // Iterators from the frame (tuple iterators: value_builder.cpp): the `pos` items the trace took are
   // taken from the real one after the graph.
   std::vector<VPtr> advanced_iters;
@@ -67,7 +73,7 @@ struct SideEffects {
   }
   bool empty() const {
     return attr_writes.empty() && global_writes.empty() && mutated_lists.empty() && mutated_dicts.empty() && written_cells.empty() &&
-           !any_advanced() && !any_set_changed();
+           tensor_hooks.empty() && !any_advanced() && !any_set_changed();
   }
   void note_mutation(const VPtr& container) {  // a list or dict from outside the frame was changed
     auto& v = container->kind == VK::Dict ? mutated_dicts : mutated_lists;
@@ -79,11 +85,11 @@ struct SideEffects {
 // any (a checkpointed function, a tensor hook: their bodies run again, or later, without Python).
 // Attribute writes of nn.Modules are not counted here (checkpoint.cpp tells them apart).
 struct EffectCount {
-  size_t attrs, globals, lists, dicts, cells, sets;
+  size_t attrs, globals, lists, dicts, cells, sets, hooks;
   long iters;
   explicit EffectCount(const SideEffects& s)
       : attrs(0), globals(s.global_writes.size()), lists(s.mutated_lists.size()),
-        dicts(s.mutated_dicts.size()), cells(s.written_cells.size()), sets(0), iters(0) {
+        dicts(s.mutated_dicts.size()), cells(s.written_cells.size()), sets(0), hooks(s.tensor_hooks.size()), iters(0) {
     for (const auto& w : s.attr_writes) attrs += w.owner->kind == VK::NNModule ? 0 : 1;  // modules': module_writes_kept
     for (const auto& o : s.outside_sets) sets += s.set_changed(o) ? 1 : 0;
     for (const VPtr& it : s.advanced_iters) iters += it->pos;
@@ -94,6 +100,7 @@ struct EffectCount {
     if (lists != before.lists || dicts != before.dicts || sets != before.sets) return "changes a container from outside it";
     if (cells != before.cells) return "writes a free variable of the compiled function";
     if (iters != before.iters) return "advances an iterator from outside it";
+    if (hooks != before.hooks) return "registers a hook on a tensor from outside it";
     return nullptr;
   }
 };

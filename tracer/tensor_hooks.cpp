@@ -5,8 +5,9 @@
 // its body may only compute on tensors: a body that changes state outside itself (a list it appends
 // the gradient to, an attribute, a global, a tensor in place) breaks, as TorchDynamo's does. The
 // handle it returns cannot be used in the trace (remove() breaks; TorchDynamo fails on it). A hook
-// on a tensor from outside the compiled function (an input, a parameter) still breaks: TorchDynamo
-// registers those after the graph.
+// on a tensor from the frame (an input, a parameter) is registered for real after the graph, as
+// TorchDynamo replays it (SideEffects::tensor_hooks): the forward graph does not depend on it, and
+// the hook runs as Python in the backward pass.
 #include "tracer/pycache.h"
 #include "tracer/tensor_match.h"
 #include "tracer/translator.h"
@@ -25,13 +26,17 @@ PyObject* register_hook_op() {  // torch._higher_order_ops.register_hook.registe
 
 Translator::Status Translator::register_tensor_hook(Frame& f, const VPtr& self, std::vector<VPtr>& args, KwArgs& kwargs, VPtr& out) {
   if (args.size() != 1 || !kwargs.empty()) return brk(f, "DV0004", "Tensor.register_hook() with other than one hook");
-  if (self->source || self->node < 0)
-    return brk(f, "DV0004", "Tensor.register_hook() on a tensor from outside the compiled function is not traced",
-               "register it before calling the compiled function (TorchDynamo registers it after its graph)");
   Ref rg = Ref::steal(PyObject_GetAttrString(self->obj.get(), "requires_grad"));
   if (!rg) return PyErr_Clear(), brk(f, "DV0006", "Tensor.register_hook(): the tensor's requires_grad cannot be read");
   if (rg.get() != Py_True)
     return raise_new(f, PyExc_RuntimeError, "cannot register a hook on a tensor that doesn't require gradient", "Tensor.register_hook");
+  if (self->source) {  // an input or parameter: registered for real after the graph (codegen.cpp)
+    if (pure_body_ > 0) return brk(f, "DV0008", "a tensor hook registers a hook on a tensor from outside it");
+    output.side_effects.tensor_hooks.push_back(SideEffects::TensorHook{self, args[0]});
+    out = make(VK::HookHandle);
+    return std::nullopt;
+  }
+  if (self->node < 0) return brk(f, "DV0004", "Tensor.register_hook() on a tensor that is not in the graph");
   if (!register_hook_op()) return PyErr_Clear(), brk(f, "DV0004", "Tensor.register_hook(): torch's register_hook operator is missing");
   if (pure_body_ > 0) return brk(f, "DV0004", "Tensor.register_hook() inside a tensor hook");
   // The gradient the hook is given: a tensor like this one, not requiring grad (hooks run with grad

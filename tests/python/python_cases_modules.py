@@ -438,6 +438,13 @@ def hook_storing_the_gradient_breaks(x, w):
     return h.sum()
 
 
+@case((3, 2), extra=_leaf)
+def hook_registered_on_an_input(x, w):
+    # a tensor from outside: TorchDynamo registers it after the graph, as dynview does
+    w.register_hook(lambda grad: grad * 2)
+    return (w @ x).sum(dim=0)
+
+
 class GradientReversal(nn.Module):
     """Domain-adversarial training's layer: identity forward, gradient negated and scaled backward."""
 

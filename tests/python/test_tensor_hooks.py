@@ -1,5 +1,6 @@
-"""Tensor.register_hook on tensors the compiled code computes (issue 14): the hook traced as a subgraph
-called through torch.ops.higher_order.register_hook, as TorchDynamo 2.13 does. The cases in
+"""Tensor.register_hook in compiled code (issue 14): on a tensor the code computes, the hook traced as a
+subgraph called through torch.ops.higher_order.register_hook, as TorchDynamo 2.13 does; on an input or
+a parameter, registered for real after the graph, as TorchDynamo replays it. The cases in
 python_cases_modules.py compare forward results and counts with eager and TorchDynamo; here, the
 gradients the hooks shape, under the eager backend and under AOTAutograd (aot_eager), which traces the
 hook into its backward graph."""
@@ -114,4 +115,59 @@ def test_the_handle_is_not_traced():
     x = torch.randn(3, requires_grad=True)
     dynview.compile(f, backend="eager")(x).backward()
     torch.testing.assert_close(x.grad, torch.full((3,), 2.0))
+    dynview.reset()
+
+
+def test_a_hook_on_an_input_is_registered_after_the_graph():
+    calls = []
+
+    def f(x):
+        def hook(grad):
+            calls.append(grad.shape)
+            return grad * 2
+        x.register_hook(hook)
+        return (x.sin() * 3).sum()
+
+    def run(compiled, backend):
+        x = torch.arange(3.0).requires_grad_()
+        (dynview.compile(f, backend=backend) if compiled else f)(x).backward()
+        return x.grad, list(calls)
+
+    for backend in ("eager", "aot_eager"):
+        want = run(False, backend)
+        calls.clear()
+        dynview.reset()
+        dynview._C.take_records()
+        got = run(True, backend)
+        calls.clear()
+        torch.testing.assert_close(got[0], want[0])
+        assert got[1] == want[1] == [torch.Size([3])]  # the hook ran once, as Python, in the backward pass
+        records = dynview._C.take_records()
+        assert len(records) == 1 and not records[0]["has_break"] and records[0]["graph"] is not None
+    dynview.reset()
+
+
+class ScaledWeightGrad(torch.nn.Module):
+    """A forward that registers a hook on its own weight, every call (eager keeps adding them)."""
+
+    def __init__(self):
+        super().__init__()
+        self.lin = torch.nn.Linear(3, 2)
+
+    def forward(self, x):
+        self.lin.weight.register_hook(lambda grad: grad * 0.5)
+        return self.lin(x).sum()
+
+
+def test_a_parameter_hook_registered_by_forward_accumulates_as_eager():
+    torch.manual_seed(0)
+    a, b = ScaledWeightGrad(), ScaledWeightGrad()
+    b.load_state_dict(a.state_dict())
+    cb = dynview.compile(b, backend="aot_eager")
+    x = torch.randn(4, 3)
+    for _ in range(2):
+        a(x).backward()
+        cb(x).backward()
+    torch.testing.assert_close(b.lin.weight.grad, a.lin.weight.grad)
+    assert len(b.lin.weight._backward_hooks) == len(a.lin.weight._backward_hooks) == 2
     dynview.reset()
