@@ -798,9 +798,15 @@ Translator::Status call_builtin(Translator& t, Frame& f, PyObject* fn, std::vect
     out = r;
     return std::nullopt;
   }
-  // zip without strict=: lazy over any iterables, as Python's (an iterator passed in is advanced only
+  // zip: lazy over any iterables, as Python's (an iterator passed in is advanced only
   // as the zip is taken); one alive across a break is rebuilt as zip(...) of its sources.
   if (is(Builtin::zip_) && kwargs.empty()) return lazy_over(t, f, "zip", args, out);
+  if (is(Builtin::zip_) && kwargs.size() == 1 && kwargs[0].first == "strict" && kwargs[0].second->kind == VK::Const) {
+    // zip(..., strict=b): the same, raising ValueError where the lengths turn out unequal (kwdefaults: strict)
+    if (Status s = lazy_over(t, f, "zip", args, out)) return s;
+    if (PyObject_IsTrue(kwargs[0].second->obj.get()) == 1) out->kwdefaults = kwargs[0].second;
+    return std::nullopt;
+  }
   if (is(Builtin::enumerate_)) {  // enumerate(xs[, start]) / enumerate(xs, start=k): a constant int start
     const VPtr* start = n == 2 ? &args[1] : nullptr;
     for (auto& [k, v] : kwargs) start = k == "start" ? &v : start;
@@ -845,15 +851,8 @@ Translator::Status call_builtin(Translator& t, Frame& f, PyObject* fn, std::vect
     } else if (is(Builtin::zip_)) {
       size_t m = seqs.empty() ? 0 : SIZE_MAX;
       for (auto& s : seqs) m = std::min(m, s->items.size());
-      bool strict = false;
-      for (auto& [k, v] : kwargs) {
-        if (k != "strict" || v->kind != VK::Const) return t.brk(f, "DV0007", "zip() with keyword " + k);
-        strict = PyObject_IsTrue(v->obj.get()) == 1;
-      }
-      if (strict)  // unequal lengths: Python's zip raises ValueError once the loop took the pairs there are
-        for (auto& sq : seqs)
-          if (sq->items.size() != m)
-            return t.brk(f, "DV0007", "zip(strict=True) of iterables of unequal lengths", "the eager frame raises ValueError after the pairs");
+      for (auto& kv : kwargs)  // (strict= of a constant is lazy_over's, above)
+        return t.brk(f, "DV0007", "zip() with keyword " + kv.first);
       for (size_t i = 0; i < m; ++i) {
         VPtr tup = t.make(VK::Tuple);
         for (auto& s : seqs) tup->items.push_back(s->items[i]);

@@ -760,9 +760,20 @@ def zips_strictly_unequal_lengths(x):
     return total, ""
 
 
-NOT_YET["zips_strictly_unequal_lengths"] = (
-    "zip(strict=True) of unequal lengths breaks (DV0007) before the loop, where TorchDynamo runs the pairs and "
-    "raises the ValueError in its frame: 0 graphs to its 1; the results are eager's")
+@case((3,))
+def zips_strictly_a_longer_third_argument(x):
+    total = x
+    try:
+        for a, b, c in zip([1.0, 2.0], [3.0, 4.0], [5.0, 6.0, 7.0], strict=True):  # "arguments 1-2"
+            total = total + a * b * c
+    except ValueError as e:
+        return total, str(e)
+    return total, ""
+
+
+@case((2, 3), (2, 3))
+def zips_tensors_strictly_of_equal_lengths(x, y):
+    return [a * b for a, b in zip(x, y, strict=True)], list(zip(x.shape, y.shape, strict=True))
 
 
 @case((3,))

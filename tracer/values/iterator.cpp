@@ -140,6 +140,7 @@ struct Kind<VK::Iter> {
       parts.push_back(v->self);
       parts.insert(parts.end(), v->cells.begin(), v->cells.end());
     } else if (v->name == "zip") {
+      if (v->kwdefaults) return false;  // zip(strict=True): not rebuilt
       fn = builtin("zip");
       parts = v->cells;
     } else if (v->name == "count") {

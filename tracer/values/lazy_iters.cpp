@@ -194,11 +194,22 @@ Translator::Status Translator::pull_itertool(Frame& f, const VPtr& it) {
       return std::nullopt;
     }
     VPtr tup = make(VK::Tuple);
-    for (const VPtr& src : it->cells) {
+    const bool strict = it->kwdefaults != nullptr;  // zip(..., strict=True): unequal lengths raise, as CPython's zip_next
+    for (size_t i = 0; i < it->cells.size(); ++i) {
       VPtr x;
-      if (Status s = next_of(src, x)) return s;
+      if (Status s = next_of(it->cells[i], x)) return s;
       if (!x) {
         it->flag = false;
+        if (!strict) return std::nullopt;
+        auto plural = [](size_t k) { return std::string(k == 1 ? " " : "s 1-") + std::to_string(k); };
+        if (i > 0)
+          return raise_new(f, PyExc_ValueError, "zip() argument " + std::to_string(i + 1) + " is shorter than argument" + plural(i), "zip");
+        for (size_t j = 1; j < it->cells.size(); ++j) {
+          VPtr y;
+          if (Status s = next_of(it->cells[j], y)) return s;
+          if (y)
+            return raise_new(f, PyExc_ValueError, "zip() argument " + std::to_string(j + 1) + " is longer than argument" + plural(j), "zip");
+        }
         return std::nullopt;
       }
       tup->items.push_back(x);
