@@ -172,27 +172,56 @@ class Emitter {
   }
 
  private:
-  // Region `pos` as TorchDynamo's graph holds a checkpointed function: wrap_body_N = GraphModule of
-  // its nodes; tag_activation_checkpoint(wrap_body_N, *inputs, **checkpoint_kwargs); getitems.
-  bool emit_region(size_t pos) {
-    const Region& r = *sh_.regions[pos];
-    if (r.hook_result > -2) return emit_hook(pos);
-    if (!parent_)  // graph inputs first read inside the function are the root's
-      for (int i = r.begin; i < r.end; ++i)
+  // Graph inputs first read inside a region [lo, hi) are the root's.
+  bool root_placeholders(int lo, int hi) {
+    if (!parent_)
+      for (int i = lo; i < hi; ++i)
         if (sh_.nodes[static_cast<size_t>(i)].op == GraphNode::Op::Placeholder && !emit_node(i)) return false;
-    // its inputs: values from before it, and placeholders, in the order first read
+    return true;
+  }
+
+  // The inputs of a subgraph made of nodes [lo, hi) of a region that begins at `begin`: the values
+  // they read from before it, and placeholders, in the order first read.
+  std::vector<int> region_inputs(int lo, int begin, int hi) const {
     std::vector<int> inputs, refs;
-    for (int i = r.begin; i < r.end; ++i) {
+    for (int i = lo; i < hi; ++i) {
       const GraphNode& n = sh_.nodes[static_cast<size_t>(i)];
       if (n.op == GraphNode::Op::Placeholder) continue;
       refs.clear();
       for (const ArgTree& a : n.args) collect_nodes(a, refs);
       for (const auto& kv : n.kwargs) collect_nodes(kv.second, refs);
       for (int id : refs)
-        if ((id < r.begin || sh_.nodes[static_cast<size_t>(id)].op == GraphNode::Op::Placeholder) &&
+        if ((id < begin || sh_.nodes[static_cast<size_t>(id)].op == GraphNode::Op::Placeholder) &&
             std::find(inputs.begin(), inputs.end(), id) == inputs.end())
           inputs.push_back(id);
     }
+    return inputs;
+  }
+
+  // Each input a placeholder of the subgraph `sub` (named as the outer node), and the outer node
+  // the operator's argument at `offset + k` of `hop_args`.
+  bool bind_inputs(Emitter& child, PyObject* sub, const std::vector<int>& inputs, PyObject* hop_args, Py_ssize_t offset) {
+    for (size_t k = 0; k < inputs.size(); ++k) {
+      PyObject* outer = lookup(inputs[k]);
+      if (!outer) return false;
+      Ref name = Ref::steal(PyObject_GetAttrString(outer, "name"));
+      Ref ph = name ? Ref::steal(PyObject_CallMethod(sub, "placeholder", "O", name.get())) : Ref();
+      if (!ph) return false;
+      const GraphNode& src = sh_.nodes[static_cast<size_t>(inputs[k])];
+      if (src.example && !set_meta(ph.get(), "example_value", src.example.get())) return false;
+      child.env_[inputs[k]] = std::move(ph);
+      PyTuple_SET_ITEM(hop_args, offset + static_cast<Py_ssize_t>(k), Py_NewRef(outer));
+    }
+    return true;
+  }
+
+  // Region `pos` as TorchDynamo's graph holds a checkpointed function: wrap_body_N = GraphModule of
+  // its nodes; tag_activation_checkpoint(wrap_body_N, *inputs, **checkpoint_kwargs); getitems.
+  bool emit_region(size_t pos) {
+    const Region& r = *sh_.regions[pos];
+    if (r.hook_result > -2) return emit_hook(pos);
+    if (!root_placeholders(r.begin, r.end)) return false;
+    const std::vector<int> inputs = region_inputs(r.begin, r.begin, r.end);
     std::vector<int> outputs;  // read after it, or returned
     for (int i = r.begin; i < r.end; ++i)
       if (sh_.nodes[static_cast<size_t>(i)].op != GraphNode::Op::Placeholder &&
@@ -203,17 +232,7 @@ class Emitter {
     if (!sub || !sub_owner) return false;
     Emitter child(sh_, sub.get(), sub_owner.get(), this);
     Ref hop_args = Ref::steal(PyTuple_New(static_cast<Py_ssize_t>(inputs.size()) + 1));
-    for (size_t k = 0; k < inputs.size(); ++k) {
-      PyObject* outer = lookup(inputs[k]);
-      if (!outer) return false;
-      Ref name = Ref::steal(PyObject_GetAttrString(outer, "name"));
-      Ref ph = name ? Ref::steal(PyObject_CallMethod(sub.get(), "placeholder", "O", name.get())) : Ref();
-      if (!ph) return false;
-      const GraphNode& src = sh_.nodes[static_cast<size_t>(inputs[k])];
-      if (src.example && !set_meta(ph.get(), "example_value", src.example.get())) return false;
-      child.env_[inputs[k]] = std::move(ph);
-      PyTuple_SET_ITEM(hop_args.get(), static_cast<Py_ssize_t>(k) + 1, Py_NewRef(outer));
-    }
+    if (!hop_args || !bind_inputs(child, sub.get(), inputs, hop_args.get(), 1)) return false;
     if (!child.emit_range(r.begin, r.end, pos + 1)) return false;
     Ref outs = Ref::steal(PyTuple_New(static_cast<Py_ssize_t>(outputs.size())));
     Ref examples = Ref::steal(PyTuple_New(static_cast<Py_ssize_t>(outputs.size())));
@@ -268,21 +287,8 @@ class Emitter {
   bool emit_hook(size_t pos) {
     const Region& r = *sh_.regions[pos];
     const int last = r.end - 1;  // the register_hook call
-    if (!parent_)
-      for (int i = r.begin; i < last; ++i)
-        if (sh_.nodes[static_cast<size_t>(i)].op == GraphNode::Op::Placeholder && !emit_node(i)) return false;
-    std::vector<int> inputs, refs;
-    for (int i = r.begin + 1; i < last; ++i) {
-      const GraphNode& n = sh_.nodes[static_cast<size_t>(i)];
-      if (n.op == GraphNode::Op::Placeholder) continue;
-      refs.clear();
-      for (const ArgTree& a : n.args) collect_nodes(a, refs);
-      for (const auto& kv : n.kwargs) collect_nodes(kv.second, refs);
-      for (int id : refs)
-        if (id != r.begin && (id < r.begin || sh_.nodes[static_cast<size_t>(id)].op == GraphNode::Op::Placeholder) &&
-            std::find(inputs.begin(), inputs.end(), id) == inputs.end())
-          inputs.push_back(id);
-    }
+    if (!root_placeholders(r.begin, last)) return false;
+    const std::vector<int> inputs = region_inputs(r.begin + 1, r.begin, last);  // (the gradient is its own input)
     const GraphNode& call_node = sh_.nodes[static_cast<size_t>(last)];
     if (call_node.args.empty() || call_node.args[0].kind != ArgTree::Kind::Node) {
       PyErr_SetString(PyExc_RuntimeError, "dynview: a register_hook node without its tensor");
@@ -302,17 +308,7 @@ class Emitter {
     Ref hop_args = Ref::steal(PyTuple_New(static_cast<Py_ssize_t>(inputs.size()) + 2));
     if (!hop_args) return false;
     PyTuple_SET_ITEM(hop_args.get(), 0, Py_NewRef(tensor));
-    for (size_t k = 0; k < inputs.size(); ++k) {
-      PyObject* outer = lookup(inputs[k]);
-      if (!outer) return false;
-      Ref name = Ref::steal(PyObject_GetAttrString(outer, "name"));
-      Ref ph = name ? Ref::steal(PyObject_CallMethod(sub.get(), "placeholder", "O", name.get())) : Ref();
-      if (!ph) return false;
-      const GraphNode& src = sh_.nodes[static_cast<size_t>(inputs[k])];
-      if (src.example && !set_meta(ph.get(), "example_value", src.example.get())) return false;
-      child.env_[inputs[k]] = std::move(ph);
-      PyTuple_SET_ITEM(hop_args.get(), static_cast<Py_ssize_t>(k) + 2, Py_NewRef(outer));
-    }
+    if (!bind_inputs(child, sub.get(), inputs, hop_args.get(), 2)) return false;
     if (!child.emit_range(r.begin + 1, last, pos + 1)) return false;
     PyObject* result = r.hook_result >= 0 ? child.lookup(r.hook_result) : Py_None;
     if (!result) return false;
