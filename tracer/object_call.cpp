@@ -544,7 +544,12 @@ Status object_call(Translator& t, Frame& f, const VPtr& fn, std::vector<VPtr>& a
     if (!nullcontext) return t.brk(f, "DV0004", "constructing " + callable_name(o) + " inside the traced code");
     return t.call(f, t.wrap(Ref::borrow(nullcontext), nullptr, f), {}, {}, out);
   }
-  switch (torch_special(o)) {
+  const TorchSpecial special = torch_special(o);
+  if (t.fn_mode_active() && (special == TorchSpecial::of_examples || special == TorchSpecial::tensor_method || special == TorchSpecial::as_tensor))
+    // answered without a node, but overridable: eager gives them to a torch function mode (its
+    // handler's call of the function comes back here with the mode off the stack)
+    return t.call_fn_mode(f, Ref::borrow(o), std::move(args), std::move(kwargs), out);
+  switch (special) {
     case TorchSpecial::none: break;
     case TorchSpecial::graph_break: return t.brk(f, "DV0026", "torch._dynamo.graph_break()");
     case TorchSpecial::sdpa_kernel: return t.make_sdpa_kernel(f, args, kwargs, out);

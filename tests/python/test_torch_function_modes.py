@@ -19,7 +19,7 @@ class Log(TorchFunctionMode):
         self.calls = []
 
     def __torch_function__(self, func, types, args=(), kwargs=None):
-        self.calls.append(func.__name__)
+        self.calls.append(getattr(func, "__name__", repr(func)))
         return func(*args, **(kwargs or {}))
 
 
@@ -29,6 +29,8 @@ def logged(x, w):
         n = h.shape[-1]
         h = h.relu() + n
         y = (2 - h)[0].sum(dim=-1)
+        if torch.is_floating_point(y) and torch.numel(y) == 1:  # answered without a graph node, given to the mode
+            y = torch.as_tensor(y, dtype=torch.float64)
     return y, log.calls
 
 
@@ -46,7 +48,7 @@ def test_a_mode_made_in_the_trace_sees_what_eager_gives_it():
     torch.testing.assert_close(got[0], want[0])
     # every call in eager's order, the attribute read (Tensor.shape's __get__) and the reflected
     # 2 - h (Tensor.__rsub__) among them
-    assert got[1] == want[1] and "__get__" in want[1] and "__rsub__" in want[1], (got[1], want[1])
+    assert got[1] == want[1] and {"__get__", "__rsub__", "is_floating_point", "numel", "as_tensor"} <= set(want[1]), (got[1], want[1])
     top = [r for r in records if r["qualname"] == "logged"]
     assert len(top) == 1 and top[0]["graph"] is not None and not top[0]["has_break"]
     assert {"linear", "relu"} <= set(top[0]["ops"])
