@@ -1135,6 +1135,18 @@ Translator::Status call_builtin(Translator& t, Frame& f, PyObject* fn, std::vect
       if (!out) return t.raise_current(f, "repr()");
       return std::nullopt;
     }
+    if ((is(Builtin::str_) || is(Builtin::repr_)) && n == 1 && kwargs.empty() && (args[0]->kind == VK::Object || args[0]->kind == VK::Function) &&
+        args[0]->obj) {
+      // a function or builtin (what a torch function mode's handler is given, printed or used as a
+      // key): its text, fixed for the object as TorchDynamo folds it ("<built-in method add ...>")
+      PyObject* o = args[0]->obj.get();
+      if (PyFunction_Check(o) || PyCFunction_Check(o) || Py_IS_TYPE(o, &PyMethodDescr_Type) || Py_IS_TYPE(o, &PyWrapperDescr_Type) ||
+          std::strcmp(Py_TYPE(o)->tp_name, "method-wrapper") == 0) {
+        out = t.constant_steal(PyObject_Repr(o));
+        if (!out) return t.raise_current(f, "repr()");
+        return std::nullopt;
+      }
+    }
     if ((is(Builtin::str_) || is(Builtin::repr_)) && n == 1 && kwargs.empty() && args[0]->kind == VK::Object && args[0]->obj &&
         PyExceptionInstance_Check(args[0]->obj.get()) && simple_exception_class(reinterpret_cast<PyObject*>(Py_TYPE(args[0]->obj.get())))) {
       // An exception raised in the trace (except ... as e): its text, as eager prints it.

@@ -1080,3 +1080,10 @@ def grows_a_set_of_constants_in_place_with_a_tensor(x):
     names |= {x}
     names -= {"a"}
     return x * len(alias), x in alias, "b" in alias, alias is names
+
+
+@case((3,))
+def text_of_functions_as_keys(x):
+    # what logging and dispatch tables do with the callables they are given
+    table = {repr(torch.add): 1.0, str(torch.Tensor.mul): 2.0, repr(torch.Tensor.__getitem__): 3.0}
+    return x * table[repr(torch.add)] + table[str(torch.Tensor.mul)], len(table)
