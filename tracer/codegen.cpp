@@ -303,7 +303,7 @@ bool emit_head(Emitter& e, Rebuilder& rb, PyCodeObject* co, const CaptureResult&
     e.emit_free(N::STORE_DEREF, c->cell_of);
   }
   for (const auto& h : se.tensor_hooks) {  // torch.Tensor.register_hook(tensor, hook), in order; the handle dropped
-    static PyObject* register_hook = kept_attr("torch", "Tensor") ? PyObject_GetAttrString(kept_attr("torch", "Tensor"), "register_hook") : nullptr;
+    static PyObject* register_hook = PyObject_GetAttrString(py().torch_Tensor.get(), "register_hook");  // kept
     if (!register_hook) return PyErr_Clear(), why = "torch.Tensor.register_hook is missing", false;
     e.callable_const(register_hook);
     if (!rb.value(h.tensor) || !rb.value(h.hook)) return why = "cannot register the hook on " + h.tensor->source->text(), false;

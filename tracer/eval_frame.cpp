@@ -2,7 +2,6 @@
 // Hit path: code extra -> guard tree over the frame's fast locals -> call the transformed function
 // with the frame's argument slots. No Python code runs there besides the cached code itself.
 // Frame internals are read through the per-version shim (frame_shim.h).
-#include <functional>
 #include <algorithm>
 #include <cstring>
 #include <Python.h>
@@ -237,24 +236,9 @@ std::vector<int> plan_outputs(const CaptureResult& c) {
 // _check_requires_grad_intermediate_outputs, which restarts the analysis so).
 bool grad_leaf_leaks(const CaptureResult& c) {
   if (c.grad_leaves.empty()) return false;
-  const std::vector<int> outs = plan_outputs(c);
   const auto& nodes = c.out.graph.nodes();
-  std::vector<char> tainted(nodes.size(), 0);
-  for (int n : c.grad_leaves)
-    if (n >= 0 && static_cast<size_t>(n) < nodes.size()) tainted[static_cast<size_t>(n)] = 1;
-  std::function<bool(const ArgTree&)> reads_tainted = [&](const ArgTree& a) {
-    if (a.kind == ArgTree::Kind::Node) return a.node >= 0 && static_cast<size_t>(a.node) < nodes.size() && tainted[static_cast<size_t>(a.node)];
-    for (const ArgTree& x : a.items)
-      if (reads_tainted(x)) return true;
-    return false;
-  };
-  for (size_t i = 0; i < nodes.size(); ++i) {
-    if (tainted[i]) continue;
-    for (const ArgTree& a : nodes[i].args) tainted[i] = tainted[i] || reads_tainted(a);
-    for (const auto& [k, a] : nodes[i].kwargs) tainted[i] = tainted[i] || reads_tainted(a);
-  }
-  for (int n : outs) {
-    if (n < 0 || static_cast<size_t>(n) >= nodes.size() || !tainted[static_cast<size_t>(n)]) continue;
+  for (int n : plan_outputs(c)) {
+    if (n < 0 || static_cast<size_t>(n) >= nodes.size() || !c.out.graph.depends_on(n, c.grad_leaves)) continue;
     PyObject* ex = nodes[static_cast<size_t>(n)].example.get();
     Ref rg = ex ? Ref::steal(PyObject_GetAttrString(ex, "requires_grad")) : Ref();
     if (!rg) PyErr_Clear();

@@ -125,10 +125,15 @@ class Emitter {
       else
         node = Ref::steal(PyObject_CallMethod(graph_, "call_method", "sOO", n.method.c_str(), args.get(), kwargs.get()));
     }
+    return keep(i, std::move(node), n.example.get());
+  }
+
+  // `node`, the FX node made for node i (null: failed), with its example value and index as meta.
+  bool keep(int i, Ref node, PyObject* example) {
     if (!node) return false;
-    if (n.example && !set_meta(node.get(), "example_value", n.example.get())) return false;
+    if (example && !set_meta(node.get(), "example_value", example)) return false;
     Ref index = Ref::steal(PyLong_FromLong(i));
-    if (!set_meta(node.get(), "dv_node", index.get())) return false;
+    if (!index || !set_meta(node.get(), "dv_node", index.get())) return false;
     env_[i] = std::move(node);
     return true;
   }
@@ -272,11 +277,7 @@ class Emitter {
     for (size_t k = 0; k < outputs.size(); ++k) {
       Ref idx = Ref::steal(Py_BuildValue("(On)", call.get(), static_cast<Py_ssize_t>(k)));
       Ref item = idx ? Ref::steal(PyObject_CallMethod(graph_, "call_function", "OO", getitem, idx.get())) : Ref();
-      Ref index = Ref::steal(PyLong_FromLong(outputs[k]));
-      if (!item || !set_meta(item.get(), "example_value", PyTuple_GET_ITEM(examples.get(), static_cast<Py_ssize_t>(k))) ||
-          !set_meta(item.get(), "dv_node", index.get()))
-        return false;
-      env_[outputs[k]] = std::move(item);
+      if (!keep(outputs[k], std::move(item), PyTuple_GET_ITEM(examples.get(), static_cast<Py_ssize_t>(k)))) return false;
     }
     return true;
   }
@@ -324,12 +325,7 @@ class Emitter {
     Ref call = no_kwargs ? Ref::steal(PyObject_CallMethod(graph_, "call_function", "OOO", call_node.target.get(), hop_args.get(),
                                                           no_kwargs.get()))
                          : Ref();
-    if (!call) return false;
-    if (call_node.example && !set_meta(call.get(), "example_value", call_node.example.get())) return false;
-    Ref index = Ref::steal(PyLong_FromLong(last));
-    if (!set_meta(call.get(), "dv_node", index.get())) return false;
-    env_[last] = std::move(call);
-    return true;
+    return keep(last, std::move(call), call_node.example.get());
   }
 
   Shared& sh_;

@@ -17,6 +17,11 @@ const char* const kAutograd[] = {"backward", "register_hook", "retain_grad", nul
 const char* const kMetaMethods[] = {"size", "dim", "ndimension", "numel", "nelement", "stride", "is_contiguous",
                               "element_size", "is_floating_point", "is_complex", "__len__", "dim_order", nullptr};
 
+// A data attribute of torch.Tensor (x.shape, x._version, x.grad_fn), not a method to bind.
+bool data_descriptor(PyObject* attr) {
+  return Py_IS_TYPE(attr, &PyGetSetDescr_Type) || Py_IS_TYPE(attr, &PyMemberDescr_Type) || PyObject_TypeCheck(attr, &PyProperty_Type);
+}
+
 bool in_list(const char* const* list, const std::string& s) {
   for (const char* const* n = list; *n; ++n)
     if (s == *n) return true;
@@ -160,7 +165,7 @@ struct Kind<VK::Tensor> {
       // its handler as eager sends it: func = the descriptor's __get__, whose call reads it here again
       Ref nm = Ref::steal(PyUnicode_FromString(name.c_str()));
       PyObject* attr = nm ? _PyType_Lookup(reinterpret_cast<PyTypeObject*>(py().torch_Tensor.get()), nm.get()) : nullptr;
-      if (attr && (Py_IS_TYPE(attr, &PyGetSetDescr_Type) || Py_IS_TYPE(attr, &PyMemberDescr_Type) || PyObject_TypeCheck(attr, &PyProperty_Type))) {
+      if (attr && data_descriptor(attr)) {
         Ref get = Ref::steal(PyObject_GetAttrString(attr, "__get__"));
         if (!get) return PyErr_Clear(), t.brk(f, "DV0005", "Tensor." + name + ": its descriptor has no __get__");
         return t.call_fn_mode(f, std::move(get), {obj}, {}, out);
@@ -235,7 +240,7 @@ struct Kind<VK::Tensor> {
     }
     // A data attribute not answered above (x._version, x.grad_fn, x.output_nr, x.nbytes): state of
     // the real tensor, which the example does not have; not a method to bind.
-    if (Py_IS_TYPE(attr, &PyGetSetDescr_Type) || Py_IS_TYPE(attr, &PyMemberDescr_Type) || PyObject_TypeCheck(attr, &PyProperty_Type))
+    if (data_descriptor(attr))
       return t.brk(f, "DV0005", "Tensor." + name + " is not traced", "read it outside the compiled function");
     out = t.bound_method(obj, Ref(), name);
     return std::nullopt;
