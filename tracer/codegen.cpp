@@ -12,6 +12,7 @@
 #include "core/opcodes.h"
 #include "frame_shim.h"
 #include "pycache.h"
+#include "pycache.h"
 #include "resume.h"
 #include "rebuild.h"
 #include "values/kind.h"
@@ -396,6 +397,26 @@ bool emit_head(Emitter& e, Rebuilder& rb, PyCodeObject* co, const CaptureResult&
       const bool update = method[0] == 'u';
       if (update) e.emit(N::LOAD_CONST, e.konst(items.get()));
       e.call(update ? 2 : 1);
+      e.emit(N::POP_TOP);
+    }
+  }
+  // The thread's torch function mode stack as the trace left it (after the writes above, which run
+  // under the modes the call began with)
+  if (c.fn_mode_pops || !c.fn_mode_pushes.empty()) {
+    static PyObject* pop = kept_attr("torch._C", "_pop_torch_function_stack");
+    static PyObject* push = kept_attr("torch._C", "_push_on_torch_function_stack");
+    if (!pop || !push) return why = "torch._C's torch function mode stack functions are missing", false;
+    for (int k = 0; k < c.fn_mode_pops; ++k) {
+      e.callable_const(pop);
+      e.call(0);
+      e.emit(N::POP_TOP);
+    }
+    for (const VPtr& m : c.fn_mode_pushes) {
+      if (m->source && m->source->kind == Source::Kind::FnMode)  // (its place on the stack is gone)
+        return why = "a torch function mode taken off the stack is entered again", false;
+      e.callable_const(push);
+      if (!rb.value(m)) return why = "cannot rebuild the torch function mode " + describe(*m) + " to enter it", false;
+      e.call(1);
       e.emit(N::POP_TOP);
     }
   }

@@ -186,6 +186,9 @@ PyObject* run_entry(Entry& e, _PyInterpreterFrame* frame, int nargs, bool hit = 
 PyObject* call_graph(PyObject* compiled, PyObject* const* args, Py_ssize_t n) {
   const bool was_busy = t_busy;
   t_busy = true;
+  // The graph holds what the handlers of the torch function modes around the call did: none sees its operators
+  std::optional<ModesTakenOff> modes_off;
+  if (torch_function_mode_active()) modes_off.emplace(false);
   const GraphRunState before = graph_run_state();
   PyObject* r = PyObject_Vectorcall(compiled, args, static_cast<size_t>(n), nullptr);
   if (!r) restore_graph_run_state(before);
@@ -384,6 +387,9 @@ void raise_unsupported(const Break& brk) {
 // frame eagerly, or with a Python error set (a backend error; fullgraph's Unsupported).
 Entry* compile_frame(CodeState& st, PyCodeObject* co, _PyInterpreterFrame* frame, const std::string& reason, bool* eager) {
   *eager = false;
+  // The torch function modes around the call are traced (Translator::enter_outer_modes) and held off
+  // the thread's stack meanwhile: the examples' operators and the backend's compile do not reach them.
+  ModesTakenOff modes_held(/*held=*/true);
   if (st.frame_id < 0) st.frame_id = g_next_frame_id++;
   CompileId id{st.frame_id, static_cast<int>(st.entries.size()) + st.recompiles};
   const auto t0 = std::chrono::steady_clock::now();
@@ -728,7 +734,8 @@ PyObject* miss(PyThreadState* ts, _PyInterpreterFrame* frame, int throwflag, Cod
 
 PyObject* dv_eval_frame(PyThreadState* ts, _PyInterpreterFrame* frame, int throwflag) {
   auto fallback = [&]() { return g_previous(ts, frame, throwflag); };
-  if (throwflag || !mode().enabled || t_busy || !shim::owned_by_thread(frame) || functorch_active() || torch_function_mode_active())
+  if (throwflag || !mode().enabled || t_busy || !shim::owned_by_thread(frame) || functorch_active() ||
+      (torch_function_mode_active() && !torch_function_modes_traceable()))
     return fallback();
   PyCodeObject* co = shim::frame_code(frame);
   CodeState* st = state_of(co, false);

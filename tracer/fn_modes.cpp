@@ -56,12 +56,34 @@ bool torch_function_mode_class(PyObject* o) {
   return r == 1;
 }
 
+// The torch function modes on the thread's stack when the call began (held off it while the capture
+// runs): each is the object at ___get_torch_function_mode_stack_at(i), its type guarded, as
+// TorchDynamo guards the mode stack (TORCH_FUNCTION_MODE_STACK: the number of modes, in the global
+// state guard, and their types). A break inside its block splits the frame: the mode is on the
+// thread's stack for real around the code that runs eagerly and the resume function.
+Translator::Status Translator::enter_outer_modes(Frame& f) {
+  const Py_ssize_t n = torch_function_mode_depth();
+  if (n == 0) return std::nullopt;
+  static PyObject* stack_at = kept_attr("torch._C", "_get_function_stack_at");
+  if (!stack_at) return brk(f, "DV0004", "torch._C._get_function_stack_at is missing");
+  for (Py_ssize_t i = 0; i < n; ++i) {
+    PyObject* m = torch_function_mode_at(i);
+    SourcePtr src = Source::fn_mode(static_cast<int>(i), Ref::borrow(stack_at));
+    add_guard(GuardKind::TYPE_MATCH, src, Ref::borrow(reinterpret_cast<PyObject*>(Py_TYPE(m))), f,
+              "___check_type_id(" + src->text() + ", " + Py_TYPE(m)->tp_name + ")");
+    VPtr v = wrap(Ref::borrow(m), src, f);
+    if (!v) return brk(f, "DV0013", std::string("a torch function mode of type ") + Py_TYPE(m)->tp_name + " cannot be traced");
+    fn_modes_.push_back(v);
+  }
+  outer_modes_ = fn_modes_;
+  return std::nullopt;
+}
+
 Translator::Status Translator::push_fn_mode(Frame& f, const VPtr& mode) {
   if (mode->kind != VK::Instance || !torch_function_mode_class(mode->obj.get()))
     return brk(f, "DV0004", "pushing a torch function mode the trace did not make",
                "enter the mode inside the compiled function (with Mode(): ...), or outside it");
   fn_modes_.push_back(mode);
-  ++fn_modes_entered_;
   return std::nullopt;
 }
 
@@ -69,7 +91,6 @@ Translator::Status Translator::pop_fn_mode(Frame& f, VPtr& out) {
   if (fn_modes_.empty()) return brk(f, "DV0004", "leaving a torch function mode the trace did not enter");
   out = fn_modes_.back();
   fn_modes_.pop_back();
-  --fn_modes_entered_;
   return std::nullopt;
 }
 
@@ -104,10 +125,11 @@ Ref fn_mode_func(PyObject* target, const std::string& method, const std::vector<
 Translator::Status Translator::call_fn_mode(Frame& f, Ref func, std::vector<VPtr> args, KwArgs kwargs, VPtr& out) {
   VPtr mode = fn_modes_.back();
   static PyObject* name = PyUnicode_InternFromString("__torch_function__");
-  PyObject* handler = _PyType_Lookup(reinterpret_cast<PyTypeObject*>(mode->obj.get()), name);
+  // (a mode made in the trace is an Instance of its class; one from outside, the object itself)
+  auto* type = mode->kind == VK::Instance ? reinterpret_cast<PyTypeObject*>(mode->obj.get()) : Py_TYPE(mode->obj.get());
+  PyObject* handler = _PyType_Lookup(type, name);
   if (!handler || !PyFunction_Check(handler))
-    return brk(f, "DV0004", std::string("a torch function mode whose __torch_function__ is not a Python function (") +
-                                reinterpret_cast<PyTypeObject*>(mode->obj.get())->tp_name + ")");
+    return brk(f, "DV0004", std::string("a torch function mode whose __torch_function__ is not a Python function (") + type->tp_name + ")");
   VPtr pos = make(VK::Tuple);
   pos->items = std::move(args);
   VPtr kw = constant(Ref::borrow(Py_None));

@@ -163,6 +163,7 @@ struct GuardTree::Node {
         return v;
       }
       case Source::Kind::Held: return source->key.get();
+      case Source::Kind::FnMode: return torch_function_mode_at(source->index);
       case Source::Kind::FreeCell:
         if (!f.closure || source->index >= PyTuple_GET_SIZE(f.closure)) return nullptr;
         return PyTuple_GET_ITEM(f.closure, source->index);

@@ -95,6 +95,11 @@ struct Emitter {
         if (!source(*s.base)) return false;
         call(1);
         return true;
+      case K::FnMode:  // torch._C._get_function_stack_at(i)
+        callable_const(s.key.get());
+        load_int(s.index);
+        call(1);
+        return true;
       case K::TupleIterItem:  // dynview._runtime.tuple_iterator_getitem(it, k)
         callable_const(s.key.get());
         if (!source(*s.base)) return false;
@@ -133,7 +138,7 @@ struct Emitter {
         emit(N::BINARY_SUBSCR);
         emit(N::LOAD_ATTR, name("cell_contents"));
         return true;
-      case K::Local: case K::Closure: case K::Global: case K::Held: case K::FreeCell: case K::AsTensor: case K::TupleIterItem: return false;
+      case K::Local: case K::Closure: case K::Global: case K::Held: case K::FreeCell: case K::AsTensor: case K::TupleIterItem: case K::FnMode: return false;
     }
     return false;
   }

@@ -16,6 +16,7 @@ std::string Source::text() const {
     case Kind::FreeCell: return "___closure_cell['" + name + "']";
     case Kind::AsTensor: return "___as_tensor(" + base->text() + ")";
     case Kind::TupleIterItem: return "___tuple_iterator_getitem(" + base->text() + ", " + std::to_string(index) + ")";
+    case Kind::FnMode: return "___get_torch_function_mode_stack_at(" + std::to_string(index) + ")";
   }
   return "?";
 }
@@ -58,6 +59,9 @@ SourcePtr Source::as_tensor(SourcePtr base, Ref as_tensor_fn) {
 }
 SourcePtr Source::tuple_iter_item(SourcePtr base, int index, Ref getitem_fn) {
   return std::make_shared<Source>(Source{Kind::TupleIterItem, index, {}, {}, std::move(getitem_fn), std::move(base)});
+}
+SourcePtr Source::fn_mode(int index, Ref stack_at_fn) {
+  return std::make_shared<Source>(Source{Kind::FnMode, index, {}, {}, std::move(stack_at_fn), {}});
 }
 SourcePtr Source::held(Ref obj, std::string name) {
   return std::make_shared<Source>(Source{Kind::Held, -1, std::move(name), {}, std::move(obj), {}});

@@ -27,6 +27,9 @@ struct Source {
                // graph (TorchDynamo's NumpyTensorSource); key: torch.as_tensor
     TupleIterItem,  // the item `index` places ahead of a tuple iterator base (TorchDynamo's
                     // ___tuple_iterator_getitem); key: dynview._runtime.tuple_iterator_getitem
+    FnMode,    // the torch function mode at `index` of the thread's mode stack, bottom first (a mode
+               // entered outside the compiled call: TorchDynamo's TorchFunctionModeStackSource); key:
+               // torch._C._get_function_stack_at
   };
   Kind kind;
   int index = -1;        // Local/Closure
@@ -51,6 +54,7 @@ struct Source {
   static SourcePtr free_cell(int index, std::string name);
   static SourcePtr as_tensor(SourcePtr base, Ref as_tensor_fn);
   static SourcePtr tuple_iter_item(SourcePtr base, int index, Ref getitem_fn);
+  static SourcePtr fn_mode(int index, Ref stack_at_fn);
 };
 
 }  // namespace dv

@@ -45,6 +45,46 @@ bool is_tensor(PyObject* o) {
 bool functorch_active() { return !at::functorch::getDynamicLayerStack().empty(); }
 bool torch_function_mode_active() { return at::impl::PythonTorchFunctionTLS::stack_len() > 0; }
 
+bool torch_function_mode_class(PyObject* o);  // fn_modes.cpp
+
+namespace {
+thread_local const std::vector<std::shared_ptr<void>>* t_held_modes = nullptr;
+PyObject* mode_object(const std::shared_ptr<void>& m) {
+  const auto* o = static_cast<const c10::SafePyObject*>(m.get());
+  return o->ptr(&o->pyinterpreter());
+}
+}  // namespace
+
+Py_ssize_t torch_function_mode_depth() {
+  return t_held_modes ? static_cast<Py_ssize_t>(t_held_modes->size()) : static_cast<Py_ssize_t>(at::impl::PythonTorchFunctionTLS::stack_len());
+}
+
+PyObject* torch_function_mode_at(Py_ssize_t index) {
+  if (index < 0 || index >= torch_function_mode_depth()) return nullptr;
+  if (t_held_modes) return mode_object((*t_held_modes)[static_cast<size_t>(index)]);
+  const auto& m = at::impl::PythonTorchFunctionTLS::get_stack_at(index);
+  return m->ptr(&m->pyinterpreter());
+}
+
+ModesTakenOff::ModesTakenOff(bool held) : held_(held), previous_(t_held_modes) {
+  while (at::impl::PythonTorchFunctionTLS::stack_len() > 0)
+    modes_.insert(modes_.begin(), at::impl::PythonTorchFunctionTLS::pop_stack());
+  if (held_) t_held_modes = &modes_;
+}
+
+ModesTakenOff::~ModesTakenOff() {
+  for (auto& m : modes_) at::impl::PythonTorchFunctionTLS::push_onto_stack(std::static_pointer_cast<c10::SafePyObject>(m));
+  if (held_) t_held_modes = previous_;
+}
+
+bool torch_function_modes_traceable() {
+  const int64_t n = at::impl::PythonTorchFunctionTLS::stack_len();
+  if (n == 0 || at::impl::PythonTorchFunctionTLS::get_disabled_state() != at::impl::TorchFunctionDisabledState::ENABLED) return false;
+  for (int64_t i = 0; i < n; ++i)
+    if (!torch_function_mode_class(reinterpret_cast<PyObject*>(Py_TYPE(torch_function_mode_at(i))))) return false;
+  return true;
+}
+
 GraphRunState graph_run_state() {
   return GraphRunState{at::functorch::getDynamicLayerStack().size(), c10::GradMode::is_enabled(), autocast_state()};
 }
@@ -248,6 +288,7 @@ GlobalState global_state() {
   g.autocast_cuda_dtype = static_cast<int8_t>(at::autocast::get_autocast_dtype(at::kCUDA));
   g.default_dtype = static_cast<int8_t>(c10::typeMetaToScalarType(c10::get_default_dtype()));
   g.num_threads = at::get_num_threads();
+  g.fn_modes = static_cast<int>(torch_function_mode_depth());
   return g;
 }
 
@@ -260,6 +301,8 @@ std::string global_state_diff(const GlobalState& w, const GlobalState& h) {
     return "autocast dtype changed";
   if (w.default_dtype != h.default_dtype) return "default dtype changed";
   if (w.num_threads != h.num_threads) return "torch.get_num_threads() changed";
+  if (w.fn_modes != h.fn_modes)
+    return "torch function mode stack: expected " + std::to_string(w.fn_modes) + " mode(s), found " + std::to_string(h.fn_modes);
   return {};
 }
 

@@ -30,9 +30,30 @@ bool is_small_real_tensor(PyObject* o);
 // empty). A frame called there sees wrapped tensors: it runs eagerly, as it is neither captured nor
 // looked up.
 bool functorch_active();
-// A torch function mode entered outside the compiled code is on the stack (its handler would see the
-// graph's operators in eager; a compiled graph would not call it): such calls run as they are.
-bool torch_function_mode_active();
+// Torch function modes entered outside the compiled code (the thread's mode stack; `with
+// torch.device(...)`, a user's logging mode): a compiled call is traced with them on the trace's
+// mode stack, their handlers inlined (fn_modes.cpp), and its graph runs with the stack taken off (the
+// graph holds what the handlers did). Where they cannot be traced -- a mode that is no
+// TorchFunctionMode, torch function dispatch disabled -- the call runs as it is.
+bool torch_function_mode_active();  // the thread's stack is not empty
+// While a capture runs, the stack is taken off (the examples' operators, the backend's compile must
+// not reach the handlers) and held: these read the held stack then, the thread's otherwise.
+Py_ssize_t torch_function_mode_depth();
+PyObject* torch_function_mode_at(Py_ssize_t index);  // bottom first; borrowed; null: past the top
+// The thread's mode stack taken off until the result is released (held: the capture's, read by the two above)
+class ModesTakenOff {
+ public:
+  explicit ModesTakenOff(bool held);
+  ~ModesTakenOff();
+  ModesTakenOff(const ModesTakenOff&) = delete;
+  ModesTakenOff& operator=(const ModesTakenOff&) = delete;
+ private:
+  std::vector<std::shared_ptr<void>> modes_;  // c10::SafePyObject, bottom first
+  bool held_;
+  const std::vector<std::shared_ptr<void>>* previous_;
+};
+// Each mode on the stack a TorchFunctionMode, and torch function dispatch enabled (false with none)
+bool torch_function_modes_traceable();
 // What a compiled graph's run may leave behind when an operator in it raises: the functorch levels
 // its vmap nodes pushed (eager's `with` pops them) and the grad mode its set_grad_enabled nodes set.
 // The thread's autocast state (per device: enabled and dtype; cache flag; nesting depth), to put back
@@ -83,6 +104,7 @@ struct GlobalState {
   int8_t autocast_cuda_dtype = 0;
   int8_t default_dtype = 0;
   int num_threads = 0;
+  int fn_modes = 0;  // torch function modes on the thread's stack (their types are TYPE_MATCH guards)
   bool operator==(const GlobalState&) const = default;
 };
 GlobalState global_state();

@@ -119,7 +119,6 @@ Translator::Status Translator::brk(Frame& f, BreakId id, std::string msg, std::s
   b.step = cur_step_;
   for (Frame* fr : frames_) b.user_stack.push_back(fr->facts->filename + ":" + std::to_string(current_line(*fr)) + " in " + fr->facts->qualname);
   if (root_ && root_->executing) b.root_ip = root_->ip - 1;
-  if (fn_modes_entered_ > 0) b.no_split = "the break is inside a torch function mode's block";
   if (PyErr_Occurred()) PyErr_Clear();
   if (b.id == kNoAttributeId)  // AttributeError in eager: an except in the trace may catch it
     b.exc = Ref::steal(PyObject_CallOneArg(PyExc_AttributeError, Ref::steal(PyUnicode_FromString(b.message.c_str())).get()));
@@ -366,6 +365,10 @@ void Translator::run_root(PyObject* code, PyObject* globals, PyObject* builtins,
                     ((co->co_flags & CO_VARKEYWORDS) ? 1 : 0);
   // Global state first: it applies to everything the graph computes.
   if (Guard* g = add_guard(GuardKind::GLOBAL_STATE, nullptr, {}, f, "___check_global_state()")) g->state = global_state();
+  if (Status s = enter_outer_modes(f)) {
+    r.brk = std::move(s);
+    return;
+  }
   // Dynamic shapes: compare the arguments with what earlier compiles saw; anything symbolic makes
   // this a fake-tensor compile.
   if (builder.dynamic_mode != DynamicMode::Off) {
@@ -419,7 +422,19 @@ void Translator::run_root(PyObject* code, PyObject* globals, PyObject* builtins,
   } else {
     r.ret = f.result;
   }
+  mode_stack_change(r);
   return;
+}
+
+// How the thread's torch function mode stack must change after the graph for the frame to go on
+// (or return) as the trace did: the modes the trace popped from those it began with (a resume
+// function leaving a mode's block), then the ones it pushed (a break inside a mode's block: the
+// breaking instruction and the resume function run under it, as in eager).
+void Translator::mode_stack_change(CaptureResult& r) const {
+  size_t common = 0;
+  while (common < outer_modes_.size() && common < fn_modes_.size() && outer_modes_[common] == fn_modes_[common]) ++common;
+  r.fn_mode_pops = static_cast<int>(outer_modes_.size() - common);
+  r.fn_mode_pushes.assign(fn_modes_.begin() + static_cast<long>(common), fn_modes_.end());
 }
 
 #ifdef DV_CHECK_STACK

@@ -121,6 +121,10 @@ struct CaptureResult {
   bool stopped = false;      // stopped before CaptureRequest::stop_at
   bool retry_dynamic = false;  // a static capture reached a tensor of changed sizes: capture it again, dynamic
   std::vector<int> grad_leaves;  // the requires_grad_() nodes of tensors made in the graph (Translator::grad_leaf_nodes)
+  // The thread's torch function mode stack after the graph: this many popped, then these pushed
+  // (Translator::mode_stack_change; codegen's emit_head)
+  int fn_mode_pops = 0;
+  std::vector<VPtr> fn_mode_pushes;
   std::vector<VPtr> stack, locals;  // the root frame's state where it stopped
   Ref kw_names;              // a KW_NAMES tuple pending for the stopped CALL
   int steps = 0;
@@ -198,6 +202,7 @@ class Translator {
   // Torch function modes entered in the trace (fn_modes.cpp): pushed and popped by the inlined
   // __enter__/__exit__; while one is on the stack, dispatch_fn_mode inlines its __torch_function__
   // for a torch function, tensor method or operator (handled: it did; else record the call).
+  Status enter_outer_modes(Frame& f);  // the modes entered outside the call, on the trace's stack first
   Status push_fn_mode(Frame& f, const VPtr& mode);
   Status pop_fn_mode(Frame& f, VPtr& out);
   bool fn_mode_active() const { return !fn_modes_.empty(); }
@@ -493,7 +498,8 @@ class Translator {
   std::vector<FunctionalOverride> functional_overrides_;
   std::vector<std::shared_ptr<void>> inference_modes_;  // torch.inference_mode blocks entered for the trace, innermost last
   std::vector<VPtr> fn_modes_;  // torch function modes on the trace's stack, innermost last (off it while its handler runs)
-  int fn_modes_entered_ = 0;     // modes whose block the trace is in (a handler running counts)
+  std::vector<VPtr> outer_modes_;  // those the thread's stack held as the call began (enter_outer_modes)
+  void mode_stack_change(CaptureResult& r) const;
   std::vector<std::pair<Ref, bool>> sdpa_restores_;  // sdpa_kernel blocks entered for the trace: (backends before, set_priority)
   // value (a constant: its object) -> (value kept alive, its fake id)
   std::unordered_map<const void*, std::pair<VPtr, VPtr>> fake_ids_;

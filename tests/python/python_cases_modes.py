@@ -151,3 +151,36 @@ DIFFERS["mode_counting_its_calls"] = (
     "eagerly and compiles the handler's frames on their own (4 graphs); dynview traces the mode (1 graph), and "
     "the count equals eager's")
 
+
+
+# Graph breaks inside a mode's block split the frame, as TorchDynamo splits them for a mode whose
+# __enter__/__exit__ are TorchFunctionMode's: the transformed code enters the mode for real before
+# the code that runs eagerly, and the resume function is traced under it (the mode its block leaves).
+@case((3,))
+def break_inside_a_mode_block(x):
+    with NegateSin():
+        y = x.sin()
+        torch._dynamo.graph_break()
+        y = y.sin() + y
+    return y.cos()
+
+
+@case((2, 3))
+def break_inside_nested_mode_blocks_inner(x):
+    with AddIsMul():
+        y = x + 1
+        with NegateSin():
+            z = y.sin()
+            print("", end="")
+            z = z + y.sin()
+        w = z + 2
+    return w, y
+
+
+@case((3,), (3,))
+def torch_function_called_eagerly_under_the_mode(x, y):
+    with AddIsMul():
+        a = torch.add(x, y)
+        n = int(torch.add(x, y).sum().item() > 0)  # .item(): a break, run under the mode
+        b = x + n
+    return a, b

@@ -1,11 +1,11 @@
-"""Torch function modes and compiled code (issue 14): a mode entered inside the compiled function is
-traced (its handler inlined for every torch function, tensor method, operator and tensor attribute
-read, as eager dispatches them); a mode entered outside runs the call as it is; a break inside a
-mode's block runs the frame eagerly. The counts of the stateless cases are compared with
-TorchDynamo's in python_cases_modes.py; here, what those cases cannot show: a mode's own state
+"""Torch function modes and compiled code (issue 14): a mode entered inside the compiled function or
+outside it is traced (its handler inlined for every torch function, tensor method, operator and
+tensor attribute read, as eager dispatches them); a break inside a mode's block splits the frame. The counts
+of the stateless cases are compared with TorchDynamo's in python_cases_modes.py; here, what those cases cannot show: a mode's own state
 against eager's, the frame that runs eagerly, and modes entered outside."""
 import pytest
 import torch
+import torch.nn.functional as F
 from torch.overrides import TorchFunctionMode
 
 import dynview
@@ -73,18 +73,35 @@ def breaks_in_the_block(x):
     return y + 1
 
 
-def test_a_break_inside_a_mode_block_runs_the_frame_eagerly(capsys):
-    # (TorchDynamo splits it: 2 graphs, 1 break; dynview does not yet enter the mode again in a
-    # resume function, so the frame runs as it is and only the handler's frames are compiled)
+def logged_across_a_break(x):
+    with Log() as log:
+        y = x.cos()
+        torch._dynamo.graph_break()
+        y = y * 2 + y.shape[0]
+    return y, log.calls
+
+
+def test_a_break_inside_a_mode_block_splits_the_frame(capsys):
+    # as TorchDynamo splits it (2 graphs, 1 break): print runs under the mode, entered for real by
+    # the transformed code, and the resume function is traced under it and leaves its block
     x = torch.randn(3)
     want = breaks_in_the_block(x)
     got, records = _records(breaks_in_the_block, x)
     torch.testing.assert_close(got, want)
-    top = [r for r in records if r["qualname"] == "breaks_in_the_block"][0]
-    assert top["has_break"] and top["break_id"] == "DV0015"
-    assert "torch function mode" in top["eager_why"]
-    # later calls run it as it is, with the same results
+    assert [r["has_break"] for r in records] == [True, False], records
+    assert records[0]["break_id"] == "DV0015" and not records[0]["eager_why"]
+    # the handler doubled each sin in both graphs
+    assert records[0]["ops"].count("mul") == 1 and records[1]["ops"].count("mul") == 1, records
+    assert torch._C._len_torch_function_stack() == 0
     torch.testing.assert_close(dynview.compile(breaks_in_the_block, backend="eager")(x), want)
+    assert dynview._C.take_records() == []
+    # a logging mode's list across the break is eager's (TorchDynamo 2.13 loses the `as` target in its
+    # resume function: AttributeError on None)
+    want = logged_across_a_break(x)
+    got, records = _records(logged_across_a_break, x)
+    torch.testing.assert_close(got[0], want[0])
+    assert got[1] == want[1] and "cos" in want[1] and "__get__" in want[1], (got[1], want[1])
+    assert len(records) == 2 and torch._C._len_torch_function_stack() == 0
 
 
 class AddIsMul(TorchFunctionMode):
@@ -99,20 +116,76 @@ def plain(x, y):
 
 
 @pytest.mark.parametrize("backend", ["eager", "aot_eager"])
-def test_a_mode_entered_outside_sees_the_call_as_in_eager(backend):
-    # compiled without a mode, then called under one: the graph would not call the handler (with
-    # aot_eager not even through its FX code), so the call runs as it is
+def test_a_mode_entered_outside_is_traced(backend):
+    # As TorchDynamo traces it: the call is compiled again with the mode on the trace's stack (its
+    # handler inlined: the graph multiplies), guarded by the number and types of the modes; the graph
+    # runs with the mode off the stack, so nothing is done twice (TorchDynamo 2.13's "eager" backend
+    # runs its graph under the mode again). Another instance of the mode hits; outside the mode the
+    # first entry serves again.
     x, y = torch.randn(3), torch.randn(3)
     dynview.reset()
+    dynview._C.take_records()
     c = dynview.compile(plain, backend=backend)
     torch.testing.assert_close(c(x, y), plain(x, y))
     with AddIsMul():
         torch.testing.assert_close(c(x, y), plain(x, y))
         torch.testing.assert_close(c(x, y), torch.sin(x * y))
-    # and outside it again the compiled entry is used: one entry, hit
-    c(x, y)
+    with AddIsMul():
+        torch.testing.assert_close(c(x, y), torch.sin(x * y))
+    torch.testing.assert_close(c(x, y), torch.sin(x + y))
+    records = dynview._C.take_records()
+    assert [("mul" in r["ops"], "add" in r["ops"]) for r in records] == [(False, True), (True, False)], records
+    assert "torch function mode stack: expected 0 mode(s), found 1" in records[1]["reason"]
+    assert "___check_type_id(___get_torch_function_mode_stack_at(0), AddIsMul)" in records[1]["guards"]
     entries = dynview._C.cache_entries(plain.__code__)
-    assert len(entries) == 1 and entries[0]["hits"] >= 1
+    assert len(entries) == 2 and sorted(e["hits"] for e in entries) == [1, 2], entries
+    dynview.reset()
+
+
+def test_a_logging_mode_outside_sees_eager_calls_across_a_break(capsys):
+    def f(x):
+        y = torch.relu(x) + 1
+        print("between")  # a break: the resume function is traced under the mode too
+        return F.softmax(y * 2, -1)
+
+    x = torch.randn(4)
+    with Log() as want:
+        expected = f(x)
+    dynview.reset()
+    dynview._C.take_records()
+    c = dynview.compile(f, backend="eager")
+    for _ in range(2):  # compiled, then a hit with a new mode object
+        with Log() as got:
+            out = c(x)
+        torch.testing.assert_close(out, expected)
+        assert got.calls == want.calls and "softmax" in want.calls, (got.calls, want.calls)
+    assert [r["has_break"] for r in dynview._C.take_records()] == [True, False]
+    dynview.reset()
+
+
+def made_here(x):
+    z = torch.zeros(3) * 2  # no device: the mode's device
+    return z, torch.ones(2, device="cpu") + x.sum()
+
+
+def test_a_device_context_outside_gives_factories_its_device():
+    # `with torch.device(...)` (torch.set_default_device's mode): torch.utils._device's handler is
+    # traced; the factory without a device makes its tensor on the mode's device, as in eager
+    x = torch.randn(3)
+    with torch.device("meta"):
+        want = made_here(x)
+    torch._dynamo.reset()
+    with torch.device("meta"):
+        explained = torch._dynamo.explain(made_here)(x)
+    dynview.reset()
+    dynview._C.take_records()
+    with torch.device("meta"):
+        got = dynview.compile(made_here, backend="eager")(x)
+    assert want[0].device.type == "meta" and want[1].device.type == "cpu"
+    assert (got[0].device.type, got[1].device.type) == ("meta", "cpu")
+    assert got[0].shape == want[0].shape
+    records = dynview._C.take_records()
+    assert (len(records), sum(r["has_break"] for r in records)) == (explained.graph_count, len(explained.break_reasons)) == (1, 0)
     dynview.reset()
 
 

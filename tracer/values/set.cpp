@@ -145,6 +145,25 @@ bool hashed_by_identity(PyTypeObject* tp) {
   return tp->tp_hash == PyBaseObject_Type.tp_hash && tp->tp_richcompare == PyBaseObject_Type.tp_richcompare;
 }
 
+// A module's builtin function (torch.zeros): its == and hash are its module's and C function's, and
+// the module holds the one object of it, so it compares as by identity (torch.utils._device's set of
+// factory functions, a dispatch table of torch functions)
+bool module_builtin(PyObject* o) {
+  if (!PyCFunction_Check(o)) return false;
+  PyObject* self = PyCFunction_GET_SELF(o);
+  return !self || PyModule_Check(self);
+}
+
+// An object whose == is True only for another of its own type (builtin functions and methods,
+// method-wrappers: their comparisons give NotImplemented for anything else)
+bool equal_only_to_own_type(PyObject* o) {
+  static PyTypeObject* method_wrapper = [] {
+    Ref w = Ref::steal(PyObject_GetAttrString(Py_None, "__repr__"));
+    return w ? Py_TYPE(w.get()) : nullptr;
+  }();
+  return PyCFunction_Check(o) || (method_wrapper && Py_TYPE(o) == method_wrapper);
+}
+
 bool set_member_ok(const VPtr& v) {
   if (!v) return false;
   switch (v->kind) {
@@ -153,7 +172,7 @@ bool set_member_ok(const VPtr& v) {
       return true;
     }
     case VK::Tensor: return true;  // torch.Tensor.__hash__ is id(self), its == is not asked for (a set compares by hash, then identity)
-    case VK::NNModule: case VK::Object: return v->obj && hashed_by_identity(Py_TYPE(v->obj.get()));
+    case VK::NNModule: case VK::Object: return v->obj && (hashed_by_identity(Py_TYPE(v->obj.get())) || module_builtin(v->obj.get()));
     case VK::Function: return true;  // functions hash and compare by identity
     case VK::Instance: return v->obj && PyType_Check(v->obj.get()) && hashed_by_identity(reinterpret_cast<PyTypeObject*>(v->obj.get()));
     default: return false;
@@ -211,6 +230,14 @@ Status set_add_value(Translator& t, Frame& f, const VPtr& s, const VPtr& given) 
 
 Status set_contains(Translator& t, Frame& f, const VPtr& s, const VPtr& given, bool& found) {
   const VPtr x = as_member(t, given);
+  if (x->kind == VK::Object && x->obj && equal_only_to_own_type(x->obj.get())) {
+    // (a bound builtin method or method-wrapper -- the __get__ of an attribute a torch function mode's
+    // handler is given --, in a set holding nothing of its type: not in it, as == says)
+    PyTypeObject* tp = Py_TYPE(x->obj.get());
+    bool same_type = false;
+    for (const VPtr& y : s->items) same_type |= !y->obj || Py_TYPE(y->obj.get()) == tp;
+    if (!same_type) return found = false, std::nullopt;
+  }
   if (!set_member_ok(x)) {
     if (x->kind == VK::List || x->kind == VK::Dict) return t.raise_new(f, PyExc_TypeError, std::string("unhashable type: '") + (x->kind == VK::List ? "list" : "dict") + "'");
     return t.brk(f, "DV0023", std::string("'in' with a ") + vk_name(x->kind) + " and a set");
