@@ -637,11 +637,15 @@ std::optional<Transformed> generate_split(const CodeFacts& facts, PyObject* glob
     ResumeLayout layout;
     for (const VPtr& v : vals) {
       layout.stack_null.push_back(!v || v->kind == VK::Null);
-      layout.stack_reenter.push_back(reenter && v && v->kind == VK::GradMode && v->name == kInferenceExit ? int(v->flag) : -1);
+      const bool block = reenter && v && v->kind == VK::GradMode;
+      const bool hooks_off = block && v->name == kSavedHooksExit;
+      layout.stack_reenter.push_back(block && v->name == kInferenceExit ? int(v->flag) : hooks_off ? kReenterSavedHooksOff : -1);
+      layout.reenter_text.push_back(hooks_off && v->self && v->self->obj ? str_of(v->self->obj.get()) : std::string());
     }
     for (size_t i = 0; i < result_slots.size(); ++i) {
       layout.stack_null.push_back(false);
       layout.stack_reenter.push_back(-1);
+      layout.reenter_text.emplace_back();
     }
     layout.locals = live_at(target);
     layout.cells = cells;
@@ -695,14 +699,14 @@ std::optional<Transformed> generate_split(const CodeFacts& facts, PyObject* glob
     return true;
   };
   const std::vector<VPtr> below(stop.stack.begin(), stop.stack.begin() + static_cast<long>(rest));
-  // The breaking instruction runs inside the block (an inference_mode block the graph left is
-  // entered again: its __exit__ on the stack is rebuilt entered); past it, the transformed code
+  // The breaking instruction runs inside the block (an inference_mode or disable_saved_tensors_hooks
+  // block the graph left is entered again: its __exit__ on the stack is rebuilt entered); past it, the transformed code
   // leaves the block before the resume function enters it again. An exception from it goes to the
   // handler (TorchDynamo wraps the instruction in the block's setup the same way).
   std::vector<size_t> protect;  // [start, end) instruction ranges of the breaking instruction(s)
   auto leave_reentered = [&]() {
-    for (const VPtr& v : stop.stack)
-      if (v && v->kind == VK::GradMode && v->name == kInferenceExit) {
+    for (auto it = stop.stack.rbegin(); it != stop.stack.rend(); ++it)  // innermost first
+      if (const VPtr& v = *it; v && v->kind == VK::GradMode && (v->name == kInferenceExit || v->name == kSavedHooksExit)) {
         e.callable([&] { e.emit(N::LOAD_FAST, rb.memo.at(v.get())); });
         for (int k = 0; k < 3; ++k) e.emit(N::LOAD_CONST, e.konst(Py_None));
         e.call(3);

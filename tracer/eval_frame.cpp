@@ -390,6 +390,7 @@ Entry* compile_frame(CodeState& st, PyCodeObject* co, _PyInterpreterFrame* frame
   // The torch function modes around the call are traced (Translator::enter_outer_modes) and held off
   // the thread's stack meanwhile: the examples' operators and the backend's compile do not reach them.
   ModesTakenOff modes_held(/*held=*/true);
+  SavedHooksStateKept saved_hooks_kept;
   if (st.frame_id < 0) st.frame_id = g_next_frame_id++;
   CompileId id{st.frame_id, static_cast<int>(st.entries.size()) + st.recompiles};
   const auto t0 = std::chrono::steady_clock::now();

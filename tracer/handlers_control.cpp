@@ -417,6 +417,7 @@ Status op_BEFORE_WITH(Translator& t, Frame& f, const Instr&) {  // (mgr -- exit 
   }
   if (mgr->kind == VK::Object && is_autocast(mgr->obj.get())) return t.enter_autocast(f, mgr);
   if (mgr->kind == VK::GradMode && mgr->name == kSdpaKernel) return t.enter_sdpa_kernel(f, mgr);
+  if (mgr->kind == VK::GradMode && mgr->name == kSavedHooksOff) return t.enter_saved_hooks_off(f, mgr);
   if (mgr->kind == VK::Object && is_inference_mode(mgr->obj.get())) return t.enter_inference_mode(f, mgr);
   if (mgr->kind == VK::Object && mgr->obj &&
       (Py_TYPE(mgr->obj.get()) == reinterpret_cast<PyTypeObject*>(py().no_grad.get()) ||
@@ -431,7 +432,7 @@ Status op_BEFORE_WITH(Translator& t, Frame& f, const Instr&) {  // (mgr -- exit 
     top(f) = mgr = g;
   }
   if (mgr->kind != VK::GradMode || mgr->name == kGradExit || mgr->name == kGradDecorated || mgr->name == kAutocastExit ||
-      mgr->name == kInferenceExit || mgr->name == kSdpaExit)
+      mgr->name == kInferenceExit || mgr->name == kSdpaExit || mgr->name == kSavedHooksExit)
     return t.brk(f, "DV0009", "unsupported context manager",
                  "torch.no_grad/enable_grad/set_grad_enabled and context managers made in the traced code (Python __enter__/__exit__) are traced");
   bool prev = grad_mode_enabled();
@@ -461,6 +462,9 @@ Status op_WITH_EXCEPT_START(Translator& t, Frame& f, const Instr&) {  // (exit l
     if (Status s = t.exit_inference_mode(f, exit, r)) return s;  // (does not suppress it)
   } else if (exit->kind == VK::GradMode && exit->name == kSdpaExit) {
     if (Status s = t.exit_sdpa_kernel(f, exit, r)) return s;  // (does not suppress it)
+    r = t.constant(Ref::borrow(Py_False));
+  } else if (exit->kind == VK::GradMode && exit->name == kSavedHooksExit) {
+    if (Status s = t.exit_saved_hooks_off(f, exit, r)) return s;  // (does not suppress it)
     r = t.constant(Ref::borrow(Py_False));
   } else if (exit->kind == VK::GradMode) {
     if (Status s = call_grad_exit(t, f, exit, r)) return s;

@@ -58,6 +58,13 @@ Status op_LOAD_CONST(Translator& t, Frame& f, const Instr& in) {  // ( -- value)
     f.stack.push_back(v);
     return std::nullopt;
   }
+  if (PyFunction_Check(c)) {  // (disable_saved_tensors_hooks in a resume function's prologue): a function as loaded
+    if (VPtr v = t.wrap(Ref::borrow(c), nullptr, f)) {
+      f.stack.push_back(v);
+      return std::nullopt;
+    }
+    PyErr_Clear();
+  }
   f.stack.push_back(t.constant(Ref::borrow(c)));
   return std::nullopt;
 }

@@ -95,6 +95,7 @@ void Translator::add_inference_exit_node(PyObject* exit_fn, int enter_node) {
 Translator::~Translator() {
   while (!inference_modes_.empty()) inference_modes_.pop_back();  // left innermost first
   restore_sdpa_backends();
+  restore_saved_hooks();
 }
 
 }  // namespace dv

@@ -553,6 +553,7 @@ Status object_call(Translator& t, Frame& f, const VPtr& fn, std::vector<VPtr>& a
     case TorchSpecial::none: break;
     case TorchSpecial::graph_break: return t.brk(f, "DV0026", "torch._dynamo.graph_break()");
     case TorchSpecial::sdpa_kernel: return t.make_sdpa_kernel(f, args, kwargs, out);
+    case TorchSpecial::saved_hooks_off: return t.make_saved_hooks_off(f, args, kwargs, out);
     case TorchSpecial::vmap: return t.make_vmapped(f, std::move(args), std::move(kwargs), out);
     case TorchSpecial::vmap_impl: {
       if (args.size() < 5) return t.brk(f, "DV0004", "functorch's vmap_impl with these arguments");

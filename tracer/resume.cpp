@@ -7,6 +7,7 @@
 
 #include "core/assembler.h"
 #include "core/opcodes.h"
+#include "pycache.h"
 
 namespace dv {
 namespace {
@@ -275,10 +276,11 @@ bool resume_self_first(PyObject* code, const ResumeLayout& layout) {
 
 PyObject* resume_code(const CodeFacts& facts, int target, const ResumeLayout& layout, std::string& why, int return_at) {
   // Shared per (code, target, layout, return_at); never destroyed (holds code objects past Py_Finalize).
-  using Key = std::tuple<PyObject*, int, std::vector<bool>, std::vector<int>, std::vector<int>, std::vector<int>, std::vector<int>, int>;
+  using Key = std::tuple<PyObject*, int, std::vector<bool>, std::vector<int>, std::vector<int>, std::vector<int>, std::vector<int>,
+                         std::vector<std::string>, int>;
   static auto& cache = *new std::map<Key, Ref>();
   static auto& counter = *new std::map<PyObject*, int>();
-  Key key{facts.code.get(), target, layout.stack_null, layout.locals, layout.cells, layout.shared, layout.stack_reenter, return_at};
+  Key key{facts.code.get(), target, layout.stack_null, layout.locals, layout.cells, layout.shared, layout.stack_reenter, layout.reenter_text, return_at};
   if (auto it = cache.find(key); it != cache.end()) return it->second.get();
 
   auto* co = reinterpret_cast<PyCodeObject*>(facts.code.get());
@@ -387,16 +389,23 @@ PyObject* resume_code(const CodeFacts& facts, int target, const ResumeLayout& la
   for (size_t i = 0; i < layout.stack_null.size(); ++i) {
     if (layout.stack_null[i]) {
       emit(N::PUSH_NULL);
-    } else if (reentered(i)) {  // torch.inference_mode(mode), entered: BEFORE_WITH leaves its __exit__
-      PyObject* cls = inference_mode_class();
+    } else if (reentered(i)) {
+      // torch.inference_mode(mode) or disable_saved_tensors_hooks(message), entered: BEFORE_WITH
+      // leaves its __exit__
+      const bool hooks = layout.stack_reenter[i] == kReenterSavedHooksOff;
+      static PyObject* hooks_off = kept_attr("torch.autograd.graph", "disable_saved_tensors_hooks");
+      PyObject* cls = hooks ? hooks_off : inference_mode_class();
       if (!cls) {
-        why = "torch.inference_mode is missing";
+        why = hooks ? "torch.autograd.graph.disable_saved_tensors_hooks is missing" : "torch.inference_mode is missing";
         return nullptr;
       }
+      Ref arg = hooks ? Ref::steal(PyUnicode_FromString(i < layout.reenter_text.size() ? layout.reenter_text[i].c_str() : ""))
+                      : Ref::borrow(layout.stack_reenter[i] ? Py_True : Py_False);
+      if (!arg) return PyErr_Clear(), why = "cannot make the block's message", nullptr;
       if (v != bc::Version::py313) emit(N::PUSH_NULL);
       emit(N::LOAD_CONST, konst(cls));
       if (v == bc::Version::py313) emit(N::PUSH_NULL);
-      emit(N::LOAD_CONST, konst(layout.stack_reenter[i] ? Py_True : Py_False));
+      emit(N::LOAD_CONST, konst(arg.get()));
       if (v == bc::Version::py311) emit(N::PRECALL, 1);
       emit(N::CALL, 1);
       emit(N::BEFORE_WITH);

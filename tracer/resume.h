@@ -40,6 +40,8 @@ struct SplitPlan {
 // not (as TorchDynamo: a break inside a loop or a try block runs the whole frame eagerly).
 bool plan_split(const CodeFacts& facts, int index, SplitPlan& plan, std::string& why);
 
+inline constexpr int kReenterSavedHooksOff = 2;
+
 // Locals (varnames slots, by localsplus index) read before written on some path from `index`.
 std::vector<bool> live_locals(const CodeFacts& facts, int index);
 
@@ -49,8 +51,11 @@ struct ResumeLayout {
   std::vector<bool> stack_null;  // one per stack slot at the resume point, bottom first
   // One per stack slot (or empty): a slot holding a `with` block's __exit__ that the prologue enters
   // again rather than takes, as TorchDynamo's resume functions set their blocks up again:
-  // `torch.inference_mode(mode)`'s BEFORE_WITH (-1: taken as an argument; 0, 1: the mode).
+  // `torch.inference_mode(mode)`'s BEFORE_WITH (-1: taken as an argument; 0, 1: the mode), or
+  // kReenterSavedHooksOff: `torch.autograd.graph.disable_saved_tensors_hooks(message)`'s, the message
+  // in reenter_text.
   std::vector<int> stack_reenter;
+  std::vector<std::string> reenter_text;  // one per stack slot (or empty)
   std::vector<int> locals;       // localsplus indexes of the live locals passed, in order
   std::vector<int> cells;        // localsplus indexes of the cell variables whose contents are passed
   std::vector<int> shared;       // localsplus indexes of the cell variables passed as cells: the resume

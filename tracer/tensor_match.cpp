@@ -77,6 +77,20 @@ ModesTakenOff::~ModesTakenOff() {
   if (held_) t_held_modes = previous_;
 }
 
+SavedHooksStateKept::SavedHooksStateKept() {
+  const auto& m = at::SavedTensorDefaultHooks::get_disabled_error_message();
+  disabled_ = m.has_value();
+  if (disabled_) message_ = *m;
+}
+
+SavedHooksStateKept::~SavedHooksStateKept() {
+  try {
+    if (disabled_) at::SavedTensorDefaultHooks::disable(message_, /*fail_if_non_empty=*/false);
+    else at::SavedTensorDefaultHooks::enable();
+  } catch (...) {
+  }
+}
+
 bool torch_function_modes_traceable() {
   const int64_t n = at::impl::PythonTorchFunctionTLS::stack_len();
   if (n == 0 || at::impl::PythonTorchFunctionTLS::get_disabled_state() != at::impl::TorchFunctionDisabledState::ENABLED) return false;

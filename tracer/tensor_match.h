@@ -52,6 +52,19 @@ class ModesTakenOff {
   bool held_;
   const std::vector<std::shared_ptr<void>>* previous_;
 };
+// The saved-tensor hooks' disabled state (torch.autograd.graph.disable_saved_tensors_hooks), put back
+// when the result is released: a compile leaves it as it found it (a backend that runs a graph cut
+// inside such a block runs its _saved_tensors_hooks_disable node for real).
+class SavedHooksStateKept {
+ public:
+  SavedHooksStateKept();
+  ~SavedHooksStateKept();
+  SavedHooksStateKept(const SavedHooksStateKept&) = delete;
+  SavedHooksStateKept& operator=(const SavedHooksStateKept&) = delete;
+ private:
+  bool disabled_;
+  std::string message_;
+};
 // Each mode on the stack a TorchFunctionMode, and torch function dispatch enabled (false with none)
 bool torch_function_modes_traceable();
 // What a compiled graph's run may leave behind when an operator in it raises: the functorch levels

@@ -58,6 +58,7 @@ const Row kRows[] = {
     {"torch._functorch.eager_transforms", "grad_and_value_impl", TorchSpecial::grad_and_value_impl},
     // state or effects outside the graph
     {"torch.nn.attention", "sdpa_kernel", TorchSpecial::sdpa_kernel},
+    {"torch.autograd.graph", "disable_saved_tensors_hooks", TorchSpecial::saved_hooks_off},
     {"torch._C", "_push_on_torch_function_stack", TorchSpecial::push_fn_mode},
     {"torch._C", "_pop_torch_function_stack", TorchSpecial::pop_fn_mode},
     {"torch.overrides", "handle_torch_function", TorchSpecial::handle_torch_function},

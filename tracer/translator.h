@@ -216,6 +216,11 @@ class Translator {
   Status enter_sdpa_kernel(Frame& f, const VPtr& mgr);
   Status exit_sdpa_kernel(Frame& f, const VPtr& exit, VPtr& out);
   void restore_sdpa_backends();  // what the trace left set (a break inside a block), put back
+  // torch.autograd.graph.disable_saved_tensors_hooks(message): made, entered, left (saved_hooks_off.cpp)
+  Status make_saved_hooks_off(Frame& f, std::vector<VPtr>& args, std::vector<std::pair<std::string, VPtr>>& kwargs, VPtr& out);
+  Status enter_saved_hooks_off(Frame& f, const VPtr& mgr);
+  Status exit_saved_hooks_off(Frame& f, const VPtr& exit, VPtr& out);
+  void restore_saved_hooks();  // what the trace left set, put back
   Status optimizer_init_group(Frame& f, const VPtr& fn, const std::vector<VPtr>& args,
                               const std::vector<std::pair<std::string, VPtr>>& kwargs, VPtr& out, bool& handled);
   std::vector<Ref> made_keys_;  // tuples key_of built (kept while a dict value takes its own reference)
@@ -500,6 +505,7 @@ class Translator {
   std::vector<VPtr> fn_modes_;  // torch function modes on the trace's stack, innermost last (off it while its handler runs)
   std::vector<VPtr> outer_modes_;  // those the thread's stack held as the call began (enter_outer_modes)
   void mode_stack_change(CaptureResult& r) const;
+  std::vector<Ref> saved_hooks_restores_;  // disable_saved_tensors_hooks blocks entered for the trace: the message before (None: enabled)
   std::vector<std::pair<Ref, bool>> sdpa_restores_;  // sdpa_kernel blocks entered for the trace: (backends before, set_priority)
   // value (a constant: its object) -> (value kept alive, its fake id)
   std::unordered_map<const void*, std::pair<VPtr, VPtr>> fake_ids_;
@@ -604,6 +610,7 @@ enum class TorchSpecial {
   effect,              // seeds, save/load, process settings: a break
   unguarded_state,     // reads state the guards do not check (torch.is_inference_mode_enabled): a break
   sdpa_kernel,         // torch.nn.attention.sdpa_kernel(backends): a GradMode value (sdpa_kernel.cpp)
+  saved_hooks_off,     // torch.autograd.graph.disable_saved_tensors_hooks(message): a GradMode value (saved_hooks_off.cpp)
   push_fn_mode,        // torch._C._push_on_torch_function_stack(mode): onto the trace's mode stack (fn_modes.cpp)
   pop_fn_mode,         // torch._C._pop_torch_function_stack(): off it
   handle_torch_function,  // torch.overrides.handle_torch_function(public_api, relevant_args, *args, **kwargs)
@@ -629,6 +636,10 @@ inline constexpr const char* kAutocastExit = "autocast_exit";
 // its block's __exit__ (obj: the backends enabled before it) (sdpa_kernel.cpp)
 inline constexpr const char* kSdpaKernel = "sdpa_kernel";
 inline constexpr const char* kSdpaExit = "sdpa_exit";
+// torch.autograd.graph.disable_saved_tensors_hooks(message) (obj: the message) and its block's
+// __exit__ (obj: the message before it, None: hooks were enabled) (saved_hooks_off.cpp)
+inline constexpr const char* kSavedHooksOff = "saved_hooks_off";
+inline constexpr const char* kSavedHooksExit = "saved_hooks_exit";
 PyObject* autocast_class();  // torch.amp.autocast_mode.autocast (borrowed)
 bool autocast_spelling(PyObject* cls);  // that class, or torch.cpu.amp.autocast / torch.cuda.amp.autocast
 bool is_autocast(PyObject* o);  // an instance of exactly one of them

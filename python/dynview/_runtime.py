@@ -111,6 +111,32 @@ class InferenceModeExit:
         return "<exit torch.inference_mode(%r)>" % self.mode
 
 
+class SavedHooksExit:
+    """The __exit__ of a torch.autograd.graph.disable_saved_tensors_hooks block that a graph break
+    split, as the transformed code holds it: made entered (hooks disabled with the block's message),
+    so that the breaking instruction runs inside it; called once, after that instruction (the resume
+    function enters the block again) or by the block's handler with the exception, it puts back the
+    state before the block (None: hooks enabled)."""
+    __slots__ = ("message", "before", "_entered")
+
+    def __init__(self, message, before):
+        self.message, self.before = message, before
+        torch._C._autograd._saved_tensors_hooks_disable(message)
+        self._entered = True
+
+    def __call__(self, *exc):
+        if self._entered:
+            self._entered = False
+            if self.before is None:
+                torch._C._autograd._saved_tensors_hooks_enable()
+            else:
+                torch._C._autograd._saved_tensors_hooks_disable(self.before)
+        return None
+
+    def __repr__(self):
+        return "<exit disable_saved_tensors_hooks(%r): back to %r>" % (self.message, self.before)
+
+
 class AutocastExit:
     """The __exit__ of a torch.autocast block that a graph break split, on the resume function's stack."""
     __slots__ = ("state",)

@@ -283,3 +283,42 @@ def gradient_of_a_tensor_made_in_the_trace_is_none(x):
     t = torch.ones(3)
     y = x * t
     return y, t.grad is None, y.grad is None
+
+
+# ---- torch.autograd.graph.disable_saved_tensors_hooks: a pair of _saved_tensors_hooks_disable /
+# _enable nodes around the block, as TorchDynamo captures it (FSDP and checkpointing code wrap the
+# steps whose saved tensors must not go through a user's hooks); a break inside splits the frame ----
+@case((3,), extra=_trainable)
+def saved_tensors_hooks_disabled_around_the_step(x, w):
+    with torch.autograd.graph.disable_saved_tensors_hooks("this step keeps its activations"):
+        h = (x * w).sin()
+        y = h.exp().sum()
+    return y, h * 2
+
+
+@case((2, 3), extra=_trainable)
+def break_inside_disabled_saved_tensors_hooks(x, w):
+    y = x @ w.unsqueeze(-1)
+    with torch.autograd.graph.disable_saved_tensors_hooks("no hooks in the rematerialized region"):
+        z = y.relu()
+        torch._dynamo.graph_break()
+        z = z * w.sum()
+    return z + 1
+
+
+class _NoHookBlock(nn.Module):
+    """A block that must not have its activations packed (an FSDP-style wrapper), nested inside another."""
+
+    def __init__(self):
+        super().__init__()
+        self.inner = nn.Linear(4, 4)
+
+    def forward(self, x):
+        with torch.autograd.graph.disable_saved_tensors_hooks("outer"):
+            h = self.inner(x)
+            with torch.autograd.graph.disable_saved_tensors_hooks("inner"):
+                h = torch.tanh(h) * 2
+            return h + x
+
+
+module_case(_NoHookBlock, (2, 4))

@@ -341,3 +341,76 @@ def test_sdpa_kernel_block_is_a_pair_of_nodes_in_the_graph_as_torch_dynamo_makes
     (record,) = [r for r in dynview._C.take_records() if r["graph"] is not None]
     assert ops[0].count("_sdpa_kernel") == record["ops"].count("_sdpa_kernel") == 2
     assert ops[0].count("_backend_from_string") == record["ops"].count("_backend_from_string")
+
+
+# ---- torch.autograd.graph.disable_saved_tensors_hooks: the state inside the block (where a break
+# runs eagerly) and after it is eager's; a hook pushed inside it raises eager's error ----
+_hooks_message = torch._C._autograd._saved_tensors_hooks_get_disabled_error_message
+SEEN_MESSAGES = []
+
+
+@torch._dynamo.disable
+def _note_message():  # runs eagerly: a break
+    SEEN_MESSAGES.append(_hooks_message())
+
+
+def hooks_off_with_a_break(x, w):
+    with torch.autograd.graph.disable_saved_tensors_hooks("keep them"):
+        y = (x * w).sin()
+        _note_message()
+        y = y * w
+    return y.sum()
+
+
+def hooks_off_nested_with_a_break(x, w):
+    with torch.autograd.graph.disable_saved_tensors_hooks("outer"):
+        y = x * w
+        with torch.autograd.graph.disable_saved_tensors_hooks("inner"):
+            y = y.sin()
+            _note_message()
+        _note_message()
+        y = y * w
+    return y.sum()
+
+
+def hooks_pushed_inside_the_block(x, w):
+    try:
+        with torch.autograd.graph.disable_saved_tensors_hooks("not here"):
+            with torch.autograd.graph.saved_tensors_hooks(lambda t: t, lambda t: t):
+                y = x * w
+    except RuntimeError as e:
+        return x * 2, str(e)
+    return y, ""
+
+
+@pytest.mark.parametrize("backend", ["eager", "aot_eager"])
+@pytest.mark.parametrize("fn", [hooks_off_with_a_break, hooks_off_nested_with_a_break], ids=lambda f: f.__name__)
+def test_disable_saved_tensors_hooks_split_as_in_eager(fn, backend):
+    x = torch.randn(3)
+    w = torch.randn(3, requires_grad=True)
+    SEEN_MESSAGES.clear()
+    want = fn(x, w)
+    (want_grad,) = torch.autograd.grad(want, w)
+    eager_seen = list(SEEN_MESSAGES)
+    assert _hooks_message() is None and eager_seen and None not in eager_seen
+    dynview.reset()
+    dynview._C.take_records()
+    for compiled in (dynview.compile(fn, backend=backend), dynview.compile(fn, backend=backend)):  # the capture, then a hit
+        SEEN_MESSAGES.clear()
+        got = compiled(x, w)
+        torch.testing.assert_close(got, want)
+        torch.testing.assert_close(torch.autograd.grad(got, w)[0], want_grad)
+        assert SEEN_MESSAGES == eager_seen  # the breaking calls ran inside the blocks
+        assert _hooks_message() is None
+    records = dynview._C.take_records()
+    assert all(not r["eager_why"] for r in records) and records[0]["ops"][0] == "_saved_tensors_hooks_disable", records
+    dynview.reset()
+
+
+def test_a_hook_pushed_inside_disable_saved_tensors_hooks_raises_eagers_error():
+    x, w = torch.randn(3), torch.randn(3)
+    want = hooks_pushed_inside_the_block(x, w)
+    assert want[1] == "not here"
+    got = dynview.compile(hooks_pushed_inside_the_block, backend="eager")(x, w)
+    torch.testing.assert_close(got[0], want[0])
+    assert got[1] == want[1] and _hooks_message() is None

@@ -37,6 +37,10 @@ struct Kind<VK::GradMode> {
       out += v.name == kSdpaKernel ? "<sdpa_kernel " : "<exit sdpa_kernel: back to ";
       out += v.obj ? repr_of(v.obj.get()) : "?";
       out += ">";
+    } else if (v.name == kSavedHooksOff || v.name == kSavedHooksExit) {
+      out += v.name == kSavedHooksOff ? "<disable_saved_tensors_hooks " : "<exit disable_saved_tensors_hooks: back to ";
+      out += v.obj ? repr_of(v.obj.get()) : "?";
+      out += ">";
     } else if (v.name == kInferenceExit) {
       out += v.flag ? "<exit inference_mode>" : "<exit inference_mode(False)>";
     } else if (v.name == kGradExit) {
@@ -62,6 +66,8 @@ struct Kind<VK::GradMode> {
     if (fn->name == kInferenceExit) return t.exit_inference_mode(f, fn, out);  // a torch.inference_mode block's
     if (fn->name == kSdpaExit) return t.exit_sdpa_kernel(f, fn, out);  // an sdpa_kernel block's
     if (fn->name == kSdpaKernel) return t.brk(f, "DV0009", "calling an sdpa_kernel context manager", "use it in a with-block");
+    if (fn->name == kSavedHooksExit) return t.exit_saved_hooks_off(f, fn, out);  // a disable_saved_tensors_hooks block's
+    if (fn->name == kSavedHooksOff) return t.brk(f, "DV0009", "calling a disable_saved_tensors_hooks context manager", "use it in a with-block");
     if (fn->name == kGradExit) return call_grad_exit(t, f, fn, out);  // a with-block's __exit__
     if (fn->name == kGradDecorated) return call_decorated(t, f, fn, args, kwargs, out);
     // torch.no_grad()(fn) / @torch.no_grad(): the decorated function. (set_grad_enabled(b)(fn)
@@ -111,6 +117,17 @@ struct Kind<VK::GradMode> {
       r.e.callable_const(cls);
       r.e.emit(N::LOAD_CONST, r.e.konst(v->flag ? Py_True : Py_False));
       r.e.call(1);
+      return r.remember(v);
+    }
+    if (v->name == kSavedHooksExit) {
+      // A split disable_saved_tensors_hooks block: dynview._runtime.SavedHooksExit(message, before),
+      // made entered, for the breaking instruction
+      static PyObject* cls = cg::runtime_attr("SavedHooksExit");  // kept
+      if (!cls || !v->self || !v->self->obj) return false;
+      r.e.callable_const(cls);
+      r.e.emit(N::LOAD_CONST, r.e.konst(v->self->obj.get()));
+      r.e.emit(N::LOAD_CONST, r.e.konst(v->obj.get()));
+      r.e.call(2);
       return r.remember(v);
     }
     // set_grad_enabled(b) would set the mode again as it is rebuilt: a split there runs eagerly
