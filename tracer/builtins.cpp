@@ -914,6 +914,27 @@ Translator::Status call_builtin(Translator& t, Frame& f, PyObject* fn, std::vect
       d->items = args[0]->items;
     } else if (n == 1 && args[0]->kind == VK::Instance && args[0]->contents) {
       if (Status s = dict_subclass_entries(t, f, args[0], d->keys, d->items, "dict()")) return s;
+    } else if (n == 1 && args[0]->kind == VK::Instance && args[0]->obj && PyType_Check(args[0]->obj.get()) &&
+               [&] {
+                 static PyObject* keys_name = PyUnicode_InternFromString("keys");
+                 PyObject* k = _PyType_Lookup(reinterpret_cast<PyTypeObject*>(args[0]->obj.get()), keys_name);
+                 return k && PyFunction_Check(k);
+               }()) {
+      // a mapping of a Python class (a ChainMap, a user's Mapping): dict() reads its keys(), then
+      // each m[key], as CPython's dict_merge does for an object with a keys method
+      VPtr keys_fn, keys, it;
+      if (Status s = t.getattr(f, args[0], "keys", keys_fn)) return s;
+      if (Status s = t.call(f, keys_fn, {}, {}, keys)) return s;
+      if (Status s = t.iterate(f, keys, it)) return s;
+      if (Status s = t.pull(f, it, SIZE_MAX)) return s;
+      for (; it->pos < it->items.size(); ++it->pos) {
+        const VPtr k = it->items[it->pos];
+        PyObject* key = t.key_of(k);
+        if (!key) return t.brk(f, "DV0007", "dict() of a mapping whose keys are not constants, tensors or modules");
+        VPtr v;
+        if (Status s = t.subscr(f, args[0], k, v)) return s;
+        if (!dict_set(*d, Ref::borrow(key), v)) return t.brk(f, "DV0010", "comparing dict keys raised");
+      }
     } else if (n == 1) {
       VPtr it;
       if (Status s = t.iterate(f, args[0], it)) return s;

@@ -501,6 +501,12 @@ static PyTypeObject* environ_type() {
   return tp;
 }
 
+// collections.ChainMap or a subclass of it.
+static bool chain_map_class(PyTypeObject* tp) {
+  static PyObject* cls = kept_attr("collections", "ChainMap");
+  return cls && PyType_IsSubtype(tp, reinterpret_cast<PyTypeObject*>(cls));
+}
+
 // A class defined by a module of the standard library (sys.stdlib_module_names).
 static bool stdlib_class(PyTypeObject* tp) {
   static PyObject* names = [] {
@@ -525,7 +531,8 @@ Translator::Status Translator::call_dunder(Frame& f, const VPtr& obj, const char
   if (!(tp->tp_flags & Py_TPFLAGS_HEAPTYPE)) return std::nullopt;  // builtin types: not Python code
   // typing.List[int] and the like: pure, evaluated as they are; os.environ's Python methods
   // (Mapping.__contains__ ...) are followed, guarded through what they read.
-  if (stdlib_class(tp) && tp != environ_type()) return std::nullopt;
+  // (collections.ChainMap too: its Python methods read its maps in order, as for a user's mapping)
+  if (stdlib_class(tp) && tp != environ_type() && !chain_map_class(tp)) return std::nullopt;
   Ref nm = Ref::steal(PyUnicode_FromString(name));
   PyObject* fn = _PyType_Lookup(tp, nm.get());
   if (!fn || !PyFunction_Check(fn)) return std::nullopt;

@@ -1754,3 +1754,30 @@ def tensor_method_loaded_before_a_break_in_its_arguments(x):
     hidden = x * 2
     hidden = hidden.masked_scatter(mask, torch.tanh(hidden[mask]) + 1.0)
     return hidden.masked_scatter(~mask, hidden[~mask] * 3)
+
+
+# ---- collections.ChainMap: options resolved over layers of dicts (argparse/config code), its
+# Python methods followed as a user's mapping's ----
+_DEFAULT_OPTS = {"scale": 2.0, "bias": 0.5, "act": "relu"}
+
+
+@case((3,))
+def chain_map_of_overrides_over_defaults(x):
+    opts = collections.ChainMap({"bias": -1.0}, _DEFAULT_OPTS)
+    y = x * opts["scale"] + opts["bias"]
+    if opts.get("act") == "relu" and "dropout" not in opts:
+        y = y.relu()
+    return y, len(opts), sorted(opts), dict(opts)
+
+
+@case((3,), extra=lambda seed: (collections.ChainMap({"scale": 3.0}, {"scale": 1.0, "shift": 0.25}),))
+def chain_map_passed_in(x, opts):
+    return x * opts["scale"] + opts["shift"], opts.get("missing", 7)
+
+
+@case((2, 3))
+def chain_map_child_scope_writes(x):
+    scope = collections.ChainMap({"depth": 0})
+    inner = scope.new_child({"depth": 1})
+    inner["width"] = x.shape[-1]
+    return x * inner["depth"] + scope["depth"], inner.parents["depth"], "width" in scope, inner.maps[0]
