@@ -535,7 +535,14 @@ Translator::Status call_builtin(Translator& t, Frame& f, PyObject* fn, std::vect
       if (is_sym(PyTuple_GET_ITEM(shape.get(), 0)))  // a symbolic size: len(x) is l_x_.size(0)
         return t.meta_result(f, v, "size", {t.constant_steal(PyLong_FromLong(0))}, Ref::borrow(PyTuple_GET_ITEM(shape.get(), 0)), out);
       len = PyLong_AsSsize_t(PyTuple_GET_ITEM(shape.get(), 0));
+    } else if (const Value* changed = v->kind == VK::NNModule && module_container_method(v->obj.get(), "__len__") >= 0 &&
+                                          module_container_method(v->obj.get(), "__len__") <= 2
+                                          ? changed_children(t, v->obj.get()) : nullptr) {
+      len = static_cast<Py_ssize_t>(changed->items.size());  // a ModuleList the trace appended to
     } else if (v->kind == VK::Const || v->kind == VK::NNModule || (v->kind == VK::Object && frozen_object(v->obj.get()))) {
+      if (v->kind == VK::NNModule && v->source && module_container_method(v->obj.get(), "__len__") >= 0 &&
+          module_container_method(v->obj.get(), "__len__") <= 2)  // ModuleList, Sequential, ModuleDict: as many as its children
+        guard_module_dict_keys(t, f, v->obj.get(), v->source, "_modules");
       len = PyObject_Length(v->obj.get());
       if (len < 0) return t.raise_current(f, "len()");
     } else if (v->kind == VK::Instance || (v->kind == VK::Object && user_dunder_fn(v, "__len__"))) {

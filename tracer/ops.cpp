@@ -323,6 +323,29 @@ Translator::Status Translator::subscr(Frame& f, VPtr obj, VPtr idx, VPtr& out) {
     if (getitem_of == kNone && own_getitem && PyFunction_Check(own_getitem)) getitem_of = kOwn;
   }
   if (getitem_of == kOwn) return call_python(f, Ref::borrow(own_getitem), {obj, idx}, out);
+  if (getitem_of <= kModuleDict && obj->kind == VK::NNModule)
+    if (const Value* changed = changed_children(*this, obj->obj.get())) {
+      // children the trace appended or assigned (self.layers.append(m) in forward): its own entries --
+      // a ModuleList's or Sequential's by position (as their _get_abs_string_index), a ModuleDict's by key
+      if (idx->kind != VK::Const) return brk(f, "DV0017", "indexing a module container whose children the trace changed, by a value not known");
+      const Py_ssize_t n = static_cast<Py_ssize_t>(changed->items.size());
+      if (getitem_of != kModuleDict && PyLong_CheckExact(idx->obj.get())) {
+        Py_ssize_t i = PyLong_AsSsize_t(idx->obj.get());
+        if (i < 0) i += n;
+        if (PyErr_Occurred() || i < 0 || i >= n) return PyErr_Clear(), raise_new(f, PyExc_IndexError, "index " + repr_of(idx->obj.get()) + " is out of range");
+        out = changed->items[static_cast<size_t>(i)];
+        return std::nullopt;
+      }
+      if (getitem_of == kModuleDict && PyUnicode_Check(idx->obj.get())) {
+        for (size_t i = 0; i < changed->keys.size(); ++i)
+          if (PyUnicode_Check(changed->keys[i].get()) && PyUnicode_Compare(changed->keys[i].get(), idx->obj.get()) == 0) {
+            out = changed->items[i];
+            return std::nullopt;
+          }
+        return raise_new(f, PyExc_KeyError, repr_of(idx->obj.get()));
+      }
+      return brk(f, "DV0017", "slicing a module container whose children the trace changed");
+    }
   if (getitem_of == kSequential && obj->flag && idx->kind == VK::Const && (PyLong_CheckExact(idx->obj.get()) || PySlice_Check(idx->obj.get()))) {
     // a Sequential's slice made in the trace (below), sliced or indexed again: its children
     const Py_ssize_t n = static_cast<Py_ssize_t>(obj->items.size());
@@ -714,9 +737,33 @@ Translator::Status Translator::delete_attr(Frame& f, const VPtr& owner, const st
     if (module)
       for (const char* member : {"_parameters", "_buffers", "_modules"}) {
         PyObject* d = PyDict_GetItemString(*dictptr, member);
-        if (d && PyDict_Check(d) && PyDict_GetItemWithError(d, nm.get()))
-          return brk(f, "DV0008", what + ": a parameter, buffer or submodule", "dynview deletes plain attributes of modules");
-        PyErr_Clear();
+        if (!d || !PyDict_Check(d)) continue;
+        // (the trace's own entries where it changed that dict: a buffer it registered, a child it appended)
+        const Value* changed = changed_member_dict(*this, d);
+        bool held = false;
+        if (changed) {
+          for (const Ref& k : changed->keys) held |= PyUnicode_Check(k.get()) && PyUnicode_Compare(k.get(), nm.get()) == 0;
+        } else {
+          held = PyDict_GetItemWithError(d, nm.get()) != nullptr;
+          PyErr_Clear();
+        }
+        if (!held) continue;
+        // nn.Module.__delattr__: del self._parameters[name] (or _buffers, _modules), done on the
+        // trace's view of that dict, written back after the graph; reads after it miss the name
+        PyObject* non_persistent = PyDict_GetItemString(*dictptr, "_non_persistent_buffers_set");
+        const bool marked = std::strcmp(member, "_buffers") == 0 && non_persistent && PySet_Check(non_persistent) &&
+                            PySet_Contains(non_persistent, nm.get()) == 1;
+        if (marked || !no_module_registration_hooks() || !owner->source)
+          return brk(f, "DV0008", what + ": a " + (marked ? "non-persistent buffer" : "parameter, buffer or submodule"),
+                     "dynview deletes parameters and persistent buffers of modules from the frame");
+        VPtr members, popped;
+        if (Status s = getattr(f, owner, member, members)) return s;
+        if (members->kind != VK::Dict) return brk(f, "DV0008", what + ": its " + member + " is not read as a dict");
+        if (Status s = realize_lazy(f, members)) return s;
+        std::vector<VPtr> key{constant(nm)};
+        KwArgs no_kw;
+        if (Status s = dict_call(*this, f, members, "pop", key, no_kw, popped)) return s;
+        return std::nullopt;
       }
     auto& writes = output.side_effects.attr_writes;
     bool exists = false, known = false;

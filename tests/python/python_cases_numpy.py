@@ -182,6 +182,19 @@ DIFFERS["ndarray_int_true_division_breaks"] = (
     "returns the float32 array (1 graph), dynview breaks there and eager NumPy computes it")
 
 
+@case((3,))
+def numpy_ufunc_called_on_a_tensor(x):
+    y = x * 2
+    return np.sin(y) + 1  # eager: a Tensor (Tensor.__array_wrap__), computed by NumPy
+
+
+DIFFERS["numpy_ufunc_called_on_a_tensor"] = (
+    (2, 1), (1, 0),
+    "np.sin(tensor) is a torch.Tensor in eager (NumPy computes it, Tensor.__array_wrap__ wraps it); TorchDynamo "
+    "traces it through torch._numpy and returns a numpy.ndarray (1 graph), dynview breaks at the call (a graph on "
+    "each side of it) and NumPy computes it")
+
+
 class NumpyPostprocess(nn.Module):
     def __init__(self):
         super().__init__()

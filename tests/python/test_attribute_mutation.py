@@ -395,3 +395,75 @@ def test_module_to_another_dtype_in_forward_converts_it_as_eager_does():
     want = torch._dynamo.explain(_Router(torch.float64))(x)
     got = dynview.explain(_Router(torch.float64))(x)
     assert (got.graph_count, got.graph_break_count) == (want.graph_count, want.graph_break_count)
+
+
+# ---- a module's structure changed in forward: submodules appended, replaced and deleted,
+# parameters and buffers deleted, as nn.Module's own methods change it (TorchDynamo: 1 graph each,
+# recompiling where the structure it guards changed) ----
+
+class GrowsLayers(nn.Module):
+    """Appends an activation to its ModuleList until it holds three (built lazily on first use)."""
+
+    def __init__(self):
+        super().__init__()
+        self.layers = nn.ModuleList([nn.Linear(4, 4)])
+
+    def forward(self, x):
+        if len(self.layers) < 3:
+            self.layers.append(nn.LeakyReLU(0.1) if len(self.layers) % 2 else nn.Identity())
+        for layer in self.layers:
+            x = layer(x)
+        return x + len(self.layers), self.layers[-1](x)
+
+
+class SwapsActivation(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.lin = nn.Linear(4, 4)
+        self.act = nn.ReLU()
+
+    def forward(self, x):
+        self.act = nn.Tanh()
+        self.head = nn.Softmax(dim=-1)
+        return self.head(self.act(self.lin(x)))
+
+
+class DropsWarmup(nn.Module):
+    """A warm-up bias and scale used on the first call, then deleted (del self.<buffer/parameter>)."""
+
+    def __init__(self):
+        super().__init__()
+        self.lin = nn.Linear(4, 4)
+        self.register_buffer("warmup_bias", torch.full((4,), 0.5))
+        self.warmup_scale = nn.Parameter(torch.full((4,), 2.0))
+
+    def forward(self, x):
+        y = self.lin(x)
+        if hasattr(self, "warmup_bias"):
+            y = y * self.warmup_scale + self.warmup_bias
+            del self.warmup_bias
+            del self.warmup_scale
+        return y, "warmup_bias" in self._buffers, len(self._parameters)
+
+
+def _structure(m):
+    return ([(n, type(c).__name__) for n, c in m.named_modules()], [n for n, _ in m.named_parameters()],
+            [n for n, _ in m.named_buffers()])
+
+
+@pytest.mark.parametrize("make,counts", [(GrowsLayers, [1, 2, 3, 3]), (SwapsActivation, [1, 1, 1, 1]), (DropsWarmup, [1, 2, 2, 2])],
+                         ids=["append", "replace", "delete"])
+def test_module_structure_changed_in_forward_as_torch_compile(make, counts):
+    want, got, ref, m = compile_counts(make, 4, None)
+    # graphs compiled after each call: as TorchDynamo recompiles for the new structure, except that
+    # the replaced submodule is not read before it is replaced, so nothing about it is guarded (where
+    # TorchDynamo guards the module's _modules keys and compiles the same graph once more)
+    assert got == counts and want == (counts if make is not SwapsActivation else [1, 2, 2, 2]), (got, want)
+    assert _structure(m) == _structure(ref)
+    # one graph, no break, on a new module's first call
+    dynview.reset()
+    dynview._C.take_records()
+    torch.manual_seed(0)
+    dynview.compile(make(), backend="eager")(torch.randn(2, 4))
+    records = dynview._C.take_records()
+    assert [(r["graph"] is not None, r["has_break"]) for r in records] == [(True, False)], records

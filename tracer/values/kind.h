@@ -116,6 +116,12 @@ Status module_getattr_call(Translator& t, Frame& f, const VPtr& module, const VP
 // has, not overridden: 0 ModuleList, 1 Sequential, 2 ModuleDict, 3 ParameterList, 4 ParameterDict;
 // -1 for any other (a subclass's own, or none) (nn_module.cpp)
 int module_container_method(PyObject* module, const char* method);
+// A module's _parameters / _buffers / _modules dict value that the trace changed, or null (nn_module.cpp)
+const Value* changed_member_dict(Translator& t, PyObject* members);
+bool no_module_registration_hooks();  // torch's global module registration hooks are none (object.cpp)
+// A container module's `_modules` dict value that the trace changed (appended, assigned, deleted
+// children), or null: what iterating, indexing, len() and `in` of the module see (nn_module.cpp)
+const Value* changed_children(Translator& t, PyObject* module);
 // `a is b` of two values, guarded so (objects from the frame by identity or type): IS_OP's answer,
 // for what compares by identity first (handlers_ops.cpp)
 bool same_object(Translator& t, Frame& f, const VPtr& a, const VPtr& b);

@@ -4,7 +4,9 @@
 // parameters, buffers, submodules or hooks is a function of its constant arguments, so the module
 // built at trace time stands for the one each call builds; its forward is inlined like any module's.
 // The value has no source (its attributes are constants of the trace) and is marked made in the
-// trace: codegen refuses to hand it out of the graph (the caller would get one shared object).
+// trace: where it leaves the graph, codegen builds a new one from the class and the constant
+// arguments it was made with (torch.nn's own classes), or refuses (the caller would get one shared
+// object).
 // torch.nn's containers (Sequential, ModuleList, ModuleDict) of such modules are built of them.
 #include <algorithm>
 #include <cstring>
@@ -322,6 +324,9 @@ Translator::Status Translator::construct_module(Frame& f, PyObject* cls, std::ve
   out->flag = true;  // made in the trace
   // what its forward (or the code) sets on it lives in the trace only, as for one whose __init__ was inlined
   if (python_init) add_made_module(m);
+  // torch.nn's own module of constant arguments: rebuilt by calling its class with them again, where
+  // it leaves the graph (appended to a ModuleList, set on a module, returned) -- one per call, as eager
+  if (!python_init && passed.empty()) out->keys = {Ref::borrow(cls), pargs, pkw};
   return std::nullopt;
 }
 

@@ -15,7 +15,8 @@ Status missing_module_attr(Translator& t, Frame& f, PyObject* m, const std::stri
   return t.brk(f, kNoAttributeId, "'" + std::string(Py_TYPE(m)->tp_name) + "' object has no attribute '" + name + "'");
 }
 
-// A function defined in torch (fx.GraphModule's __call__): torch's classes keep to forward.
+}  // namespace
+
 // A module's _parameters, _buffers or _modules dict that the trace changed (Module.register_buffer
 // called from forward: `self._buffers[name] = tensor`, replayed after the graph): the module's
 // attributes read after it are that dict's entries in the trace, as nn.Module.__getattr__ reads them.
@@ -25,6 +26,17 @@ const Value* changed_member_dict(Translator& t, PyObject* members) {
   VPtr d = t.builder.container_value(members);
   return d && !d->lazy && std::find(changed.begin(), changed.end(), d) != changed.end() ? d.get() : nullptr;
 }
+
+// A container module's `_modules` as the trace holds it: the dict value the trace changed
+// (ModuleList.append / insert / extend, a ModuleDict's new key, del of an entry in forward), or null
+// when the real dict still holds.
+const Value* changed_children(Translator& t, PyObject* m) {
+  PyObject** dictptr = _PyObject_GetDictPtr(m);
+  PyObject* mods = dictptr && *dictptr ? PyDict_GetItemString(*dictptr, "_modules") : nullptr;
+  return mods && PyDict_Check(mods) ? changed_member_dict(t, mods) : nullptr;
+}
+
+namespace {
 
 bool function_of_torch(PyObject* fn) {
   if (!fn || !PyFunction_Check(fn)) return false;
@@ -253,6 +265,11 @@ struct Kind<VK::NNModule> {
   }
   static constexpr auto graph_arg = no_answer::graph_arg;
   static Status truth(Translator& t, Frame& f, const VPtr& v, bool& out) {
+    const int which = module_container_method(v->obj.get(), "__len__");
+    if (const Value* changed = which >= 0 && which <= 2 ? changed_children(t, v->obj.get()) : nullptr) {
+      out = !changed->items.empty();
+      return std::nullopt;
+    }
     int r = PyObject_IsTrue(v->obj.get());  // Sequential/ModuleList define __len__
     if (r < 0) return t.brk(f, "DV0010", "bool() of module raised");
     out = r == 1;
@@ -283,6 +300,12 @@ struct Kind<VK::NNModule> {
       const Py_ssize_t n = PyObject_Length(m);
       if (n < 0) return PyErr_Clear(), t.brk(f, "DV0016", "len() of a ParameterList raised");
       return iterate_by_index(t, f, v, n, out);
+    }
+    if (const Value* changed = changed_children(t, m)) {  // children the trace added or removed: its own entries
+      for (size_t i = 0; i < changed->keys.size() && i < changed->items.size(); ++i)
+        it->items.push_back(which == 2 ? t.constant(changed->keys[i]) : changed->items[i]);
+      out = it;
+      return std::nullopt;
     }
     Ref mods = Ref::steal(PyObject_GetAttrString(m, "_modules"));
     if (!mods || !PyDict_Check(mods.get())) return PyErr_Clear(), t.brk(f, "DV0016", "module is not iterable");

@@ -188,7 +188,6 @@ Status object_getattr(Translator& t, Frame& f, const VPtr& obj, const std::strin
 }
 
 // Object, NNModule: plain instance attributes of objects reached from the frame, replayed after the graph
-namespace {
 // torch.nn.modules.module's global module registration hooks (none, almost always): each is called
 // by nn.Module.__setattr__ of a submodule, and may replace it.
 bool no_module_registration_hooks() {
@@ -197,7 +196,6 @@ bool no_module_registration_hooks() {
   if (!hooks) return PyErr_Clear(), false;
   return PyDict_Check(hooks.get()) && PyDict_GET_SIZE(hooks.get()) == 0;
 }
-}  // namespace
 
 // A module of the standard library or built into the interpreter (warnings, sys): its attributes are
 // the interpreter's own state (warnings.filters, with C caches beside them), which stay a break.
@@ -286,7 +284,11 @@ Status object_setattr(Translator& t, Frame& f, const VPtr& owner, const std::str
         // one after it (Translator::getattr). Parameters and submodules stay breaks.
         const bool buffer = std::strcmp(member, "_buffers") == 0 &&
                             (value->kind == VK::Tensor || (value->kind == VK::Const && value->obj.get() == Py_None));
-        if (!buffer) return t.brk(f, "DV0008", "assignment to " + std::string(member + 1) + " entry '" + name + "' of a module", hint);
+        // A submodule replaced (`self.act = nn.Tanh()` in forward, a module from elsewhere, or None):
+        // the same replay, the trace reading the new one after it.
+        const bool submodule = std::strcmp(member, "_modules") == 0 && no_module_registration_hooks() &&
+                               (value->kind == VK::NNModule || (value->kind == VK::Const && value->obj.get() == Py_None));
+        if (!buffer && !submodule) return t.brk(f, "DV0008", "assignment to " + std::string(member + 1) + " entry '" + name + "' of a module", hint);
       }
     }
   } else if (!_PyObject_GetDictPtr(o)) {
@@ -355,7 +357,14 @@ Status object_method(Translator& t, Frame& f, const VPtr& m, std::vector<VPtr>& 
 // Object, NNModule, Function
 bool object_reconstruct(cg::Rebuilder& r, const VPtr& v) {
   if (v->source) return r.e.source(*v->source);
-  if (v->kind == VK::NNModule && v->flag) return false;  // a module made in the trace: one per call
+  if (v->kind == VK::NNModule && v->flag) {  // a module made in the trace: one per call
+    if (v->keys.size() != 3) return false;
+    r.e.callable_const(v->keys[0].get());  // cls(*args, **kwargs), of the constants it was made with
+    r.e.emit(N::LOAD_CONST, r.e.konst(v->keys[1].get()));
+    r.e.emit(N::LOAD_CONST, r.e.konst(v->keys[2].get()));
+    r.e.emit(N::CALL_FUNCTION_EX, 1);
+    return r.remember(v);
+  }
   if (v->obj && (v->kind != VK::Function || PyFunction_Check(v->obj.get()))) {
     r.e.emit(N::LOAD_CONST, r.e.konst(v->obj.get()));
     return true;
