@@ -638,9 +638,20 @@ std::optional<Transformed> generate_split(const CodeFacts& facts, PyObject* glob
     for (const VPtr& v : vals) {
       layout.stack_null.push_back(!v || v->kind == VK::Null);
       const bool block = reenter && v && v->kind == VK::GradMode;
-      const bool hooks_off = block && v->name == kSavedHooksExit;
-      layout.stack_reenter.push_back(block && v->name == kInferenceExit ? int(v->flag) : hooks_off ? kReenterSavedHooksOff : -1);
-      layout.reenter_text.push_back(hooks_off && v->self && v->self->obj ? str_of(v->self->obj.get()) : std::string());
+      const bool hooks_off = block && v->name == kSavedHooksExit, sdpa = block && v->name == kSdpaExit;
+      layout.stack_reenter.push_back(block && v->name == kInferenceExit ? int(v->flag)
+                                     : hooks_off                    ? kReenterSavedHooksOff
+                                     : sdpa                         ? (v->flag ? kReenterSdpaKernelPriority : kReenterSdpaKernel)
+                                                                    : -1);
+      std::string text;
+      if (hooks_off && v->self && v->self->obj) text = str_of(v->self->obj.get());
+      if (sdpa && v->self && v->self->obj && PyList_Check(v->self->obj.get()))  // the block's backends, by name
+        for (Py_ssize_t k = 0; k < PyList_GET_SIZE(v->self->obj.get()); ++k) {
+          Ref name = Ref::steal(PyObject_GetAttrString(PyList_GET_ITEM(v->self->obj.get(), k), "name"));
+          if (!name) PyErr_Clear();
+          text += (k ? "," : "") + (name && PyUnicode_Check(name.get()) ? str_of(name.get()) : std::string("?"));
+        }
+      layout.reenter_text.push_back(text);
     }
     for (size_t i = 0; i < result_slots.size(); ++i) {
       layout.stack_null.push_back(false);
@@ -699,14 +710,14 @@ std::optional<Transformed> generate_split(const CodeFacts& facts, PyObject* glob
     return true;
   };
   const std::vector<VPtr> below(stop.stack.begin(), stop.stack.begin() + static_cast<long>(rest));
-  // The breaking instruction runs inside the block (an inference_mode or disable_saved_tensors_hooks
-  // block the graph left is entered again: its __exit__ on the stack is rebuilt entered); past it, the transformed code
+  // The breaking instruction runs inside the block (an inference_mode, disable_saved_tensors_hooks or
+  // sdpa_kernel block the graph left is entered again: its __exit__ on the stack is rebuilt entered); past it, the transformed code
   // leaves the block before the resume function enters it again. An exception from it goes to the
   // handler (TorchDynamo wraps the instruction in the block's setup the same way).
   std::vector<size_t> protect;  // [start, end) instruction ranges of the breaking instruction(s)
   auto leave_reentered = [&]() {
     for (auto it = stop.stack.rbegin(); it != stop.stack.rend(); ++it)  // innermost first
-      if (const VPtr& v = *it; v && v->kind == VK::GradMode && (v->name == kInferenceExit || v->name == kSavedHooksExit)) {
+      if (const VPtr& v = *it; v && v->kind == VK::GradMode && (v->name == kInferenceExit || v->name == kSavedHooksExit || v->name == kSdpaExit)) {
         e.callable([&] { e.emit(N::LOAD_FAST, rb.memo.at(v.get())); });
         for (int k = 0; k < 3; ++k) e.emit(N::LOAD_CONST, e.konst(Py_None));
         e.call(3);

@@ -392,22 +392,42 @@ PyObject* resume_code(const CodeFacts& facts, int target, const ResumeLayout& la
     } else if (reentered(i)) {
       // torch.inference_mode(mode) or disable_saved_tensors_hooks(message), entered: BEFORE_WITH
       // leaves its __exit__
-      const bool hooks = layout.stack_reenter[i] == kReenterSavedHooksOff;
+      const int kind = layout.stack_reenter[i];
+      const bool hooks = kind == kReenterSavedHooksOff, sdpa = kind == kReenterSdpaKernel || kind == kReenterSdpaKernelPriority;
       static PyObject* hooks_off = kept_attr("torch.autograd.graph", "disable_saved_tensors_hooks");
-      PyObject* cls = hooks ? hooks_off : inference_mode_class();
-      if (!cls) {
-        why = hooks ? "torch.autograd.graph.disable_saved_tensors_hooks is missing" : "torch.inference_mode is missing";
+      static PyObject* sdpa_kernel = kept_attr("torch.nn.attention", "sdpa_kernel");
+      static PyObject* backend_type = kept_attr("torch.nn.attention", "SDPBackend");
+      PyObject* cls = hooks ? hooks_off : sdpa ? sdpa_kernel : inference_mode_class();
+      if (!cls || (sdpa && !backend_type)) {
+        why = "the context manager of a with block to enter again is missing";
         return nullptr;
       }
-      Ref arg = hooks ? Ref::steal(PyUnicode_FromString(i < layout.reenter_text.size() ? layout.reenter_text[i].c_str() : ""))
-                      : Ref::borrow(layout.stack_reenter[i] ? Py_True : Py_False);
-      if (!arg) return PyErr_Clear(), why = "cannot make the block's message", nullptr;
+      const std::string text = i < layout.reenter_text.size() ? layout.reenter_text[i] : std::string();
+      std::vector<Ref> args;  // constants
+      if (hooks) {
+        args.push_back(Ref::steal(PyUnicode_FromString(text.c_str())));
+      } else if (sdpa) {  // [SDPBackend[name], ...], set_priority
+        Ref list = Ref::steal(PyList_New(0));
+        for (size_t at = 0; list && at < text.size();) {
+          const size_t end = std::min(text.find(',', at), text.size());
+          Ref member = Ref::steal(PyObject_GetAttrString(backend_type, text.substr(at, end - at).c_str()));
+          if (!member || PyList_Append(list.get(), member.get()) < 0) list = Ref();
+          at = end + 1;
+        }
+        args.push_back(list);
+        args.push_back(Ref::borrow(kind == kReenterSdpaKernelPriority ? Py_True : Py_False));
+      } else {
+        args.push_back(Ref::borrow(kind ? Py_True : Py_False));
+      }
+      for (const Ref& a : args)
+        if (!a) return PyErr_Clear(), why = "cannot make the arguments of a with block to enter again", nullptr;
+      const int nargs = static_cast<int>(args.size());
       if (v != bc::Version::py313) emit(N::PUSH_NULL);
       emit(N::LOAD_CONST, konst(cls));
       if (v == bc::Version::py313) emit(N::PUSH_NULL);
-      emit(N::LOAD_CONST, konst(arg.get()));
-      if (v == bc::Version::py311) emit(N::PRECALL, 1);
-      emit(N::CALL, 1);
+      for (const Ref& a : args) emit(N::LOAD_CONST, konst(a.get()));
+      if (v == bc::Version::py311) emit(N::PRECALL, nargs);
+      emit(N::CALL, nargs);
       emit(N::BEFORE_WITH);
       emit(N::POP_TOP);
     } else {

@@ -41,6 +41,8 @@ struct SplitPlan {
 bool plan_split(const CodeFacts& facts, int index, SplitPlan& plan, std::string& why);
 
 inline constexpr int kReenterSavedHooksOff = 2;
+inline constexpr int kReenterSdpaKernel = 3;          // sdpa_kernel(backends, set_priority=False)
+inline constexpr int kReenterSdpaKernelPriority = 4;  // sdpa_kernel(backends, set_priority=True)
 
 // Locals (varnames slots, by localsplus index) read before written on some path from `index`.
 std::vector<bool> live_locals(const CodeFacts& facts, int index);
@@ -53,7 +55,8 @@ struct ResumeLayout {
   // again rather than takes, as TorchDynamo's resume functions set their blocks up again:
   // `torch.inference_mode(mode)`'s BEFORE_WITH (-1: taken as an argument; 0, 1: the mode), or
   // kReenterSavedHooksOff: `torch.autograd.graph.disable_saved_tensors_hooks(message)`'s, the message
-  // in reenter_text.
+  // in reenter_text; kReenterSdpaKernel(Priority): `sdpa_kernel(backends[, set_priority])`'s, the
+  // backends' names in reenter_text (comma-separated).
   std::vector<int> stack_reenter;
   std::vector<std::string> reenter_text;  // one per stack slot (or empty)
   std::vector<int> locals;       // localsplus indexes of the live locals passed, in order

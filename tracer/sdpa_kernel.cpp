@@ -4,7 +4,9 @@
 // leaving it is the same node with the backends enabled before it. While it is traced the block is
 // entered for real, so that the example values are made as eager makes them there; what a capture
 // leaves set (a break inside the block) is put back when the trace ends. A break inside the block
-// does not split it: the frame runs eagerly (its __exit__ cannot be rebuilt for a resume function).
+// splits it, as TorchDynamo splits it: the breaking instruction runs inside the block
+// (dynview._runtime.SdpaKernelExit, made entered), which the transformed code leaves before the
+// resume function enters it again.
 #include "pycache.h"
 #include "translator.h"
 #include "values/kind.h"
@@ -134,6 +136,7 @@ Translator::Status Translator::enter_sdpa_kernel(Frame& f, const VPtr& mgr) {
   exit->name = kSdpaExit;
   exit->obj = before;
   exit->flag = mgr->flag;
+  exit->self = constant(mgr->obj);  // the block's backends (a split block is entered again with them)
   f.stack.back() = exit;
   f.stack.push_back(make(VK::Dict));  // `with sdpa_kernel(...) as k`: k is the empty dict it yields
   return std::nullopt;

@@ -137,6 +137,30 @@ class SavedHooksExit:
         return "<exit disable_saved_tensors_hooks(%r): back to %r>" % (self.message, self.before)
 
 
+class SdpaKernelExit:
+    """The __exit__ of a torch.nn.attention.sdpa_kernel block that a graph break split, as the
+    transformed code holds it: made entered (the block's backends enabled), so that the breaking
+    instruction runs inside it; called once, after that instruction (the resume function enters the
+    block again) or by the block's handler with the exception, it enables the backends before it."""
+    __slots__ = ("backends", "set_priority", "before", "_entered")
+
+    def __init__(self, backends, set_priority, before):
+        from torch.nn.attention import _sdpa_kernel
+        self.backends, self.set_priority, self.before = backends, set_priority, before
+        _sdpa_kernel(backends, set_priority)
+        self._entered = True
+
+    def __call__(self, *exc):
+        if self._entered:
+            from torch.nn.attention import _sdpa_kernel
+            self._entered = False
+            _sdpa_kernel(self.before, self.set_priority)
+        return None
+
+    def __repr__(self):
+        return "<exit sdpa_kernel(%r): back to %r>" % (self.backends, self.before)
+
+
 class AutocastExit:
     """The __exit__ of a torch.autocast block that a graph break split, on the resume function's stack."""
     __slots__ = ("state",)

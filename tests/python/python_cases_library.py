@@ -1274,3 +1274,21 @@ class _KernelChoosingAttention(nn.Module):  # the backends a module was configur
 
 
 module_case(_KernelChoosingAttention, (2, 4, 8))
+
+
+class _AttentionWithBreak(nn.Module):  # a break inside the block: split, both graphs under the kernel
+    def __init__(self):
+        super().__init__()
+        self.qkv = nn.Linear(8, 24)
+        self.backends = [SDPBackend.MATH, SDPBackend.EFFICIENT_ATTENTION]
+
+    def forward(self, x):
+        q, k, v = (_heads(t) for t in self.qkv(x).chunk(3, dim=-1))
+        with sdpa_kernel(self.backends, set_priority=True):
+            out = F.scaled_dot_product_attention(q, k, v)
+            torch._dynamo.graph_break()
+            out = F.scaled_dot_product_attention(out, k, v, is_causal=True)
+        return out.transpose(1, 2).flatten(2)
+
+
+module_case(_AttentionWithBreak, (2, 4, 8))

@@ -326,6 +326,19 @@ def test_sdpa_kernel_blocks_leave_the_backends_as_eager_does(fn):
         assert _cur_sdpa_kernel_backends() == before
 
 
+def test_a_break_in_an_sdpa_kernel_block_splits_the_frame():
+    # as TorchDynamo splits it (2 graphs, 1 break): the resume function enters the block again
+    x = torch.randn(24)
+    dynview.reset()
+    dynview._C.take_records()
+    dynview.compile(sdpa_block_with_a_break, backend="eager")(x)
+    records = dynview._C.take_records()
+    assert [(r["graph"] is not None, r["has_break"], r["eager_why"]) for r in records] == [(True, True, ""), (True, False, "")], records
+    # the second graph is inside the block: it sets the kernel again, and leaves it
+    assert records[1]["ops"].count("_sdpa_kernel") == 2, records[1]["ops"]
+    dynview.reset()
+
+
 def test_sdpa_kernel_block_is_a_pair_of_nodes_in_the_graph_as_torch_dynamo_makes_it():
     ops = []
 

@@ -119,6 +119,18 @@ struct Kind<VK::GradMode> {
       r.e.call(1);
       return r.remember(v);
     }
+    if (v->name == kSdpaExit) {
+      // A split sdpa_kernel block: dynview._runtime.SdpaKernelExit(backends, set_priority, before),
+      // made entered, for the breaking instruction
+      static PyObject* cls = cg::runtime_attr("SdpaKernelExit");  // kept
+      if (!cls || !v->self || !v->self->obj || !v->obj) return false;
+      r.e.callable_const(cls);
+      r.e.emit(N::LOAD_CONST, r.e.konst(v->self->obj.get()));
+      r.e.emit(N::LOAD_CONST, r.e.konst(v->flag ? Py_True : Py_False));
+      r.e.emit(N::LOAD_CONST, r.e.konst(v->obj.get()));
+      r.e.call(3);
+      return r.remember(v);
+    }
     if (v->name == kSavedHooksExit) {
       // A split disable_saved_tensors_hooks block: dynview._runtime.SavedHooksExit(message, before),
       // made entered, for the breaking instruction
