@@ -90,14 +90,7 @@ Translator::Status Translator::exit_saved_hooks_off(Frame& f, const VPtr& exit, 
 }
 
 void Translator::restore_saved_hooks() {
-  if (saved_hooks_restores_.empty()) return;
-  PyObject *type, *value, *tb;
-  PyErr_Fetch(&type, &value, &tb);  // a trace that ended by an exception keeps it
-  while (!saved_hooks_restores_.empty()) {
-    if (!set_disabled(saved_hooks_restores_.back().get())) PyErr_Clear();
-    saved_hooks_restores_.pop_back();
-  }
-  PyErr_Restore(type, value, tb);
+  unwind_blocks(saved_hooks_restores_, [](const Ref& before) { return set_disabled(before.get()); });
 }
 
 }  // namespace dv

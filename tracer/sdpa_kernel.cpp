@@ -154,14 +154,7 @@ Translator::Status Translator::exit_sdpa_kernel(Frame& f, const VPtr& exit, VPtr
 }
 
 void Translator::restore_sdpa_backends() {
-  if (sdpa_restores_.empty()) return;
-  PyObject *type, *value, *tb;
-  PyErr_Fetch(&type, &value, &tb);  // a trace that ended by an exception keeps it
-  while (!sdpa_restores_.empty()) {  // innermost first
-    if (!set_backends(sdpa_restores_.back().first.get(), sdpa_restores_.back().second)) PyErr_Clear();
-    sdpa_restores_.pop_back();
-  }
-  PyErr_Restore(type, value, tb);
+  unwind_blocks(sdpa_restores_, [](const std::pair<Ref, bool>& before) { return set_backends(before.first.get(), before.second); });
 }
 
 }  // namespace dv

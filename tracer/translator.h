@@ -215,6 +215,19 @@ class Translator {
   Status make_sdpa_kernel(Frame& f, std::vector<VPtr>& args, std::vector<std::pair<std::string, VPtr>>& kwargs, VPtr& out);
   Status enter_sdpa_kernel(Frame& f, const VPtr& mgr);
   Status exit_sdpa_kernel(Frame& f, const VPtr& exit, VPtr& out);
+  // Pops a stack of blocks the trace entered for real, innermost first, putting back what each set;
+  // a Python error pending (a trace that ended by an exception) is kept.
+  template <class T, class F>
+  static void unwind_blocks(std::vector<T>& entered, F put_back) {
+    if (entered.empty()) return;
+    PyObject *type, *value, *tb;
+    PyErr_Fetch(&type, &value, &tb);
+    while (!entered.empty()) {
+      if (!put_back(entered.back())) PyErr_Clear();
+      entered.pop_back();
+    }
+    PyErr_Restore(type, value, tb);
+  }
   void restore_sdpa_backends();  // what the trace left set (a break inside a block), put back
   // torch.autograd.graph.disable_saved_tensors_hooks(message): made, entered, left (saved_hooks_off.cpp)
   Status make_saved_hooks_off(Frame& f, std::vector<VPtr>& args, std::vector<std::pair<std::string, VPtr>>& kwargs, VPtr& out);
