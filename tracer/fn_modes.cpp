@@ -115,6 +115,19 @@ Ref fn_mode_func(PyObject* target, const std::string& method, const std::vector<
     return Ref::borrow(PyTuple_GET_ITEM(row, 0));
   }
   PyErr_Clear();
+  // A Python function reaches a mode only through its own handle_torch_function (torch.overrides'
+  // overridable functions); torch.compiler.is_exporting and the like do not.
+  if (PyFunction_Check(target)) {
+    static PyObject* overridable = [] {
+      Ref rt = Ref::steal(PyImport_ImportModule("dynview._runtime"));
+      PyObject* r = rt ? PyObject_CallMethod(rt.get(), "overridable_python_functions", nullptr) : nullptr;  // kept
+      if (!r) PyErr_Clear();
+      return r;
+    }();
+    const int in = overridable ? PySet_Contains(overridable, target) : 0;
+    if (in < 0) PyErr_Clear();
+    if (in != 1) return Ref();
+  }
   // torch's functions (torch.*, torch.nn.functional.*, torch.ops.*): a mode sees factories too. Not
   // functorch's own steps (vmap's batching calls), which eager makes below the dispatch.
   if (!module_starts(target, "torch") || module_starts(target, "torch._functorch") || module_starts(target, "torch._C._functorch"))

@@ -175,6 +175,19 @@ class AutocastExit:
         return "<exit torch.autocast(%r): back to enabled=%r, dtype=%r>" % self.state[:3]
 
 
+def overridable_python_functions():
+    """The functions written in Python that eager hands to a torch function mode (their bodies call
+    handle_torch_function: F.softmax, F.layer_norm, Tensor.__format__ ...), as torch.overrides lists
+    them; another Python function of torch (torch.compiler.is_exporting) is not handed to it."""
+    import types
+    from torch.overrides import get_overridable_functions
+
+    out = set()
+    for fns in get_overridable_functions().values():
+        out.update(f for f in fns if isinstance(f, types.FunctionType))
+    return frozenset(out)
+
+
 def torch_function_operators():
     """What a TorchFunctionMode's __torch_function__ is given for an operator on tensors, found as
     eager gives it, by running each under a mode (as TorchDynamo finds its builtin-to-tensor map):

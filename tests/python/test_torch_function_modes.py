@@ -201,3 +201,28 @@ def test_the_trace_reads_its_own_mode_stack():
     got = dynview.compile(f, backend="eager")(x)
     assert got[1:] == want[1:] == (1, 0)
     torch.testing.assert_close(got[0], want[0])
+
+
+def test_a_logging_mode_outside_a_transformers_model_sees_eagers_calls():
+    # Every torch function, method, operator and attribute read of a real model reaches the mode as
+    # in eager, in eager's order -- and nothing eager does not hand it (torch.compiler.is_exporting,
+    # which transformers calls on its compile path, is a Python function without handle_torch_function)
+    from transformers import LlamaConfig, LlamaModel
+
+    torch.manual_seed(0)
+    model = LlamaModel(LlamaConfig(num_hidden_layers=2, hidden_size=32, intermediate_size=64, num_attention_heads=2,
+                                   num_key_value_heads=2, vocab_size=100)).eval()
+    ids = torch.randint(0, 100, (1, 8))
+    with torch.no_grad(), Log() as want:
+        expected = model(ids).last_hidden_state
+    dynview.reset()
+    dynview._C.take_records()
+    compiled = dynview.compile(model, backend="eager")
+    for _ in range(2):  # the capture, then a hit under another Log
+        with torch.no_grad(), Log() as got:
+            out = compiled(ids).last_hidden_state
+        torch.testing.assert_close(out, expected)
+        assert got.calls == want.calls and len(want.calls) > 100
+    records = dynview._C.take_records()
+    assert [(r["graph"] is not None, r["has_break"]) for r in records] == [(True, False)]
+    dynview.reset()
