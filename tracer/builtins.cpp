@@ -535,16 +535,16 @@ Translator::Status call_builtin(Translator& t, Frame& f, PyObject* fn, std::vect
       if (is_sym(PyTuple_GET_ITEM(shape.get(), 0)))  // a symbolic size: len(x) is l_x_.size(0)
         return t.meta_result(f, v, "size", {t.constant_steal(PyLong_FromLong(0))}, Ref::borrow(PyTuple_GET_ITEM(shape.get(), 0)), out);
       len = PyLong_AsSsize_t(PyTuple_GET_ITEM(shape.get(), 0));
-    } else if (const Value* changed = v->kind == VK::NNModule && module_container_method(v->obj.get(), "__len__") >= 0 &&
-                                          module_container_method(v->obj.get(), "__len__") <= 2
-                                          ? changed_children(t, v->obj.get()) : nullptr) {
-      len = static_cast<Py_ssize_t>(changed->items.size());  // a ModuleList the trace appended to
     } else if (v->kind == VK::Const || v->kind == VK::NNModule || (v->kind == VK::Object && frozen_object(v->obj.get()))) {
-      if (v->kind == VK::NNModule && v->source && module_container_method(v->obj.get(), "__len__") >= 0 &&
-          module_container_method(v->obj.get(), "__len__") <= 2)  // ModuleList, Sequential, ModuleDict: as many as its children
-        guard_module_dict_keys(t, f, v->obj.get(), v->source, "_modules");
-      len = PyObject_Length(v->obj.get());
-      if (len < 0) return t.raise_current(f, "len()");
+      // ModuleList, Sequential, ModuleDict: as many as its children -- the trace's, where it changed them
+      const bool children = v->kind == VK::NNModule && children_container(v->obj.get());
+      if (const Value* changed = children ? changed_children(t, v->obj.get()) : nullptr) {
+        len = static_cast<Py_ssize_t>(changed->items.size());
+      } else {
+        if (children && v->source) guard_module_dict_keys(t, f, v->obj.get(), v->source, "_modules");
+        len = PyObject_Length(v->obj.get());
+        if (len < 0) return t.raise_current(f, "len()");
+      }
     } else if (v->kind == VK::Instance || (v->kind == VK::Object && user_dunder_fn(v, "__len__"))) {
       // its __len__, inlined (an instance's, or an object's of a Python class reached from the frame):
       // an int, or a dynamic size (len(boxes) is boxes.tensor.shape[0])
@@ -1169,7 +1169,7 @@ Translator::Status call_builtin(Translator& t, Frame& f, PyObject* fn, std::vect
       // key): its text, fixed for the object as TorchDynamo folds it ("<built-in method add ...>")
       PyObject* o = args[0]->obj.get();
       if (PyFunction_Check(o) || PyCFunction_Check(o) || Py_IS_TYPE(o, &PyMethodDescr_Type) || Py_IS_TYPE(o, &PyWrapperDescr_Type) ||
-          std::strcmp(Py_TYPE(o)->tp_name, "method-wrapper") == 0) {
+          Py_TYPE(o) == method_wrapper_type()) {
         out = t.constant_steal(PyObject_Repr(o));
         if (!out) return t.raise_current(f, "repr()");
         return std::nullopt;

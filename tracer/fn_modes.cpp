@@ -25,17 +25,21 @@ PyObject* mode_base() {  // torch.overrides.TorchFunctionMode (kept)
   return base;
 }
 
-// {operator function: (func, func of the reflected form or None)} from dynview._runtime (kept).
+// What dynview._runtime.<fn>() returns, made once and kept (null: it failed).
+PyObject* runtime_table(const char* fn) {
+  Ref rt = Ref::steal(PyImport_ImportModule("dynview._runtime"));
+  PyObject* r = rt ? PyObject_CallMethod(rt.get(), fn, nullptr) : nullptr;
+  if (!r) PyErr_Clear();
+  return r;
+}
+
+// {operator function: (func, func of the reflected form or None)} (kept).
 PyObject* operator_funcs() {
   static PyObject* table = [] {
-    Ref rt = Ref::steal(PyImport_ImportModule("dynview._runtime"));
-    PyObject* r = rt ? PyObject_CallMethod(rt.get(), "torch_function_operators", nullptr) : nullptr;
-    if (!r || !PyDict_Check(r)) {
-      PyErr_Clear();
-      Py_XDECREF(r);
-      r = PyDict_New();
-    }
-    return r;
+    PyObject* r = runtime_table("torch_function_operators");
+    if (r && PyDict_Check(r)) return r;
+    Py_XDECREF(r);
+    return PyDict_New();
   }();
   return table;
 }
@@ -118,12 +122,7 @@ Ref fn_mode_func(PyObject* target, const std::string& method, const std::vector<
   // A Python function reaches a mode only through its own handle_torch_function (torch.overrides'
   // overridable functions); torch.compiler.is_exporting and the like do not.
   if (PyFunction_Check(target)) {
-    static PyObject* overridable = [] {
-      Ref rt = Ref::steal(PyImport_ImportModule("dynview._runtime"));
-      PyObject* r = rt ? PyObject_CallMethod(rt.get(), "overridable_python_functions", nullptr) : nullptr;  // kept
-      if (!r) PyErr_Clear();
-      return r;
-    }();
+    static PyObject* overridable = runtime_table("overridable_python_functions");
     const int in = overridable ? PySet_Contains(overridable, target) : 0;
     if (in < 0) PyErr_Clear();
     if (in != 1) return Ref();

@@ -693,7 +693,7 @@ Status object_call(Translator& t, Frame& f, const VPtr& fn, std::vector<VPtr>& a
       return std::nullopt;
     }
   }
-  if (std::strcmp(Py_TYPE(o)->tp_name, "method-wrapper") == 0 && args.size() == 1 && args[0]->kind == VK::Tensor && kwargs.empty()) {
+  if (Py_TYPE(o) == method_wrapper_type() && args.size() == 1 && args[0]->kind == VK::Tensor && kwargs.empty()) {
     // Tensor.shape.__get__(x) and the like: what a torch function mode's handler is given for an
     // attribute read, called back -- the attribute of x
     Ref self = Ref::steal(PyObject_GetAttrString(o, "__self__"));

@@ -324,28 +324,7 @@ Translator::Status Translator::subscr(Frame& f, VPtr obj, VPtr idx, VPtr& out) {
   }
   if (getitem_of == kOwn) return call_python(f, Ref::borrow(own_getitem), {obj, idx}, out);
   if (getitem_of <= kModuleDict && obj->kind == VK::NNModule)
-    if (const Value* changed = changed_children(*this, obj->obj.get())) {
-      // children the trace appended or assigned (self.layers.append(m) in forward): its own entries --
-      // a ModuleList's or Sequential's by position (as their _get_abs_string_index), a ModuleDict's by key
-      if (idx->kind != VK::Const) return brk(f, "DV0017", "indexing a module container whose children the trace changed, by a value not known");
-      const Py_ssize_t n = static_cast<Py_ssize_t>(changed->items.size());
-      if (getitem_of != kModuleDict && PyLong_CheckExact(idx->obj.get())) {
-        Py_ssize_t i = PyLong_AsSsize_t(idx->obj.get());
-        if (i < 0) i += n;
-        if (PyErr_Occurred() || i < 0 || i >= n) return PyErr_Clear(), raise_new(f, PyExc_IndexError, "index " + repr_of(idx->obj.get()) + " is out of range");
-        out = changed->items[static_cast<size_t>(i)];
-        return std::nullopt;
-      }
-      if (getitem_of == kModuleDict && PyUnicode_Check(idx->obj.get())) {
-        for (size_t i = 0; i < changed->keys.size(); ++i)
-          if (PyUnicode_Check(changed->keys[i].get()) && PyUnicode_Compare(changed->keys[i].get(), idx->obj.get()) == 0) {
-            out = changed->items[i];
-            return std::nullopt;
-          }
-        return raise_new(f, PyExc_KeyError, repr_of(idx->obj.get()));
-      }
-      return brk(f, "DV0017", "slicing a module container whose children the trace changed");
-    }
+    if (const Value* changed = changed_children(*this, obj->obj.get())) return changed_child(*this, f, *changed, getitem_of == kModuleDict, idx, out);
   if (getitem_of == kSequential && obj->flag && idx->kind == VK::Const && (PyLong_CheckExact(idx->obj.get()) || PySlice_Check(idx->obj.get()))) {
     // a Sequential's slice made in the trace (below), sliced or indexed again: its children
     const Py_ssize_t n = static_cast<Py_ssize_t>(obj->items.size());

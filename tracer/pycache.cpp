@@ -46,6 +46,16 @@ bool py_init() {
 
 const Py& py() { return g_py; }
 
+PyTypeObject* method_wrapper_type() {
+  static PyTypeObject* const tp = [] {
+    Ref one = Ref::steal(PyLong_FromLong(1));
+    Ref m = one ? Ref::steal(PyObject_GetAttrString(one.get(), "__add__")) : Ref();
+    if (!m) PyErr_Clear();
+    return m ? Py_TYPE(m.get()) : nullptr;
+  }();
+  return tp;
+}
+
 PyObject* kept_attr(const char* module, const char* name) {
   Ref m = Ref::steal(PyImport_ImportModule(module));
   PyObject* a = m ? PyObject_GetAttrString(m.get(), name) : nullptr;

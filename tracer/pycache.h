@@ -21,7 +21,9 @@ bool py_init();  // returns false with a Python error set if something is missin
 bool is_sym(PyObject* o);
 // module.name as a new reference kept for the process (callers hold it in a static), or null (no
 // error set) when the module or attribute is missing.
-PyObject* kept_attr(const char* module, const char* name);  // torch.SymInt / SymBool / SymFloat
+PyObject* kept_attr(const char* module, const char* name);
+// type((1).__add__), "method-wrapper": not in 3.13's public headers (a static type)
+PyTypeObject* method_wrapper_type();  // torch.SymInt / SymBool / SymFloat
 // bool, int, float, complex where torch takes a dtype: torch.bool, int64, float64, complex128, as
 // torch reads them (x.to(bool), zeros(n, dtype=float)); null for anything else
 Ref dtype_of_python_type(PyObject* o);

@@ -116,6 +116,8 @@ Status module_getattr_call(Translator& t, Frame& f, const VPtr& module, const VP
 // has, not overridden: 0 ModuleList, 1 Sequential, 2 ModuleDict, 3 ParameterList, 4 ParameterDict;
 // -1 for any other (a subclass's own, or none) (nn_module.cpp)
 int module_container_method(PyObject* module, const char* method);
+bool children_container(PyObject* module);
+Status changed_child(Translator& t, Frame& f, const Value& changed, bool by_key, const VPtr& idx, VPtr& out);  // (nn_module.cpp)  // a ModuleList, Sequential or ModuleDict (torch's own __len__)
 // A module's _parameters / _buffers / _modules dict value that the trace changed, or null (nn_module.cpp)
 const Value* changed_member_dict(Translator& t, PyObject* members);
 bool no_module_registration_hooks();  // torch's global module registration hooks are none (object.cpp)

@@ -36,8 +36,34 @@ const Value* changed_children(Translator& t, PyObject* m) {
   return mods && PyDict_Check(mods) ? changed_member_dict(t, mods) : nullptr;
 }
 
+// container[idx] of children the trace appended or assigned (self.layers.append(m) in forward): its
+// own entries -- a ModuleList's or Sequential's by position (as their _get_abs_string_index), a
+// ModuleDict's (by_key) by name
+Status changed_child(Translator& t, Frame& f, const Value& changed, bool by_key, const VPtr& idx, VPtr& out) {
+  if (idx->kind != VK::Const) return t.brk(f, "DV0017", "indexing a module container whose children the trace changed, by a value not known");
+  PyObject* k = idx->obj.get();
+  if (!by_key && PyLong_CheckExact(k)) {
+    const Py_ssize_t n = static_cast<Py_ssize_t>(changed.items.size());
+    Py_ssize_t i = PyLong_AsSsize_t(k);
+    if (i < 0) i += n;
+    if (PyErr_Occurred() || i < 0 || i >= n) return PyErr_Clear(), t.raise_new(f, PyExc_IndexError, "index " + repr_of(k) + " is out of range");
+    out = changed.items[static_cast<size_t>(i)];
+    return std::nullopt;
+  }
+  if (by_key && PyUnicode_Check(k)) {
+    for (size_t i = 0; i < changed.keys.size() && i < changed.items.size(); ++i)
+      if (PyUnicode_Check(changed.keys[i].get()) && PyUnicode_Compare(changed.keys[i].get(), k) == 0) {
+        out = changed.items[i];
+        return std::nullopt;
+      }
+    return t.raise_new(f, PyExc_KeyError, repr_of(k));
+  }
+  return t.brk(f, "DV0017", "slicing a module container whose children the trace changed");
+}
+
 namespace {
 
+// A function defined in torch (fx.GraphModule's __call__): torch's classes keep to forward.
 bool function_of_torch(PyObject* fn) {
   if (!fn || !PyFunction_Check(fn)) return false;
   PyObject* mod = reinterpret_cast<PyFunctionObject*>(fn)->func_module;
@@ -217,6 +243,11 @@ Status initialize_lazy_module(Translator& t, Frame& f, const VPtr& module, const
 
 }  // namespace
 
+bool children_container(PyObject* module) {
+  const int which = module_container_method(module, "__len__");
+  return which >= 0 && which <= 2;
+}
+
 int module_container_method(PyObject* module, const char* method) {
   static PyObject* const* classes = [] {
     static PyObject* c[5] = {};
@@ -265,8 +296,7 @@ struct Kind<VK::NNModule> {
   }
   static constexpr auto graph_arg = no_answer::graph_arg;
   static Status truth(Translator& t, Frame& f, const VPtr& v, bool& out) {
-    const int which = module_container_method(v->obj.get(), "__len__");
-    if (const Value* changed = which >= 0 && which <= 2 ? changed_children(t, v->obj.get()) : nullptr) {
+    if (const Value* changed = children_container(v->obj.get()) ? changed_children(t, v->obj.get()) : nullptr) {
       out = !changed->items.empty();
       return std::nullopt;
     }

@@ -327,12 +327,7 @@ Status object_method(Translator& t, Frame& f, const VPtr& m, std::vector<VPtr>& 
   }
   Ref bound = Ref::steal(PyObject_GetAttrString(so, name.c_str()));
   if (!bound) return t.brk(f, "DV0005", "no attribute " + name);
-  static PyTypeObject* const method_wrapper = [] {  // type((1).__add__): not in 3.13's public headers
-    Ref one = Ref::steal(PyLong_FromLong(1));
-    Ref m = one ? Ref::steal(PyObject_GetAttrString(one.get(), "__add__")) : Ref();
-    if (!m) PyErr_Clear();
-    return m ? Py_TYPE(m.get()) : nullptr;  // a static type
-  }();
+  PyTypeObject* const method_wrapper = method_wrapper_type();
   if (self->kind == VK::Const && method_wrapper && Py_IS_TYPE(bound.get(), method_wrapper)) {
     // A slot of a constant or of the trace's own set (p.__or__(q), set.__len__(s)): evaluated now
     // on constant arguments, as its named methods are (object_call)

@@ -157,11 +157,7 @@ bool module_builtin(PyObject* o) {
 // An object whose == is True only for another of its own type (builtin functions and methods,
 // method-wrappers: their comparisons give NotImplemented for anything else)
 bool equal_only_to_own_type(PyObject* o) {
-  static PyTypeObject* method_wrapper = [] {
-    Ref w = Ref::steal(PyObject_GetAttrString(Py_None, "__repr__"));
-    return w ? Py_TYPE(w.get()) : nullptr;
-  }();
-  return PyCFunction_Check(o) || (method_wrapper && Py_TYPE(o) == method_wrapper);
+  return PyCFunction_Check(o) || Py_TYPE(o) == method_wrapper_type();
 }
 
 bool set_member_ok(const VPtr& v) {
