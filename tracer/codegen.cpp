@@ -104,11 +104,11 @@ struct SharedSources {
     const std::string k = key(s);
     if (auto it = slot.find(k); it != slot.end()) return e.emit(N::LOAD_FAST, it->second), true;
     if (!s.base) return e.source(s);
-    if (s.kind == Source::Kind::AsTensor || s.kind == Source::Kind::TupleIterItem) {  // the callable goes first
-      e.callable_const(s.key.get());
+    if (s.kind == Source::Kind::AsTensor || s.kind == Source::Kind::TupleIterItem || s.kind == Source::Kind::DictValueAt) {
+      e.callable_const(s.key.get());  // the callable goes first
       if (!load(*s.base)) return false;
-      if (s.kind == Source::Kind::TupleIterItem) e.load_int(s.index);
-      e.call(s.kind == Source::Kind::TupleIterItem ? 2 : 1);
+      if (s.kind != Source::Kind::AsTensor) e.load_int(s.index);
+      e.call(s.kind != Source::Kind::AsTensor ? 2 : 1);
     } else if (!load(*s.base) || !e.step(s)) {
       return false;
     }

@@ -125,7 +125,7 @@ Translator::Status Translator::outside_dict_read(Frame& f, const VPtr& self, con
   if ((is_view_name(name) || name == "__len__" || name == "__iter__") && args.empty() && kwargs.empty() && self->source) {
     // The whole storage, as a dict value of its items (each reloaded from its source), guarded by
     // its keys: views of it, its length, an iterator over its keys. Read-only: nothing writes to it.
-    Ref keys = Ref::steal(PyDict_Keys(d));
+    Ref keys = dict_keys_in_order(d);
     if (!keys) return raise_current(f, "dict.keys()");
     VPtr snap = make(VK::Dict);
     snap->source = self->source;  // a view handed out of the graph is the live object's view
@@ -150,7 +150,7 @@ Translator::Status Translator::outside_dict_read(Frame& f, const VPtr& self, con
   const size_t want = name == "get" ? 2 : 1;
   if (!kwargs.empty() || args.empty() || args.size() > want || !hashable_const(args[0]) || !self->source)
     return brk(f, "DV0024", "dict." + name + " of a " + std::string(Py_TYPE(d)->tp_name) + " with these arguments");
-  Ref keys = Ref::steal(PyDict_Keys(d));
+  Ref keys = dict_keys_in_order(d);
   if (!keys) return raise_current(f, "dict.keys()");
   for (Py_ssize_t i = 0; i < PyList_GET_SIZE(keys.get()); ++i)
     if (!is_exact_const(PyList_GET_ITEM(keys.get(), i)))

@@ -174,6 +174,22 @@ struct GuardTree::Node {
         at += source->index;
         return seq && at < PyTuple_GET_SIZE(seq) ? PyTuple_GET_ITEM(seq, at) : nullptr;
       }
+      case Source::Kind::DictValueAt: {  // in the dict's own order: an OrderedDict's linked order (C iterator)
+        if (!parent || !PyDict_Check(parent) || source->index >= PyDict_GET_SIZE(parent)) return nullptr;
+        if (PyODict_Check(parent)) {
+          Ref it = Ref::steal(PyODict_Type.tp_iter(parent));
+          Ref k;
+          for (int i = 0; it && i <= source->index; ++i) k = Ref::steal(PyIter_Next(it.get()));
+          PyObject* v = k ? PyDict_GetItemWithError(parent, k.get()) : nullptr;
+          if (!v) PyErr_Clear();
+          return v;
+        }
+        Py_ssize_t pos = 0;
+        PyObject *k, *v = nullptr;
+        for (int i = 0; i <= source->index; ++i)
+          if (!PyDict_Next(parent, &pos, &k, &v)) return nullptr;
+        return v;
+      }
       case Source::Kind::AsTensor: {  // a new tensor over the ndarray's memory, held until the check ends
         if (!parent || std::strcmp(Py_TYPE(parent)->tp_name, "numpy.ndarray") != 0) return nullptr;
         PyObject* t = PyObject_CallOneArg(source->key.get(), parent);
@@ -256,33 +272,29 @@ bool leaf_ok(const Guard& g, PyObject* o) {
       if (!PyDict_Check(o)) return false;
       PyObject* keys = g.value.get();
       if (PyDict_GET_SIZE(o) != PyTuple_GET_SIZE(keys)) return false;
-      Py_ssize_t pos = 0, i = 0;
-      PyObject *k, *v;
-      while (PyDict_Next(o, &pos, &k, &v)) {
-        PyObject* want = PyTuple_GET_ITEM(keys, i++);
-        if (k != want) {
-          if (is_tensor(want) || is_tensor(k)) return false;  // a tensor key is that tensor (hashed by identity)
-          int r = PyObject_RichCompareBool(k, want, Py_EQ);
-          if (r != 1) {
-            if (r < 0) PyErr_Clear();
-            return false;
-          }
-        }
-      }
+      auto same_key = [](PyObject* k, PyObject* want) {
+        if (k == want) return true;
+        if (is_tensor(want) || is_tensor(k)) return false;  // a tensor key is that tensor (hashed by identity)
+        const int r = PyObject_RichCompareBool(k, want, Py_EQ);
+        if (r < 0) PyErr_Clear();
+        return r == 1;
+      };
       if (PyODict_Check(o)) {
         // An OrderedDict's order is its own (move_to_end changes it, not the storage's): its
-        // iterator's order too, OrderedDict's own (a subclass's __iter__ is not asked: no Python runs)
+        // iterator's order, OrderedDict's own (a subclass's __iter__ is not asked: no Python runs)
         Ref it = Ref::steal(PyODict_Type.tp_iter(o));
         if (!it) return PyErr_Clear(), false;
         for (Py_ssize_t j = 0; j < PyTuple_GET_SIZE(keys); ++j) {
-          Ref k2 = Ref::steal(PyIter_Next(it.get()));
-          if (!k2 || k2.get() != PyTuple_GET_ITEM(keys, j)) {
-            if (k2 && (is_tensor(k2.get()) || is_tensor(PyTuple_GET_ITEM(keys, j)))) return false;
-            const int r = k2 ? PyObject_RichCompareBool(k2.get(), PyTuple_GET_ITEM(keys, j), Py_EQ) : 0;
-            if (r != 1) return PyErr_Clear(), false;
-          }
+          Ref k = Ref::steal(PyIter_Next(it.get()));
+          if (!k) return PyErr_Clear(), false;
+          if (!same_key(k.get(), PyTuple_GET_ITEM(keys, j))) return false;
         }
+        return true;
       }
+      Py_ssize_t pos = 0, i = 0;
+      PyObject *k, *v;
+      while (PyDict_Next(o, &pos, &k, &v))
+        if (!same_key(k, PyTuple_GET_ITEM(keys, i++))) return false;
       return true;
     }
     case GuardKind::DICT_CONTAINS: {

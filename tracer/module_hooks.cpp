@@ -1,10 +1,14 @@
 // Calling an nn.Module that has forward hooks, as nn.Module._call_impl does: the forward pre-hooks
 // (which may replace the arguments), forward, then the forward hooks (which may replace the result),
-// each inlined. The hooks are read when the call is traced; the hook dicts that held some are guarded
-// by their keys (a hook removed later is seen), empty ones are not, as under torch.compile
-// (torch._dynamo.config.skip_nnmodule_hook_guards): a hook added after the compile is not seen.
+// each inlined, in the order _call_impl runs them. The hooks are read when the call is traced: a
+// module's own hooks from their places in its hook dicts, guarded by the dicts' lengths and as
+// functions reached from the frame (a hook removed later, or another hook in its place, is seen; the
+// same hook registered again is a hit). Modules without hooks are not guarded, as under torch.compile
+// (torch._dynamo.config.skip_nnmodule_hook_guards): a hook added to one after the compile is not seen.
 // Backward hooks break the graph.
 #include "tracer/translator.h"
+#include "tracer/rebuild.h"
+#include "tracer/values/kind.h"
 
 namespace dv {
 
@@ -42,7 +46,7 @@ bool is_none(const VPtr& v) { return v && v->kind == VK::Const && v->obj.get() =
 
 }  // namespace
 
-Translator::Status Translator::module_hooks(Frame& f, PyObject* m, ModuleHooks& out) {
+Translator::Status Translator::module_hooks(Frame& f, PyObject* m, const SourcePtr& msrc, ModuleHooks& out) {
   PyObject* g = module_globals();
   if (!g) return brk(f, "DV0004", "calling a module: torch.nn.modules.module cannot be read");
   for (const char* name : {"_backward_hooks", "_backward_pre_hooks"})
@@ -52,20 +56,45 @@ Translator::Status Translator::module_hooks(Frame& f, PyObject* m, ModuleHooks& 
   Ref pre_kw = hook_dict(m, "_forward_pre_hooks_with_kwargs");
   Ref post_kw = hook_dict(m, "_forward_hooks_with_kwargs");
   Ref global_post_kw = hook_dict(g, "_global_forward_hooks_with_kwargs");
+  static PyObject* value_at = cg::runtime_attr("dict_value_at");  // kept
   for (PyObject* owner : {g, m}) {
     const bool global = owner == g;
     for (bool pre : {true, false}) {
-      Ref d = hook_dict(owner, global ? (pre ? "_global_forward_pre_hooks" : "_global_forward_hooks")
-                                      : (pre ? "_forward_pre_hooks" : "_forward_hooks"));
+      const char* name = global ? (pre ? "_global_forward_pre_hooks" : "_global_forward_hooks")
+                                : (pre ? "_forward_pre_hooks" : "_forward_hooks");
+      Ref d = hook_dict(owner, name);
       if (!d) continue;
-      Py_ssize_t pos = 0;
-      PyObject *id, *fn;
-      while (PyDict_Next(d.get(), &pos, &id, &fn)) {
-        ModuleHooks::Hook h{Ref::borrow(fn), pre ? contains(pre_kw, id) : contains(post_kw, id) || contains(global_post_kw, id)};
+      // In the dict's own order: register_*_hook(prepend=True) moves a hook to the front of the
+      // OrderedDict, not of its storage
+      Ref ids = dict_keys_in_order(d.get());
+      if (!ids) return raise_current(f, std::string(name) + ".keys()");
+      for (Py_ssize_t i = 0; i < PyList_GET_SIZE(ids.get()); ++i) {
+        PyObject* id = PyList_GET_ITEM(ids.get(), i);
+        PyObject* fn = PyDict_GetItemWithError(d.get(), id);
+        if (!fn) return PyErr_Occurred() ? raise_current(f, name) : brk(f, "DV0010", std::string("a hook vanished from ") + name);
+        ModuleHooks::Hook h{Ref::borrow(fn), pre ? contains(pre_kw, id) : contains(post_kw, id) || contains(global_post_kw, id), {}};
+        // A module's own hook is read from its place in the module's dict, and guarded as any
+        // function reached from the frame: the same hook registered again (a new id) is a hit
+        if (!global && msrc && value_at)
+          h.source = Source::dict_value_at(Source::attr(msrc, name), static_cast<int>(i), Ref::borrow(value_at));
         (pre ? out.pre : out.post).push_back(std::move(h));
       }
     }
   }
+  if ((out.pre.empty() && out.post.empty()) || !msrc) return std::nullopt;
+  // The module's hooks stay as many, at their places (a hook removed or added later is seen; one
+  // added to a module without hooks is not, as under torch.compile). A hook with keyword arguments
+  // is known by its id: its dicts' keys are guarded
+  for (const char* name : {"_forward_pre_hooks", "_forward_hooks", "_forward_pre_hooks_with_kwargs", "_forward_hooks_with_kwargs"}) {
+    Ref d = hook_dict(m, name);
+    if (!d) continue;
+    SourcePtr src = Source::attr(msrc, name);
+    if (Guard* gd = add_guard(GuardKind::LENGTH_CHECK, src, {}, f, "len(" + src->text() + ") == " + std::to_string(PyDict_GET_SIZE(d.get()))))
+      gd->length = PyDict_GET_SIZE(d.get());
+  }
+  if (non_empty(pre_kw) || non_empty(post_kw))
+    for (const char* name : {"_forward_pre_hooks", "_forward_hooks", "_forward_pre_hooks_with_kwargs", "_forward_hooks_with_kwargs"})
+      guard_module_dict_keys(*this, f, m, msrc, name);
   return std::nullopt;
 }
 
@@ -81,7 +110,7 @@ Translator::Status Translator::call_with_hooks(Frame& f, const VPtr& module, con
     kw->items.push_back(v);
   }
   auto hook_value = [&](const ModuleHooks::Hook& h, const char* what) {
-    return wrap(h.fn, Source::held(h.fn, std::string(what) + " " + repr_of(h.fn.get()) + " of " + mod_name), f);
+    return wrap(h.fn, h.source ? h.source : Source::held(h.fn, std::string(what) + " " + repr_of(h.fn.get()) + " of " + mod_name), f);
   };
   for (const ModuleHooks::Hook& h : hooks.pre) {
     VPtr hv = hook_value(h, "forward pre-hook");

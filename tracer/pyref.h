@@ -54,6 +54,15 @@ inline std::string repr_of(PyObject* o) {
   return str_of(r.get());
 }
 
+// The keys of a dict, as a list, in the dict's own order: an OrderedDict's linked order (which
+// move_to_end changes, not the storage's), read by OrderedDict's C iterator (no Python runs); null
+// with the error set on failure.
+inline Ref dict_keys_in_order(PyObject* d) {
+  if (!PyODict_Check(d)) return Ref::steal(PyDict_Keys(d));
+  Ref it = Ref::steal(PyODict_Type.tp_iter(d));
+  return it ? Ref::steal(PySequence_List(it.get())) : Ref();
+}
+
 // Takes the pending Python exception (cleared) and returns its value; null when there was none.
 inline Ref take_error() {
   PyObject *t, *v, *tb;

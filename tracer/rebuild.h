@@ -101,6 +101,7 @@ struct Emitter {
         call(1);
         return true;
       case K::TupleIterItem:  // dynview._runtime.tuple_iterator_getitem(it, k)
+      case K::DictValueAt:    // dynview._runtime.dict_value_at(d, i)
         callable_const(s.key.get());
         if (!source(*s.base)) return false;
         load_int(s.index);
@@ -138,7 +139,8 @@ struct Emitter {
         emit(N::BINARY_SUBSCR);
         emit(N::LOAD_ATTR, name("cell_contents"));
         return true;
-      case K::Local: case K::Closure: case K::Global: case K::Held: case K::FreeCell: case K::AsTensor: case K::TupleIterItem: case K::FnMode: return false;
+      case K::Local: case K::Closure: case K::Global: case K::Held: case K::FreeCell: case K::AsTensor: case K::TupleIterItem: case K::FnMode:
+      case K::DictValueAt: return false;
     }
     return false;
   }

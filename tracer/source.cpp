@@ -17,6 +17,7 @@ std::string Source::text() const {
     case Kind::AsTensor: return "___as_tensor(" + base->text() + ")";
     case Kind::TupleIterItem: return "___tuple_iterator_getitem(" + base->text() + ", " + std::to_string(index) + ")";
     case Kind::FnMode: return "___get_torch_function_mode_stack_at(" + std::to_string(index) + ")";
+    case Kind::DictValueAt: return "list(" + base->text() + ".values())[" + std::to_string(index) + "]";
   }
   return "?";
 }
@@ -62,6 +63,9 @@ SourcePtr Source::tuple_iter_item(SourcePtr base, int index, Ref getitem_fn) {
 }
 SourcePtr Source::fn_mode(int index, Ref stack_at_fn) {
   return std::make_shared<Source>(Source{Kind::FnMode, index, {}, {}, std::move(stack_at_fn), {}});
+}
+SourcePtr Source::dict_value_at(SourcePtr base, int index, Ref value_at_fn) {
+  return std::make_shared<Source>(Source{Kind::DictValueAt, index, {}, {}, std::move(value_at_fn), std::move(base)});
 }
 SourcePtr Source::held(Ref obj, std::string name) {
   return std::make_shared<Source>(Source{Kind::Held, -1, std::move(name), {}, std::move(obj), {}});

@@ -30,6 +30,8 @@ struct Source {
     FnMode,    // the torch function mode at `index` of the thread's mode stack, bottom first (a mode
                // entered outside the compiled call: TorchDynamo's TorchFunctionModeStackSource); key:
                // torch._C._get_function_stack_at
+    DictValueAt,  // the value at `index` of a dict base, in the dict's own order (an OrderedDict's
+                  // linked order): a module's hook at its place; key: dynview._runtime.dict_value_at
   };
   Kind kind;
   int index = -1;        // Local/Closure
@@ -55,6 +57,7 @@ struct Source {
   static SourcePtr as_tensor(SourcePtr base, Ref as_tensor_fn);
   static SourcePtr tuple_iter_item(SourcePtr base, int index, Ref getitem_fn);
   static SourcePtr fn_mode(int index, Ref stack_at_fn);
+  static SourcePtr dict_value_at(SourcePtr base, int index, Ref value_at_fn);
 };
 
 }  // namespace dv

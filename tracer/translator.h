@@ -59,6 +59,7 @@ struct ModuleHooks {
   struct Hook {
     Ref fn;
     bool with_kwargs = false;
+    SourcePtr source;  // a module's own hook: its place in the module's hook dict (null: held as read)
   };
   std::vector<Hook> pre, post;
 };
@@ -261,7 +262,7 @@ class Translator {
   Status call_super(Frame& f, std::vector<VPtr>& args, VPtr& out);
   // Calling a module with forward hooks: pre-hooks, forward, hooks, as nn.Module._call_impl
   // (tracer/module_hooks.cpp). module_hooks breaks on backward hooks.
-  Status module_hooks(Frame& f, PyObject* module, ModuleHooks& out);
+  Status module_hooks(Frame& f, PyObject* module, const SourcePtr& module_source, ModuleHooks& out);
   Status call_with_hooks(Frame& f, const VPtr& module, const VPtr& forward, const ModuleHooks& hooks, std::vector<VPtr> args,
                          std::vector<std::pair<std::string, VPtr>> kwargs, VPtr& out);
   // copy.deepcopy(args...) (deep) or copy.copy(args...) of what the trace holds (tracer/values/copying.cpp).

@@ -72,6 +72,11 @@ def tuple_iterator_getitem(it, k):
     return reduced[1][0][(reduced[2] if len(reduced) > 2 else 0) + k]
 
 
+def dict_value_at(d, i):
+    """The value at place i of a dict, in its own order (a module's hook; the transformed code reloads it)."""
+    return list(d.values())[i]
+
+
 def advance_iterator(it, n):
     """Takes the n items the graph took from an iterator of the frame."""
     for _ in range(n):

@@ -53,6 +53,90 @@ def test_a_forward_hook_removed_after_the_compile_is_not_run_again():
     _against_eager(lambda t: act(t) + 1, [(hooked, (x,)), (unhooked, (x,)), (None, (x,))])
 
 
+def test_hooks_registered_with_prepend_run_first_as_in_eager():
+    # register_*_hook(prepend=True) moves the hook to the front of the module's OrderedDict (not of
+    # its storage): _call_impl runs it first. dynview ran the hooks in storage order (a wrong result)
+    # and recompiled on every call.
+    lin = nn.Linear(3, 3)
+    lin.register_forward_pre_hook(lambda m, a: (a[0] * 3,))
+    lin.register_forward_pre_hook(lambda m, a: (a[0] + 5,), prepend=True)
+    lin.register_forward_hook(lambda m, a, o: o * 2)
+    lin.register_forward_hook(lambda m, a, o: o + 1, prepend=True)
+    lin.register_forward_hook(lambda m, a, kw, o: o - 7, prepend=True, with_kwargs=True)
+    x = torch.randn(2, 3)
+    with torch.no_grad():
+        _against_eager(lambda t: lin(t).sum(dim=0), [(None, (x,)), (None, (x + 1,)), (None, (x,))])
+
+
+def _register_each_call(module, hooks, make_hook):
+    # the idiom of activation-capture utilities: a hook registered around each step and removed after
+    def state():
+        while hooks:
+            hooks.pop().remove()
+        hooks.append(module.register_forward_hook(make_hook()))
+    return state
+
+
+def test_the_same_hook_registered_again_each_call_is_a_hit_as_under_torch_compile():
+    # each registration has a new id: the hook at its place is what the compile depends on
+    model = nn.Sequential(nn.Linear(4, 4), nn.ReLU(), nn.Linear(4, 2))
+    captured = {"act": torch.zeros(3, 4)}
+
+    def save(m, i, o):
+        captured["act"] = o * 2
+
+    hooks = []
+    same = _register_each_call(model[1], hooks, lambda: save)
+    x = torch.randn(3, 4)
+    with torch.no_grad():
+        _against_eager(lambda t: model(t) + captured["act"].sum(),
+                       [(same, (x,)), (same, (x,)), (same, (x + 1,)), (same, (x,))])
+    # a different hook at that place (other code) is a recompile, and a hook removed is seen
+    clamp = _register_each_call(model[1], hooks, lambda: (lambda m, i, o: o.clamp(max=0.1)))
+
+    def removed():
+        while hooks:
+            hooks.pop().remove()
+
+    with torch.no_grad():
+        _against_eager(lambda t: model(t) * 3, [(same, (x,)), (clamp, (x,)), (removed, (x,)), (same, (x,))])
+
+
+def test_module_backward_hooks_break_at_the_hooked_module_as_under_torch_compile():
+    # TorchDynamo 2.13 traces module backward hooks only under compiled autograd: it breaks there, as
+    # dynview does; the hook sees eager's gradients
+    torch.manual_seed(0)
+    model = nn.Sequential(nn.Linear(4, 4), nn.Tanh(), nn.Linear(4, 2))
+    seen = []
+    model[0].register_full_backward_hook(lambda m, gi, go: seen.append((go[0].clone(), gi[0].clone())))
+    model[2].register_full_backward_pre_hook(lambda m, go: (go[0] * 2,))
+
+    def step(fn, x):
+        seen.clear()
+        for p in model.parameters():
+            p.grad = None
+        x = x.clone().requires_grad_()
+        out = fn(x)
+        out.sum().backward()
+        return out.detach(), x.grad, [p.grad.clone() for p in model.parameters()], list(seen)
+
+    fn = lambda t: model(t * 2) + 1  # noqa: E731
+    x = torch.randn(3, 4)
+    want = step(fn, x)
+    assert len(want[3]) == 1
+    dv = dynview.compile(fn, backend="eager")
+    dynview._C.take_records()
+    torch.testing.assert_close(step(dv, x), want)
+    records = dynview._C.take_records()
+    assert any("backward hooks" in (r.get("break_message") or "") for r in records), records
+    dv_graphs = sum(1 for r in records if r["ops"])
+    tdf, n = counting_dynamo(fn)
+    torch.testing.assert_close(step(tdf, x), want)
+    assert dv_graphs == n[0]
+    torch.testing.assert_close(step(dv, x), want)
+    assert dynview._C.take_records() == []  # a hit
+
+
 def test_parameters_walked_in_their_order_now():
     m = nn.Module()
     a, b, c = (nn.Parameter(torch.ones(1) * k) for k in (1.0, 2.0, 3.0))

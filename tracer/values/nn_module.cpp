@@ -268,7 +268,7 @@ void guard_module_dict_keys(Translator& t, Frame& f, PyObject* module, const Sou
   PyObject** dictptr = _PyObject_GetDictPtr(module);
   PyObject* d = dictptr && *dictptr ? PyDict_GetItemString(*dictptr, dict) : nullptr;
   if (!d || !PyDict_Check(d)) return;
-  Ref keys = Ref::steal(PyDict_Keys(d));
+  Ref keys = dict_keys_in_order(d);
   Ref key_tuple = keys ? Ref::steal(PyList_AsTuple(keys.get())) : Ref();
   if (!key_tuple) return PyErr_Clear();
   SourcePtr src = Source::attr(source, dict);
@@ -476,10 +476,8 @@ struct Kind<VK::NNModule> {
     }
     if (Status s = initialize_lazy_module(t, f, fn, args, kwargs)) return s;
     ModuleHooks hooks;
-    if (Status s = t.module_hooks(f, m, hooks)) return s;
+    if (Status s = t.module_hooks(f, m, fn->source, hooks)) return s;  // (guarded there)
     const bool hooked = !hooks.pre.empty() || !hooks.post.empty();
-    if (hooked)  // a hook removed later is seen (one added later is not, as under torch.compile)
-      for (const char* d : {"_forward_pre_hooks", "_forward_hooks"}) guard_module_dict_keys(t, f, m, fn->source, d);
     // _call_impl calls self.forward: a forward set on the instance (module.forward = patched) is that
     PyObject** dictptr = _PyObject_GetDictPtr(m);
     static PyObject* forward_name = PyUnicode_InternFromString("forward");
