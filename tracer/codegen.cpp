@@ -250,6 +250,19 @@ bool emit_head(Emitter& e, Rebuilder& rb, PyCodeObject* co, const CaptureResult&
     e.emit(N::STORE_FAST, list_tmp.back());
   }
   for (const VPtr& d : se.mutated_dicts) {
+    if (d->lazy) {  // written only (d[k] = v), never read whole: the written entries, set one by one below
+      for (const Ref& k : d->written) {
+        const long at = find_key(*d, k.get());
+        if (at < 0 || !rb.key(k) || !rb.value(d->items[static_cast<size_t>(at)])) {
+          PyErr_Clear();
+          return why = "cannot write back the mutated dict " + d->source->text(), false;
+        }
+      }
+      e.emit(N::BUILD_MAP, static_cast<int>(d->written.size()));
+      dict_tmp.push_back(e.temp());
+      e.emit(N::STORE_FAST, dict_tmp.back());
+      continue;
+    }
     for (size_t i = 0; i < d->items.size(); ++i) {
       if (!rb.key(d->keys[i]) || !rb.value(d->items[i])) {
         why = "cannot write back the mutated dict " + d->source->text();
@@ -374,6 +387,7 @@ bool emit_head(Emitter& e, Rebuilder& rb, PyCodeObject* co, const CaptureResult&
       continue;
     }
     for (const char* method : {"clear", "update"}) {
+      if (d->lazy && method[0] == 'c') continue;  // only written: dict.update(d, the entries written)
       Ref fn = Ref::steal(PyObject_GetAttrString(reinterpret_cast<PyObject*>(&PyDict_Type), method));
       e.callable_const(fn.get());
       if (!e.source(*d->source)) {

@@ -303,6 +303,16 @@ Status op_UNARY_NOT(Translator& t, Frame& f, const Instr&) {  // (v -- not v)
 Status op_BINARY_SUBSCR(Translator& t, Frame& f, const Instr&) {  // (container sub -- res)
   return replace_top2(t, f, [&](VPtr a, VPtr b, VPtr& out) { return t.subscr(f, a, b, out); });
 }
+// d[key] = v on a dict realize_read left lazy: the key, once, among those written back one by one
+static void note_lazy_write(Value& d, PyObject* key) {
+  if (!d.lazy) return;
+  for (const Ref& k : d.written) {
+    const int eq = k.get() == key ? 1 : PyObject_RichCompareBool(k.get(), key, Py_EQ);
+    if (eq < 0) PyErr_Clear();
+    if (eq == 1) return;
+  }
+  d.written.push_back(Ref::borrow(key));
+}
 Status op_STORE_SUBSCR(Translator& t, Frame& f, const Instr&) {  // (v container sub -- )
   NEED(3);
   VPtr sub = top(f), cont = top(f, 2), v = top(f, 3);
@@ -327,6 +337,7 @@ Status op_STORE_SUBSCR(Translator& t, Frame& f, const Instr&) {  // (v container
     // d[p] = v: a tensor, module or class key
     if (cont->source) t.output.side_effects.note_mutation(cont);
     if (!dict_set(*cont, Ref::borrow(key), v)) return t.brk(f, "DV0010", "comparing dict keys raised");
+    note_lazy_write(*cont, key);
   } else if ((cont->kind == VK::List || cont->kind == VK::Dict) && sub->kind == VK::Const) {
     if (cont->source) t.output.side_effects.note_mutation(cont);  // written back after the graph
     if (is_deque(cont) && PySlice_Check(sub->obj.get())) return t.brk(f, "DV0024", "slice assignment on a collections.deque");
@@ -357,7 +368,8 @@ Status op_STORE_SUBSCR(Translator& t, Frame& f, const Instr&) {  // (v container
       cont->items[i] = v;
     } else {
       if (PyObject_Hash(sub->obj.get()) == -1) return PyErr_Clear(), t.brk(f, "DV0024", "unhashable dict key");
-      dict_set(*cont, sub->obj, v);
+      if (!dict_set(*cont, sub->obj, v)) return t.brk(f, "DV0010", "comparing dict keys raised");
+      note_lazy_write(*cont, sub->obj.get());
     }
   } else {
     return t.brk(f, "DV0008", std::string("item assignment on a ") + (cont->source ? "input " : "") + vk_name(cont->kind));

@@ -924,6 +924,11 @@ bool same_key_types(PyObject* a, PyObject* b) {
 bool ValueBuilder::realize_entry(const VPtr& d, PyObject* key, Frame& f) {
   PyObject* o = d->lazy.get();
   if (!o) return true;
+  if (!d->written.empty()) {  // a key the trace wrote is the trace's
+    const long at = find_key(*d, key);
+    if (at == -2) return PyErr_Clear(), realize(d, f);
+    if (at >= 0) return true;
+  }
   PyObject* stored = nullptr;  // the dict's own key object equal to `key`
   PyObject* item = nullptr;
   Py_ssize_t pos = 0;
@@ -965,8 +970,19 @@ bool ValueBuilder::realize(const VPtr& d, Frame& f) {
   std::vector<Ref> keys;
   std::vector<VPtr> items;
   if (!wrap_entries(o.get(), d->source, false, keys, items, f)) return false;
+  // The keys the trace wrote while it was lazy: at their places among the real entries, new ones
+  // after them in the order written (as the writes left the dict in eager)
+  std::vector<std::pair<Ref, VPtr>> writes;
+  for (const Ref& k : d->written) {
+    const long at = find_key(*d, k.get());
+    if (at < 0) return PyErr_Clear(), false;
+    writes.emplace_back(k, d->items[static_cast<size_t>(at)]);
+  }
   d->keys = std::move(keys);
   d->items = std::move(items);
+  for (auto& [k, v] : writes)
+    if (!dict_set(*d, k, v)) return PyErr_Clear(), false;
+  d->written.clear();
   d->lazy = Ref();
   capturable_group(d);
   return true;

@@ -96,6 +96,9 @@ struct Value {
   // is guarded, the items wrapped so far (the rest null); realize keeps them. Read by nothing else.
   std::vector<VPtr> known;
   bool known_len = false;  // that length guarded
+  // A lazy dict written (d[k] = v) before anything read it whole: the keys written, in order (their
+  // values are among keys/items). Written back key by key; realize puts them among the real entries.
+  std::vector<Ref> written;
   std::shared_ptr<Frame> frame;  // Iter of a generator made in the trace: its frame (result: what it returned)
   bool announced = false; // described to the observer
   int cell_of = -1;       // Cell: -1 made in the trace; k >= 0 the root frame's free variable k (a

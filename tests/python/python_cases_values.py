@@ -10,6 +10,7 @@ the compiled code. Appended to python_cases.CASES like python_cases_more's."""
 import collections
 import contextlib
 import dataclasses
+import io
 import math
 import operator
 import typing
@@ -1087,3 +1088,75 @@ def text_of_functions_as_keys(x):
     # what logging and dispatch tables do with the callables they are given
     table = {repr(torch.add): 1.0, str(torch.Tensor.mul): 2.0, repr(torch.Tensor.__getitem__): 3.0}
     return x * table[repr(torch.add)] + table[str(torch.Tensor.mul)], len(table)
+
+
+# ---- dicts from outside written by key before anything reads them whole: the entries they had are
+# not read, so not guarded (a state dict whose other values change each call is one compile) ----
+def _state(seed):
+    return ({"step": seed, "last": None, "scale": 1.0 + seed},)
+
+
+@case((3,), extra=_state)
+def writes_entries_of_a_state_dict(x, state):
+    state["last"] = x * 2
+    state["step"] = 7
+    return x + 1
+
+
+@case((3,), extra=_state)
+def writes_a_new_key_then_reads_it_back(x, state):
+    state["hidden"] = torch.tanh(x)
+    state["hidden"] = state["hidden"] * 2  # written twice, read in between
+    return state["hidden"] + 1
+
+
+def _fixed_state(seed):  # read whole below: its values are guarded (the same for every seed)
+    return ({"step": 3, "last": None, "scale": 1.5},)
+
+
+@case((3,), extra=_fixed_state)
+def written_then_iterated_in_eager_order(x, state):
+    # the written old key keeps its place, the new one comes last
+    state["new"] = 5
+    state["step"] = x.sum()
+    return x * len(state), list(state), [k for k, v in state.items() if v is None]
+
+
+@case((3,), extra=_fixed_state)
+def written_then_an_entry_deleted_and_popped(x, state):
+    state["tmp"] = x * 3
+    del state["step"]
+    return state.pop("tmp") + state["scale"], sorted(state)
+
+
+@case((3,), extra=_state)
+def written_then_a_graph_break_then_read(x, state):
+    state["last"] = x.cos()
+    print("", end="", file=io.StringIO())  # a graph break: the dict crosses it
+    state["after"] = state["last"] + 1
+    return state["after"] * 2
+
+
+_FEATURES = {"block0": None, "block1": None}
+
+
+class FeatureCollector(nn.Module):
+    """A module that keeps the activations of its blocks in a dict by name (feature extraction,
+    logging, distillation)."""
+
+    def __init__(self):
+        super().__init__()
+        self.block0 = nn.Linear(3, 3)
+        self.block1 = nn.Linear(3, 2)
+        self.feats = {"block0": None, "block1": None}
+
+    def forward(self, x):
+        h = torch.relu(self.block0(x))
+        self.feats["block0"] = h
+        _FEATURES["block0"] = h.detach()
+        out = self.block1(h)
+        self.feats["block1"] = out
+        return out
+
+
+module_case(FeatureCollector, (2, 3))

@@ -42,6 +42,20 @@ Ref simple_key(const VPtr& v) {
   return v->kind == VK::Const && (PyUnicode_CheckExact(o) || PyLong_CheckExact(o)) ? Ref::borrow(o) : Ref();
 }
 
+// A lazy dict that `d[k] = v` may leave lazy: written back key by key. Not a module's or object's own
+// dicts (_buffers, _modules, __dict__ ...), which other code reads whole once the trace changed them
+// (changed_member_dict, register_buffer): an attribute whose name starts with '_' is read whole.
+bool writes_stay_lazy(const Value& d) {
+  const Source* s = d.source.get();
+  if (!s || s->kind == Source::Kind::ModuleMember) return false;
+  if (s->kind == Source::Kind::Attr) return !s->name.empty() && s->name[0] != '_';
+  if (s->kind == Source::Kind::Item && s->base && s->base->kind == Source::Kind::Attr && s->base->name == "__dict__") {
+    const std::string name = str_of(s->key.get());  // obj.__dict__['name']: an attribute
+    return !name.empty() && name[0] != '_';
+  }
+  return true;
+}
+
 // Instructions that move values without reading into them: a lazy dict may pass through.
 bool moves_only(bc::Name n) {
   using N = bc::Name;
@@ -118,6 +132,10 @@ Translator::Status Translator::realize_read(Frame& f, const bc::Instr& in) {
                PyLong_CheckExact(f.stack[n - 1]->obj.get())) {
       keep = static_cast<long>(n - 2);  // l[0]: that item alone (Translator::subscr)
     }
+  } else if (in.name == N::STORE_SUBSCR && n >= 3) {  // (v d key -- ): d[key] = v, the old entry not read
+    from = n - 3;
+    const VPtr& d = f.stack[n - 2];
+    if (d->kind == VK::Dict && d->lazy && writes_stay_lazy(*d) && simple_key(f.stack[n - 1])) keep = static_cast<long>(n - 2);
   } else if (in.name == N::CONTAINS_OP && n >= 2) {  // (key d -- bool)
     from = n - 2;
     const VPtr& d = f.stack[n - 1];
