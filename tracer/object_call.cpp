@@ -25,6 +25,20 @@ bool module_is_torch(PyObject* fn) {
   return m == "torch" || m.rfind("torch.", 0) == 0;
 }
 
+// An instance of a Python class of torch.nn (not a module: a hook object such as WeightNorm) whose
+// __call__ is Python code. (torch's operators -- OpOverload, HigherOrderOperator -- are torch._ops
+// objects with a Python __call__ too: they stay graph calls.)
+bool torch_nn_python_callable(PyObject* o) {
+  PyTypeObject* tp = Py_TYPE(o);
+  if (PyType_Check(o) || !(tp->tp_flags & Py_TPFLAGS_HEAPTYPE)) return false;
+  static PyObject* call_name = PyUnicode_InternFromString("__call__");
+  PyObject* call = _PyType_Lookup(tp, call_name);
+  if (!call || !PyFunction_Check(call)) return false;
+  Ref mod = Ref::steal(PyObject_GetAttrString(reinterpret_cast<PyObject*>(tp), "__module__"));
+  if (!mod) return PyErr_Clear(), false;
+  return str_of(mod.get()).rfind("torch.nn.", 0) == 0;
+}
+
 // torch.distributions classes: plain Python classes whose __init__ is inlined (as TorchDynamo).
 bool module_is_distributions(PyObject* cls) {
   Ref mod = Ref::steal(PyObject_GetAttrString(cls, "__module__"));
@@ -714,6 +728,13 @@ Status object_call(Translator& t, Frame& f, const VPtr& fn, std::vector<VPtr>& a
     return t.inline_call(f, fv, nullptr, std::move(args), std::move(kwargs), out);
   }
   const bool torchy = module_is_torch(o) || is_tensor_method_descriptor(o);
+  if (torchy && torch_nn_python_callable(o)) {
+    // torch.nn's plain Python callables (weight_norm's WeightNorm and spectral_norm's SpectralNorm
+    // forward pre-hooks, pruning methods): their __call__ inlined, as a user object's
+    static PyObject* call_name = PyUnicode_InternFromString("__call__");
+    return t.call(f, t.bound_method(fn, Ref::borrow(_PyType_Lookup(Py_TYPE(o), call_name)), "__call__"), std::move(args),
+                  std::move(kwargs), out);
+  }
   if (torchy && !PyType_Check(o)) {
     if (is_tensor_method_descriptor(o) && !args.empty() && args[0]->kind == VK::Tensor) {
       VPtr mv = t.bound_method(args[0], Ref(), str_of(Ref::steal(PyObject_GetAttrString(o, "__name__")).get()));

@@ -36,7 +36,8 @@ bool py_init() {
       !get(p.getitem, p.operator_mod.get(), "getitem") || !get(p.setitem, p.operator_mod.get(), "setitem") ||
       !get(p.getattr_fn, p.builtins.get(), "getattr") || !get(p.sym_int, p.torch.get(), "SymInt") ||
       !get(p.sym_bool, p.torch.get(), "SymBool") || !get(p.sym_float, p.torch.get(), "SymFloat") ||
-      !get(p.enum_meta, enum_mod.get(), "EnumMeta"))
+      !get(p.enum_meta, enum_mod.get(), "EnumMeta") || !get(p.torch_layout, p.torch.get(), "layout") ||
+      !get(p.torch_memory_format, p.torch.get(), "memory_format"))
     return false;
   p.meta_str = Ref::steal(PyUnicode_InternFromString("meta"));
   g_py = std::move(p);

@@ -15,6 +15,7 @@ struct Py {
   Ref getitem, setitem, getattr_fn;
   Ref sym_int, sym_bool, sym_float;  // torch.SymInt ...
   Ref enum_meta;    // enum.EnumMeta (EnumType): the metaclass of every Enum class
+  Ref torch_layout, torch_memory_format;  // the classes of torch.strided, torch.channels_last: constants
 };
 const Py& py();  // aborts the process if torch cannot be imported (caller imported it first)
 bool py_init();  // returns false with a Python error set if something is missing

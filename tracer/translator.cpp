@@ -208,6 +208,8 @@ bool is_exact_const(PyObject* o) {
          PyUnicode_CheckExact(o) || PyBytes_CheckExact(o) || PyComplex_CheckExact(o) ||
          Py_IS_TYPE(o, reinterpret_cast<PyTypeObject*>(py().torch_dtype.get())) ||
          Py_IS_TYPE(o, reinterpret_cast<PyTypeObject*>(py().torch_device.get())) ||
+         Py_IS_TYPE(o, reinterpret_cast<PyTypeObject*>(py().torch_layout.get())) ||
+         Py_IS_TYPE(o, reinterpret_cast<PyTypeObject*>(py().torch_memory_format.get())) ||
          Py_IS_TYPE(o, reinterpret_cast<PyTypeObject*>(py().torch_Size.get())) || PySlice_Check(o);
 }
 

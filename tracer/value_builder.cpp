@@ -159,6 +159,8 @@ VPtr ValueBuilder::wrap(Ref obj, SourcePtr source, Frame& f) {
         {Py_TYPE(Py_Ellipsis), &ValueBuilder::wrap_constant},
         {type(py().torch_dtype.get()), &ValueBuilder::wrap_constant},
         {type(py().torch_device.get()), &ValueBuilder::wrap_constant},
+        {type(py().torch_layout.get()), &ValueBuilder::wrap_constant},
+        {type(py().torch_memory_format.get()), &ValueBuilder::wrap_constant},
         {type(py().torch_Size.get()), &ValueBuilder::wrap_constant},
         {&PyTuple_Type, &ValueBuilder::wrap_sequence},
         {&PyFrozenSet_Type, &ValueBuilder::wrap_sequence},

@@ -463,3 +463,69 @@ class GradientReversal(nn.Module):
 
 
 module_case(GradientReversal, (4, 3))
+
+
+# ---- torch.nn.utils' hook objects: weight_norm's WeightNorm and spectral_norm's SpectralNorm are
+# forward pre-hooks that recompute the weight before each call (vocoders, GAN discriminators) ----
+class WeightNormResBlock(nn.Module):
+    """HiFi-GAN's residual block, as vocoders write it: dilated convolutions under weight_norm."""
+
+    def __init__(self, channels=4, dilations=(1, 3)):
+        super().__init__()
+        self.convs = nn.ModuleList(
+            nn.utils.weight_norm(nn.Conv1d(channels, channels, 3, dilation=d, padding=d)) for d in dilations)
+
+    def forward(self, x):
+        for conv in self.convs:
+            x = x + conv(nn.functional.leaky_relu(x, 0.1))
+        return x
+
+
+module_case(WeightNormResBlock, (2, 4, 12))
+
+
+class WeightNormOnTheOutputDim(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.proj = nn.utils.weight_norm(nn.Linear(5, 3), dim=None)  # one norm over the whole weight
+        self.gate = nn.utils.parametrizations.weight_norm(nn.Linear(5, 3))  # the newer spelling
+
+    def forward(self, x):
+        return self.proj(x) * torch.sigmoid(self.gate(x))
+
+
+module_case(WeightNormOnTheOutputDim, (2, 5))
+
+
+def _spectral_eval():
+    m = nn.Sequential(nn.utils.spectral_norm(nn.Linear(4, 4)), nn.LeakyReLU(0.2), nn.utils.spectral_norm(nn.Linear(4, 1)))
+    return m.eval()  # no power iteration: the weight from the stored u and v
+
+
+CASES.append(("spectral_norm_discriminator_in_eval", _spectral_eval(),
+              lambda seed: [torch.randn(3, 4, generator=torch.Generator().manual_seed(seed))]))
+
+
+# ---- torch.layout and torch.memory_format values as arguments (diffusers' randn_tensor passes the
+# latents' layout on) ----
+@case((2, 3))
+def factories_given_the_layout_of_a_tensor(x):
+    noise_like = torch.zeros(x.shape, layout=x.layout, device=x.device, dtype=x.dtype)
+    ones = torch.ones((2, 3), layout=torch.strided)
+    return x + noise_like + ones, x.layout == torch.strided
+
+
+@case((2, 3, 4, 4))
+def memory_format_arguments(x):
+    y = x.contiguous(memory_format=torch.channels_last)
+    z = torch.empty_like(x, memory_format=torch.preserve_format).fill_(2.0)
+    return y * z, y.is_contiguous(memory_format=torch.channels_last), y.stride()
+
+
+from diffusers.utils.torch_utils import randn_tensor  # noqa: E402 (make deps installs diffusers)
+
+
+@case((2, 4))
+def diffusers_randn_tensor_shape(x):
+    noise = randn_tensor(x.shape, generator=None, device=x.device, dtype=x.dtype)
+    return x * 0 + noise.shape[0], noise.shape == x.shape, noise.dtype

@@ -1,6 +1,7 @@
 """Hugging Face diffusers models (tiny configs, random weights, offline; never from_pretrained)
 through dynview, against eager and TorchDynamo: Stable Diffusion's and SDXL's UNets, a VAE, DiT,
-Flux, a video transformer (Wan) and a ControlNet. Their code is not transformers': attention
+Flux, SD3, a video transformer (Wan), a ControlNet, a video VAE that samples its posterior (VidTok)
+and an audio VAE under weight_norm (LongCat). Their code is not transformers': attention
 processors called through `inspect.signature(processor.__call__)` (a set of its parameters' names),
 a ModelMixin whose own `__getattr__` reads `self.__dict__` and falls back to
 `super().__getattr__`, `hasattr` probes of every submodule for hooks, `added_cond_kwargs` dicts.
@@ -57,6 +58,13 @@ def _controlnet_inputs(seed):
     return dict(_unet_inputs(seed), controlnet_cond=torch.randn(2, 3, 32, 32, generator=_g(seed + 3)))
 
 
+def _vidtok_inputs(seed):
+    # its forward samples the posterior (randn_tensor, given the latents' layout): the same random
+    # numbers for the compiled call and eager's, as the inputs are made just before each call
+    torch.manual_seed(100 + seed)
+    return dict(sample=torch.randn(2, 3, 2, 16, 16, generator=_g(seed)))
+
+
 UNET = dict(block_out_channels=(32, 64), layers_per_block=1, in_channels=4, cross_attention_dim=32, norm_num_groups=8)
 MODELS = {
     "unet_sd": (lambda D: D.UNet2DConditionModel(**UNET, sample_size=16, out_channels=4, attention_head_dim=8,
@@ -81,6 +89,16 @@ MODELS = {
                                               qk_norm="rms_norm_across_heads", rope_max_seq_len=32), _wan_inputs),
     "controlnet": (lambda D: D.ControlNetModel(**UNET, attention_head_dim=8, down_block_types=("CrossAttnDownBlock2D", "DownBlock2D"),
                                                conditioning_embedding_out_channels=(16, 32)), _controlnet_inputs),
+    # an audio VAE whose convolutions are under torch.nn.utils.weight_norm (a WeightNorm pre-hook each)
+    "longcat_audio_vae": (lambda D: D.LongCatAudioDiTVae(channels=8, c_mults=[1, 2], strides=[2, 2], latent_dim=4,
+                                                         encoder_latent_dim=8, downsampling_ratio=4),
+                          lambda seed: dict(sample=torch.randn(2, 1, 32, generator=_g(seed)))),
+    "vidtok": (lambda D: D.AutoencoderVidTok(ch=16, ch_mult=[1, 2], num_res_blocks=1), _vidtok_inputs),
+    "sd3": (lambda D: D.SD3Transformer2DModel(sample_size=16, num_layers=1, attention_head_dim=16, num_attention_heads=2,
+                                              joint_attention_dim=32, caption_projection_dim=32, pooled_projection_dim=32),
+            lambda seed: dict(hidden_states=torch.randn(2, 16, 16, 16, generator=_g(seed)), timestep=torch.tensor([10, 20]),
+                              encoder_hidden_states=torch.randn(2, 6, 32, generator=_g(seed + 1)),
+                              pooled_projections=torch.randn(2, 32, generator=_g(seed + 2)))),
 }
 
 

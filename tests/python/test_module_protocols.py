@@ -137,6 +137,31 @@ def test_module_backward_hooks_break_at_the_hooked_module_as_under_torch_compile
     assert dynview._C.take_records() == []  # a hit
 
 
+def test_spectral_norm_in_training_updates_its_vectors_as_in_eager():
+    # SpectralNorm's pre-hook runs a power iteration each training call, writing the module's u and v
+    # buffers in place under no_grad: the compiled calls leave them as eager's calls do
+    import copy
+    torch.manual_seed(0)
+    mine = nn.Sequential(nn.utils.spectral_norm(nn.Linear(4, 4)), nn.LeakyReLU(0.2), nn.utils.spectral_norm(nn.Linear(4, 1)))
+    ref = copy.deepcopy(mine)
+    u0 = mine[0].weight_u.clone()
+    dv = dynview.compile(mine, backend="eager")
+    dynview._C.take_records()
+    for step in range(3):
+        x = torch.randn(3, 4)
+        torch.testing.assert_close(dv(x), ref(x))
+        for a, b in ((mine[0], ref[0]), (mine[2], ref[2])):
+            torch.testing.assert_close(a.weight_u, b.weight_u)
+            torch.testing.assert_close(a.weight_v, b.weight_v)
+    assert not torch.equal(mine[0].weight_u, u0)  # (the iteration moved it)
+    records = dynview._C.take_records()
+    assert len(records) == 1 and not records[0]["has_break"], records  # one graph, then hits
+    tdf, n = counting_dynamo(ref)
+    tdf(torch.randn(3, 4))
+    tdf(torch.randn(3, 4))
+    assert n[0] == 1
+
+
 def test_parameters_walked_in_their_order_now():
     m = nn.Module()
     a, b, c = (nn.Parameter(torch.ones(1) * k) for k in (1.0, 2.0, 3.0))
