@@ -1160,3 +1160,26 @@ class FeatureCollector(nn.Module):
 
 
 module_case(FeatureCollector, (2, 3))
+
+
+def _nested_state(seed):
+    return ({"layers": {0: None, 1: None}, "count": seed},)
+
+
+@case((3,), extra=_nested_state)
+def writes_into_a_nested_dict_and_returns_the_outer(x, state):
+    state["layers"][1] = x * 2  # the inner dict, read by key, written by key
+    alias = state
+    alias["seen"] = True
+    return state, state["layers"][1].sum()
+
+
+_HANDLERS = {}
+
+
+@case((3,))
+def registers_a_handler_by_class_key(x):
+    # a registry keyed by classes, written from compiled code (the entries it has are not read)
+    _HANDLERS[torch.Tensor] = "tensor"
+    _HANDLERS[nn.Linear] = "linear"
+    return x + 1, _HANDLERS[torch.Tensor]
