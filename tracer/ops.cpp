@@ -1,5 +1,6 @@
 // Operators, attributes, subscripts, truth, iteration and builtins over Values.
 #include <functional>
+#include <cmath>
 #include <cstring>
 
 #include "core/opcodes.h"
@@ -97,15 +98,29 @@ Translator::Status Translator::binary(Frame& f, int nb, VPtr a, VPtr b, VPtr& ou
   }
   if (a->kind == VK::DictView || b->kind == VK::DictView) return view_set_operator(f, nb, a, b, out);
   if (is_deque(a) || is_deque(b)) return brk(f, "DV0018", std::string("operator.") + kBinOpNames[nb] + " on a collections.deque");
+  // (-1) ** t: FX writes operator.pow of a negative number as `-1 ** t`, which Python reads as
+  // -(1 ** t) (a wrong result under torch.compile too); torch.pow(-1, t) is the same call, as
+  // Tensor.__rpow__ makes it
+  const bool negative_base = std::strcmp(name, "pow") == 0 && a->kind == VK::Const &&
+                             ((PyLong_CheckExact(a->obj.get()) && _PyLong_Sign(a->obj.get()) < 0) ||
+                              (PyFloat_CheckExact(a->obj.get()) && std::signbit(PyFloat_AS_DOUBLE(a->obj.get()))));
   if (a->kind == VK::Tensor || b->kind == VK::Tensor) {
+    if (negative_base && b->kind == VK::Tensor) {
+      static PyObject* torch_pow = kept_attr("torch", "pow");
+      if (torch_pow) return graph_call(f, Ref::borrow(torch_pow), "", {a, b}, {}, out);
+    }
     // In-place forms on tensors keep their meaning (x += y mutates x); FX records operator.iadd.
     return graph_call(f, op_fn(name), "", {a, b}, {}, out);
   }
   auto number = [](const VPtr& v) {
     return v->kind == VK::Sym || (v->kind == VK::Const && (PyLong_Check(v->obj.get()) || PyFloat_Check(v->obj.get())));
   };
-  if ((a->kind == VK::Sym || b->kind == VK::Sym) && number(a) && number(b))
+  if ((a->kind == VK::Sym || b->kind == VK::Sym) && number(a) && number(b)) {
+    if (negative_base)
+      return brk(f, "DV0018", "a negative number to the power of a symbolic int",
+                 "FX would write it as -(c ** n); write (-1) ** n as 1 - 2 * (n % 2)");
     return graph_call(f, op_fn(name), "", {a, b}, {}, out);  // symbolic arithmetic: a graph node
+  }
   if (a->kind == VK::Const && b->kind == VK::Const) {
     Ref r = Ref::steal(PyObject_CallFunctionObjArgs(op_fn(name).get(), a->obj.get(), b->obj.get(), nullptr));
     if (!r) return raise_current(f, std::string("operator.") + name);

@@ -1183,3 +1183,28 @@ def registers_a_handler_by_class_key(x):
     _HANDLERS[torch.Tensor] = "tensor"
     _HANDLERS[nn.Linear] = "linear"
     return x + 1, _HANDLERS[torch.Tensor]
+
+
+# ---- a negative number to the power of a tensor: FX writes operator.pow(-1, t) as `-1 ** t`, which
+# Python reads as -(1 ** t); torch.compile 2.13's eager backend gives -1 everywhere. Cosmos' VAE
+# builds its Haar wavelet filters so ----
+@case((2,))
+def alternating_signs_from_a_power_of_minus_one(w):
+    signs = (-1) ** torch.arange(4)
+    halves = (-0.5) ** torch.arange(1, 4, dtype=torch.float32)
+    return w.repeat(2) * signs, halves, (-2) ** w.abs()
+
+
+class HaarFilters(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.register_buffer("wavelets", torch.tensor([0.7071067811865476, 0.7071067811865476]), persistent=False)
+        self.register_buffer("_arange", torch.arange(2), persistent=False)
+
+    def forward(self, x):
+        hl = self.wavelets.flip(0).reshape(1, 1, -1).repeat(x.shape[1], 1, 1)
+        hh = (self.wavelets * ((-1) ** self._arange)).reshape(1, 1, -1).repeat(x.shape[1], 1, 1)
+        return nn.functional.conv1d(x, hl, groups=x.shape[1], stride=2), nn.functional.conv1d(x, hh, groups=x.shape[1], stride=2)
+
+
+module_case(HaarFilters, (2, 3, 8))

@@ -1,7 +1,7 @@
 """Hugging Face diffusers models (tiny configs, random weights, offline; never from_pretrained)
 through dynview, against eager and TorchDynamo: Stable Diffusion's and SDXL's UNets, a VAE, DiT,
-Flux, SD3, a video transformer (Wan), a ControlNet, a video VAE that samples its posterior (VidTok)
-and an audio VAE under weight_norm (LongCat). Their code is not transformers': attention
+Flux, SD3, a video transformer (Wan), a ControlNet, video VAEs that sample their posterior (VidTok)
+or build Haar wavelet filters (Cosmos), and an audio VAE under weight_norm (LongCat). Their code is not transformers': attention
 processors called through `inspect.signature(processor.__call__)` (a set of its parameters' names),
 a ModelMixin whose own `__getattr__` reads `self.__dict__` and falls back to
 `super().__getattr__`, `hasattr` probes of every submodule for hooks, `added_cond_kwargs` dicts.
@@ -93,6 +93,11 @@ MODELS = {
     "longcat_audio_vae": (lambda D: D.LongCatAudioDiTVae(channels=8, c_mults=[1, 2], strides=[2, 2], latent_dim=4,
                                                          encoder_latent_dim=8, downsampling_ratio=4),
                           lambda seed: dict(sample=torch.randn(2, 1, 32, generator=_g(seed)))),
+    # Haar wavelet filters built with (-1) ** arange: torch.compile 2.13's eager backend gets them wrong
+    # (FX writes `-1 ** t`), dynview equals eager
+    "cosmos_vae": (lambda D: D.AutoencoderKLCosmos(encoder_block_out_channels=(16, 32, 32, 32), decode_block_out_channels=(32, 32, 32, 32),
+                                                   latent_channels=4),
+                   lambda seed: dict(sample=torch.randn(1, 3, 2, 16, 16, generator=_g(seed)))),
     "vidtok": (lambda D: D.AutoencoderVidTok(ch=16, ch_mult=[1, 2], num_res_blocks=1), _vidtok_inputs),
     "sd3": (lambda D: D.SD3Transformer2DModel(sample_size=16, num_layers=1, attention_head_dim=16, num_attention_heads=2,
                                               joint_attention_dim=32, caption_projection_dim=32, pooled_projection_dim=32),
