@@ -1301,6 +1301,7 @@ def shape_is_torch_size(x):
 
 # more cases (sets, match, functools, itertools, collections, ...) live in their own file
 import python_cases_more  # noqa: E402,F401  (appends to CASES)
+import python_cases_idioms  # noqa: E402,F401  (the constructs above, as model code writes them)
 import python_cases_library  # noqa: E402,F401  (appends to CASES)
 import python_cases_copy  # noqa: E402,F401  (copying and identity)
 import python_cases_modules  # noqa: E402,F401  (module hooks)
