@@ -85,8 +85,7 @@ static Status module_container_contains(Translator& t, Frame& f, const VPtr& con
   if (contains == 2 || contains == 4) {  // ModuleDict, ParameterDict
     if (item->kind != VK::Const || !PyUnicode_Check(item->obj.get())) return t.brk(f, "DV0018", "'in' of a module container with a key that is no str");
     if (const Value* changed = contains == 2 ? changed_children(t, m) : nullptr) {  // keys the trace added or removed
-      found = false;
-      for (const Ref& k : changed->keys) found |= PyUnicode_Check(k.get()) && PyUnicode_Compare(k.get(), item->obj.get()) == 0;
+      found = find_key(*changed, item->obj.get()) >= 0;
       handled = true;
       return std::nullopt;
     }

@@ -734,13 +734,8 @@ Translator::Status Translator::delete_attr(Frame& f, const VPtr& owner, const st
         if (!d || !PyDict_Check(d)) continue;
         // (the trace's own entries where it changed that dict: a buffer it registered, a child it appended)
         const Value* changed = changed_member_dict(*this, d);
-        bool held = false;
-        if (changed) {
-          for (const Ref& k : changed->keys) held |= PyUnicode_Check(k.get()) && PyUnicode_Compare(k.get(), nm.get()) == 0;
-        } else {
-          held = PyDict_GetItemWithError(d, nm.get()) != nullptr;
-          PyErr_Clear();
-        }
+        const bool held = changed ? find_key(*changed, nm.get()) >= 0 : PyDict_GetItemWithError(d, nm.get()) != nullptr;
+        PyErr_Clear();
         if (!held) continue;
         // nn.Module.__delattr__: del self._parameters[name] (or _buffers, _modules), done on the
         // trace's view of that dict, written back after the graph; reads after it miss the name

@@ -51,12 +51,10 @@ Status changed_child(Translator& t, Frame& f, const Value& changed, bool by_key,
     return std::nullopt;
   }
   if (by_key && PyUnicode_Check(k)) {
-    for (size_t i = 0; i < changed.keys.size() && i < changed.items.size(); ++i)
-      if (PyUnicode_Check(changed.keys[i].get()) && PyUnicode_Compare(changed.keys[i].get(), k) == 0) {
-        out = changed.items[i];
-        return std::nullopt;
-      }
-    return t.raise_new(f, PyExc_KeyError, repr_of(k));
+    const long i = find_key(changed, k);
+    if (i < 0) return t.raise_new(f, PyExc_KeyError, repr_of(k));
+    out = changed.items[static_cast<size_t>(i)];
+    return std::nullopt;
   }
   return t.brk(f, "DV0017", "slicing a module container whose children the trace changed");
 }
