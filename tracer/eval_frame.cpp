@@ -269,7 +269,7 @@ int compute_calls(const Graph& g) {
 bool lower(CaptureResult& c, PyObject* backend, std::string& why) {
   if ((c.stopped ? compute_calls(c.out.graph) : c.out.graph.num_calls()) > 0) {
     c.gm = Ref::steal(c.out.graph.to_fx(c.outputs));
-    if (c.gm) c.compiled = Ref::steal(c.out.compile_with_backend(backend, c.gm.get()));
+    if (c.gm) c.compiled = Ref::steal(c.out.compile_with_backend(backend, c.gm.get(), mode().fullgraph));
     if (c.compiled) c.compiled = Ref::steal(PyCFunction_New(&g_call_graph_def, c.compiled.get()));
     if (!c.gm || !c.compiled) return false;
   }

@@ -76,16 +76,23 @@ bool OutputGraph::has_unbacked_symbols() const {
   return n == 1;
 }
 
-PyObject* OutputGraph::compile_with_backend(PyObject* backend, PyObject* gm) {
+PyObject* OutputGraph::compile_with_backend(PyObject* backend, PyObject* gm, bool fullgraph) {
   Ref examples = Ref::steal(PyList_New(0));
   if (!examples) return nullptr;
   for (size_t i = 0; i < input_objects.size(); ++i) {
-    // Dynamic compiles hand the backend the fakes (with their symbolic sizes); static ones the real inputs.
+    // Dynamic compiles hand the backend the fakes (with their symbolic sizes); static ones the real inputs,
+    // which compile_static copies to fakes.
     PyObject* ex = shapes_ ? graph.nodes()[static_cast<size_t>(inputs[i].second)].example.get() : input_objects[i].get();
     if (PyList_Append(examples.get(), ex ? ex : input_objects[i].get()) < 0) return nullptr;
   }
   if (shapes_) return PyObject_CallMethod(shapes_.get(), "compile", "OOO", backend, gm, examples.get());
-  return PyObject_CallFunctionObjArgs(backend, gm, examples.get(), nullptr);
+  // A static compile: dynview._shapes.compile_static hands the backend fakes of the inputs.
+  static PyObject* compile_static = [] {
+    Ref m = Ref::steal(PyImport_ImportModule("dynview._shapes"));
+    return m ? PyObject_GetAttrString(m.get(), "compile_static") : nullptr;  // kept
+  }();
+  if (!compile_static) return nullptr;
+  return PyObject_CallFunction(compile_static, "OOOO", backend, gm, examples.get(), fullgraph ? Py_True : Py_False);
 }
 
 bool OutputGraph::add_shape_guards(std::string& why) {

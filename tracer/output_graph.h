@@ -134,8 +134,10 @@ class OutputGraph {
   std::string root_file;  // where set-up shape guards are reported
   bool has_unbacked_symbols() const;  // a size depends on tensor values (unbacked symbols)
 
-  // The backend call: fake example inputs (dynamic) or the real ones; new reference or null (error set).
-  PyObject* compile_with_backend(PyObject* backend, PyObject* gm);
+  // The backend call, inside a TracingContext as TorchDynamo's: fake example inputs with symbolic sizes
+  // (dynamic) or with the real ones (static; the "eager" backend gets the real inputs). fullgraph lets a
+  // static compile's fake mode make data-dependent sizes. New reference or null (error set).
+  PyObject* compile_with_backend(PyObject* backend, PyObject* gm, bool fullgraph);
   // The ShapeEnv's guards, appended to `guards` once the backend ran. False: `why` says which failed.
   bool add_shape_guards(std::string& why);
 

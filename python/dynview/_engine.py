@@ -78,6 +78,9 @@ def _eager_backend(gm, example_inputs):
     return gm.forward
 
 
+_eager_backend._dynview_ignores_inputs = True  # _shapes.compile_static hands it the real inputs
+
+
 def _lookup_backend(backend):
     # One object per backend name: compiled code is kept per backend object (a function compiled
     # again with another backend compiles again), so a name must give the same object each time.

@@ -41,6 +41,31 @@ class Unexpressible(Exception):
     """A shape guard the C++ evaluator cannot express."""
 
 
+def compile_static(backend, gm, inputs, fullgraph=False):
+    """Call the backend of a static compile as TorchDynamo does: the real inputs, with a fake mode
+    over a ShapeEnv current in a TracingContext. AOTAutograd traces with that mode; it can trace a
+    size that depends on values (nonzero, a boolean-mask assignment) only with a ShapeEnv, and with
+    none current it makes its own mode without one. The mode already holds a fake of each input
+    with its real sizes (TorchDynamo's static dims): from_tensor finds it there, where it would make
+    every size of an unknown input symbolic. The "eager" backend does not trace: it gets the inputs
+    with nothing current."""
+    if getattr(backend, "_dynview_ignores_inputs", False):
+        return backend(gm, inputs)
+    # As TorchDynamo's ShapeEnv: a data-dependent scalar or size is a fallback to eager (its
+    # exceptions_allowed_to_be_fallback) unless the compile is fullgraph or the config allows it.
+    from torch._dynamo import config
+    env = ShapeEnv(allow_scalar_outputs=fullgraph or config.capture_scalar_outputs,
+                   allow_dynamic_output_shape_ops=fullgraph or config.capture_dynamic_output_shape_ops)
+    mode = FakeTensorMode(shape_env=env, allow_non_fake_inputs=True)
+    try:
+        fakes = [mode.from_tensor(t, static_shapes=True) for t in inputs if isinstance(t, torch.Tensor)]
+    except Exception:  # an input the fake mode cannot copy (an unknown tensor subclass): as before
+        return backend(gm, inputs)
+    with tracing(TracingContext(mode)):
+        compiled = backend(gm, inputs)
+    del fakes  # (held until the backend ran: the mode's memo of them is weak)
+    return compiled
+
 class DynamicShapes:
     def __init__(self):
         # duck_shape=False: equal sizes of different inputs are not assumed equal (a fresh symbol
