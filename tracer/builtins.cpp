@@ -321,6 +321,21 @@ Builtin builtin_kind(PyObject* fn) {
 
 bool is_len_builtin(PyObject* fn) { return builtin_kind(fn) == Builtin::len_; }
 
+namespace {
+// The truth of one item of any()/all(): a constant's, or any other value's as `if` takes it (a symbolic
+// size's comparison, `x.shape[d] == 0`, guarded). A tensor's depends on its values: TorchDynamo breaks
+// there too.
+Translator::Status any_all_item_truth(Translator& t, Frame& f, const VPtr& v, bool& out) {
+  if (v->kind == VK::Tensor)
+    return t.brk(f, "DV0007", "min/max/any/all of tensors depend on their values", "use torch.minimum/torch.maximum");
+  if (v->kind != VK::Const) return t.truth(f, v, out);
+  const int b = PyObject_IsTrue(v->obj.get());
+  if (b < 0) return t.raise_current(f, "truth of an item");
+  out = b == 1;
+  return std::nullopt;
+}
+}  // namespace
+
 Translator::Status call_builtin(Translator& t, Frame& f, PyObject* fn, std::vector<VPtr>& args,
                                 std::vector<std::pair<std::string, VPtr>>& kwargs, VPtr& out, bool& handled);
 
@@ -1025,11 +1040,10 @@ Translator::Status call_builtin(Translator& t, Frame& f, PyObject* fn, std::vect
     for (;;) {
       if (Status s = t.pull(f, it, it->pos + 1)) return s;
       if (it->pos >= it->items.size()) break;
-      const VPtr& v = it->items[it->pos++];
-      if (v->kind != VK::Const) return t.brk(f, "DV0007", "min/max/any/all of tensors depend on their values", "use torch.minimum/torch.maximum");
-      const int b = PyObject_IsTrue(v->obj.get());
-      if (b < 0) return t.raise_current(f, "truth of an item");
-      if ((b == 1) == want) {
+      const VPtr v = it->items[it->pos++];
+      bool b = false;
+      if (Status s = any_all_item_truth(t, f, v, b)) return s;
+      if (b == want) {
         result = want;
         break;
       }
@@ -1049,6 +1063,21 @@ Translator::Status call_builtin(Translator& t, Frame& f, PyObject* fn, std::vect
     }
     bool all_const = true;
     for (auto& v : vals) all_const &= v->kind == VK::Const;
+    if ((is(Builtin::any_) || is(Builtin::all_)) && n == 1) {
+      // item by item, stopping at the first that decides (a symbolic size's comparison guarded there)
+      const bool want = is(Builtin::any_);
+      bool result = !want;
+      for (const VPtr& v : vals) {
+        bool b = false;
+        if (Status s = any_all_item_truth(t, f, v, b)) return s;
+        if (b == want) {
+          result = want;
+          break;
+        }
+      }
+      out = t.constant(Ref::borrow(result ? Py_True : Py_False));
+      return std::nullopt;
+    }
     if (is(Builtin::abs_) && args[0]->kind == VK::Tensor) return t.graph_call(f, Ref::borrow(fn), "", args, {}, out);
     if (is(Builtin::abs_) && n == 1 && args[0]->kind == VK::NdArray) {  // ndarray.__abs__: torch._numpy's
       bool nd = false;

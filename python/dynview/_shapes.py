@@ -13,6 +13,7 @@ import dataclasses
 
 import sympy
 import torch
+from torch._dispatch.python import enable_python_dispatcher
 from torch._guards import GuardSource, Source, TracingContext, tracing
 from torch._subclasses.fake_tensor import FakeTensorMode
 from torch.fx.experimental.symbolic_shapes import DimDynamic, ShapeEnv, StatelessSymbolicContext
@@ -129,7 +130,7 @@ class DynamicShapes:
 
     def factory(self, fn, args, kwargs):
         """Run a tensor factory (torch.zeros(n, 3) ...) under the fake mode."""
-        with self.mode:
+        with self.mode, enable_python_dispatcher():
             return fn(*args, **kwargs)
 
     def compile(self, backend, gm, example_inputs):

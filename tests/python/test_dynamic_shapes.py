@@ -87,8 +87,38 @@ def range_of_a_size(x, k):
     return x * len(r) + r[-1] * k
 
 
+def alibi_scores(x, k):
+    # bloom's attention: an ALiBi bias built for the key length is baddbmm's input; its meta kernel
+    # expands the bias to sizes of symbols, which only its Python registration can (TorchDynamo runs
+    # every op with the Python dispatcher on)
+    b, n = x.shape
+    slopes = torch.pow(torch.full((), 0.5), torch.arange(1, 3, dtype=torch.int32))
+    alibi = (slopes[:, None, None] * torch.arange(n)).repeat(b, 1, 1).to(x.dtype)
+    q = x.repeat_interleave(2, dim=0).unsqueeze(-1)
+    return alibi.baddbmm(q, q.transpose(1, 2), beta=1.0, alpha=k)
+
+
+def any_all_of_sizes(x, k):
+    # torch's associative_scan checks its inputs so (mamba): any()/all() over comparisons of sizes are
+    # guards, not a break
+    if any(t.shape[0] == 0 for t in (x, x[1:])):
+        return x
+    if all([x.shape[0] > 1, x.ndim == 2]):
+        return x * k
+    return -x
+
+
+def numel_of_a_shape(x, k):
+    # torch.Size.numel() of a symbolic shape: a symbolic int (associative_scan: `result.shape.numel() > 0`)
+    n = x.shape.numel()
+    return x.reshape(n) * k if n > 0 else x
+
+
+SYMBOLIC_IDIOMS = [alibi_scores, any_all_of_sizes, numel_of_a_shape]
+
 FUNCTIONS = [scale_sum, flatten_rows, branch_on_size, uses_len_and_zeros, pair, int_in_range, slice_by_int,
-             broadcast, matmul_chain, returns_size, reshape_fours, floordiv_slice, builtins_over_sizes, range_of_a_size]
+             broadcast, matmul_chain, returns_size, reshape_fours, floordiv_slice, builtins_over_sizes, range_of_a_size,
+             *SYMBOLIC_IDIOMS]
 
 SEQUENCES = {
     "batch": [(R(3, 4), 2), (R(5, 4), 2), (R(7, 4), 2), (R(1, 4), 2), (R(6, 4), 2), (R(7, 6), 2), (R(9, 6), 2)],
@@ -148,6 +178,19 @@ CASES = [(f, s) for f, s in itertools.product(FUNCTIONS, SEQUENCES) if applicabl
 def test_recompiles_when_torch_compile_does(fn, seq):
     calls = SEQUENCES[seq]
     assert dynview_counts(fn, calls) == dynamo_counts(fn, calls)
+
+
+@pytest.mark.parametrize("fn", SYMBOLIC_IDIOMS, ids=lambda f: f.__name__)
+def test_model_idioms_over_symbolic_sizes_do_not_break(fn):
+    calls = SEQUENCES["both"]
+    counts = dynview_counts(fn, calls)
+    assert counts == dynamo_counts(fn, calls)
+    assert counts[2] == counts[1], counts  # the symbolic graph of the second call serves the third
+    dynview.reset()
+    c = dynview.compile(fn, backend="eager", dynamic=True)  # one symbolic graph, no break
+    for x, k in calls:
+        torch.testing.assert_close(c(x, k), fn(x, k))
+    assert [r["break_id"] for r in dynview._C.take_records()] == [""]
 
 
 @pytest.mark.parametrize("dynamic", [True, False])

@@ -39,7 +39,17 @@ Status index(Translator& t, Frame& f, const VPtr& self, std::vector<VPtr>& args,
 Status count(Translator& t, Frame& f, const VPtr& self, std::vector<VPtr>& args, KwArgs& kwargs, VPtr& out) {
   return sequence_index_or_count(t, f, self, args, kwargs, out, false);
 }
-const MethodTable kTupleMethods = {{"index", {index, false}}, {"count", {count, false}}};
+// torch.Size.numel(): the product of the sizes (of symbolic ones, a symbolic int), as on a static shape
+Status numel(Translator& t, Frame& f, const VPtr& self, std::vector<VPtr>& args, KwArgs& kwargs, VPtr& out) {
+  if (self->obj.get() != py().torch_Size.get() || !args.empty() || !kwargs.empty())
+    return t.brk(f, "DV0004", "tuple.numel is not supported");
+  VPtr acc = t.constant_steal(PyLong_FromLong(1));
+  for (const VPtr& x : self->items)
+    if (Status s = t.binary(f, 5, acc, x, acc)) return s;  // (NB_MULTIPLY)
+  out = acc;
+  return std::nullopt;
+}
+const MethodTable kTupleMethods = {{"index", {index, false}}, {"count", {count, false}}, {"numel", {numel, false}}};
 }  // namespace
 
 // Tuple, List
