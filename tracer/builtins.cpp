@@ -366,6 +366,15 @@ Translator::Status sym_builtin(Translator& t, Frame& f, PyObject* fn, std::vecto
   auto number = [](const VPtr& v) {
     return v->kind == VK::Sym || (v->kind == VK::Const && (PyLong_CheckExact(v->obj.get()) || PyFloat_CheckExact(v->obj.get())));
   };
+  if ((kind == Builtin::max_ || kind == Builtin::min_) && args.size() == 1 &&
+      (args[0]->kind == VK::Tuple || args[0]->kind == VK::List) && !args[0]->items.empty()) {
+    // of one tuple or list of numbers (swin's min(input_resolution)): as of its items
+    std::vector<VPtr> items = args[0]->items;
+    for (const VPtr& x : items)
+      if (!number(x)) return std::nullopt;
+    if (items.size() == 1) return handled = true, out = items[0], std::nullopt;
+    return sym_builtin(t, f, fn, items, kwargs, out, handled);
+  }
   for (const VPtr& a : args)
     if (!number(a)) return std::nullopt;
   static PyObject* torch_mod = py().torch.get();
@@ -373,6 +382,15 @@ Translator::Status sym_builtin(Translator& t, Frame& f, PyObject* fn, std::vecto
   auto is_float = [](const VPtr& v) {
     return v->obj && (PyFloat_Check(v->obj.get()) || Py_TYPE(v->obj.get()) == reinterpret_cast<PyTypeObject*>(py().sym_float.get()));
   };
+  // math.ceil / math.floor of a symbolic float (mobilevit's math.ceil(height / patch) * patch): a graph
+  // node, a symbolic int (CeilToInt, FloorToInt), as TorchDynamo keeps it; of an int, the int itself
+  static PyObject* math_ceil = kept_attr("math", "ceil");
+  static PyObject* math_floor = kept_attr("math", "floor");
+  if ((fn == math_ceil || fn == math_floor) && fn && args.size() == 1 && args[0]->kind == VK::Sym) {
+    handled = true;
+    if (!is_float(args[0])) return out = args[0], std::nullopt;
+    return t.graph_call(f, Ref::borrow(fn), "", {args[0]}, {}, out);
+  }
   if ((kind == Builtin::int_ || kind == Builtin::float_) && args.size() == 1 && args[0]->kind == VK::Sym) {
     handled = true;
     if (kind == Builtin::int_ && !is_float(args[0])) return out = args[0], std::nullopt;  // an int already

@@ -140,40 +140,45 @@ bool constant_arithmetic(PyObject* target, const std::string& method, const std:
   return ok;
 }
 
-// The Python dispatcher on for a scope (torch._C._EnablePythonDispatcher), as TorchDynamo computes each
-// example value (get_fake_value): operators whose C++ kernels refuse symbolic sizes run their Python meta
-// registrations and decompositions instead (baddbmm expanding its input to sizes of symbols, bloom's
-// alibi). An error the scope's call set is kept across the exit.
-class PythonDispatcherOn {
+// A dynamic compile's fake mode and the Python dispatcher on for a scope, as TorchDynamo computes each
+// example value (get_fake_value: `with fake_mode, enable_python_dispatcher()`): operators whose C++
+// kernels refuse symbolic sizes run their Python meta registrations and decompositions instead
+// (baddbmm expanding its input to sizes of symbols, bloom's ALiBi), and the factories those call
+// (upsample's torch.arange(out_size)) make fakes of symbolic sizes rather than specialising them. An
+// error the scope's call set is kept across the exits.
+class FakeModeScope {
  public:
-  PythonDispatcherOn() {
-    static PyObject* cls = [] {
+  explicit FakeModeScope(PyObject* shapes) {
+    static PyObject* dispatcher = [] {
       Ref m = Ref::steal(PyImport_ImportModule("torch._C"));
       PyObject* c = m ? PyObject_GetAttrString(m.get(), "_EnablePythonDispatcher") : nullptr;  // kept
       if (!c) PyErr_Clear();
       return c;
     }();
-    if (!cls) return;
-    guard_ = Ref::steal(PyObject_CallNoArgs(cls));
-    Ref entered = guard_ ? Ref::steal(PyObject_CallMethod(guard_.get(), "__enter__", nullptr)) : Ref();
-    if (!entered) {
-      PyErr_Clear();
-      guard_ = {};
-    }
+    Ref mode = shapes ? Ref::steal(PyObject_GetAttrString(shapes, "mode")) : Ref();
+    if (!mode) PyErr_Clear();
+    enter(mode);
+    if (dispatcher) enter(Ref::steal(PyObject_CallNoArgs(dispatcher)));
   }
-  ~PythonDispatcherOn() {
-    if (!guard_) return;
+  ~FakeModeScope() {
     PyObject *type, *value, *tb;
     PyErr_Fetch(&type, &value, &tb);
-    Ref r = Ref::steal(PyObject_CallMethod(guard_.get(), "__exit__", "OOO", Py_None, Py_None, Py_None));
-    if (!r) PyErr_Clear();
+    for (auto it = entered_.rbegin(); it != entered_.rend(); ++it) {
+      Ref r = Ref::steal(PyObject_CallMethod(it->get(), "__exit__", "OOO", Py_None, Py_None, Py_None));
+      if (!r) PyErr_Clear();
+    }
     PyErr_Restore(type, value, tb);
   }
-  PythonDispatcherOn(const PythonDispatcherOn&) = delete;
-  PythonDispatcherOn& operator=(const PythonDispatcherOn&) = delete;
+  FakeModeScope(const FakeModeScope&) = delete;
+  FakeModeScope& operator=(const FakeModeScope&) = delete;
 
  private:
-  Ref guard_;
+  void enter(Ref cm) {
+    Ref r = cm ? Ref::steal(PyObject_CallMethod(cm.get(), "__enter__", nullptr)) : Ref();
+    if (r) entered_.push_back(std::move(cm));
+    else PyErr_Clear();
+  }
+  std::vector<Ref> entered_;
 };
 
 // target(*args, **kw) (or args[0].<method>(...)) on fake tensors of `device` (null: the CPU) standing for
@@ -478,8 +483,8 @@ Translator::Status Translator::record_graph_call(Frame& f, Ref target, const std
     // (Not while a jacfwd is traced: its examples carry tangents, which only the op itself computes.)
     if (!result && !output.dynamic() && jvp_depth_ == 0) result = pointwise_example(target.get(), method, ex, PyDict_GET_SIZE(pkw.get()) > 0);
   }
-  std::optional<PythonDispatcherOn> python_dispatcher;  // (ops on symbolic sizes: as TorchDynamo's)
-  if (!result && output.dynamic()) python_dispatcher.emplace();
+  std::optional<FakeModeScope> fake_mode;  // (ops on symbolic sizes: as TorchDynamo's)
+  if (!result && output.dynamic()) fake_mode.emplace(output.shapes());
   if (result) {
     // Pointwise fast path: the example value came from shape and dtype rules (pointwise.cpp).
   } else if (!method.empty()) {
@@ -570,7 +575,7 @@ Translator::Status Translator::record_graph_call(Frame& f, Ref target, const std
     result = int_index_example(PyTuple_GET_ITEM(pargs.get(), 0), PyTuple_GET_ITEM(pargs.get(), 1));
     if (!result && first) PyErr_SetObject(reinterpret_cast<PyObject*>(Py_TYPE(first.get())), first.get());
   }
-  python_dispatcher.reset();  // (keeps the error set)
+  fake_mode.reset();  // (keeps the error set)
   if (!result) {
     Ref rv = take_error();
     // Operators whose output size is a tensor value (TorchDynamo: "dynamic shape operator"): their

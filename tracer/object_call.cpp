@@ -347,7 +347,11 @@ Status object_call(Translator& t, Frame& f, const VPtr& fn, std::vector<VPtr>& a
     // Python callables see Python values: symbolic ints are specialised (and guarded) here, as
     // TorchDynamo does for range(n) and the like -- but for the builtins that keep them symbolic.
     bool any_sym = false;
-    for (const VPtr& a : args) any_sym |= a->kind == VK::Sym;
+    for (const VPtr& a : args) {
+      any_sym |= a->kind == VK::Sym;
+      if (args.size() == 1 && (a->kind == VK::Tuple || a->kind == VK::List))  // min(sizes), max(shape[-2:])
+        for (const VPtr& x : a->items) any_sym |= x->kind == VK::Sym;
+    }
     if (any_sym) {
       bool handled = false;
       if (Status s = sym_builtin(t, f, o, args, kwargs, out, handled); s || handled) return s;

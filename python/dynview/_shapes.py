@@ -164,6 +164,9 @@ class DynamicShapes:
         return out
 
     def _emit(self, e, prog, local):
+        if e.has(sympy.Float) or any(type(a).__name__ in _TRUE_DIVISION for a in sympy.preorder_traversal(e)):
+            e = _over_integers(e)
+
         def ref(k):
             if k not in local:
                 local.append(k)
@@ -222,6 +225,48 @@ class DynamicShapes:
         if e.args:
             return f"{type(e).__name__}({', '.join(self._text(a) for a in e.args)})"
         return str(e)
+
+
+_TRUE_DIVISION = ("IntTrueDiv", "FloatTrueDiv", "ToFloat", "CeilToInt", "FloorToInt")
+
+
+def _over_integers(e):
+    """The guard `e` over integers, where it compares true divisions of sizes (math.ceil(h / 2) * 2
+    guards Eq(IntTrueDiv(s0, 2), 3.0)): divisions as exact rationals, a comparison as its difference's
+    numerator against 0 (the denominator is positive: a product of sizes and positive constants),
+    ceil and floor of a division by a positive constant as floor divisions."""
+    if isinstance(e, (sympy.And, sympy.Or)):
+        return e.func(*(_over_integers(a) for a in e.args))
+    if isinstance(e, sympy.Not):
+        return sympy.Not(_over_integers(e.args[0]))
+    if not isinstance(e, sympy.Rel):
+        return _exact(e)
+    num, den = sympy.fraction(sympy.together(_exact(e.lhs) - _exact(e.rhs)))
+    if den.is_positive is not True:
+        raise Unexpressible(f"a division by a value of unknown sign in {e}")
+    return e.func(sympy.expand(num), 0)
+
+
+def _exact(e):
+    """e with true divisions as rationals and floats as the exact values they hold; ceil/floor of a
+    division by a positive integer as floor divisions. Raises Unexpressible for what is not exact."""
+    if isinstance(e, sympy.Float):
+        return sympy.Rational(e)
+    if not e.args:
+        return e
+    name = type(e).__name__
+    args = [_exact(a) for a in e.args]
+    if name in ("IntTrueDiv", "FloatTrueDiv"):
+        return args[0] / args[1]
+    if name == "ToFloat":
+        return args[0]
+    if name in ("CeilToInt", "FloorToInt"):
+        num, den = sympy.fraction(sympy.together(args[0]))
+        if not (den.is_Integer and den > 0):
+            raise Unexpressible(f"{name} of a division by a value that is not a positive constant in {e}")
+        from torch.utils._sympy.functions import FloorDiv
+        return FloorDiv(num, den) if name == "FloorToInt" else -FloorDiv(-num, den)
+    return e.func(*args)
 
 
 class _StrideSym(sympy.Symbol):

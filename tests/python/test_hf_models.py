@@ -264,30 +264,40 @@ def test_graphs_and_breaks_equal_torch_dynamo(name):
     assert counts == (theirs.graph_count, theirs.graph_break_count), [str(b) for b in ours.break_reasons]
 
 
-# ---- sequences of other lengths: automatic dynamic shapes on real models ----
+# ---- inputs of other sizes: automatic dynamic shapes on real models ----
 # Models whose code meets symbolic sizes in ways the small cases did not: bloom's ALiBi bias through
 # baddbmm, mamba's associative scan (any() over size comparisons, torch.Size.numel()), mobilebert's
-# and rwkv's attention and time mixing; llama and t5 as the common decoder and encoder-decoder.
-OTHER_LENGTHS = ["bloom", "llama", "mamba", "mobilebert", "rwkv", "t5"]
+# and rwkv's attention and time mixing; at other image sizes, swin's min(input_resolution),
+# mobilevit's math.ceil(size / patch) * patch and interpolation, dinov2's position embeddings
+# interpolated; llama, t5 and wav2vec2 as the common decoder, encoder-decoder and audio encoder.
+OTHER_SIZES = ["bloom", "dinov2", "llama", "mamba", "mobilebert", "mobilevit", "rwkv", "swin", "t5", "wav2vec2"]
 
 
-def _at_length(name, seed, n):
-    _ids.__defaults__ = (n,)
-    try:
-        return MODELS[name][2](seed)
-    finally:
-        _ids.__defaults__ = (8,)
+def _at_size(name, seed, k):
+    """The model's inputs with their lengths (token ids, decoder ids, waveform) or image size scaled by
+    step k of 0, 1, 2."""
+    g = torch.Generator().manual_seed(seed + 100)
+    out = {}
+    for key, t in MODELS[name][2](seed).items():
+        if key in ("input_ids", "decoder_input_ids"):
+            t = torch.randint(0, 100, (t.shape[0], t.shape[1] + 2 * k + k // 2), generator=g)
+        elif key == "pixel_values":
+            t = torch.randn(t.shape[0], t.shape[1], 32 + 16 * k, 32 + 16 * k, generator=g)
+        elif key == "input_values":
+            t = torch.randn(t.shape[0], 1600 + 800 * k, generator=g)
+        out[key] = t
+    return out
 
 
-@pytest.mark.parametrize("name", OTHER_LENGTHS)
-def test_other_sequence_lengths_compile_as_often_as_torch_compile(name):
-    # lengths 8, 12 (a recompile: the length becomes symbolic), 16 and 8 again (cache hits for both
-    # engines); outputs equal eager's each time, and no frame breaks
+@pytest.mark.parametrize("name", OTHER_SIZES)
+def test_other_input_sizes_compile_as_often_as_torch_compile(name):
+    # sizes step 0, 1 (a recompile: the size becomes symbolic), 2 and 0 again: as many compiles as
+    # torch.compile, outputs equal eager's each time, and no frame breaks
     m = build(name)
-    calls = [(0, 8), (1, 12), (2, 16), (3, 8)]
+    calls = [(0, 0), (1, 1), (2, 2), (3, 0)]
     counts = {}
     with torch.no_grad():
-        wants = [tensors(m(**_at_length(name, seed, n))) for seed, n in calls]
+        wants = [tensors(m(**_at_size(name, seed, k))) for seed, k in calls]
         for engine, compile_ in (("torch.compile", torch.compile), ("dynview", dynview.compile)):
             torch._dynamo.reset()
             compiles = [0]
@@ -297,8 +307,8 @@ def test_other_sequence_lengths_compile_as_often_as_torch_compile(name):
                 return gm.forward
             cm = compile_(m, backend=backend)
             counts[engine] = []
-            for (seed, n), want in zip(calls, wants):
-                got = tensors(cm(**_at_length(name, seed, n)))
+            for (seed, k), want in zip(calls, wants):
+                got = tensors(cm(**_at_size(name, seed, k)))
                 assert len(got) == len(want)
                 for a, b in zip(got, want):
                     torch.testing.assert_close(a, b)
