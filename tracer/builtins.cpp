@@ -334,6 +334,27 @@ Translator::Status any_all_item_truth(Translator& t, Frame& f, const VPtr& v, bo
   out = b == 1;
   return std::nullopt;
 }
+
+// any() (want true) or all() (want false): the items' truth one by one, stopping at the first that
+// decides, as eager takes them. next(v, more) gives the next item, `more` false at the end.
+template <class Next>
+Translator::Status any_all(Translator& t, Frame& f, bool want, Next next, VPtr& out) {
+  bool result = !want;
+  for (;;) {
+    VPtr v;
+    bool more = false;
+    if (Translator::Status s = next(v, more)) return s;
+    if (!more) break;
+    bool b = false;
+    if (Translator::Status s = any_all_item_truth(t, f, v, b)) return s;
+    if (b == want) {
+      result = want;
+      break;
+    }
+  }
+  out = t.constant(Ref::borrow(result ? Py_True : Py_False));
+  return std::nullopt;
+}
 }  // namespace
 
 Translator::Status call_builtin(Translator& t, Frame& f, PyObject* fn, std::vector<VPtr>& args,
@@ -1053,21 +1074,12 @@ Translator::Status call_builtin(Translator& t, Frame& f, PyObject* fn, std::vect
     // any/all stop at the first item that decides, taking no more of a lazy iterator (a generator's
     // body past that point does not run), as in eager.
     const VPtr& it = args[0];
-    const bool want = is(Builtin::any_);
-    bool result = !want;
-    for (;;) {
+    return any_all(t, f, is(Builtin::any_), [&](VPtr& v, bool& more) -> Status {
       if (Status s = t.pull(f, it, it->pos + 1)) return s;
-      if (it->pos >= it->items.size()) break;
-      const VPtr v = it->items[it->pos++];
-      bool b = false;
-      if (Status s = any_all_item_truth(t, f, v, b)) return s;
-      if (b == want) {
-        result = want;
-        break;
-      }
-    }
-    out = t.constant(Ref::borrow(result ? Py_True : Py_False));
-    return std::nullopt;
+      more = it->pos < it->items.size();
+      if (more) v = it->items[it->pos++];
+      return std::nullopt;
+    }, out);
   }
   if ((is(Builtin::min_) || is(Builtin::max_) || is(Builtin::abs_) || is(Builtin::any_) || is(Builtin::all_)) && n >= 1 && kwargs.empty()) {
     std::vector<VPtr> vals;
@@ -1082,19 +1094,12 @@ Translator::Status call_builtin(Translator& t, Frame& f, PyObject* fn, std::vect
     bool all_const = true;
     for (auto& v : vals) all_const &= v->kind == VK::Const;
     if ((is(Builtin::any_) || is(Builtin::all_)) && n == 1) {
-      // item by item, stopping at the first that decides (a symbolic size's comparison guarded there)
-      const bool want = is(Builtin::any_);
-      bool result = !want;
-      for (const VPtr& v : vals) {
-        bool b = false;
-        if (Status s = any_all_item_truth(t, f, v, b)) return s;
-        if (b == want) {
-          result = want;
-          break;
-        }
-      }
-      out = t.constant(Ref::borrow(result ? Py_True : Py_False));
-      return std::nullopt;
+      size_t i = 0;
+      return any_all(t, f, is(Builtin::any_), [&](VPtr& v, bool& more) -> Status {
+        more = i < vals.size();
+        if (more) v = vals[i++];
+        return std::nullopt;
+      }, out);
     }
     if (is(Builtin::abs_) && args[0]->kind == VK::Tensor) return t.graph_call(f, Ref::borrow(fn), "", args, {}, out);
     if (is(Builtin::abs_) && n == 1 && args[0]->kind == VK::NdArray) {  // ndarray.__abs__: torch._numpy's
