@@ -6,6 +6,7 @@
 #include <structmember.h>
 
 #include <algorithm>
+#include <cmath>
 #include <cstring>
 #include <functional>
 #include <unordered_map>
@@ -345,6 +346,13 @@ bool shape_ok(const Guard& g, const std::vector<int>& slot_of, PyObject* const* 
     if (in.op == SO_NOT) {
       if (sp < 1) return false;
       stack[sp - 1] = !stack[sp - 1];
+      continue;
+    }
+    if (in.op == SO_SQRT_TRUNC) {  // the libm pow CPython's float ** calls: the same value as the user code's
+      if (sp < 1 || stack[sp - 1] < 0) return false;
+      const double root = std::pow(static_cast<double>(stack[sp - 1]), 0.5);
+      if (!(root < 9.2e18)) return false;
+      stack[sp - 1] = static_cast<int64_t>(root);
       continue;
     }
     if (sp < 2) return false;

@@ -31,7 +31,8 @@ struct SymRef {
   int dim = -1;
 };
 enum ShapeOp : int8_t { SO_CONST, SO_REF, SO_ADD, SO_MUL, SO_FLOORDIV, SO_MOD, SO_POW, SO_EQ, SO_NE, SO_LT, SO_LE,
-                        SO_GT, SO_GE, SO_AND, SO_OR, SO_NOT, SO_MIN, SO_MAX };
+                        SO_GT, SO_GE, SO_AND, SO_OR, SO_NOT, SO_MIN, SO_MAX,
+                        SO_SQRT_TRUNC };  // int(float(a) ** 0.5), as Python computes it (DiT's int(n ** 0.5))
 struct ShapeInstr {
   ShapeOp op;
   int64_t arg;

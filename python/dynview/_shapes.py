@@ -21,7 +21,7 @@ from torch.fx.experimental.symbolic_shapes import DimDynamic, ShapeEnv, Stateles
 SIZE, STRIDE, INT = 0, 1, 2
 
 # Postfix program opcodes (tracer/guards.cpp evaluates them over int64 values).
-CONST, REF, ADD, MUL, FLOORDIV, MOD, POW, EQ, NE, LT, LE, GT, GE, AND, OR, NOT, MIN, MAX = range(18)
+CONST, REF, ADD, MUL, FLOORDIV, MOD, POW, EQ, NE, LT, LE, GT, GE, AND, OR, NOT, MIN, MAX, SQRT_TRUNC = range(19)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -164,6 +164,7 @@ class DynamicShapes:
         return out
 
     def _emit(self, e, prog, local):
+        e = e.replace(_is_int_sqrt, lambda x: _SqrtTrunc(_int_sqrt_arg(x)))
         if e.has(sympy.Float) or any(type(a).__name__ in _TRUE_DIVISION for a in sympy.preorder_traversal(e)):
             e = _over_integers(e)
 
@@ -204,9 +205,9 @@ class DynamicShapes:
                 self._emit(a, prog, local)
                 prog.append((nary[name], 0))
             return
-        if name == "Not":
+        if name == "Not" or name == "_SqrtTrunc":
             self._emit(e.args[0], prog, local)
-            prog.append((NOT, 0))
+            prog.append((NOT if name == "Not" else SQRT_TRUNC, 0))
             return
         raise Unexpressible(f"{name} in {e}")
 
@@ -225,6 +226,25 @@ class DynamicShapes:
         if e.args:
             return f"{type(e).__name__}({', '.join(self._text(a) for a in e.args)})"
         return str(e)
+
+
+class _SqrtTrunc(sympy.Function):
+    """int(float(a) ** 0.5) of an integer a (DiT's `int(num_patches ** 0.5)`): the guard evaluator's
+    SQRT_TRUNC, which computes it as CPython does."""
+    is_integer = True
+
+
+def _is_int_sqrt(e):
+    """TruncToInt or FloorToInt of (ToFloat of) an integer to the power 0.5."""
+    if type(e).__name__ not in ("TruncToInt", "FloorToInt") or type(e.args[0]).__name__ != "FloatPow":
+        return False
+    base, exp = e.args[0].args
+    return exp == sympy.Float(0.5) or exp == sympy.Rational(1, 2)
+
+
+def _int_sqrt_arg(e):
+    base = e.args[0].args[0]
+    return base.args[0] if type(base).__name__ == "ToFloat" else base
 
 
 _TRUE_DIVISION = ("IntTrueDiv", "FloatTrueDiv", "ToFloat", "CeilToInt", "FloorToInt")

@@ -1,7 +1,8 @@
 """The tensors of a model's output, in order, for comparing a compiled model's output with eager's:
 tensors themselves, the fields of transformers' and diffusers' output classes (to_tuple), dict values,
 list and tuple items, and the parameters of a distribution output (diffusers' AutoencoderKL gives a
-DiagonalGaussianDistribution, whose `sample` is a method)."""
+DiagonalGaussianDistribution, whose `sample` is a method); and the comparison of a model's compiles
+over calls with inputs of other sizes with torch.compile's."""
 import torch
 
 
@@ -26,3 +27,31 @@ def assert_equal_to_eager_on_two_inputs(compiled, model, inputs):
         assert len(got) == len(want) > 0
         for a, b in zip(got, want):
             torch.testing.assert_close(a, b)
+
+
+def assert_compiles_as_torch_compile(model, calls, **tolerance):
+    """model(**inputs) for each inputs of `calls` in turn, under torch.compile and under dynview, each
+    with a backend that counts its compiles: the outputs equal eager's each time, dynview has compiled
+    as often as torch.compile after each call, and no dynview frame breaks."""
+    import dynview
+    counts = {}
+    with torch.no_grad():
+        wants = [tensors(model(**inputs)) for inputs in calls]
+        for engine, compile_ in (("torch.compile", torch.compile), ("dynview", dynview.compile)):
+            torch._dynamo.reset()
+            compiles = [0]
+
+            def backend(gm, example_inputs):
+                compiles[0] += 1
+                return gm.forward
+            compiled = compile_(model, backend=backend)
+            counts[engine] = []
+            for inputs, want in zip(calls, wants):
+                got = tensors(compiled(**inputs))
+                assert len(got) == len(want) > 0
+                for a, b in zip(got, want):
+                    torch.testing.assert_close(a, b, **tolerance)
+                counts[engine].append(compiles[0])
+        torch._dynamo.reset()
+    assert counts["dynview"] == counts["torch.compile"]
+    assert [(r["qualname"], r["break_message"]) for r in dynview._C.take_records() if r["break_id"]] == []

@@ -14,7 +14,7 @@ import pytest
 import torch
 
 import dynview
-from model_outputs import assert_equal_to_eager_on_two_inputs, tensors
+from model_outputs import assert_compiles_as_torch_compile, assert_equal_to_eager_on_two_inputs, tensors
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 diffusers = pytest.importorskip("diffusers", reason="make deps installs diffusers")
@@ -126,3 +126,38 @@ def test_model_equals_eager_hits_the_cache_and_counts_as_torch_dynamo(name):
         torch._dynamo.reset()
     assert (theirs.graph_count, len(theirs.break_reasons)) == (1, 0)
     assert (ours.graph_count, len(ours.break_reasons)) == (1, 0), [str(b) for b in ours.break_reasons]
+
+
+# ---- other image sizes and prompt lengths: automatic dynamic shapes ----
+# DiT unpatchifies with height = width = int(num_patches ** 0.5) (a square root in its shape guards);
+# the UNet's up blocks interpolate to the skip connections' sizes; Flux's token count and position
+# ids and Wan's video latents grow together.
+OTHER_SIZES = ["dit", "flux", "unet_sd", "wan"]
+_SCALE = {0: (1, 1), 1: (3, 2), 2: (2, 1)}
+
+
+def _at_size(name, seed, k):
+    """The model's inputs with their spatial sizes, token counts and text lengths scaled by step k."""
+    a, b = _SCALE[k]
+    g = _g(seed + 50)
+    out = {}
+    for key, t in MODELS[name][1](seed).items():
+        if isinstance(t, torch.Tensor) and t.is_floating_point() and key not in ("img_ids", "txt_ids"):
+            shape = list(t.shape)
+            if t.dim() >= 4:
+                shape[-2:] = [n * a // b for n in shape[-2:]]
+            elif key == "encoder_hidden_states" or (name == "flux" and key == "hidden_states"):
+                shape[1] = shape[1] * a // b
+            t = torch.randn(*shape, generator=g)
+        elif key in ("img_ids", "txt_ids"):
+            t = torch.zeros(t.shape[0] * a // b, 3)
+        out[key] = t
+    return out
+
+
+@pytest.mark.parametrize("name", OTHER_SIZES)
+def test_other_sizes_compile_as_often_as_torch_compile(name):
+    torch.manual_seed(0)
+    m = MODELS[name][0](diffusers).eval()
+    calls = [(0, 0), (1, 1), (2, 2), (3, 0)]
+    assert_compiles_as_torch_compile(m, [_at_size(name, seed, k) for seed, k in calls], rtol=1e-3, atol=1e-4)

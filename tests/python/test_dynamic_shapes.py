@@ -140,7 +140,14 @@ def interpolated_to_a_size(x, k):
     return y * k
 
 
-SYMBOLIC_IDIOMS = [alibi_scores, any_all_of_sizes, numel_of_a_shape, min_of_a_resolution, rounded_up_and_interpolated,
+def square_patch_grid(x, k):
+    # DiT's unpatchify: height = width = int(num_patches ** 0.5), a symbolic int whose guards the C++
+    # evaluator computes as CPython does
+    h = w = int(x.shape[0] ** 0.5)
+    return x[: h * w].reshape(h, w, -1).sum(1) * k
+
+
+SYMBOLIC_IDIOMS = [alibi_scores, square_patch_grid, any_all_of_sizes, numel_of_a_shape, min_of_a_resolution, rounded_up_and_interpolated,
                    interpolated_to_a_size]
 
 FUNCTIONS = [scale_sum, flatten_rows, branch_on_size, uses_len_and_zeros, pair, int_in_range, slice_by_int,

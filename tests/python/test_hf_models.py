@@ -12,7 +12,7 @@ import torch
 
 import dynview
 from conftest import in_share
-from model_outputs import assert_equal_to_eager_on_two_inputs, tensors
+from model_outputs import assert_compiles_as_torch_compile, assert_equal_to_eager_on_two_inputs, tensors
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 transformers = pytest.importorskip("transformers", reason="make deps installs transformers")
@@ -293,29 +293,8 @@ def _at_size(name, seed, k):
 def test_other_input_sizes_compile_as_often_as_torch_compile(name):
     # sizes step 0, 1 (a recompile: the size becomes symbolic), 2 and 0 again: as many compiles as
     # torch.compile, outputs equal eager's each time, and no frame breaks
-    m = build(name)
     calls = [(0, 0), (1, 1), (2, 2), (3, 0)]
-    counts = {}
-    with torch.no_grad():
-        wants = [tensors(m(**_at_size(name, seed, k))) for seed, k in calls]
-        for engine, compile_ in (("torch.compile", torch.compile), ("dynview", dynview.compile)):
-            torch._dynamo.reset()
-            compiles = [0]
-
-            def backend(gm, example_inputs):
-                compiles[0] += 1
-                return gm.forward
-            cm = compile_(m, backend=backend)
-            counts[engine] = []
-            for (seed, k), want in zip(calls, wants):
-                got = tensors(cm(**_at_size(name, seed, k)))
-                assert len(got) == len(want)
-                for a, b in zip(got, want):
-                    torch.testing.assert_close(a, b)
-                counts[engine].append(compiles[0])
-        torch._dynamo.reset()
-    assert counts["dynview"] == counts["torch.compile"]
-    assert [(r["qualname"], r["break_message"]) for r in dynview._C.take_records() if r["break_id"]] == []
+    assert_compiles_as_torch_compile(build(name), [_at_size(name, seed, k) for seed, k in calls])
 
 
 # ---- call forms: the ways users call these models, beyond Model(**inputs) ----
