@@ -149,12 +149,7 @@ bool constant_arithmetic(PyObject* target, const std::string& method, const std:
 class FakeModeScope {
  public:
   explicit FakeModeScope(PyObject* shapes) {
-    static PyObject* dispatcher = [] {
-      Ref m = Ref::steal(PyImport_ImportModule("torch._C"));
-      PyObject* c = m ? PyObject_GetAttrString(m.get(), "_EnablePythonDispatcher") : nullptr;  // kept
-      if (!c) PyErr_Clear();
-      return c;
-    }();
+    static PyObject* dispatcher = kept_attr("torch._C", "_EnablePythonDispatcher");
     Ref mode = shapes ? Ref::steal(PyObject_GetAttrString(shapes, "mode")) : Ref();
     if (!mode) PyErr_Clear();
     enter(mode);

@@ -1,6 +1,7 @@
 // The output graph: guards and inputs as the interpreter adds them, the backend call and the
 // dynamic-shape state (see output_graph.h).
 #include "output_graph.h"
+#include "pycache.h"
 
 namespace dv {
 
@@ -87,11 +88,11 @@ PyObject* OutputGraph::compile_with_backend(PyObject* backend, PyObject* gm, boo
   }
   if (shapes_) return PyObject_CallMethod(shapes_.get(), "compile", "OOO", backend, gm, examples.get());
   // A static compile: dynview._shapes.compile_static hands the backend fakes of the inputs.
-  static PyObject* compile_static = [] {
-    Ref m = Ref::steal(PyImport_ImportModule("dynview._shapes"));
-    return m ? PyObject_GetAttrString(m.get(), "compile_static") : nullptr;  // kept
-  }();
-  if (!compile_static) return nullptr;
+  static PyObject* compile_static = kept_attr("dynview._shapes", "compile_static");
+  if (!compile_static) {
+    PyErr_SetString(PyExc_RuntimeError, "dynview._shapes.compile_static is missing");
+    return nullptr;
+  }
   return PyObject_CallFunction(compile_static, "OOOO", backend, gm, examples.get(), fullgraph ? Py_True : Py_False);
 }
 
