@@ -535,6 +535,7 @@ Translator::Status call_builtin(Translator& t, Frame& f, PyObject* fn, std::vect
     VPtr d = t.make(VK::Dict);
     Ref bound = Ref::steal(PyList_New(0));
     for (size_t i = 0; i < f.locals.size() && static_cast<Py_ssize_t>(i) < PyTuple_GET_SIZE(names); ++i) {
+      if (Status s = t.read_local(f, static_cast<int>(i))) return s;
       VPtr v = f.locals[i];
       if (v && v->kind == VK::Cell) v = v->items.empty() ? nullptr : v->items[0];
       if (!v || v->kind == VK::Null) continue;

@@ -1015,7 +1015,10 @@ Translator::Status Translator::call_super(Frame& f, std::vector<VPtr>& args, VPt
       if (str_of(PyTuple_GET_ITEM(co->co_localsplusnames, i)) == "__class__" && f.locals[i] &&
           f.locals[i]->kind == VK::Cell && !f.locals[i]->items.empty())
         cls = f.locals[i]->items[0];
-    if (co->co_argcount > 0 && !f.locals.empty()) self = f.locals[0];
+    if (co->co_argcount > 0 && !f.locals.empty()) {
+      if (Status s = read_local(f, 0)) return s;
+      self = f.locals[0];
+    }
     if (self && self->kind == VK::Cell) self = self->items.empty() ? nullptr : self->items[0];
   }
   if (cls && self && cls->obj && PyType_Check(cls->obj.get()) && self->kind == VK::Instance) {

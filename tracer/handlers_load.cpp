@@ -8,6 +8,7 @@ namespace dv {
 Status op_NOP(Translator&, Frame&, const Instr&) { return std::nullopt; }  // ( -- )
 
 Status op_LOAD_FAST(Translator& t, Frame& f, const Instr& in) {  // ( -- value)
+  if (Status s = t.read_local(f, in.arg)) return s;
   const VPtr& v = f.locals[in.arg];
   if (!v) return t.brk(f, "DV0010", "UnboundLocalError: local variable '" + local_name(f, in.arg) + "' referenced before assignment");
   f.stack.push_back(v);
@@ -17,15 +18,19 @@ Status op_STORE_FAST(Translator& t, Frame& f, const Instr& in) {  // (value -- )
   NEED(1);
   VPtr v = pop(f);
   if (v->kind == VK::Null) v = nullptr;  // 3.12 comprehensions restore an unbound local (LOAD_FAST_AND_CLEAR)
+  t.forget_unread(f, in.arg);
   f.locals[in.arg] = std::move(v);
   return std::nullopt;
 }
 Status op_LOAD_FAST_AND_CLEAR(Translator& t, Frame& f, const Instr& in) {  // ( -- value|NULL)
+  if (Status s = t.read_local(f, in.arg)) return s;
   f.stack.push_back(f.locals[in.arg] ? f.locals[in.arg] : t.make(VK::Null));
   f.locals[in.arg] = nullptr;
   return std::nullopt;
 }
 Status op_LOAD_FAST_LOAD_FAST(Translator& t, Frame& f, const Instr& in) {  // ( -- value1 value2)
+  for (int slot : {in.index, in.index2})
+    if (Status s = t.read_local(f, slot)) return s;
   for (int slot : {in.index, in.index2})
     if (!f.locals[slot]) return t.brk(f, "DV0010", "UnboundLocalError: local variable '" + local_name(f, slot) + "' referenced before assignment");
   f.stack.push_back(f.locals[in.index]);
@@ -34,19 +39,29 @@ Status op_LOAD_FAST_LOAD_FAST(Translator& t, Frame& f, const Instr& in) {  // ( 
 }
 Status op_STORE_FAST_STORE_FAST(Translator& t, Frame& f, const Instr& in) {  // (value2 value1 -- )
   NEED(2);
+  t.forget_unread(f, in.index);
+  t.forget_unread(f, in.index2);
   f.locals[in.index] = pop(f);
   f.locals[in.index2] = pop(f);
   return std::nullopt;
 }
 Status op_STORE_FAST_LOAD_FAST(Translator& t, Frame& f, const Instr& in) {  // (value1 -- value2)
   NEED(1);
+  if (in.index2 != in.index)
+    if (Status s = t.read_local(f, in.index2)) return s;
+  t.forget_unread(f, in.index);
   if (!f.locals[in.index2] && in.index2 != in.index)
     return t.brk(f, "DV0010", "UnboundLocalError: local variable '" + local_name(f, in.index2) + "' referenced before assignment");
   f.locals[in.index] = pop(f);
   f.stack.push_back(f.locals[in.index2]);
   return std::nullopt;
 }
-Status op_DELETE_FAST(Translator&, Frame& f, const Instr& in) {  // ( -- )
+Status op_DELETE_FAST(Translator& t, Frame& f, const Instr& in) {  // ( -- )
+  if (static_cast<size_t>(in.arg) < f.unread.size() && f.unread[static_cast<size_t>(in.arg)]) {  // an argument never read: no guard
+    t.forget_unread(f, in.arg);
+    return std::nullopt;
+  }
+  if (!f.locals[in.arg]) return t.brk(f, "DV0010", "UnboundLocalError: local variable '" + local_name(f, in.arg) + "' referenced before assignment");
   f.locals[in.arg] = nullptr;
   return std::nullopt;
 }
@@ -153,6 +168,7 @@ Status op_DELETE_ATTR(Translator& t, Frame& f, const Instr& in) {  // (owner -- 
 }
 
 Status op_MAKE_CELL(Translator& t, Frame& f, const Instr& in) {  // ( -- )
+  if (Status s = t.read_local(f, in.arg)) return s;
   VPtr c = t.make(VK::Cell);
   if (f.locals[in.arg]) c->items.push_back(f.locals[in.arg]);
   f.locals[in.arg] = c;

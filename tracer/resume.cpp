@@ -249,8 +249,9 @@ std::vector<bool> live_locals(const CodeFacts& facts, int index) {
       const size_t b = ins[k].index2 >= 0 ? static_cast<size_t>(ins[k].index2) : nloc;
       auto kill = [&](size_t j) { if (j < nloc) live[j] = false; };
       auto use = [&](size_t j) { if (j < nloc) live[j] = true; };
-      if (op == N::STORE_FAST || op == N::DELETE_FAST) kill(a);
-      if (op == N::LOAD_FAST || op == N::LOAD_FAST_CHECK || op == N::LOAD_FAST_AND_CLEAR) use(a);
+      if (op == N::STORE_FAST) kill(a);
+      // (`del x` reads the binding: it raises where x is unbound)
+      if (op == N::LOAD_FAST || op == N::LOAD_FAST_CHECK || op == N::LOAD_FAST_AND_CLEAR || op == N::DELETE_FAST) use(a);
       if (op == N::STORE_FAST_STORE_FAST) kill(a), kill(b);
       if (op == N::LOAD_FAST_LOAD_FAST) use(a), use(b);
       if (op == N::STORE_FAST_LOAD_FAST) kill(a), use(b);

@@ -36,7 +36,30 @@ uint64_t effective_keys(const at::Tensor& t) {
   return ((t.key_set() | tls.included_) - tls.excluded_).raw_repr();
 }
 
+// The state a GuardKeysAtEntry holds (included, excluded key sets), for tensor_spec.
+thread_local bool t_entry_set = false;
+thread_local uint64_t t_entry_included = 0, t_entry_excluded = 0;
+
+uint64_t spec_keys(const at::Tensor& t) {
+  if (!t_entry_set) return effective_keys(t);
+  const c10::DispatchKeySet inc(c10::DispatchKeySet::RAW, t_entry_included), exc(c10::DispatchKeySet::RAW, t_entry_excluded);
+  return ((t.key_set() | inc) - exc).raw_repr();
+}
+
 }  // namespace
+
+GuardKeysAtEntry::GuardKeysAtEntry() : saved_included_(t_entry_included), saved_excluded_(t_entry_excluded), saved_set_(t_entry_set) {
+  auto tls = c10::impl::tls_local_dispatch_key_set();
+  t_entry_included = tls.included_.raw_repr();
+  t_entry_excluded = tls.excluded_.raw_repr();
+  t_entry_set = true;
+}
+
+GuardKeysAtEntry::~GuardKeysAtEntry() {
+  t_entry_included = saved_included_;
+  t_entry_excluded = saved_excluded_;
+  t_entry_set = saved_set_;
+}
 
 bool is_tensor(PyObject* o) {
   return THPVariableClass && PyObject_TypeCheck(o, reinterpret_cast<PyTypeObject*>(THPVariableClass));
@@ -133,7 +156,7 @@ bool tensor_spec(PyObject* o, TensorSpec& s) {
   const at::Tensor& t = unpack(o);
   if (!t.defined()) return false;
   s.type = Py_TYPE(o);
-  s.dispatch_keys = effective_keys(t);
+  s.dispatch_keys = spec_keys(t);
   s.dtype = static_cast<int8_t>(t.scalar_type());
   s.device_type = static_cast<int8_t>(t.device().type());
   s.device_index = t.device().index();

@@ -95,8 +95,24 @@ bool saved_tensor_hooks_tracing(bool on);
 std::shared_ptr<void> enter_inference_mode(bool mode);
 bool inference_mode_enabled();
 void set_grad_mode_enabled(bool mode);  // torch._C._set_grad_enabled(mode), in LibTorch
-// Fills spec from a tensor; false (no Python error set) if o is not a tensor.
+// Fills spec from a tensor; false (no Python error set) if o is not a tensor. Its dispatch keys are
+// those the tensor has under the thread's dispatch key state, or under the state a GuardKeysAtEntry
+// in scope holds.
 bool tensor_spec(PyObject* o, TensorSpec& spec);
+// While it lives, tensor_spec takes the thread's dispatch key state as it is now: a capture makes one
+// at the frame's entry, where its guards are checked, so that a tensor the trace first reads inside a
+// torch.inference_mode block it entered (for real, to make the examples) is guarded as the frame gets it.
+class GuardKeysAtEntry {
+ public:
+  GuardKeysAtEntry();
+  ~GuardKeysAtEntry();
+  GuardKeysAtEntry(const GuardKeysAtEntry&) = delete;
+  GuardKeysAtEntry& operator=(const GuardKeysAtEntry&) = delete;
+
+ private:
+  uint64_t saved_included_, saved_excluded_;
+  bool saved_set_;
+};
 bool tensor_matches(const TensorSpec& spec, PyObject* o);  // hit path
 // A size (or stride) of a tensor, for SHAPE_ENV guards; false if o is not a tensor or has no such dim.
 bool tensor_dim_value(PyObject* o, bool stride, int dim, int64_t& out);

@@ -345,9 +345,32 @@ CaptureResult capture(const CaptureRequest& req) {
   return r;
 }
 
+Translator::Status Translator::read_local(Frame& f, int slot) {
+  if (slot < 0 || static_cast<size_t>(slot) >= f.unread.size() || !f.unread[static_cast<size_t>(slot)]) return std::nullopt;
+  Ref obj = std::move(f.unread[static_cast<size_t>(slot)]);
+  const std::string name = str_of(PyTuple_GET_ITEM(reinterpret_cast<PyCodeObject*>(f.facts->code.get())->co_localsplusnames, slot));
+  VPtr v = wrap(obj, Source::local(slot, name), f);
+  if (!v) return brk(f, "DV0013", "argument '" + name + "' of type " + Py_TYPE(obj.get())->tp_name + " is not supported");
+  f.locals[static_cast<size_t>(slot)] = std::move(v);
+  return std::nullopt;
+}
+
+void Translator::unread_as_sources(Frame& f) {
+  for (size_t i = 0; i < f.unread.size(); ++i) {
+    if (!f.unread[i]) continue;
+    VPtr v = make(VK::Object);
+    v->obj = std::move(f.unread[i]);
+    v->source = Source::local(static_cast<int>(i), str_of(PyTuple_GET_ITEM(
+                                                       reinterpret_cast<PyCodeObject*>(f.facts->code.get())->co_localsplusnames,
+                                                       static_cast<Py_ssize_t>(i))));
+    f.locals[i] = std::move(v);
+  }
+}
+
 void Translator::run_root(PyObject* code, PyObject* globals, PyObject* builtins, PyObject* const* args,
                           PyObject* closure, CaptureResult& r) {
   const CodeFacts* facts = code_facts(code);
+  GuardKeysAtEntry entry_keys;  // tensors read later, inside inference_mode blocks, are guarded as the frame gets them
   Frame f;
   f.facts = facts;
   auto* co = reinterpret_cast<PyCodeObject*>(code);
@@ -382,16 +405,10 @@ void Translator::run_root(PyObject* code, PyObject* globals, PyObject* builtins,
       return;
     }
   }
-  for (int i = 0; i < nargs; ++i) {
-    std::string name = str_of(PyTuple_GET_ITEM(co->co_localsplusnames, i));
-    if (!args[i]) continue;
-    VPtr v = wrap(Ref::borrow(args[i]), Source::local(i, name), f);
-    if (!v) {
-      r.brk = brk(f, "DV0013", "argument '" + name + "' of type " + Py_TYPE(args[i])->tp_name + " is not supported");
-      return;
-    }
-    f.locals[i] = v;
-  }
+  // The arguments are wrapped as the code reads them (read_local).
+  f.unread.resize(nargs);
+  for (int i = 0; i < nargs; ++i)
+    if (args[i]) f.unread[i] = Ref::borrow(args[i]);
   // Free variables: the function's closure cells, reachable as L['name'].
   const int nfree = co->co_nfreevars;
   for (int k = 0; k < nfree && closure; ++k) {
@@ -415,6 +432,7 @@ void Translator::run_root(PyObject* code, PyObject* globals, PyObject* builtins,
   Status s = run_frame(f);
   if (s && s->id == kStopId) {
     leave_inference_blocks(f);
+    unread_as_sources(f);
     r.stopped = true;
     r.stack = f.stack;
     r.locals = f.locals;
@@ -526,6 +544,21 @@ void Translator::announce(const VPtr& v) {
   obs_->on_value(ValueEvent{v->id, cur_step_, vk_name(v->kind), describe(*v), v->source ? v->source->text() : "", v->node, std::move(type), std::move(meta)});
 }
 
+// An argument not read yet (Frame::unread), for the locals pane: a value of kind "argument" with its
+// source, type and tensor meta, unwrapped and unguarded; reading it replaces it with the value it wraps to.
+int Translator::announce_unread(Frame& f, size_t i) {
+  if (f.unread_ids.size() != f.unread.size()) f.unread_ids.assign(f.unread.size(), 0);
+  int& id = f.unread_ids[i];
+  if (id) return id;
+  id = next_value_++;
+  PyObject* o = f.unread[i].get();
+  std::string meta = is_tensor(o) ? tensor_meta_text(o, nullptr) : std::string();
+  const std::string name = str_of(PyTuple_GET_ITEM(reinterpret_cast<PyCodeObject*>(f.facts->code.get())->co_localsplusnames, static_cast<Py_ssize_t>(i)));
+  obs_->on_value(ValueEvent{id, cur_step_, "argument", "not read yet", Source::local(static_cast<int>(i), name)->text(), -1,
+                            is_tensor(o) ? "Tensor" : Py_TYPE(o)->tp_name, std::move(meta)});
+  return id;
+}
+
 void Translator::report_step(Frame& f) {
   f.reported = true;
   const bc::Instr& in = *f.executing;
@@ -541,7 +574,8 @@ void Translator::report_step(Frame& f) {
   if (f.reported_locals.size() != f.locals.size()) f.reported_locals.assign(f.locals.size(), 0);
   for (size_t i = 0; i < f.locals.size(); ++i) {
     const VPtr& v = f.locals[i];
-    const int id = v ? v->id : 0;
+    int id = v ? v->id : 0;
+    if (!v && i < f.unread.size() && f.unread[i]) id = announce_unread(f, i);
     if (id == f.reported_locals[i]) continue;
     if (v && !v->announced) announce(v);
     f.reported_locals[i] = id;

@@ -67,6 +67,12 @@ struct ModuleHooks {
 struct Frame {
   const CodeFacts* facts;
   std::vector<VPtr> locals;   // localsplus
+  // The root frame's arguments not read yet (TorchDynamo's lazy locals): the object in slot i, its
+  // locals[i] null until Translator::read_local wraps it (and guards it) on its first read. An
+  // argument the code never reads adds no guard; one still unread at a break is reloaded by its
+  // source (the frame's own slot). Empty for inlined frames.
+  std::vector<Ref> unread;
+  std::vector<int> unread_ids;  // the value ids an observer was given for them (report_step)
   std::vector<VPtr> stack;
   int ip = 0;                 // instruction index
   Ref globals, builtins;
@@ -279,6 +285,15 @@ class Translator {
   // instruction or a call that may read more of one than one constant key (of a dict); `inlined`: the callee is user code traced
   // instruction by instruction (its arguments stay lazy).
   Status realize_read(Frame& f, const bc::Instr& in);
+  // locals[slot], wrapped now if it is an argument not read yet (Frame::unread): a break where the
+  // argument cannot be traced.
+  Status read_local(Frame& f, int slot);
+  // Slot `slot` is assigned: an argument there not read yet never will be.
+  void forget_unread(Frame& f, int slot) {
+    if (slot >= 0 && static_cast<size_t>(slot) < f.unread.size()) f.unread[static_cast<size_t>(slot)] = Ref();
+  }
+  // A stand-in for each argument still unread (an Object of that source), for a break's locals.
+  void unread_as_sources(Frame& f);
   Status realize_call(Frame& f, const VPtr& fn, const std::vector<VPtr>& args,
                       const std::vector<std::pair<std::string, VPtr>>& kwargs, bool inlined);
   Status realize_value(Frame& f, const VPtr& v);  // every lazy dict, list and tuple v reaches
@@ -463,6 +478,7 @@ class Translator {
   // graph nodes (`l_x_.size(0)`), static parts constants.
   Status meta_result(Frame& f, const VPtr& self, const std::string& method, const std::vector<VPtr>& args, Ref r, VPtr& out);
   void announce(const VPtr& v);            // observer: the value's description, once
+  int announce_unread(Frame& f, size_t i);  // observer: the id of argument i not read yet
   void report_step(Frame& f);              // observer: the step f is executing, with its stack
   // A guard created by the step being executed (null: one of that kind and source exists).
   Guard* add_guard(GuardKind kind, SourcePtr source, Ref value, Frame& f, std::string text = {});

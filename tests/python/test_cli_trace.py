@@ -86,8 +86,8 @@ def test_recompiles_names_guard_and_where_it_was_made(run_trace):
     (f,) = first["failures"]
     assert "L['n'] == 2" in f["failure"] or "expected 2" in f["failure"]
     assert f["guard"]["kind"] == "EQUALS_MATCH" and f["guard"]["text"] == "L['n'] == 2"
-    # arguments are wrapped (and guarded) at frame entry: the first step, on the def line
-    assert f["guard"]["line"] == two.__code__.co_firstlineno and f["guard"]["step"] >= 0
+    # an argument is wrapped (and guarded) by the step that first reads it: `* n`, on the line after the def
+    assert f["guard"]["line"] == two.__code__.co_firstlineno + 1 and f["guard"]["step"] >= 0
     t = dynview.load_trace(path)
     assert t.steps[f["guard"]["step"]].line == f["guard"]["line"]  # the step that made it is on that line
     assert "dtype mismatch" in second["failures"][0]["failure"] and second["failures"][0]["guard"]["kind"] == "TENSOR_MATCH"

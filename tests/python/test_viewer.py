@@ -440,8 +440,8 @@ def test_guards_pane_shows_the_file_of_each_guards_line(tmp_path):
     rows = state["guards_shown"]
     k = [g for g in rows if "['K']" in g["text"]]  # made by the inlined scale()'s LOAD_GLOBAL K
     assert k and k[0]["where"] == "helper_mod.py:5" and k[0]["file"].endswith("helper_mod.py"), rows
-    n = [g for g in rows if g["text"].startswith("L['n']")]  # made in f (at its entry)
-    assert n and n[0]["where"] == "main.py:4" and n[0]["file"].endswith("main.py"), rows
+    n = [g for g in rows if g["text"].startswith("L['n']")]  # made in f, by the LOAD_FAST n that reads it
+    assert n and n[0]["where"] == "main.py:5" and n[0]["file"].endswith("main.py"), rows
     # the reports carry the file too
     ex = json.loads(subprocess.run([cli(), "explain", path, "--json"], capture_output=True, text=True, timeout=60).stdout)
     files = {g["text"]: g["filename"] for c in ex["compiles"] for g in c["guards"]}
