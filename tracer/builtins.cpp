@@ -403,11 +403,14 @@ Translator::Status sym_builtin(Translator& t, Frame& f, PyObject* fn, std::vecto
   auto is_float = [](const VPtr& v) {
     return v->obj && (PyFloat_Check(v->obj.get()) || Py_TYPE(v->obj.get()) == reinterpret_cast<PyTypeObject*>(py().sym_float.get()));
   };
-  // math.ceil / math.floor of a symbolic float (mobilevit's math.ceil(height / patch) * patch): a graph
-  // node, a symbolic int (CeilToInt, FloorToInt), as TorchDynamo keeps it; of an int, the int itself
+  // math.ceil / floor / trunc and round() of a symbolic float (mobilevit's math.ceil(height / patch) *
+  // patch): a graph node, a symbolic int (CeilToInt, FloorToInt, TruncToInt, RoundToInt), as TorchDynamo
+  // keeps it; of an int, the int itself
   static PyObject* math_ceil = kept_attr("math", "ceil");
   static PyObject* math_floor = kept_attr("math", "floor");
-  if ((fn == math_ceil || fn == math_floor) && fn && args.size() == 1 && args[0]->kind == VK::Sym) {
+  static PyObject* math_trunc = kept_attr("math", "trunc");
+  if ((fn == math_ceil || fn == math_floor || fn == math_trunc || kind == Builtin::round_) && fn && args.size() == 1 &&
+      args[0]->kind == VK::Sym) {
     handled = true;
     if (!is_float(args[0])) return out = args[0], std::nullopt;
     return t.graph_call(f, Ref::borrow(fn), "", {args[0]}, {}, out);

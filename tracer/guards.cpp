@@ -363,6 +363,15 @@ bool shape_ok(const Guard& g, const std::vector<int>& slot_of, PyObject* const* 
       case SO_MUL: if (__builtin_mul_overflow(a, b, &r)) return false; break;
       case SO_FLOORDIV: if (b == 0) return false; r = floordiv(a, b); break;
       case SO_MOD: if (b == 0) return false; r = a - floordiv(a, b) * b; break;
+      case SO_TRUNCDIV: if (b == 0 || (a == INT64_MIN && b == -1)) return false; r = a / b; break;
+      case SO_ROUNDDIV: {  // floor(a / b) and the remainder, rounded up past a half, to the even at a half
+        if (b == 0 || (a == INT64_MIN && b == -1)) return false;
+        const int64_t q = floordiv(a, b), rem = a - q * b;  // 0 <= rem / b < 1
+        const __int128 twice = static_cast<__int128>(rem) * 2, bb = b;
+        const bool above = b > 0 ? twice > bb : twice < bb, half = twice == bb;
+        r = q + ((above || (half && (q & 1))) ? 1 : 0);
+        break;
+      }
       case SO_POW: {
         r = 1;
         for (int64_t k = 0; k < b; ++k)

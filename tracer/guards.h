@@ -32,7 +32,9 @@ struct SymRef {
 };
 enum ShapeOp : int8_t { SO_CONST, SO_REF, SO_ADD, SO_MUL, SO_FLOORDIV, SO_MOD, SO_POW, SO_EQ, SO_NE, SO_LT, SO_LE,
                         SO_GT, SO_GE, SO_AND, SO_OR, SO_NOT, SO_MIN, SO_MAX,
-                        SO_SQRT_TRUNC };  // int(float(a) ** 0.5), as Python computes it (DiT's int(n ** 0.5))
+                        SO_SQRT_TRUNC,    // int(float(a) ** 0.5), as Python computes it (DiT's int(n ** 0.5))
+                        SO_TRUNCDIV,      // a / b rounded toward zero, exactly (math.trunc of a division)
+                        SO_ROUNDDIV };    // a / b rounded half to even, exactly (round() of a division)
 struct ShapeInstr {
   ShapeOp op;
   int64_t arg;

@@ -21,7 +21,7 @@ from torch.fx.experimental.symbolic_shapes import DimDynamic, ShapeEnv, Stateles
 SIZE, STRIDE, INT = 0, 1, 2
 
 # Postfix program opcodes (tracer/guards.cpp evaluates them over int64 values).
-CONST, REF, ADD, MUL, FLOORDIV, MOD, POW, EQ, NE, LT, LE, GT, GE, AND, OR, NOT, MIN, MAX, SQRT_TRUNC = range(19)
+CONST, REF, ADD, MUL, FLOORDIV, MOD, POW, EQ, NE, LT, LE, GT, GE, AND, OR, NOT, MIN, MAX, SQRT_TRUNC, TRUNCDIV, ROUNDDIV = range(21)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -189,6 +189,7 @@ class DynamicShapes:
             return
         name = type(e).__name__
         binary = {"FloorDiv": FLOORDIV, "CleanDiv": FLOORDIV, "Mod": MOD, "PythonMod": MOD, "Pow": POW,
+                  "_TruncDiv": TRUNCDIV, "_RoundDiv": ROUNDDIV,
                   "Equality": EQ, "Unequality": NE, "StrictLessThan": LT, "LessThan": LE,
                   "StrictGreaterThan": GT, "GreaterThan": GE}
         nary = {"Add": ADD, "Mul": MUL, "And": AND, "Or": OR, "Min": MIN, "Max": MAX}
@@ -247,7 +248,17 @@ def _int_sqrt_arg(e):
     return base.args[0] if type(base).__name__ == "ToFloat" else base
 
 
-_TRUE_DIVISION = ("IntTrueDiv", "FloatTrueDiv", "ToFloat", "CeilToInt", "FloorToInt")
+class _TruncDiv(sympy.Function):
+    """a / b of integers rounded toward zero (math.trunc of a division): the evaluator's TRUNCDIV."""
+    is_integer = True
+
+
+class _RoundDiv(sympy.Function):
+    """a / b of integers rounded half to even (round() of a division): the evaluator's ROUNDDIV."""
+    is_integer = True
+
+
+_TRUE_DIVISION = ("IntTrueDiv", "FloatTrueDiv", "ToFloat", "CeilToInt", "FloorToInt", "TruncToInt", "RoundToInt")
 
 
 def _over_integers(e):
@@ -269,7 +280,8 @@ def _over_integers(e):
 
 def _exact(e):
     """e with true divisions as rationals and floats as the exact values they hold; ceil/floor of a
-    division by a positive integer as floor divisions. Raises Unexpressible for what is not exact."""
+    division by a positive integer as floor divisions, trunc and round of a quotient of integers as the
+    evaluator's exact TRUNCDIV and ROUNDDIV. Raises Unexpressible for what is not exact."""
     if isinstance(e, sympy.Float):
         return sympy.Rational(e)
     if not e.args:
@@ -286,6 +298,11 @@ def _exact(e):
             raise Unexpressible(f"{name} of a division by a value that is not a positive constant in {e}")
         from torch.utils._sympy.functions import FloorDiv
         return FloorDiv(num, den) if name == "FloorToInt" else -FloorDiv(-num, den)
+    if name in ("TruncToInt", "RoundToInt"):  # of a quotient of integers, whatever their signs (den != 0)
+        num, den = sympy.fraction(sympy.together(args[0]))
+        if not all(p.is_integer for p in (num, den)):
+            raise Unexpressible(f"{name} of what is not a quotient of integers in {e}")
+        return (_TruncDiv if name == "TruncToInt" else _RoundDiv)(num, den)
     return e.func(*args)
 
 

@@ -147,7 +147,34 @@ def square_patch_grid(x, k):
     return x[: h * w].reshape(h, w, -1).sum(1) * k
 
 
-SYMBOLIC_IDIOMS = [alibi_scores, square_patch_grid, any_all_of_sizes, numel_of_a_shape, min_of_a_resolution, rounded_up_and_interpolated,
+def rounded_rows(x, k):
+    # vision models' `round(height * scale)`: round() of a symbolic float is a symbolic int (RoundToInt),
+    # halves rounded to even as Python rounds them (2.5 -> 2, 3.5 -> 4)
+    h = round(x.shape[0] / 2)
+    if h > 2:
+        return x[:h] * k
+    return x[:h] - k
+
+
+def whole_chunks(x, k):
+    # math.trunc of a division of sizes (TruncToInt): the rows in whole chunks of three
+    n = math.trunc(x.shape[0] / 3)
+    if n > 0:
+        return x[: n * 3].reshape(n, 3, -1).sum(1) * k
+    return x * k
+
+
+def offsets_from_a_center(x, k):
+    # round() and math.trunc of negative quotients (sizes below the center), halves among them
+    # (-0.5 rounds to 0, -1.5 to -2): the guards compute them exactly, as Python does
+    a = round((x.shape[0] - 10) / 4)
+    b = math.trunc((x.shape[0] - 10) / 4)
+    if a + b > -1:
+        return x * (a - b) + k
+    return x - (a + b) * k
+
+
+SYMBOLIC_IDIOMS = [alibi_scores, square_patch_grid, rounded_rows, whole_chunks, any_all_of_sizes, numel_of_a_shape, min_of_a_resolution, rounded_up_and_interpolated,
                    interpolated_to_a_size]
 
 FUNCTIONS = [scale_sum, flatten_rows, branch_on_size, uses_len_and_zeros, pair, int_in_range, slice_by_int,
@@ -227,6 +254,17 @@ def test_model_idioms_over_symbolic_sizes_do_not_break(fn):
         assert [r["break_message"] for r in records if r["break_id"]] == []
         counts.append(len(records) + (counts[-1] if counts else 0))
     assert counts == dynamo_counts(fn, calls, dynamic=True)
+
+
+def test_round_and_trunc_of_negative_quotients_equal_eager():
+    # torch.compile 2.13 gets sizes 8 and 9 wrong here: its guards let them reuse the graph of the
+    # other branch (x - (a + b) * k, where eager takes x * (a - b) + k: round(-0.5) + trunc(-0.5) is 0).
+    # So the reference is Python: after the first (static) call, one dynamic graph per branch taken.
+    calls = [(R(n, 2), 2) for n in range(2, 19)]
+    branches = [round((n - 10) / 4) + math.trunc((n - 10) / 4) > -1 for n in range(2, 19)]
+    want = [1] + [1 + len(set(branches[1:i + 1])) for i in range(1, len(branches))]
+    assert want[-1] == 3  # both branches taken after the first call
+    assert dynview_counts(offsets_from_a_center, calls) == want
 
 
 @pytest.mark.parametrize("dynamic", [True, False])
