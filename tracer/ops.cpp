@@ -172,6 +172,22 @@ Translator::Status Translator::binary(Frame& f, int nb, VPtr a, VPtr b, VPtr& ou
 }
 
 namespace {
+// 1 a tuple that compares as tuple does (tuple, torch.Size, a namedtuple without its own __eq__),
+// 2 a list, 0 anything else: a value with items or a constant.
+int seq_compare_kind(const VPtr& v) {
+  auto tuple_like = [](PyTypeObject* tp) {
+    return tp == &PyTuple_Type || (PyType_IsSubtype(tp, &PyTuple_Type) && tp->tp_richcompare == PyTuple_Type.tp_richcompare);
+  };
+  if (v->lazy) return 0;
+  if (v->kind == VK::Tuple) return !v->obj || (PyType_Check(v->obj.get()) && tuple_like(reinterpret_cast<PyTypeObject*>(v->obj.get()))) ? 1 : 0;
+  if (v->kind == VK::List) return v->obj ? 0 : 2;
+  if (v->kind == VK::Const && v->obj) {
+    if (PyTuple_Check(v->obj.get())) return tuple_like(Py_TYPE(v->obj.get())) ? 1 : 0;
+    if (PyList_CheckExact(v->obj.get())) return 2;
+  }
+  return 0;
+}
+
 bool constant_items(const VPtr& v) {  // a tuple or list of constants (nested): compared by Python itself
   for (const VPtr& x : v->items)
     if (!(x->kind == VK::Const || ((x->kind == VK::Tuple || x->kind == VK::List) && !x->obj && !x->lazy && constant_items(x)))) return false;
@@ -210,19 +226,50 @@ Translator::Status Translator::compare(Frame& f, int cmp, VPtr a, VPtr b, VPtr& 
     if (Status s = set_compare(*this, f, cmp, a, b, out, handled)) return s;
     if (handled) return std::nullopt;
   }
-  if ((cmp == 2 || cmp == 3) && a->kind == b->kind && (a->kind == VK::Tuple || a->kind == VK::List) && !a->obj && !b->obj &&
-      !a->lazy && !b->lazy && !(constant_items(a) && constant_items(b))) {
+  const int seq = cmp == 2 || cmp == 3 ? seq_compare_kind(a) : 0;
+  if (seq && seq_compare_kind(b) && seq != seq_compare_kind(b)) {  // a tuple and a list are never equal
+    out = constant(Ref::borrow(cmp == 3 ? Py_True : Py_False));
+    return std::nullopt;
+  }
+  if (seq && seq == seq_compare_kind(b) && (a->kind != VK::Const || b->kind != VK::Const) &&
+      !(a->kind != VK::Const && b->kind != VK::Const && constant_items(a) && constant_items(b))) {
     // (y, 3) == (y, 3) over traced items, as tuple and list compare: lengths, then item by item,
     // each first by identity (PyObject_RichCompareBool), up to the first pair that is not equal. A
-    // pair compared by value that is not a constant's (a tensor's __eq__) breaks, below.
-    bool equal = a->items.size() == b->items.size();
-    for (size_t i = 0; equal && i < a->items.size(); ++i) {
-      const VPtr &x = a->items[i], &y = b->items[i];
+    // pair compared by value that is not a constant's (a tensor's __eq__) breaks, below. One side
+    // may be a constant tuple or list (`x.shape == (4, 4)` over symbolic sizes: guards on them).
+    auto items_of = [this](const VPtr& v) {
+      if (v->kind != VK::Const) return v->items;
+      std::vector<VPtr> out;
+      Ref fast = Ref::steal(PySequence_Fast(v->obj.get(), ""));
+      for (Py_ssize_t i = 0; fast && i < PySequence_Fast_GET_SIZE(fast.get()); ++i)
+        out.push_back(constant(Ref::borrow(PySequence_Fast_GET_ITEM(fast.get(), i))));
+      return out;
+    };
+    const std::vector<VPtr> ia = items_of(a), ib = items_of(b);
+    bool equal = ia.size() == ib.size();
+    // Sizes and numbers only (comparisons without side effects): a pair of constants that differ
+    // decides it with no guard on the sizes before it (`x.shape == (4, 4)` where x.shape[1] is 6),
+    // as TorchDynamo's conjunction of the items' comparisons simplifies.
+    auto number = [](const VPtr& v) { return v->kind == VK::Sym || v->kind == VK::Const; };
+    bool numbers = equal;
+    for (size_t i = 0; numbers && i < ia.size(); ++i) numbers = number(ia[i]) && number(ib[i]);
+    for (size_t i = 0; numbers && equal && i < ia.size(); ++i)
+      if (ia[i]->kind == VK::Const && ib[i]->kind == VK::Const) {
+        const int eq = PyObject_RichCompareBool(ia[i]->obj.get(), ib[i]->obj.get(), Py_EQ);
+        if (eq < 0) return raise_current(f, "comparison");
+        equal = eq == 1;
+      }
+    for (size_t i = 0; equal && i < ia.size(); ++i) {
+      const VPtr &x = ia[i], &y = ib[i];
       if (same_object(*this, f, x, y)) continue;
       VPtr r;
       if (x->kind == VK::Tensor || y->kind == VK::Tensor || x->kind == VK::NdArray || y->kind == VK::NdArray)
         return brk(f, "DV0018", std::string("comparison of ") + vk_name(a->kind) + "s whose items are different tensors");
       if (Status s = compare(f, 2, x, y, r)) return s;
+      if (r->kind == VK::Sym) {  // sizes (fsmt's `list(x.shape) == [bsz, tgt_len]`): its truth, a guard, as bool() takes it
+        if (Status s = truth(f, r, equal)) return s;
+        continue;
+      }
       if (r->kind != VK::Const || !PyBool_Check(r->obj.get()))
         return brk(f, "DV0018", std::string("comparison of ") + vk_name(a->kind) + "s whose items compare as a " + vk_name(r->kind));
       equal = r->obj.get() == Py_True;

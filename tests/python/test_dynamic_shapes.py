@@ -174,7 +174,20 @@ def offsets_from_a_center(x, k):
     return x - (a + b) * k
 
 
-SYMBOLIC_IDIOMS = [alibi_scores, square_patch_grid, rounded_rows, whole_chunks, any_all_of_sizes, numel_of_a_shape, min_of_a_resolution, rounded_up_and_interpolated,
+def checked_shapes(x, k):
+    # fsmt's and prophetnet's attention: `assert list(attn_weights.size()) == [bsz * heads, tgt_len,
+    # src_len]` and a shape compared with a constant tuple. Symbolic sizes compare item by item, each
+    # a guard, as tuple and list equality takes bool() of each item; a tuple never equals a list.
+    bsz, n = x.shape
+    assert list(x.size()) == [bsz, n], "shape"
+    if x.shape == (4, 4) or tuple(x.shape[:1]) == (6,):
+        return x * k
+    if x.shape == [bsz, n]:
+        return x
+    return x + k
+
+
+SYMBOLIC_IDIOMS = [alibi_scores, square_patch_grid, rounded_rows, whole_chunks, checked_shapes, any_all_of_sizes, numel_of_a_shape, min_of_a_resolution, rounded_up_and_interpolated,
                    interpolated_to_a_size]
 
 FUNCTIONS = [scale_sum, flatten_rows, branch_on_size, uses_len_and_zeros, pair, int_in_range, slice_by_int,

@@ -126,6 +126,16 @@ MODELS = {
                                                                     encoder_attention_heads=4, decoder_attention_heads=4,
                                                                     encoder_ffn_dim=128, decoder_ffn_dim=128, vocab_size=100,
                                                                     max_position_embeddings=64)), enc_dec),
+    # attention that asserts `list(attn_weights.size()) == [bsz * heads, tgt_len, src_len]`
+    "fsmt": ("encoder-decoder", lambda T: T.FSMTModel(T.FSMTConfig(langs=["en", "de"], src_vocab_size=100, tgt_vocab_size=100, d_model=64,
+                                                                    encoder_layers=2, decoder_layers=2, encoder_attention_heads=4,
+                                                                    decoder_attention_heads=4, encoder_ffn_dim=128, decoder_ffn_dim=128,
+                                                                    max_position_embeddings=64)), enc_dec),
+    "prophetnet": ("encoder-decoder", lambda T: T.ProphetNetModel(T.ProphetNetConfig(hidden_size=64, encoder_ffn_dim=128, decoder_ffn_dim=128,
+                                                                                      num_encoder_layers=2, num_decoder_layers=2,
+                                                                                      num_encoder_attention_heads=4,
+                                                                                      num_decoder_attention_heads=4, vocab_size=100,
+                                                                                      max_position_embeddings=64)), enc_dec),
     # vision
     "vit": ("vision", lambda T: T.ViTModel(T.ViTConfig(hidden_size=64, num_hidden_layers=2, num_attention_heads=4,
                                                         intermediate_size=128, image_size=32, patch_size=8)), image),
@@ -269,8 +279,10 @@ def test_graphs_and_breaks_equal_torch_dynamo(name):
 # baddbmm, mamba's associative scan (any() over size comparisons, torch.Size.numel()), mobilebert's
 # and rwkv's attention and time mixing; at other image sizes, swin's min(input_resolution),
 # mobilevit's math.ceil(size / patch) * patch and interpolation, dinov2's position embeddings
-# interpolated; llama, t5 and wav2vec2 as the common decoder, encoder-decoder and audio encoder.
-OTHER_SIZES = ["bloom", "dinov2", "llama", "mamba", "mobilebert", "mobilevit", "rwkv", "swin", "t5", "wav2vec2"]
+# interpolated; fsmt's and prophetnet's attention, which compares lists of sizes (`list(w.size()) ==
+# [bsz * heads, tgt_len, src_len]`); llama, t5 and wav2vec2 as the common decoder, encoder-decoder
+# and audio encoder.
+OTHER_SIZES = ["bloom", "dinov2", "fsmt", "llama", "mamba", "mobilebert", "mobilevit", "prophetnet", "rwkv", "swin", "t5", "wav2vec2"]
 
 
 def _at_size(name, seed, k):
