@@ -345,6 +345,7 @@ VPtr ValueBuilder::wrap_int(const Ref& obj, const SourcePtr& source, const std::
 VPtr ValueBuilder::wrap_constant(const Ref& obj, const SourcePtr& source, const std::string& key, Frame& f) {
   PyObject* o = obj.get();
   VPtr v;
+  if (PyTuple_Check(o) && dynamic_items(o, source, key)) return wrap_sequence(obj, source, key, f);  // a torch.Size
   if (source) {
     t_.add_guard(GuardKind::EQUALS_MATCH, source, obj, f, key + " == " + repr_of(o));
   }
@@ -465,11 +466,21 @@ VPtr ValueBuilder::wrap_enum_member(const Ref& obj, const SourcePtr& source, con
   return remember(source, key, v);
 }
 
+// A tuple of constants (a torch.Size too) from the frame, an int item of which changed between
+// compiles (a resume function's `input_shape` or `hidden_shape` at a new length): read item by item,
+// as TorchDynamo's tuple items each with its automatic dynamic, rather than guarded whole.
+bool ValueBuilder::dynamic_items(PyObject* o, const SourcePtr& source, const std::string& key) const {
+  if (!source || !t_.output.dynamic() || !PyTuple_Check(o)) return false;
+  for (Py_ssize_t i = 0; i < PyTuple_GET_SIZE(o) && i < 64; ++i)
+    if (PyLong_CheckExact(PyTuple_GET_ITEM(o, i)) && dyn_ints_.count(key + "[" + std::to_string(i) + "]")) return true;
+  return false;
+}
+
 // Tuples and lists, item by item (a list from the frame is written back when mutated).
 VPtr ValueBuilder::wrap_sequence(const Ref& obj, const SourcePtr& source, const std::string& key, Frame& f) {
   PyObject* o = obj.get();
   VPtr v;
-  if (is_const_tree(o)) return wrap_constant(obj, source, key, f);
+  if (is_const_tree(o) && !dynamic_items(o, source, key)) return wrap_constant(obj, source, key, f);
   if (PyFrozenSet_CheckExact(o)) return wrap_object(obj, source, key, f);  // of non-constants: by identity
   if (VPtr first = shared_container(o, source, key, f); first || !ok_) return first;
   const bool is_list = PyList_CheckExact(o);
@@ -1074,7 +1085,7 @@ void ValueBuilder::plan_dynamic(PyObject* o, const std::string& text, int depth)
     if (seen.int_dynamic) dyn_ints_.insert(text);
     return;
   }
-  if (PyTuple_CheckExact(o) || PyList_CheckExact(o)) {
+  if (PyTuple_CheckExact(o) || PyList_CheckExact(o) || Py_TYPE(o) == reinterpret_cast<PyTypeObject*>(py().torch_Size.get())) {
     const Py_ssize_t n = PySequence_Fast_GET_SIZE(o);
     for (Py_ssize_t i = 0; i < n && i < 64; ++i)
       plan_dynamic(PySequence_Fast_GET_ITEM(o, i), text + "[" + std::to_string(i) + "]", depth + 1);

@@ -103,6 +103,7 @@ class ValueBuilder {
   VPtr wrap_constant(const Ref& obj, const SourcePtr& source, const std::string& key, Frame& f);
   VPtr wrap_enum_member(const Ref& obj, const SourcePtr& source, const std::string& key, Frame& f);
   VPtr wrap_sequence(const Ref& obj, const SourcePtr& source, const std::string& key, Frame& f);
+  bool dynamic_items(PyObject* o, const SourcePtr& source, const std::string& key) const;
   VPtr wrap_slice(const Ref& obj, const SourcePtr& source, const std::string& key, Frame& f);
   VPtr wrap_set(const Ref& obj, const SourcePtr& source, const std::string& key, Frame& f);
   VPtr wrap_set_of_objects(const Ref& obj, const SourcePtr& source, const std::string& key, Frame& f);

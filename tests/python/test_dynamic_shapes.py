@@ -187,12 +187,33 @@ def checked_shapes(x, k):
     return x + k
 
 
+def shapes_across_a_break(x, k):
+    # jetmoe's attention around a break: input_shape and hidden_shape reach the resume function as
+    # a torch.Size and a tuple argument; their changed items become symbolic there (not the whole
+    # shape guarded by value, a recompile per length)
+    input_shape = x.shape[:-1]
+    hidden_shape = (*input_shape, -1, 2)
+    y = x * k
+    torch._dynamo.graph_break()
+    return y.view(hidden_shape).sum(-1).view(input_shape + (-1,))
+
+
+def reshaped_to(x, shape):
+    return x.reshape(shape) * 2
+
+
+@pytest.mark.parametrize("make", [tuple, torch.Size], ids=["tuple", "torch.Size"])
+def test_a_shape_argument_becomes_symbolic_item_by_item(make):
+    calls = [(R(2, n * 4), make((2, n, 4))) for n in (2, 3, 4, 5, 2)]
+    assert dynview_counts(reshaped_to, calls) == dynamo_counts(reshaped_to, calls)
+
+
 SYMBOLIC_IDIOMS = [alibi_scores, square_patch_grid, rounded_rows, whole_chunks, checked_shapes, any_all_of_sizes, numel_of_a_shape, min_of_a_resolution, rounded_up_and_interpolated,
                    interpolated_to_a_size]
 
 FUNCTIONS = [scale_sum, flatten_rows, branch_on_size, uses_len_and_zeros, pair, int_in_range, slice_by_int,
              broadcast, matmul_chain, returns_size, reshape_fours, floordiv_slice, builtins_over_sizes, range_of_a_size,
-             *SYMBOLIC_IDIOMS]
+             shapes_across_a_break, *SYMBOLIC_IDIOMS]
 
 SEQUENCES = {
     "batch": [(R(3, 4), 2), (R(5, 4), 2), (R(7, 4), 2), (R(1, 4), 2), (R(6, 4), 2), (R(7, 6), 2), (R(9, 6), 2)],
