@@ -11,16 +11,7 @@ from torch import nn
 
 import dynview
 from test_engine_behaviour import counting_dynamo
-from test_lazy_sequences import same
-
-
-@pytest.fixture(autouse=True)
-def _reset():
-    dynview.reset()
-    torch._dynamo.reset()
-    yield
-    dynview.reset()
-    torch._dynamo.reset()
+from test_lazy_sequences import _reset, same  # noqa: F401  (_reset: the engines reset around each test, autouse)
 
 
 def run_both(fn, calls):
