@@ -57,7 +57,7 @@ Status op_STORE_FAST_LOAD_FAST(Translator& t, Frame& f, const Instr& in) {  // (
   return std::nullopt;
 }
 Status op_DELETE_FAST(Translator& t, Frame& f, const Instr& in) {  // ( -- )
-  if (static_cast<size_t>(in.arg) < f.unread.size() && f.unread[static_cast<size_t>(in.arg)]) {  // an argument never read: no guard
+  if (t.is_unread(f, in.arg)) {  // an argument never read: no guard
     t.forget_unread(f, in.arg);
     return std::nullopt;
   }

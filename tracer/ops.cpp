@@ -226,13 +226,13 @@ Translator::Status Translator::compare(Frame& f, int cmp, VPtr a, VPtr b, VPtr& 
     if (Status s = set_compare(*this, f, cmp, a, b, out, handled)) return s;
     if (handled) return std::nullopt;
   }
-  const int seq = cmp == 2 || cmp == 3 ? seq_compare_kind(a) : 0;
-  if (seq && seq_compare_kind(b) && seq != seq_compare_kind(b)) {  // a tuple and a list are never equal
+  const int seq = cmp == 2 || cmp == 3 ? seq_compare_kind(a) : 0, seq_b = seq ? seq_compare_kind(b) : 0;
+  if (seq && seq_b && seq != seq_b) {  // a tuple and a list are never equal
     out = constant(Ref::borrow(cmp == 3 ? Py_True : Py_False));
     return std::nullopt;
   }
-  if (seq && seq == seq_compare_kind(b) && (a->kind != VK::Const || b->kind != VK::Const) &&
-      !(a->kind != VK::Const && b->kind != VK::Const && constant_items(a) && constant_items(b))) {
+  auto constants_only = [](const VPtr& v) { return v->kind == VK::Const || constant_items(v); };
+  if (seq && seq == seq_b && !(constants_only(a) && constants_only(b))) {  // (constants only: Python compares them, below)
     // (y, 3) == (y, 3) over traced items, as tuple and list compare: lengths, then item by item,
     // each first by identity (PyObject_RichCompareBool), up to the first pair that is not equal. A
     // pair compared by value that is not a constant's (a tensor's __eq__) breaks, below. One side

@@ -31,9 +31,13 @@ bool dyn_bit(uint64_t mask, size_t i) { return i < 64 && (mask >> i & 1); }
 
 const at::Tensor& unpack(PyObject* o) { return reinterpret_cast<THPVariable*>(o)->cdata; }
 
+uint64_t keys_under(const at::Tensor& t, c10::DispatchKeySet included, c10::DispatchKeySet excluded) {
+  return ((t.key_set() | included) - excluded).raw_repr();
+}
+
 uint64_t effective_keys(const at::Tensor& t) {
   auto tls = c10::impl::tls_local_dispatch_key_set();
-  return ((t.key_set() | tls.included_) - tls.excluded_).raw_repr();
+  return keys_under(t, tls.included_, tls.excluded_);
 }
 
 // The state a GuardKeysAtEntry holds (included, excluded key sets), for tensor_spec.
@@ -42,8 +46,8 @@ thread_local uint64_t t_entry_included = 0, t_entry_excluded = 0;
 
 uint64_t spec_keys(const at::Tensor& t) {
   if (!t_entry_set) return effective_keys(t);
-  const c10::DispatchKeySet inc(c10::DispatchKeySet::RAW, t_entry_included), exc(c10::DispatchKeySet::RAW, t_entry_excluded);
-  return ((t.key_set() | inc) - exc).raw_repr();
+  return keys_under(t, c10::DispatchKeySet(c10::DispatchKeySet::RAW, t_entry_included),
+                    c10::DispatchKeySet(c10::DispatchKeySet::RAW, t_entry_excluded));
 }
 
 }  // namespace

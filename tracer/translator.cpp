@@ -2,6 +2,7 @@
 // calls (graph calls, inlining, builtins) and the graph-call example values. Opcode handlers live
 // in handlers_*.cpp.
 #include "translator.h"
+#include "handlers_common.h"
 #include "values/kind.h"
 
 #include <cstdio>
@@ -346,9 +347,9 @@ CaptureResult capture(const CaptureRequest& req) {
 }
 
 Translator::Status Translator::read_local(Frame& f, int slot) {
-  if (slot < 0 || static_cast<size_t>(slot) >= f.unread.size() || !f.unread[static_cast<size_t>(slot)]) return std::nullopt;
+  if (!is_unread(f, slot)) return std::nullopt;
   Ref obj = std::move(f.unread[static_cast<size_t>(slot)]);
-  const std::string name = str_of(PyTuple_GET_ITEM(reinterpret_cast<PyCodeObject*>(f.facts->code.get())->co_localsplusnames, slot));
+  const std::string name = local_name(f, slot);
   VPtr v = wrap(obj, Source::local(slot, name), f);
   if (!v) return brk(f, "DV0013", "argument '" + name + "' of type " + Py_TYPE(obj.get())->tp_name + " is not supported");
   f.locals[static_cast<size_t>(slot)] = std::move(v);
@@ -360,9 +361,7 @@ void Translator::unread_as_sources(Frame& f) {
     if (!f.unread[i]) continue;
     VPtr v = make(VK::Object);
     v->obj = std::move(f.unread[i]);
-    v->source = Source::local(static_cast<int>(i), str_of(PyTuple_GET_ITEM(
-                                                       reinterpret_cast<PyCodeObject*>(f.facts->code.get())->co_localsplusnames,
-                                                       static_cast<Py_ssize_t>(i))));
+    v->source = Source::local(static_cast<int>(i), local_name(f, static_cast<int>(i)));
     f.locals[i] = std::move(v);
   }
 }
@@ -553,8 +552,7 @@ int Translator::announce_unread(Frame& f, size_t i) {
   id = next_value_++;
   PyObject* o = f.unread[i].get();
   std::string meta = is_tensor(o) ? tensor_meta_text(o, nullptr) : std::string();
-  const std::string name = str_of(PyTuple_GET_ITEM(reinterpret_cast<PyCodeObject*>(f.facts->code.get())->co_localsplusnames, static_cast<Py_ssize_t>(i)));
-  obs_->on_value(ValueEvent{id, cur_step_, "argument", "not read yet", Source::local(static_cast<int>(i), name)->text(), -1,
+  obs_->on_value(ValueEvent{id, cur_step_, "argument", "not read yet", Source::local(static_cast<int>(i), local_name(f, static_cast<int>(i)))->text(), -1,
                             is_tensor(o) ? "Tensor" : Py_TYPE(o)->tp_name, std::move(meta)});
   return id;
 }
@@ -575,7 +573,7 @@ void Translator::report_step(Frame& f) {
   for (size_t i = 0; i < f.locals.size(); ++i) {
     const VPtr& v = f.locals[i];
     int id = v ? v->id : 0;
-    if (!v && i < f.unread.size() && f.unread[i]) id = announce_unread(f, i);
+    if (!v && is_unread(f, static_cast<int>(i))) id = announce_unread(f, i);
     if (id == f.reported_locals[i]) continue;
     if (v && !v->announced) announce(v);
     f.reported_locals[i] = id;

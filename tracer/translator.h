@@ -288,9 +288,12 @@ class Translator {
   // locals[slot], wrapped now if it is an argument not read yet (Frame::unread): a break where the
   // argument cannot be traced.
   Status read_local(Frame& f, int slot);
+  static bool is_unread(const Frame& f, int slot) {  // an argument in `slot` not read yet
+    return slot >= 0 && static_cast<size_t>(slot) < f.unread.size() && f.unread[static_cast<size_t>(slot)];
+  }
   // Slot `slot` is assigned: an argument there not read yet never will be.
   void forget_unread(Frame& f, int slot) {
-    if (slot >= 0 && static_cast<size_t>(slot) < f.unread.size()) f.unread[static_cast<size_t>(slot)] = Ref();
+    if (is_unread(f, slot)) f.unread[static_cast<size_t>(slot)] = Ref();
   }
   // A stand-in for each argument still unread (an Object of that source), for a break's locals.
   void unread_as_sources(Frame& f);
