@@ -195,9 +195,12 @@ void TraceWriter::step(const StepIn& s) {
     cmp_mark_ = pending_steps_;
   }
   hdr_.last_compile = s.compile;
-  put_var(flow_, (static_cast<uint64_t>(s.depth) * 2 + (s.frame_start ? 1 : 0)) * 2 + (s.nlocals ? 1 : 0));
+  // A step at a depth with no frame yet is the start of one (a producer that did not say so): every
+  // step's frame is known, so each chunk decodes on its own.
+  const bool start = s.frame_start || frames_.size() <= static_cast<size_t>(s.depth);
+  put_var(flow_, (static_cast<uint64_t>(s.depth) * 2 + (start ? 1 : 0)) * 2 + (s.nlocals ? 1 : 0));
   // Frames: a frame start pushes a new frame at `depth`; otherwise deeper frames have returned.
-  if (s.frame_start) {
+  if (start) {
     frames_.resize(s.depth);
     frames_.push_back(FrameState{s.code, {}, {}});
     put_var(codes_, static_cast<uint32_t>(s.code));

@@ -160,6 +160,24 @@ Status op_DICT_MERGE(Translator& t, Frame& f, const Instr& in) { return dict_upd
 Status op_UNPACK_SEQUENCE(Translator& t, Frame& f, const Instr& in) {  // (seq -- vn .. v1)
   NEED(1);
   VPtr seq = pop(f);
+  if ((seq->kind == VK::List || seq->kind == VK::Tuple) && seq->lazy) {
+    // From the frame, not read yet (realize_read kept it): its length guarded, and each item as
+    // TorchDynamo's lazy items, a number unpacked into a local the code never reads adds no guard.
+    const Py_ssize_t n = t.builder.sequence_length(seq, f);
+    if (n == in.arg) {
+      std::vector<VPtr> items;
+      for (Py_ssize_t i = 0; i < n && seq->lazy; ++i) {
+        VPtr iv = t.builder.sequence_item(seq, i, f);
+        if (!iv) return t.brk(f, "DV0005", "an item of " + seq->source->text() + " cannot be traced");
+        items.push_back(iv);
+      }
+      if (seq->lazy) {  // (an item's wrap may have realized it: an alias of it inside)
+        for (auto r = items.rbegin(); r != items.rend(); ++r) f.stack.push_back(*r);
+        return std::nullopt;
+      }
+    }
+    if (Status s = t.realize_value(f, seq)) return s;
+  }
   VPtr it;
   if (Status s = t.iterate(f, seq, it)) return s;
   if (static_cast<int>(it->items.size()) != in.arg)

@@ -677,6 +677,10 @@ Translator::Status Translator::resume_generator(Frame& f, const VPtr& it, VPtr s
   if (obs_) {
     if (!f.reported) report_step(f);  // the taking step, before the generator's steps
     if (!g.resumed && !announce_code(obs_, g.facts)) PyErr_Clear();
+    // Each resume enters its frame again (its caller's steps came between, maybe at another depth):
+    // the next step is a frame start, with all its locals.
+    g.started = false;
+    g.reported_locals.clear();
   }
   g.resumed = true;
   frames_.push_back(&g);

@@ -11,6 +11,7 @@
 
 #include "code_info.h"
 #include "codegen.h"
+#include "resume.h"
 
 #include <frameobject.h>
 
@@ -366,6 +367,26 @@ void Translator::unread_as_sources(Frame& f) {
   }
 }
 
+// Values not read yet that cross a split into the resume function, read as TorchDynamo reads them
+// there (OutputGraph.compile_subgraph): every one on the stack (realize_all), and a number or None in
+// a live local (the isinstance checks of its fast path realize a lazy int, float or None, and guard
+// a bool's or str's type only, which dynview does not). Cells keep theirs (passed as cells).
+Translator::Status Translator::realize_crossing(Frame& f) {
+  if (!builder.any_lazy()) return std::nullopt;
+  for (const VPtr& v : f.stack)
+    if (v && v->kind == VK::Lazy)
+      if (Status s = realize_value(f, v)) return s;
+  const std::vector<bool> live = live_locals(*f.facts, f.ip);
+  for (size_t i = 0; i < f.locals.size() && i < live.size(); ++i) {
+    const VPtr& v = f.locals[i];
+    if (!live[i] || !v || v->kind != VK::Lazy) continue;
+    PyTypeObject* tp = Py_TYPE(v->lazy.get());
+    if (tp == &PyLong_Type || tp == &PyFloat_Type || v->lazy.get() == Py_None)
+      if (Status s = realize_value(f, v)) return s;
+  }
+  return std::nullopt;
+}
+
 void Translator::run_root(PyObject* code, PyObject* globals, PyObject* builtins, PyObject* const* args,
                           PyObject* closure, CaptureResult& r) {
   const CodeFacts* facts = code_facts(code);
@@ -430,6 +451,11 @@ void Translator::run_root(PyObject* code, PyObject* globals, PyObject* builtins,
   if (obs_ && !announce_code(obs_, facts)) PyErr_Clear();
   Status s = run_frame(f);
   if (s && s->id == kStopId) {
+    if (Status crossing = realize_crossing(f)) {
+      r.brk = std::move(crossing);
+      mode_stack_change(r);
+      return;
+    }
     leave_inference_blocks(f);
     unread_as_sources(f);
     r.stopped = true;
@@ -535,7 +561,8 @@ namespace dv {
 void Translator::announce(const VPtr& v) {
   v->announced = true;
   std::string type, meta;
-  if (v->obj) type = (v->kind == VK::Tuple && PyType_Check(v->obj.get())) ? reinterpret_cast<PyTypeObject*>(v->obj.get())->tp_name : Py_TYPE(v->obj.get())->tp_name;
+  if (v->kind == VK::Lazy && v->lazy) type = Py_TYPE(v->lazy.get())->tp_name;
+  else if (v->obj) type = (v->kind == VK::Tuple && PyType_Check(v->obj.get())) ? reinterpret_cast<PyTypeObject*>(v->obj.get())->tp_name : Py_TYPE(v->obj.get())->tp_name;
   if (v->kind == VK::Tensor && v->obj) {
     type = "Tensor";
     meta = tensor_meta_text(v->obj.get(), v->device.get());

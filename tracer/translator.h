@@ -297,6 +297,8 @@ class Translator {
   }
   // A stand-in for each argument still unread (an Object of that source), for a break's locals.
   void unread_as_sources(Frame& f);
+  // At a split: the values not read yet that TorchDynamo reads as they cross into the resume function.
+  Status realize_crossing(Frame& f);
   Status realize_call(Frame& f, const VPtr& fn, const std::vector<VPtr>& args,
                       const std::vector<std::pair<std::string, VPtr>>& kwargs, bool inlined);
   Status realize_value(Frame& f, const VPtr& v);  // every lazy dict, list and tuple v reaches

@@ -535,7 +535,7 @@ VPtr ValueBuilder::sequence_item(const VPtr& v, Py_ssize_t i, Frame& f) {
   Ref item = Ref::borrow(is_list ? PyList_GET_ITEM(o, i) : PyTuple_GET_ITEM(o, i));
   auto seen = containers_seen_.find(o);
   if (seen != containers_seen_.end()) seen->second.second = nullptr;  // a list inside itself: not traced
-  VPtr iv = wrap(item, Source::item(v->source, Ref::steal(PyLong_FromSsize_t(i))), f);
+  VPtr iv = leaf(item, Source::item(v->source, Ref::steal(PyLong_FromSsize_t(i))), f);
   if (seen != containers_seen_.end()) seen->second.second = v;
   if (iv) v->known[static_cast<size_t>(i)] = iv;  // (wrap may have realized v: then known is moot)
   return iv;
@@ -555,6 +555,29 @@ bool ValueBuilder::realize_sequence(const VPtr& v, Frame& f) {
   v->items = std::move(items);
   v->known.clear();
   v->lazy = Ref();
+  for (const VPtr& iv : v->items)  // all of it is read: the items too
+    if (iv->kind == VK::Lazy && !realize(iv, f)) return false;
+  return true;
+}
+
+VPtr ValueBuilder::leaf(Ref obj, SourcePtr source, Frame& f) {
+  PyTypeObject* tp = Py_TYPE(obj.get());
+  const bool scalar = tp == &PyLong_Type || tp == &PyFloat_Type || tp == &PyBool_Type || tp == &PyUnicode_Type || obj.get() == Py_None;
+  if (!scalar || !source || by_source_.count(source->text())) return wrap(std::move(obj), std::move(source), f);
+  VPtr v = t_.make(VK::Lazy);
+  v->lazy = std::move(obj);
+  v->source = std::move(source);
+  any_lazy_ = true;
+  return v;
+}
+
+// A value not read yet, read: it becomes what wrap makes of its object (a constant or a symbolic
+// number, immutable, so a copy of the value wrap keeps by source is the same value).
+bool ValueBuilder::realize_leaf(const VPtr& v, Frame& f) {
+  VPtr r = wrap(v->lazy, v->source, f);
+  if (!r) return false;
+  if (r->kind == VK::Lazy) return false;  // (wrap never makes one)
+  *v = *r;
   return true;
 }
 
@@ -969,7 +992,7 @@ bool ValueBuilder::realize_entry(const VPtr& d, PyObject* key, Frame& f) {
   Ref held = Ref::borrow(stored), value = Ref::borrow(item);  // wrap may run Python code
   if (Guard* g = t_.add_guard(GuardKind::DICT_CONTAINS, d->source, held, f, repr_of(stored) + " in " + text))
     g->length = 1;
-  VPtr iv = wrap(value, Source::item(d->source, held), f);
+  VPtr iv = leaf(value, Source::item(d->source, held), f);
   if (!iv) return false;
   d->keys.push_back(held);
   d->items.push_back(iv);
@@ -978,6 +1001,7 @@ bool ValueBuilder::realize_entry(const VPtr& d, PyObject* key, Frame& f) {
 
 bool ValueBuilder::realize(const VPtr& d, Frame& f) {
   if (!d->lazy) return true;
+  if (d->kind == VK::Lazy) return realize_leaf(d, f);
   if (d->kind == VK::List || d->kind == VK::Tuple) return realize_sequence(d, f);
   Ref o = d->lazy;
   std::vector<Ref> keys;

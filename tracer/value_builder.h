@@ -46,8 +46,12 @@ class ValueBuilder {
   // its absence guarded. False: the entry cannot be traced.
   bool realize_entry(const VPtr& d, PyObject* key, Frame& f);
   // All of a lazy dict's entries, in order, and DICT_KEYS on its key list (the eager behaviour); all
-  // of a lazy list's or tuple's items, and LENGTH_CHECK.
+  // of a lazy list's or tuple's items, and LENGTH_CHECK; a value not read yet (VK::Lazy): what wrap
+  // makes of it, in place.
   bool realize(const VPtr& d, Frame& f);
+  // An item of a list, tuple or dict from the frame, at `source`: a number, string or None as a value
+  // not read yet (VK::Lazy, unguarded until realize), anything else wrapped now.
+  VPtr leaf(Ref obj, SourcePtr source, Frame& f);
   // A lazy list's or tuple's length (LENGTH_CHECK, once) and its item i (wrapped and guarded alone, as
   // TorchDynamo's lazy items): len(l) and l[0] read no more of it. -1 / null: it cannot be traced.
   Py_ssize_t sequence_length(const VPtr& v, Frame& f);
@@ -126,6 +130,7 @@ class ValueBuilder {
   bool wrap_entries(PyObject* d, const SourcePtr& dsource, bool storage, std::vector<Ref>& keys, std::vector<VPtr>& items,
                     Frame& f);
   bool realize_sequence(const VPtr& v, Frame& f);
+  bool realize_leaf(const VPtr& v, Frame& f);
   void capturable_group(const VPtr& d);  // an optimizer's param group: 'capturable' reads True
   static bool storage_order(PyObject* od);  // an OrderedDict iterates in its storage's order
   VPtr shared_container(PyObject* o, const SourcePtr& source, const std::string& key, Frame& f);

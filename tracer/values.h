@@ -52,8 +52,12 @@ enum class VK : uint8_t {
              // field of an f-string, "{:spec}" (tracer/values/str_format.cpp)
   HookHandle,  // the handle Tensor.register_hook returned for a hook traced into the graph: answers
                // nothing (tracer/values/hook_handle.cpp)
+  Lazy,      // an item of a list, tuple or dict from the frame that nothing has read yet (TorchDynamo's
+             // LazyVariableTracker over a leaf): lazy = the object, source; unguarded until an
+             // instruction reads it, then realized in place into what ValueBuilder::wrap makes of it
+             // (tracer/values/lazy.cpp)
 };
-inline constexpr size_t kKindCount = static_cast<size_t>(VK::HookHandle) + 1;  // HookHandle: the last kind
+inline constexpr size_t kKindCount = static_cast<size_t>(VK::Lazy) + 1;  // Lazy: the last kind
 // The value protocol: what each kind answers, one specialisation per kind (tracer/values/kind.h).
 template <VK K>
 struct Kind;

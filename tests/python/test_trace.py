@@ -212,6 +212,37 @@ def test_inlined_calls_are_nested_frames(corpus_trace):
         assert len(frames) == steps[-1].depth + 1
 
 
+def scaled_rows(x):
+    def rows(t):
+        for i in range(t.shape[0]):
+            yield t[i] * (i + 1)
+    out = []
+    for r in rows(x):
+        out.append(r + 1)  # the caller's steps between two resumes of the generator
+    return torch.stack(out)
+
+
+def test_a_generator_resumed_after_its_caller_ran_is_a_frame_again(tmp_path):
+    """Each resume of a generator made in the trace enters its frame again: the step after it is a
+    frame start of the generator's code, with its locals, so the trace decodes and its replay state
+    shows the generator's frame (it once read back as "step at depth 1 without a frame")."""
+    path = str(tmp_path / "gen.dyn")
+    x = torch.randn(3, 2)
+    with dynview.record(path):
+        torch.testing.assert_close(dynview.compile(scaled_rows, backend="eager")(x), scaled_rows(x))
+    t = dynview.load_trace(path)
+    steps = t.steps
+    gen_code = {s.code for s in steps if s.depth == 1 and t.codes[s.code]["qualname"].endswith("rows")}
+    assert len(gen_code) == 1
+    entries = [s for s in steps if s.depth == 1 and s.frame_start]
+    assert len(entries) == x.shape[0] + 1  # started, then resumed once per item taken after the first
+    for s in entries[1:]:
+        assert s.code in gen_code
+        frames = t.state(s.index)
+        assert len(frames) == 2 and frames[1][0] == s.code
+        assert any(frames[1][2]), "the resumed frame's locals are reported again"
+
+
 def test_recompile_records_failing_guard(tmp_path):
     def f(x, n):
         return x * n

@@ -62,7 +62,7 @@ bool moves_only(bc::Name n) {
   switch (n) {
     case N::NOP: case N::RESUME: case N::CACHE: case N::EXTENDED_ARG: case N::LOAD_FAST: case N::LOAD_FAST_CHECK:
     case N::LOAD_FAST_AND_CLEAR: case N::LOAD_FAST_LOAD_FAST: case N::LOAD_CONST: case N::LOAD_GLOBAL: case N::LOAD_DEREF:
-    case N::LOAD_CLOSURE: case N::STORE_FAST: case N::STORE_FAST_LOAD_FAST: case N::STORE_FAST_STORE_FAST:
+    case N::LOAD_CLOSURE: case N::STORE_FAST: case N::STORE_FAST_LOAD_FAST: case N::STORE_FAST_STORE_FAST: case N::STORE_DEREF:
     case N::PUSH_NULL: case N::POP_TOP: case N::COPY: case N::SWAP: case N::KW_NAMES: case N::MAKE_CELL:
     case N::COPY_FREE_VARS: case N::JUMP_FORWARD: case N::JUMP_BACKWARD: case N::JUMP_BACKWARD_NO_INTERRUPT:
     case N::PRECALL: case N::CALL: case N::CALL_KW:  // the call decides (Translator::call)
@@ -88,8 +88,11 @@ Translator::Status Translator::realize_value(Frame& f, const VPtr& v) {
     if (!x || !seen.insert(x.get()).second) return std::nullopt;
     if (x->lazy && !builder.realize(x, f))
       return brk(f, "DV0005", std::string(x->kind == VK::Dict ? "an entry" : "an item") + " of " + x->source->text() + " cannot be traced");
-    for (size_t i = 0; i < x->items.size(); ++i)  // (items may grow while realizing)
+    for (size_t i = 0; i < x->items.size(); ++i) {  // (items may grow while realizing)
+      // A cell's contents are read by LOAD_DEREF, which moves them: a value not read yet stays so.
+      if (x->kind == VK::Cell && x->items[i] && x->items[i]->kind == VK::Lazy) continue;
       if (Status s = walk(x->items[i])) return s;
+    }
     for (const VPtr* p : {&x->self, &x->attrs, &x->contents, &x->defaults, &x->kwdefaults})
       if (Status s = walk(*p)) return s;
     for (size_t i = 0; i < x->cells.size(); ++i)
@@ -136,6 +139,12 @@ Translator::Status Translator::realize_read(Frame& f, const bc::Instr& in) {
     from = n - 3;
     const VPtr& d = f.stack[n - 2];
     if (d->kind == VK::Dict && d->lazy && writes_stay_lazy(*d) && simple_key(f.stack[n - 1])) keep = static_cast<long>(n - 2);
+  } else if ((in.name == N::UNPACK_SEQUENCE || in.name == N::UNPACK_EX) && n >= 1) {  // (seq -- items)
+    from = n - 1;
+    const VPtr& seq = f.stack[n - 1];
+    // a list or tuple from the frame: its length guarded and its items taken one by one, each a
+    // value not read yet where it is a number, string or None (op_UNPACK_SEQUENCE)
+    if ((seq->kind == VK::List || seq->kind == VK::Tuple) && seq->lazy && in.name == N::UNPACK_SEQUENCE) keep = static_cast<long>(n - 1);
   } else if (in.name == N::CONTAINS_OP && n >= 2) {  // (key d -- bool)
     from = n - 2;
     const VPtr& d = f.stack[n - 1];
