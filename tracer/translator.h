@@ -302,6 +302,9 @@ class Translator {
   Status realize_call(Frame& f, const VPtr& fn, const std::vector<VPtr>& args,
                       const std::vector<std::pair<std::string, VPtr>>& kwargs, bool inlined);
   Status realize_value(Frame& f, const VPtr& v);  // every lazy dict, list and tuple v reaches
+  // v itself, if a lazy dict, list or tuple, its items left as they are (values not read yet stay
+  // so): what moves the items on without reading them (iteration, f(*args, **kwargs), {**d}).
+  Status realize_shallow(Frame& f, const VPtr& v);
   Status realize_lazy(Frame& f, const VPtr& v) { return v && v->lazy ? realize_value(f, v) : std::nullopt; }
   Status realize_key(Frame& f, const VPtr& d, PyObject* key);
   Status call_python(Frame& f, Ref fn, std::vector<VPtr> args, VPtr& out);  // a Python function, inlined

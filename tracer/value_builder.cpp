@@ -542,7 +542,7 @@ VPtr ValueBuilder::sequence_item(const VPtr& v, Py_ssize_t i, Frame& f) {
 }
 
 // A lazy list or tuple read: its length guarded and its items wrapped from their sources.
-bool ValueBuilder::realize_sequence(const VPtr& v, Frame& f) {
+bool ValueBuilder::realize_sequence(const VPtr& v, Frame& f, bool read_items) {
   const Py_ssize_t n = sequence_length(v, f);
   std::vector<VPtr> items;
   for (Py_ssize_t i = 0; i < n; ++i) {
@@ -555,8 +555,9 @@ bool ValueBuilder::realize_sequence(const VPtr& v, Frame& f) {
   v->items = std::move(items);
   v->known.clear();
   v->lazy = Ref();
-  for (const VPtr& iv : v->items)  // all of it is read: the items too
-    if (iv->kind == VK::Lazy && !realize(iv, f)) return false;
+  if (read_items)
+    for (const VPtr& iv : v->items)
+      if (iv->kind == VK::Lazy && !realize(iv, f)) return false;
   return true;
 }
 
@@ -911,7 +912,7 @@ VPtr ValueBuilder::wrap_dict_kind(const Ref& obj, const SourcePtr& source, const
 }
 
 bool ValueBuilder::wrap_entries(PyObject* d, const SourcePtr& dsource, bool storage, std::vector<Ref>& keys,
-                                std::vector<VPtr>& items, Frame& f) {
+                                std::vector<VPtr>& items, Frame& f, bool leaves) {
   std::vector<std::pair<Ref, Ref>> entries;  // wrap may run Python code: hold them first
   Py_ssize_t pos = 0;
   PyObject *k, *val;
@@ -935,7 +936,8 @@ bool ValueBuilder::wrap_entries(PyObject* d, const SourcePtr& dsource, bool stor
       items.push_back(iv);
       continue;
     }
-    VPtr iv = wrap(value, storage ? Source::storage_item(dsource, key) : Source::item(dsource, key), f);  // one read before: as read
+    SourcePtr isource = storage ? Source::storage_item(dsource, key) : Source::item(dsource, key);
+    VPtr iv = leaves ? leaf(value, isource, f) : wrap(value, isource, f);  // one read before: as read
     if (!iv) return false;
     keys.push_back(key);
     items.push_back(iv);
@@ -999,14 +1001,17 @@ bool ValueBuilder::realize_entry(const VPtr& d, PyObject* key, Frame& f) {
   return true;
 }
 
-bool ValueBuilder::realize(const VPtr& d, Frame& f) {
+bool ValueBuilder::realize(const VPtr& d, Frame& f, bool read_items) {
   if (!d->lazy) return true;
   if (d->kind == VK::Lazy) return realize_leaf(d, f);
-  if (d->kind == VK::List || d->kind == VK::Tuple) return realize_sequence(d, f);
+  if (d->kind == VK::List || d->kind == VK::Tuple) return realize_sequence(d, f, read_items);
   Ref o = d->lazy;
   std::vector<Ref> keys;
   std::vector<VPtr> items;
-  if (!wrap_entries(o.get(), d->source, false, keys, items, f)) return false;
+  if (!wrap_entries(o.get(), d->source, false, keys, items, f, /*leaves=*/true)) return false;
+  if (read_items)
+    for (VPtr& iv : items)
+      if (iv->kind == VK::Lazy && !realize(iv, f)) return false;
   // The keys the trace wrote while it was lazy: at their places among the real entries, new ones
   // after them in the order written (as the writes left the dict in eager)
   std::vector<std::pair<Ref, VPtr>> writes;

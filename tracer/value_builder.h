@@ -48,7 +48,9 @@ class ValueBuilder {
   // All of a lazy dict's entries, in order, and DICT_KEYS on its key list (the eager behaviour); all
   // of a lazy list's or tuple's items, and LENGTH_CHECK; a value not read yet (VK::Lazy): what wrap
   // makes of it, in place.
-  bool realize(const VPtr& d, Frame& f);
+  // `items` false: the items stay values not read yet (read by what moves them on: iteration,
+  // f(*args, **kwargs), {**d}); true: they are read too.
+  bool realize(const VPtr& d, Frame& f, bool items = true);
   // An item of a list, tuple or dict from the frame, at `source`: a number, string or None as a value
   // not read yet (VK::Lazy, unguarded until realize), anything else wrapped now.
   VPtr leaf(Ref obj, SourcePtr source, Frame& f);
@@ -128,8 +130,8 @@ class ValueBuilder {
   // (`storage`: dict.__getitem__) into keys/items, and DICT_KEYS on `dsource`; false: an entry
   // cannot be traced.
   bool wrap_entries(PyObject* d, const SourcePtr& dsource, bool storage, std::vector<Ref>& keys, std::vector<VPtr>& items,
-                    Frame& f);
-  bool realize_sequence(const VPtr& v, Frame& f);
+                    Frame& f, bool leaves = false);
+  bool realize_sequence(const VPtr& v, Frame& f, bool items);
   bool realize_leaf(const VPtr& v, Frame& f);
   void capturable_group(const VPtr& d);  // an optimizer's param group: 'capturable' reads True
   static bool storage_order(PyObject* od);  // an OrderedDict iterates in its storage's order

@@ -202,3 +202,75 @@ def test_an_argument_held_in_a_cell_is_not_guarded_before_it_is_read():
     dv, td, guards = run_both(encoder_layers, [lambda p=p: (h, mask, p) for p in (3, 2, 1, 3)])
     assert dv == td
     assert not any("L['padding_len']" in g for g in guards["encoder_layers"])
+
+
+class Attention(torch.nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.proj = torch.nn.Linear(4, 4)
+
+    def forward(self, hidden_states, attention_mask=None, output_attentions=False, use_cache=False, **kwargs):
+        return self.proj(hidden_states)
+
+
+class DecoderLayer(torch.nn.Module):
+    # transformers' decoder layers pass **kwargs through to their attention
+    def __init__(self):
+        super().__init__()
+        self.self_attn = Attention()
+
+    def forward(self, hidden_states, **kwargs):
+        residual = hidden_states
+        hidden_states = self.self_attn(hidden_states, **kwargs)
+        return residual + hidden_states
+
+
+def test_kwargs_passed_through_to_a_layer_that_ignores_them_guard_only_their_names():
+    layer, x = DecoderLayer(), torch.randn(2, 4)
+    calls = [lambda a=a, c=c: ((x,), {"output_attentions": a, "use_cache": c, "position": 3 + a})
+             for a, c in ((False, True), (True, False), (True, True))]
+    td, n_td = counting_dynamo(layer)
+    dv = dynview.compile(layer, backend="eager")
+    dynview._C.take_records()
+    for make in calls:
+        args, kwargs = make()
+        want = layer(*args, **kwargs)
+        same(td(*args, **kwargs), want)
+        same(dv(*args, **kwargs), want)
+    records = dynview._C.take_records()
+    assert (len(records), n_td[0]) == (1, 1)
+    assert any("keys()" in g for g in records[0]["guards"])  # the names are guarded
+    assert not any("['use_cache']" in g or "['position']" in g for g in records[0]["guards"])
+
+
+def count_options(options, x):
+    n = 0
+    for name in options:  # the names only
+        if name.startswith("use_"):
+            n += 1
+    return x * n + len(options)
+
+
+def test_iterating_a_dict_for_its_keys_does_not_guard_its_values():
+    x = torch.ones(2)
+    calls = [lambda v=v: ({"use_cache": v, "use_sdpa": not v, "dropout": 0.1 * v}, x) for v in (True, False, True)]
+    dv, td, guards = run_both(count_options, calls)
+    assert (dv, td) == (1, 1)
+    assert not any("['use_cache']" in g or "['dropout']" in g for gs in guards.values() for g in gs)
+
+
+def scale_by_options(options, x):
+    for name, value in options.items():
+        if name == "scale":
+            x = x * value
+    return x
+
+
+def test_values_read_in_a_loop_over_items_are_guarded_where_they_are_read():
+    x = torch.ones(2)
+    calls = [lambda s=s, o=o: ({"scale": s, "other": o}, x) for s, o in ((2, "a"), (2, "b"), (3, "b"))]
+    dv, td, guards = run_both(scale_by_options, calls)
+    assert dv == td
+    assert any("['scale'] == 2" in g for gs in guards.values() for g in gs)
+    assert not any("['other']" in g for gs in guards.values() for g in gs)
+

@@ -74,6 +74,12 @@ bool moves_only(bc::Name n) {
   }
 }
 
+// Dict methods that compare keys (constants) and move values on without reading them.
+bool moves_entries(const std::string& m) {
+  return m == "get" || m == "__getitem__" || m == "__contains__" || m == "keys" || m == "values" || m == "items" ||
+         m == "copy" || m == "pop" || m == "setdefault" || m == "__len__" || m == "__iter__";
+}
+
 }  // namespace
 
 // Realizes every lazy dict `v` reaches (a lazy dict can sit in an input list's items, in a dict's
@@ -102,6 +108,13 @@ Translator::Status Translator::realize_value(Frame& f, const VPtr& v) {
   return walk(v);
 }
 
+Translator::Status Translator::realize_shallow(Frame& f, const VPtr& v) {
+  if (!v || !v->lazy || v->kind == VK::Lazy) return std::nullopt;
+  if (!builder.realize(v, f, /*items=*/false))
+    return brk(f, "DV0005", std::string(v->kind == VK::Dict ? "an entry" : "an item") + " of " + v->source->text() + " cannot be traced");
+  return std::nullopt;
+}
+
 Translator::Status Translator::realize_key(Frame& f, const VPtr& d, PyObject* key) {
   if (!builder.realize_entry(d, key, f)) return brk(f, "DV0005", "an entry of " + d->source->text() + " cannot be traced");
   return std::nullopt;
@@ -115,7 +128,7 @@ Translator::Status Translator::realize_read(Frame& f, const bc::Instr& in) {
   long keep = -1;        // one slot read at one key only
   if ((in.name == N::LOAD_ATTR || in.name == N::LOAD_METHOD) && n >= 1 && lazy_of(f.stack[n - 1]) == f.stack[n - 1]) {
     return std::nullopt;  // d.get: a method bound to the dict; the call decides
-  } else if ((in.name == N::LOAD_ATTR || in.name == N::LOAD_METHOD || in.name == N::GET_ITER || in.name == N::TO_BOOL ||
+  } else if ((in.name == N::LOAD_ATTR || in.name == N::LOAD_METHOD || in.name == N::TO_BOOL ||
               in.name == N::UNARY_NOT || in.name == N::UNARY_NEGATIVE || in.name == N::POP_JUMP_IF_TRUE ||
               in.name == N::POP_JUMP_IF_FALSE || in.name == N::POP_JUMP_IF_NONE || in.name == N::POP_JUMP_IF_NOT_NONE ||
               in.name == N::POP_JUMP_FORWARD_IF_TRUE || in.name == N::POP_JUMP_FORWARD_IF_FALSE ||
@@ -134,17 +147,26 @@ Translator::Status Translator::realize_read(Frame& f, const bc::Instr& in) {
     } else if ((d->kind == VK::List || d->kind == VK::Tuple) && d->lazy && f.stack[n - 1]->kind == VK::Const &&
                PyLong_CheckExact(f.stack[n - 1]->obj.get())) {
       keep = static_cast<long>(n - 2);  // l[0]: that item alone (Translator::subscr)
+    } else if ((d->kind == VK::List || d->kind == VK::Tuple || d->kind == VK::Dict) && !d->lazy) {
+      keep = static_cast<long>(n - 2);  // read already: the item taken moves on as it is
     }
   } else if (in.name == N::STORE_SUBSCR && n >= 3) {  // (v d key -- ): d[key] = v, the old entry not read
     from = n - 3;
     const VPtr& d = f.stack[n - 2];
     if (d->kind == VK::Dict && d->lazy && writes_stay_lazy(*d) && simple_key(f.stack[n - 1])) keep = static_cast<long>(n - 2);
-  } else if ((in.name == N::UNPACK_SEQUENCE || in.name == N::UNPACK_EX) && n >= 1) {  // (seq -- items)
-    from = n - 1;
-    const VPtr& seq = f.stack[n - 1];
-    // a list or tuple from the frame: its length guarded and its items taken one by one, each a
-    // value not read yet where it is a number, string or None (op_UNPACK_SEQUENCE)
-    if ((seq->kind == VK::List || seq->kind == VK::Tuple) && seq->lazy && in.name == N::UNPACK_SEQUENCE) keep = static_cast<long>(n - 1);
+  } else if (in.name == N::UNPACK_SEQUENCE && n >= 1 && (f.stack[n - 1]->kind == VK::List || f.stack[n - 1]->kind == VK::Tuple) &&
+             f.stack[n - 1]->lazy) {
+    return std::nullopt;  // a list or tuple from the frame: its length guarded, its items taken one by one (op_UNPACK_SEQUENCE)
+  } else if ((in.name == N::UNPACK_SEQUENCE || in.name == N::UNPACK_EX || in.name == N::GET_ITER || in.name == N::FOR_ITER ||
+              in.name == N::LIST_EXTEND || in.name == N::DICT_MERGE || in.name == N::DICT_UPDATE) && n >= 1) {
+    // (container -- its items ...): items move on (onto the stack, into a list or dict made here),
+    // not read: a dict's keys and a sequence's length are, each item only where something reads it
+    return realize_shallow(f, f.stack[n - 1]);
+  } else if (in.name == N::CALL_FUNCTION_EX && n >= 3) {  // (NULL fn args [kwargs] -- result): the call decides (realize_call)
+    const size_t k = (in.arg & 1) ? 2 : 1;
+    for (size_t i = n - k; i < n; ++i)
+      if (Status s = realize_shallow(f, f.stack[i])) return s;
+    return std::nullopt;
   } else if (in.name == N::CONTAINS_OP && n >= 2) {  // (key d -- bool)
     from = n - 2;
     const VPtr& d = f.stack[n - 1];
@@ -163,15 +185,22 @@ Translator::Status Translator::realize_read(Frame& f, const bc::Instr& in) {
 
 Translator::Status Translator::realize_call(Frame& f, const VPtr& fn, const std::vector<VPtr>& args,
                                             const std::vector<std::pair<std::string, VPtr>>& kwargs, bool inlined) {
-  if (fn->kind == VK::Object && is_len_builtin(fn->obj.get()) && args.size() == 1 && kwargs.empty() &&
-      (args[0]->kind == VK::List || args[0]->kind == VK::Tuple))
-    return std::nullopt;  // len(l): its length alone (builtins.cpp)
+  if (fn->kind == VK::Object && is_len_builtin(fn->obj.get()) && args.size() == 1 && kwargs.empty()) {
+    if (args[0]->kind == VK::List || args[0]->kind == VK::Tuple) return std::nullopt;  // len(l): its length alone (builtins.cpp)
+    if (args[0]->kind == VK::Dict) return realize_shallow(f, args[0]);                 // len(d): its keys
+  }
   if (VPtr d = lazy_of(fn); d && fn->kind == VK::Method) {
-    // d.get(k[, default]), d[k] and k in d spelled as calls: one entry; any other method: all of it.
+    // d.get(k[, default]), d[k] and k in d spelled as calls: one entry; its views and copy: its keys,
+    // the values moving on as they are; any other method: all of it.
     const std::string& m = fn->name;
+    if (args.empty() && kwargs.empty() && (m == "keys" || m == "values" || m == "items" || m == "copy" || m == "__len__" || m == "__iter__"))
+      return realize_shallow(f, d);
     Ref key = kwargs.empty() && !args.empty() ? simple_key(args[0]) : Ref();
     const bool one = key && ((m == "get" && args.size() <= 2) || ((m == "__getitem__" || m == "__contains__") && args.size() == 1));
     if (Status s = one ? realize_key(f, d, key.get()) : realize_value(f, fn)) return s;
+  } else if (fn->kind == VK::Method && fn->self && fn->self->kind == VK::Dict && !fn->self->lazy && !fn->obj &&
+             moves_entries(fn->name)) {
+    // a method of a dict read already that compares its keys only and moves its values on
   } else if (Status s = realize_value(f, fn)) {
     return s;
   }
