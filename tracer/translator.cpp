@@ -351,7 +351,9 @@ Translator::Status Translator::read_local(Frame& f, int slot) {
   if (!is_unread(f, slot)) return std::nullopt;
   Ref obj = std::move(f.unread[static_cast<size_t>(slot)]);
   const std::string name = local_name(f, slot);
-  VPtr v = wrap(obj, Source::local(slot, name), f);
+  // A number, string or None stays a value not read yet while it only moves (passed on to an
+  // inlined function that may not use it), as TorchDynamo's lazy locals: guarded where it is read.
+  VPtr v = builder.leaf(obj, Source::local(slot, name), f);
   if (!v) return brk(f, "DV0013", "argument '" + name + "' of type " + Py_TYPE(obj.get())->tp_name + " is not supported");
   f.locals[static_cast<size_t>(slot)] = std::move(v);
   return std::nullopt;
@@ -370,7 +372,8 @@ void Translator::unread_as_sources(Frame& f) {
 // Values not read yet that cross a split into the resume function, read as TorchDynamo reads them
 // there (OutputGraph.compile_subgraph): every one on the stack (realize_all), and a number or None in
 // a live local (the isinstance checks of its fast path realize a lazy int, float or None, and guard
-// a bool's or str's type only, which dynview does not). Cells keep theirs (passed as cells).
+// a bool's or str's type only, which dynview does not), but for the frame's own unchanged argument.
+// Cells keep theirs (passed as cells).
 Translator::Status Translator::realize_crossing(Frame& f) {
   if (!builder.any_lazy()) return std::nullopt;
   for (const VPtr& v : f.stack)
@@ -380,6 +383,8 @@ Translator::Status Translator::realize_crossing(Frame& f) {
   for (size_t i = 0; i < f.locals.size() && i < live.size(); ++i) {
     const VPtr& v = f.locals[i];
     if (!live[i] || !v || v->kind != VK::Lazy) continue;
+    // the frame's own argument, unchanged: passed as it came (TorchDynamo does not reconstruct it)
+    if (v->source && v->source->kind == Source::Kind::Local && v->source->index == static_cast<int>(i)) continue;
     PyTypeObject* tp = Py_TYPE(v->lazy.get());
     if (tp == &PyLong_Type || tp == &PyFloat_Type || v->lazy.get() == Py_None)
       if (Status s = realize_value(f, v)) return s;

@@ -274,3 +274,19 @@ def test_values_read_in_a_loop_over_items_are_guarded_where_they_are_read():
     assert any("['scale'] == 2" in g for gs in guards.values() for g in gs)
     assert not any("['other']" in g for gs in guards.values() for g in gs)
 
+
+def attend_with_cache(hidden, past_key_values=None, layer_idx=None):
+    if past_key_values is not None:
+        hidden = past_key_values.update(hidden, layer_idx)
+    return hidden.softmax(-1)
+
+
+def block_with_index(hidden, layer_idx):
+    return attend_with_cache(hidden, None, layer_idx) + hidden
+
+
+def test_an_argument_only_passed_on_to_an_inlined_function_that_ignores_it_adds_no_guard():
+    x = torch.randn(2, 3)
+    dv, td, guards = run_both(block_with_index, [lambda i=i: (x, i) for i in (0, 1, 2)])
+    assert (dv, td) == (1, 1)
+    assert not any("L['layer_idx']" in g for gs in guards.values() for g in gs)

@@ -427,7 +427,7 @@ def test_guards_pane_shows_the_file_of_each_guards_line(tmp_path):
         "from helper_mod import scale\n"
         "\n"
         "def f(x, n):\n"
-        "    return scale(x, n) + 1\n"
+        "    return scale(x, n) + n\n"
         "\n"
         "with dynview.record('g.dyn'):\n"
         "    dynview.compile(f, backend='eager')(torch.ones(3), 2)\n")
@@ -440,7 +440,7 @@ def test_guards_pane_shows_the_file_of_each_guards_line(tmp_path):
     rows = state["guards_shown"]
     k = [g for g in rows if "['K']" in g["text"]]  # made by the inlined scale()'s LOAD_GLOBAL K
     assert k and k[0]["where"] == "helper_mod.py:5" and k[0]["file"].endswith("helper_mod.py"), rows
-    n = [g for g in rows if g["text"].startswith("L['n']")]  # made in f, by the LOAD_FAST n that reads it
+    n = [g for g in rows if g["text"].startswith("L['n']")]  # made in f, by the + that reads n
     assert n and n[0]["where"] == "main.py:5" and n[0]["file"].endswith("main.py"), rows
     # the reports carry the file too
     ex = json.loads(subprocess.run([cli(), "explain", path, "--json"], capture_output=True, text=True, timeout=60).stdout)
