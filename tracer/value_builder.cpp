@@ -476,11 +476,22 @@ bool ValueBuilder::dynamic_items(PyObject* o, const SourcePtr& source, const std
   return false;
 }
 
-// Tuples and lists, item by item (a list from the frame is written back when mutated).
+// A source that is the frame's argument or an item of one, at any depth (L['t'], L['t'][1]): no
+// attribute on the way.
+static bool argument_item(const SourcePtr& source) {
+  const Source* s = source.get();
+  while (s && s->kind == Source::Kind::Item && !s->storage) s = s->base.get();
+  return s && s->kind == Source::Kind::Local;
+}
+
+// Tuples and lists, item by item (a list from the frame is written back when mutated). A tuple of
+// constants is one constant (guarded whole by value), but for an argument's: lazy like any other,
+// its items guarded as they are read, as TorchDynamo's tuple items.
 VPtr ValueBuilder::wrap_sequence(const Ref& obj, const SourcePtr& source, const std::string& key, Frame& f) {
   PyObject* o = obj.get();
   VPtr v;
-  if (is_const_tree(o) && !dynamic_items(o, source, key)) return wrap_constant(obj, source, key, f);
+  if (is_const_tree(o) && !dynamic_items(o, source, key) && !(PyTuple_CheckExact(o) && argument_item(source)))
+    return wrap_constant(obj, source, key, f);
   if (PyFrozenSet_CheckExact(o)) return wrap_object(obj, source, key, f);  // of non-constants: by identity
   if (VPtr first = shared_container(o, source, key, f); first || !ok_) return first;
   const bool is_list = PyList_CheckExact(o);
@@ -555,10 +566,29 @@ bool ValueBuilder::realize_sequence(const VPtr& v, Frame& f, bool read_items) {
   v->items = std::move(items);
   v->known.clear();
   v->lazy = Ref();
-  if (read_items)
+  if (read_items) {
     for (const VPtr& iv : v->items)
       if (iv->kind == VK::Lazy && !realize(iv, f)) return false;
+    settle(v);
+  }
   return true;
+}
+
+// A tuple argument of constants read whole: a constant again, as wrap_constant makes one (its
+// length's and items' guards hold it as a guard on the whole would), so that what takes constant
+// tuples (dict views over them, sets, torch's size arguments) takes it as before.
+void ValueBuilder::settle(const VPtr& v) {
+  if (v->kind != VK::Tuple || v->lazy || v->obj || !v->source || !argument_item(v->source)) return;
+  for (const VPtr& x : v->items)
+    if (!x || x->kind != VK::Const || !x->obj) return;
+  Ref t = Ref::steal(PyTuple_New(static_cast<Py_ssize_t>(v->items.size())));
+  if (!t) return PyErr_Clear();
+  for (size_t i = 0; i < v->items.size(); ++i) PyTuple_SET_ITEM(t.get(), static_cast<Py_ssize_t>(i), Py_NewRef(v->items[i]->obj.get()));
+  v->kind = VK::Const;
+  v->obj = std::move(t);
+  v->items.clear();
+  v->known.clear();
+  v->known_len = false;
 }
 
 VPtr ValueBuilder::leaf(Ref obj, SourcePtr source, Frame& f) {

@@ -133,6 +133,9 @@ class ValueBuilder {
                     Frame& f, bool leaves = false);
   bool realize_sequence(const VPtr& v, Frame& f, bool items);
   bool realize_leaf(const VPtr& v, Frame& f);
+ public:
+  void settle(const VPtr& v);  // a tuple argument read whole, all constants: a constant again
+ private:
   void capturable_group(const VPtr& d);  // an optimizer's param group: 'capturable' reads True
   static bool storage_order(PyObject* od);  // an OrderedDict iterates in its storage's order
   VPtr shared_container(PyObject* o, const SourcePtr& source, const std::string& key, Frame& f);

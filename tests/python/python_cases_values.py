@@ -1208,3 +1208,110 @@ class HaarFilters(nn.Module):
 
 
 module_case(HaarFilters, (2, 3, 8))
+
+
+# ---- items of lists, tuples and dicts passed in that only move (values not read yet): unpacked,
+# taken by key, iterated, passed on with *args/**kwargs, returned, kept in a closure. The seeds
+# change only items the code never reads, so a repeat call hits the one cache entry ----
+@case((3,), extra=lambda seed: ((3, 2.0, "unused" * seed),))
+def unpacked_item_rebound_before_use(x, t):
+    a, b, note = t
+    b = b * 2
+    return x * a + b
+
+
+@case((4,), extra=lambda seed: ((2, 0.5, seed),))
+def unpacked_items_read_by_a_closure(x, triple):
+    n, m, unused = triple
+    take = lambda v: v[:n] * m  # noqa: E731
+    return take(x)
+
+
+@case((3,), extra=lambda seed: ({"bias": True, "scale": 0, "name": "ab"},))
+def dict_items_read_in_a_loop(x, opts):
+    for key, value in opts.items():
+        if value:
+            x = x + len(key)
+    return x
+
+
+def _scaled(x, scale=1.0, **rest):
+    return x * scale
+
+
+@case((3,), extra=lambda seed: ({"scale": 2.0, "unused": "x" * seed, "step": seed},))
+def kwargs_dict_passed_on(x, opts):
+    return _scaled(x, **opts)
+
+
+@case((2, 4), extra=lambda seed: ({"eps": 1e-5, "momentum": seed},))
+def eps_taken_with_get_then_returned_unread(x, cfg):
+    eps = cfg.get("eps", 1e-6)
+    momentum = cfg.get("momentum")
+    return torch.nn.functional.layer_norm(x, (4,), eps=eps), momentum
+
+
+@case((3,), extra=lambda seed: (("relu", seed, None),))
+def tuple_items_returned_unread(x, t):
+    name, k, none = t
+    return x + 1, name, k, none
+
+
+@case((3,), extra=lambda seed: ([1, 2, 3],))
+def sum_of_an_iterated_list(x, values):
+    total = 0
+    for v in values:
+        total = total + v
+    return x * total
+
+
+@case((3,), extra=lambda seed: ({"k": 2, "other": "o" * seed},))
+def dict_copied_then_changed(x, d):
+    d2 = d.copy()
+    d2["k"] = 10
+    return x * d["k"], d2
+
+
+@case((3,), extra=lambda seed: ((1, (2, "v" * seed), torch.ones(1)),))
+def nested_unpacking(x, t):
+    a, (b, tag), w = t
+    return x * a + b + w, tag
+
+
+def _first(x, *args):
+    return x * args[0]
+
+
+@case((3,), extra=lambda seed: ((2, "unused" * seed, None),))
+def star_args_passed_on(x, args):
+    return _first(x, *args)
+
+
+@case((3,), extra=lambda seed: ((None, 3, torch.ones(3)),))
+def none_item_tested_then_used(x, triple):
+    mask, scale, w = triple
+    if mask is not None:
+        x = x * mask
+    return x * scale + w
+
+
+@case((3,), extra=lambda seed: ([1, 4],))
+def unpacked_then_the_list_grows(x, lst):
+    a, b = lst
+    lst.append(a)
+    return x + b, len(lst)
+
+
+@case((3,), extra=lambda seed: ((1, 2, torch.ones(1)),))
+def unpacking_a_tuple_of_another_length_is_caught(x, t):
+    try:
+        a, b = t
+    except ValueError:
+        a, b = 0, 0
+    return x + a + b
+
+
+@case((3,), extra=lambda seed: ({"heads": 2, "dim": 3},))
+def kwargs_unpacked_in_a_formatted_name(x, cfg):
+    name = "attn_{heads}x{dim}".format(**cfg)
+    return x * cfg["heads"], name

@@ -9,27 +9,19 @@ import torch
 
 import dynview
 from test_engine_behaviour import counting_dynamo
-from test_lazy_sequences import _reset, same  # noqa: F401  (_reset: the engines reset around each test, autouse)
+from test_lazy_arguments import run_both as run_with_kwargs
+from test_lazy_sequences import _reset, run_with_records, same  # noqa: F401  (_reset: the engines reset around each test, autouse)
 
 
 def run_both(fn, calls):
     """Each call (a function giving fresh arguments) through eager, torch.compile and dynview: values
     and mutated arguments equal eager's. Returns (dynview's graphs, torch.compile's graphs, the guard
     texts of dynview's compiles by qualname)."""
-    td, n_td = counting_dynamo(fn)
-    dv = dynview.compile(fn, backend="eager")
-    dynview._C.take_records()
-    for make in calls:
-        want_args, td_args, dv_args = make(), make(), make()
-        want = fn(*want_args)
-        same(td(*td_args), want)
-        same(dv(*dv_args), want)
-        same(dv_args, want_args)
-    records = dynview._C.take_records()
+    records, n_td = run_with_records(fn, calls)
     guards = {}
     for r in records:
         guards.setdefault(r["qualname"], []).extend(r["guards"])
-    return len([r for r in records if r["graph"] is not None]), n_td[0], guards
+    return len([r for r in records if r["graph"] is not None]), n_td, guards
 
 
 # Longformer's and LED's encoders: the inputs are padded to a multiple of the attention window by a
@@ -229,18 +221,10 @@ def test_kwargs_passed_through_to_a_layer_that_ignores_them_guard_only_their_nam
     layer, x = DecoderLayer(), torch.randn(2, 4)
     calls = [lambda a=a, c=c: ((x,), {"output_attentions": a, "use_cache": c, "position": 3 + a})
              for a, c in ((False, True), (True, False), (True, True))]
-    td, n_td = counting_dynamo(layer)
-    dv = dynview.compile(layer, backend="eager")
-    dynview._C.take_records()
-    for make in calls:
-        args, kwargs = make()
-        want = layer(*args, **kwargs)
-        same(td(*args, **kwargs), want)
-        same(dv(*args, **kwargs), want)
-    records = dynview._C.take_records()
-    assert (len(records), n_td[0]) == (1, 1)
-    assert any("keys()" in g for g in records[0]["guards"])  # the names are guarded
-    assert not any("['use_cache']" in g or "['position']" in g for g in records[0]["guards"])
+    dv, td, guards = run_with_kwargs(layer, calls)
+    assert (dv, td) == (1, 1)
+    assert any("keys()" in g for g in guards)  # the names are guarded
+    assert not any("['use_cache']" in g or "['position']" in g for g in guards)
 
 
 def count_options(options, x):
@@ -290,3 +274,14 @@ def test_an_argument_only_passed_on_to_an_inlined_function_that_ignores_it_adds_
     dv, td, guards = run_both(block_with_index, [lambda i=i: (x, i) for i in (0, 1, 2)])
     assert (dv, td) == (1, 1)
     assert not any("L['layer_idx']" in g for gs in guards.values() for g in gs)
+
+
+def count_sizes(x, *sizes):
+    return x * len(sizes)
+
+
+def test_a_tuple_of_constants_read_only_by_len_guards_its_length():
+    x = torch.ones(2)
+    dv, td, guards = run_both(count_sizes, [lambda s=s: (x, *s) for s in ((1, 2), (3, 4), ("a", None), (5,))])
+    assert (dv, td) == (2, 2)  # the length changed once
+    assert not any("L['sizes'] ==" in g or "L['sizes'][0]" in g for gs in guards.values() for g in gs)

@@ -68,7 +68,8 @@ bool moves_only(bc::Name n) {
     case N::PRECALL: case N::CALL: case N::CALL_KW:  // the call decides (Translator::call)
     // Kept whole, not read: a tuple or list made here holds the dict (whoever reads into the
     // container realizes what it reaches, realize_value); a returned dict is rebuilt from its source.
-    case N::BUILD_TUPLE: case N::BUILD_LIST: case N::RETURN_VALUE: case N::RETURN_CONST:
+    case N::BUILD_TUPLE: case N::BUILD_LIST: case N::RETURN_VALUE: case N::RETURN_CONST: case N::LIST_TO_TUPLE:
+    case N::LIST_APPEND:  // (a list made here: f(x, *args) builds one, a comprehension appends)
       return true;
     default: return false;
   }
@@ -99,6 +100,7 @@ Translator::Status Translator::realize_value(Frame& f, const VPtr& v) {
       if (x->kind == VK::Cell && x->items[i] && x->items[i]->kind == VK::Lazy) continue;
       if (Status s = walk(x->items[i])) return s;
     }
+    builder.settle(x);
     for (const VPtr* p : {&x->self, &x->attrs, &x->contents, &x->defaults, &x->kwdefaults})
       if (Status s = walk(*p)) return s;
     for (size_t i = 0; i < x->cells.size(); ++i)
@@ -123,6 +125,10 @@ Translator::Status Translator::realize_key(Frame& f, const VPtr& d, PyObject* ke
 Translator::Status Translator::realize_read(Frame& f, const bc::Instr& in) {
   using N = bc::Name;
   if (moves_only(in.name)) return std::nullopt;
+  if (in.name == N::CALL_INTRINSIC_1) {  // 3.12+: f(x, *args)'s list made a tuple, moved as LIST_TO_TUPLE
+    const auto name = bc::intrinsic_name(1, in.arg, f.facts->decoded.version);
+    if (name && *name == "INTRINSIC_LIST_TO_TUPLE") return std::nullopt;
+  }
   const size_t n = f.stack.size();
   size_t from = 0;       // stack slots the instruction may read into
   long keep = -1;        // one slot read at one key only
@@ -154,6 +160,7 @@ Translator::Status Translator::realize_read(Frame& f, const bc::Instr& in) {
     from = n - 3;
     const VPtr& d = f.stack[n - 2];
     if (d->kind == VK::Dict && d->lazy && writes_stay_lazy(*d) && simple_key(f.stack[n - 1])) keep = static_cast<long>(n - 2);
+    else if ((d->kind == VK::Dict || d->kind == VK::List) && !d->lazy && !d->obj && simple_key(f.stack[n - 1])) keep = static_cast<long>(n - 2);
   } else if (in.name == N::UNPACK_SEQUENCE && n >= 1 && (f.stack[n - 1]->kind == VK::List || f.stack[n - 1]->kind == VK::Tuple) &&
              f.stack[n - 1]->lazy) {
     return std::nullopt;  // a list or tuple from the frame: its length guarded, its items taken one by one (op_UNPACK_SEQUENCE)
