@@ -1005,6 +1005,13 @@ Translator::Status call_builtin(Translator& t, Frame& f, PyObject* fn, std::vect
       if (Status s = t.iterate(f, args[0], it)) return s;
       for (; it->pos < it->items.size(); ++it->pos) {  // the items not taken yet; an iterator is used up
         const VPtr& pair = it->items[it->pos];
+        PyObject* p = pair->kind == VK::Const ? pair->obj.get() : nullptr;
+        if (p && PyTuple_CheckExact(p) && PyTuple_GET_SIZE(p) == 2 && const_key(PyTuple_GET_ITEM(p, 0))) {
+          // a constant pair (a set of a dict view's items, a tuple of pairs)
+          if (!dict_set(*d, Ref::borrow(PyTuple_GET_ITEM(p, 0)), t.constant(Ref::borrow(PyTuple_GET_ITEM(p, 1)))))
+            return t.brk(f, "DV0010", "comparing dict keys raised");
+          continue;
+        }
         PyObject* key = pair->kind == VK::Tuple && pair->items.size() == 2 ? t.key_of(pair->items[0]) : nullptr;
         if (!key) return t.brk(f, "DV0007", "dict() of items that are not (key, value) pairs of a constant, tensor or module key");
         if (!dict_set(*d, Ref::borrow(key), pair->items[1])) return t.brk(f, "DV0010", "comparing dict keys raised");

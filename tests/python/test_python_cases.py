@@ -725,3 +725,14 @@ def test_python_attributes_of_a_tensor_passed_in_are_guarded():
         elif change:
             setattr(x, *change)
         torch.testing.assert_close(c(x), f(x))
+
+
+def test_dict_of_the_items_two_dict_views_differ_by_is_built_in_the_trace():
+    # dict(given.items() - defaults.items()): a set of constant (key, value) pairs, as eager's; it
+    # once broke the graph there (explain's counts, 1 graph and 0 breaks, did not show it)
+    from python_cases_values import takes_set_operators_of_items_views as fn
+    cf = dynview.compile(fn, backend="eager")
+    dynview._C.take_records()
+    close(cf(torch.ones(3)), fn(torch.ones(3)))
+    records = dynview._C.take_records()
+    assert len(records) == 1 and not records[0]["break_id"], [r["break_message"] for r in records]
