@@ -168,15 +168,9 @@ Status op_DELETE_ATTR(Translator& t, Frame& f, const Instr& in) {  // (owner -- 
 }
 
 Status op_MAKE_CELL(Translator& t, Frame& f, const Instr& in) {  // ( -- )
-  if (Translator::is_unread(f, in.arg)) {
-    // An argument that is a cell (a closure reads it): its contents as TorchDynamo's, not read yet
-    // (a number, string or None stays unguarded until LOAD_DEREF's reader reads it).
-    Ref obj = std::move(f.unread[static_cast<size_t>(in.arg)]);
-    const std::string name = local_name(f, in.arg);
-    VPtr v = t.builder.leaf(obj, Source::local(in.arg, name), f);
-    if (!v) return t.brk(f, "DV0013", "argument '" + name + "' of type " + Py_TYPE(obj.get())->tp_name + " is not supported");
-    f.locals[static_cast<size_t>(in.arg)] = std::move(v);
-  }
+  // An argument that is a cell (a closure reads it): its contents as read_local makes them, a
+  // number, string or None not read yet until LOAD_DEREF's reader reads it.
+  if (Status s = t.read_local(f, in.arg)) return s;
   VPtr c = t.make(VK::Cell);
   if (f.locals[in.arg]) c->items.push_back(f.locals[in.arg]);
   f.locals[in.arg] = c;

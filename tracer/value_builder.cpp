@@ -567,8 +567,7 @@ bool ValueBuilder::realize_sequence(const VPtr& v, Frame& f, bool read_items) {
   v->known.clear();
   v->lazy = Ref();
   if (read_items) {
-    for (const VPtr& iv : v->items)
-      if (iv->kind == VK::Lazy && !realize(iv, f)) return false;
+    if (!realize_items(v->items, f)) return false;
     settle(v);
   }
   return true;
@@ -591,6 +590,12 @@ void ValueBuilder::settle(const VPtr& v) {
   v->known_len = false;
 }
 
+bool ValueBuilder::realize_items(const std::vector<VPtr>& items, Frame& f) {
+  for (const VPtr& iv : items)
+    if (iv->kind == VK::Lazy && !realize_leaf(iv, f)) return false;
+  return true;
+}
+
 VPtr ValueBuilder::leaf(Ref obj, SourcePtr source, Frame& f) {
   PyTypeObject* tp = Py_TYPE(obj.get());
   const bool scalar = tp == &PyLong_Type || tp == &PyFloat_Type || tp == &PyBool_Type || tp == &PyUnicode_Type || obj.get() == Py_None;
@@ -607,7 +612,6 @@ VPtr ValueBuilder::leaf(Ref obj, SourcePtr source, Frame& f) {
 bool ValueBuilder::realize_leaf(const VPtr& v, Frame& f) {
   VPtr r = wrap(v->lazy, v->source, f);
   if (!r) return false;
-  if (r->kind == VK::Lazy) return false;  // (wrap never makes one)
   *v = *r;
   return true;
 }
@@ -1039,9 +1043,7 @@ bool ValueBuilder::realize(const VPtr& d, Frame& f, bool read_items) {
   std::vector<Ref> keys;
   std::vector<VPtr> items;
   if (!wrap_entries(o.get(), d->source, false, keys, items, f, /*leaves=*/true)) return false;
-  if (read_items)
-    for (VPtr& iv : items)
-      if (iv->kind == VK::Lazy && !realize(iv, f)) return false;
+  if (read_items && !realize_items(items, f)) return false;
   // The keys the trace wrote while it was lazy: at their places among the real entries, new ones
   // after them in the order written (as the writes left the dict in eager)
   std::vector<std::pair<Ref, VPtr>> writes;

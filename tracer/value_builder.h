@@ -133,6 +133,7 @@ class ValueBuilder {
                     Frame& f, bool leaves = false);
   bool realize_sequence(const VPtr& v, Frame& f, bool items);
   bool realize_leaf(const VPtr& v, Frame& f);
+  bool realize_items(const std::vector<VPtr>& items, Frame& f);  // the values not read yet among them
  public:
   void settle(const VPtr& v);  // a tuple argument read whole, all constants: a constant again
  private:

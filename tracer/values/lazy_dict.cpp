@@ -200,8 +200,7 @@ Translator::Status Translator::realize_call(Frame& f, const VPtr& fn, const std:
     // d.get(k[, default]), d[k] and k in d spelled as calls: one entry; its views and copy: its keys,
     // the values moving on as they are; any other method: all of it.
     const std::string& m = fn->name;
-    if (args.empty() && kwargs.empty() && (m == "keys" || m == "values" || m == "items" || m == "copy" || m == "__len__" || m == "__iter__"))
-      return realize_shallow(f, d);
+    if (args.empty() && kwargs.empty() && moves_entries(m)) return realize_shallow(f, d);
     Ref key = kwargs.empty() && !args.empty() ? simple_key(args[0]) : Ref();
     const bool one = key && ((m == "get" && args.size() <= 2) || ((m == "__getitem__" || m == "__contains__") && args.size() == 1));
     if (Status s = one ? realize_key(f, d, key.get()) : realize_value(f, fn)) return s;
