@@ -256,3 +256,12 @@ def returns_an_arrays_strides_in_bytes(x):
     # TorchDynamo gives them; it breaks on arithmetic with them, dynview does not)
     a = (x + 1).numpy()
     return a * 2, a.strides, a.T.strides, a.itemsize
+
+
+@case((2, 3))
+def numpy_constructors_written_in_python(x):
+    # np.ones, np.full, np.eye are Python functions in NumPy (np.zeros is a C one): torch._numpy's
+    # functions as every other, not NumPy's own code run through the trace
+    w = np.ones((2, 3)) * 0.5 + np.eye(2, 3)
+    b = np.full((3,), 2.0)
+    return torch.from_numpy(w).float() * x + torch.from_numpy(b).float(), np.ones_like(w)

@@ -1315,3 +1315,26 @@ def unpacking_a_tuple_of_another_length_is_caught(x, t):
 def kwargs_unpacked_in_a_formatted_name(x, cfg):
     name = "attn_{heads}x{dim}".format(**cfg)
     return x * cfg["heads"], name
+
+
+# ---- attributes of an OrderedDict made in the trace: nn.Module.state_dict's `destination._metadata` ----
+@case((3,))
+def ordered_dict_made_here_carries_a_metadata_attribute(x):
+    out = collections.OrderedDict()
+    out._metadata = collections.OrderedDict()
+    out._metadata["encoder"] = {"version": 1}
+    out["weight"] = x * 2
+    if hasattr(out, "_metadata"):  # (state_dict's check)
+        out["bias"] = x + 1
+    return out, out._metadata["encoder"]["version"]
+
+
+_STATE_NET = nn.Sequential(nn.Linear(3, 4), nn.LayerNorm(4))
+
+
+@case((2, 3))
+def state_dict_read_in_the_forward(x):
+    # an EMA-style read of a module's own state: a new OrderedDict of its tensors and their metadata
+    sd = _STATE_NET.state_dict()
+    shifted = {k: v + 1 for k, v in sd.items() if k.endswith("weight")}
+    return _STATE_NET(x), shifted, sorted(sd._metadata), sd

@@ -11,6 +11,7 @@ import numpy as np
 import pytest
 
 import torch
+from torch._dynamo.utils import counters
 
 import dynview
 from python_cases import CASES, DIFFERS
@@ -89,10 +90,12 @@ def _not_yet(c):
 @pytest.mark.parametrize("name,fn,make", [_not_yet(c) for c in CASES], ids=[c[0] for c in CASES])
 def test_graphs_and_breaks_match_torch_dynamo(name, fn, make):
     torch._dynamo.reset()
+    counters.clear()
     # (the with-block: TorchDynamo 2.13 leaves grad mode off after a @torch.no_grad() helper raised
     # and was caught in the traced code, no_grad_decorated_helper_raising_leaves_the_mode_as_before)
     with torch.set_grad_enabled(torch.is_grad_enabled()):
         theirs = torch._dynamo.explain(fn)(*make(0))
+    their_breaks = sum(counters["graph_break"].values())
     torch._dynamo.reset()
     ours = dynview.explain(fn)(*make(0))
     counts = (ours.graph_count, len(ours.break_reasons)), (theirs.graph_count, len(theirs.break_reasons))
@@ -101,6 +104,14 @@ def test_graphs_and_breaks_match_torch_dynamo(name, fn, make):
         assert counts == (want_ours, want_theirs), (why, [str(b) for b in ours.break_reasons])
         return
     assert counts[0] == counts[1], ([str(b) for b in ours.break_reasons], [str(b.reason)[:200] for b in theirs.break_reasons])
+    if theirs.graph_count and not their_breaks and not theirs.break_reasons:
+        # explain lists no break that comes before any graph (nothing compiled before it): where
+        # TorchDynamo captured without breaking at all, dynview's records must show no break either
+        dynview.reset()
+        dynview._C.take_records()
+        run(dynview.compile(fn, backend="eager"), make(0))
+        hidden = [r["break_message"] for r in dynview._C.take_records() if r["break_id"]]
+        assert not hidden, hidden
 
 
 def test_corpus_size():

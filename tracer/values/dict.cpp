@@ -200,6 +200,15 @@ struct Kind<VK::Dict> {
     return v->obj && PyType_Check(v->obj.get()) ? v->obj.get() : reinterpret_cast<PyObject*>(&PyDict_Type);
   }
   static std::optional<Ref> as_python(Translator& t, const VPtr& v, bool meta) {
+    std::optional<Ref> made = as_python_items(t, v, meta);
+    if (!made || !v->attrs) return made;
+    for (size_t i = 0; i < v->attrs->keys.size(); ++i) {  // an OrderedDict's attributes (setattr below)
+      auto x = t.to_python(v->attrs->items[i], meta);
+      if (!x || PyObject_SetAttr(made->get(), v->attrs->keys[i].get(), x->get()) < 0) return PyErr_Clear(), std::nullopt;
+    }
+    return made;
+  }
+  static std::optional<Ref> as_python_items(Translator& t, const VPtr& v, bool meta) {
     Ref out = Ref::steal(PyDict_New());
     for (size_t i = 0; i < v->items.size(); ++i) {
       if (!meta && value_key(v->keys[i].get())) return std::nullopt;  // a tensor key is its example
@@ -239,11 +248,30 @@ struct Kind<VK::Dict> {
       out = obj->defaults;
       return std::nullopt;
     }
+    if (obj->attrs) {  // its own attributes first (OrderedDict defines no data descriptors they would pass)
+      Ref key = Ref::steal(PyUnicode_FromString(name.c_str()));
+      if (const long i = find_key(*obj->attrs, key.get()); i >= 0) {
+        out = obj->attrs->items[static_cast<size_t>(i)];
+        return std::nullopt;
+      }
+    }
     PyObject* cls = obj->obj && PyType_Check(obj->obj.get()) ? obj->obj.get() : reinterpret_cast<PyObject*>(&PyDict_Type);
     return builtin_method_attr(t, f, obj, reinterpret_cast<PyTypeObject*>(cls), name, out);
   }
   static constexpr auto call = no_answer::call;
-  static constexpr auto setattr = no_answer::setattr;
+  // An attribute of an OrderedDict made in the trace (its instances have a __dict__: nn.Module.state_dict's
+  // `destination._metadata = OrderedDict()`), kept in attrs and set again when it is rebuilt. Plain
+  // dicts and defaultdicts have no __dict__ (eager raises AttributeError), and a dict from the frame
+  // is a real object's state: both take the common answer.
+  static Status setattr(Translator& t, Frame& f, const VPtr& owner, const std::string& name, const VPtr& value) {
+    if (owner->source || owner->lazy || !owner->obj || !PyType_Check(owner->obj.get()) ||
+        reinterpret_cast<PyTypeObject*>(owner->obj.get())->tp_dictoffset == 0 || name.rfind("__", 0) == 0)
+      return no_answer::setattr(t, f, owner, name, value);
+    if (!owner->attrs) owner->attrs = t.make(VK::Dict);
+    if (!dict_set(*owner->attrs, Ref::steal(PyUnicode_FromString(name.c_str())), value))
+      return t.brk(f, "DV0010", "comparing attribute names raised");
+    return std::nullopt;
+  }
   static Status call_method(Translator& t, Frame& f, const VPtr& m, std::vector<VPtr>& args, KwArgs& kwargs, VPtr& out) {
     if (m->self->obj && m->self->obj.get() == ordered_dict_class()) {  // OrderedDict's own methods first (dict_kinds.cpp)
       bool handled = false;
@@ -263,7 +291,16 @@ struct Kind<VK::Dict> {
     }
     r.e.emit(N::BUILD_MAP, static_cast<int>(v->items.size()));
     if (typed) r.e.call(v->defaults ? 2 : 1);
-    return r.remember(v);
+    if (!r.remember(v)) return false;
+    if (v->attrs) {  // its attributes (after remember: one may be the dict itself)
+      const int slot = r.memo[v.get()];
+      for (size_t i = 0; i < v->attrs->keys.size(); ++i) {
+        if (!r.value(v->attrs->items[i])) return false;
+        r.e.emit(N::LOAD_FAST, slot);
+        r.e.emit(N::STORE_ATTR, r.e.name(str_of(v->attrs->keys[i].get())));
+      }
+    }
+    return true;
   }
 };
 DV_KIND(Dict, "dict")

@@ -133,6 +133,9 @@ struct Kind<VK::Function> {
       bool handled = false;
       if (Status s = t.call_frozen_maker(f, fn->obj.get(), args, kwargs, out, handled)) return s;
       if (handled) return std::nullopt;
+      // np.ones, np.full, np.eye...: NumPy functions written in Python are torch._numpy's, as its C
+      // ones are (TorchDynamo's NumpyVariable), not inlined into NumPy's own code
+      if (Status s = t.call_numpy(f, fn->obj.get(), args, kwargs, out, handled); s || handled) return s;
     }
     return t.inline_call(f, fn, nullptr, std::move(args), std::move(kwargs), out);
   }
