@@ -19,7 +19,7 @@ import numpy as np
 import torch
 import torch.nn as nn
 
-from python_cases import NOT_YET, case, module_case
+from python_cases import DIFFERS, NOT_YET, case, module_case
 from python_cases_library import _trainable  # a weight that requires grad
 
 
@@ -1338,3 +1338,21 @@ def state_dict_read_in_the_forward(x):
     sd = _STATE_NET.state_dict()
     shifted = {k: v + 1 for k, v in sd.items() if k.endswith("weight")}
     return _STATE_NET(x), shifted, sorted(sd._metadata), sd
+
+
+@case((3,))
+def attribute_set_on_a_plain_dict_raises_as_eager(x):
+    # a dict or defaultdict has no __dict__: AttributeError, caught here (its text is eager's)
+    cache, stats, errors = {}, collections.defaultdict(int), []
+    for obj in (cache, stats):
+        try:
+            obj.hits = 1
+        except AttributeError as e:
+            errors.append(str(e))
+    return x + len(errors), errors
+
+
+DIFFERS["attribute_set_on_a_plain_dict_raises_as_eager"] = (
+    (1, 0), (0, 0),
+    "TorchDynamo stops at setattr() on a dict (\"setattr() on unsupported type\"), inside a try block, and runs the "
+    "frame eagerly (0 graphs); dynview raises eager's AttributeError in the trace (1 graph, the same texts)")

@@ -264,9 +264,16 @@ struct Kind<VK::Dict> {
   // dicts and defaultdicts have no __dict__ (eager raises AttributeError), and a dict from the frame
   // is a real object's state: both take the common answer.
   static Status setattr(Translator& t, Frame& f, const VPtr& owner, const std::string& name, const VPtr& value) {
-    if (owner->source || owner->lazy || !owner->obj || !PyType_Check(owner->obj.get()) ||
-        reinterpret_cast<PyTypeObject*>(owner->obj.get())->tp_dictoffset == 0 || name.rfind("__", 0) == 0)
-      return no_answer::setattr(t, f, owner, name, value);
+    if (owner->source || owner->lazy) return no_answer::setattr(t, f, owner, name, value);
+    PyObject* cls = owner->obj && PyType_Check(owner->obj.get()) ? owner->obj.get() : reinterpret_cast<PyObject*>(&PyDict_Type);
+    if (reinterpret_cast<PyTypeObject*>(cls)->tp_dictoffset == 0) {
+      // a dict or defaultdict made here has no __dict__: eager's AttributeError, raised in the trace
+      // (taken from an empty one, so its text is this Python's)
+      Ref empty = Ref::steal(PyObject_CallNoArgs(cls));
+      if (empty && PyObject_SetAttrString(empty.get(), name.c_str(), Py_None) == 0) return no_answer::setattr(t, f, owner, name, value);
+      return t.raise_current(f, "setting attribute '" + name + "' of a " + reinterpret_cast<PyTypeObject*>(cls)->tp_name);
+    }
+    if (name.rfind("__", 0) == 0) return no_answer::setattr(t, f, owner, name, value);
     if (!owner->attrs) owner->attrs = t.make(VK::Dict);
     if (!dict_set(*owner->attrs, Ref::steal(PyUnicode_FromString(name.c_str())), value))
       return t.brk(f, "DV0010", "comparing attribute names raised");
