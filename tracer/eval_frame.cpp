@@ -112,6 +112,27 @@ int skip_file(PyCodeObject* co) {
   return under(g_skip_prefixes[0]) && fn.find("/site-packages/") == std::string::npos;  // the stdlib
 }
 
+// torch.compiler.disable(fn, recursive=False) wraps fn in a function of one code (torch's
+// nonrecursive_disable_wrapper, itself never captured: a torch file) that calls it: a frame of fn
+// called from there runs as it is, on a cache miss, and the frames it calls are captured, as
+// TorchDynamo's convert_frame decides by its caller's code. The code is known once torch._dynamo
+// is imported (nothing can make such a wrapper before); the caller is the thread's current frame,
+// as this frame is not entered yet.
+bool called_by_nonrecursive_disable() {
+  static PyObject* code = nullptr;  // kept for the process
+  if (!code) {
+    Ref mod = Ref::steal(PyImport_GetModule(Ref::steal(PyUnicode_FromString("torch._dynamo.decorators")).get()));
+    Ref c = mod ? Ref::steal(PyObject_GetAttrString(mod.get(), "_nonrecursive_disable_wrapper_code")) : Ref();
+    PyErr_Clear();
+    if (!c || !PyCode_Check(c.get())) return false;
+    code = c.release();
+  }
+  PyFrameObject* caller = PyEval_GetFrame();  // borrowed
+  if (!caller) return false;
+  Ref caller_code = Ref::steal(reinterpret_cast<PyObject*>(PyFrame_GetCode(caller)));
+  return caller_code.get() == code;
+}
+
 // TorchDynamo's has_tensor_in_frame: whether a frame can give a graph at all. A value holds a tensor
 // when it is a tensor, an nn.Module (or a subclass of one), a NumPy array or scalar, or an exact
 // list, tuple, dict or named tuple holding one; other objects are taken not to.
@@ -778,6 +799,7 @@ PyObject* dv_eval_frame(PyThreadState* ts, _PyInterpreterFrame* frame, int throw
     return run_only(ts, frame, throwflag);
   }
   if (!st && !(st = state_of(co, true))) return fallback();
+  if (called_by_nonrecursive_disable()) return fallback();  // (that call only; what it calls is captured)
   if (!top && st->entries.empty() && !frame_has_tensors(co, locals, nargs, view.globals, view.closure)) {
     // TorchDynamo skips such a frame, now and on later calls (until reset); the function compiled
     // is tried whatever it is given (its always_optimize_code_objects)

@@ -3,6 +3,7 @@ reset, config. Everything per frame happens in C++; this module only switches th
 off around calls and turns compile records into reports."""
 import dataclasses
 import functools
+import inspect
 import logging
 import os
 import sys
@@ -141,7 +142,8 @@ def compile(model=None, *, backend="inductor", fullgraph=False, dynamic=None, mo
     _ensure_installed()
     be = _lookup_backend(backend)
     if isinstance(model, torch.nn.Module):
-        return OptimizedModule(model, _C.CompiledFunction(model, be, fullgraph, dynamic))
+        return OptimizedModule(model, _C.CompiledFunction(model, be, fullgraph, dynamic), (backend, fullgraph, dynamic))
+    model = _with_a_frame(model)
     compiled = _C.CompiledFunction(model, be, fullgraph, dynamic)
     try:
         functools.update_wrapper(compiled, model)
@@ -150,22 +152,89 @@ def compile(model=None, *, backend="inductor", fullgraph=False, dynamic=None, mo
     return compiled
 
 
-class OptimizedModule(torch.nn.Module):
-    """The wrapper dynview.compile returns for an nn.Module (like torch's OptimizedModule)."""
+def _with_a_frame(fn):
+    """A callable with no Python frame of its own (torch.sin, a functools.partial, a builtin) is
+    called from a new Python function, so there is a frame to capture (as torch.compile wraps it);
+    each wrapper has its own code object, so its own cache."""
+    try:
+        has_source = inspect.getsourcefile(fn) is not None
+    except TypeError:
+        has_source = False
+    if has_source or inspect.isfunction(fn):
+        return fn
 
-    def __init__(self, mod, compiled_call):
+    def call(*args, **kwargs):
+        return fn(*args, **kwargs)
+
+    # a code object of its own, from no file of dynview's (whose frames are never captured)
+    call.__code__ = call.__code__.replace(co_filename="<dynview.compile of a callable without a frame>")
+    try:
+        functools.update_wrapper(call, fn)
+    except (AttributeError, TypeError):
+        pass
+    return call
+
+
+class OptimizedModule(torch.nn.Module):
+    """The wrapper dynview.compile returns for an nn.Module (like torch's OptimizedModule): calls go to
+    the compiled forward; every other attribute, read, written or deleted, is the wrapped module's
+    (`training` included), so the compiled code sees what the caller changed."""
+
+    _own = {"_orig_mod", "_dynview_call", "_dynview_options", "forward", "__dict__", "_super_module_initialized"}
+
+    def __init__(self, mod, compiled_call, options=None):
+        object.__setattr__(self, "_orig_mod", mod)  # (first: reads and writes below go through it)
+        self._super_module_initialized = False
         super().__init__()
-        self._orig_mod = mod
+        self._super_module_initialized = True
+        self._orig_mod = mod  # (registers it as the child module: parameters, state_dict, .to())
         self.__dict__["_dynview_call"] = compiled_call
+        self.__dict__["_dynview_options"] = options
 
     def forward(self, *args, **kwargs):
         return self._dynview_call(*args, **kwargs)
 
+    @property
+    def training(self):
+        return self._orig_mod.training
+
+    @training.setter
+    def training(self, value):
+        if self.__dict__.get("_super_module_initialized"):  # (not nn.Module.__init__'s default)
+            self._orig_mod.training = value
+
     def __getattr__(self, name):
-        try:
-            return super().__getattr__(name)
-        except AttributeError:
-            return getattr(self._orig_mod, name)
+        if name == "_orig_mod":
+            return self._modules["_orig_mod"]
+        return getattr(self._orig_mod, name)
+
+    def __setattr__(self, name, value):
+        if hasattr(type(self), name) or name in OptimizedModule._own:
+            return super().__setattr__(name, value)
+        return setattr(self._orig_mod, name, value)
+
+    def __delattr__(self, name):
+        if hasattr(type(self), name) or name in OptimizedModule._own:
+            return super().__delattr__(name)
+        return delattr(self._orig_mod, name)
+
+    def __len__(self):
+        return len(self._orig_mod)
+
+    def __dir__(self):
+        mine = self._orig_mod.__dir__()
+        return mine + [a for a in super().__dir__() if a not in mine]
+
+    def __reduce__(self):
+        # pickled as the module and how it was compiled (torch.save of a compiled model); the
+        # compiled code itself is made again on the first call after loading
+        if self._dynview_options is None:
+            raise TypeError("this dynview-compiled module cannot be pickled")
+        return (_compiled_again, (self._orig_mod, *self._dynview_options))
+
+
+def _compiled_again(mod, backend, fullgraph, dynamic):
+    return compile(mod, backend=backend, fullgraph=fullgraph, dynamic=dynamic)
 
 
 def optimize(backend="inductor", fullgraph=False, dynamic=None):

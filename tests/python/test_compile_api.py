@@ -1,0 +1,145 @@
+"""dynview.compile's objects behave as torch.compile's: the module wrapper is a view of the module
+it wraps (attributes read, written and deleted through it, `training`, dir(), len(), torch.save);
+a callable with no Python frame of its own (torch.sin, a functools.partial) is still captured;
+torch.compiler.disable(fn, recursive=False) leaves fn's frame eager and captures what it calls.
+Each against torch.compile on the same code (TorchDynamo is the oracle), results against eager."""
+import copy
+import functools
+import io
+
+import pytest
+import torch
+import torch.nn as nn
+from torch._dynamo.testing import CompileCounter
+
+import dynview
+
+pytestmark = pytest.mark.usefixtures("fresh_engine")
+
+
+class Stepped(nn.Module):
+    """A module whose forward reads a plain int attribute its training loop changes."""
+
+    def __init__(self):
+        super().__init__()
+        self.layer = nn.Linear(4, 4)
+        self.step = 10
+
+    def forward(self, x):
+        return self.layer(x + 1) + self.step
+
+
+def both(make):
+    """(torch.compile's, dynview.compile's) results of make(compile, reset)."""
+    torch._dynamo.reset()
+    theirs = make(torch.compile)
+    torch._dynamo.reset()
+    dynview.reset()
+    ours = make(dynview.compile)
+    return theirs, ours
+
+
+def test_an_attribute_written_through_the_wrapper_is_the_modules_and_the_compiled_forward_sees_it():
+    def run(compile_):
+        mod = Stepped()
+        opt = compile_(mod, backend="eager")
+        x = torch.zeros(3, 4)
+        opt(x)
+        opt.step += 1  # (a training loop's counter, written through the compiled model)
+        out = opt(x)
+        torch.testing.assert_close(out, mod(x))
+        return mod.step, "step" in vars(opt), out - mod.layer(x + 1)
+
+    theirs, ours = both(run)
+    assert ours[:2] == theirs[:2] == (11, False)
+    torch.testing.assert_close(ours[2], torch.full((3, 4), 11.0))
+
+
+def test_training_dir_len_and_delattr_are_the_wrapped_modules():
+    def run(compile_):
+        mod = Stepped().eval()
+        opt = compile_(mod, backend="eager")
+        seen = [opt.training]
+        opt.train()
+        seen += [mod.training, opt.training]
+        mod.eval()
+        seen.append(opt.training)
+        names = dir(opt)
+        del opt.step
+        seq = compile_(nn.Sequential(nn.ReLU(), nn.Tanh()), backend="eager")
+        return seen, "layer" in names and "forward" in names, hasattr(mod, "step"), len(seq), list(opt.state_dict())
+
+    theirs, ours = both(run)
+    assert ours == theirs
+    assert ours[0] == [False, True, True, False]
+
+
+def test_a_compiled_module_saved_with_torch_save_loads_and_runs():
+    mod = Stepped()
+    opt = dynview.compile(copy.deepcopy(mod), backend="eager")
+    x = torch.randn(2, 4)
+    opt(x)
+    buf = io.BytesIO()
+    torch.save(opt, buf)
+    buf.seek(0)
+    loaded = torch.load(buf, weights_only=False)
+    assert type(loaded) is type(opt) and loaded.step == 10
+    hits = sum(e["hits"] for e in dynview._C.cache_entries(Stepped.forward.__code__))
+    torch.testing.assert_close(loaded(x), mod(x))
+    assert sum(e["hits"] for e in dynview._C.cache_entries(Stepped.forward.__code__)) == hits + 1, "it runs compiled"
+
+
+@pytest.mark.parametrize("fn, nargs", [(torch.sin, 1), (functools.partial(torch.add, alpha=2), 2), (torch.Tensor.cos, 1)],
+                         ids=["torch.sin", "partial", "Tensor.cos"])
+def test_a_callable_without_a_frame_of_its_own_is_captured_as_torch_compile_captures_it(fn, nargs):
+    x = torch.randn(3)
+
+    def run(compile_):
+        cnt = CompileCounter()
+        f = compile_(fn, backend=cnt, fullgraph=True)
+        out = f(*[x] * nargs)
+        f(*[x] * nargs)
+        torch.testing.assert_close(out, fn(*[x] * nargs))
+        return cnt.frame_count, cnt.op_count
+
+    theirs, ours = both(run)
+    assert ours == theirs == (1, 1)
+
+
+def _inner(x):
+    return x.sin() * 2
+
+
+class SkippedForward(nn.Module):
+    @torch.compiler.disable(recursive=False)
+    def forward(self, x):
+        return _inner(x.cos() + 1)
+
+
+@torch._dynamo.disable(recursive=False)
+def _skipped_helper(x):
+    return _inner(x + 1)
+
+
+def _calls_skipped_helper(x):
+    return _skipped_helper(x * 2) - 1
+
+
+def test_disable_without_recursion_runs_the_frame_eagerly_and_captures_what_it_calls():
+    x = torch.randn(3)
+
+    def run(compile_):
+        cnt = CompileCounter()
+        m = compile_(SkippedForward(), backend=cnt)
+        torch.testing.assert_close(m(x), _inner(x.cos() + 1))
+        m(x)
+        f = compile_(_calls_skipped_helper, backend=cnt)
+        torch.testing.assert_close(f(x), _calls_skipped_helper(x))
+        return cnt.frame_count, cnt.op_count
+
+    theirs, ours = both(run)
+    assert ours == theirs
+    dynview.reset()
+    dynview._C.take_records()
+    dynview.compile(SkippedForward(), backend="eager")(x)
+    assert [r["qualname"] for r in dynview._C.take_records()] == ["_inner"], "forward itself is not captured"
