@@ -329,6 +329,15 @@ Status operator_function(Translator& t, Frame& f, PyObject* o, const std::vector
 // classes, operator getters, NumPy ...
 Status object_call(Translator& t, Frame& f, const VPtr& fn, std::vector<VPtr>& args, KwArgs& kwargs, VPtr& out) {
   PyObject* o = fn->obj.get();
+  if (std::strcmp(Py_TYPE(o)->tp_name, "dynview._C.CompiledFunction") == 0) {
+    // dynview.compile(g) called in the trace (a submodule or helper compiled on its own, then the
+    // whole model): g, inlined, as TorchDynamo inlines a torch.compile'd function's original
+    Ref orig = Ref::steal(PyObject_GetAttrString(o, "_orig_fn"));
+    VPtr inner = orig ? t.wrap(orig, fn->source ? Source::attr(fn->source, "_orig_fn") : nullptr, f) : nullptr;
+    PyErr_Clear();
+    if (!inner) return t.brk(f, "DV0004", "call to a function compiled by dynview.compile");
+    return t.call(f, inner, std::move(args), std::move(kwargs), out);
+  }
   static PyObject* const str_format_descr = [] {  // str.format (the same descriptor each read; kept for the process)
     PyObject* d = PyObject_GetAttrString(reinterpret_cast<PyObject*>(&PyUnicode_Type), "format");
     if (!d) PyErr_Clear();

@@ -143,3 +143,50 @@ def test_disable_without_recursion_runs_the_frame_eagerly_and_captures_what_it_c
     dynview._C.take_records()
     dynview.compile(SkippedForward(), backend="eager")(x)
     assert [r["qualname"] for r in dynview._C.take_records()] == ["_inner"], "forward itself is not captured"
+
+
+class Block(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.lin = nn.Linear(4, 4)
+
+    def forward(self, x):
+        return torch.relu(self.lin(x)) + x
+
+
+class CompiledBlocksNet(nn.Module):
+    """Blocks compiled one by one (a user's first try), then the whole model compiled too."""
+
+    def __init__(self, compile_):
+        super().__init__()
+        self.blocks = nn.ModuleList([compile_(Block(), backend="eager") for _ in range(2)])
+        self.head = nn.Linear(4, 2)
+
+    def forward(self, x):
+        for block in self.blocks:
+            x = block(x)
+        return self.head(x)
+
+
+def _sin_plus_one(x):
+    return x.sin() + 1
+
+
+def _calls_given(x, fn):
+    return fn(x) * 2
+
+
+def test_a_compiled_module_or_function_called_in_a_compiled_frame_is_inlined():
+    x = torch.randn(3, 4)
+
+    def run(compile_):
+        cnt = CompileCounter()
+        torch.manual_seed(0)
+        net = CompiledBlocksNet(compile_)
+        torch.testing.assert_close(compile_(net, backend=cnt)(x), net(x))
+        inner = compile_(_sin_plus_one, backend="eager")
+        torch.testing.assert_close(compile_(_calls_given, backend=cnt)(x, inner), _calls_given(x, _sin_plus_one))
+        return cnt.frame_count, cnt.op_count
+
+    theirs, ours = both(run)
+    assert ours == theirs == (2, 10)
