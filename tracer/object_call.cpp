@@ -329,6 +329,13 @@ Status operator_function(Translator& t, Frame& f, PyObject* o, const std::vector
 // classes, operator getters, NumPy ...
 Status object_call(Translator& t, Frame& f, const VPtr& fn, std::vector<VPtr>& args, KwArgs& kwargs, VPtr& out) {
   PyObject* o = fn->obj.get();
+  if (PyType_Check(o)) {
+    // A TypedDict class (typing's and typing_extensions' metaclass has `__call__ = dict`): calling it
+    // makes a plain dict of its arguments (LlavaImagePixelInputs(type=..., data=x))
+    static PyObject* call_name = PyUnicode_InternFromString("__call__");
+    if (_PyType_Lookup(Py_TYPE(o), call_name) == reinterpret_cast<PyObject*>(&PyDict_Type))
+      return t.call(f, t.wrap(Ref::borrow(reinterpret_cast<PyObject*>(&PyDict_Type)), nullptr, f), std::move(args), std::move(kwargs), out);
+  }
   if (std::strcmp(Py_TYPE(o)->tp_name, "dynview._C.CompiledFunction") == 0) {
     // dynview.compile(g) called in the trace (a submodule or helper compiled on its own, then the
     // whole model): g, inlined, as TorchDynamo inlines a torch.compile'd function's original

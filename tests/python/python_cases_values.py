@@ -1356,3 +1356,18 @@ DIFFERS["attribute_set_on_a_plain_dict_raises_as_eager"] = (
     (1, 0), (0, 0),
     "TorchDynamo stops at setattr() on a dict (\"setattr() on unsupported type\"), inside a try block, and runs the "
     "frame eagerly (0 graphs); dynview raises eager's AttributeError in the trace (1 graph, the same texts)")
+
+
+# ---- typing.TypedDict classes called in the trace: a plain dict (vLLM's and transformers' multimodal inputs) ----
+class ImagePixelInputs(typing.TypedDict):
+    type: typing.Literal["pixel_values"]
+    data: torch.Tensor
+
+
+@case((2, 3))
+def typed_dict_of_image_inputs(x):
+    inputs = ImagePixelInputs(type="pixel_values", data=x * 2)
+    if inputs["type"] == "pixel_values":
+        pooled = inputs["data"].mean(-1)
+    inputs["data"] = pooled
+    return inputs, pooled + 1, type(inputs).__name__
