@@ -104,11 +104,13 @@ struct SharedSources {
     const std::string k = key(s);
     if (auto it = slot.find(k); it != slot.end()) return e.emit(N::LOAD_FAST, it->second), true;
     if (!s.base) return e.source(s);
-    if (s.kind == Source::Kind::AsTensor || s.kind == Source::Kind::TupleIterItem || s.kind == Source::Kind::DictValueAt) {
+    if (s.kind == Source::Kind::AsTensor || s.kind == Source::Kind::TupleIterItem || s.kind == Source::Kind::DictValueAt ||
+        s.kind == Source::Kind::WeakRefCall) {
+      const bool one = s.kind == Source::Kind::AsTensor || s.kind == Source::Kind::WeakRefCall;
       e.callable_const(s.key.get());  // the callable goes first
       if (!load(*s.base)) return false;
-      if (s.kind != Source::Kind::AsTensor) e.load_int(s.index);
-      e.call(s.kind != Source::Kind::AsTensor ? 2 : 1);
+      if (!one) e.load_int(s.index);
+      e.call(one ? 1 : 2);
     } else if (!load(*s.base) || !e.step(s)) {
       return false;
     }

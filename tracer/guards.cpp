@@ -191,6 +191,9 @@ struct GuardTree::Node {
           if (!PyDict_Next(parent, &pos, &k, &v)) return nullptr;
         return v;
       }
+      case Source::Kind::WeakRefCall:  // the referent (borrowed from the reference; None once it died)
+        if (!parent || !PyWeakref_CheckRef(parent)) return nullptr;
+        return PyWeakref_GET_OBJECT(parent);
       case Source::Kind::AsTensor: {  // a new tensor over the ndarray's memory, held until the check ends
         if (!parent || std::strcmp(Py_TYPE(parent)->tp_name, "numpy.ndarray") != 0) return nullptr;
         PyObject* t = PyObject_CallOneArg(source->key.get(), parent);

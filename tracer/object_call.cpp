@@ -336,6 +336,28 @@ Status object_call(Translator& t, Frame& f, const VPtr& fn, std::vector<VPtr>& a
     if (_PyType_Lookup(Py_TYPE(o), call_name) == reinterpret_cast<PyObject*>(&PyDict_Type))
       return t.call(f, t.wrap(Ref::borrow(reinterpret_cast<PyObject*>(&PyDict_Type)), nullptr, f), std::move(args), std::move(kwargs), out);
   }
+  if (o == reinterpret_cast<PyObject*>(&_PyWeakref_RefType) && args.size() == 1 && kwargs.empty()) {
+    // weakref.ref(v): a reference the trace follows to v (values/weakref.cpp); values that take no
+    // weak references (ints, tuples) raise as eager does
+    const VPtr& v = args[0];
+    if (v->kind == VK::Const || v->kind == VK::Tuple || v->kind == VK::List || v->kind == VK::Dict || v->kind == VK::Sym ||
+        v->kind == VK::Lazy)
+      return t.brk(f, "DV0004", std::string("weakref.ref of a ") + vk_name(v->kind));
+    out = t.make(VK::WeakRef);
+    out->self = v;
+    return std::nullopt;
+  }
+  if (PyWeakref_CheckRef(o) && fn->source && args.empty() && kwargs.empty()) {
+    // w() of a weakref from the frame: its referent, read through L['w']() and guarded as any value
+    // is (a referent that died is None: the guard on it fails and the frame compiles again)
+    t.add_guard(GuardKind::TYPE_MATCH, fn->source, Ref::borrow(reinterpret_cast<PyObject*>(Py_TYPE(o))), f,
+                "___check_type_id(" + fn->source->text() + ", " + Py_TYPE(o)->tp_name + ")");
+    static PyObject* call_fn = PyObject_GetAttrString(reinterpret_cast<PyObject*>(&_PyWeakref_RefType), "__call__");  // kept
+    if (!call_fn) return PyErr_Clear(), t.brk(f, "DV0004", "calling a weakref");
+    out = t.wrap(Ref::borrow(PyWeakref_GET_OBJECT(o)), Source::weakref_call(fn->source, Ref::borrow(call_fn)), f);
+    if (!out) return t.brk(f, "DV0004", "calling a weakref: its referent cannot be traced");
+    return std::nullopt;
+  }
   if (std::strcmp(Py_TYPE(o)->tp_name, "dynview._C.CompiledFunction") == 0) {
     // dynview.compile(g) called in the trace (a submodule or helper compiled on its own, then the
     // whole model): g, inlined, as TorchDynamo inlines a torch.compile'd function's original

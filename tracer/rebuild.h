@@ -90,7 +90,8 @@ struct Emitter {
       case K::Global: emit(N::LOAD_GLOBAL, name(s.name) << 1); return true;
       case K::Held: emit(N::LOAD_CONST, konst(s.key.get())); return true;
       case K::FreeCell: emit_free(N::LOAD_CLOSURE, s.index); return true;
-      case K::AsTensor:  // torch.as_tensor(ndarray)
+      case K::AsTensor:     // torch.as_tensor(ndarray)
+      case K::WeakRefCall:  // weakref.ref.__call__(w)
         callable_const(s.key.get());
         if (!source(*s.base)) return false;
         call(1);

@@ -18,6 +18,7 @@ std::string Source::text() const {
     case Kind::TupleIterItem: return "___tuple_iterator_getitem(" + base->text() + ", " + std::to_string(index) + ")";
     case Kind::FnMode: return "___get_torch_function_mode_stack_at(" + std::to_string(index) + ")";
     case Kind::DictValueAt: return "list(" + base->text() + ".values())[" + std::to_string(index) + "]";
+    case Kind::WeakRefCall: return base->text() + "()";
   }
   return "?";
 }
@@ -73,6 +74,10 @@ SourcePtr Source::held(Ref obj, std::string name) {
 
 SourcePtr Source::free_cell(int index, std::string name) {
   return std::make_shared<Source>(Source{Kind::FreeCell, index, std::move(name), {}, {}, {}});
+}
+
+SourcePtr Source::weakref_call(SourcePtr base, Ref call_fn) {
+  return std::make_shared<Source>(Source{Kind::WeakRefCall, -1, {}, {}, std::move(call_fn), std::move(base)});
 }
 
 }  // namespace dv

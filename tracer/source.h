@@ -32,6 +32,8 @@ struct Source {
                // torch._C._get_function_stack_at
     DictValueAt,  // the value at `index` of a dict base, in the dict's own order (an OrderedDict's
                   // linked order): a module's hook at its place; key: dynview._runtime.dict_value_at
+    WeakRefCall,  // base(): the object a weakref.ref base refers to, None once it died (TorchDynamo's
+                  // WeakRefCallSource); key: weakref.ref.__call__
   };
   Kind kind;
   int index = -1;        // Local/Closure
@@ -58,6 +60,7 @@ struct Source {
   static SourcePtr tuple_iter_item(SourcePtr base, int index, Ref getitem_fn);
   static SourcePtr fn_mode(int index, Ref stack_at_fn);
   static SourcePtr dict_value_at(SourcePtr base, int index, Ref value_at_fn);
+  static SourcePtr weakref_call(SourcePtr base, Ref call_fn);
 };
 
 }  // namespace dv

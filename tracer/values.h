@@ -56,8 +56,9 @@ enum class VK : uint8_t {
              // LazyVariableTracker over a leaf): lazy = the object, source; unguarded until an
              // instruction reads it, then realized in place into what ValueBuilder::wrap makes of it
              // (tracer/values/lazy.cpp)
+  WeakRef,   // weakref.ref(v) made in the trace: self = v (tracer/values/weakref.cpp)
 };
-inline constexpr size_t kKindCount = static_cast<size_t>(VK::Lazy) + 1;  // Lazy: the last kind
+inline constexpr size_t kKindCount = static_cast<size_t>(VK::WeakRef) + 1;  // WeakRef: the last kind
 // The value protocol: what each kind answers, one specialisation per kind (tracer/values/kind.h).
 template <VK K>
 struct Kind;
