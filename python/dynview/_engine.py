@@ -142,7 +142,7 @@ def compile(model=None, *, backend="inductor", fullgraph=False, dynamic=None, mo
     _ensure_installed()
     be = _lookup_backend(backend)
     if isinstance(model, torch.nn.Module):
-        return OptimizedModule(model, _C.CompiledFunction(model, be, fullgraph, dynamic), (backend, fullgraph, dynamic))
+        return _optimized_module_class()(model, _C.CompiledFunction(model, be, fullgraph, dynamic), (backend, fullgraph, dynamic))
     model = _with_a_frame(model)
     compiled = _C.CompiledFunction(model, be, fullgraph, dynamic)
     try:
@@ -185,7 +185,7 @@ class OptimizedModule(torch.nn.Module):
     def __init__(self, mod, compiled_call, options=None):
         object.__setattr__(self, "_orig_mod", mod)  # (first: reads and writes below go through it)
         self._super_module_initialized = False
-        super().__init__()
+        torch.nn.Module.__init__(self)  # (not torch's OptimizedModule's, which wants its dynamo context)
         self._super_module_initialized = True
         self._orig_mod = mod  # (registers it as the child module: parameters, state_dict, .to())
         self.__dict__["_dynview_call"] = compiled_call
@@ -231,6 +231,25 @@ class OptimizedModule(torch.nn.Module):
         if self._dynview_options is None:
             raise TypeError("this dynview-compiled module cannot be pickled")
         return (_compiled_again, (self._orig_mod, *self._dynview_options))
+
+
+_made_class = []
+
+
+def _optimized_module_class():
+    """The class of the wrappers dynview.compile returns: OptimizedModule, also a subclass of
+    torch._dynamo.eval_frame.OptimizedModule, so that libraries that ask whether a module was
+    compiled (diffusers' is_compiled_module, its pipelines' isinstance checks) find it was and
+    unwrap its _orig_mod. Made at the first module compiled: torch._dynamo is imported by then."""
+    if not _made_class:
+        try:
+            from torch._dynamo.eval_frame import OptimizedModule as TorchOptimizedModule
+        except ImportError:  # (no torch._dynamo: the plain wrapper)
+            _made_class.append(OptimizedModule)
+        else:
+            _made_class.append(type("OptimizedModule", (OptimizedModule, TorchOptimizedModule),
+                                    {"__module__": __name__, "__doc__": OptimizedModule.__doc__}))
+    return _made_class[0]
 
 
 def _compiled_again(mod, backend, fullgraph, dynamic):

@@ -190,3 +190,18 @@ def test_a_compiled_module_or_function_called_in_a_compiled_frame_is_inlined():
 
     theirs, ours = both(run)
     assert ours == theirs == (2, 10)
+
+
+def test_libraries_see_the_wrapper_as_a_compiled_module_and_unwrap_it():
+    # diffusers' pipelines ask isinstance(unet, torch._dynamo.eval_frame.OptimizedModule) and take
+    # its _orig_mod (is_compiled_module / unwrap_module), as for torch.compile's wrapper
+    from diffusers.utils.torch_utils import is_compiled_module, unwrap_module
+
+    def run(compile_):
+        mod = Stepped()
+        opt = compile_(mod, backend="eager")
+        return (isinstance(opt, torch._dynamo.eval_frame.OptimizedModule), is_compiled_module(opt),
+                unwrap_module(opt) is mod, is_compiled_module(mod))
+
+    theirs, ours = both(run)
+    assert ours == theirs == (True, True, True, False)
