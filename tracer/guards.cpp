@@ -309,7 +309,7 @@ bool leaf_ok(const Guard& g, PyObject* o) {
       return r == g.length;
     }
     case GuardKind::TENSOR_MATCH: return tensor_matches(g.tensor, o);
-    case GuardKind::GLOBAL_STATE: return global_state() == g.state;
+    case GuardKind::GLOBAL_STATE: return global_state_matches(g.state);
     case GuardKind::SHAPE_ENV: case GuardKind::TENSOR_ALIASING: return true;  // after the tree (relation_ok)
   }
   return false;

@@ -123,14 +123,14 @@ static bool immutable_method_descriptor(PyObject* o) {
 }
 
 namespace {
+// torch.autograd.profiler.record_function, and the profilers torch.profiler.profile and
+// torch.autograd.profiler.profile: context managers TorchDynamo ignores while capturing
 bool is_profiler_range(PyObject* o) {
-  static PyObject* record_function = [] {
-    Ref mod = Ref::steal(PyImport_ImportModule("torch.autograd.profiler"));
-    PyObject* r = mod ? PyObject_GetAttrString(mod.get(), "record_function") : nullptr;  // kept
-    PyErr_Clear();
-    return r;
-  }();
-  return record_function && o == record_function;
+  static PyObject* const record_function = kept_attr("torch.autograd.profiler", "record_function");
+  static PyObject* const autograd_profile = kept_attr("torch.autograd.profiler", "profile");
+  static PyObject* const profile = kept_attr("torch.profiler", "profile");
+  PyErr_Clear();
+  return o && (o == record_function || o == autograd_profile || o == profile);
 }
 }  // namespace
 
@@ -589,8 +589,9 @@ Status object_call(Translator& t, Frame& f, const VPtr& fn, std::vector<VPtr>& a
     }
   }
   if (is_profiler_range(o)) {
-    // torch.autograd.profiler.record_function(name) (Optimizer.step's wrapper): a profiler range,
-    // ignored while capturing as TorchDynamo ignores it -- a contextlib.nullcontext() in its place.
+    // torch.autograd.profiler.record_function(name) (Optimizer.step's wrapper), a profiler block
+    // (torch.profiler.profile()): ignored while capturing as TorchDynamo ignores them -- a
+    // contextlib.nullcontext() in their place.
     static PyObject* nullcontext = [] {
       Ref contextlib = Ref::steal(PyImport_ImportModule("contextlib"));
       PyObject* n = contextlib ? PyObject_GetAttrString(contextlib.get(), "nullcontext") : nullptr;  // kept
@@ -644,6 +645,17 @@ Status object_call(Translator& t, Frame& f, const VPtr& fn, std::vector<VPtr>& a
     case TorchSpecial::unguarded_state:  // its answer could not be kept: no guard checks that state on later calls
       return t.brk(f, "DV0004", callable_name(o) + " reads state the compiled code's guards do not check",
                    "TorchDynamo breaks the graph here too");
+    case TorchSpecial::profiler_state:
+    case TorchSpecial::anomaly_state: {
+      // a constant of this capture; the GLOBAL_STATE guard checks it from now on (TorchDynamo guards
+      // both: a call under the profiler or detect_anomaly compiles again)
+      if (!args.empty() || !kwargs.empty()) return t.brk(f, "DV0004", "call to " + callable_name(o) + " with arguments");
+      const bool on = special == TorchSpecial::profiler_state ? profiler_enabled() : anomaly_enabled();
+      for (Guard& g : t.output.guards)
+        if (g.kind == GuardKind::GLOBAL_STATE) (special == TorchSpecial::profiler_state ? g.state.profiler : g.state.anomaly) = on ? 1 : 0;
+      out = t.constant(Ref::borrow(on ? Py_True : Py_False));
+      return std::nullopt;
+    }
     case TorchSpecial::is_grad_enabled:
     case TorchSpecial::get_default_dtype: out = t.constant_steal(PyObject_CallNoArgs(o)); return std::nullopt;
     case TorchSpecial::is_tensor:

@@ -1,4 +1,6 @@
 // TENSOR_MATCH and GLOBAL_STATE through LibTorch (see tensor_match.h).
+#include <torch/csrc/autograd/anomaly_mode.h>
+#include <torch/csrc/profiler/orchestration/observer.h>
 #include "tensor_match.h"
 
 #include <ATen/Context.h>
@@ -333,7 +335,21 @@ GlobalState global_state() {
   return g;
 }
 
+bool profiler_enabled() { return torch::profiler::impl::profilerEnabled(); }
+bool anomaly_enabled() { return torch::autograd::AnomalyMode::is_enabled(); }
+
+bool global_state_matches(const GlobalState& want) {
+  GlobalState have = global_state();
+  if (want.profiler >= 0) have.profiler = profiler_enabled() ? 1 : 0;
+  if (want.anomaly >= 0) have.anomaly = anomaly_enabled() ? 1 : 0;
+  return have == want;
+}
+
 std::string global_state_diff(const GlobalState& w, const GlobalState& h) {
+  if (w.profiler >= 0 && w.profiler != static_cast<int8_t>(profiler_enabled()))
+    return std::string("torch.autograd._profiler_enabled(): expected ") + (w.profiler ? "True" : "False");
+  if (w.anomaly >= 0 && w.anomaly != static_cast<int8_t>(anomaly_enabled()))
+    return std::string("torch.is_anomaly_enabled(): expected ") + (w.anomaly ? "True" : "False");
   if (w.grad_enabled != h.grad_enabled) return std::string("grad_mode: expected ") + (w.grad_enabled ? "enabled" : "disabled");
   if (w.deterministic != h.deterministic) return "deterministic_algorithms changed";
   if (w.autocast_cpu != h.autocast_cpu) return "autocast (cpu) changed";

@@ -134,9 +134,16 @@ struct GlobalState {
   int8_t default_dtype = 0;
   int num_threads = 0;
   int fn_modes = 0;  // torch function modes on the thread's stack (their types are TYPE_MATCH guards)
+  // State a capture read as a constant (torch.autograd._profiler_enabled(), torch.is_anomaly_enabled()):
+  // 0 or 1 when it did, so a later call under the other state compiles again; -1 (not read): any
+  int8_t profiler = -1;
+  int8_t anomaly = -1;
   bool operator==(const GlobalState&) const = default;
 };
-GlobalState global_state();
+GlobalState global_state();  // (profiler and anomaly left -1: read by the guard only where the capture did)
+bool profiler_enabled();     // torch.autograd._profiler_enabled()
+bool anomaly_enabled();      // torch.is_anomaly_enabled()
+bool global_state_matches(const GlobalState& want);  // the GLOBAL_STATE guard
 bool autocast_on();  // autocast enabled on the CPU or CUDA now (example values must see it)
 std::string global_state_diff(const GlobalState& want, const GlobalState& have);
 

@@ -79,6 +79,8 @@ const Row kRows[] = {
     {"torch.jit", "save", TorchSpecial::effect},
     {"torch.jit", "load", TorchSpecial::effect},
     {"torch", "set_default_dtype", TorchSpecial::effect},
+    {"torch._C._autograd", "_profiler_enabled", TorchSpecial::profiler_state},  // (torch.autograd._profiler_enabled)
+    {"torch", "is_anomaly_enabled", TorchSpecial::anomaly_state},
     {"torch", "is_inference_mode_enabled", TorchSpecial::unguarded_state},  // as TorchDynamo, which breaks there
     {"torch", "set_printoptions", TorchSpecial::effect},
     {"torch", "use_deterministic_algorithms", TorchSpecial::effect},

@@ -647,6 +647,8 @@ enum class TorchSpecial {
   compile,             // torch.compile(fn) while capturing: fn itself, inlined where it is called (as TorchDynamo)
   effect,              // seeds, save/load, process settings: a break
   unguarded_state,     // reads state the guards do not check (torch.is_inference_mode_enabled): a break
+  profiler_state,      // torch.autograd._profiler_enabled(): a constant, its value in the GLOBAL_STATE guard
+  anomaly_state,       // torch.is_anomaly_enabled(): likewise
   sdpa_kernel,         // torch.nn.attention.sdpa_kernel(backends): a GradMode value (sdpa_kernel.cpp)
   saved_hooks_off,     // torch.autograd.graph.disable_saved_tensors_hooks(message): a GradMode value (saved_hooks_off.cpp)
   push_fn_mode,        // torch._C._push_on_torch_function_stack(mode): onto the trace's mode stack (fn_modes.cpp)

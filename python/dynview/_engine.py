@@ -141,6 +141,11 @@ def compile(model=None, *, backend="inductor", fullgraph=False, dynamic=None, mo
         raise AssertionError(f"A callable function is expected, but {type(model)} is provided.")
     _ensure_installed()
     be = _lookup_backend(backend)
+    if isinstance(model, type) and issubclass(model, torch.nn.Module):
+        # a module class (@dynview.compile on the class): its instances' calls are compiled, as
+        # torch.compile patches the class's __call__; the class itself is returned
+        model.__call__ = _C.CompiledFunction(model.__call__, be, fullgraph, dynamic)
+        return model
     if isinstance(model, torch.nn.Module):
         return _optimized_module_class()(model, _C.CompiledFunction(model, be, fullgraph, dynamic), (backend, fullgraph, dynamic))
     model = _with_a_frame(model)

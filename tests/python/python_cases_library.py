@@ -579,6 +579,18 @@ def local_function_decorated_by_no_grad(x, w):
 
 
 @case((3,), extra=_trainable)
+def local_function_decorated_by_set_grad_enabled(x, w):
+    # made, set_grad_enabled(False) sets the mode; as a decorator it puts the mode back and gives a
+    # function run without grad
+    @torch.set_grad_enabled(False)
+    def frozen(t):
+        return t * w
+    between = torch.is_grad_enabled()
+    y = frozen(x)
+    return y, y.requires_grad, between, (x * w).requires_grad, torch.is_grad_enabled()
+
+
+@case((3,), extra=_trainable)
 def enable_grad_decorated_helper_called_under_no_grad(x, w):
     @torch.enable_grad()
     def tracked(t):

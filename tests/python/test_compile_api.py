@@ -205,3 +205,57 @@ def test_libraries_see_the_wrapper_as_a_compiled_module_and_unwrap_it():
 
     theirs, ours = both(run)
     assert ours == theirs == (True, True, True, False)
+
+
+class Inner(nn.Module):
+    def forward(self, x):
+        return _inner(x) + 1
+
+
+class WithDisabledPart(nn.Module):
+    """A model one of whose submodules the user excluded with torch.compiler.disable(submodule)."""
+
+    def __init__(self):
+        super().__init__()
+        self.pre = nn.Linear(4, 4)
+        self.part = torch.compiler.disable(Inner())
+        self.post = nn.Linear(4, 4)
+
+    def forward(self, x):
+        return self.post(self.part(self.pre(x).cos()))
+
+
+def test_a_submodule_wrapped_by_torch_compiler_disable_is_not_captured():
+    x = torch.randn(2, 4)
+
+    def run(compile_):
+        cnt = CompileCounter()
+        torch.manual_seed(0)
+        m = WithDisabledPart()
+        torch.testing.assert_close(compile_(m, backend=cnt)(x), m(x))
+        return cnt.frame_count, cnt.op_count
+
+    theirs, ours = both(run)
+    assert ours == theirs
+    dynview.reset()
+    dynview._C.take_records()
+    dynview.compile(WithDisabledPart(), backend="eager")(x)
+    records = dynview._C.take_records()
+    assert "Inner.forward" not in [r["qualname"] for r in records] and "_inner" not in [r["qualname"] for r in records]
+    assert any("marked torch.compiler.disable" in r["break_message"] for r in records)
+
+
+def test_compiling_a_module_class_compiles_its_instances_calls():
+    x = torch.randn(2, 4)
+
+    def run(compile_):
+        cls = type("Scaled", (nn.Module,), {"forward": lambda self, x: torch.relu(x) * 2})
+        cnt = CompileCounter()
+        made = compile_(cls, backend=cnt)
+        a, b = made(), made()
+        torch.testing.assert_close(a(x), torch.relu(x) * 2)
+        b(x)
+        return made is cls, isinstance(a, cls), cnt.frame_count, cnt.op_count
+
+    theirs, ours = both(run)
+    assert ours == theirs == (True, True, 1, 2)

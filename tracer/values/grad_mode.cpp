@@ -72,8 +72,19 @@ struct Kind<VK::GradMode> {
     if (fn->name == kGradDecorated) return call_decorated(t, f, fn, args, kwargs, out);
     // torch.no_grad()(fn) / @torch.no_grad(): the decorated function. (set_grad_enabled(b)(fn)
     // also puts back the mode before it, which is not modelled: a break.)
-    if (fn->name.empty() && args.size() == 1 && kwargs.empty() &&
-        (args[0]->kind == VK::Function || args[0]->kind == VK::Method || args[0]->kind == VK::Partial)) {
+    const bool decorates = args.size() == 1 && kwargs.empty() &&
+                           (args[0]->kind == VK::Function || args[0]->kind == VK::Method || args[0]->kind == VK::Partial);
+    if (fn->name == kGradSetEnabled && decorates) {
+      // @torch.set_grad_enabled(b): made, it set the mode; called with the function, it puts back the
+      // mode before it (set_grad_enabled.__call__) and gives the function, run under b
+      if (Status s = set_grad_mode(t, f, fn->obj.get() == Py_True)) return s;
+      out = t.make(VK::GradMode);
+      out->name = kGradDecorated;
+      out->flag = fn->flag;
+      out->self = args[0];
+      return std::nullopt;
+    }
+    if (fn->name.empty() && decorates) {
       out = t.make(VK::GradMode);
       out->name = kGradDecorated;
       out->flag = fn->flag;

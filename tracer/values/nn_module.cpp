@@ -455,6 +455,14 @@ struct Kind<VK::NNModule> {
       // torch.compile(module) made outside: the module it wraps (its _orig_mod), captured with the
       // rest, as TorchDynamo inlines a nested torch.compile
       PyObject** dictptr = _PyObject_GetDictPtr(m);
+      // torch.compiler.disable(module) makes one too, whose context disables: a break, and the call
+      // runs eagerly with nothing below it captured (its forward is TorchDynamo's disable wrapper)
+      PyObject* ctx = dictptr && *dictptr ? PyDict_GetItemString(*dictptr, "dynamo_ctx") : nullptr;
+      if (ctx && std::strcmp(Py_TYPE(ctx)->tp_name, "DisableContext") == 0) {
+        PyObject* mods = PyDict_GetItemString(*dictptr, "_modules");
+        PyObject* orig = mods && PyDict_Check(mods) ? PyDict_GetItemString(mods, "_orig_mod") : nullptr;
+        return t.brk(f, "DV0025", std::string("call to module ") + (orig ? Py_TYPE(orig)->tp_name : "?") + ", marked torch.compiler.disable");
+      }
       PyObject* mods = dictptr && *dictptr ? PyDict_GetItemString(*dictptr, "_modules") : nullptr;
       PyObject* orig = mods && PyDict_Check(mods) ? PyDict_GetItemString(mods, "_orig_mod") : nullptr;
       VPtr inner = orig ? t.wrap(Ref::borrow(orig), fn->source ? Source::module_member(fn->source, "_modules", "_orig_mod") : nullptr, f)
