@@ -677,6 +677,9 @@ Translator::Status Translator::record_graph_call(Frame& f, Ref target, const std
   if (is_tensor(result.get()) == false && any_tensor)
     return brk(f, "DV0006", what + " returned a " + std::string(Py_TYPE(result.get())->tp_name) + ", not a tensor",
                "operators that return Python values depend on tensor data");
+  if (method.empty() && args.empty() && kwargs.empty() && reads_torch_setting(target.get()))
+    return brk(f, "DV0004", what + " reads a torch setting the compiled code's guards do not check",
+               "read it outside the compiled function and pass the value in");
   out = constant(result);
   return std::nullopt;
 }
@@ -997,6 +1000,7 @@ VPtr Translator::real_cell(Frame& f, PyObject* cell, const SourcePtr& source, bo
   fresh = true;
   VPtr v = make(VK::Cell);
   v->cell_of = -2;
+  v->obj = Ref::borrow(cell);  // (a nonlocal write to it is replayed on it after the graph)
   real_cells_.push_back(RealCell{Ref::borrow(cell), v, source});
   return v;
 }

@@ -311,12 +311,17 @@ bool emit_head(Emitter& e, Rebuilder& rb, PyCodeObject* co, const CaptureResult&
     }
     e.emit(N::STORE_ATTR, e.name(w.name));
   }
-  for (const VPtr& c : se.written_cells) {  // nonlocal writes to the frame's free variables: (value -- )
+  for (const VPtr& c : se.written_cells) {  // nonlocal writes to real cells: (value -- )
     if (c->items.empty() || !c->items[0] || !rb.value(c->items[0])) {
       why = "cannot replay the assignment to a free variable";
       return false;
     }
-    e.emit_free(N::STORE_DEREF, c->cell_of);
+    if (c->cell_of >= 0) {  // the frame's own free variable
+      e.emit_free(N::STORE_DEREF, c->cell_of);
+    } else {  // a cell of a function from outside: cell.cell_contents = value
+      e.emit(N::LOAD_CONST, e.konst(c->obj.get()));
+      e.emit(N::STORE_ATTR, e.name("cell_contents"));
+    }
   }
   for (const auto& h : se.tensor_hooks) {  // torch.Tensor.register_hook(tensor, hook), in order; the handle dropped
     static PyObject* register_hook = PyObject_GetAttrString(py().torch_Tensor.get(), "register_hook");  // kept

@@ -4,6 +4,7 @@
 #include <algorithm>
 #include <cstring>
 #include <functional>
+#include <unordered_set>
 
 #include "pycache.h"
 #include "engine.h"
@@ -133,6 +134,52 @@ bool is_profiler_range(PyObject* o) {
   return o && (o == record_function || o == autograd_profile || o == profile);
 }
 }  // namespace
+
+// A getter of torch that reads a process setting (torch.get_float32_matmul_precision(),
+// torch.is_warn_always_enabled(), torch._C._get_cudnn_enabled() ...): called with no argument, its
+// answer would be a constant of the graph that no guard checks, so a later call under another
+// setting would reuse it (translator.h). The settings the GLOBAL_STATE guard checks, and facts fixed
+// for the process (torch.cuda.is_available()), are read as constants.
+bool reads_torch_setting(PyObject* fn) {
+  std::string m, name;
+  if (PyCFunction_Check(fn)) {
+    PyObject* self = PyCFunction_GET_SELF(fn);
+    const char* owner = self && PyModule_Check(self) ? PyModule_GetName(self) : nullptr;
+    if (owner) {
+      m = owner;
+    } else {
+      Ref mod = Ref::steal(PyObject_GetAttrString(fn, "__module__"));
+      PyErr_Clear();
+      if (mod && PyUnicode_Check(mod.get())) m = str_of(mod.get());
+    }
+    name = reinterpret_cast<PyCFunctionObject*>(fn)->m_ml->ml_name;
+  } else if (PyFunction_Check(fn)) {
+    PyObject* mod = PyDict_GetItemString(PyFunction_GET_GLOBALS(fn), "__name__");
+    if (mod && PyUnicode_Check(mod)) m = str_of(mod);
+    name = str_of(reinterpret_cast<PyFunctionObject*>(fn)->func_name);
+    // torch's Python getters of settings the guards do not check (the C ones below by their prefix)
+    static const std::unordered_set<std::string> python_getters = {
+        "get_float32_matmul_precision", "is_warn_always_enabled", "get_default_device", "get_deterministic_debug_mode",
+        "is_deterministic_algorithms_warn_only_enabled"};
+    return (m == "torch" || m.rfind("torch.", 0) == 0) && python_getters.count(name);
+  } else {
+    return false;
+  }
+  if (m != "torch" && m.rfind("torch.", 0) != 0) return false;
+  static const std::unordered_set<std::string> checked = {
+      // the GLOBAL_STATE guard's own (grad mode, autocast, default dtype, threads, determinism)
+      "is_grad_enabled", "get_default_dtype", "get_num_threads", "is_autocast_enabled", "is_autocast_cpu_enabled",
+      "_is_any_autocast_enabled", "get_autocast_dtype", "get_autocast_cpu_dtype", "get_autocast_gpu_dtype",
+      "is_autocast_cache_enabled", "_get_deterministic_algorithms",
+      // fixed for the process, or for what the engine captures at all
+      "_get_tracing_state", "_get_privateuse1_backend_name", "_are_functorch_transforms_active", "_get_cpu_capability",
+      "_is_torch_function_enabled", "_is_torch_function_mode_enabled", "_is_torch_function_all_disabled",
+      "_cuda_getDeviceCount", "_get_accelerator", "_has_torch_function"};
+  if (checked.count(name)) return false;
+  for (const char* prefix : {"_get_", "get_", "is_", "_is_", "are_", "_are_"})
+    if (name.rfind(prefix, 0) == 0) return true;
+  return false;
+}
 
 Status call_on_constants(Translator& t, Frame& f, PyObject* fn, const std::string& name, const std::vector<VPtr>& args,
                          const KwArgs& kwargs, Ref& result) {
@@ -913,6 +960,9 @@ Status object_call(Translator& t, Frame& f, const VPtr& fn, std::vector<VPtr>& a
     for (auto& kv : kwargs) all_const &= kv.second->kind == VK::Const;
     if (all_const && PyExceptionClass_Check(o) && !simple_exception_class(o))
       return t.brk(f, "DV0004", "constructing " + callable_name(o) + ": its __init__ or __new__ is Python code");
+    if (all_const && args.empty() && kwargs.empty() && PyCFunction_Check(o) && reads_torch_setting(o))
+      return t.brk(f, "DV0004", callable_name(o) + " reads a torch setting the compiled code's guards do not check",
+                   "read it outside the compiled function and pass the value in");
     if (all_const) {
       Ref r;
       if (Status s = call_on_constants(t, f, o, callable_name(o), args, kwargs, r)) return s;

@@ -141,7 +141,7 @@ struct Emitter {
         emit(N::LOAD_ATTR, name("cell_contents"));
         return true;
       case K::Local: case K::Closure: case K::Global: case K::Held: case K::FreeCell: case K::AsTensor: case K::TupleIterItem: case K::FnMode:
-      case K::DictValueAt: return false;
+      case K::DictValueAt: case K::WeakRefCall: return false;
     }
     return false;
   }

@@ -561,6 +561,9 @@ bool set_of_constants(PyObject* r);
 bool numpy_scalar(PyObject* o);
 bool enum_member(PyObject* o);  // a member of an Enum that compares and hashes as the stdlib's (a constant)
 bool const_key(PyObject* k);    // a dict key read as a constant: is_exact_const, an Enum member, or a tuple of them
+// A torch getter of a process setting no guard checks (torch.get_float32_matmul_precision ...):
+// called with no argument in the trace, a break, never a constant (object_call.cpp)
+bool reads_torch_setting(PyObject* fn);
 bool disabled_function(PyObject* fn);  // made by torch.compiler.disable: its call breaks, it is never traced
 // torch._disable_dynamo's wrapper (its code is every such wrapper's, so eval_frame.cpp may mark the code
 // as running without capture). A function that carries the disable attributes but has code of its own

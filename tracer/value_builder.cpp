@@ -322,6 +322,13 @@ VPtr ValueBuilder::wrap_int(const Ref& obj, const SourcePtr& source, const std::
     // (its sizes and settings) stay constants, as TorchDynamo keeps nn.Module properties static
     auto parent = by_source_.find(source->base->text());
     if (parent != by_source_.end() && parent->second->kind != VK::NNModule) plan_reached(obj.get(), key);
+  } else if (source && (source->kind == Source::Kind::Closure || source->kind == Source::Kind::FnClosure)) {
+    // an int in a closure cell, the frame's own or a function's it was given (a lambda closing over
+    // a step count): a local source, as TorchDynamo takes it, so compared with earlier compiles too --
+    // but not one reached from a global (TorchDynamo specializes those)
+    const Source* root = source.get();
+    while (root->base) root = root->base.get();
+    if (root->kind == Source::Kind::Local || root->kind == Source::Kind::Closure) plan_reached(obj.get(), key);
   }
   if (!t_.output.dynamic() || !source || !dyn_ints_.count(key)) return wrap_constant(obj, source, key, f);
   // An int that changed between compiles: a graph input of type SymInt.

@@ -395,9 +395,9 @@ def calls_a_closure_defined_outside(x):
     return _outside_step(x) + 1
 
 
-def test_nonlocal_write_of_an_outside_closure_breaks_and_runs_once():
-    # the inlined closure's write cannot be replayed (its cell is not the frame's): it breaks there,
-    # and the closure runs as its own frame, where the cell is a free variable (written back)
+def test_nonlocal_write_of_an_outside_closure_is_replayed_on_its_cell():
+    # the inlined closure's write goes to its own real cell (not the frame's) after the graph, as
+    # TorchDynamo replays it: the counter moves once per call, and no break
     before = _outside_get()
     cf = dynview.compile(calls_a_closure_defined_outside, backend="eager")
     x = torch.ones(2)
@@ -406,7 +406,7 @@ def test_nonlocal_write_of_an_outside_closure_breaks_and_runs_once():
         torch.testing.assert_close(cf(x), x * (before + k) + 1)
         assert _outside_get() == before + k
     recs = dynview._C.take_records()
-    assert any("nonlocal 'calls'" in r["break_message"] for r in recs), recs
+    assert recs and not [r["break_message"] for r in recs if r["break_id"]], recs
 
 
 def closure_returned_after_rebind(x):

@@ -80,3 +80,54 @@ def test_a_profiler_block_inside_compiled_code_is_ignored_as_torch_compile_ignor
     assert ours == theirs
     records = dynview._C.take_records()
     assert not [r["break_message"] for r in records if r["break_id"]]
+
+
+class _Setting:
+    """A torch setting a model reads (to choose a kernel, a precision, a fallback) and its two values."""
+
+    def __init__(self, read, turn_on, turn_off):
+        self.read, self.turn_on, self.turn_off = read, turn_on, turn_off
+
+
+def _set_attr(owner, name, value):
+    return lambda: setattr(owner, name, value)
+
+
+SETTINGS = {
+    "float32_matmul_precision": _Setting(lambda: torch.get_float32_matmul_precision() == "high",
+                                         lambda: torch.set_float32_matmul_precision("high"),
+                                         lambda: torch.set_float32_matmul_precision("highest")),
+    "warn_always": _Setting(torch.is_warn_always_enabled, lambda: torch.set_warn_always(True),
+                            lambda: torch.set_warn_always(False)),
+    "cudnn_enabled": _Setting(lambda: not torch.backends.cudnn.enabled,
+                              _set_attr(torch.backends.cudnn, "enabled", False), _set_attr(torch.backends.cudnn, "enabled", True)),
+    "fill_uninitialized_memory": _Setting(lambda: not torch.utils.deterministic.fill_uninitialized_memory,
+                                          _set_attr(torch.utils.deterministic, "fill_uninitialized_memory", False),
+                                          _set_attr(torch.utils.deterministic, "fill_uninitialized_memory", True)),
+    "cublas_allow_tf32": _Setting(lambda: torch.backends.cuda.matmul.allow_tf32,
+                                  _set_attr(torch.backends.cuda.matmul, "allow_tf32", True),
+                                  _set_attr(torch.backends.cuda.matmul, "allow_tf32", False)),
+}
+
+
+@pytest.mark.parametrize("name", list(SETTINGS))
+def test_a_torch_setting_read_in_compiled_code_is_never_a_stale_constant(name):
+    # the answer is read on every call (a break, or a guard that compiles again), never the value
+    # the first call saw: a wrong branch is the worst outcome
+    setting = SETTINGS[name]
+    setting.turn_off()
+
+    def pick(x):
+        if setting.read():
+            return x + 1
+        return x - 1
+
+    f = dynview.compile(pick, backend="eager")
+    x = torch.zeros(2)
+    try:
+        torch.testing.assert_close(f(x), x - 1)
+        setting.turn_on()
+        torch.testing.assert_close(f(x), x + 1)
+    finally:
+        setting.turn_off()
+    torch.testing.assert_close(f(x), x - 1)

@@ -158,7 +158,27 @@ Status object_getattr(Translator& t, Frame& f, const VPtr& obj, const std::strin
   // (A function's defaults too: a mutable one is the value its calls bind, calls.cpp inline_call.)
   const bool fn_defaults = PyFunction_Check(o) && (name == "__defaults__" || name == "__kwdefaults__");
   SourcePtr src = (obj->source && (PyModule_Check(o) || PyType_Check(o) || user_instance || fn_defaults)) ? Source::attr(obj->source, name) : nullptr;
-  if (PyModule_Check(o) && module_is_torch_mod(o)) src = nullptr;  // torch.* is fixed: no guard needed
+  if (!obj->source && !PyModule_Check(o) && !PyType_Check(o) && Py_TYPE(o)->tp_getattro != PyObject_GenericGetAttr) {
+    // an object of torch.backends reached through torch.* (torch.backends.cuda.matmul, whose
+    // __getattr__ reads cuBLAS flags): what it computes is a setting no guard checks
+    Ref mod = Ref::steal(PyObject_GetAttrString(reinterpret_cast<PyObject*>(Py_TYPE(o)), "__module__"));
+    PyErr_Clear();
+    if (mod && PyUnicode_Check(mod.get()) && str_of(mod.get()).rfind("torch.backends", 0) == 0)
+      return t.brk(f, "DV0004", std::string(Py_TYPE(o)->tp_name) + "." + name + " reads a torch setting the compiled code's guards do not check",
+                   "read it outside the compiled function and pass the value in");
+  }
+  if (PyModule_Check(o) && module_is_torch_mod(o)) {
+    // torch.* is fixed: no guard needed -- but for the settings torch's module classes give as
+    // properties (torch.backends.cudnn.enabled, torch.backends.cuda.matmul.allow_tf32,
+    // torch.utils.deterministic.fill_uninitialized_memory): a read of one would be a constant no
+    // guard checks
+    Ref nm = Ref::steal(PyUnicode_FromString(name.c_str()));
+    PyObject* d = Py_TYPE(o) != &PyModule_Type ? _PyType_Lookup(Py_TYPE(o), nm.get()) : nullptr;
+    if (d && Py_TYPE(d)->tp_descr_set)
+      return t.brk(f, "DV0004", std::string(PyModule_GetName(o)) + "." + name + " reads a torch setting the compiled code's guards do not check",
+                   "read it outside the compiled function and pass the value in");
+    src = nullptr;
+  }
   if (PyType_Check(o) && name == "__dict__" && Py_IS_TYPE(r.get(), &PyDictProxy_Type) &&
       (reinterpret_cast<PyTypeObject*>(o)->tp_flags & Py_TPFLAGS_HEAPTYPE)) {
     // Cls.__dict__: a new read-only view of the class's namespace on every read (never guarded by
