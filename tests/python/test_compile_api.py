@@ -29,14 +29,24 @@ class Stepped(nn.Module):
         return self.layer(x + 1) + self.step
 
 
-def both(make):
-    """(torch.compile's, dynview.compile's) results of make(compile, reset)."""
+def both(run):
+    """(torch.compile's, dynview.compile's) results of run(compile_), each on fresh caches; dynview's
+    compile records stay readable after it (test_weakrefs, test_state_and_profilers use it too)."""
     torch._dynamo.reset()
-    theirs = make(torch.compile)
+    theirs = run(torch.compile)
     torch._dynamo.reset()
     dynview.reset()
-    ours = make(dynview.compile)
+    dynview._C.take_records()
+    ours = run(dynview.compile)
     return theirs, ours
+
+
+def records_of(fn, *args):
+    """dynview's compile records of one call of fn, compiled with the eager backend on fresh caches."""
+    dynview.reset()
+    dynview._C.take_records()
+    dynview.compile(fn, backend="eager")(*args)
+    return dynview._C.take_records()
 
 
 def test_an_attribute_written_through_the_wrapper_is_the_modules_and_the_compiled_forward_sees_it():
@@ -139,10 +149,7 @@ def test_disable_without_recursion_runs_the_frame_eagerly_and_captures_what_it_c
 
     theirs, ours = both(run)
     assert ours == theirs
-    dynview.reset()
-    dynview._C.take_records()
-    dynview.compile(SkippedForward(), backend="eager")(x)
-    assert [r["qualname"] for r in dynview._C.take_records()] == ["_inner"], "forward itself is not captured"
+    assert [r["qualname"] for r in records_of(SkippedForward(), x)] == ["_inner"], "forward itself is not captured"
 
 
 class Block(nn.Module):
@@ -237,10 +244,7 @@ def test_a_submodule_wrapped_by_torch_compiler_disable_is_not_captured():
 
     theirs, ours = both(run)
     assert ours == theirs
-    dynview.reset()
-    dynview._C.take_records()
-    dynview.compile(WithDisabledPart(), backend="eager")(x)
-    records = dynview._C.take_records()
+    records = records_of(WithDisabledPart(), x)
     assert "Inner.forward" not in [r["qualname"] for r in records] and "_inner" not in [r["qualname"] for r in records]
     assert any("marked torch.compiler.disable" in r["break_message"] for r in records)
 

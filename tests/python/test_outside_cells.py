@@ -10,6 +10,7 @@ import torch
 from torch._dynamo.testing import CompileCounter
 
 import dynview
+from test_compile_api import both
 
 pytestmark = pytest.mark.usefixtures("fresh_engine")
 
@@ -75,12 +76,7 @@ def run_tracked(compile_):
 
 @pytest.mark.parametrize("run", [run_counted, run_tracked], ids=["decorator_counter", "contextmanager_depth"])
 def test_a_nonlocal_counter_of_an_outside_function_moves_as_in_eager(run):
-    torch._dynamo.reset()
-    theirs = run(torch.compile)
-    torch._dynamo.reset()
-    dynview.reset()
-    dynview._C.take_records()
-    ours = run(dynview.compile)
+    theirs, ours = both(run)
     assert ours == theirs
     breaks = [r["break_message"] for r in dynview._C.take_records() if r["break_id"]]
     assert not breaks, breaks
@@ -102,8 +98,5 @@ def test_an_int_a_closure_holds_becomes_symbolic_once_it_changes():
             torch.testing.assert_close(h(x, _adder(i)), x + i)
         return cnt.frame_count
 
-    torch._dynamo.reset()
-    theirs = run(torch.compile)
-    dynview.reset()
-    ours = run(dynview.compile)
+    theirs, ours = both(run)
     assert ours == theirs == 2

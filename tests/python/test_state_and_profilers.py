@@ -10,17 +10,9 @@ import torch
 from torch._dynamo.testing import CompileCounter
 
 import dynview
+from test_compile_api import both
 
 pytestmark = pytest.mark.usefixtures("fresh_engine")
-
-
-def both(run):
-    torch._dynamo.reset()
-    theirs = run(torch.compile)
-    torch._dynamo.reset()
-    dynview.reset()
-    ours = run(dynview.compile)
-    return theirs, ours
 
 
 def shift_when_profiled(x):

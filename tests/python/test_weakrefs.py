@@ -11,17 +11,9 @@ import torch.nn as nn
 from torch._dynamo.testing import CompileCounter
 
 import dynview
+from test_compile_api import both
 
 pytestmark = pytest.mark.usefixtures("fresh_engine")
-
-
-def both(run):
-    torch._dynamo.reset()
-    theirs = run(torch.compile)
-    torch._dynamo.reset()
-    dynview.reset()
-    ours = run(dynview.compile)
-    return theirs, ours
 
 
 def scale_through_a_new_reference(x, y):
