@@ -1000,7 +1000,7 @@ VPtr Translator::real_cell(Frame& f, PyObject* cell, const SourcePtr& source, bo
   fresh = true;
   VPtr v = make(VK::Cell);
   v->cell_of = -2;
-  v->obj = Ref::borrow(cell);  // (a nonlocal write to it is replayed on it after the graph)
+  v->obj = Ref::borrow(cell);  // (a nonlocal write is replayed on it after the graph)
   real_cells_.push_back(RealCell{Ref::borrow(cell), v, source});
   return v;
 }

@@ -195,9 +195,7 @@ Status op_STORE_DEREF(Translator& t, Frame& f, const Instr& in) {  // (value -- 
   if (!c || c->kind != VK::Cell) return t.brk(f, "DV0019", "STORE_DEREF to a non-cell");
   // A real cell (the root frame's free variable, or a cell of a function from outside: a counter a
   // decorator or context manager keeps by nonlocal) is written back after the graph.
-  if (c->cell_of == -2 && !c->obj)
-    return t.brk(f, "DV0008", "assignment to nonlocal '" + local_name(f, in.arg) + "' of a function defined outside the frame");
-  if (c->cell_of >= 0 || c->cell_of == -2) {
+  if (c->cell_of != -1) {
     auto& w = t.output.side_effects.written_cells;
     if (std::find(w.begin(), w.end(), c) == w.end()) w.push_back(c);
   }

@@ -384,8 +384,8 @@ Status object_call(Translator& t, Frame& f, const VPtr& fn, std::vector<VPtr>& a
       return t.call(f, t.wrap(Ref::borrow(reinterpret_cast<PyObject*>(&PyDict_Type)), nullptr, f), std::move(args), std::move(kwargs), out);
   }
   if (o == reinterpret_cast<PyObject*>(&_PyWeakref_RefType) && args.size() == 1 && kwargs.empty()) {
-    // weakref.ref(v): a reference the trace follows to v (values/weakref.cpp); values that take no
-    // weak references (ints, tuples) raise as eager does
+    // weakref.ref(v): a reference the trace follows to v (values/weakref.cpp); a value that takes no
+    // weak reference (an int, a tuple: eager raises TypeError) breaks
     const VPtr& v = args[0];
     if (v->kind == VK::Const || v->kind == VK::Tuple || v->kind == VK::List || v->kind == VK::Dict || v->kind == VK::Sym ||
         v->kind == VK::Lazy)

@@ -1,8 +1,8 @@
 // TENSOR_MATCH and GLOBAL_STATE through LibTorch (see tensor_match.h).
-#include <torch/csrc/autograd/anomaly_mode.h>
-#include <torch/csrc/profiler/orchestration/observer.h>
 #include "tensor_match.h"
 
+#include <torch/csrc/autograd/anomaly_mode.h>
+#include <torch/csrc/profiler/orchestration/observer.h>
 #include <ATen/Context.h>
 #include <ATen/Parallel.h>
 #include <ATen/PythonTorchFunctionTLS.h>

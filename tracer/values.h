@@ -108,7 +108,8 @@ struct Value {
   bool announced = false; // described to the observer
   int cell_of = -1;       // Cell: -1 made in the trace; k >= 0 the root frame's free variable k (a
                           // real cell the transformed code reaches by LOAD_CLOSURE); -2 a real cell
-                          // of a function from outside the trace (codegen cannot name it)
+                          // of a function from outside the trace, held in obj (written back as
+                          // cell.cell_contents; a closure over it cannot cross a break)
 };
 
 }  // namespace dv

@@ -187,7 +187,7 @@ class OptimizedModule(torch.nn.Module):
 
     _own = {"_orig_mod", "_dynview_call", "_dynview_options", "forward", "__dict__", "_super_module_initialized"}
 
-    def __init__(self, mod, compiled_call, options=None):
+    def __init__(self, mod, compiled_call, options):
         object.__setattr__(self, "_orig_mod", mod)  # (first: reads and writes below go through it)
         self._super_module_initialized = False
         torch.nn.Module.__init__(self)  # (not torch's OptimizedModule's, which wants its dynamo context)
@@ -233,28 +233,21 @@ class OptimizedModule(torch.nn.Module):
     def __reduce__(self):
         # pickled as the module and how it was compiled (torch.save of a compiled model); the
         # compiled code itself is made again on the first call after loading
-        if self._dynview_options is None:
-            raise TypeError("this dynview-compiled module cannot be pickled")
         return (_compiled_again, (self._orig_mod, *self._dynview_options))
 
 
-_made_class = []
-
-
+@functools.lru_cache(maxsize=1)
 def _optimized_module_class():
     """The class of the wrappers dynview.compile returns: OptimizedModule, also a subclass of
     torch._dynamo.eval_frame.OptimizedModule, so that libraries that ask whether a module was
     compiled (diffusers' is_compiled_module, its pipelines' isinstance checks) find it was and
     unwrap its _orig_mod. Made at the first module compiled: torch._dynamo is imported by then."""
-    if not _made_class:
-        try:
-            from torch._dynamo.eval_frame import OptimizedModule as TorchOptimizedModule
-        except ImportError:  # (no torch._dynamo: the plain wrapper)
-            _made_class.append(OptimizedModule)
-        else:
-            _made_class.append(type("OptimizedModule", (OptimizedModule, TorchOptimizedModule),
-                                    {"__module__": __name__, "__doc__": OptimizedModule.__doc__}))
-    return _made_class[0]
+    try:
+        from torch._dynamo.eval_frame import OptimizedModule as TorchOptimizedModule
+    except ImportError:  # (no torch._dynamo: the plain wrapper)
+        return OptimizedModule
+    return type("OptimizedModule", (OptimizedModule, TorchOptimizedModule),
+                {"__module__": __name__, "__doc__": OptimizedModule.__doc__})
 
 
 def _compiled_again(mod, backend, fullgraph, dynamic):
