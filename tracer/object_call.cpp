@@ -181,6 +181,57 @@ bool reads_torch_setting(PyObject* fn) {
   return false;
 }
 
+// A C function called over constants runs once, at trace time, and its answer is a constant of the
+// compiled code. That is right only when the answer depends on the arguments alone. The modules
+// below hold such functions; any other C function (time.time, os.urandom, datetime.now, a
+// third-party extension's) breaks instead, as TorchDynamo skips the C functions it does not know.
+// Bound methods of immutable objects (str.join of a constant) are pure as well; those of mutable
+// ones break earlier (bound_to_mutable_object).
+bool folds_over_constants(PyObject* fn) {
+  if (!PyCFunction_Check(fn)) return true;
+  PyObject* self = PyCFunction_GET_SELF(fn);
+  const char* name = reinterpret_cast<PyCFunctionObject*>(fn)->m_ml->ml_name;
+  std::string m;
+  if (self && PyModule_Check(self)) {
+    const char* n = PyModule_GetName(self);
+    if (!n) return PyErr_Clear(), false;
+    m = n;
+  } else if (self && PyType_Check(self)) {  // a class method of a C class: int.from_bytes, datetime.now
+    Ref mod = Ref::steal(PyObject_GetAttrString(self, "__module__"));
+    PyErr_Clear();
+    if (mod && PyUnicode_Check(mod.get())) m = str_of(mod.get());
+  } else if (self && !bound_to_mutable_object(fn)) {
+    return true;  // a method of an immutable object
+  } else {
+    Ref mod = Ref::steal(PyObject_GetAttrString(fn, "__module__"));
+    PyErr_Clear();
+    if (mod && PyUnicode_Check(mod.get())) m = str_of(mod.get());
+  }
+  auto under = [&m](const char* pkg) {
+    const size_t n = std::strlen(pkg);
+    return m.compare(0, n, pkg) == 0 && (m.size() == n || m[n] == '.');
+  };
+  if (m == "builtins") {  // those that talk to the world outside, by name
+    static const std::unordered_set<std::string> impure = {"input", "open", "print", "breakpoint", "__import__",
+                                                           "exit", "quit", "help", "aiter", "anext"};
+    return !impure.count(name);
+  }
+  if (m == "sys") {
+    static const std::unordered_set<std::string> pure = {"intern", "getrecursionlimit", "getdefaultencoding",
+                                                         "getfilesystemencoding", "getsizeof"};
+    return pure.count(name) > 0;
+  }
+  if (m == "posix" || m == "nt") return std::strcmp(name, "fspath") == 0;  // (os.path.join's, on a str)
+  if (under("numpy")) return !under("numpy.random");
+  if (under("torch")) return true;  // settings are told apart by reads_torch_setting
+  static const std::unordered_set<std::string> pure_modules = {
+      "math", "cmath", "_operator", "operator", "itertools", "_functools", "functools", "_collections", "collections",
+      "_bisect", "bisect", "_heapq", "heapq", "_struct", "struct", "binascii", "zlib", "unicodedata", "_string",
+      "string", "_json", "json", "_sre", "re", "_abc", "abc", "_codecs", "codecs", "_statistics", "statistics",
+      "typing", "_typing", "types", "_weakref", "copyreg", "numbers", "enum", "array", "keyword"};
+  return pure_modules.count(m) > 0;
+}
+
 Status call_on_constants(Translator& t, Frame& f, PyObject* fn, const std::string& name, const std::vector<VPtr>& args,
                          const KwArgs& kwargs, Ref& result) {
   Ref pargs = Ref::steal(PyTuple_New(static_cast<Py_ssize_t>(args.size())));
@@ -963,6 +1014,10 @@ Status object_call(Translator& t, Frame& f, const VPtr& fn, std::vector<VPtr>& a
     if (all_const && args.empty() && kwargs.empty() && PyCFunction_Check(o) && reads_torch_setting(o))
       return t.brk(f, "DV0004", callable_name(o) + " reads a torch setting the compiled code's guards do not check",
                    "read it outside the compiled function and pass the value in");
+    if (all_const && !folds_over_constants(o))
+      return t.brk(f, "DV0004",
+                   "call to " + callable_name(o) + ": a C function whose answer may change from call to call (the compiled code would keep the first)",
+                   "call it outside the compiled function and pass its result in");
     if (all_const) {
       Ref r;
       if (Status s = call_on_constants(t, f, o, callable_name(o), args, kwargs, r)) return s;

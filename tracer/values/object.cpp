@@ -157,7 +157,14 @@ Status object_getattr(Translator& t, Frame& f, const VPtr& obj, const std::strin
                                                          Py_IS_TYPE(o, reinterpret_cast<PyTypeObject*>(py().functools_partial.get())));
   // (A function's defaults too: a mutable one is the value its calls bind, calls.cpp inline_call.)
   const bool fn_defaults = PyFunction_Check(o) && (name == "__defaults__" || name == "__kwdefaults__");
-  SourcePtr src = (obj->source && (PyModule_Check(o) || PyType_Check(o) || user_instance || fn_defaults)) ? Source::attr(obj->source, name) : nullptr;
+  // An instance of a C class given to the frame (a datetime, a Decimal) is guarded by its type alone:
+  // what is read of it (now.microsecond) is guarded as read, or a later call's object would get this
+  // one's answer
+  const bool c_instance = obj->kind == VK::Object && !(Py_TYPE(o)->tp_flags & Py_TPFLAGS_HEAPTYPE) && !PyModule_Check(o) &&
+                          !PyType_Check(o) && !PyCallable_Check(o);
+  SourcePtr src = (obj->source && (PyModule_Check(o) || PyType_Check(o) || user_instance || fn_defaults || c_instance))
+                      ? Source::attr(obj->source, name)
+                      : nullptr;
   if (!obj->source && !PyModule_Check(o) && !PyType_Check(o) && Py_TYPE(o)->tp_getattro != PyObject_GenericGetAttr) {
     // an object of torch.backends reached through torch.* (torch.backends.cuda.matmul, whose
     // __getattr__ reads cuBLAS flags): what it computes is a setting no guard checks

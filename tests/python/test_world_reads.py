@@ -1,0 +1,112 @@
+"""Calls that read the world outside the program (the clock, the OS's random bytes, the date) give
+another answer on every call. dynview used to call such a C function once, at trace time, and keep
+its answer as a constant of the compiled code: every later call returned the first call's time. Now
+only the C functions of modules whose answers depend on the arguments alone (math, operator, str's
+methods, torch, NumPy but its random module ...) fold over constants; any other breaks the graph, as
+TorchDynamo skips C functions it does not know. Each case against eager and torch.compile."""
+import datetime
+import math
+import os
+import time
+import uuid
+
+import pytest
+import torch
+from torch._dynamo.utils import counters
+
+import dynview
+from test_compile_api import both
+
+pytestmark = pytest.mark.usefixtures("fresh_engine")
+
+
+def stamped(x):
+    return x + time.monotonic_ns() % 1_000_003  # (a timestamp mixed into a result)
+
+
+def elapsed_since_start(x):
+    t0 = time.perf_counter()
+    y = x * 2
+    return y, time.perf_counter() - t0 + t0
+
+
+def noise_from_os(x):
+    return x + int.from_bytes(os.urandom(8), "little") % 1_000_003
+
+
+def run_id(x):
+    return x + uuid.uuid4().int % 1_000_003  # (uuid4 is Python code over os.urandom)
+
+
+def time_of_day(x):
+    now = datetime.datetime.now()
+    return x + now.microsecond + now.second * 1_000_000
+
+
+def scalar_of(out):
+    return out[1] if isinstance(out, tuple) else float(out[0])
+
+
+@pytest.mark.parametrize("fn", [stamped, elapsed_since_start, noise_from_os, run_id, time_of_day],
+                         ids=lambda fn: fn.__name__)
+def test_a_c_function_reading_the_world_breaks_and_answers_anew_on_every_call(fn):
+    x = torch.zeros(1, dtype=torch.float64)
+
+    def run(compile_):
+        counters.clear()
+        f = compile_(fn, backend="eager")
+        seen = []
+        for _ in range(3):
+            seen.append(scalar_of(f(x)))
+            time.sleep(0.002)
+        return seen, sum(counters["graph_break"].values())
+
+    (theirs, td_breaks), (ours, _) = both(run)
+    records = dynview._C.take_records()
+    assert td_breaks >= 1  # torch.compile does not trace these either
+    assert any(r["has_break"] and "C function whose answer may change" in r["break_message"] for r in records)
+    assert len(set(theirs)) == 3
+    assert len(set(ours)) == 3  # a fresh answer on each call, as eager's (it was the first call's, 3 times)
+
+
+def pure_c_functions(x):
+    # C functions whose answers depend on their arguments alone still fold into the graph
+    scale = math.sqrt(x.shape[-1]) * math.log2(8)
+    n = int.from_bytes(b"\x02\x00", "little") + "a,b,c".count(",")
+    return x * scale + n + sum(map(abs, (-1, 2)))
+
+
+def test_pure_c_functions_over_constants_still_fold_into_one_graph():
+    x = torch.randn(2, 4)
+
+    def run(compile_):
+        counters.clear()
+        out = compile_(pure_c_functions, backend="eager")(x)
+        torch.testing.assert_close(out, pure_c_functions(x))
+        return sum(counters["graph_break"].values())
+
+    theirs, _ = both(run)
+    records = dynview._C.take_records()
+    assert theirs == 0
+    assert len(records) == 1 and not records[0]["has_break"]
+
+
+def offset_by_timestamp(x, when):
+    return x + when.microsecond + when.second * 1_000_000  # (a logged event's time mixed in)
+
+
+def test_attributes_of_an_object_of_a_c_class_given_to_the_frame_are_guarded_as_read():
+    # the object is guarded by its type alone: what is read of it has its own guard, so a later
+    # call's datetime gets its own answer (it got the first call's)
+    x = torch.zeros(1, dtype=torch.float64)
+    whens = [datetime.datetime(2026, 1, 1, 0, 0, s, us) for s, us in ((1, 5), (1, 7), (2, 7), (1, 5))]
+
+    def run(compile_):
+        f = compile_(offset_by_timestamp, backend="eager")
+        out = [f(x, w) for w in whens]
+        for o, w in zip(out, whens):
+            torch.testing.assert_close(o, offset_by_timestamp(x, w))
+        return [float(o[0]) for o in out]
+
+    theirs, ours = both(run)
+    assert ours == theirs == [1_000_005.0, 1_000_007.0, 2_000_007.0, 1_000_005.0]
