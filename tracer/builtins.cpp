@@ -804,6 +804,10 @@ Translator::Status call_builtin(Translator& t, Frame& f, PyObject* fn, std::vect
     if (!tp) return t.brk(f, "DV0007", "type() of an unsupported value");
     VPtr v = t.make(VK::Object);
     v->obj = Ref::borrow(tp);
+    // type(self) of an object from the frame: its class as reached from it, so that what is read of
+    // the class (type(self).calls, a class-level setting) is guarded as a class attribute
+    if (args[0]->source && (args[0]->kind == VK::Object || args[0]->kind == VK::NNModule))
+      v->source = Source::attr(args[0]->source, "__class__");
     out = v;
     return std::nullopt;
   }

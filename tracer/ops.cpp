@@ -955,6 +955,34 @@ Translator::Status Translator::getattr(Frame& f, VPtr obj, const std::string& na
                        ? _PyType_Lookup(Py_TYPE(obj->obj.get()), getattribute_name) : nullptr;
     if (ga && PyFunction_Check(ga)) return call_python(f, Ref::borrow(ga), {obj, constant_steal(PyUnicode_FromString(name.c_str()))}, out);
   }
+  if (!output.side_effects.attr_writes.empty() && obj->obj && name != "__dict__") {
+    // A class attribute the trace wrote (type(self).calls += 1): what it wrote, read through the
+    // class, a subclass, or an object of it that has no such attribute of its own
+    PyObject* o = obj->obj.get();
+    PyTypeObject* tp = nullptr;
+    if ((obj->kind == VK::Object || obj->kind == VK::NNModule) && PyType_Check(o)) tp = reinterpret_cast<PyTypeObject*>(o);
+    else if (outside_instance) tp = Py_TYPE(o);
+    else if (obj->kind == VK::Instance) tp = reinterpret_cast<PyTypeObject*>(o);  // (an Instance holds its class)
+    Ref nm = Ref::steal(PyUnicode_FromString(name.c_str()));
+    PyObject** own = outside_instance ? _PyObject_GetDictPtr(o) : nullptr;
+    bool own_attr = own && *own && PyDict_GetItemWithError(*own, nm.get());
+    if (obj->kind == VK::Instance && obj->attrs) own_attr = find_key(*obj->attrs, nm.get()) >= 0;
+    PyErr_Clear();
+    PyObject* mro = tp && !own_attr ? tp->tp_mro : nullptr;
+    for (Py_ssize_t i = 0; mro && i < PyTuple_GET_SIZE(mro); ++i) {
+      PyObject* c = PyTuple_GET_ITEM(mro, i);
+      const SideEffects::AttrWrite* hit = nullptr;
+      for (auto w = output.side_effects.attr_writes.rbegin(); w != output.side_effects.attr_writes.rend() && !hit; ++w)
+        if (w->owner->obj.get() == c && w->name == name) hit = &*w;
+      if (hit) {
+        out = hit->value;
+        return std::nullopt;
+      }
+      PyObject* d = reinterpret_cast<PyTypeObject*>(c)->tp_dict;
+      if (d && PyDict_GetItemWithError(d, nm.get())) break;  // the class that holds it was not written
+      PyErr_Clear();
+    }
+  }
   if (outside_instance && name != "__dict__") {
     // An object whose __dict__ the trace read and changed: its instance attributes are that dict's
     // entries (a data descriptor of its class comes first; a key the trace did not see breaks).

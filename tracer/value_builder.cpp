@@ -321,6 +321,10 @@ VPtr ValueBuilder::wrap_int(const Ref& obj, const SourcePtr& source, const std::
     // cumulative_length): compared with earlier compiles as it is read -- but a module's own ints
     // (its sizes and settings) stay constants, as TorchDynamo keeps nn.Module properties static
     auto parent = by_source_.find(source->base->text());
+    // (a class attribute read through type(obj), L['obj'].__class__.count: as obj's own ints)
+    if (parent == by_source_.end() && source->base->kind == Source::Kind::Attr && source->base->name == "__class__" &&
+        source->base->base)
+      parent = by_source_.find(source->base->base->text());
     if (parent != by_source_.end() && parent->second->kind != VK::NNModule) plan_reached(obj.get(), key);
   } else if (source && (source->kind == Source::Kind::Closure || source->kind == Source::Kind::FnClosure)) {
     // an int in a closure cell, the frame's own or a function's it was given (a lambda closing over

@@ -2,6 +2,7 @@
 replayed by the transformed code after the graph runs, and attributes of user objects read by the
 trace are guarded: compared with eager and with torch.compile's compile counts."""
 import dataclasses
+import itertools
 import math
 
 import pytest
@@ -467,3 +468,101 @@ def test_module_structure_changed_in_forward_as_torch_compile(make, counts):
     dynview.compile(make(), backend="eager")(torch.randn(2, 4))
     records = dynview._C.take_records()
     assert [(r["graph"] is not None, r["has_break"]) for r in records] == [(True, False)], records
+
+
+# Class attributes written in forward (a call counter every instance shares, a class-level cache):
+# replayed after the graph by STORE_ATTR, and read back in the trace through the class, a subclass
+# and an object of it; reads of class attributes through type(self) are guarded, so a later call
+# sees the class as it is then (it saw the first call's value, unguarded).
+def make_class_counted():
+    class Counted(nn.Module):
+        calls = 0
+        shared_scale = 1.0
+
+        def __init__(self):
+            super().__init__()
+            self.l = nn.Linear(4, 4)
+
+        def forward(self, x):
+            type(self).calls += 1
+            Counted.shared_scale = Counted.shared_scale * 2
+            return self.l(x) * self.shared_scale + self.calls
+
+    class Derived(Counted):
+        pass
+    return Derived()
+
+
+def make_registry():
+    class Registry:
+        seen = 0
+    return Registry()
+
+
+def registers(x, entry):
+    registry = type(entry)
+    registry.seen = registry.seen + x.shape[0]
+    registry.last_width = x.shape[-1]
+    return x * entry.seen + registry.last_width  # (an object of the class reads what was written)
+
+
+@pytest.mark.parametrize("make,call", [(make_class_counted, None), (make_registry, registers)],
+                         ids=["counter_through_type_of_self", "registry_written_through_the_class"])
+def test_class_attributes_written_in_the_trace_are_replayed_and_read_back(make, call):
+    # Results against eager: torch.compile's differ here (an object of the class reads the class
+    # attribute as it was before the trace wrote it); its compile counts are compared.
+    k = [0]
+
+    def backend(gm, ex):
+        k[0] += 1
+        return gm.forward
+    objs = {}
+    for engine in ("eager", "torch.compile", "dynview"):
+        torch.manual_seed(0)
+        obj = objs[engine] = make()
+        fn = obj if call is None else call
+        if engine == "torch.compile":
+            fn = torch.compile(fn, backend=backend)
+        elif engine == "dynview":
+            fn = dynview.compile(fn, backend="eager")
+        outs, counts = [], []
+        for i in range(4):
+            x = torch.full((2, 4), float(i + 1))
+            outs.append(fn(x) if call is None else fn(x, obj))
+            counts.append(k[0] if engine == "torch.compile" else
+                          len([r for r in dynview._C.take_records() if r["graph"] is not None]))
+        if engine == "eager":
+            want = outs
+        elif engine == "torch.compile":
+            td_counts = counts
+        else:
+            torch.testing.assert_close(outs, want)
+            # a new value each call: a module's class attribute stays a constant, another object's
+            # becomes symbolic once it changed (automatic dynamic), as in torch.compile
+            assert list(itertools.accumulate(counts)) == td_counts == ([1, 2, 3, 4] if call is None else [1, 2, 2, 2])
+    cls = {e: type(o) for e, o in objs.items()}
+    if call is None:
+        state = {e: (c.calls, c.__mro__[1].shared_scale) for e, c in cls.items()}
+        assert state["dynview"] == state["eager"] == state["torch.compile"] == (4, 16.0)
+    else:
+        state = {e: (c.seen, c.last_width) for e, c in cls.items()}
+        assert state["dynview"] == state["eager"] == state["torch.compile"] == (8, 4)
+
+
+class Scaled(nn.Module):
+    scale = 2.0  # a class-level setting, changed between calls by the training script
+
+    def forward(self, x):
+        return x * type(self).scale
+
+
+def test_a_class_attribute_read_through_type_of_self_is_guarded():
+    m = Scaled()
+    f = dynview.compile(m, backend="eager")
+    x = torch.ones(2)
+    torch.testing.assert_close(f(x), x * 2)
+    Scaled.scale = 3.0
+    try:
+        torch.testing.assert_close(f(x), x * 3)
+    finally:
+        Scaled.scale = 2.0

@@ -271,6 +271,19 @@ Status object_setattr(Translator& t, Frame& f, const VPtr& owner, const std::str
     t.output.side_effects.global_writes.push_back(SideEffects::GlobalWrite{Ref::borrow(globals), name, value});
     return std::nullopt;
   }
+  if (PyType_Check(o) && (reinterpret_cast<PyTypeObject*>(o)->tp_flags & Py_TPFLAGS_HEAPTYPE) &&
+      tp->tp_setattro == PyType_Type.tp_setattro && replayable_attr_value(value) && value->kind != VK::NNModule) {
+    // Cls.count += 1, type(self).calls += 1: a class attribute of a Python class (its metaclass's
+    // __setattr__ is type's), replayed after the graph by STORE_ATTR; later reads in the trace,
+    // through the class, a subclass or an object of it, see it (Translator::getattr). The metaclass's
+    // own data descriptors (__name__, __doc__, __bases__ ...) stay breaks.
+    Ref nm = Ref::steal(PyUnicode_FromString(name.c_str()));
+    PyObject* meta_descr = _PyType_Lookup(tp, nm.get());
+    if (!(meta_descr && Py_TYPE(meta_descr)->tp_descr_set)) {
+      t.output.side_effects.attr_writes.push_back(SideEffects::AttrWrite{owner, name, value});
+      return std::nullopt;
+    }
+  }
   if (PyType_Check(o) || PyModule_Check(o) || !(tp->tp_flags & Py_TPFLAGS_HEAPTYPE))
     return t.brk(f, "DV0008", "assignment to attribute '" + name + "' of " + tp->tp_name, hint);
   // Only plain instance attributes: nn.Module's __setattr__ for names that are not parameters,
