@@ -404,6 +404,9 @@ Translator::Status Translator::record_graph_call(Frame& f, Ref target, const std
   for (const VPtr& a : args) find_dev(a);
   for (auto& kv : kwargs) find_dev(kv.second);
   const std::string what = method.empty() ? callable_name(target.get()) : "Tensor." + method;
+  if (method.empty() && disallowed_in_graph(target.get()))
+    return brk(f, "DV0004", "call to " + what + ", marked torch._dynamo.disallow_in_graph",
+               "it runs eagerly between graphs, as under torch.compile");
   if (method.empty() && !fx_names_itself(target.get()))
     return brk(f, "DV0004", "call to " + what + ": a function made by torch (a functools.wraps wrapper) that the graph's code would name as another",
                "a torch.func transform's result (jacrev(f), grad(f)) runs eagerly; call it outside the compiled function");
@@ -957,6 +960,22 @@ bool allowed_in_graph(PyObject* fn) {
   return r == 1;
 }
 
+// torch._dynamo.disallow_in_graph(fn): fn's id is in TorchDynamo's disallowed set
+// (trace_rules._disallowed_callable_ids); a call of it breaks the graph and runs eagerly.
+bool disallowed_in_graph(PyObject* fn) {
+  static PyObject* ids = [] {
+    Ref rules = Ref::steal(PyImport_ImportModule("torch._dynamo.trace_rules"));
+    PyObject* s = rules ? PyObject_GetAttrString(rules.get(), "_disallowed_callable_ids") : nullptr;
+    PyErr_Clear();
+    return s;  // kept for the process
+  }();
+  if (!ids) return false;
+  Ref id = Ref::steal(PyLong_FromVoidPtr(fn));
+  const int r = id ? PySequence_Contains(ids, id.get()) : -1;
+  if (r < 0) PyErr_Clear();
+  return r == 1;
+}
+
 PyObject* autograd_apply_function();           // autograd_apply.cpp
 bool library_callable(PyObject* o);            // values/library_calls.cpp
 bool is_autograd_function_class(PyObject* o);  // autograd_apply.cpp
@@ -966,6 +985,18 @@ Translator::Status Translator::call(Frame& f, VPtr fn, std::vector<VPtr> args,
   if (pure_body_ > 0 && fn->kind == VK::Method) {  // a tensor hook's body: no method that changes state
     Status s;
     if (pure_body_method(f, fn, s)) return s;
+  }
+  static PyObject* const script_function = kept_attr("torch.jit", "ScriptFunction");
+  if (fn->obj && script_function && reinterpret_cast<PyObject*>(Py_TYPE(fn->obj.get())) == script_function) {
+    // a @torch.jit.script function: its Python original (_torchdynamo_inline), inlined, as TorchDynamo
+    // inlines it (the scripted code runs no Python the trace could follow)
+    Ref orig = Ref::steal(PyObject_GetAttrString(fn->obj.get(), "_torchdynamo_inline"));
+    PyErr_Clear();
+    VPtr inner = orig && PyFunction_Check(orig.get())
+                     ? wrap(orig, fn->source ? Source::attr(fn->source, "_torchdynamo_inline") : nullptr, f)
+                     : nullptr;
+    if (!inner) return brk(f, "DV0004", "call to a torch.jit.script function without its Python original");
+    fn = inner;
   }
   bool handled = false;
   if (Status s = optimizer_init_group(f, fn, args, kwargs, out, handled); s || handled) return s;

@@ -703,3 +703,39 @@ def chain_map_child_scope_writes(x):
     inner = scope.new_child({"depth": 1})
     inner["width"] = x.shape[-1]
     return x * inner["depth"] + scope["depth"], inner.parents["depth"], "width" in scope, inner.maps[0]
+
+
+# ---- staticmethods reached through super() of the class (super(C, C).build(...)), as factory
+# helpers of small class hierarchies write it ----
+class _BaseBuilder:
+    @staticmethod
+    def build(v):
+        return v + 1
+
+
+class _ScaledBuilder(_BaseBuilder):
+    @staticmethod
+    def build(v):
+        return super(_ScaledBuilder, _ScaledBuilder).build(v) * 2
+
+    @classmethod
+    def build_twice(cls, v):
+        return super().build(super(_ScaledBuilder, cls).build(v))
+
+
+@case((3,))
+def staticmethod_through_super_of_the_class(x):
+    return _ScaledBuilder.build(x), _ScaledBuilder.build_twice(x)
+
+
+# ---- a @torch.jit.script helper called from eager model code (torchvision's and older
+# transformers' scripted helpers): its Python original is inlined, as TorchDynamo does ----
+@torch.jit.script
+def _scripted_bias_gelu(x: torch.Tensor, bias: float) -> torch.Tensor:
+    y = x + bias
+    return y * 0.5 * (1.0 + torch.erf(y / 1.41421))
+
+
+@case((2, 3))
+def torch_jit_script_helper_called(x):
+    return _scripted_bias_gelu(x, 0.25).sum(-1)

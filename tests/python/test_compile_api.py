@@ -263,3 +263,33 @@ def test_compiling_a_module_class_compiles_its_instances_calls():
 
     theirs, ours = both(run)
     assert ours == theirs == (True, True, 1, 2)
+
+
+def with_an_op_kept_out_of_the_graph(x):
+    a = x * 2
+    y = torch.sub(a, 1)  # (disallowed below: run eagerly between two graphs)
+    return torch.add(y, 2)
+
+
+def test_a_torch_function_disallowed_in_graph_breaks_and_runs_eagerly_as_under_torch_compile():
+    from torch._dynamo import trace_rules
+    from torch._dynamo.utils import counters
+    x = torch.randn(3)
+    torch._dynamo.disallow_in_graph(torch.sub)
+    try:
+        def run(compile_):
+            counters.clear()
+            cnt = CompileCounter()
+            out = compile_(with_an_op_kept_out_of_the_graph, backend=cnt)(x)
+            torch.testing.assert_close(out, x * 2 - 1 + 2)
+            return cnt.frame_count, cnt.op_count, sum(counters["graph_break"].values())
+
+        theirs, ours = both(run)
+        records = dynview._C.take_records()
+    finally:
+        trace_rules._disallowed_callable_ids.remove(id(torch.sub))
+    assert theirs[:2] == (2, 2) and theirs[2] >= 1  # x * 2 | torch.sub eagerly | add
+    assert ours[:2] == theirs[:2]
+    assert any(r["has_break"] and "disallow_in_graph" in r["break_message"] for r in records)
+    # once allowed again, one graph
+    assert records_of(with_an_op_kept_out_of_the_graph, x)[0]["has_break"] is False

@@ -151,6 +151,7 @@ Status object_method(Translator& t, Frame& f, const VPtr& m, std::vector<VPtr>& 
 Status str_format(Translator& t, Frame& f, PyObject* fmt, std::vector<VPtr>& args, KwArgs& kwargs, VPtr& out, bool& handled);
 std::string callable_name(PyObject* fn);   // its __qualname__ (calls.cpp)
 bool allowed_in_graph(PyObject* fn);       // torch.compiler.allow_in_graph (calls.cpp)
+bool disallowed_in_graph(PyObject* fn);    // torch._dynamo.disallow_in_graph (calls.cpp)
 bool is_len_builtin(PyObject* fn);         // builtins.len (builtins.cpp's table)
 PyObject* autograd_apply_function();       // autograd_apply.cpp
 bool is_autograd_function_class(PyObject* o);

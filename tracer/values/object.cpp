@@ -63,6 +63,12 @@ Status object_getattr(Translator& t, Frame& f, const VPtr& obj, const std::strin
         return std::nullopt;
       }
     }
+    if (PyFunction_Check(r.get())) {
+      // a staticmethod reached through super() (super(C, C).make(v) in a staticmethod of C): the
+      // plain function, called as is
+      out = t.wrap(r, nullptr, f);
+      if (out) return std::nullopt;
+    }
     return t.brk(f, "DV0005", "super()." + name + " is not a Python method");
   }
   if (obj->kind == VK::Const && !PyModule_Check(o)) {
