@@ -2,6 +2,7 @@
 replayed by the transformed code after the graph runs, and attributes of user objects read by the
 trace are guarded: compared with eager and with torch.compile's compile counts."""
 import dataclasses
+import functools
 import itertools
 import math
 
@@ -566,3 +567,40 @@ def test_a_class_attribute_read_through_type_of_self_is_guarded():
         torch.testing.assert_close(f(x), x * 3)
     finally:
         Scaled.scale = 2.0
+
+
+# A functools.lru_cache function whose body has effects outside it: eager runs the body on a cache
+# miss only. Replayed after every graph, the effect would repeat on each call (torch.compile replays
+# it, and warns); dynview breaks at the call and runs it eagerly. A pure cached function is traced.
+_built_tables = []
+
+
+@functools.lru_cache(maxsize=None)
+def rotary_table(n):
+    _built_tables.append(n)  # (a log of what was built, as a cache of tables keeps one)
+    return n * 2
+
+
+@functools.lru_cache(maxsize=None)
+def pure_table(n):
+    return n * 3
+
+
+def uses_cached_tables(x):
+    return x + rotary_table(4) + pure_table(2) + len(_built_tables)
+
+
+def test_an_lru_cache_function_with_effects_runs_eagerly_and_a_pure_one_is_traced():
+    rotary_table.cache_clear()
+    _built_tables.clear()
+    x = torch.zeros(2)
+    want = [uses_cached_tables(x) for _ in range(3)]
+    assert _built_tables == [4]
+    f = dynview.compile(uses_cached_tables, backend="eager")
+    got = [f(x) for _ in range(3)]
+    torch.testing.assert_close(got, want)
+    assert _built_tables == [4]  # the body ran once, in the first eager call
+    records = dynview._C.take_records()
+    assert any(r["has_break"] and "lru_cache function that changes a container" in r["break_message"] for r in records)
+    dynview.reset()
+    assert not compile_records(lambda x: x + pure_table(5), x)[0]["has_break"]

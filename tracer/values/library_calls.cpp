@@ -48,14 +48,25 @@ Status tuple_new(Translator& t, Frame& f, const VPtr&, Args& args, Kwargs& kwarg
 }
 
 // functools.lru_cache / functools.cache wrappers: the wrapped function is traced (as TorchDynamo
-// does); the cache would only return what it computes.
+// does); the cache would only return what it computes. A body with effects outside it (appending to
+// a global list, counting its calls) breaks instead: eager runs it on a cache miss only, the
+// compiled code would replay its effects on every call (TorchDynamo replays them, and warns).
 Status lru_cache_call(Translator& t, Frame& f, const VPtr& fn, Args& args, Kwargs& kwargs, VPtr& out, bool&) {
   Ref wrapped = Ref::steal(PyObject_GetAttrString(fn->obj.get(), "__wrapped__"));
   if (!wrapped || !PyFunction_Check(wrapped.get()))
     return PyErr_Clear(), t.brk(f, "DV0004", "calling a functools.lru_cache wrapper of a " + std::string(wrapped ? Py_TYPE(wrapped.get())->tp_name : "?"));
   VPtr fv = t.make(VK::Function);
   fv->obj = wrapped;
-  return t.call(f, fv, std::move(args), std::move(kwargs), out);
+  const EffectCount before(t.output.side_effects);
+  const size_t writes = t.output.side_effects.attr_writes.size();
+  if (Status s = t.call(f, fv, std::move(args), std::move(kwargs), out)) return s;
+  const char* what = EffectCount(t.output.side_effects).changed(before);
+  if (!what && t.output.side_effects.attr_writes.size() != writes) what = "sets an attribute of a module";
+  if (what)
+    return t.brk(f, "DV0008", "call to " + callable_name(wrapped.get()) + ", a functools.lru_cache function that " + what +
+                                  ": eager runs its body on a cache miss only",
+                 "keep cached functions free of effects outside them");
+  return std::nullopt;
 }
 
 // types.MethodType(function, obj): the bound method a class attribute lookup makes (contextlib's
