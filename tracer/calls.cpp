@@ -976,6 +976,59 @@ bool disallowed_in_graph(PyObject* fn) {
   return r == 1;
 }
 
+namespace {
+// random.random(), random.uniform(a, b), random.randint(a, b), random.randrange(...) of the random
+// module's own generator (the functions TorchDynamo draws before its graph): the method's name, or
+// null for any other callable.
+const char* random_module_draw(const VPtr& fn) {
+  static PyObject* const inst = kept_attr("random", "_inst");
+  static PyObject* const cls = kept_attr("random", "Random");
+  if (!inst || !cls || !fn->obj) return nullptr;
+  PyObject* o = fn->obj.get();
+  if (PyCFunction_Check(o))  // random.random: a builtin method of the generator
+    return PyCFunction_GET_SELF(o) == inst && std::strcmp(reinterpret_cast<PyCFunctionObject*>(o)->m_ml->ml_name, "random") == 0
+               ? "random" : nullptr;
+  PyObject* func = nullptr;  // random.uniform ...: Random's Python method, bound to the generator
+  if (PyMethod_Check(o) && PyMethod_GET_SELF(o) == inst) func = PyMethod_GET_FUNCTION(o);
+  else if (fn->kind == VK::Method && fn->self && fn->self->obj.get() == inst) func = o;
+  if (!func) return nullptr;
+  for (const char* name : {"uniform", "randint", "randrange"}) {
+    Ref m = Ref::steal(PyObject_GetAttrString(cls, name));
+    PyErr_Clear();
+    if (m && m.get() == func) return name;
+  }
+  return nullptr;
+}
+}  // namespace
+
+// A draw of the random module over constant arguments: the transformed code makes it before its
+// graph (OutputGraph::random_draws), where eager's call would; the trace holds its value as one not
+// read yet (its type known from the same draw on a copy of the generator), which may move, be stored
+// and be returned, and whose reading breaks (ValueBuilder::realize_leaf): its value is only known
+// when the compiled code runs. A model's layer drop drawn and then not used (`p = random.uniform(0,
+// 1); if self.training and p < self.layerdrop`) is one graph, as in TorchDynamo.
+Translator::Status Translator::random_draw(Frame& f, PyObject* fn, const char* name, const std::vector<VPtr>& args, VPtr& out) {
+  Ref argt = Ref::steal(PyTuple_New(static_cast<Py_ssize_t>(args.size())));
+  if (!argt) return raise_current(f, std::string("random.") + name + "()");
+  for (size_t i = 0; i < args.size(); ++i)
+    PyTuple_SET_ITEM(argt.get(), static_cast<Py_ssize_t>(i), Ref::borrow(args[i]->obj.get()).release());
+  Ref mod = Ref::steal(PyImport_ImportModule("random"));
+  Ref state = mod ? Ref::steal(PyObject_CallMethod(mod.get(), "getstate", nullptr)) : Ref();
+  Ref copy = mod ? Ref::steal(PyObject_CallMethod(mod.get(), "Random", nullptr)) : Ref();
+  Ref set = copy && state ? Ref::steal(PyObject_CallMethod(copy.get(), "setstate", "(O)", state.get())) : Ref();
+  Ref method = set ? Ref::steal(PyObject_GetAttrString(copy.get(), name)) : Ref();
+  if (!method) return raise_current(f, std::string("random.") + name + "()");
+  Ref example = Ref::steal(PyObject_Call(method.get(), argt.get(), nullptr));
+  if (!example) return raise_current(f, std::string("random.") + name + "()");  // (eager's error: randint(5, 1))
+  Ref draw = Ref::steal(Py_BuildValue("(OO)", fn, argt.get()));
+  if (!draw) return raise_current(f, std::string("random.") + name + "()");
+  const int index = static_cast<int>(output.random_draws.size());
+  output.random_draws.push_back(draw);
+  out = builder.leaf(example, Source::random_draw(index, draw), f);
+  if (!out) return brk(f, "DV0004", std::string("random.") + name + "()");
+  return std::nullopt;
+}
+
 PyObject* autograd_apply_function();           // autograd_apply.cpp
 bool library_callable(PyObject* o);            // values/library_calls.cpp
 bool is_autograd_function_class(PyObject* o);  // autograd_apply.cpp
@@ -997,6 +1050,14 @@ Translator::Status Translator::call(Frame& f, VPtr fn, std::vector<VPtr> args,
                      : nullptr;
     if (!inner) return brk(f, "DV0004", "call to a torch.jit.script function without its Python original");
     fn = inner;
+  }
+  if (const char* draw = random_module_draw(fn); draw && kwargs.empty()) {
+    bool constants = true;
+    for (const VPtr& a : args) constants &= a->kind == VK::Const;
+    static PyObject* const inst = kept_attr("random", "_inst");
+    Ref bound = constants ? Ref::steal(PyObject_GetAttrString(inst, draw)) : Ref();  // the generator's method
+    PyErr_Clear();
+    if (bound) return random_draw(f, bound.get(), draw, args, out);
   }
   bool handled = false;
   if (Status s = optimizer_init_group(f, fn, args, kwargs, out, handled); s || handled) return s;

@@ -214,6 +214,15 @@ bool emit_head(Emitter& e, Rebuilder& rb, PyCodeObject* co, const CaptureResult&
   const OutputGraph& og = c.out;
   if (co->co_nfreevars) e.emit(N::COPY_FREE_VARS, co->co_nfreevars);
   e.emit(N::RESUME, 0);
+  for (const Ref& draw : og.random_draws) {  // fn(*args), kept in a temporary: (fn, args)
+    PyObject* fn = PyTuple_GET_ITEM(draw.get(), 0);
+    PyObject* args = PyTuple_GET_ITEM(draw.get(), 1);
+    e.callable_const(fn);
+    for (Py_ssize_t i = 0; i < PyTuple_GET_SIZE(args); ++i) e.emit(N::LOAD_CONST, e.konst(PyTuple_GET_ITEM(args, i)));
+    e.call(static_cast<int>(PyTuple_GET_SIZE(args)));
+    e.draws.push_back(e.temp());
+    e.emit(N::STORE_FAST, e.draws.back());
+  }
   if (compiled) {
     e.callable_const(compiled);
     std::vector<SourcePtr> srcs;

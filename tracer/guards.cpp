@@ -191,6 +191,8 @@ struct GuardTree::Node {
           if (!PyDict_Next(parent, &pos, &k, &v)) return nullptr;
         return v;
       }
+      case Source::Kind::RandomDraw:  // drawn by the transformed code: no guard reads one
+        return nullptr;
       case Source::Kind::WeakRefCall:  // the referent (borrowed from the reference; None once it died)
         if (!parent || !PyWeakref_CheckRef(parent)) return nullptr;
         return PyWeakref_GET_OBJECT(parent);

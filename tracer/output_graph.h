@@ -112,6 +112,10 @@ class OutputGraph {
   std::vector<std::pair<SourcePtr, int>> inputs;  // graph placeholders: (source, node)
   std::vector<Ref> input_objects;                 // the real objects behind the placeholders
   SideEffects side_effects;
+  // Draws of Python's random module the trace met (random.uniform(0, 1)), in order: (the bound
+  // method, its argument tuple) each. The transformed code makes them before its graph, as eager
+  // makes them, and the trace's values read them from there (Source::Kind::RandomDraw).
+  std::vector<Ref> random_draws;
   // Dict keys that are values of the trace (tensors, nn.Modules; Translator::key_of): the key object
   // the trace's dicts hold -> the value, which codegen rebuilds for the key.
   std::unordered_map<PyObject*, VPtr> key_values;

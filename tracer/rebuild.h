@@ -28,6 +28,7 @@ struct Emitter {
   int nfixed = 0;                 // argument slots + ___dv_graph_out
   int ntemps = 0;                 // temporaries after them
   std::vector<size_t> free_refs;  // LOAD_DEREF/LOAD_CLOSURE of free variable k: arg fixed up at the end
+  std::vector<int> draws;         // the temporary holding random draw k (Source::Kind::RandomDraw)
   std::vector<bc::AsmExcRange> ranges;  // the exception table (instruction indexes)
 
   void emit(N n, int32_t arg = 0) {
@@ -90,6 +91,10 @@ struct Emitter {
       case K::Global: emit(N::LOAD_GLOBAL, name(s.name) << 1); return true;
       case K::Held: emit(N::LOAD_CONST, konst(s.key.get())); return true;
       case K::FreeCell: emit_free(N::LOAD_CLOSURE, s.index); return true;
+      case K::RandomDraw:
+        if (s.index < 0 || static_cast<size_t>(s.index) >= draws.size()) return false;
+        emit(N::LOAD_FAST, draws[static_cast<size_t>(s.index)]);
+        return true;
       case K::AsTensor:     // torch.as_tensor(ndarray)
       case K::WeakRefCall:  // weakref.ref.__call__(w)
         callable_const(s.key.get());
@@ -141,7 +146,7 @@ struct Emitter {
         emit(N::LOAD_ATTR, name("cell_contents"));
         return true;
       case K::Local: case K::Closure: case K::Global: case K::Held: case K::FreeCell: case K::AsTensor: case K::TupleIterItem: case K::FnMode:
-      case K::DictValueAt: case K::WeakRefCall: return false;
+      case K::DictValueAt: case K::WeakRefCall: case K::RandomDraw: return false;
     }
     return false;
   }

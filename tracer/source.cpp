@@ -19,6 +19,7 @@ std::string Source::text() const {
     case Kind::FnMode: return "___get_torch_function_mode_stack_at(" + std::to_string(index) + ")";
     case Kind::DictValueAt: return "list(" + base->text() + ".values())[" + std::to_string(index) + "]";
     case Kind::WeakRefCall: return base->text() + "()";
+    case Kind::RandomDraw: return "___random_value_" + std::to_string(index);
   }
   return "?";
 }
@@ -78,6 +79,10 @@ SourcePtr Source::free_cell(int index, std::string name) {
 
 SourcePtr Source::weakref_call(SourcePtr base, Ref call_fn) {
   return std::make_shared<Source>(Source{Kind::WeakRefCall, -1, {}, {}, std::move(call_fn), std::move(base)});
+}
+
+SourcePtr Source::random_draw(int index, Ref fn_and_args) {
+  return std::make_shared<Source>(Source{Kind::RandomDraw, index, {}, {}, std::move(fn_and_args), {}});
 }
 
 }  // namespace dv

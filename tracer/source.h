@@ -34,6 +34,9 @@ struct Source {
                   // linked order): a module's hook at its place; key: dynview._runtime.dict_value_at
     WeakRefCall,  // base(): the object a weakref.ref base refers to, None once it died (TorchDynamo's
                   // WeakRefCallSource); key: weakref.ref.__call__
+    RandomDraw,   // draw `index` of Python's random module (random.uniform(0, 1)) the transformed code
+                  // makes before its graph, kept in a temporary (TorchDynamo's RandomValueSource); key:
+                  // (the bound method, its constant arguments). Never guarded: its value is not read.
   };
   Kind kind;
   int index = -1;        // Local/Closure
@@ -61,6 +64,7 @@ struct Source {
   static SourcePtr fn_mode(int index, Ref stack_at_fn);
   static SourcePtr dict_value_at(SourcePtr base, int index, Ref value_at_fn);
   static SourcePtr weakref_call(SourcePtr base, Ref call_fn);
+  static SourcePtr random_draw(int index, Ref fn_and_args);
 };
 
 }  // namespace dv

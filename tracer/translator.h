@@ -460,6 +460,9 @@ class Translator {
   // torch.utils.checkpoint.checkpoint(fn, *args, use_reentrant=..., **kwargs): fn's call traced
   // inline, its nodes a Region of the graph (tag_activation_checkpoint's subgraph; checkpoint.cpp).
   Status checkpoint_call(Frame& f, std::vector<VPtr> args, std::vector<std::pair<std::string, VPtr>> kwargs, VPtr& out);
+  // A draw of Python's random module (random.uniform(0, 1)) over constants: made by the compiled code
+  // before its graph, a value not read yet in the trace (calls.cpp).
+  Status random_draw(Frame& f, PyObject* fn, const char* name, const std::vector<VPtr>& args, VPtr& out);
   // A module attribute functional_call replaces while its module is called: true and `out` set.
   bool functional_override(const VPtr& module, const std::string& name, VPtr& out) const;
   bool functional_override(PyObject* module, const std::string& name, VPtr& out) const;

@@ -621,6 +621,9 @@ VPtr ValueBuilder::leaf(Ref obj, SourcePtr source, Frame& f) {
 // A value not read yet, read: it becomes what wrap makes of its object (a constant or a symbolic
 // number, immutable, so a copy of the value wrap keeps by source is the same value).
 bool ValueBuilder::realize_leaf(const VPtr& v, Frame& f) {
+  // (a draw of the random module: made by the compiled code, its value is never the trace's to read
+  // -- Translator::random_draw; the caller breaks)
+  if (v->source && v->source->kind == Source::Kind::RandomDraw) return false;
   VPtr r = wrap(v->lazy, v->source, f);
   if (!r) return false;
   *v = *r;

@@ -59,6 +59,10 @@ def wave_and_text(seed):
     return dict(wave(seed), decoder_input_ids=_ids(seed + 10, 4))
 
 
+def codebooks(seed):  # (musicgen's decoder: a row of ids per codebook, 2 codebooks)
+    return dict(input_ids=torch.randint(0, 100, (2 * 2, 8), generator=torch.Generator().manual_seed(seed)))
+
+
 def text_and_image(seed):
     return dict(text(seed), pixel_values=_pixels(seed))
 
@@ -157,6 +161,11 @@ MODELS = {
     "segformer": ("vision", lambda T: T.SegformerModel(T.SegformerConfig(
         num_encoder_blocks=2, depths=[1, 1], sr_ratios=[2, 1], hidden_sizes=[16, 32], num_attention_heads=[1, 2],
         patch_sizes=[7, 3], strides=[4, 2], mlp_ratios=[2, 2])), image),
+    # musicgen's decoder draws its layer drop with random.uniform(0, 1) in every layer, used only in
+    # training (the draws are made by the compiled code before its graph: Translator::random_draw)
+    "musicgen": ("decoder", lambda T: T.MusicgenForCausalLM(T.MusicgenDecoderConfig(
+        vocab_size=100, hidden_size=64, num_hidden_layers=2, num_attention_heads=4, ffn_dim=128, max_position_embeddings=64,
+        num_codebooks=2)), codebooks),
     # wav2vec2's encoder asks transformers' install probes (assume_constant_result functions)
     "wav2vec2": ("audio", lambda T: T.Wav2Vec2Model(T.Wav2Vec2Config(**WAV2VEC2)), wave),
     "whisper": ("audio", lambda T: T.WhisperModel(T.WhisperConfig(**WHISPER)), speech_and_text),

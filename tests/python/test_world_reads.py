@@ -7,11 +7,14 @@ TorchDynamo skips C functions it does not know. Each case against eager and torc
 import datetime
 import math
 import os
+import random
 import time
 import uuid
 
 import pytest
 import torch
+import torch.nn as nn
+from torch._dynamo.testing import CompileCounter
 from torch._dynamo.utils import counters
 
 import dynview
@@ -110,3 +113,77 @@ def test_attributes_of_an_object_of_a_c_class_given_to_the_frame_are_guarded_as_
 
     theirs, ours = both(run)
     assert ours == theirs == [1_000_005.0, 1_000_007.0, 2_000_007.0, 1_000_005.0]
+
+
+# Python's random module: a draw over constants (random.uniform(0, 1), randint, randrange, random())
+# is made by the compiled code before its graph, as torch.compile makes it (its random_calls); the
+# trace may move it, store it and return it, and breaks where code reads it (its value is known only
+# when the compiled code runs). The generator's state after each call is eager's.
+class LayerDropStack(nn.Module):
+    """Layers skipped at random in training (LayerDrop, as musicgen's and fairseq's decoders write it)."""
+
+    def __init__(self, layerdrop=0.5):
+        super().__init__()
+        self.layers = nn.ModuleList(nn.Linear(4, 4) for _ in range(3))
+        self.layerdrop = layerdrop
+
+    def forward(self, x):
+        for layer in self.layers:
+            dropout_probability = random.uniform(0, 1)
+            if self.training and dropout_probability < self.layerdrop:
+                continue
+            x = layer(x)
+        return x
+
+
+def draws_returned(x):
+    k = random.randint(0, 1000)
+    picks = [random.randrange(10), random.random()]
+    return x * 2, k, picks
+
+
+def run_seeded(fn, x, calls=3):
+    outs = []
+    random.seed(1234)
+    for _ in range(calls):
+        outs.append(fn(x))
+    return outs, random.random()  # (the generator's state after the calls)
+
+
+@pytest.mark.parametrize("case", ["layer_drop_in_eval", "draws_returned"])
+def test_random_module_draws_are_made_by_the_compiled_code_as_eager_makes_them(case):
+    x = torch.randn(2, 4)
+    torch.manual_seed(0)
+    fn = LayerDropStack().eval() if case == "layer_drop_in_eval" else draws_returned
+    want, want_next = run_seeded(fn, x)
+
+    def run(compile_):
+        cnt = CompileCounter()
+        got, got_next = run_seeded(compile_(fn, backend=cnt), x)
+        torch.testing.assert_close(got, want)
+        assert got_next == want_next  # the generator advanced exactly as eager advanced it
+        return cnt.frame_count
+
+    theirs, ours = both(run)
+    records = dynview._C.take_records()
+    assert not any(r["has_break"] for r in records)
+    # one graph, hit on the later calls: the draws are not guarded (torch.compile breaks at
+    # random.random(), whose builtin method its list of draws does not match, and compiles twice)
+    assert ours == 1 and theirs == (1 if case == "layer_drop_in_eval" else 2)
+
+
+def reads_a_draw(x):
+    if random.random() < 0.5:  # (the value decides the path: a break)
+        return x + 1
+    return x - 1
+
+
+def test_code_reading_a_draw_breaks_and_answers_as_eager():
+    x = torch.zeros(2)
+    want, want_next = run_seeded(reads_a_draw, x, calls=6)
+    dynview.reset()
+    got, got_next = run_seeded(dynview.compile(reads_a_draw, backend="eager"), x, calls=6)
+    torch.testing.assert_close(got, want)
+    assert got_next == want_next
+    records = dynview._C.take_records()
+    assert any(r["has_break"] and "drawn by Python's random module" in r["break_message"] for r in records)
