@@ -944,36 +944,38 @@ Translator::Status Translator::inline_call(Frame& f, VPtr fn, VPtr self, std::ve
   return std::nullopt;
 }
 
-// torch.compiler.allow_in_graph(fn) / torch._dynamo.allow_in_graph: fn's id is in TorchDynamo's
-// allowed set (trace_rules._allowed_callable_ids).
-bool allowed_in_graph(PyObject* fn) {
-  static PyObject* ids = [] {
+namespace {
+// fn's id is in one of TorchDynamo's sets of callables (torch._dynamo.trace_rules.<name>, a
+// FunctionIdSet read with `in`); `ids` holds the set for the process.
+bool in_trace_rules_set(PyObject*& ids, bool& looked, const char* name, PyObject* fn) {
+  if (!looked) {
+    looked = true;
     Ref rules = Ref::steal(PyImport_ImportModule("torch._dynamo.trace_rules"));
-    PyObject* s = rules ? PyObject_GetAttrString(rules.get(), "_allowed_callable_ids") : nullptr;
+    ids = rules ? PyObject_GetAttrString(rules.get(), name) : nullptr;  // kept for the process
     PyErr_Clear();
-    return s;  // kept for the process
-  }();
+  }
   if (!ids) return false;
   Ref id = Ref::steal(PyLong_FromVoidPtr(fn));
   const int r = id ? PySequence_Contains(ids, id.get()) : -1;
   if (r < 0) PyErr_Clear();
   return r == 1;
 }
+}  // namespace
 
-// torch._dynamo.disallow_in_graph(fn): fn's id is in TorchDynamo's disallowed set
-// (trace_rules._disallowed_callable_ids); a call of it breaks the graph and runs eagerly.
+// torch.compiler.allow_in_graph(fn) / torch._dynamo.allow_in_graph: fn's id is in TorchDynamo's
+// allowed set.
+bool allowed_in_graph(PyObject* fn) {
+  static PyObject* ids = nullptr;
+  static bool looked = false;
+  return in_trace_rules_set(ids, looked, "_allowed_callable_ids", fn);
+}
+
+// torch._dynamo.disallow_in_graph(fn): fn's id is in TorchDynamo's disallowed set; a call of it
+// breaks the graph and runs eagerly.
 bool disallowed_in_graph(PyObject* fn) {
-  static PyObject* ids = [] {
-    Ref rules = Ref::steal(PyImport_ImportModule("torch._dynamo.trace_rules"));
-    PyObject* s = rules ? PyObject_GetAttrString(rules.get(), "_disallowed_callable_ids") : nullptr;
-    PyErr_Clear();
-    return s;  // kept for the process
-  }();
-  if (!ids) return false;
-  Ref id = Ref::steal(PyLong_FromVoidPtr(fn));
-  const int r = id ? PySequence_Contains(ids, id.get()) : -1;
-  if (r < 0) PyErr_Clear();
-  return r == 1;
+  static PyObject* ids = nullptr;
+  static bool looked = false;
+  return in_trace_rules_set(ids, looked, "_disallowed_callable_ids", fn);
 }
 
 namespace {
