@@ -65,7 +65,8 @@ SAN_V     := $(subst python,,$(OTHER_PY))
 SAN_PY    := build-asan-py$(if $(SAN_V),-$(SAN_V))
 SAN_TESTS := $(addprefix tests/python/,test_engine_cases.py test_python_cases.py test_resume_functions.py \
              test_graph_breaks.py test_dynamic_shapes.py test_attribute_mutation.py test_dict_guards.py \
-             test_weakrefs.py test_outside_cells.py test_state_and_profilers.py test_compile_api.py)
+             test_weakrefs.py test_outside_cells.py test_state_and_profilers.py test_compile_api.py \
+             test_world_reads.py)
 sanitize:
 	@$(MAKE) --no-print-directory deps PYTHON=$(if $(SAN_V),python3,$(PYTHON))
 	cmake -S . -B build-asan -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DDV_SANITIZE=ON -DDV_BUILD_PYTHON=OFF > build-asan.configure.log 2>&1 \
