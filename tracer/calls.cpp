@@ -982,8 +982,13 @@ namespace {
 // random.random(), random.uniform(a, b), random.randint(a, b), random.randrange(...) of the random
 // module's own generator (the functions TorchDynamo draws before its graph): the method's name, or
 // null for any other callable.
-const char* random_module_draw(const VPtr& fn) {
+PyObject* random_generator() {  // random._inst, the generator the random module's functions are bound to (borrowed)
   static PyObject* const inst = kept_attr("random", "_inst");
+  return inst;
+}
+
+const char* random_module_draw(const VPtr& fn) {
+  PyObject* const inst = random_generator();
   static PyObject* const cls = kept_attr("random", "Random");
   if (!inst || !cls || !fn->obj) return nullptr;
   PyObject* o = fn->obj.get();
@@ -1056,8 +1061,7 @@ Translator::Status Translator::call(Frame& f, VPtr fn, std::vector<VPtr> args,
   if (const char* draw = random_module_draw(fn); draw && kwargs.empty()) {
     bool constants = true;
     for (const VPtr& a : args) constants &= a->kind == VK::Const;
-    static PyObject* const inst = kept_attr("random", "_inst");
-    Ref bound = constants ? Ref::steal(PyObject_GetAttrString(inst, draw)) : Ref();  // the generator's method
+    Ref bound = constants ? Ref::steal(PyObject_GetAttrString(random_generator(), draw)) : Ref();  // the generator's method
     PyErr_Clear();
     if (bound) return random_draw(f, bound.get(), draw, args, out);
   }
