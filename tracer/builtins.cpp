@@ -427,6 +427,22 @@ Translator::Status sym_builtin(Translator& t, Frame& f, PyObject* fn, std::vecto
     handled = true;
     return t.graph_call(f, Ref::borrow(fn), "", {args[0]}, {}, out);
   }
+  // math.sqrt, cos, tanh ... of a symbolic number: torch._sym_sqrt ... in the graph (a SymFloat), as
+  // TorchDynamo keeps them
+  static const std::unordered_map<PyObject*, Ref> sym_math = [] {
+    std::unordered_map<PyObject*, Ref> m;
+    for (const char* name : {"sqrt", "cos", "cosh", "sin", "sinh", "tan", "tanh", "asin", "acos", "atan", "log2"}) {
+      PyObject* mf = kept_attr("math", name);
+      Ref tf = Ref::steal(PyObject_GetAttrString(py().torch.get(), ("_sym_" + std::string(name)).c_str()));
+      if (mf && tf) m.emplace(mf, tf);
+      PyErr_Clear();
+    }
+    return m;
+  }();
+  if (auto it = sym_math.find(fn); it != sym_math.end() && args.size() == 1 && args[0]->kind == VK::Sym) {
+    handled = true;
+    return t.graph_call(f, it->second, "", {args[0]}, {}, out);
+  }
   if ((kind == Builtin::max_ || kind == Builtin::min_) && args.size() >= 2) {
     handled = true;  // folded pairwise, left to right, as max(a, b, c) compares
     Ref target = torch_fn(kind == Builtin::max_ ? "sym_max" : "sym_min");

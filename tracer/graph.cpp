@@ -415,6 +415,26 @@ PyObject* Graph::to_fx(const std::vector<int>& outputs) const {
   for (size_t i = 0; i < outputs.size(); ++i) {
     PyObject* o = root_emitter.lookup(outputs[i]);
     if (!o) return nullptr;
+    PyObject* ex = nodes_[static_cast<size_t>(outputs[i])].example.get();
+    if (ex && Py_TYPE(ex) == reinterpret_cast<PyTypeObject*>(py().sym_float.get())) {
+      // A symbolic float leaves the graph as a 0-d float64 tensor (the transformed code reads it
+      // with item()), as TorchDynamo returns one: backends (Inductor) return tensors and ints only.
+      // Made as ones(()) * v: Inductor 2.13 bakes the value of torch.scalar_tensor(2.0 * s) at
+      // compile time (torch.compile returns the first call's float then).
+      static PyObject* ones = kept_attr("torch", "ones");
+      static PyObject* mul = kept_attr("operator", "mul");
+      static PyObject* float64 = kept_attr("torch", "float64");
+      if (!ones || !mul || !float64) return nullptr;
+      Ref ones_args = Ref::steal(Py_BuildValue("(())"));
+      Ref kwargs = Ref::steal(Py_BuildValue("{s:O}", "dtype", float64));
+      Ref one = ones_args && kwargs ? Ref::steal(PyObject_CallMethod(graph.get(), "call_function", "OOO", ones, ones_args.get(), kwargs.get()))
+                                    : Ref();
+      Ref args = one ? Ref::steal(PyTuple_Pack(2, one.get(), o)) : Ref();
+      Ref wrapped = args ? Ref::steal(PyObject_CallMethod(graph.get(), "call_function", "OO", mul, args.get())) : Ref();
+      if (!wrapped) return nullptr;
+      PyTuple_SET_ITEM(outs.get(), i, wrapped.release());
+      continue;
+    }
     PyTuple_SET_ITEM(outs.get(), i, Py_NewRef(o));
   }
   Ref out = Ref::steal(PyObject_CallMethod(graph.get(), "output", "(O)", outs.get()));

@@ -6,6 +6,7 @@
 #include <structmember.h>
 
 #include <algorithm>
+#include <bit>
 #include <cmath>
 #include <cstring>
 #include <functional>
@@ -323,9 +324,83 @@ int64_t floordiv(int64_t a, int64_t b) {
   return q;
 }
 
+// A float-mode program (SO_FMODE first: a guard on a float input) over doubles, each operation as
+// Python's float arithmetic does it. False when a value cannot be read or the program is malformed.
+// (NaN compares false, so `a == a` is the not-NaN guard.)
+bool float_shape_ok(const Guard& g, const std::vector<int>& slot_of, PyObject* const* slots) {
+  double vals[16], stack[32];
+  if (g.refs.size() > 16) return false;
+  for (size_t i = 0; i < g.refs.size(); ++i) {
+    PyObject* o = slots[slot_of[i]];
+    if (!o) return false;
+    const SymRef& r = g.refs[i];
+    if (r.kind == 3) {
+      if (!PyFloat_CheckExact(o)) return false;
+      vals[i] = PyFloat_AS_DOUBLE(o);
+    } else if (r.kind == 2) {
+      if (!PyLong_CheckExact(o)) return false;
+      vals[i] = PyLong_AsDouble(o);
+      if (vals[i] == -1.0 && PyErr_Occurred()) return PyErr_Clear(), false;
+    } else {
+      int64_t v = 0;
+      if (!tensor_dim_value(o, r.kind == 1, r.dim, v)) return false;
+      vals[i] = static_cast<double>(v);
+    }
+  }
+  int sp = 0;
+  for (size_t k = 1; k < g.program.size(); ++k) {
+    const ShapeInstr& in = g.program[k];
+    if (in.op == SO_CONST || in.op == SO_REF || in.op == SO_FCONST) {
+      if (sp >= 32) return false;
+      if (in.op == SO_REF && (in.arg < 0 || in.arg >= static_cast<int64_t>(g.refs.size()))) return false;
+      stack[sp++] = in.op == SO_CONST ? static_cast<double>(in.arg)
+                    : in.op == SO_REF ? vals[in.arg]
+                                      : std::bit_cast<double>(in.arg);
+      continue;
+    }
+    if (in.op == SO_NOT || in.op == SO_FTRUNC || in.op == SO_FFLOOR || in.op == SO_FCEIL || in.op == SO_FROUND ||
+        in.op == SO_FSQRT) {
+      if (sp < 1) return false;
+      double& x = stack[sp - 1];
+      if (in.op != SO_NOT && !std::isfinite(x)) return false;  // (int() of an infinity raises)
+      switch (in.op) {
+        case SO_NOT: x = x == 0.0 ? 1.0 : 0.0; break;
+        case SO_FTRUNC: x = std::trunc(x); break;
+        case SO_FFLOOR: x = std::floor(x); break;
+        case SO_FCEIL: x = std::ceil(x); break;
+        case SO_FROUND: x = std::nearbyint(x); break;  // the default rounding mode: half to even, as round()
+        default: if (x < 0) return false; x = std::sqrt(x); break;
+      }
+      continue;
+    }
+    if (sp < 2) return false;
+    const double b = stack[--sp], a = stack[sp - 1];
+    double r = 0;
+    switch (in.op) {
+      case SO_ADD: r = a + b; break;
+      case SO_MUL: r = a * b; break;
+      case SO_FDIV: if (b == 0.0) return false; r = a / b; break;
+      case SO_EQ: r = a == b; break;
+      case SO_NE: r = a != b; break;
+      case SO_LT: r = a < b; break;
+      case SO_LE: r = a <= b; break;
+      case SO_GT: r = a > b; break;
+      case SO_GE: r = a >= b; break;
+      case SO_AND: r = (a != 0.0) && (b != 0.0); break;
+      case SO_OR: r = (a != 0.0) || (b != 0.0); break;
+      case SO_MIN: r = b < a ? b : a; break;
+      case SO_MAX: r = b > a ? b : a; break;
+      default: return false;
+    }
+    stack[sp - 1] = r;
+  }
+  return sp == 1 && stack[0] != 0.0;
+}
+
 // Runs a SHAPE_ENV guard's program over the values its refs read. False when a value cannot be
 // read (not a tensor / not an int) or the arithmetic is undefined (division by zero, overflow).
 bool shape_ok(const Guard& g, const std::vector<int>& slot_of, PyObject* const* slots) {
+  if (!g.program.empty() && g.program[0].op == SO_FMODE) return float_shape_ok(g, slot_of, slots);
   int64_t vals[16], stack[32];
   if (g.refs.size() > 16) return false;
   for (size_t i = 0; i < g.refs.size(); ++i) {
@@ -345,6 +420,7 @@ bool shape_ok(const Guard& g, const std::vector<int>& slot_of, PyObject* const* 
   for (const ShapeInstr& in : g.program) {
     if (in.op == SO_CONST || in.op == SO_REF) {
       if (sp >= 32) return false;
+      if (in.op == SO_REF && (in.arg < 0 || in.arg >= static_cast<int64_t>(g.refs.size()))) return false;
       stack[sp++] = in.op == SO_CONST ? in.arg : vals[in.arg];
       continue;
     }

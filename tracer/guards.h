@@ -27,14 +27,18 @@ enum class GuardKind : uint8_t {
 // writes it, codes below).
 struct SymRef {
   SourcePtr source;
-  int8_t kind = 0;  // 0 size, 1 stride, 2 int
+  int8_t kind = 0;  // 0 size, 1 stride, 2 int, 3 float
   int dim = -1;
 };
 enum ShapeOp : int8_t { SO_CONST, SO_REF, SO_ADD, SO_MUL, SO_FLOORDIV, SO_MOD, SO_POW, SO_EQ, SO_NE, SO_LT, SO_LE,
                         SO_GT, SO_GE, SO_AND, SO_OR, SO_NOT, SO_MIN, SO_MAX,
                         SO_SQRT_TRUNC,    // int(float(a) ** 0.5), as Python computes it (DiT's int(n ** 0.5))
                         SO_TRUNCDIV,      // a / b rounded toward zero, exactly (math.trunc of a division)
-                        SO_ROUNDDIV };    // a / b rounded half to even, exactly (round() of a division)
+                        SO_ROUNDDIV,      // a / b rounded half to even, exactly (round() of a division)
+                        // A program whose first instruction is SO_FMODE runs over doubles (a guard on a
+                        // float input): SO_FCONST's argument holds a double's bits, SO_FDIV is true division.
+                        // Unary, in float mode: math.trunc, floor, ceil, round() (half to even), sqrt.
+                        SO_FMODE, SO_FCONST, SO_FDIV, SO_FTRUNC, SO_FFLOOR, SO_FCEIL, SO_FROUND, SO_FSQRT };
 struct ShapeInstr {
   ShapeOp op;
   int64_t arg;

@@ -206,12 +206,12 @@ Status op_UNPACK_EX(Translator& t, Frame& f, const Instr& in) {  // (seq -- afte
 // LazySymNodeFormatString, realised). Another value (a tensor, a torch.Size with symbolic sizes) is
 // formatted after the graph, as TorchDynamo's StringFormatVariable (str_format.cpp): FORMAT_VALUE
 // makes a one-field StrFormat "{:spec}" and BUILD_STRING joins the parts into one.
-// A symbolic int or bool in an f-string: its value, guarded (a float's guard, IntTrueDiv(s0, 2) ==
-// 1.5, cannot be written: it breaks instead).
+// A symbolic int or bool in an f-string: its value, guarded. A symbolic float stays symbolic: it
+// leaves the graph and is formatted after it, as a tensor is (its value is a graph input's that
+// changes from call to call: guarding it would compile again for every value).
 static Status specialise_for_text(Translator& t, Frame& f, VPtr& v) {
   if (v->kind != VK::Sym) return std::nullopt;
-  if (ops(VK::Sym).python_type(t, v) == reinterpret_cast<PyObject*>(&PyFloat_Type))
-    return t.brk(f, "DV0023", "f-string of a symbolic float");
+  if (ops(VK::Sym).python_type(t, v) == reinterpret_cast<PyObject*>(&PyFloat_Type)) return std::nullopt;
   Ref c = t.specialize(v);
   if (!c) {
     PyErr_Clear();

@@ -151,7 +151,7 @@ VPtr ValueBuilder::wrap(Ref obj, SourcePtr source, Frame& f) {
         {Py_TYPE(Py_None), &ValueBuilder::wrap_none},
         {&PyBool_Type, &ValueBuilder::wrap_bool},
         {&PyLong_Type, &ValueBuilder::wrap_int},
-        {&PyFloat_Type, &ValueBuilder::wrap_constant},
+        {&PyFloat_Type, &ValueBuilder::wrap_float},
         {&PyUnicode_Type, &ValueBuilder::wrap_constant},
         {&PyBytes_Type, &ValueBuilder::wrap_constant},
         {&PyComplex_Type, &ValueBuilder::wrap_constant},
@@ -314,8 +314,18 @@ VPtr ValueBuilder::wrap_bool(const Ref& obj, const SourcePtr& source, const std:
   return remember(source, key, v);
 }
 
-// An int: symbolic when it changed between compiles, else a constant.
-VPtr ValueBuilder::wrap_int(const Ref& obj, const SourcePtr& source, const std::string& key, Frame& f) {
+// An int or float held by an object, container or closure from the frame: compared with earlier
+// compiles as it is read (the frame's own arguments were, by plan_dynamic).
+void ValueBuilder::plan_number(const Ref& obj, const SourcePtr& source, const std::string& key) {
+  if (source && PyFloat_CheckExact(obj.get())) {
+    // a float from any source -- a global, a module's attribute (a temperature set between calls),
+    // a config's -- as TorchDynamo unspecializes every float it reads (ints of globals and modules
+    // it keeps static)
+    const Source* root = source.get();
+    while (root->base) root = root->base.get();
+    if (root->kind != Source::Kind::RandomDraw) plan_reached(obj.get(), key);
+    return;
+  }
   if (source && source->base && (source->kind == Source::Kind::Attr || source->kind == Source::Kind::Item)) {
     // an int held by an object or container from the frame (a sliding-window cache's
     // cumulative_length): compared with earlier compiles as it is read -- but a module's own ints
@@ -334,6 +344,11 @@ VPtr ValueBuilder::wrap_int(const Ref& obj, const SourcePtr& source, const std::
     while (root->base) root = root->base.get();
     if (root->kind == Source::Kind::Local || root->kind == Source::Kind::Closure) plan_reached(obj.get(), key);
   }
+}
+
+// An int: symbolic when it changed between compiles, else a constant.
+VPtr ValueBuilder::wrap_int(const Ref& obj, const SourcePtr& source, const std::string& key, Frame& f) {
+  plan_number(obj, source, key);
   if (!t_.output.dynamic() || !source || !dyn_ints_.count(key)) return wrap_constant(obj, source, key, f);
   // An int that changed between compiles: a graph input of type SymInt.
   PyObject* o = obj.get();
@@ -348,6 +363,36 @@ VPtr ValueBuilder::wrap_int(const Ref& obj, const SourcePtr& source, const std::
   v->obj = s;
   v->node = t_.output.add_input(source, s, obj, t_.cur_step_);
   if (t_.obs_) t_.obs_->on_graph_node(GraphNodeEvent{t_.id_, v->node, t_.cur_step_, "placeholder", placeholder_name(*source)});
+  return remember(source, key, v);
+}
+
+// A float: symbolic when it changed between compiles (TorchDynamo's specialize_float=False), else a
+// constant. The graph takes it as a 0-d float64 tensor, torch._as_tensor_fullprec(x), made by the
+// transformed code, and reads it with item(): the value is a SymFloat. Guarded by type and not NaN
+// (a NaN or an infinity stays a constant, as TorchDynamo specializes them).
+VPtr ValueBuilder::wrap_float(const Ref& obj, const SourcePtr& source, const std::string& key, Frame& f) {
+  plan_number(obj, source, key);
+  PyObject* o = obj.get();
+  if (!t_.output.dynamic() || !source || !dyn_ints_.count(key) || !std::isfinite(PyFloat_AS_DOUBLE(o)))
+    return wrap_constant(obj, source, key, f);
+  static PyObject* fullprec = kept_attr("torch", "_as_tensor_fullprec");
+  if (!fullprec) return PyErr_Clear(), wrap_constant(obj, source, key, f);
+  const int slot = t_.output.sym_slot(source);
+  Ref pair = Ref::steal(PyObject_CallMethod(t_.output.shapes(), "symfloat", "Osiii", o, key.c_str(), slot, t_.cur_step_,
+                                                 t_.root_ ? t_.current_line(f) : -1));
+  if (!pair || !PyTuple_Check(pair.get()) || PyTuple_GET_SIZE(pair.get()) != 2) return PyErr_Clear(), wrap_constant(obj, source, key, f);
+  t_.add_guard(GuardKind::TYPE_MATCH, source, Ref::borrow(reinterpret_cast<PyObject*>(&PyFloat_Type)), f,
+               "___check_type_id(" + key + ", float)");
+  SourcePtr as_tensor = Source::as_tensor(source, Ref::borrow(fullprec));
+  const int input = t_.output.add_input(as_tensor, Ref::borrow(PyTuple_GET_ITEM(pair.get(), 0)), obj, t_.cur_step_);
+  if (t_.obs_) t_.obs_->on_graph_node(GraphNodeEvent{t_.id_, input, t_.cur_step_, "placeholder", placeholder_name(*source)});
+  VPtr v = t_.make(VK::Sym);
+  v->obj = Ref::borrow(PyTuple_GET_ITEM(pair.get(), 1));
+  ArgTree arg;
+  arg.kind = ArgTree::Kind::Node;
+  arg.node = input;
+  v->node = t_.output.graph.add_call_method("item", {arg}, {}, v->obj, t_.cur_step_);
+  if (t_.obs_) t_.obs_->on_graph_node(GraphNodeEvent{t_.id_, v->node, t_.cur_step_, "call_method", "item"});
   return remember(source, key, v);
 }
 
@@ -483,7 +528,9 @@ VPtr ValueBuilder::wrap_enum_member(const Ref& obj, const SourcePtr& source, con
 bool ValueBuilder::dynamic_items(PyObject* o, const SourcePtr& source, const std::string& key) const {
   if (!source || !t_.output.dynamic() || !PyTuple_Check(o)) return false;
   for (Py_ssize_t i = 0; i < PyTuple_GET_SIZE(o) && i < 64; ++i)
-    if (PyLong_CheckExact(PyTuple_GET_ITEM(o, i)) && dyn_ints_.count(key + "[" + std::to_string(i) + "]")) return true;
+    if ((PyLong_CheckExact(PyTuple_GET_ITEM(o, i)) || PyFloat_CheckExact(PyTuple_GET_ITEM(o, i))) &&
+        dyn_ints_.count(key + "[" + std::to_string(i) + "]"))
+      return true;
   return false;
 }
 
@@ -1121,7 +1168,7 @@ void ValueBuilder::plan_dynamic(PyObject* o, const std::string& text, int depth)
     planned_.insert(text);
     auto [it, fresh] = frame_state->try_emplace(text);
     SeenInput& seen = it->second;
-    if (fresh || seen.is_int) {
+    if (fresh || seen.is_int || seen.is_float) {
       seen = SeenInput{};
       seen.sizes = spec.sizes;
       if (force) seen.dynamic = spec.sizes.size() == 64 ? ~0ull : (1ull << spec.sizes.size()) - 1;
@@ -1155,6 +1202,22 @@ void ValueBuilder::plan_dynamic(PyObject* o, const std::string& text, int depth)
       seen.value = v;
       seen.int_dynamic = force;
     } else if (seen.value != v) {
+      seen.int_dynamic = true;
+    }
+    if (seen.int_dynamic) dyn_ints_.insert(text);
+    return;
+  }
+  if (PyFloat_CheckExact(o)) {  // as an int (its bits compared: a NaN never matches, and stays a constant)
+    const double v = PyFloat_AS_DOUBLE(o);
+    planned_.insert(text);
+    auto [it, fresh] = frame_state->try_emplace(text);
+    SeenInput& seen = it->second;
+    if (fresh || !seen.is_float) {
+      seen = SeenInput{};
+      seen.is_float = true;
+      seen.fvalue = v;
+      seen.int_dynamic = force;
+    } else if (!(seen.fvalue == v)) {
       seen.int_dynamic = true;
     }
     if (seen.int_dynamic) dyn_ints_.insert(text);

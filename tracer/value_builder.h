@@ -17,11 +17,13 @@ bool is_optimizer(PyObject* o);  // a torch.optim.Optimizer (optimizer.cpp)
 
 // What earlier compiles of a code object saw of its inputs, by source text (TorchDynamo's automatic
 // dynamic shapes): a size that differs between compiles becomes symbolic from then on (all sizes when
-// the rank changes), and so does an int argument whose value changes.
+// the rank changes), and so does an int or float argument whose value changes.
 struct SeenInput {
   bool is_int = false;
+  bool is_float = false;
   int64_t value = 0;
-  bool int_dynamic = false;
+  double fvalue = 0;
+  bool int_dynamic = false;  // (an int's or a float's)
   std::vector<int64_t> sizes;
   uint64_t dynamic = 0;  // dims seen with different sizes
 };
@@ -106,6 +108,8 @@ class ValueBuilder {
   VPtr wrap_none(const Ref& obj, const SourcePtr& source, const std::string& key, Frame& f);
   VPtr wrap_bool(const Ref& obj, const SourcePtr& source, const std::string& key, Frame& f);
   VPtr wrap_int(const Ref& obj, const SourcePtr& source, const std::string& key, Frame& f);
+  VPtr wrap_float(const Ref& obj, const SourcePtr& source, const std::string& key, Frame& f);
+  void plan_number(const Ref& obj, const SourcePtr& source, const std::string& key);
   VPtr wrap_constant(const Ref& obj, const SourcePtr& source, const std::string& key, Frame& f);
   VPtr wrap_enum_member(const Ref& obj, const SourcePtr& source, const std::string& key, Frame& f);
   VPtr wrap_sequence(const Ref& obj, const SourcePtr& source, const std::string& key, Frame& f);
@@ -150,7 +154,7 @@ class ValueBuilder {
   // could be reused)
   std::unordered_map<PyObject*, std::pair<Ref, VPtr>> containers_seen_;
   std::unordered_map<std::string, uint64_t> dyn_dims_;  // source -> symbolic dims
-  std::unordered_set<std::string> dyn_ints_;            // int sources that are symbolic
+  std::unordered_set<std::string> dyn_ints_;            // int and float sources that are symbolic
   bool any_lazy_ = false;                               // a lazy dict, list or tuple was made (the interpreter checks reads)
   std::unordered_set<std::string> probed_absent_;       // "source|repr(key)" guarded absent
 };

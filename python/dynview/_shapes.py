@@ -7,9 +7,14 @@ fakes to the backend inside a TracingContext, and finally asks for the guards as
 programs over the inputs' sizes, strides and ints, which the C++ guard tree evaluates with no Python.
 
 Every symbol is created here, so each one maps to a `ref`: (input slot, kind, dim) with kind 0 = a
-tensor size, 1 = a tensor stride, 2 = an int input. Slots are the engine's own numbering of the
-sources it asked about."""
+tensor size, 1 = a tensor stride, 2 = an int input, 3 = a float input. Slots are the engine's own
+numbering of the sources it asked about.
+
+A guard over a float input is a program in float mode (its first instruction FMODE): the evaluator
+computes it in doubles, as Python computes the user's float arithmetic."""
 import dataclasses
+import math
+import struct
 
 import sympy
 import torch
@@ -18,10 +23,16 @@ from torch._guards import GuardSource, Source, TracingContext, tracing
 from torch._subclasses.fake_tensor import FakeTensorMode
 from torch.fx.experimental.symbolic_shapes import DimDynamic, ShapeEnv, StatelessSymbolicContext
 
-SIZE, STRIDE, INT = 0, 1, 2
+SIZE, STRIDE, INT, FLOAT = 0, 1, 2, 3
 
-# Postfix program opcodes (tracer/guards.cpp evaluates them over int64 values).
-CONST, REF, ADD, MUL, FLOORDIV, MOD, POW, EQ, NE, LT, LE, GT, GE, AND, OR, NOT, MIN, MAX, SQRT_TRUNC, TRUNCDIV, ROUNDDIV = range(21)
+# Postfix program opcodes (tracer/guards.cpp evaluates them over int64 values; a program that starts
+# with FMODE over doubles, FCONST's argument the bits of a double).
+(CONST, REF, ADD, MUL, FLOORDIV, MOD, POW, EQ, NE, LT, LE, GT, GE, AND, OR, NOT, MIN, MAX, SQRT_TRUNC, TRUNCDIV,
+ ROUNDDIV, FMODE, FCONST, FDIV, FTRUNC, FFLOOR, FCEIL, FROUND, FSQRT) = range(29)
+
+
+def _float_bits(x):
+    return struct.unpack("<q", struct.pack("<d", float(x)))[0]
 
 
 @dataclasses.dataclass(frozen=True)
@@ -80,6 +91,7 @@ class DynamicShapes:
         self.stride_checks = []  # (ref index of the real stride, sympy expr it must equal)
         self.where = {}       # ref index -> (step, line) of the step that made the input symbolic
         self.origin = []      # env.guards index -> (step, line) of the step that added it
+        self.floats = []      # ref index of each float input (a NaN one compiles again: not isnan)
 
     def note(self, step, line):
         """The engine ran `step` and saw env.guards grow: the new guards are that step's."""
@@ -128,6 +140,20 @@ class DynamicShapes:
         self.where[k] = (step, line)
         return s
 
+    def symfloat(self, value, text, slot, step=-1, line=-1):
+        """A float input, as TorchDynamo takes one: the graph is given it as a 0-d float64 tensor
+        (torch._as_tensor_fullprec) and reads it with item(). Returns (fake tensor, SymFloat): the
+        fake's item() is that SymFloat, a backed symbol whose hint is `value`."""
+        from torch._dynamo.source import FloatTensorSource
+        fake = self.mode.from_tensor(torch._as_tensor_fullprec(value), source=FloatTensorSource(_Src(text)))
+        s = fake.item_memo
+        if not isinstance(s, torch.SymFloat):
+            raise TypeError(f"no symbolic float for {text}")
+        k = self.sym_ref[s.node.expr] = self._ref(slot, FLOAT, -1, text)
+        self.where[k] = (step, line)
+        self.floats.append(k)
+        return fake, s
+
     def factory(self, fn, args, kwargs):
         """Run a tensor factory (torch.zeros(n, 3) ...) under the fake mode."""
         with self.mode, enable_python_dispatcher():
@@ -159,11 +185,87 @@ class DynamicShapes:
             add(sympy.Le(int(lower) if lower.is_finite else 2, sym), self.where.get(k, (-1, -1)))
         for k, expr in self.stride_checks:
             add(sympy.Eq(_StrideSym(k), expr, evaluate=False), self.where.get(k, (-1, -1)))
+        for k in self.floats:  # (TorchDynamo's implicit guard: its ShapeEnv cannot model NaN)
+            step, line = self.where.get(k, (-1, -1))
+            out.append((f"not math.isnan({self.names[k]})", [self.refs[k]], [(FMODE, 0), (REF, 0), (REF, 0), (EQ, 0)],
+                        step, line))
         for i, g in enumerate(self.env.guards):
             add(g.expr, self.origin[i] if i < len(self.origin) else (-1, -1))
         return out
 
+    def _is_float_guard(self, e):
+        return any(s in self.sym_ref and self.refs[self.sym_ref[s]][1] == FLOAT for s in e.free_symbols)
+
+    def _emit_float(self, e, prog, local):
+        """e (over a float input) in float mode: every value a double, as Python computes it."""
+        def ref(k):
+            if k not in local:
+                local.append(k)
+            prog.append((REF, local.index(k)))
+
+        if isinstance(e, sympy.Symbol):
+            if e not in self.sym_ref:
+                raise Unexpressible(f"symbol {e} was not created by dynview")
+            ref(self.sym_ref[e])
+            return
+        if e is sympy.true or e is sympy.false:
+            prog.append((CONST, 1 if e is sympy.true else 0))
+            return
+        if isinstance(e, sympy.Integer):
+            if abs(int(e)) > 2 ** 53:
+                raise Unexpressible(f"the integer {e} in a float guard")
+            prog.append((CONST, int(e)))
+            return
+        if e.is_Number:
+            if not (e.is_Float or e.is_Rational):
+                raise Unexpressible(f"the number {e} in a float guard")
+            prog.append((FCONST, _float_bits(e)))
+            return
+        name = type(e).__name__
+        if name == "ToFloat":
+            self._emit_float(e.args[0], prog, local)
+            return
+        binary = {"FloatTrueDiv": FDIV, "IntTrueDiv": FDIV, "Equality": EQ, "Unequality": NE, "StrictLessThan": LT,
+                  "LessThan": LE, "StrictGreaterThan": GT, "GreaterThan": GE}
+        nary = {"Add": ADD, "Mul": MUL, "And": AND, "Or": OR, "Min": MIN, "Max": MAX}
+        if name == "Pow" and len(e.args) == 2 and e.args[1].is_Integer and int(e.args[1]) == -1:
+            prog.append((CONST, 1))  # x ** -1: 1 / x (sympy's form of a division)
+            self._emit_float(e.args[0], prog, local)
+            prog.append((FDIV, 0))
+            return
+        if name == "Pow" and len(e.args) == 2 and e.args[1].is_Integer and 0 <= int(e.args[1]) <= 64:
+            if int(e.args[1]) == 0:
+                prog.append((CONST, 1))
+                return
+            self._emit_float(e.args[0], prog, local)
+            for _ in range(int(e.args[1]) - 1):
+                self._emit_float(e.args[0], prog, local)
+                prog.append((MUL, 0))
+            return
+        if name in binary and len(e.args) == 2:
+            self._emit_float(e.args[0], prog, local)
+            self._emit_float(e.args[1], prog, local)
+            prog.append((binary[name], 0))
+            return
+        if name in nary and e.args:
+            self._emit_float(e.args[0], prog, local)
+            for a in e.args[1:]:
+                self._emit_float(a, prog, local)
+                prog.append((nary[name], 0))
+            return
+        unary = {"Not": NOT, "TruncToInt": FTRUNC, "TruncToFloat": FTRUNC, "FloorToInt": FFLOOR, "CeilToInt": FCEIL,
+                 "RoundToInt": FROUND, "OpaqueUnaryFn_sqrt": FSQRT}
+        if name in unary and len(e.args) == 1:
+            self._emit_float(e.args[0], prog, local)
+            prog.append((unary[name], 0))
+            return
+        raise Unexpressible(f"{name} in a float guard {e}")
+
     def _emit(self, e, prog, local):
+        if not prog and self._is_float_guard(e):
+            prog.append((FMODE, 0))
+            self._emit_float(e, prog, local)
+            return
         e = e.replace(_is_int_sqrt, lambda x: _SqrtTrunc(_int_sqrt_arg(x)))
         if e.has(sympy.Float) or any(type(a).__name__ in _TRUE_DIVISION for a in sympy.preorder_traversal(e)):
             e = _over_integers(e)

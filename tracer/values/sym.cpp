@@ -35,7 +35,13 @@ struct Kind<VK::Sym> {
     return std::nullopt;
   }
   static constexpr auto iterate = no_answer::iterate;
-  static constexpr auto getattr = no_answer::getattr;
+  // an attribute of a symbolic number (x.is_integer(), n.bit_length()): of its value, specialised
+  // (and guarded), as a Python value is needed
+  static Status getattr(Translator& t, Frame& f, const VPtr& v, const std::string& name, VPtr& out) {
+    Ref r = t.specialize(v);
+    if (!r) return PyErr_Clear(), t.brk(f, "DV0021", "cannot specialise a symbolic number for its attribute " + name);
+    return ops(VK::Const).getattr(t, f, t.constant(r), name, out);
+  }
   static constexpr auto call = no_answer::call;
   static constexpr auto setattr = no_answer::setattr;
   static constexpr auto call_method = no_answer::call_method;

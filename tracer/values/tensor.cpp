@@ -100,13 +100,20 @@ Translator::Status tensor_type(Translator& t, Frame& f, const VPtr& self, std::v
 
 }  // namespace
 
-// Tensor, Sym: the graph's output (symbolic ints come back as ints), or the input it is
+// Tensor, Sym: the graph's output (symbolic ints come back as ints, symbolic floats as 0-d float64
+// tensors read with item(): Graph::to_fx), or the input it is
 bool graph_output_reconstruct(cg::Rebuilder& r, const VPtr& v) {
   auto it = std::find(r.outputs.begin(), r.outputs.end(), v->node);
   if (it == r.outputs.end() || !r.compiled) return v->source ? r.e.source(*v->source) : false;
+  static PyObject* item = kept_attr("torch", "Tensor");
+  const bool sym_float = v->kind == VK::Sym && v->obj && Py_TYPE(v->obj.get()) == reinterpret_cast<PyTypeObject*>(py().sym_float.get());
+  Ref item_fn = sym_float && item ? Ref::steal(PyObject_GetAttrString(item, "item")) : Ref();
+  if (sym_float && !item_fn) return PyErr_Clear(), false;
+  if (sym_float) r.e.callable_const(item_fn.get());  // (a method descriptor: the constant keeps it)
   r.e.emit(N::LOAD_FAST, r.outs_slot);
   r.e.load_int(it - r.outputs.begin());
   r.e.emit(N::BINARY_SUBSCR);
+  if (sym_float) r.e.call(1);
   return true;
 }
 
