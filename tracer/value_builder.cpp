@@ -385,7 +385,7 @@ VPtr ValueBuilder::wrap_float(const Ref& obj, const SourcePtr& source, const std
                "___check_type_id(" + key + ", float)");
   SourcePtr as_tensor = Source::as_tensor(source, Ref::borrow(fullprec));
   const int input = t_.output.add_input(as_tensor, Ref::borrow(PyTuple_GET_ITEM(pair.get(), 0)), obj, t_.cur_step_);
-  if (t_.obs_) t_.obs_->on_graph_node(GraphNodeEvent{t_.id_, input, t_.cur_step_, "placeholder", placeholder_name(*source)});
+  if (t_.obs_) t_.obs_->on_graph_node(GraphNodeEvent{t_.id_, input, t_.cur_step_, "placeholder", placeholder_name(*as_tensor)});
   VPtr v = t_.make(VK::Sym);
   v->obj = Ref::borrow(PyTuple_GET_ITEM(pair.get(), 1));
   ArgTree arg;
@@ -548,6 +548,10 @@ static bool argument_item(const SourcePtr& source) {
 VPtr ValueBuilder::wrap_sequence(const Ref& obj, const SourcePtr& source, const std::string& key, Frame& f) {
   PyObject* o = obj.get();
   VPtr v;
+  if (source && PyTuple_CheckExact(o))  // the floats of a tuple from anywhere (an optimizer's betas, which
+    // OneCycleLR changes every step): compared with earlier compiles item by item, as plan_number does
+    for (Py_ssize_t i = 0; i < PyTuple_GET_SIZE(o) && i < 64; ++i)
+      if (PyFloat_CheckExact(PyTuple_GET_ITEM(o, i))) plan_number(Ref::borrow(PyTuple_GET_ITEM(o, i)), Source::item(source, Ref::steal(PyLong_FromSsize_t(i))), key + "[" + std::to_string(i) + "]");
   if (is_const_tree(o) && !dynamic_items(o, source, key) && !(PyTuple_CheckExact(o) && argument_item(source)))
     return wrap_constant(obj, source, key, f);
   if (PyFrozenSet_CheckExact(o)) return wrap_object(obj, source, key, f);  // of non-constants: by identity

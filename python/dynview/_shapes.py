@@ -247,6 +247,15 @@ class DynamicShapes:
             self._emit_float(e.args[1], prog, local)
             prog.append((binary[name], 0))
             return
+        if name == "Mul" and any(_reciprocal(a) for a in e.args):
+            # x * y**-1: x / y, as the user's code divides (a product of reciprocals rounds otherwise)
+            num = [a for a in e.args if not _reciprocal(a)]
+            self._emit_float(sympy.Mul(*num) if num else sympy.Integer(1), prog, local)
+            for a in e.args:
+                if _reciprocal(a):
+                    self._emit_float(a.args[0], prog, local)
+                    prog.append((FDIV, 0))
+            return
         if name in nary and e.args:
             self._emit_float(e.args[0], prog, local)
             for a in e.args[1:]:
@@ -329,6 +338,10 @@ class DynamicShapes:
         if e.args:
             return f"{type(e).__name__}({', '.join(self._text(a) for a in e.args)})"
         return str(e)
+
+
+def _reciprocal(e):
+    return isinstance(e, sympy.Pow) and e.args[1] == -1
 
 
 class _SqrtTrunc(sympy.Function):

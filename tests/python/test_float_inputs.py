@@ -230,14 +230,25 @@ def test_module_called_with_float_keywords():
     assert breaks() == []
 
 
-def test_optimizer_step_with_a_decaying_learning_rate():
-    # ExponentialLR changes param_groups[0]['lr'] every step: after one recompile the step's graph
-    # takes the lr as an input, as under torch.compile
+SCHEDULES = {
+    "sgd_exponential": lambda params: (lambda o: (o, torch.optim.lr_scheduler.ExponentialLR(o, 0.9)))(
+        torch.optim.SGD(params, lr=0.1, momentum=0.9)),
+    # OneCycleLR also cycles Adam's betas[0]: a float inside the group's betas tuple changes too
+    "adamw_one_cycle": lambda params: (lambda o: (o, torch.optim.lr_scheduler.OneCycleLR(o, max_lr=0.1, total_steps=20)))(
+        torch.optim.AdamW(params, lr=0.01, weight_decay=0.01)),
+    "adam_cosine": lambda params: (lambda o: (o, torch.optim.lr_scheduler.CosineAnnealingLR(o, 10)))(
+        torch.optim.Adam(params, lr=0.01)),
+}
+
+
+@pytest.mark.parametrize("schedule", list(SCHEDULES))
+def test_optimizer_step_under_a_learning_rate_schedule(schedule):
+    # The scheduler changes param_groups[0]['lr'] (and betas) every step: after one recompile the
+    # step's graph takes them as inputs, as under torch.compile
     def train(compile_fn):
         torch.manual_seed(0)
-        m = torch.nn.Linear(4, 4)
-        opt = torch.optim.SGD(m.parameters(), lr=0.1, momentum=0.9)
-        sched = torch.optim.lr_scheduler.ExponentialLR(opt, 0.9)
+        m = torch.nn.Sequential(torch.nn.Linear(4, 8), torch.nn.ReLU(), torch.nn.Linear(8, 2))
+        opt, sched = SCHEDULES[schedule](m.parameters())
         n = [0]
 
         def backend(gm, ex):
@@ -245,8 +256,8 @@ def test_optimizer_step_with_a_decaying_learning_rate():
             return gm.forward
         step = compile_fn(opt.step, backend=backend) if compile_fn else opt.step
         counts = []
-        for _ in range(5):
-            m(torch.randn(2, 4)).sum().backward()
+        for _ in range(6):
+            F.mse_loss(m(torch.randn(3, 4)), torch.randn(3, 2)).backward()
             step()
             opt.zero_grad()
             sched.step()
@@ -260,6 +271,7 @@ def test_optimizer_step_with_a_decaying_learning_rate():
     torch._dynamo.reset()
     torch.testing.assert_close(got, want)
     assert counts == td_counts
+    assert counts[-1] == 2
 
 
 GAIN = 1.0
