@@ -10,6 +10,7 @@
 #include <cmath>
 #include <cstring>
 #include <functional>
+#include <type_traits>
 #include <unordered_map>
 
 namespace dv {
@@ -327,26 +328,37 @@ int64_t floordiv(int64_t a, int64_t b) {
 // A float-mode program (SO_FMODE first: a guard on a float input) over doubles, each operation as
 // Python's float arithmetic does it. False when a value cannot be read or the program is malformed.
 // (NaN compares false, so `a == a` is the not-NaN guard.)
-bool float_shape_ok(const Guard& g, const std::vector<int>& slot_of, PyObject* const* slots) {
-  double vals[16], stack[32];
+// The values a SHAPE_ENV guard's refs read: sizes, strides and ints as int64 (a float's ref fails),
+// or, for a float-mode program, every one as a double. False when one cannot be read.
+template <typename T>
+bool read_refs(const Guard& g, const std::vector<int>& slot_of, PyObject* const* slots, T* vals) {
   if (g.refs.size() > 16) return false;
   for (size_t i = 0; i < g.refs.size(); ++i) {
     PyObject* o = slots[slot_of[i]];
     if (!o) return false;
     const SymRef& r = g.refs[i];
+    int64_t v = 0;
     if (r.kind == 3) {
-      if (!PyFloat_CheckExact(o)) return false;
-      vals[i] = PyFloat_AS_DOUBLE(o);
-    } else if (r.kind == 2) {
-      if (!PyLong_CheckExact(o)) return false;
-      vals[i] = PyLong_AsDouble(o);
-      if (vals[i] == -1.0 && PyErr_Occurred()) return PyErr_Clear(), false;
-    } else {
-      int64_t v = 0;
-      if (!tensor_dim_value(o, r.kind == 1, r.dim, v)) return false;
-      vals[i] = static_cast<double>(v);
+      if (!std::is_same_v<T, double> || !PyFloat_CheckExact(o)) return false;
+      vals[i] = static_cast<T>(PyFloat_AS_DOUBLE(o));
+      continue;
     }
+    if (r.kind == 2) {
+      if (!PyLong_CheckExact(o)) return false;
+      int overflow = 0;
+      v = PyLong_AsLongLongAndOverflow(o, &overflow);
+      if (overflow) return false;
+    } else if (!tensor_dim_value(o, r.kind == 1, r.dim, v)) {
+      return false;
+    }
+    vals[i] = static_cast<T>(v);
   }
+  return true;
+}
+
+bool float_shape_ok(const Guard& g, const std::vector<int>& slot_of, PyObject* const* slots) {
+  double vals[16], stack[32];
+  if (!read_refs(g, slot_of, slots, vals)) return false;
   int sp = 0;
   for (size_t k = 1; k < g.program.size(); ++k) {
     const ShapeInstr& in = g.program[k];
@@ -402,20 +414,7 @@ bool float_shape_ok(const Guard& g, const std::vector<int>& slot_of, PyObject* c
 bool shape_ok(const Guard& g, const std::vector<int>& slot_of, PyObject* const* slots) {
   if (!g.program.empty() && g.program[0].op == SO_FMODE) return float_shape_ok(g, slot_of, slots);
   int64_t vals[16], stack[32];
-  if (g.refs.size() > 16) return false;
-  for (size_t i = 0; i < g.refs.size(); ++i) {
-    PyObject* o = slots[slot_of[i]];
-    if (!o) return false;
-    const SymRef& r = g.refs[i];
-    if (r.kind == 2) {
-      if (!PyLong_CheckExact(o)) return false;
-      int overflow = 0;
-      vals[i] = PyLong_AsLongLongAndOverflow(o, &overflow);
-      if (overflow) return false;
-    } else if (!tensor_dim_value(o, r.kind == 1, r.dim, vals[i])) {
-      return false;
-    }
-  }
+  if (!read_refs(g, slot_of, slots, vals)) return false;
   int sp = 0;
   for (const ShapeInstr& in : g.program) {
     if (in.op == SO_CONST || in.op == SO_REF) {

@@ -193,23 +193,29 @@ class DynamicShapes:
             add(g.expr, self.origin[i] if i < len(self.origin) else (-1, -1))
         return out
 
+    def _emit_leaf(self, e, prog, local):
+        """A ref (an input's symbol, a stride) or a truth value: emitted, True; else False."""
+        k = e.ref if isinstance(e, _StrideSym) else None
+        if k is None and isinstance(e, sympy.Symbol):
+            if e not in self.sym_ref:
+                raise Unexpressible(f"symbol {e} was not created by dynview")
+            k = self.sym_ref[e]
+        if k is not None:
+            if k not in local:
+                local.append(k)
+            prog.append((REF, local.index(k)))
+            return True
+        if e is sympy.true or e is sympy.false:
+            prog.append((CONST, 1 if e is sympy.true else 0))
+            return True
+        return False
+
     def _is_float_guard(self, e):
         return any(s in self.sym_ref and self.refs[self.sym_ref[s]][1] == FLOAT for s in e.free_symbols)
 
     def _emit_float(self, e, prog, local):
         """e (over a float input) in float mode: every value a double, as Python computes it."""
-        def ref(k):
-            if k not in local:
-                local.append(k)
-            prog.append((REF, local.index(k)))
-
-        if isinstance(e, sympy.Symbol):
-            if e not in self.sym_ref:
-                raise Unexpressible(f"symbol {e} was not created by dynview")
-            ref(self.sym_ref[e])
-            return
-        if e is sympy.true or e is sympy.false:
-            prog.append((CONST, 1 if e is sympy.true else 0))
+        if self._emit_leaf(e, prog, local):
             return
         if isinstance(e, sympy.Integer):
             if abs(int(e)) > 2 ** 53:
@@ -279,21 +285,7 @@ class DynamicShapes:
         if e.has(sympy.Float) or any(type(a).__name__ in _TRUE_DIVISION for a in sympy.preorder_traversal(e)):
             e = _over_integers(e)
 
-        def ref(k):
-            if k not in local:
-                local.append(k)
-            prog.append((REF, local.index(k)))
-
-        if isinstance(e, _StrideSym):
-            ref(e.ref)
-            return
-        if isinstance(e, sympy.Symbol):
-            if e not in self.sym_ref:
-                raise Unexpressible(f"symbol {e} was not created by dynview")
-            ref(self.sym_ref[e])
-            return
-        if e is sympy.true or e is sympy.false:
-            prog.append((CONST, 1 if e is sympy.true else 0))
+        if self._emit_leaf(e, prog, local):
             return
         if isinstance(e, sympy.Integer) or (e.is_Number and e.is_integer):
             prog.append((CONST, int(e)))

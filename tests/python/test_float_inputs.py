@@ -83,12 +83,18 @@ SEQUENCES = {
 }
 
 
-def counts_of(compile_fn, fn, values, **kw):
+def counting_backend():
+    """A backend that counts the graphs it is given, and the count ([n])."""
     n = [0]
 
     def backend(gm, example_inputs):
         n[0] += 1
         return gm.forward
+    return backend, n
+
+
+def counts_of(compile_fn, fn, values, **kw):
+    backend, n = counting_backend()
     c = compile_fn(fn, backend=backend, **kw)
     out = []
     for v in values:
@@ -212,18 +218,10 @@ def test_module_called_with_float_keywords():
     def run(c):
         return [c(X, temperature=t, scale=s) for t, s in calls]
     want = run(m)
-    n = [0]
-
-    def backend(gm, ex):
-        n[0] += 1
-        return gm.forward
+    backend, n = counting_backend()
     torch.testing.assert_close(run(dynview.compile(m, backend=backend)), want)
     torch._dynamo.reset()
-    td = [0]
-
-    def td_backend(gm, ex):
-        td[0] += 1
-        return gm.forward
+    td_backend, td = counting_backend()
     torch.testing.assert_close(run(torch.compile(m, backend=td_backend)), want)
     torch._dynamo.reset()
     assert n[0] == td[0]
@@ -249,11 +247,7 @@ def test_optimizer_step_under_a_learning_rate_schedule(schedule):
         torch.manual_seed(0)
         m = torch.nn.Sequential(torch.nn.Linear(4, 8), torch.nn.ReLU(), torch.nn.Linear(8, 2))
         opt, sched = SCHEDULES[schedule](m.parameters())
-        n = [0]
-
-        def backend(gm, ex):
-            n[0] += 1
-            return gm.forward
+        backend, n = counting_backend()
         step = compile_fn(opt.step, backend=backend) if compile_fn else opt.step
         counts = []
         for _ in range(6):
@@ -297,11 +291,7 @@ def test_floats_of_a_global_and_of_a_module_attribute_become_symbolic():
     m = Tempered()
 
     def drive(compile_fn, fn, set_value):
-        n = [0]
-
-        def backend(gm, ex):
-            n[0] += 1
-            return gm.forward
+        backend, n = counting_backend()
         c = compile_fn(fn, backend=backend)
         counts = []
         for v in (1.0, 1.1, 0.7, 1.3):
