@@ -56,7 +56,7 @@ test: build
 # ASan + UBSan and the checked interpreter (every step's stack effect against the opcode table),
 # linking build-asan's core and recorder, into a package copy (the normal module stays), and the
 # engine suites run on it: engine cases, Python cases, resume functions, graph breaks, dynamic
-# shapes and side effects (attribute mutation, dict guards). The rest of tests/python (bytecode
+# shapes, float inputs and side effects (attribute mutation, dict guards). The rest of tests/python (bytecode
 # corpus, viewer, trace reader, CLI, Hugging Face models) is left out: it exercises core/, which
 # core_tests covers, or is too slow under ASan. Leaks are checked in core_tests only (CPython and
 # torch keep their own allocations to exit). PYTHONMALLOC=malloc: Python objects are allocated by
@@ -66,7 +66,7 @@ SAN_PY    := build-asan-py$(if $(SAN_V),-$(SAN_V))
 SAN_TESTS := $(addprefix tests/python/,test_engine_cases.py test_python_cases.py test_resume_functions.py \
              test_graph_breaks.py test_dynamic_shapes.py test_attribute_mutation.py test_dict_guards.py \
              test_weakrefs.py test_outside_cells.py test_state_and_profilers.py test_compile_api.py \
-             test_world_reads.py)
+             test_world_reads.py test_float_inputs.py)
 sanitize:
 	@$(MAKE) --no-print-directory deps PYTHON=$(if $(SAN_V),python3,$(PYTHON))
 	cmake -S . -B build-asan -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DDV_SANITIZE=ON -DDV_BUILD_PYTHON=OFF > build-asan.configure.log 2>&1 \

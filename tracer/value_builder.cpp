@@ -369,11 +369,13 @@ VPtr ValueBuilder::wrap_int(const Ref& obj, const SourcePtr& source, const std::
 // A float: symbolic when it changed between compiles (TorchDynamo's specialize_float=False), else a
 // constant. The graph takes it as a 0-d float64 tensor, torch._as_tensor_fullprec(x), made by the
 // transformed code, and reads it with item(): the value is a SymFloat. Guarded by type and not NaN
-// (a NaN or an infinity stays a constant, as TorchDynamo specializes them).
+// (a NaN or an infinity stays a constant, as TorchDynamo specializes them; so does a zero: the
+// ShapeEnv would specialize -0.0 as 0.0, and its guard s == 0.0 would take either zero).
 VPtr ValueBuilder::wrap_float(const Ref& obj, const SourcePtr& source, const std::string& key, Frame& f) {
   plan_number(obj, source, key);
   PyObject* o = obj.get();
-  if (!t_.output.dynamic() || !source || !dyn_ints_.count(key) || !std::isfinite(PyFloat_AS_DOUBLE(o)))
+  const double value = PyFloat_AS_DOUBLE(o);
+  if (!t_.output.dynamic() || !source || !dyn_ints_.count(key) || !std::isfinite(value) || value == 0.0)
     return wrap_constant(obj, source, key, f);
   static PyObject* fullprec = kept_attr("torch", "_as_tensor_fullprec");
   if (!fullprec) return PyErr_Clear(), wrap_constant(obj, source, key, f);
@@ -1211,7 +1213,7 @@ void ValueBuilder::plan_dynamic(PyObject* o, const std::string& text, int depth)
     if (seen.int_dynamic) dyn_ints_.insert(text);
     return;
   }
-  if (PyFloat_CheckExact(o)) {  // as an int (its bits compared: a NaN never matches, and stays a constant)
+  if (PyFloat_CheckExact(o)) {  // as an int, compared with == (a NaN never matches: it stays a constant)
     const double v = PyFloat_AS_DOUBLE(o);
     planned_.insert(text);
     auto [it, fresh] = frame_state->try_emplace(text);
@@ -1221,7 +1223,7 @@ void ValueBuilder::plan_dynamic(PyObject* o, const std::string& text, int depth)
       seen.is_float = true;
       seen.fvalue = v;
       seen.int_dynamic = force;
-    } else if (!(seen.fvalue == v)) {
+    } else if (!(seen.fvalue == v && std::signbit(seen.fvalue) == std::signbit(v))) {  // (0.0, then -0.0: changed)
       seen.int_dynamic = true;
     }
     if (seen.int_dynamic) dyn_ints_.insert(text);
