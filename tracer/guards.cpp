@@ -360,6 +360,25 @@ bool read_refs(const Guard& g, const std::vector<int>& slot_of, PyObject* const*
   return true;
 }
 
+// The comparisons, and/or and min/max, shared by the int64 and double programs (min and max as
+// Python's: the first argument unless the second is strictly smaller / larger). False: not one.
+template <typename T>
+bool compare_op(ShapeOp op, T a, T b, T& r) {
+  switch (op) {
+    case SO_EQ: r = a == b; return true;
+    case SO_NE: r = a != b; return true;
+    case SO_LT: r = a < b; return true;
+    case SO_LE: r = a <= b; return true;
+    case SO_GT: r = a > b; return true;
+    case SO_GE: r = a >= b; return true;
+    case SO_AND: r = (a != T(0)) && (b != T(0)); return true;
+    case SO_OR: r = (a != T(0)) || (b != T(0)); return true;
+    case SO_MIN: r = b < a ? b : a; return true;
+    case SO_MAX: r = b > a ? b : a; return true;
+    default: return false;
+  }
+}
+
 bool float_shape_ok(const Guard& g, const std::vector<int>& slot_of, PyObject* const* slots) {
   double vals[16], stack[32];
   if (!read_refs(g, slot_of, slots, vals)) return false;
@@ -396,17 +415,7 @@ bool float_shape_ok(const Guard& g, const std::vector<int>& slot_of, PyObject* c
       case SO_ADD: r = a + b; break;
       case SO_MUL: r = a * b; break;
       case SO_FDIV: if (b == 0.0) return false; r = a / b; break;
-      case SO_EQ: r = a == b; break;
-      case SO_NE: r = a != b; break;
-      case SO_LT: r = a < b; break;
-      case SO_LE: r = a <= b; break;
-      case SO_GT: r = a > b; break;
-      case SO_GE: r = a >= b; break;
-      case SO_AND: r = (a != 0.0) && (b != 0.0); break;
-      case SO_OR: r = (a != 0.0) || (b != 0.0); break;
-      case SO_MIN: r = b < a ? b : a; break;
-      case SO_MAX: r = b > a ? b : a; break;
-      default: return false;
+      default: if (!compare_op(in.op, a, b, r)) return false;
     }
     stack[sp - 1] = r;
   }
@@ -462,17 +471,7 @@ bool shape_ok(const Guard& g, const std::vector<int>& slot_of, PyObject* const* 
           if (__builtin_mul_overflow(r, a, &r)) return false;
         break;
       }
-      case SO_EQ: r = a == b; break;
-      case SO_NE: r = a != b; break;
-      case SO_LT: r = a < b; break;
-      case SO_LE: r = a <= b; break;
-      case SO_GT: r = a > b; break;
-      case SO_GE: r = a >= b; break;
-      case SO_AND: r = a && b; break;
-      case SO_OR: r = a || b; break;
-      case SO_MIN: r = a < b ? a : b; break;
-      case SO_MAX: r = a > b ? a : b; break;
-      default: return false;
+      default: if (!compare_op(in.op, a, b, r)) return false;
     }
     stack[sp - 1] = r;
   }

@@ -105,11 +105,15 @@ Translator::Status tensor_type(Translator& t, Frame& f, const VPtr& self, std::v
 bool graph_output_reconstruct(cg::Rebuilder& r, const VPtr& v) {
   auto it = std::find(r.outputs.begin(), r.outputs.end(), v->node);
   if (it == r.outputs.end() || !r.compiled) return v->source ? r.e.source(*v->source) : false;
-  static PyObject* item = kept_attr("torch", "Tensor");
+  static PyObject* tensor_item = [] {  // torch.Tensor.item, kept for the process
+    PyObject* cls = kept_attr("torch", "Tensor");
+    PyObject* m = cls ? PyObject_GetAttrString(cls, "item") : nullptr;
+    if (!m) PyErr_Clear();
+    return m;
+  }();
   const bool sym_float = v->kind == VK::Sym && v->obj && Py_TYPE(v->obj.get()) == reinterpret_cast<PyTypeObject*>(py().sym_float.get());
-  Ref item_fn = sym_float && item ? Ref::steal(PyObject_GetAttrString(item, "item")) : Ref();
-  if (sym_float && !item_fn) return PyErr_Clear(), false;
-  if (sym_float) r.e.callable_const(item_fn.get());  // (a method descriptor: the constant keeps it)
+  if (sym_float && !tensor_item) return false;
+  if (sym_float) r.e.callable_const(tensor_item);
   r.e.emit(N::LOAD_FAST, r.outs_slot);
   r.e.load_int(it - r.outputs.begin());
   r.e.emit(N::BINARY_SUBSCR);
