@@ -494,6 +494,7 @@ Entry* compile_frame(CodeState& st, PyCodeObject* co, _PyInterpreterFrame* frame
     // A tensor below the arguments (a KV cache's) changed sizes since an earlier compile: this one is
     // a dynamic compile (automatic dynamic shapes, as TorchDynamo marks any tensor source); its steps
     // were recorded by the first capture.
+    req.dynamic = true;  // (and so each restart below)
     CaptureRequest again = req;
     again.obs = nullptr;
     first = run_capture(again, grad_change);

@@ -54,12 +54,13 @@ int OutputGraph::sym_slot(SourcePtr source) {
   return static_cast<int>(sym_sources_.size()) - 1;
 }
 
-void OutputGraph::watch_shape_guards(int step, int line, const std::string& file) {
-  if (!shape_guard_list_ || PyList_GET_SIZE(shape_guard_list_.get()) == shape_guards_seen_) return;
+bool OutputGraph::watch_shape_guards(int step, int line, const std::string& file) {
+  if (!shape_guard_list_ || PyList_GET_SIZE(shape_guard_list_.get()) == shape_guards_seen_) return false;
   shape_guards_seen_ = PyList_GET_SIZE(shape_guard_list_.get());
   shape_files_[step] = file;
   Ref r = Ref::steal(PyObject_CallMethod(shapes_.get(), "note", "ii", step, line));
-  if (!r) PyErr_Clear();
+  if (!r) return PyErr_Clear(), false;
+  return r.get() == Py_True;
 }
 
 // The fake mode made a size that depends on tensor values (boolean indexing, nonzero, unique): the

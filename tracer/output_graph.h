@@ -134,7 +134,8 @@ class OutputGraph {
   bool shape_guards_pending() const {
     return shape_guard_list_ && PyList_GET_SIZE(shape_guard_list_.get()) != shape_guards_seen_;
   }
-  void watch_shape_guards(int step, int line, const std::string& file);
+  // Notes the guards `step` added; true: one of them reads a random draw (ValueBuilder::wrap_draw).
+  bool watch_shape_guards(int step, int line, const std::string& file);
   std::string root_file;  // where set-up shape guards are reported
   bool has_unbacked_symbols() const;  // a size depends on tensor values (unbacked symbols)
 

@@ -317,6 +317,7 @@ CaptureResult capture(const CaptureRequest& req) {
   t.builder.dynamic_mode = req.dynamic_mode;
   t.stop_at = req.stop_at;
   t.requires_grad_breaks = req.requires_grad_breaks;
+  t.start_dynamic = req.dynamic;
   {
     struct HooksLeftOut {  // the user's saved-tensor hooks never see the examples (tensor_match.h)
       bool prior = saved_tensor_hooks_tracing(true);
@@ -425,7 +426,7 @@ void Translator::run_root(PyObject* code, PyObject* globals, PyObject* builtins,
     for (int i = 0; i < nargs; ++i)
       if (args[i]) builder.plan_dynamic(args[i], "L['" + str_of(PyTuple_GET_ITEM(co->co_localsplusnames, i)) + "']", 0);
     std::string why;
-    if ((builder.has_dynamic_plan() || builder.history_dynamic()) && !output.start_dynamic(why)) {
+    if ((builder.has_dynamic_plan() || builder.history_dynamic() || start_dynamic) && !output.start_dynamic(why)) {
       r.brk = brk(f, "DV0021", "cannot set up dynamic shapes: " + why);
       return;
     }
@@ -519,6 +520,7 @@ Translator::Status Translator::run_frame(Frame& f) {
     }
     if (f.ip < 0 || f.ip >= static_cast<int>(ins.size())) return brk(f, "DV0019", "fell off the end of the code");
     const bc::Instr& in = ins[f.ip++];
+    const int fetched = f.ip;
     const int step_no = cur_step_ = steps++;
     f.step_no = step_no;
     f.executing = &in;
@@ -537,7 +539,9 @@ Translator::Status Translator::run_frame(Frame& f) {
     else if (pure_body_ > 0 && pure_body_changes(f, in, s)) {}  // s: the break
     else if (Status r = builder.any_lazy() ? realize_read(f, in) : std::nullopt) s = r;
     else s = h(*this, f, in);
-    if (output.shape_guards_pending()) output.watch_shape_guards(step_no, current_line(f), f.facts->filename);
+    if (output.shape_guards_pending() && output.watch_shape_guards(step_no, current_line(f), f.facts->filename) && !s)
+      s = (f.ip = fetched, brk(f, "DV0004", "a guard on a number drawn by Python's random module: the compiled code draws it when it runs, no guard can read it",
+              "draw it with torch (torch.rand) to keep it in the graph, or outside the compiled function"));  // (at the step, if it jumped)
     if (!s && output.has_unbacked_symbols())
       s = brk(f, "DV0003", "data-dependent output size (" + std::string(bc::op_name(in.opcode, f.facts->decoded.version)) + ")",
               "the size depends on tensor values; dynview breaks the graph here like torch.compile");

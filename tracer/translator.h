@@ -115,6 +115,7 @@ struct CaptureRequest {
   // A restart: requires_grad_() on a tensor made in the graph breaks (a graph output that requires
   // grad came from one, which AOTAutograd would return without it: TorchDynamo restarts so too).
   bool requires_grad_breaks = false;
+  bool dynamic = false;  // a fake-tensor capture whatever the history (a static one wanted it: retry_dynamic)
 };
 
 // What a trace produces, handed from stage to stage: the output graph (graph, guards, inputs, side
@@ -162,6 +163,7 @@ class Translator {
   int steps = 0;
   int stop_at = -1;  // stop before this root instruction index (see CaptureResult::stopped)
   bool requires_grad_breaks = false;  // CaptureRequest::requires_grad_breaks
+  bool start_dynamic = false;  // CaptureRequest::dynamic
   std::vector<int> grad_leaf_nodes;    // requires_grad_() nodes of tensors made in the graph, traced
   bool dynamic() const { return output.dynamic(); }
 

@@ -385,16 +385,50 @@ VPtr ValueBuilder::wrap_float(const Ref& obj, const SourcePtr& source, const std
   if (!pair || !PyTuple_Check(pair.get()) || PyTuple_GET_SIZE(pair.get()) != 2) return PyErr_Clear(), wrap_constant(obj, source, key, f);
   t_.add_guard(GuardKind::TYPE_MATCH, source, Ref::borrow(reinterpret_cast<PyObject*>(&PyFloat_Type)), f,
                "___check_type_id(" + key + ", float)");
+  return float_input(obj, source, key, pair.get(), fullprec);
+}
+
+// The float `obj` from `source` as the graph takes it: a 0-d float64 tensor input, made by the
+// transformed code with `fullprec` (torch._as_tensor_fullprec), read with item(). `made`: the
+// (fake tensor, SymFloat) pair DynamicShapes made for it.
+VPtr ValueBuilder::float_input(const Ref& obj, const SourcePtr& source, const std::string& key, PyObject* made, PyObject* fullprec) {
   SourcePtr as_tensor = Source::as_tensor(source, Ref::borrow(fullprec));
-  const int input = t_.output.add_input(as_tensor, Ref::borrow(PyTuple_GET_ITEM(pair.get(), 0)), obj, t_.cur_step_);
+  const int input = t_.output.add_input(as_tensor, Ref::borrow(PyTuple_GET_ITEM(made, 0)), obj, t_.cur_step_);
   if (t_.obs_) t_.obs_->on_graph_node(GraphNodeEvent{t_.id_, input, t_.cur_step_, "placeholder", placeholder_name(*as_tensor)});
   VPtr v = t_.make(VK::Sym);
-  v->obj = Ref::borrow(PyTuple_GET_ITEM(pair.get(), 1));
+  v->obj = Ref::borrow(PyTuple_GET_ITEM(made, 1));
   ArgTree arg;
   arg.kind = ArgTree::Kind::Node;
   arg.node = input;
   v->node = t_.output.graph.add_call_method("item", {arg}, {}, v->obj, t_.cur_step_);
   if (t_.obs_) t_.obs_->on_graph_node(GraphNodeEvent{t_.id_, v->node, t_.cur_step_, "call_method", "item"});
+  return remember(source, key, v);
+}
+
+// A number drawn by Python's random module and read by the code (x * random.uniform(0.5, 1.5)): a
+// graph input, drawn by the transformed code before its graph, as TorchDynamo passes its random
+// values. Symbolic and unguarded -- its value is known only when the compiled code runs -- so a step
+// that would guard it (a branch on it, a size made of it) breaks instead (Translator::run_frame). A
+// float is given as a 0-d float64 tensor read with item(), as a float input; an int as a SymInt.
+// Null (the caller breaks): another type, or no dynamic shapes (dynamic=False; in a static capture
+// the frame is captured again with them, as for a tensor whose sizes changed).
+VPtr ValueBuilder::wrap_draw(const Ref& obj, const SourcePtr& source, Frame& f) {
+  PyObject* o = obj.get();
+  const bool is_float = PyFloat_CheckExact(o);
+  if (!source || !(is_float || PyLong_CheckExact(o)) || dynamic_mode == DynamicMode::Off) return nullptr;
+  if (!t_.output.dynamic()) return wants_dynamic_ = true, nullptr;  // (captured again with fake tensors)
+  static PyObject* fullprec = kept_attr("torch", "_as_tensor_fullprec");
+  if (is_float && !fullprec) return PyErr_Clear(), nullptr;
+  const std::string key = source->text();
+  const int slot = t_.output.sym_slot(source);
+  Ref made = Ref::steal(PyObject_CallMethod(t_.output.shapes(), "drawn", "Osiii", o, key.c_str(), slot, t_.cur_step_,
+                                            t_.root_ ? t_.current_line(f) : -1));
+  if (!made || !PyTuple_Check(made.get()) || PyTuple_GET_SIZE(made.get()) != 2) return PyErr_Clear(), nullptr;
+  if (is_float) return float_input(obj, source, key, made.get(), fullprec);
+  VPtr v = t_.make(VK::Sym);
+  v->obj = Ref::borrow(PyTuple_GET_ITEM(made.get(), 1));
+  v->node = t_.output.add_input(source, v->obj, obj, t_.cur_step_);
+  if (t_.obs_) t_.obs_->on_graph_node(GraphNodeEvent{t_.id_, v->node, t_.cur_step_, "placeholder", placeholder_name(*source)});
   return remember(source, key, v);
 }
 
@@ -674,10 +708,9 @@ VPtr ValueBuilder::leaf(Ref obj, SourcePtr source, Frame& f) {
 // A value not read yet, read: it becomes what wrap makes of its object (a constant or a symbolic
 // number, immutable, so a copy of the value wrap keeps by source is the same value).
 bool ValueBuilder::realize_leaf(const VPtr& v, Frame& f) {
-  // (a draw of the random module: made by the compiled code, its value is never the trace's to read
-  // -- Translator::random_draw; the caller breaks)
-  if (v->source && v->source->kind == Source::Kind::RandomDraw) return false;
-  VPtr r = wrap(v->lazy, v->source, f);
+  // (a draw of the random module, made by the compiled code -- Translator::random_draw: a graph
+  // input, or null where it cannot be one, and the caller breaks)
+  VPtr r = v->source && v->source->kind == Source::Kind::RandomDraw ? wrap_draw(v->lazy, v->source, f) : wrap(v->lazy, v->source, f);
   if (!r) return false;
   *v = *r;
   return true;

@@ -92,10 +92,14 @@ class DynamicShapes:
         self.where = {}       # ref index -> (step, line) of the step that made the input symbolic
         self.origin = []      # env.guards index -> (step, line) of the step that added it
         self.floats = []      # ref index of each float input (a NaN one compiles again: not isnan)
+        self.drawn_syms = set()  # symbols of random-module draws: no guard may read one (drawn)
 
     def note(self, step, line):
-        """The engine ran `step` and saw env.guards grow: the new guards are that step's."""
-        self.origin.extend([(step, line)] * (len(self.env.guards) - len(self.origin)))
+        """The engine ran `step` and saw env.guards grow: the new guards are that step's. True when
+        one of them reads a random draw (the engine breaks at that step instead)."""
+        new = self.env.guards[len(self.origin):]
+        self.origin.extend([(step, line)] * len(new))
+        return bool(self.drawn_syms) and any(g.expr.free_symbols & self.drawn_syms for g in new)
 
     def _ref(self, slot, kind, dim, text):
         self.refs.append((slot, kind, dim))
@@ -140,18 +144,36 @@ class DynamicShapes:
         self.where[k] = (step, line)
         return s
 
-    def symfloat(self, value, text, slot, step=-1, line=-1):
-        """A float input, as TorchDynamo takes one: the graph is given it as a 0-d float64 tensor
-        (torch._as_tensor_fullprec) and reads it with item(). Returns (fake tensor, SymFloat): the
-        fake's item() is that SymFloat, a backed symbol whose hint is `value`."""
+    def _float_fake(self, value, text):
+        """The fake of torch._as_tensor_fullprec(value) and its item(), a backed SymFloat."""
         from torch._dynamo.source import FloatTensorSource
         fake = self.mode.from_tensor(torch._as_tensor_fullprec(value), source=FloatTensorSource(_Src(text)))
         s = fake.item_memo
         if not isinstance(s, torch.SymFloat):
             raise TypeError(f"no symbolic float for {text}")
+        return fake, s
+
+    def symfloat(self, value, text, slot, step=-1, line=-1):
+        """A float input, as TorchDynamo takes one: the graph is given it as a 0-d float64 tensor
+        (torch._as_tensor_fullprec) and reads it with item(). Returns (fake tensor, SymFloat): the
+        fake's item() is that SymFloat, a backed symbol whose hint is `value`."""
+        fake, s = self._float_fake(value, text)
         k = self.sym_ref[s.node.expr] = self._ref(slot, FLOAT, -1, text)
         self.where[k] = (step, line)
         self.floats.append(k)
+        return fake, s
+
+    def drawn(self, value, text, slot, step=-1, line=-1):
+        """A number drawn by Python's random module when the compiled code runs, read by the traced
+        code: (fake 0-d float64 tensor, SymFloat) for a float, as symfloat makes them, (None, SymInt)
+        for an int. Unguarded: its value is unknown until then, so no guard may read its symbol
+        (note tells the engine, which breaks at the step that would add one)."""
+        if isinstance(value, float):
+            fake, s = self._float_fake(value, text)
+        else:
+            fake, s = None, self.env.create_unspecified_symint_and_symbol(value, _Src(text), DimDynamic.DYNAMIC)
+        self.sym_ref[s.node.expr] = self._ref(slot, FLOAT if fake is not None else INT, -1, text)
+        self.drawn_syms.add(s.node.expr)
         return fake, s
 
     def factory(self, fn, args, kwargs):

@@ -117,8 +117,10 @@ def test_attributes_of_an_object_of_a_c_class_given_to_the_frame_are_guarded_as_
 
 # Python's random module: a draw over constants (random.uniform(0, 1), randint, randrange, random())
 # is made by the compiled code before its graph, as torch.compile makes it (its random_calls); the
-# trace may move it, store it and return it, and breaks where code reads it (its value is known only
-# when the compiled code runs). The generator's state after each call is eager's.
+# trace may move it, store it and return it. Code that computes with it gets it as a graph input, as
+# torch.compile passes its random values: unguarded (its value is known only when the compiled code
+# runs), so code that branches on it or makes a size of it breaks there. The generator's state after
+# each call is eager's.
 class LayerDropStack(nn.Module):
     """Layers skipped at random in training (LayerDrop, as musicgen's and fairseq's decoders write it)."""
 
@@ -176,6 +178,94 @@ def reads_a_draw(x):
     if random.random() < 0.5:  # (the value decides the path: a break)
         return x + 1
     return x - 1
+
+
+class ScaleJitter(nn.Module):
+    """A random rescaling of the input, as augmentation layers write it."""
+
+    def __init__(self):
+        super().__init__()
+        self.proj = nn.Linear(4, 4)
+
+    def forward(self, x):
+        scale = random.uniform(0.9, 1.1)
+        return self.proj(x * scale)
+
+
+def noise_and_shift(x):
+    s = random.uniform(0.5, 1.5)
+    return x * s + random.randint(0, 10)
+
+
+def draw_in_arithmetic_returned(x):
+    a = random.uniform(1, 2)
+    b = a * 2 + 1
+    return x * b, b, a, random.randrange(3) * 2
+
+
+def branch_after_tensor_work(x):
+    s = random.uniform(0, 1)
+    y = x * s
+    if s < 0.5:  # (a guard on the draw: the break, after the graph that made y)
+        return y + 1
+    return y - 1
+
+
+def _seeded_calls(fn, x, calls):
+    random.seed(7)
+    outs = [fn(x) for _ in range(calls)]
+    return outs, random.random()
+
+
+@pytest.mark.parametrize("case", ["scale_jitter", "noise_and_shift", "draw_in_arithmetic_returned", "branch_after_tensor_work"])
+def test_a_draw_the_code_computes_with_is_a_graph_input_drawn_on_every_call(case):
+    x = torch.randn(2, 4)
+    torch.manual_seed(0)
+    fn = {"scale_jitter": ScaleJitter(), "noise_and_shift": noise_and_shift,
+          "draw_in_arithmetic_returned": draw_in_arithmetic_returned, "branch_after_tensor_work": branch_after_tensor_work}[case]
+    want, want_next = _seeded_calls(fn, x, 6)
+
+    def run(compile_):
+        cnt = CompileCounter()
+        got, got_next = _seeded_calls(compile_(fn, backend=cnt), x, 6)
+        if compile_ is dynview.compile or case != "draw_in_arithmetic_returned":  # (torch.compile runs this one eagerly)
+            torch.testing.assert_close(got, want)
+            assert got_next == want_next
+        return cnt.frame_count
+
+    theirs, ours = both(run)
+    records = dynview._C.take_records()
+    breaks = [r["break_message"] for r in records if r["has_break"]]
+    if case == "branch_after_tensor_work":
+        # the graph before the branch, then one per side of it: torch.compile's count
+        assert ours == theirs and len(breaks) == 1 and "a guard on a number drawn by Python's random module" in breaks[0]
+    else:
+        # one graph, whatever the draws: the later calls hit (no guard reads a draw)
+        assert breaks == [] and ours == 1
+        assert theirs == (0 if case == "draw_in_arithmetic_returned" else 1)  # (torch.compile fails to capture that one)
+    if case == "noise_and_shift":
+        graph = next(r["graph"] for r in records if r["graph"] is not None)
+        assert [n.name for n in graph.graph.nodes if n.op == "placeholder"][1:] == ["_as_tensor_random_value_0_", "_random_value_1_"]
+
+
+@pytest.mark.parametrize("backend", ["aot_eager", "inductor"])
+def test_draws_given_to_a_backend_that_compiles_are_the_values_drawn_on_each_call(backend):
+    x = torch.randn(3, 4)
+    want, want_next = _seeded_calls(noise_and_shift, x, 4)
+    dynview.reset()
+    got, got_next = _seeded_calls(dynview.compile(noise_and_shift, backend=backend), x, 4)
+    torch.testing.assert_close(got, want)
+    assert got_next == want_next and len(dynview._C.cache_entries(noise_and_shift.__code__)) == 1
+
+
+def test_with_dynamic_false_a_draw_the_code_reads_breaks():
+    x = torch.randn(2, 4)
+    want, _ = _seeded_calls(noise_and_shift, x, 3)
+    dynview.reset()
+    dynview._C.take_records()
+    got, _ = _seeded_calls(dynview.compile(noise_and_shift, backend="eager", dynamic=False), x, 3)
+    torch.testing.assert_close(got, want)
+    assert any(r["has_break"] and "drawn by Python's random module" in r["break_message"] for r in dynview._C.take_records())
 
 
 def test_code_reading_a_draw_breaks_and_answers_as_eager():

@@ -93,7 +93,7 @@ Translator::Status Translator::realize_value(Frame& f, const VPtr& v) {
   std::unordered_set<const Value*> seen;
   std::function<Status(const VPtr&)> walk = [&](const VPtr& x) -> Status {
     if (!x || !seen.insert(x.get()).second) return std::nullopt;
-    if (x->lazy && x->kind == VK::Lazy && x->source && x->source->kind == Source::Kind::RandomDraw)
+    if (x->lazy && x->kind == VK::Lazy && x->source && x->source->kind == Source::Kind::RandomDraw && !builder.realize(x, f))
       return brk(f, "DV0004", "reading a number drawn by Python's random module: the compiled code draws it when it runs, the trace cannot know it",
                  "draw it with torch (torch.rand) to keep it in the graph, or outside the compiled function");
     if (x->lazy && !builder.realize(x, f))
