@@ -221,6 +221,8 @@ class DynamicShapes:
         if k is None and isinstance(e, sympy.Symbol):
             if e not in self.sym_ref:
                 raise Unexpressible(f"symbol {e} was not created by dynview")
+            if e in self.drawn_syms:  # (one added after the trace, by the backend: the engine breaks at a step's)
+                raise Unexpressible(f"a guard on {self.names[self.sym_ref[e]]}, a random draw")
             k = self.sym_ref[e]
         if k is not None:
             if k not in local:
