@@ -415,6 +415,13 @@ Translator::Status sym_builtin(Translator& t, Frame& f, PyObject* fn, std::vecto
     if (!is_float(args[0])) return out = args[0], std::nullopt;
     return t.graph_call(f, Ref::borrow(fn), "", {args[0]}, {}, out);
   }
+  // round(a, 2) of a symbolic float: a graph node too (a SymFloat, RoundDecimal), as TorchDynamo keeps
+  // it; round(n, ndigits) of a symbolic int is left to specialize (Python's rounding of ints to tens)
+  if (kind == Builtin::round_ && args.size() == 2 && args[0]->kind == VK::Sym && is_float(args[0]) &&
+      args[1]->kind == VK::Const && PyLong_CheckExact(args[1]->obj.get())) {
+    handled = true;
+    return t.graph_call(f, Ref::borrow(fn), "", {args[0], args[1]}, {}, out);
+  }
   if ((kind == Builtin::int_ || kind == Builtin::float_) && args.size() == 1 && args[0]->kind == VK::Sym) {
     handled = true;
     if (kind == Builtin::int_ && !is_float(args[0])) return out = args[0], std::nullopt;  // an int already

@@ -406,7 +406,11 @@ void raise_unsupported(const Break& brk) {
 // before the breaking root instruction, and its result is compiled and continued in resume
 // functions. On success adds an entry and returns it; returns nullptr with *eager=true to run the
 // frame eagerly, or with a Python error set (a backend error; fullgraph's Unsupported).
-Entry* compile_frame(CodeState& st, PyCodeObject* co, _PyInterpreterFrame* frame, const std::string& reason, bool* eager) {
+// `static_floats`: a second attempt, after the backend could not take a symbolic float as a tensor
+// (*retry set: AOTAutograd's TensorifyScalarRestartAnalysis), with every float a constant, as
+// TorchDynamo restarts its analysis with the float specialized.
+Entry* compile_frame_once(CodeState& st, PyCodeObject* co, _PyInterpreterFrame* frame, const std::string& reason, bool* eager,
+                          bool static_floats, bool* retry) {
   *eager = false;
   // The torch function modes around the call are traced (Translator::enter_outer_modes) and held off
   // the thread's stack meanwhile: the examples' operators and the backend's compile do not reach them.
@@ -425,7 +429,7 @@ Entry* compile_frame(CodeState& st, PyCodeObject* co, _PyInterpreterFrame* frame
   auto* code = reinterpret_cast<PyObject*>(co);
   const CodeFacts* facts = code_facts(code);
   if (!facts) PyErr_Clear();
-  if (g_observer) {
+  if (g_observer && !static_floats) {  // (the second attempt is the same compile: its steps were recorded)
     if (facts && !announce_code(g_observer, facts)) PyErr_Clear();
     g_observer->on_compile_start(CompileStartEvent{id, rec.qualname, rec.filename, rec.firstlineno, reason, facts ? facts->id : -1});
   }
@@ -441,6 +445,8 @@ Entry* compile_frame(CodeState& st, PyCodeObject* co, _PyInterpreterFrame* frame
   req.closure = closure;
   req.frame_state = &st.frame_state;
   req.dynamic_mode = static_cast<DynamicMode>(mode().dynamic);
+  req.static_floats = static_floats;
+  if (static_floats) req.obs = nullptr;
   // Each capture runs from the grad mode the frame starts in; the mode it ends in is what the
   // transformed code must leave (a resume function may leave a with-block the frame entered).
   const bool grad_before = grad_mode_enabled();
@@ -484,6 +490,17 @@ Entry* compile_frame(CodeState& st, PyCodeObject* co, _PyInterpreterFrame* frame
     return true;
   };
   auto backend_error = [&]() -> Entry* {
+    if (!static_floats) {
+      PyObject *type, *value, *tb;
+      PyErr_Fetch(&type, &value, &tb);  // (held across the import below, which runs with no error set)
+      static PyObject* tensorify = kept_attr("torch._dynamo.exc", "TensorifyScalarRestartAnalysis");
+      if (tensorify && type && PyErr_GivenExceptionMatches(type, tensorify)) {  // (compiled again, floats constant)
+        Py_XDECREF(type), Py_XDECREF(value), Py_XDECREF(tb);
+        *retry = true;
+        return nullptr;
+      }
+      PyErr_Restore(type, value, tb);
+    }
     // Backend failures are errors of the user's configuration: surface them like torch.compile.
     if (g_observer) g_observer->on_compile_end(CompileEndEvent{id, "error", 0, 0, elapsed()});
     return nullptr;
@@ -649,6 +666,29 @@ Entry* compile_frame(CodeState& st, PyCodeObject* co, _PyInterpreterFrame* frame
 // The first entry compiled for the thread's backend whose guards pass, moved to the front (most
 // recently used first); null if none. Past the recompile limit too, another backend's entry never
 // serves (as in TorchDynamo: such a call runs eagerly).
+// Forgets the floats AOTAutograd asked to specialize (its TensorifyState, process-wide), as
+// TorchDynamo forgets them after each frame: left set, they make the next compile's pass specialize
+// the float inside the graph instead of asking for a restart, and an Inductor cache hit on that graph
+// then skips the pass and returns the specialized kernel for every value.
+void forget_tensorify_state() {
+  PyObject *type, *value, *tb;
+  PyErr_Fetch(&type, &value, &tb);  // (the compile may return with an error set)
+  PyObject* mod = PyImport_GetModule(Ref::steal(PyUnicode_FromString("torch._dynamo.symbolic_convert")).get());
+  Ref state = mod ? Ref::steal(PyObject_GetAttrString(mod, "TensorifyState")) : Ref();
+  Ref r = state ? Ref::steal(PyObject_CallMethod(state.get(), "clear", nullptr)) : Ref();
+  Py_XDECREF(mod);
+  PyErr_Clear();
+  PyErr_Restore(type, value, tb);
+}
+
+Entry* compile_frame(CodeState& st, PyCodeObject* co, _PyInterpreterFrame* frame, const std::string& reason, bool* eager) {
+  bool retry = false;
+  Entry* e = compile_frame_once(st, co, frame, reason, eager, /*static_floats=*/false, &retry);
+  if (retry) e = compile_frame_once(st, co, frame, reason, eager, /*static_floats=*/true, &retry);
+  forget_tensorify_state();
+  return e;
+}
+
 Entry* find_entry(CodeState& st, PyCodeObject* co, const FrameView& view) {
   PyObject* backend = mode().backend.get();
   for (size_t i = 0; i < st.entries.size(); ++i) {

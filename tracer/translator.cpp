@@ -318,6 +318,7 @@ CaptureResult capture(const CaptureRequest& req) {
   t.stop_at = req.stop_at;
   t.requires_grad_breaks = req.requires_grad_breaks;
   t.start_dynamic = req.dynamic;
+  t.builder.static_floats = req.static_floats;
   {
     struct HooksLeftOut {  // the user's saved-tensor hooks never see the examples (tensor_match.h)
       bool prior = saved_tensor_hooks_tracing(true);

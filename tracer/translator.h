@@ -116,6 +116,7 @@ struct CaptureRequest {
   // grad came from one, which AOTAutograd would return without it: TorchDynamo restarts so too).
   bool requires_grad_breaks = false;
   bool dynamic = false;  // a fake-tensor capture whatever the history (a static one wanted it: retry_dynamic)
+  bool static_floats = false;  // every float a constant (the backend could not take a symbolic one)
 };
 
 // What a trace produces, handed from stage to stage: the output graph (graph, guards, inputs, side

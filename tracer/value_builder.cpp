@@ -375,7 +375,7 @@ VPtr ValueBuilder::wrap_float(const Ref& obj, const SourcePtr& source, const std
   plan_number(obj, source, key);
   PyObject* o = obj.get();
   const double value = PyFloat_AS_DOUBLE(o);
-  if (!t_.output.dynamic() || !source || !dyn_ints_.count(key) || !std::isfinite(value) || value == 0.0)
+  if (!t_.output.dynamic() || !source || !dyn_ints_.count(key) || !std::isfinite(value) || value == 0.0 || static_floats)
     return wrap_constant(obj, source, key, f);
   static PyObject* fullprec = kept_attr("torch", "_as_tensor_fullprec");
   if (!fullprec) return PyErr_Clear(), wrap_constant(obj, source, key, f);
@@ -415,7 +415,7 @@ VPtr ValueBuilder::float_input(const Ref& obj, const SourcePtr& source, const st
 VPtr ValueBuilder::wrap_draw(const Ref& obj, const SourcePtr& source, Frame& f) {
   PyObject* o = obj.get();
   const bool is_float = PyFloat_CheckExact(o);
-  if (!source || !(is_float || PyLong_CheckExact(o)) || dynamic_mode == DynamicMode::Off) return nullptr;
+  if (!source || !(is_float || PyLong_CheckExact(o)) || dynamic_mode == DynamicMode::Off || (is_float && static_floats)) return nullptr;
   if (!t_.output.dynamic()) return wants_dynamic_ = true, nullptr;  // (captured again with fake tensors)
   static PyObject* fullprec = kept_attr("torch", "_as_tensor_fullprec");
   if (is_float && !fullprec) return PyErr_Clear(), nullptr;

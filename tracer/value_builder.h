@@ -99,6 +99,7 @@ class ValueBuilder {
 
   FrameState* frame_state = nullptr;  // this code object's history (null: none kept)
   DynamicMode dynamic_mode = DynamicMode::Auto;
+  bool static_floats = false;  // CaptureRequest::static_floats
 
  private:
   std::unordered_set<std::string> planned_;  // tensor sources plan_dynamic compared already

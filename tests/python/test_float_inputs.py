@@ -71,12 +71,16 @@ def keep_fraction(x, frac):
     return x[: int(frac * x.shape[0])]
 
 
+def rounded_scale(x, scale):
+    return x * round(scale, 2), round(scale, 1)
+
+
 def described(x, lr):
     return x * 2, f"lr={lr}"
 
 
 FUNCTIONS = [temperature_softmax, cosine_lr, normalize_eps, layer_norm_eps, leaky, ema_update, clip_to,
-             root_scaled, branch_on_threshold, scaled_and_returned, top_p_mask, keep_fraction]
+             root_scaled, branch_on_threshold, scaled_and_returned, top_p_mask, keep_fraction, rounded_scale]
 SEQUENCES = {
     "changing": [0.7, 0.9, 0.3, 0.55, 0.8],
     "repeated": [0.7, 0.7, 0.25, 0.25, 0.6],
@@ -189,6 +193,44 @@ def test_backends_return_the_symbolic_float(backend):
         torch.testing.assert_close(got, scaled_and_returned(X, s))
         assert type(got[1]) is float
     assert len(dynview._C.cache_entries(scaled_and_returned.__code__)) == 2
+
+
+# AOTAutograd cannot give some ops a float as a tensor (layer_norm's eps, leaky_relu's slope, clamp's
+# bounds, int(frac * n)): its pass asks for the analysis to restart with the float specialized, as
+# TorchDynamo does; dynview compiles the frame again with its floats constant. (ema_update is left
+# out of Inductor's: Inductor 2.13 bakes its add's alpha = 1.0 - decay, under torch.compile too.)
+BACKEND_CASES = [(b, fn) for b in ("aot_eager", "inductor") for fn in FUNCTIONS
+                 if not (b == "inductor" and fn is ema_update)]
+
+
+@pytest.mark.parametrize("backend,fn", BACKEND_CASES, ids=[f"{b}-{fn.__name__}" for b, fn in BACKEND_CASES])
+def test_compiling_backends_take_each_float_function_as_eager_computes_it(backend, fn):
+    from torch._inductor.utils import fresh_cache
+    values = SEQUENCES["changing"]
+    with fresh_cache():
+        for _ in range(2):  # (the second time on Inductor's warm caches)
+            dynview.reset()
+            c = dynview.compile(fn, backend=backend)
+            for v in values:
+                torch.testing.assert_close(c(X, v), fn(X, v))
+    assert len(dynview._C.cache_entries(fn.__code__)) <= len(values)
+
+
+@pytest.mark.parametrize("backend", ["eager", "aot_eager", "inductor"])
+def test_round_to_digits_of_a_symbolic_float_is_pythons_rounding(backend):
+    # round(a, 2) stays symbolic (a graph node): values where the float's binary value sits just
+    # below the decimal half (2.675 -> 2.67, 1.005 -> 1.0) round as Python rounds them. (AOTAutograd
+    # has no tensor op for it: one compile per value there, the float constant, as in torch.compile.)
+    from torch._inductor.utils import fresh_cache
+    c = dynview.compile(rounded_scale, backend=backend)
+    values = (1.5, 2.675, 1.005, 0.125, -3.14159, 0.25, 2.5)
+    with fresh_cache():
+        for s in values:
+            got, want = c(X, s), rounded_scale(X, s)
+            torch.testing.assert_close(got[0], want[0])
+            assert got[1] == want[1] and type(got[1]) is float
+    entries = dynview._C.cache_entries(rounded_scale.__code__)
+    assert breaks() == [] and len(entries) == (2 if backend == "eager" else len(values))
 
 
 def test_a_float_in_an_f_string_is_formatted_after_the_graph():
