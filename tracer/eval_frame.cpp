@@ -663,9 +663,6 @@ Entry* compile_frame_once(CodeState& st, PyCodeObject* co, _PyInterpreterFrame* 
   return st.entries.front().get();
 }
 
-// The first entry compiled for the thread's backend whose guards pass, moved to the front (most
-// recently used first); null if none. Past the recompile limit too, another backend's entry never
-// serves (as in TorchDynamo: such a call runs eagerly).
 // Forgets the floats AOTAutograd asked to specialize (its TensorifyState, process-wide), as
 // TorchDynamo forgets them after each frame: left set, they make the next compile's pass specialize
 // the float inside the graph instead of asking for a restart, and an Inductor cache hit on that graph
@@ -689,6 +686,9 @@ Entry* compile_frame(CodeState& st, PyCodeObject* co, _PyInterpreterFrame* frame
   return e;
 }
 
+// The first entry compiled for the thread's backend whose guards pass, moved to the front (most
+// recently used first); null if none. Past the recompile limit too, another backend's entry never
+// serves (as in TorchDynamo: such a call runs eagerly).
 Entry* find_entry(CodeState& st, PyCodeObject* co, const FrameView& view) {
   PyObject* backend = mode().backend.get();
   for (size_t i = 0; i < st.entries.size(); ++i) {
