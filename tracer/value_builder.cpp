@@ -352,16 +352,21 @@ VPtr ValueBuilder::wrap_int(const Ref& obj, const SourcePtr& source, const std::
   if (!t_.output.dynamic() || !source || !dyn_ints_.count(key)) return wrap_constant(obj, source, key, f);
   // An int that changed between compiles: a graph input of type SymInt.
   PyObject* o = obj.get();
-  VPtr v;
   const int slot = t_.output.sym_slot(source);
   Ref s = Ref::steal(PyObject_CallMethod(t_.output.shapes(), "symint", "Osiii", o, key.c_str(), slot, t_.cur_step_,
                                               t_.root_ ? t_.current_line(f) : -1));
   if (!s) return nullptr;
   t_.add_guard(GuardKind::TYPE_MATCH, source, Ref::borrow(reinterpret_cast<PyObject*>(Py_TYPE(o))), f,
             "___check_type_id(" + key + ", int)");
-  v = t_.make(VK::Sym);
-  v->obj = s;
-  v->node = t_.output.add_input(source, s, obj, t_.cur_step_);
+  return int_input(obj, source, key, s);
+}
+
+// The int `obj` from `source` as the graph takes it: a placeholder whose example value is the SymInt
+// `sym` DynamicShapes made for it.
+VPtr ValueBuilder::int_input(const Ref& obj, const SourcePtr& source, const std::string& key, const Ref& sym) {
+  VPtr v = t_.make(VK::Sym);
+  v->obj = sym;
+  v->node = t_.output.add_input(source, sym, obj, t_.cur_step_);
   if (t_.obs_) t_.obs_->on_graph_node(GraphNodeEvent{t_.id_, v->node, t_.cur_step_, "placeholder", placeholder_name(*source)});
   return remember(source, key, v);
 }
@@ -425,11 +430,7 @@ VPtr ValueBuilder::wrap_draw(const Ref& obj, const SourcePtr& source, Frame& f) 
                                             t_.root_ ? t_.current_line(f) : -1));
   if (!made || !PyTuple_Check(made.get()) || PyTuple_GET_SIZE(made.get()) != 2) return PyErr_Clear(), nullptr;
   if (is_float) return float_input(obj, source, key, made.get(), fullprec);
-  VPtr v = t_.make(VK::Sym);
-  v->obj = Ref::borrow(PyTuple_GET_ITEM(made.get(), 1));
-  v->node = t_.output.add_input(source, v->obj, obj, t_.cur_step_);
-  if (t_.obs_) t_.obs_->on_graph_node(GraphNodeEvent{t_.id_, v->node, t_.cur_step_, "placeholder", placeholder_name(*source)});
-  return remember(source, key, v);
+  return int_input(obj, source, key, Ref::borrow(PyTuple_GET_ITEM(made.get(), 1)));
 }
 
 // Immutable constants (numbers, strings, dtypes, devices, torch.Size, slices) and tuples/frozensets of

@@ -111,6 +111,7 @@ class ValueBuilder {
   VPtr wrap_int(const Ref& obj, const SourcePtr& source, const std::string& key, Frame& f);
   VPtr wrap_float(const Ref& obj, const SourcePtr& source, const std::string& key, Frame& f);
   void plan_number(const Ref& obj, const SourcePtr& source, const std::string& key);
+  VPtr int_input(const Ref& obj, const SourcePtr& source, const std::string& key, const Ref& sym);
   VPtr float_input(const Ref& obj, const SourcePtr& source, const std::string& key, PyObject* made, PyObject* fullprec);
   VPtr wrap_draw(const Ref& obj, const SourcePtr& source, Frame& f);
   VPtr wrap_constant(const Ref& obj, const SourcePtr& source, const std::string& key, Frame& f);

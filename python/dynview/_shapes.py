@@ -170,9 +170,9 @@ class DynamicShapes:
         (note tells the engine, which breaks at the step that would add one)."""
         if isinstance(value, float):
             fake, s = self._float_fake(value, text)
+            self.sym_ref[s.node.expr] = self._ref(slot, FLOAT, -1, text)
         else:
-            fake, s = None, self.env.create_unspecified_symint_and_symbol(value, _Src(text), DimDynamic.DYNAMIC)
-        self.sym_ref[s.node.expr] = self._ref(slot, FLOAT if fake is not None else INT, -1, text)
+            fake, s = None, self.symint(value, text, slot, step, line)
         self.drawn_syms.add(s.node.expr)
         return fake, s
 
