@@ -198,6 +198,44 @@ def namedtuple_asdict_fields_and_return(x, state):
     return LSTMState(**out), state._fields, state
 
 
+# ---- namedtuple classes made in the forward (collections.namedtuple called in the trace) ----
+# The compiled code makes the class once, as torch.compile does (eager makes one per call), so these
+# return what a caller reads of the tuples -- their items, fields, class name and module -- and not
+# the tuples themselves, whose class is a different object on each eager call.
+@case((3,))
+def namedtuple_class_made_in_the_forward(x):
+    Stats = collections.namedtuple("Stats", ["mean", "std", "count"])
+    s = Stats(x.mean(), x.std(), x.numel())
+    s2 = s._replace(count=s.count * 2)
+    return tuple(s2), s2._asdict(), s._fields, type(s).__name__, type(s).__module__, isinstance(s, tuple)
+
+
+@case((2, 3))
+def namedtuple_made_with_defaults_and_renamed_fields(x):
+    Out = collections.namedtuple("Out", "logits loss extra", defaults=(None, 0))
+    Row = collections.namedtuple("Row", ["ok", "def", "ok"], rename=True)
+    o = Out(x.softmax(-1))
+    r = Row(1, 2, 3)
+    return o.logits, o.loss, o.extra, Row._fields, tuple(r), o[0] * 2, Out._field_defaults
+
+
+@case((3,))
+def namedtuple_made_from_field_names_computed_in_the_forward(x):
+    names = [f"h{i}" for i in range(3)]
+    Hidden = collections.namedtuple(f"Hidden{len(names)}", names)
+    h = Hidden._make(x * i for i in range(3))
+    total = sum(h)
+    return total, h.h2 - h.h0, Hidden.__name__, len(Hidden._fields)
+
+
+@case((3,))
+def namedtuple_made_in_the_forward_lives_across_a_break(x):
+    Pair = collections.namedtuple("Pair", "a b")
+    p = Pair(x + 1, x * 2)
+    torch._dynamo.graph_break()
+    return p.a + p.b, tuple(p), type(p).__name__
+
+
 # ---- torch.tensor of one-element tensors and of NumPy scalars ----
 @case((4, 3))
 def tensor_of_reduced_statistics(x):

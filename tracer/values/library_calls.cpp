@@ -1,6 +1,7 @@
 // Library callables dynview follows, found by the callable's identity (or, for objects such as
 // functools.lru_cache wrappers, its exact type): one table built once, one small function each.
 // The kinds they make live in their own files (deque.cpp, dict_kinds.cpp, named_tuple.cpp, ...).
+#include <algorithm>
 #include <unordered_map>
 
 #include "tracer/pycache.h"
@@ -84,6 +85,25 @@ Status method_new(Translator& t, Frame& f, const VPtr&, Args& args, Kwargs& kwar
   return std::nullopt;
 }
 
+// collections.namedtuple("Point", ["x", "y"], defaults=...) of constants: the class is made now, once,
+// and the compiled code holds it (TorchDynamo makes it while tracing too). Eager makes a new class on
+// each call; the compiled code gives every call's tuples the one class. Its __module__ is the calling
+// frame's, as eager's (namedtuple reads it from its caller, which here would not be that frame).
+// Another argument (a tensor) breaks, as in TorchDynamo.
+Status namedtuple_make(Translator& t, Frame& f, const VPtr& fn, Args& args, Kwargs& kwargs, VPtr& out, bool&) {
+  Kwargs kw = kwargs;
+  const bool has_module = std::any_of(kw.begin(), kw.end(), [](const auto& p) { return p.first == "module"; });
+  PyObject* name = f.globals && PyDict_Check(f.globals.get()) ? PyDict_GetItemString(f.globals.get(), "__name__") : nullptr;
+  if (!has_module && name && PyUnicode_Check(name)) kw.emplace_back("module", t.constant(Ref::borrow(name)));
+  for (auto& [k, v] : kw)
+    if (v->kind != VK::Const) return t.brk(f, "DV0013", "collections.namedtuple with a " + k + "= that is not a constant");
+  Ref cls;
+  if (Status s = call_on_constants(t, f, fn->obj.get(), "collections.namedtuple", args, kw, cls)) return s;
+  out = t.make(VK::Object);
+  out->obj = cls;
+  return std::nullopt;
+}
+
 Status deep_copy(Translator& t, Frame& f, const VPtr&, Args& args, Kwargs& kwargs, VPtr& out, bool&) {
   return t.copy_value(f, args, kwargs, out, true);
 }
@@ -106,6 +126,7 @@ const std::unordered_map<PyObject*, LibraryCall>& by_identity() {
     add(reinterpret_cast<PyObject*>(&PyBaseObject_Type), object_new);
     add(tuple_new_fn(), tuple_new);
     add(reinterpret_cast<PyObject*>(&PyMethod_Type), method_new);
+    add(attr_of("collections", "namedtuple"), namedtuple_make);
     add(attr_of("copy", "deepcopy"), deep_copy);  // copying.cpp
     add(attr_of("copy", "copy"), shallow_copy);
     return m;
