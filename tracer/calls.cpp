@@ -677,6 +677,15 @@ Translator::Status Translator::record_graph_call(Frame& f, Ref target, const std
     out = constant(Ref::borrow(Py_None));
     return std::nullopt;
   }
+  if (any_tensor && method.empty() && PyFunction_Check(target.get())) {
+    // A Python function of torch's that answers a Python value about its tensors
+    // (torch.nn.init._calculate_correct_fan, fsdp's _same_storage_size): its body inlined, as
+    // TorchDynamo inlines the torch functions it does not put in the graph, so what it reads of
+    // them is guarded, or breaks where it reads their data.
+    VPtr fv = make(VK::Function);
+    fv->obj = target;
+    return inline_call(f, fv, nullptr, std::move(args), std::move(kwargs), out);
+  }
   if (is_tensor(result.get()) == false && any_tensor)
     return brk(f, "DV0006", what + " returned a " + std::string(Py_TYPE(result.get())->tp_name) + ", not a tensor",
                "operators that return Python values depend on tensor data");

@@ -1304,3 +1304,27 @@ class _AttentionWithBreak(nn.Module):  # a break inside the block: split, both g
 
 
 module_case(_AttentionWithBreak, (2, 4, 8))
+
+
+# ---- torch's Python helpers that answer a number about a tensor: inlined, as TorchDynamo inlines them ----
+class FanScaledLinear(nn.Module):
+    # a layer that rescales its weight by its fan in the forward (equalized learning rate, as
+    # StyleGAN-like generators write it)
+    def __init__(self):
+        super().__init__()
+        self.weight = nn.Parameter(torch.randn(5, 3))
+
+    def forward(self, x):
+        fan_in, _ = nn.init._calculate_fan_in_and_fan_out(self.weight)
+        scale = nn.init.calculate_gain("leaky_relu", 0.2) / fan_in ** 0.5
+        return F.linear(x, self.weight * scale)
+
+
+module_case(FanScaledLinear, (2, 3))
+
+
+@case((4, 3, 2))
+def init_fans_of_a_tensor_read_in_the_forward(x):
+    fan = nn.init._calculate_correct_fan(x, "fan_out")
+    fans = nn.init._calculate_fan_in_and_fan_out(x)
+    return x / fan, fans, type(fans).__name__
