@@ -425,6 +425,24 @@ Status operator_function(Translator& t, Frame& f, PyObject* o, const std::vector
 
 // Calling an object known by identity (VK::Object's call): builtins, torch functions and operators,
 // classes, operator getters, NumPy ...
+// numpy.iinfo and numpy.finfo (by name: NumPy need not be imported)
+bool numpy_info_class(PyObject* o) {
+  if (!o || !PyType_Check(o)) return false;
+  const char* name = reinterpret_cast<PyTypeObject*>(o)->tp_name;
+  if (std::strcmp(name, "iinfo") != 0 && std::strcmp(name, "finfo") != 0) return false;
+  Ref mod = Ref::steal(PyObject_GetAttrString(o, "__module__"));
+  PyErr_Clear();
+  return mod && PyUnicode_Check(mod.get()) && str_of(mod.get()) == "numpy";
+}
+
+namespace {
+bool numpy_dtype(PyObject* o) {  // a numpy.dtype instance (np.dtype("float32"), a.dtype)
+  for (PyTypeObject* tp = Py_TYPE(o); tp; tp = tp->tp_base)
+    if (std::strcmp(tp->tp_name, "numpy.dtype") == 0) return true;
+  return false;
+}
+}  // namespace
+
 Status object_call(Translator& t, Frame& f, const VPtr& fn, std::vector<VPtr>& args, KwArgs& kwargs, VPtr& out) {
   PyObject* o = fn->obj.get();
   if (PyType_Check(o)) {
@@ -933,6 +951,22 @@ Status object_call(Translator& t, Frame& f, const VPtr& fn, std::vector<VPtr>& a
     std::vector<VPtr> rest(args.begin() + 1, args.end());
     if (Status s = t.instance_builtin(f, o, args[0], rest, kwargs, out, handled)) return s;
     if (handled) return std::nullopt;
+  }
+  if (numpy_info_class(o)) {
+    // np.iinfo(np.int16), np.finfo(a.dtype), np.finfo("float32"): an immutable description of a NumPy
+    // dtype, made now from constant arguments (a dtype, a scalar type, its name), as TorchDynamo
+    // makes it. Eager's error for an argument that is not a dtype is raised in the trace.
+    bool all_const = true;
+    for (auto& a : args)
+      all_const &= a->kind == VK::Const || (a->kind == VK::Object && (PyType_Check(a->obj.get()) || numpy_dtype(a->obj.get())));
+    for (auto& kv : kwargs) all_const &= kv.second->kind == VK::Const;
+    if (all_const) {
+      Ref r;
+      if (Status s = call_on_constants(t, f, o, callable_name(o), args, kwargs, r)) return s;
+      out = t.make(VK::Object);
+      out->obj = r;
+      return std::nullopt;
+    }
   }
   if (PyType_Check(o) && (!module_is_torch(o) || module_is_distributions(o) || torch_function_mode_class(o)) &&
       plain_class(reinterpret_cast<PyTypeObject*>(o)))

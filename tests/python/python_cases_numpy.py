@@ -265,3 +265,17 @@ def numpy_constructors_written_in_python(x):
     w = np.ones((2, 3)) * 0.5 + np.eye(2, 3)
     b = np.full((3,), 2.0)
     return torch.from_numpy(w).float() * x + torch.from_numpy(b).float(), np.ones_like(w)
+
+
+_F32 = np.finfo(np.float32)
+
+
+@case((2, 3))
+def numpy_dtype_limits_clamp_a_tensor(x):
+    # np.iinfo / np.finfo of a scalar type, a dtype name or a dtype object: descriptions made from
+    # constants, their limits read as numbers (a mask value and an epsilon, as data code writes them)
+    big = np.iinfo(np.int16).max
+    low = np.iinfo("int32").min
+    eps = np.finfo(np.dtype("float64")).eps
+    y = x.masked_fill(x > 0.5, big) + low
+    return y / (x.abs() + _F32.eps + eps), np.finfo(np.float16).bits, _F32.tiny

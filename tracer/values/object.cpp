@@ -14,6 +14,15 @@ using cg::N;
 Status object_getattr(Translator& t, Frame& f, const VPtr& obj, const std::string& name, VPtr& out) {
   PyObject* o = obj->obj.get();
   if (!o) return t.brk(f, "DV0005", "attribute " + name + " of a local function");
+  if (obj->kind == VK::Object && numpy_info_class(reinterpret_cast<PyObject*>(Py_TYPE(o)))) {
+    // np.iinfo(...).max, np.finfo(...).eps: read now (properties in NumPy's Python code, over a
+    // description that does not change); one passed in is guarded by the value read
+    Ref r = Ref::steal(PyObject_GetAttrString(o, name.c_str()));
+    if (!r) return t.raise_current(f, std::string(Py_TYPE(o)->tp_name) + "." + name);
+    out = t.wrap(r, obj->source ? Source::attr(obj->source, name) : nullptr, f);
+    if (!out) return t.brk(f, "DV0013", std::string("unsupported attribute ") + Py_TYPE(o)->tp_name + "." + name);
+    return std::nullopt;
+  }
   if (obj->kind == VK::Object && Py_IS_TYPE(o, &PySuper_Type) && obj->self) {  // super().method
     Ref r = Ref::steal(PyObject_GetAttrString(o, name.c_str()));
     if (!r) {
