@@ -279,3 +279,28 @@ def numpy_dtype_limits_clamp_a_tensor(x):
     eps = np.finfo(np.dtype("float64")).eps
     y = x.masked_fill(x > 0.5, big) + low
     return y / (x.abs() + _F32.eps + eps), np.finfo(np.float16).bits, _F32.tiny
+
+
+@case((3, 4))
+def numpy_like_constructors_and_asarray_of_a_tensor(x):
+    # NumPy reads a tensor through Tensor.__array__: np.asarray(x) shares x's memory (a write through
+    # it is a write to x), np.*_like make arrays of its shape and dtype
+    a = np.asarray(x)
+    a[0] = 5.0
+    m = np.zeros_like(x, dtype=np.float64) + np.full_like(x, 0.5)
+    return torch.from_numpy(m) + x, np.array(x * 2).sum(axis=0), np.ones_like(x)
+
+
+@case(extra=lambda seed: (torch.full((3,), float(seed), requires_grad=True),))
+def numpy_like_of_a_tensor_that_requires_grad_raises_as_eager(w):
+    try:
+        return np.ones_like(w)
+    except RuntimeError as e:
+        return w * 2, str(e)
+
+
+DIFFERS["numpy_like_of_a_tensor_that_requires_grad_raises_as_eager"] = (
+    (0, 0), (1, 0),
+    "TorchDynamo gives np.ones_like an ndarray of the tensor without eager's RuntimeError, so its result differs from "
+    "eager's; dynview stops at the read inside the try block and runs the frame eagerly, where it raises and the "
+    "handler runs")

@@ -144,6 +144,18 @@ Status Translator::ndarray_call(Frame& f, Ref target, std::vector<VPtr> args, Kw
       default: return brk(f, "DV0013", std::string("a ") + vk_name(a->kind) + " passed to " + what);
     }
   };
+  // np.ones_like(x), np.full_like(x, v), np.asarray(x), np.array(x) of a tensor: NumPy reads it
+  // through Tensor.__array__, as x.numpy() (so eager's errors for a tensor that requires grad or is
+  // not on the CPU are x.numpy()'s), and gives an ndarray.
+  static const std::set<std::string> reads_array = {"numpy.ones_like", "numpy.zeros_like", "numpy.full_like",
+                                                    "numpy.asarray", "numpy.array"};
+  if (!args.empty() && args[0]->kind == VK::Tensor && reads_array.count(what)) {
+    std::vector<VPtr> none;
+    Kwargs no_kw;
+    VPtr nd;
+    if (Status s = tensor_numpy(f, args[0], none, no_kw, nd)) return s;
+    args[0] = nd;
+  }
   for (VPtr& a : args)
     if (Status s = fix(a)) return s;
   for (auto& kv : kwargs) {
