@@ -946,8 +946,12 @@ VPtr ValueBuilder::wrap_object(const Ref& obj, const SourcePtr& source, const st
   // through its source and guarded there (call_partial), as TorchDynamo guards a partial -- each
   // layer's own partial(gelu, approximate='tanh') is not a recompile. (`is` guards identity.)
   const bool partial = Py_IS_TYPE(o, reinterpret_cast<PyTypeObject*>(py().functools_partial.get()));
+  // So is a torch.no_grad() / torch.enable_grad() object: eager makes one per call (an ExitStack that
+  // crosses a break holds it), and all the trace reads of it (its `prev`) is read through its source.
+  const bool grad_manager = Py_IS_TYPE(o, reinterpret_cast<PyTypeObject*>(py().no_grad.get())) ||
+                            Py_IS_TYPE(o, reinterpret_cast<PyTypeObject*>(py().enable_grad.get()));
   if (source) {
-    if (!partial && (PyModule_Check(o) || PyType_Check(o) || PyCFunction_Check(o) || PyCallable_Check(o)))
+    if (!partial && !grad_manager && (PyModule_Check(o) || PyType_Check(o) || PyCFunction_Check(o) || PyCallable_Check(o)))
       t_.add_guard(GuardKind::ID_MATCH, source, obj, f, "___check_obj_id(" + key + ", " + repr_of(o) + ")");
     else
       t_.add_guard(GuardKind::TYPE_MATCH, source, Ref::borrow(reinterpret_cast<PyObject*>(Py_TYPE(o))), f,

@@ -1,6 +1,7 @@
 """Frames split at graph breaks: cache soundness across closures, globals and defaults of one code
 object; one compile per code object across threads; tracebacks through resume functions; the
 recorded resume chain; fullgraph still raising."""
+import contextlib
 import io
 import threading
 import traceback
@@ -510,3 +511,29 @@ def test_an_iterator_living_across_a_break_is_rebuilt_and_taken_from_in_the_resu
     assert len([r for r in records if r["qualname"] == "take_two_around_a_print"]) == 2
     guards = [g for r in resumed for g in r["guards"]]
     assert any("___tuple_iterator_len(L['it']) == 2" in g for g in guards), guards
+
+
+def optional_no_grad(x, frozen):
+    # an inference helper's optional context: a torch.no_grad() entered on an ExitStack (the stack, and
+    # the no_grad object eager makes on each call, reach the resume function after the break)
+    with contextlib.ExitStack() as stack:
+        if frozen:
+            stack.enter_context(torch.no_grad())
+        y = x * 2
+    return y + x, y.requires_grad, torch.is_grad_enabled()
+
+
+def test_a_no_grad_object_made_on_each_call_does_not_recompile_the_resume_function():
+    compiled = dynview.compile(optional_no_grad, backend="eager")
+    dynview._C.take_records()
+    for call in range(4):
+        x = torch.randn(3, requires_grad=True)
+        got, want = compiled(x, True), optional_no_grad(x, True)
+        torch.testing.assert_close(got[0], want[0])
+        assert got[1:] == want[1:] == (False, True)
+        if call == 0:
+            first = dynview._C.take_records()
+            assert any(r["has_break"] for r in first), "the frame breaks inside the with-block"
+    # after the first call, every call hits the caches (the no_grad object is guarded by its type,
+    # not by the identity of the first call's)
+    assert dynview._C.take_records() == []
