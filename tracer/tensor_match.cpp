@@ -338,10 +338,50 @@ GlobalState global_state() {
 bool profiler_enabled() { return torch::profiler::impl::profilerEnabled(); }
 bool anomaly_enabled() { return torch::autograd::AnomalyMode::is_enabled(); }
 
+bool backend_flag(int flag) {
+  try {
+    auto& c = at::globalContext();
+    switch (flag) {
+      case kCudnnEnabled: return c.userEnabledCuDNN();
+      case kCudnnBenchmark: return c.benchmarkCuDNN();
+      case kCudnnDeterministic: return c.deterministicCuDNN();
+      case kCudnnAllowTf32: return c.allowTF32CuDNN();
+      case kCublasAllowTf32: return c.allowTF32CuBLAS();
+      default: return false;
+    }
+  } catch (...) {
+    return false;
+  }
+}
+
+int backend_flag_of(const std::string& module, const std::string& name) {
+  if (module == "torch.backends.cudnn") {
+    if (name == "enabled") return kCudnnEnabled;
+    if (name == "benchmark") return kCudnnBenchmark;
+    if (name == "deterministic") return kCudnnDeterministic;
+    if (name == "allow_tf32") return kCudnnAllowTf32;
+  }
+  if (module == "cuBLASModule" && name == "allow_tf32") return kCublasAllowTf32;
+  return -1;
+}
+
+namespace {
+uint8_t backend_flags(uint8_t mask) {
+  uint8_t v = 0;
+  for (int i = 0; i < kBackendFlags; ++i)
+    if ((mask >> i & 1) && backend_flag(i)) v |= static_cast<uint8_t>(1u << i);
+  return v;
+}
+}  // namespace
+
 bool global_state_matches(const GlobalState& want) {
   GlobalState have = global_state();
   if (want.profiler >= 0) have.profiler = profiler_enabled() ? 1 : 0;
   if (want.anomaly >= 0) have.anomaly = anomaly_enabled() ? 1 : 0;
+  if (want.backends_read) {
+    have.backends_read = want.backends_read;
+    have.backends = backend_flags(want.backends_read);
+  }
   return have == want;
 }
 
@@ -350,6 +390,14 @@ std::string global_state_diff(const GlobalState& w, const GlobalState& h) {
     return std::string("torch.autograd._profiler_enabled(): expected ") + (w.profiler ? "True" : "False");
   if (w.anomaly >= 0 && w.anomaly != static_cast<int8_t>(anomaly_enabled()))
     return std::string("torch.is_anomaly_enabled(): expected ") + (w.anomaly ? "True" : "False");
+  if (w.backends_read && backend_flags(w.backends_read) != w.backends) {
+    static const char* const names[] = {"torch.backends.cudnn.enabled", "torch.backends.cudnn.benchmark",
+                                        "torch.backends.cudnn.deterministic", "torch.backends.cudnn.allow_tf32",
+                                        "torch.backends.cuda.matmul.allow_tf32"};
+    for (int i = 0; i < kBackendFlags; ++i)
+      if ((w.backends_read >> i & 1) && backend_flag(i) != static_cast<bool>(w.backends >> i & 1))
+        return std::string(names[i]) + ": expected " + ((w.backends >> i & 1) ? "True" : "False");
+  }
   if (w.grad_enabled != h.grad_enabled) return std::string("grad_mode: expected ") + (w.grad_enabled ? "enabled" : "disabled");
   if (w.deterministic != h.deterministic) return "deterministic_algorithms changed";
   if (w.autocast_cpu != h.autocast_cpu) return "autocast (cpu) changed";

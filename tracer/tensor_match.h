@@ -138,8 +138,19 @@ struct GlobalState {
   // 0 or 1 when it did, so a later call under the other state compiles again; -1 (not read): any
   int8_t profiler = -1;
   int8_t anomaly = -1;
+  // Backend flags a capture read as constants (torch.backends.cudnn.deterministic,
+  // torch.backends.cuda.matmul.allow_tf32): bit i of backends_read is set when flag i (BackendFlag)
+  // was read, bit i of backends holds its value then; a later call checks those only.
+  uint8_t backends_read = 0;
+  uint8_t backends = 0;
   bool operator==(const GlobalState&) const = default;
 };
+// The flags: cudnn.enabled, cudnn.benchmark, cudnn.deterministic, cudnn.allow_tf32, cuBLAS allow_tf32.
+enum BackendFlag : int { kCudnnEnabled, kCudnnBenchmark, kCudnnDeterministic, kCudnnAllowTf32, kCublasAllowTf32, kBackendFlags };
+bool backend_flag(int flag);  // its value now
+// The flag torch.backends' `module`.`name` reads (module: a module's name, or the type name of
+// torch.backends.cuda.matmul's object), or -1.
+int backend_flag_of(const std::string& module, const std::string& name);
 GlobalState global_state();  // (profiler and anomaly left -1: read by the guard only where the capture did)
 bool profiler_enabled();     // torch.autograd._profiler_enabled()
 bool anomaly_enabled();      // torch.is_anomaly_enabled()

@@ -123,3 +123,47 @@ def test_a_torch_setting_read_in_compiled_code_is_never_a_stale_constant(name):
     finally:
         setting.turn_off()
     torch.testing.assert_close(f(x), x - 1)
+
+
+def deterministic_conv_path(x):
+    # model code that picks a path by the cuDNN and cuBLAS flags (LayoutLMv2-style determinism
+    # switches, TF32 checks before a matmul)
+    if torch.backends.cudnn.deterministic or not torch.backends.cudnn.enabled:
+        y = x.cumsum(0)
+    else:
+        y = x * 2
+    if torch.backends.cuda.matmul.allow_tf32:
+        return y + 1
+    return y - 1
+
+
+BACKEND_FLAGS = [(torch.backends.cudnn, "deterministic"), (torch.backends.cudnn, "enabled"),
+                 (torch.backends.cuda.matmul, "allow_tf32")]
+
+
+def test_backend_flags_read_in_compiled_code_are_guarded_constants():
+    # a read of torch.backends.cudnn.* / torch.backends.cuda.matmul.allow_tf32 is a constant of the
+    # capture that the global-state guard checks (it was a break, and the frame ran eagerly): one
+    # graph per combination of the flags, no break, each call's branch eager's
+    saved = [getattr(owner, name) for owner, name in BACKEND_FLAGS]
+    x = torch.arange(4.0)
+    settings = [(False, True, False), (True, True, False), (False, True, True), (False, True, False), (True, True, False)]
+    f = dynview.compile(deterministic_conv_path, backend="eager")
+    dynview._C.take_records()
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")  # (torch warns about the TF32 setters' deprecation)
+            for values in settings:
+                for (owner, name), v in zip(BACKEND_FLAGS, values):
+                    setattr(owner, name, v)
+                torch.testing.assert_close(f(x), deterministic_conv_path(x))
+    finally:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            for (owner, name), v in zip(BACKEND_FLAGS, saved):
+                setattr(owner, name, v)
+    records = dynview._C.take_records()
+    assert not any(r["has_break"] for r in records)
+    assert len(records) == 3, [r["reason"] for r in records]  # three distinct settings, the others hit
+    assert "torch.backends.cudnn.deterministic: expected False" in records[1]["reason"]
+    assert "torch.backends.cuda.matmul.allow_tf32: expected False" in records[2]["reason"]

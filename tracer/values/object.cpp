@@ -11,6 +11,23 @@ namespace dv {
 using cg::N;
 
 // Object, Const, Function
+namespace {
+// A backend flag read (torch.backends.cudnn.deterministic, torch.backends.cuda.matmul.allow_tf32):
+// `value`, a constant of this capture, which the GLOBAL_STATE guard checks from now on (TorchDynamo's
+// global-state guard checks cuBLAS's allow_tf32 so; a call under the other setting compiles again).
+Status read_backend_flag(Translator& t, int flag, const Ref& value, VPtr& out) {
+  if (!value || !PyBool_Check(value.get())) return std::nullopt;
+  for (Guard& g : t.output.guards)
+    if (g.kind == GuardKind::GLOBAL_STATE) {
+      g.state.backends_read |= static_cast<uint8_t>(1u << flag);
+      if (value.get() == Py_True) g.state.backends |= static_cast<uint8_t>(1u << flag);
+      else g.state.backends &= static_cast<uint8_t>(~(1u << flag));
+    }
+  out = t.constant(value);
+  return std::nullopt;
+}
+}  // namespace
+
 Status object_getattr(Translator& t, Frame& f, const VPtr& obj, const std::string& name, VPtr& out) {
   PyObject* o = obj->obj.get();
   if (!o) return t.brk(f, "DV0005", "attribute " + name + " of a local function");
@@ -185,9 +202,11 @@ Status object_getattr(Translator& t, Frame& f, const VPtr& obj, const std::strin
     // __getattr__ reads cuBLAS flags): what it computes is a setting no guard checks
     Ref mod = Ref::steal(PyObject_GetAttrString(reinterpret_cast<PyObject*>(Py_TYPE(o)), "__module__"));
     PyErr_Clear();
-    if (mod && PyUnicode_Check(mod.get()) && str_of(mod.get()).rfind("torch.backends", 0) == 0)
+    if (mod && PyUnicode_Check(mod.get()) && str_of(mod.get()).rfind("torch.backends", 0) == 0) {
+      if (const int flag = backend_flag_of(Py_TYPE(o)->tp_name, name); flag >= 0) return read_backend_flag(t, flag, r, out);
       return t.brk(f, "DV0004", std::string(Py_TYPE(o)->tp_name) + "." + name + " reads a torch setting the compiled code's guards do not check",
                    "read it outside the compiled function and pass the value in");
+    }
   }
   if (PyModule_Check(o) && module_is_torch_mod(o)) {
     // torch.* is fixed: no guard needed -- but for the settings torch's module classes give as
@@ -196,9 +215,11 @@ Status object_getattr(Translator& t, Frame& f, const VPtr& obj, const std::strin
     // guard checks
     Ref nm = Ref::steal(PyUnicode_FromString(name.c_str()));
     PyObject* d = Py_TYPE(o) != &PyModule_Type ? _PyType_Lookup(Py_TYPE(o), nm.get()) : nullptr;
-    if (d && Py_TYPE(d)->tp_descr_set)
+    if (d && Py_TYPE(d)->tp_descr_set) {
+      if (const int flag = backend_flag_of(PyModule_GetName(o), name); flag >= 0) return read_backend_flag(t, flag, r, out);
       return t.brk(f, "DV0004", std::string(PyModule_GetName(o)) + "." + name + " reads a torch setting the compiled code's guards do not check",
                    "read it outside the compiled function and pass the value in");
+    }
     src = nullptr;
   }
   if (PyType_Check(o) && name == "__dict__" && Py_IS_TYPE(r.get(), &PyDictProxy_Type) &&
