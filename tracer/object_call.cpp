@@ -1041,7 +1041,7 @@ Status object_call(Translator& t, Frame& f, const VPtr& fn, std::vector<VPtr>& a
     const bool spec = pytree_spec_class(o);  // its type argument is a class, its children specs
     for (auto& a : args)
       all_const &= a->kind == VK::Const || a->kind == VK::Tuple || a->kind == VK::List ||
-                   (a->kind == VK::Object && (spec || numpy_scalar(a->obj.get())));  // float(np.float32(2.0))
+                   (a->kind == VK::Object && (spec || numpy_scalar(a->obj.get()) || numpy_dtype(a->obj.get())));  // float(np.float32(2.0)), str(a.dtype)
     for (auto& kv : kwargs) all_const &= kv.second->kind == VK::Const;
     if (all_const && PyExceptionClass_Check(o) && !simple_exception_class(o))
       return t.brk(f, "DV0004", "constructing " + callable_name(o) + ": its __init__ or __new__ is Python code");

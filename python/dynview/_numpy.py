@@ -79,6 +79,12 @@ def dtype_name(x):
     return None
 
 
+def array_dtype(example):
+    """ndarray.dtype of the array behind a tensor of `example`'s dtype: the numpy.dtype eager NumPy
+    gives (a dtype NumPy lacks, bfloat16, raises)."""
+    return torch.empty(0, dtype=example.dtype).numpy().dtype
+
+
 def to_numpy(value):
     """A graph output that is an ndarray in the traced code: the numpy.ndarray eager code has."""
     if isinstance(value, torch.Tensor):

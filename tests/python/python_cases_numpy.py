@@ -110,7 +110,7 @@ def numpy_reduction_to_scalar(x):
 
 
 @case((2, 2))
-def ndarray_dtype_breaks(x):
+def ndarray_dtype_printed(x):
     a = np.exp(x.numpy())
     return str(a.dtype), a + 1
 
@@ -304,3 +304,25 @@ DIFFERS["numpy_like_of_a_tensor_that_requires_grad_raises_as_eager"] = (
     "TorchDynamo gives np.ones_like an ndarray of the tensor without eager's RuntimeError, so its result differs from "
     "eager's; dynview stops at the read inside the try block and runs the frame eagerly, where it raises and the "
     "handler runs")
+
+
+@case((3, 4))
+def an_arrays_dtype_read_in_the_forward(x):
+    # a.dtype: the numpy.dtype of the array (from the tensor's guarded dtype), used as NumPy code uses
+    # it -- for its limits, to make another array, compared and printed
+    a = (x * 2).numpy()
+    idx = x.argmax(-1).numpy()
+    lo = np.finfo(a.dtype).min
+    b = np.zeros(3, dtype=idx.dtype)
+    return (torch.from_numpy(a).clamp(min=float(lo)), a.dtype, a.dtype == np.float32, str(idx.dtype),
+            b, a.dtype.itemsize, idx.dtype.kind)
+
+
+DIFFERS["ndarray_dtype_printed"] = (
+    (1, 0), (1, 1),
+    "TorchDynamo does not trace ndarray.dtype and runs the rest of the frame eagerly; dynview reads it from the "
+    "tensor's guarded dtype: one graph, no break")
+DIFFERS["an_arrays_dtype_read_in_the_forward"] = (
+    (1, 0), (1, 1),
+    "TorchDynamo does not trace ndarray.dtype (\"Unsupported ndarray attribute access\") and runs the rest of "
+    "the frame eagerly; dynview reads it from the tensor's guarded dtype: one graph, no break")

@@ -322,7 +322,14 @@ Status Translator::ndarray_getattr(Frame& f, const VPtr& self, const std::string
     out = constant(r);
     return std::nullopt;
   }
-  if (name == "dtype" || name == "base" || name == "flags" || name == "__version__" || name == "flat" ||
+  if (name == "dtype") {  // a numpy.dtype, from the tensor's guarded dtype
+    Ref dt = helper("array_dtype", ex);
+    if (!dt) return brk(f, "DV0005", "ndarray.dtype of a tensor whose dtype NumPy lacks");
+    out = make(VK::Object);
+    out->obj = dt;
+    return std::nullopt;
+  }
+  if (name == "base" || name == "flags" || name == "__version__" || name == "flat" ||
       name == "ctypes" || name == "data")
     return brk(f, "DV0005", "ndarray." + name + " is not traced by dynview",
                "read it outside the compiled function, or convert with torch.from_numpy and use the tensor's attribute");
