@@ -326,3 +326,18 @@ DIFFERS["an_arrays_dtype_read_in_the_forward"] = (
     (1, 0), (1, 1),
     "TorchDynamo does not trace ndarray.dtype (\"Unsupported ndarray attribute access\") and runs the rest of "
     "the frame eagerly; dynview reads it from the tensor's guarded dtype: one graph, no break")
+
+
+@case((2, 3))
+def numpy_scalar_of_a_higher_kind_times_an_int_tensor(x):
+    # nd.sum() of a float64 array is a NumPy scalar: an int tensor times it is float32 in eager (torch
+    # promotes the scalar as a Python float), float64 were it a 0-d tensor; a float tensor's dtype wins
+    s = x.double().numpy().sum()
+    idx = torch.arange(6).reshape(2, 3)
+    return idx * s, x * s, x.half() + s, idx.sum() * 2
+
+
+DIFFERS["numpy_scalar_of_a_higher_kind_times_an_int_tensor"] = (
+    (1, 1), (1, 0),
+    "TorchDynamo gives the scalar to the graph as a 0-d float64 tensor, so idx * s is float64 where eager's is "
+    "float32 (a wrong dtype); dynview breaks at that product, which eager computes, and captures the rest")
