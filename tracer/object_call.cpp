@@ -911,6 +911,23 @@ Status object_call(Translator& t, Frame& f, const VPtr& fn, std::vector<VPtr>& a
       args.erase(args.begin());
       return t.call(f, mv, std::move(args), std::move(kwargs), out);
     }
+    static PyObject* const as_tensor_fn = kept_attr("torch", "as_tensor");
+    if ((o == tensor_factory() || o == as_tensor_fn) && !args.empty() && args[0]->kind == VK::Object &&
+        numpy_scalar(args[0]->obj.get())) {
+      // torch.tensor(np.float64(0.5)) / torch.as_tensor(s): a 0-d tensor of the scalar's NumPy dtype
+      // (float64 here, where torch.tensor(0.5) is float32): its number, with that dtype unless one
+      // is given (the graph's code cannot spell a NumPy scalar)
+      PyObject* sc = args[0]->obj.get();
+      Ref arr = Ref::steal(PyObject_CallMethod(sc, "__array__", nullptr));
+      Ref as_t = arr ? Ref::steal(PyObject_CallOneArg(as_tensor_fn, arr.get())) : Ref();
+      Ref dtype = as_t ? Ref::steal(PyObject_GetAttrString(as_t.get(), "dtype")) : Ref();
+      Ref number = Ref::steal(PyObject_CallMethod(sc, "item", nullptr));
+      if (!dtype || !number || !is_exact_const(number.get()))
+        return PyErr_Clear(), t.brk(f, "DV0013", callable_name(o) + " of a NumPy scalar of type " + Py_TYPE(sc)->tp_name);
+      args[0] = t.constant(number);
+      const bool has_dtype = args.size() > 1 || std::any_of(kwargs.begin(), kwargs.end(), [](const auto& kv) { return kv.first == "dtype"; });
+      if (!has_dtype) kwargs.emplace_back("dtype", t.constant(dtype));
+    }
     if (o == tensor_factory() && args.size() == 1 && (args[0]->kind == VK::Tuple || args[0]->kind == VK::List)) {
       bool handled = false;
       if (Status s = tensor_of_scalar_tensors(t, f, args[0], kwargs, out, handled); s || handled) return s;

@@ -341,3 +341,14 @@ DIFFERS["numpy_scalar_of_a_higher_kind_times_an_int_tensor"] = (
     (1, 1), (1, 0),
     "TorchDynamo gives the scalar to the graph as a 0-d float64 tensor, so idx * s is float64 where eager's is "
     "float32 (a wrong dtype); dynview breaks at that product, which eager computes, and captures the rest")
+
+
+_NP_SCALARS = (np.float64(0.25), np.float32(1.5), np.int32(7), np.bool_(True), np.int64(-3))
+
+
+@case((3,))
+def tensors_made_of_numpy_scalars_keep_their_dtypes(x):
+    # torch.tensor(np.float64(0.25)) is float64 (torch.tensor(0.25) is float32); as_tensor too; a
+    # dtype given wins
+    made = [torch.tensor(s) for s in _NP_SCALARS] + [torch.as_tensor(_NP_SCALARS[1]), torch.tensor(_NP_SCALARS[0], dtype=torch.float16)]
+    return x * made[0], [(m.dtype, m) for m in made]
