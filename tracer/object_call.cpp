@@ -925,8 +925,17 @@ Status object_call(Translator& t, Frame& f, const VPtr& fn, std::vector<VPtr>& a
       if (!dtype || !number || !is_exact_const(number.get()))
         return PyErr_Clear(), t.brk(f, "DV0013", callable_name(o) + " of a NumPy scalar of type " + Py_TYPE(sc)->tp_name);
       args[0] = t.constant(number);
-      const bool has_dtype = args.size() > 1 || std::any_of(kwargs.begin(), kwargs.end(), [](const auto& kv) { return kv.first == "dtype"; });
-      if (!has_dtype) kwargs.emplace_back("dtype", t.constant(dtype));
+      auto given = [](const VPtr& v) { return !(v->kind == VK::Const && v->obj.get() == Py_None); };
+      bool has_dtype = args.size() > 1 && given(args[1]);  // (as_tensor's second argument)
+      for (auto& kv : kwargs)
+        if (kv.first == "dtype") {
+          has_dtype |= given(kv.second);
+          if (!given(kv.second)) kv.second = t.constant(dtype);  // dtype=None: the scalar's
+        }
+      if (args.size() > 1 && !given(args[1])) args[1] = t.constant(dtype);
+      if (!has_dtype && !(args.size() > 1) &&
+          std::none_of(kwargs.begin(), kwargs.end(), [](const auto& kv) { return kv.first == "dtype"; }))
+        kwargs.emplace_back("dtype", t.constant(dtype));
     }
     if (o == tensor_factory() && args.size() == 1 && (args[0]->kind == VK::Tuple || args[0]->kind == VK::List)) {
       bool handled = false;

@@ -947,7 +947,7 @@ VPtr ValueBuilder::wrap_object(const Ref& obj, const SourcePtr& source, const st
   // layer's own partial(gelu, approximate='tanh') is not a recompile. (`is` guards identity.)
   const bool partial = Py_IS_TYPE(o, reinterpret_cast<PyTypeObject*>(py().functools_partial.get()));
   // So is a torch.no_grad() / torch.enable_grad() object: eager makes one per call (an ExitStack that
-  // crosses a break holds it), and all the trace reads of it (its `prev`) is read through its source.
+  // crosses a break holds it), and what the trace reads of it (its `prev`) is read through its source.
   const bool grad_manager = Py_IS_TYPE(o, reinterpret_cast<PyTypeObject*>(py().no_grad.get())) ||
                             Py_IS_TYPE(o, reinterpret_cast<PyTypeObject*>(py().enable_grad.get()));
   if (source) {

@@ -349,6 +349,7 @@ _NP_SCALARS = (np.float64(0.25), np.float32(1.5), np.int32(7), np.bool_(True), n
 @case((3,))
 def tensors_made_of_numpy_scalars_keep_their_dtypes(x):
     # torch.tensor(np.float64(0.25)) is float64 (torch.tensor(0.25) is float32); as_tensor too; a
-    # dtype given wins
-    made = [torch.tensor(s) for s in _NP_SCALARS] + [torch.as_tensor(_NP_SCALARS[1]), torch.tensor(_NP_SCALARS[0], dtype=torch.float16)]
+    # dtype given wins (dtype=None is the scalar's)
+    made = [torch.tensor(s) for s in _NP_SCALARS] + [torch.as_tensor(_NP_SCALARS[1]), torch.tensor(_NP_SCALARS[0], dtype=torch.float16),
+                                                     torch.as_tensor(_NP_SCALARS[0], dtype=None)]
     return x * made[0], [(m.dtype, m) for m in made]

@@ -184,8 +184,8 @@ Status iterate_user_object(Translator& t, Frame& f, const VPtr& obj, VPtr& it);
 // x[key] for each key, a Python __getitem__ inlined (instance.cpp). `what` names the reader in a break.
 Status dict_subclass_entries(Translator& t, Frame& f, const VPtr& x, std::vector<Ref>& keys, std::vector<VPtr>& items,
                              const std::string& what);
-bool list_own(PyTypeObject* tp, const char* name);
-bool numpy_info_class(PyObject* o);  // numpy.iinfo / numpy.finfo (object_call.cpp)  // tp's `name` is list's own (constant.cpp)
+bool list_own(PyTypeObject* tp, const char* name);  // tp's `name` is list's own (constant.cpp)
+bool numpy_info_class(PyObject* o);  // numpy.iinfo / numpy.finfo (object_call.cpp)
 Status object_call(Translator& t, Frame& f, const VPtr& fn, std::vector<VPtr>& args, KwArgs& kwargs, VPtr& out);  // calls.cpp
 // fn(*args, **kwargs) run now on the Python values of constant arguments (`name` in messages); a
 // call that changed a list it was given breaks (it ran on a copy) (calls.cpp).
