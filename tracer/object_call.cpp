@@ -925,17 +925,13 @@ Status object_call(Translator& t, Frame& f, const VPtr& fn, std::vector<VPtr>& a
       if (!dtype || !number || !is_exact_const(number.get()))
         return PyErr_Clear(), t.brk(f, "DV0013", callable_name(o) + " of a NumPy scalar of type " + Py_TYPE(sc)->tp_name);
       args[0] = t.constant(number);
-      auto given = [](const VPtr& v) { return !(v->kind == VK::Const && v->obj.get() == Py_None); };
-      bool has_dtype = args.size() > 1 && given(args[1]);  // (as_tensor's second argument)
+      auto fill = [&](VPtr& v) {  // dtype=None: the scalar's
+        if (v->kind == VK::Const && v->obj.get() == Py_None) v = t.constant(dtype);
+      };
+      bool placed = false;
       for (auto& kv : kwargs)
-        if (kv.first == "dtype") {
-          has_dtype |= given(kv.second);
-          if (!given(kv.second)) kv.second = t.constant(dtype);  // dtype=None: the scalar's
-        }
-      if (args.size() > 1 && !given(args[1])) args[1] = t.constant(dtype);
-      if (!has_dtype && !(args.size() > 1) &&
-          std::none_of(kwargs.begin(), kwargs.end(), [](const auto& kv) { return kv.first == "dtype"; }))
-        kwargs.emplace_back("dtype", t.constant(dtype));
+        if (kv.first == "dtype") fill(kv.second), placed = true;
+      if (!placed) kwargs.emplace_back("dtype", t.constant(dtype));
     }
     if (o == tensor_factory() && args.size() == 1 && (args[0]->kind == VK::Tuple || args[0]->kind == VK::List)) {
       bool handled = false;
@@ -1085,10 +1081,8 @@ Status object_call(Translator& t, Frame& f, const VPtr& fn, std::vector<VPtr>& a
       if (!out) return t.brk(f, "DV0013", "unsupported result of " + callable_name(o));
       // Builtin functions and pure value types (range, slice, tuple, torch.Size, ...) only.
       // torch.finfo/iinfo(dtype) are immutable descriptions of a dtype: fine.
-      bool dtype_info = o == py().torch_finfo.get() || o == py().torch_iinfo.get();
-      // np.dtype("float32") and np.finfo/np.iinfo: immutable descriptions of a NumPy dtype too
-      for (PyTypeObject* tp = Py_TYPE(r.get()); tp && !dtype_info; tp = tp->tp_base)
-        dtype_info = std::strcmp(tp->tp_name, "numpy.dtype") == 0;
+      // np.dtype("float32"): an immutable description of a NumPy dtype too
+      const bool dtype_info = o == py().torch_finfo.get() || o == py().torch_iinfo.get() || numpy_dtype(r.get());
       if (out->kind == VK::Object && PyType_Check(o) && !PyRange_Check(r.get()) && !PyCFunction_Check(o) && !dtype_info &&
           !operator_getter(r.get()) && !PyExceptionInstance_Check(r.get()) && !spec)
         return t.brk(f, "DV0004", "constructing " + callable_name(o) + " inside the traced code");

@@ -391,6 +391,32 @@ Status Translator::ndarray_method(Frame& f, const VPtr& self, const std::string&
 // operator.<op>(operands) with an ndarray operand and no tensor one: numpy_operator_wrapper(op).
 // With a tensor operand the ndarray is the tensor behind it and the tensor operator runs (as
 // TorchDynamo; eager's Tensor operators convert the ndarray too). `handled` false: not one of these.
+namespace {
+// A NumPy scalar (nd.sum(), nd[i, j]) beside a tensor: torch takes it as a Python number of its kind
+// (a wrapped number), the graph as a 0-d tensor. The two promote alike but where the scalar's kind is
+// above the tensor's (int tensor * np.float64 is float32 in eager, float64 as a 0-d tensor), or beside
+// another 0-d tensor: there, the reason (the caller breaks, and eager computes it). `tensor` and
+// `scalar` are their examples.
+std::optional<std::string> scalar_promotes_otherwise(PyObject* tensor, PyObject* scalar) {
+  static PyObject* result_type = kept_attr("torch", "result_type");
+  static PyObject* torch_bool = kept_attr("torch", "bool");
+  Ref dt = Ref::steal(PyObject_GetAttrString(scalar, "dtype"));
+  Ref fp = dt ? Ref::steal(PyObject_GetAttrString(dt.get(), "is_floating_point")) : Ref();
+  Ref cx = dt ? Ref::steal(PyObject_GetAttrString(dt.get(), "is_complex")) : Ref();
+  Ref as_number = !fp || !cx            ? Ref()
+                  : cx.get() == Py_True ? Ref::steal(PyComplex_FromDoubles(1.0, 0.0))
+                  : fp.get() == Py_True ? Ref::steal(PyFloat_FromDouble(1.0))
+                  : dt.get() == torch_bool ? Ref::borrow(Py_True)
+                                           : Ref::steal(PyLong_FromLong(1));
+  Ref eager = as_number && result_type ? Ref::steal(PyObject_CallFunctionObjArgs(result_type, tensor, as_number.get(), nullptr)) : Ref();
+  Ref graph = eager ? Ref::steal(PyObject_CallFunctionObjArgs(result_type, tensor, scalar, nullptr)) : Ref();
+  if (!graph) return PyErr_Clear(), std::string("tensor and a NumPy scalar whose promotions could not be compared");
+  if (eager.get() == graph.get()) return std::nullopt;
+  return repr_of(Ref::steal(PyObject_GetAttrString(tensor, "dtype")).get()) + " tensor and a NumPy scalar of dtype " +
+         repr_of(dt.get()) + ": eager promotes the scalar as a Python number, to " + repr_of(eager.get());
+}
+}  // namespace
+
 Status Translator::ndarray_operator(Frame& f, const std::string& op, std::vector<VPtr> args, VPtr& out, bool& handled) {
   bool nd = false, tensor = false;
   for (const VPtr& a : args) {
@@ -402,35 +428,10 @@ Status Translator::ndarray_operator(Frame& f, const std::string& op, std::vector
   if (tensor) {
     if (op.rfind("i", 0) == 0 && args[0]->kind == VK::NdArray)  // nd += t: NumPy's in-place add keeps nd an ndarray
       return brk(f, "DV0018", "in-place operator." + op + " of an ndarray with a tensor");
-    // A NumPy scalar (nd.sum(), nd[i, j]): torch takes it as a Python number of its kind (a wrapped
-    // number), the graph as a 0-d tensor. The two promote alike but where the scalar's kind is above
-    // the tensor's (int tensor * np.float64 is float32 in eager, float64 as a 0-d tensor), or beside
-    // another 0-d tensor: there it breaks, and eager computes it.
-    if (args.size() == 2) {
-      static PyObject* result_type = kept_attr("torch", "result_type");
-      static PyObject* torch_bool = kept_attr("torch", "bool");
-      for (int i = 0; i < 2; ++i) {
-        const VPtr& sc = args[i];
-        const VPtr& other = args[1 - i];
-        if (sc->kind != VK::NdArray || !sc->flag || other->kind != VK::Tensor || !result_type) continue;
-        Ref dt = Ref::steal(PyObject_GetAttrString(sc->obj.get(), "dtype"));
-        Ref fp = dt ? Ref::steal(PyObject_GetAttrString(dt.get(), "is_floating_point")) : Ref();
-        Ref cx = dt ? Ref::steal(PyObject_GetAttrString(dt.get(), "is_complex")) : Ref();
-        Ref as_number = !dt || !fp || !cx ? Ref()
-                        : cx.get() == Py_True ? Ref::steal(PyComplex_FromDoubles(1.0, 0.0))
-                        : fp.get() == Py_True ? Ref::steal(PyFloat_FromDouble(1.0))
-                        : dt.get() == torch_bool ? Ref::borrow(Py_True)
-                                                 : Ref::steal(PyLong_FromLong(1));
-        Ref eager = as_number ? Ref::steal(PyObject_CallFunctionObjArgs(result_type, other->obj.get(), as_number.get(), nullptr)) : Ref();
-        Ref graph = Ref::steal(PyObject_CallFunctionObjArgs(result_type, other->obj.get(), sc->obj.get(), nullptr));
-        if (!eager || !graph) return PyErr_Clear(), brk(f, "DV0018", "operator." + op + " of a tensor and a NumPy scalar");
-        if (eager.get() != graph.get())
-          return brk(f, "DV0018", "operator." + op + " of a " + repr_of(Ref::steal(PyObject_GetAttrString(other->obj.get(), "dtype")).get()) +
-                                      " tensor and a NumPy scalar of dtype " + repr_of(dt.get()) +
-                                      ": eager promotes the scalar as a Python number, to " + repr_of(eager.get()),
-                     "convert the scalar first (float(s)), or cast the tensor");
-      }
-    }
+    for (int i = 0; args.size() == 2 && i < 2; ++i)
+      if (args[i]->kind == VK::NdArray && args[i]->flag && args[1 - i]->kind == VK::Tensor)
+        if (auto why = scalar_promotes_otherwise(args[1 - i]->obj.get(), args[i]->obj.get()))
+          return brk(f, "DV0018", "operator." + op + " of a " + *why, "convert the scalar first (float(s)), or cast the tensor");
     for (VPtr& a : args)
       if (a->kind == VK::NdArray) a = tensor_of_ndarray(a);
     return graph_call(f, Ref::steal(PyObject_GetAttrString(py().operator_mod.get(), op.c_str())), "", std::move(args), {}, out);
