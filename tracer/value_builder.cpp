@@ -950,8 +950,15 @@ VPtr ValueBuilder::wrap_object(const Ref& obj, const SourcePtr& source, const st
   // crosses a break holds it), and what the trace reads of it (its `prev`) is read through its source.
   const bool grad_manager = Py_IS_TYPE(o, reinterpret_cast<PyTypeObject*>(py().no_grad.get())) ||
                             Py_IS_TYPE(o, reinterpret_cast<PyTypeObject*>(py().enable_grad.get()));
-  if (source) {
-    if (!partial && !grad_manager && (PyModule_Check(o) || PyType_Check(o) || PyCFunction_Check(o) || PyCallable_Check(o)))
+  if (source && PyRange_Check(o)) {  // (range cannot be subclassed)
+    // a range passed in (or on the stack of a resume function, range(n) made before a break): the
+    // trace iterates it, takes its length and tests `in` as constants, so it is guarded by its value
+    // (range equality: the same items), as TorchDynamo guards its start, stop and step
+    t_.add_guard(GuardKind::EQUALS_MATCH, source, obj, f, key + " == " + repr_of(o));
+  } else if (source) {
+    // (another frozen object -- an inspect.Signature, a signature's parameters -- is read as a
+    // constant too: guarded by identity, which holds its value as it cannot change)
+    if (!partial && !grad_manager && (PyModule_Check(o) || PyType_Check(o) || PyCFunction_Check(o) || PyCallable_Check(o) || frozen_object(o)))
       t_.add_guard(GuardKind::ID_MATCH, source, obj, f, "___check_obj_id(" + key + ", " + repr_of(o) + ")");
     else
       t_.add_guard(GuardKind::TYPE_MATCH, source, Ref::borrow(reinterpret_cast<PyObject*>(Py_TYPE(o))), f,

@@ -962,3 +962,38 @@ def test_a_model_whose_call_raises_in_the_trace_recompiles_as_torch_compile():
     model.config.return_tuple = False
     with torch.no_grad():
         torch.testing.assert_close(dv(torch.ones(3, 4)), model(torch.ones(3, 4)))
+
+
+# ---- a range from outside the frame is guarded by its value: the trace iterates it, takes its length
+# and tests `in` as constants (each later call unrolled the first call's range, a wrong result, before) ----
+def _steps_passed_in(x, steps):
+    return [x[:, i] * i for i in steps], len(steps), 1 in steps
+
+
+def _range_of_a_tensor(x, n):
+    # range(n) of a tensor breaks; the comprehension after the break gets the range on its stack
+    return [x[:, i] + 1 for i in range(n)]
+
+
+def _rows_with_a_step(x, rows):
+    return torch.stack([x[i] for i in rows]), list(reversed(rows))
+
+
+@pytest.mark.parametrize("f,args", [
+    (_steps_passed_in, [range(3), range(3), range(2), range(1, 4), range(0)]),
+    (_range_of_a_tensor, [torch.tensor(3), torch.tensor(3), torch.tensor(2), torch.tensor(4)]),
+    (_rows_with_a_step, [range(0, 4, 1), range(0, 4, 2), range(1, 4, 2), range(0, 4, 1)]),
+], ids=["passed_in", "made_before_a_break", "with_a_step"])
+def test_a_range_from_outside_is_guarded_by_its_value(f, args):
+    x = torch.randn(4, 5, 3)
+    td, td_n = counting_dynamo(f)
+    dynview._C.take_records()
+    dv = dynview.compile(f, backend="eager")
+    for a in args:
+        torch.testing.assert_close(dv(x, a), f(x, a))
+        td(x, a)
+    # no more graphs than torch.compile's (range(0) makes none in dynview), and a range seen before
+    # is a cache hit
+    assert 0 < dynview_compiles() <= td_n[0]
+    dv(x, args[0])
+    assert dynview_compiles() == 0
