@@ -593,8 +593,26 @@ Translator::Status Translator::record_graph_call(Frame& f, Ref target, const std
     const bool foreach_in_place = method.empty() && op.rfind("_foreach_", 0) == 0 && op.back() == '_';
     if (foreach_in_place && why.find("Expected scalars to be on CPU") != std::string::npos) {
       result = Ref::borrow(Py_None);
-    } else if (why.find("item() cannot be called on meta tensors") != std::string::npos) {
-      // a tensor argument read as a number (a Scalar parameter given a tensor: sub_(x, alpha=t))
+    } else if (why.find("item() cannot be called on meta tensors") != std::string::npos ||
+               why.find("_local_scalar_dense") != std::string::npos) {
+      // a tensor argument read as a number (a Scalar parameter given a tensor: sub_(x, alpha=t)). A
+      // 0-d int tensor that is a graph input (new_zeros(b, n, d) with n passed in: longformer's
+      // max_num_global_attn_indices after its nonzero break) is read as TorchDynamo reads it, a
+      // backed symbol: a static capture is made again with fake tensors, whose fake of it has one
+      // (a computed tensor has none, and breaks there, as under torch.compile)
+      std::function<bool(const VPtr&)> item_input = [&](const VPtr& v) {
+        if (v->kind == VK::Tuple || v->kind == VK::List) return std::any_of(v->items.begin(), v->items.end(), item_input);
+        if (v->kind != VK::Tensor || v->node < 0 || v->node >= static_cast<int>(output.graph.nodes().size()) ||
+            output.graph.nodes()[static_cast<size_t>(v->node)].op != GraphNode::Op::Placeholder)
+          return false;
+        for (size_t i = 0; i < output.inputs.size(); ++i)
+          if (output.inputs[i].second == v->node) return item_input_tensor(output.input_objects[i].get());
+        return false;
+      };
+      const bool reads_input = std::any_of(args.begin(), args.end(), item_input) ||
+                               std::any_of(kwargs.begin(), kwargs.end(), [&](const auto& kv) { return item_input(kv.second); });
+      if (!output.dynamic() && reads_input && builder.ask_dynamic())  // (true)
+        return brk(f, "DV0003", "an operator reads a tensor input as a number: captured again with dynamic shapes");
       return brk(f, "DV0003", "data-dependent operator: " + what + " reads a tensor argument as a number",
                  "the result depends on tensor values; dynview breaks the graph here like torch.compile");
     } else {

@@ -352,6 +352,8 @@ bool read_refs(const Guard& g, const std::vector<int>& slot_of, PyObject* const*
       int overflow = 0;
       v = PyLong_AsLongLongAndOverflow(o, &overflow);
       if (overflow) return false;
+    } else if (r.kind == 4) {
+      if (!tensor_item_value(o, v)) return false;
     } else if (!tensor_dim_value(o, r.kind == 1, r.dim, v)) {
       return false;
     }

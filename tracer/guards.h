@@ -27,7 +27,7 @@ enum class GuardKind : uint8_t {
 // writes it, codes below).
 struct SymRef {
   SourcePtr source;
-  int8_t kind = 0;  // 0 size, 1 stride, 2 int, 3 float
+  int8_t kind = 0;  // 0 size, 1 stride, 2 int, 3 float, 4 the item() of a 0-d int tensor (item_input_tensor)
   int dim = -1;
 };
 enum ShapeOp : int8_t { SO_CONST, SO_REF, SO_ADD, SO_MUL, SO_FLOORDIV, SO_MOD, SO_POW, SO_EQ, SO_NE, SO_LT, SO_LE,

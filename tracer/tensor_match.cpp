@@ -206,6 +206,27 @@ bool tensor_dim_value(PyObject* o, bool stride, int dim, int64_t& out) {
   return true;
 }
 
+bool item_input_tensor(PyObject* o) {
+  if (!o || !THPVariableClass || Py_TYPE(o) != reinterpret_cast<PyTypeObject*>(THPVariableClass)) return false;
+  const at::Tensor& t = unpack(o);
+  // (not a view: its fake would carry its base's sizes, symbols no guard could read)
+  if (!t.defined() || t.dim() != 0 || !t.device().is_cpu() || t.layout() != c10::kStrided || t.is_view()) return false;
+  const c10::ScalarType st = t.scalar_type();
+  return st == c10::kChar || st == c10::kShort || st == c10::kInt || st == c10::kLong;
+}
+
+bool tensor_item_value(PyObject* o, int64_t& out) {
+  if (!item_input_tensor(o)) return false;
+  const at::Tensor& t = unpack(o);
+  switch (t.scalar_type()) {
+    case c10::kChar: out = *t.const_data_ptr<int8_t>(); return true;
+    case c10::kShort: out = *t.const_data_ptr<int16_t>(); return true;
+    case c10::kInt: out = *t.const_data_ptr<int32_t>(); return true;
+    case c10::kLong: out = *t.const_data_ptr<int64_t>(); return true;
+    default: return false;
+  }
+}
+
 std::string tensor_mismatch(const TensorSpec& s, PyObject* o) {
   if (Py_TYPE(o) != s.type)
     return std::string("type mismatch. expected ") + s.type->tp_name + ", actual " + Py_TYPE(o)->tp_name;

@@ -431,6 +431,14 @@ void Translator::run_root(PyObject* code, PyObject* globals, PyObject* builtins,
       r.brk = brk(f, "DV0021", "cannot set up dynamic shapes: " + why);
       return;
     }
+  } else if (start_dynamic) {
+    // dynamic=False, captured again for a 0-d int tensor an operator reads as a number
+    // (ValueBuilder::ask_dynamic): fake tensors, with nothing planned symbolic but its item()
+    std::string why;
+    if (!output.start_dynamic(why)) {
+      r.brk = brk(f, "DV0021", "cannot set up dynamic shapes: " + why);
+      return;
+    }
   }
   // The arguments are wrapped as the code reads them (read_local).
   f.unread.resize(nargs);

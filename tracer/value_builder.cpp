@@ -274,7 +274,8 @@ VPtr ValueBuilder::wrap_tensor(const Ref& obj, const SourcePtr& source, const st
     auto plan = dyn_dims_.find(key);
     for (size_t d = 0; plan != dyn_dims_.end() && d < spec.sizes.size() && d < 64; ++d)
       if ((plan->second >> d & 1) && spec.sizes[d] >= 2) PySet_Add(dims.get(), Ref::steal(PyLong_FromSize_t(d)).get());
-    const int slot = PySet_GET_SIZE(dims.get()) > 0 ? t_.output.sym_slot(source) : -1;
+    // (a 0-d int tensor gets a slot too: the graph may read it as a number, a symbol guards read)
+    const int slot = PySet_GET_SIZE(dims.get()) > 0 || item_input_tensor(o) ? t_.output.sym_slot(source) : -1;
     Ref r = Ref::steal(PyObject_CallMethod(t_.output.shapes(), "tensor", "OOsiii", o, dims.get(), key.c_str(), slot,
                                                t_.cur_step_, t_.root_ ? t_.current_line(f) : -1));
     if (!r || !PyTuple_Check(r.get()) || PyTuple_GET_SIZE(r.get()) != 3) return nullptr;

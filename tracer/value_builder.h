@@ -88,6 +88,11 @@ class ValueBuilder {
   // A static compile reached a tensor whose sizes changed since an earlier compile (plan_reached):
   // the frame is captured again, as a dynamic compile (eval_frame.cpp).
   bool wants_dynamic() const { return wants_dynamic_; }
+  // An operator of a static compile read a 0-d int tensor input as a number (a size given as a
+  // tensor): captured again with fake tensors, whose fake of it answers item() with a symbol
+  // (DynamicShapes.tensor) -- with dynamic=False too, as TorchDynamo's fake of it has one then (no
+  // size is made symbolic by it: the plan stays empty).
+  bool ask_dynamic() { return wants_dynamic_ = true; }
   // Some input of an earlier compile became symbolic (seen with two sizes): this compile is a
   // dynamic one, for the tensors reached below the arguments too (plan_reached).
   bool history_dynamic() const {

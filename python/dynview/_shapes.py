@@ -7,7 +7,8 @@ fakes to the backend inside a TracingContext, and finally asks for the guards as
 programs over the inputs' sizes, strides and ints, which the C++ guard tree evaluates with no Python.
 
 Every symbol is created here, so each one maps to a `ref`: (input slot, kind, dim) with kind 0 = a
-tensor size, 1 = a tensor stride, 2 = an int input, 3 = a float input. Slots are the engine's own
+tensor size, 1 = a tensor stride, 2 = an int input, 3 = a float input, 4 = the item() of a 0-d int
+tensor input (the graph reads it as a number: a size given as a tensor). Slots are the engine's own
 numbering of the sources it asked about.
 
 A guard over a float input is a program in float mode (its first instruction FMODE): the evaluator
@@ -23,7 +24,7 @@ from torch._guards import GuardSource, Source, TracingContext, tracing
 from torch._subclasses.fake_tensor import FakeTensorMode
 from torch.fx.experimental.symbolic_shapes import DimDynamic, ShapeEnv, StatelessSymbolicContext
 
-SIZE, STRIDE, INT, FLOAT = 0, 1, 2, 3
+SIZE, STRIDE, INT, FLOAT, ITEM = 0, 1, 2, 3, 4
 
 # Postfix program opcodes (tracer/guards.cpp evaluates them over int64 values; a program that starts
 # with FMODE over doubles, FCONST's argument the bits of a double).
@@ -109,6 +110,19 @@ class DynamicShapes:
     def tensor(self, t, dyn_dims, text, slot, step=-1, line=-1):
         """A fake of real tensor `t`, symbolic in `dyn_dims`. Returns (fake, size_mask, stride_mask):
         the masks name the sizes and strides TENSOR_MATCH must not compare (guards cover them)."""
+        if not dyn_dims and slot >= 0 and t.dim() == 0:
+            # A 0-d int tensor (the engine gives those a slot): faked with its source, so its fake
+            # answers item() with a backed symbol whose hint is its value (the converter's
+            # item_memo), as TorchDynamo fakes one: an operator given it as a size (new_zeros(b, n),
+            # narrow(d, 0, n)) makes a symbolic size rather than breaking, and its guards (if any)
+            # read the tensor's value.
+            ctx = StatelessSymbolicContext(dynamic_sizes=[], constraint_sizes=[])
+            fake = self.mode.from_tensor(t, symbolic_context=ctx, source=_Src(text))
+            s = fake.item_memo
+            if isinstance(s, torch.SymInt) and isinstance(s.node.expr, sympy.Symbol) and s.node.expr not in self.sym_ref:
+                k = self.sym_ref[s.node.expr] = self._ref(slot, ITEM, -1, f"{text}.item()")
+                self.where[k] = (step, line)
+            return fake, 0, 0
         if not dyn_dims:
             return self.mode.from_tensor(t, static_shapes=True), 0, 0
         ctx = StatelessSymbolicContext(

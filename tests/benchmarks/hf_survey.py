@@ -1,4 +1,4 @@
-"""Survey: 123 Hugging Face transformers builds (109 architectures beside test_hf_models.py's first 35,
+"""Survey: 124 Hugging Face transformers builds (109 architectures beside test_hf_models.py's first 35,
 and task heads), through dynview against eager and TorchDynamo (tiny configs, random weights, offline; never
 from_pretrained).
 
@@ -179,6 +179,9 @@ MODELS = {
     "nystromformer_full": (lambda: T.NystromformerModel(T.NystromformerConfig(**SMALL, num_landmarks=8, segment_means_seq_len=8)), text),
     "big_bird": (lambda: T.BigBirdModel(T.BigBirdConfig(**SMALL, attention_type="original_full")), text),
     "longformer": (lambda: T.LongformerModel(T.LongformerConfig(**SMALL, attention_window=4)), text),
+    # the classification head puts global attention on the first token: the global-attention path
+    # (nonzero breaks; a 0-d int tensor from the frame before given to new_zeros and narrow as a size)
+    "longformer_cls": (lambda: T.LongformerForSequenceClassification(T.LongformerConfig(**SMALL, attention_window=4)), text),
     "mpnet": (lambda: T.MPNetModel(T.MPNetConfig(**SMALL)), text),
     "esm": (lambda: T.EsmModel(T.EsmConfig(**SMALL, pad_token_id=1, mask_token_id=3)), text),
     "data2vec_text": (lambda: T.Data2VecTextModel(T.Data2VecTextConfig(**SMALL)), text),

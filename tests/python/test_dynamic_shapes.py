@@ -556,3 +556,58 @@ def test_tensors_and_ints_below_the_arguments_become_dynamic_as_under_torch_comp
     got = _decode_counts(dynview.compile)
     assert got == want
     assert got[-1] == got[-3]  # the later steps hit one symbolic entry
+
+
+# ---- a 0-d int tensor passed in and given to an operator as a size (longformer's
+# max_num_global_attn_indices, computed before its nonzero break and passed to the next frame):
+# TorchDynamo's fake of such an input answers item() with a backed symbol, so the operator makes a
+# symbolic size and the graph takes the tensor; dynview does the same (it broke there before) ----
+def zeros_of_n_rows(x, n):  # LongformerSelfAttention._concat_with_global_key_attn_probs, trimmed
+    only_global = x.new_zeros(x.shape[0], n, x.shape[2])
+    only_global[:, :2] = x[:, :2]
+    return only_global * 2
+
+
+def narrow_to_n(x, n):  # ._compute_attn_output_with_global_indices: attn_probs.narrow(-1, 0, n)
+    return x.narrow(1, 0, n).transpose(1, 2).clone()
+
+
+def sizes_of_n(x, n):
+    mask = torch.arange(n) < 2
+    pad = F.pad(x, (0, n))
+    return mask, pad, x.repeat(n, 1, 1), torch.full((n, 2), 0.5), x[None].expand(n, -1, -1, -1) + 1
+
+
+def branch_on_n_rows(x, n):
+    z = x.new_zeros(n, x.shape[-1])
+    if z.shape[0] > 3:  # a guard on L['n'].item()
+        return z + x.sum()
+    return z - 1
+
+
+def n_plus_one_rows(x, n):  # a tensor computed in the graph: no fake value to read, a break as TorchDynamo's
+    return x.new_zeros(n + 1, 2) + 1
+
+
+ITEM_SIZES = [zeros_of_n_rows, narrow_to_n, sizes_of_n, branch_on_n_rows, n_plus_one_rows]
+ITEM_CALLS = [(R(2, 8, 4), torch.tensor(3)), (R(2, 8, 4), torch.tensor(3)), (R(2, 8, 4), torch.tensor(2)),
+              (R(2, 8, 4), torch.tensor(5)), (R(2, 8, 4), torch.tensor(4, dtype=torch.int32))]
+
+
+@pytest.mark.parametrize("dynamic", [None, False])
+@pytest.mark.parametrize("fn", ITEM_SIZES, ids=lambda f: f.__name__)
+def test_a_0d_int_tensor_input_used_as_a_size(fn, dynamic):
+    assert dynview_counts(fn, ITEM_CALLS, dynamic=dynamic) == dynamo_counts(fn, ITEM_CALLS, dynamic=dynamic)
+    dynview.reset()
+    c = dynview.compile(fn, backend="eager", dynamic=dynamic)
+    c(*ITEM_CALLS[0])
+    breaks = [r["break_message"] for r in dynview._C.take_records() if r["break_id"]]
+    assert bool(breaks) == (fn is n_plus_one_rows), breaks
+
+
+@pytest.mark.parametrize("backend", ["aot_eager", "inductor"])
+@pytest.mark.parametrize("fn", [zeros_of_n_rows, narrow_to_n, branch_on_n_rows], ids=lambda f: f.__name__)
+def test_a_0d_int_tensor_size_through_backends(fn, backend):
+    # the backend traces the symbolic size (outputs equal eager's), and the guards read the tensor's
+    # value on the hit path: a graph for as many of the calls as torch.compile's
+    assert dynview_counts(fn, ITEM_CALLS, backend=backend) == dynamo_counts(fn, ITEM_CALLS)
