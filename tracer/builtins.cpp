@@ -1148,6 +1148,32 @@ Translator::Status call_builtin(Translator& t, Frame& f, PyObject* fn, std::vect
       bool handled = false;  // a Python class's own __abs__, inlined
       if (Status s = t.call_dunder(f, args[0], "__abs__", {}, out, handled); s || handled) return s;
     }
+    if (!all_const && (is(Builtin::min_) || is(Builtin::max_)) && !vals.empty()) {
+      // min/max of symbolic sizes and ints (min(x.shape[0], 8), max(lengths) of sizes): torch.sym_min /
+      // sym_max in the graph, pairwise, as TorchDynamo lowers them -- no guard on which one wins. All
+      // ints or all floats (over a mix, eager returns the winner with its own type).
+      auto number_kind = [](const VPtr& v) {  // 1 an int, 2 a float, 0 anything else
+        PyObject* o = v->obj.get();
+        if (!o) return 0;
+        if (v->kind == VK::Const) return PyLong_CheckExact(o) ? 1 : PyFloat_CheckExact(o) ? 2 : 0;
+        if (v->kind != VK::Sym) return 0;
+        const std::string name = Py_TYPE(o)->tp_name;
+        return name == "SymInt" ? 1 : name == "SymFloat" ? 2 : 0;
+      };
+      const int kind = number_kind(vals[0]);
+      bool symbolic = kind != 0;
+      for (const VPtr& v : vals) symbolic &= number_kind(v) == kind;
+      if (symbolic) {
+        static PyObject* sym_max = PyObject_GetAttrString(py().torch.get(), "sym_max");  // kept
+        static PyObject* sym_min = PyObject_GetAttrString(py().torch.get(), "sym_min");
+        if (!sym_max || !sym_min) return PyErr_Clear(), t.brk(f, "DV0007", "min/max of symbolic numbers: no torch.sym_max");
+        VPtr acc = vals[0];
+        for (size_t i = 1; i < vals.size(); ++i)
+          if (Status s = t.graph_call(f, Ref::borrow(is(Builtin::max_) ? sym_max : sym_min), "", {acc, vals[i]}, {}, acc)) return s;
+        out = acc;
+        return std::nullopt;
+      }
+    }
     if (!all_const && (is(Builtin::min_) || is(Builtin::max_)) && n >= 2) {
       // max(a, b) of 0-d tensors of one dtype (a padding computed from buffers): torch.maximum, as
       // TorchDynamo lowers it; with Python numbers among them (max(scale, 1e-5), min(n, 0)) the

@@ -123,6 +123,14 @@ def min_of_a_resolution(x, k):
     return x[: max(resolution) - 2] * k + min([x.shape[1], 7])
 
 
+def capped_and_padded(x, k):
+    # a window capped by a constant, a padding to the longest of sizes and an int: min/max over
+    # symbolic numbers (of a list, an iterator, unpacked) are torch.sym_min / sym_max in the graph
+    n = min(x.shape[0], 6)
+    m = max([x.shape[0] + 1, x.shape[1], k])
+    return F.pad(x[:n], (0, m - x.shape[1])) * min(*[x.shape[1], 3]) + max(iter((x.shape[0], 2)))
+
+
 def rounded_up_and_interpolated(x, k):
     # mobilevit: a size rounded up to a multiple of the patch with math.ceil (a symbolic int), the
     # input interpolated to it when it changed (upsample's decomposition makes torch.arange of it)
@@ -209,7 +217,7 @@ def test_a_shape_argument_becomes_symbolic_item_by_item(make):
 
 
 SYMBOLIC_IDIOMS = [alibi_scores, square_patch_grid, rounded_rows, whole_chunks, checked_shapes, any_all_of_sizes, numel_of_a_shape, min_of_a_resolution, rounded_up_and_interpolated,
-                   interpolated_to_a_size]
+                   interpolated_to_a_size, capped_and_padded]
 
 FUNCTIONS = [scale_sum, flatten_rows, branch_on_size, uses_len_and_zeros, pair, int_in_range, slice_by_int,
              broadcast, matmul_chain, returns_size, reshape_fours, floordiv_slice, builtins_over_sizes, range_of_a_size,
