@@ -794,6 +794,26 @@ Status object_call(Translator& t, Frame& f, const VPtr& fn, std::vector<VPtr>& a
       if (kwargs.size() == 1 && kwargs[0].first == "input" && args.empty()) args.push_back(kwargs[0].second);  // is_floating_point(input=x)
       else if (!kwargs.empty()) break;
       return answer_of_examples(t, f, o, args, out);
+    case TorchSpecial::check: {
+      // torch._check(cond, message) (transformers' torch_compilable_check calls it while compiling):
+      // a condition that is a constant, or a symbolic one over sizes (decided now, and guarded), is
+      // checked here -- true: None, and the message (a lambda, often over tensors) is never called;
+      // false: a break, and eager raises the error with its message. A tensor condition (eager
+      // raises: _check_tensor_all is for those) or any other goes the operator's way.
+      const bool with = PyObject_HasAttrString(o, "__name__") && str_of(Ref::steal(PyObject_GetAttrString(o, "__name__")).get()) == "_check_with";
+      const size_t at = with ? 1 : 0;
+      VPtr cond = args.size() > at ? args[at] : nullptr;
+      for (auto& [k, v] : kwargs)
+        if (k == "cond") cond = v;
+      if (!cond || (cond->kind != VK::Const && cond->kind != VK::Sym)) break;
+      // (eager raises a TypeError for a condition neither a bool nor a SymBool)
+      if (cond->kind == VK::Const ? !PyBool_Check(cond->obj.get()) : std::string(Py_TYPE(cond->obj.get())->tp_name) != "SymBool") break;
+      bool holds = false;
+      if (Status s = t.truth(f, cond, holds)) return s;
+      if (!holds) return t.brk(f, "DV0007", "torch._check of a condition that is false: eager raises its error here");
+      out = t.constant(Ref::borrow(Py_None));
+      return std::nullopt;
+    }
     case TorchSpecial::is_compiling:  // model code takes its compile path
       out = t.constant(Ref::borrow(Py_True));
       return std::nullopt;

@@ -21,6 +21,12 @@ struct Row {
 const Row kRows[] = {
     {"torch._dynamo.decorators", "graph_break", TorchSpecial::graph_break},
     {"torch", "is_grad_enabled", TorchSpecial::is_grad_enabled},
+    {"torch", "_check", TorchSpecial::check},
+    {"torch", "_check_index", TorchSpecial::check},
+    {"torch", "_check_value", TorchSpecial::check},
+    {"torch", "_check_type", TorchSpecial::check},
+    {"torch", "_check_not_implemented", TorchSpecial::check},
+    {"torch", "_check_with", TorchSpecial::check},
     {"torch", "is_tensor", TorchSpecial::is_tensor},
     {"torch.overrides", "is_tensor_like", TorchSpecial::is_tensor_like},
     {"torch", "get_default_dtype", TorchSpecial::get_default_dtype},

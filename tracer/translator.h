@@ -664,6 +664,8 @@ enum class TorchSpecial {
   pop_fn_mode,         // torch._C._pop_torch_function_stack(): off it
   handle_torch_function,  // torch.overrides.handle_torch_function(public_api, relevant_args, *args, **kwargs)
   fn_mode_state,       // torch._C._len_torch_function_stack / _is_torch_function_mode_enabled: of the trace's stack
+  check,               // torch._check(cond, message) and _check_index/_value/_type/_not_implemented/_with: of a
+                       // constant or symbolic condition, decided (guarded) while tracing
 };
 bool torch_function_mode_class(PyObject* o);  // a subclass of torch.overrides.TorchFunctionMode (fn_modes.cpp)
 TorchSpecial torch_special(PyObject* fn);

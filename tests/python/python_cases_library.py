@@ -1328,3 +1328,31 @@ def init_fans_of_a_tensor_read_in_the_forward(x):
     fan = nn.init._calculate_correct_fan(x, "fan_out")
     fans = nn.init._calculate_fan_in_and_fan_out(x)
     return x / fan, fans, type(fans).__name__
+
+
+# ---- torch._check in model code: a condition over sizes is decided while tracing (guarded), and
+# its message, often a lambda over tensors, is called only when it fails (the frame then breaks there
+# and eager raises). transformers' torch_compilable_check calls torch._check(cond) while compiling ----
+def _compilable_check(cond, msg, error_type=ValueError):  # the shape of transformers' helper
+    if torch.compiler.is_compiling():
+        torch._check(cond)
+        return
+    if not cond:
+        raise error_type(msg)
+
+
+@case((2, 4, 8), (8, 8))
+def checks_of_sizes(hidden, w):
+    b, n, d = hidden.shape
+    _compilable_check(d == w.shape[0], f"hidden size {d} does not match the weight's {w.shape[0]}")
+    torch._check(n >= 1)
+    torch._check_value(b <= 64, lambda: f"batch {b} too large")
+    return hidden @ w
+
+
+@case((2, 4, 8))
+def check_with_a_message_over_the_input(x):
+    torch._check(x.shape[-1] % 4 == 0, lambda: f"last dim of {tuple(x.shape)} not divisible by 4")
+    torch._check_index(x.shape[0] < 8, lambda: "index out of range")
+    return x.view(*x.shape[:-1], -1, 4).sum(-1)
+

@@ -997,3 +997,24 @@ def test_a_range_from_outside_is_guarded_by_its_value(f, args):
     assert 0 < dynview_compiles() <= td_n[0]
     dv(x, args[0])
     assert dynview_compiles() == 0
+
+
+# ---- torch._check of a size that fails on a later call: the guard on the condition sends that call to
+# a new compile, which breaks at the check, and eager raises the check's error with its message ----
+def _needs_rows(x):
+    y = x * 2
+    torch._check(x.shape[0] > 4, lambda: f"needs more than 4 rows, got {x.shape[0]}")
+    return y
+
+
+def test_a_failing_torch_check_raises_its_message():
+    c = dynview.compile(_needs_rows, backend="eager")
+    for n in (5, 6, 5):
+        x = torch.randn(n, 2)
+        torch.testing.assert_close(c(x), _needs_rows(x))
+    with pytest.raises(RuntimeError, match="needs more than 4 rows, got 3"):
+        c(torch.randn(3, 2))
+    with pytest.raises(RuntimeError, match="needs more than 4 rows, got 2"):
+        c(torch.randn(2, 2))
+    torch.testing.assert_close(c(torch.ones(7, 2)), torch.full((7, 2), 2.0))
+
