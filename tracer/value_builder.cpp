@@ -939,6 +939,17 @@ VPtr ValueBuilder::wrap_builtin(const Ref& obj, const SourcePtr& source, const s
   return remember(source, key, v);
 }
 
+namespace {
+// A method-wrapper (t.__get__, x.__add__) or a builtin method bound to an object other than a module or
+// a class (lst.append): made anew at each attribute read.
+bool bound_builtin(PyObject* o) {
+  PyObject* self = nullptr;
+  if (PyCFunction_Check(o)) self = PyCFunction_GET_SELF(o);
+  else if (std::string(Py_TYPE(o)->tp_name) == "method-wrapper") return true;
+  return self && !PyModule_Check(self) && !PyType_Check(self);
+}
+}  // namespace
+
 // Modules, classes, builtins, torch functions and other objects known by identity.
 VPtr ValueBuilder::wrap_object(const Ref& obj, const SourcePtr& source, const std::string& key, Frame& f) {
   PyObject* o = obj.get();
@@ -956,6 +967,26 @@ VPtr ValueBuilder::wrap_object(const Ref& obj, const SourcePtr& source, const st
     // trace iterates it, takes its length and tests `in` as constants, so it is guarded by its value
     // (range equality: the same items), as TorchDynamo guards its start, stop and step
     t_.add_guard(GuardKind::EQUALS_MATCH, source, obj, f, key + " == " + repr_of(o));
+  } else if (source && bound_builtin(o)) {
+    // A builtin method bound to an object (t.__get__ of a descriptor, a list's append passed in):
+    // Python makes a new one at every attribute read, so its identity would fail on every call. It is
+    // what it is bound to and its name: guarded by those, as TorchDynamo's does not recompile for it.
+    // Read as an attribute of that object (base.name, where the guards see the class's raw
+    // descriptor): the object's identity. Else (an argument): its type, its __self__ and __name__.
+    Ref self = Ref::steal(PyObject_GetAttrString(o, "__self__"));
+    Ref name = Ref::steal(PyObject_GetAttrString(o, "__name__"));
+    if (!self || !name) return PyErr_Clear(), nullptr;
+    auto base = source->kind == Source::Kind::Attr && source->base ? by_source_.find(source->base->text()) : by_source_.end();
+    if (base != by_source_.end() && base->second->obj.get() == self.get() && source->name == str_of(name.get())) {
+      t_.add_guard(GuardKind::ID_MATCH, source->base, self, f,
+                   "___check_obj_id(" + source->base->text() + ", " + repr_of(self.get()) + ")");
+    } else {
+      t_.add_guard(GuardKind::TYPE_MATCH, source, Ref::borrow(reinterpret_cast<PyObject*>(Py_TYPE(o))), f,
+                   "___check_type_id(" + key + ", " + Py_TYPE(o)->tp_name + ")");
+      SourcePtr self_src = Source::attr(source, "__self__"), name_src = Source::attr(source, "__name__");
+      t_.add_guard(GuardKind::ID_MATCH, self_src, self, f, "___check_obj_id(" + self_src->text() + ", " + repr_of(self.get()) + ")");
+      t_.add_guard(GuardKind::EQUALS_MATCH, name_src, name, f, name_src->text() + " == " + repr_of(name.get()));
+    }
   } else if (source) {
     // (another frozen object -- an inspect.Signature, a signature's parameters -- is read as a
     // constant too: guarded by identity, which holds its value as it cannot change)

@@ -1018,3 +1018,36 @@ def test_a_failing_torch_check_raises_its_message():
         c(torch.randn(2, 2))
     torch.testing.assert_close(c(torch.ones(7, 2)), torch.full((7, 2), 2.0))
 
+
+# ---- a builtin method bound to an object is made anew at each attribute read: guarded by what it is
+# bound to and its name, not its identity (each call compiled again, up to the recompile limit, before) ----
+_SHAPE = torch.Tensor.shape
+_TABLE = {"scale": 3.0}
+
+
+def _shape_through_its_descriptor(x):  # test_misc's test_getset_descriptor
+    y = torch.sin(x)
+    return y, _SHAPE.__get__(x)
+
+
+def _lookup_passed_in(x, get):
+    return x * 2, get
+
+
+@pytest.mark.parametrize("f,make", [
+    (_shape_through_its_descriptor, lambda x: (x,)),
+    (_lookup_passed_in, lambda x: (x, _TABLE.get)),
+], ids=["descriptor_get", "bound_dict_get"])
+def test_bound_builtin_methods_hit_the_cache(f, make):
+    dynview._C.take_records()
+    c = dynview.compile(f, backend="eager")
+    x = torch.randn(3)
+    for _ in range(4):
+        got, want = c(*make(x)), f(*make(x))
+        torch.testing.assert_close(got[0], want[0])
+        assert got[1] == want[1]
+    assert dynview_compiles() == 1
+    if f is _lookup_passed_in:  # another dict's get is another value: compiled again, eager's result
+        other = {"scale": 4.0}
+        assert c(x, other.get)[1] == other.get
+        assert dynview_compiles() == 1
