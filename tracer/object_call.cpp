@@ -1077,6 +1077,23 @@ Status object_call(Translator& t, Frame& f, const VPtr& fn, std::vector<VPtr>& a
     it->pos = it->items.size();
     args[0] = t.constant(items);
   }
+  if (o == py().torch_Size.get() && args.size() == 1 && kwargs.empty() && (args[0]->kind == VK::Tuple || args[0]->kind == VK::List)) {
+    // torch.Size([b, 64]) of symbolic sizes and ints: a torch.Size of those values, as x.shape is one
+    // (of constants only: made below, as any constructor over constants)
+    bool symbolic = false, ints = true;
+    for (const VPtr& x : args[0]->items) {
+      const bool sym_int = x->kind == VK::Sym && x->obj && std::string(Py_TYPE(x->obj.get())->tp_name) == "SymInt";
+      symbolic |= sym_int;
+      ints &= sym_int || (x->kind == VK::Const && PyLong_CheckExact(x->obj.get()));
+    }
+    if (symbolic && ints) {
+      VPtr size = t.make(VK::Tuple);
+      size->obj = py().torch_Size;
+      size->items = args[0]->items;
+      out = size;
+      return std::nullopt;
+    }
+  }
   if (o == py().torch_Size.get() || PyType_Check(o) || PyCFunction_Check(o) || immutable_method_descriptor(o)) {
     // Pure constructors and builtin functions over constants (math.sqrt, slice, torch.Size ...).
     bool all_const = true;

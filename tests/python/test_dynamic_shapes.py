@@ -131,6 +131,13 @@ def capped_and_padded(x, k):
     return F.pad(x[:n], (0, m - x.shape[1])) * min(*[x.shape[1], 3]) + max(iter((x.shape[0], 2)))
 
 
+def sizes_rebuilt(x, k):
+    # torch.Size built of symbolic sizes: a target shape for a view, one compared with a tensor's
+    s = torch.Size([x.shape[0] * 2, x.shape[1]])
+    target = torch.Size([x.shape[0], -1])
+    return x.reshape(target) * k, isinstance(s, torch.Size), s == x.repeat(2, 1).shape, x.new_zeros(s) + k
+
+
 def rounded_up_and_interpolated(x, k):
     # mobilevit: a size rounded up to a multiple of the patch with math.ceil (a symbolic int), the
     # input interpolated to it when it changed (upsample's decomposition makes torch.arange of it)
@@ -217,7 +224,7 @@ def test_a_shape_argument_becomes_symbolic_item_by_item(make):
 
 
 SYMBOLIC_IDIOMS = [alibi_scores, square_patch_grid, rounded_rows, whole_chunks, checked_shapes, any_all_of_sizes, numel_of_a_shape, min_of_a_resolution, rounded_up_and_interpolated,
-                   interpolated_to_a_size, capped_and_padded]
+                   interpolated_to_a_size, capped_and_padded, sizes_rebuilt]
 
 FUNCTIONS = [scale_sum, flatten_rows, branch_on_size, uses_len_and_zeros, pair, int_in_range, slice_by_int,
              broadcast, matmul_chain, returns_size, reshape_fours, floordiv_slice, builtins_over_sizes, range_of_a_size,
