@@ -265,8 +265,10 @@ bool leaf_ok(const Guard& g, PyObject* o) {
       if (o == g.value.get()) return true;
       if (Py_TYPE(o) != Py_TYPE(g.value.get())) return false;
       if (PyFloat_CheckExact(o)) {  // -0.0 == 0.0, but 1 / x, copysign and atan2 tell them apart
+        // (a NaN matches a NaN of the same sign: the capture took it as a constant, and NaN != NaN
+        // would send every call with one to a new compile)
         const double a = PyFloat_AS_DOUBLE(o), b = PyFloat_AS_DOUBLE(g.value.get());
-        return a == b && std::signbit(a) == std::signbit(b);
+        return (a == b || (std::isnan(a) && std::isnan(b))) && std::signbit(a) == std::signbit(b);
       }
       int r = PyObject_RichCompareBool(o, g.value.get(), Py_EQ);
       if (r < 0) PyErr_Clear();

@@ -175,6 +175,26 @@ def test_nan_infinity_and_an_int_are_not_taken_for_the_symbolic_float():
     assert counts_of(dynview.compile, scaled_and_returned, [1.5, 2.5, 3.5]) == [1, 2, 2]
 
 
+def nan_as_a_default(x, v):
+    return x * (0.5 if math.isnan(v) else v)
+
+
+def test_a_nan_passed_again_hits_its_compile():
+    # a NaN is a constant of its compile; NaN != NaN, so its guard compares NaN with NaN as equal (and
+    # the sign): a later NaN is a cache hit, as under torch.compile, not a compile per call
+    values = [float("nan"), 1.5, float("nan"), float("nan")]
+    theirs = dynamo_counts(nan_as_a_default, values)
+    assert theirs[1] == theirs[2] == theirs[3]  # (no compile for a NaN seen before)
+    dynview.reset()
+    assert counts_of(dynview.compile, nan_as_a_default, values) == [1, 2, 2, 2]
+    dynview.reset()
+    backend, n = counting_backend()
+    c = dynview.compile(nan_as_a_default, backend=backend)
+    for v in (float("nan"), float("nan"), -float("nan")):  # -nan: another sign (math.copysign tells them apart)
+        torch.testing.assert_close(c(X, v), nan_as_a_default(X, v))
+    assert n[0] == 2
+
+
 @pytest.mark.parametrize("dynamic", [True, False])
 def test_dynamic_true_and_false(dynamic):
     values = [0.7, 0.9, 0.3]
