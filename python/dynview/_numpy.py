@@ -76,6 +76,8 @@ def dtype_name(x):
         return None
     if isinstance(x, np.dtype) or (isinstance(x, type) and issubclass(x, np.generic)):
         return np.dtype(x).name
+    if x in (bool, int, float, complex):  # np.arange(5, dtype=float): NumPy's dtype of the builtin type
+        return np.dtype(x).name
     return None
 
 

@@ -353,3 +353,12 @@ def tensors_made_of_numpy_scalars_keep_their_dtypes(x):
     made = [torch.tensor(s) for s in _NP_SCALARS] + [torch.as_tensor(_NP_SCALARS[1]), torch.tensor(_NP_SCALARS[0], dtype=torch.float16),
                                                      torch.as_tensor(_NP_SCALARS[0], dtype=None)]
     return x * made[0], [(m.dtype, m) for m in made]
+
+
+# ---- Python's own types as NumPy dtypes (np.arange(n, dtype=float)): NumPy's dtype of each, as in
+# PyTorch's test_dtypes_no_graphbreaks (it broke: "a type passed to numpy.arange") ----
+@case((2, 3))
+def numpy_dtypes_given_as_builtin_types(x):
+    a = x.numpy()
+    r = np.arange(3, dtype=float) + np.zeros(3, dtype=int) + np.ones(3, dtype=bool)
+    return torch.from_numpy(a.astype(float) * r), torch.from_numpy(np.full(2, 7, dtype=int))
