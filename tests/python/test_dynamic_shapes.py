@@ -138,6 +138,12 @@ def sizes_rebuilt(x, k):
     return x.reshape(target) * k, isinstance(s, torch.Size), s == x.repeat(2, 1).shape, x.new_zeros(s) + k
 
 
+def numpy_size_of_an_array(x, k):
+    # NumPy code over a tensor's array (torch._numpy in the graph): ndarray.size of a symbolic shape
+    a = x.numpy()
+    return torch.from_numpy(a * a.size + a.shape[0]) + k
+
+
 def rounded_up_and_interpolated(x, k):
     # mobilevit: a size rounded up to a multiple of the patch with math.ceil (a symbolic int), the
     # input interpolated to it when it changed (upsample's decomposition makes torch.arange of it)
@@ -224,7 +230,8 @@ def test_a_shape_argument_becomes_symbolic_item_by_item(make):
 
 
 SYMBOLIC_IDIOMS = [alibi_scores, square_patch_grid, rounded_rows, whole_chunks, checked_shapes, any_all_of_sizes, numel_of_a_shape, min_of_a_resolution, rounded_up_and_interpolated,
-                   interpolated_to_a_size, capped_and_padded, sizes_rebuilt]
+                   interpolated_to_a_size, capped_and_padded, sizes_rebuilt,
+                   numpy_size_of_an_array]
 
 FUNCTIONS = [scale_sum, flatten_rows, branch_on_size, uses_len_and_zeros, pair, int_in_range, slice_by_int,
              broadcast, matmul_chain, returns_size, reshape_fours, floordiv_slice, builtins_over_sizes, range_of_a_size,

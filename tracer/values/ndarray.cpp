@@ -303,6 +303,8 @@ Status Translator::ndarray_getattr(Frame& f, const VPtr& self, const std::string
       r = n ? Ref::steal(PyNumber_Multiply(r.get(), n.get())) : Ref();
     }
     if (!r) return PyErr_Clear(), brk(f, "DV0005", "ndarray." + name);
+    // (the size of a dynamic shape: the tensor's numel in the graph, a symbolic int, as x.shape's sizes)
+    if (is_sym(r.get()) && name == "size") return meta_result(f, tensor_of_ndarray(self), "numel", {}, r, out);
     if (is_sym(r.get())) return brk(f, "DV0021", "ndarray." + name + " of a dynamic shape");
     out = constant(r);
     return std::nullopt;
