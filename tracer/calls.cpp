@@ -611,8 +611,10 @@ Translator::Status Translator::record_graph_call(Frame& f, Ref target, const std
       };
       const bool reads_input = std::any_of(args.begin(), args.end(), item_input) ||
                                std::any_of(kwargs.begin(), kwargs.end(), [&](const auto& kv) { return item_input(kv.second); });
-      if (!output.dynamic() && reads_input && builder.ask_dynamic())  // (true)
+      if (!output.dynamic() && reads_input) {
+        builder.ask_dynamic();
         return brk(f, "DV0003", "an operator reads a tensor input as a number: captured again with dynamic shapes");
+      }
       return brk(f, "DV0003", "data-dependent operator: " + what + " reads a tensor argument as a number",
                  "the result depends on tensor values; dynview breaks the graph here like torch.compile");
     } else {

@@ -800,8 +800,8 @@ Status object_call(Translator& t, Frame& f, const VPtr& fn, std::vector<VPtr>& a
       // checked here -- true: None, and the message (a lambda, often over tensors) is never called;
       // false: a break, and eager raises the error with its message. A tensor condition (eager
       // raises: _check_tensor_all is for those) or any other goes the operator's way.
-      const bool with = PyObject_HasAttrString(o, "__name__") && str_of(Ref::steal(PyObject_GetAttrString(o, "__name__")).get()) == "_check_with";
-      const size_t at = with ? 1 : 0;
+      static PyObject* check_with = kept_attr("torch", "_check_with");
+      const size_t at = o == check_with ? 1 : 0;  // _check_with(error_type, cond, message)
       VPtr cond = args.size() > at ? args[at] : nullptr;
       for (auto& [k, v] : kwargs)
         if (k == "cond") cond = v;

@@ -92,7 +92,7 @@ class ValueBuilder {
   // tensor): captured again with fake tensors, whose fake of it answers item() with a symbol
   // (DynamicShapes.tensor) -- with dynamic=False too, as TorchDynamo's fake of it has one then (no
   // size is made symbolic by it: the plan stays empty).
-  bool ask_dynamic() { return wants_dynamic_ = true; }
+  void ask_dynamic() { wants_dynamic_ = true; }
   // Some input of an earlier compile became symbolic (seen with two sizes): this compile is a
   // dynamic one, for the tensors reached below the arguments too (plan_reached).
   bool history_dynamic() const {
