@@ -1157,8 +1157,8 @@ Translator::Status call_builtin(Translator& t, Frame& f, PyObject* fn, std::vect
         if (!o) return 0;
         if (v->kind == VK::Const) return PyLong_CheckExact(o) ? 1 : PyFloat_CheckExact(o) ? 2 : 0;
         if (v->kind != VK::Sym) return 0;
-        const std::string name = Py_TYPE(o)->tp_name;
-        return name == "SymInt" ? 1 : name == "SymFloat" ? 2 : 0;
+        PyTypeObject* type = sym_python_type(o);
+        return type == &PyLong_Type ? 1 : type == &PyFloat_Type ? 2 : 0;
       };
       const int kind = number_kind(vals[0]);
       bool symbolic = kind != 0;

@@ -1082,7 +1082,7 @@ Status object_call(Translator& t, Frame& f, const VPtr& fn, std::vector<VPtr>& a
     // (of constants only: made below, as any constructor over constants)
     bool symbolic = false, ints = true;
     for (const VPtr& x : args[0]->items) {
-      const bool sym_int = x->kind == VK::Sym && x->obj && std::string(Py_TYPE(x->obj.get())->tp_name) == "SymInt";
+      const bool sym_int = x->kind == VK::Sym && x->obj && sym_python_type(x->obj.get()) == &PyLong_Type;
       symbolic |= sym_int;
       ints &= sym_int || (x->kind == VK::Const && PyLong_CheckExact(x->obj.get()));
     }

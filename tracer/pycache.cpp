@@ -78,4 +78,9 @@ bool is_sym(PyObject* o) {
   return t == g_py.sym_int.get() || t == g_py.sym_bool.get() || t == g_py.sym_float.get();
 }
 
+PyTypeObject* sym_python_type(PyObject* o) {
+  PyObject* t = reinterpret_cast<PyObject*>(Py_TYPE(o));
+  return t == g_py.sym_int.get() ? &PyLong_Type : t == g_py.sym_float.get() ? &PyFloat_Type : t == g_py.sym_bool.get() ? &PyBool_Type : nullptr;
+}
+
 }  // namespace dv

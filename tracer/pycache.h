@@ -20,6 +20,8 @@ struct Py {
 const Py& py();  // aborts the process if torch cannot be imported (caller imported it first)
 bool py_init();  // returns false with a Python error set if something is missing
 bool is_sym(PyObject* o);
+// what eager holds for a torch.SymInt / SymFloat / SymBool: int, float or bool (borrowed); nullptr for anything else
+PyTypeObject* sym_python_type(PyObject* o);
 // module.name as a new reference kept for the process (callers hold it in a static), or null (no
 // error set) when the module or attribute is missing.
 PyObject* kept_attr(const char* module, const char* name);

@@ -13,10 +13,7 @@ struct Kind<VK::Sym> {
     out += v.obj ? repr_of(v.obj.get()) : "sym"; return;
   }
   static PyObject* python_type(Translator& /*t*/, const VPtr& v) {  // what eager holds: an int, a bool or a float
-    const std::string name = v->obj ? Py_TYPE(v->obj.get())->tp_name : "";
-    if (name == "SymBool") return reinterpret_cast<PyObject*>(&PyBool_Type);
-    if (name == "SymFloat") return reinterpret_cast<PyObject*>(&PyFloat_Type);
-    return name == "SymInt" ? reinterpret_cast<PyObject*>(&PyLong_Type) : nullptr;
+    return v->obj ? reinterpret_cast<PyObject*>(sym_python_type(v->obj.get())) : nullptr;
   }
   static std::optional<Ref> as_python(Translator& t, const VPtr& v, bool meta) {
     if (meta) return v->obj;
