@@ -1222,12 +1222,18 @@ Translator::Status call_builtin(Translator& t, Frame& f, PyObject* fn, std::vect
         return std::nullopt;
       }
     }
+    // (NumPy scalars are immutable numbers too: max(lam, 0.5) folds, to whichever it is)
+    bool numpy_scalars = false;
+    for (auto& v : vals) numpy_scalars |= v->kind == VK::Object && numpy_scalar(v->obj.get());
+    all_const = true;
+    for (auto& v : vals) all_const &= v->kind == VK::Const || (v->kind == VK::Object && numpy_scalar(v->obj.get()));
     if (!all_const) return t.brk(f, "DV0007", "min/max/any/all of tensors depend on their values", "use torch.minimum/torch.maximum");
     Ref tup = Ref::steal(PyTuple_New(vals.size()));
     for (size_t i = 0; i < vals.size(); ++i) PyTuple_SET_ITEM(tup.get(), i, Ref::borrow(vals[i]->obj.get()).release());
     Ref r = (n == 1 && !is(Builtin::abs_)) ? Ref::steal(PyObject_CallOneArg(fn, tup.get())) : Ref::steal(PyObject_Call(fn, tup.get(), nullptr));
     if (!r) return t.raise_current(f, "builtin on constants");
-    out = t.constant(r);
+    out = numpy_scalars ? t.wrap(r, nullptr, f) : t.constant(r);
+    if (!out) return t.brk(f, "DV0007", "min/max/abs of NumPy scalars");
     return std::nullopt;
   }
   if ((is(Builtin::str_) || is(Builtin::repr_)) && n == 1 && kwargs.empty() && holds_sym(args[0]))

@@ -511,8 +511,11 @@ Translator::Status Translator::record_graph_call(Frame& f, Ref target, const std
     // no tensor would run here, once, at trace time -- its effects on that object lost on every
     // later call -- so it breaks instead.
     std::function<bool(const VPtr&)> plain = [&](const VPtr& v) {
-      if (v->kind == VK::Const || v->kind == VK::Sym || v->kind == VK::Slice || v->kind == VK::Null) return true;
+      if (v->kind == VK::Const || v->kind == VK::Sym || v->kind == VK::Slice || v->kind == VK::Null || v->kind == VK::NpScalar) return true;
       if (v->obj && PyRange_Check(v->obj.get())) return true;  // torch.tensor(range(n)): an immutable constant
+      // torch.full((2,), np.float64(0.5)): an immutable number -- but not to the factories whose dtype
+      // is NumPy's (torch.tensor([np.float64(0.5)]) is float64, of 0.5 float32; the graph has the float)
+      if (v->kind == VK::Object && numpy_scalar(v->obj.get())) return !numpy_dtype_factory(target.get());
       if (v->kind != VK::Tuple && v->kind != VK::List) return false;
       for (const VPtr& x : v->items)
         if (!plain(x)) return false;

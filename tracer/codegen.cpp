@@ -34,7 +34,7 @@ std::vector<int> output_nodes(const VPtr& ret) {
       walk(v->attrs);
       walk(v->contents);
     }
-    if (v->kind == VK::DictView) walk(v->self);
+    if (v->kind == VK::DictView || v->kind == VK::NpScalar) walk(v->self);
     if (v->kind == VK::Iter && !v->flag)  // an iterator crossing a break: the items it has yet to give
       for (size_t i = v->pos; i < v->items.size(); ++i) walk(v->items[i]);
     if (v->kind == VK::Iter && v->flag && !v->frame) {  // a lazy one (map, zip, count ...): what it is rebuilt from

@@ -345,7 +345,7 @@ bool read_refs(const Guard& g, const std::vector<int>& slot_of, PyObject* const*
     const SymRef& r = g.refs[i];
     int64_t v = 0;
     if (r.kind == 3) {
-      if (!std::is_same_v<T, double> || !PyFloat_CheckExact(o)) return false;
+      if (!std::is_same_v<T, double> || !PyFloat_Check(o)) return false;  // (a float, or a numpy.float64: TYPE_MATCH says which)
       vals[i] = static_cast<T>(PyFloat_AS_DOUBLE(o));
       continue;
     }

@@ -2,6 +2,7 @@
 // Each says its stack effect in a comment, checks before it mutates, and returns a Break for what
 // it does not support. The dispatch table is in handlers.cpp.
 #include "handlers_common.h"
+#include <cstring>
 
 namespace dv {
 
@@ -265,6 +266,12 @@ static Status unary(Translator& t, Frame& f, const char* op_name, int (*fold)(Py
   NEED(1);
   VPtr v = top(f);
   VPtr out;
+  if (v->kind == VK::NpScalar && std::strcmp(op_name, "invert") != 0) {  // -lam: an np.float64 too
+    if (Status s = t.graph_call(f, Ref::steal(PyObject_GetAttrString(py().operator_mod.get(), op_name)), "", {v->self}, {}, out)) return s;
+    top(f) = out->kind == VK::Sym ? np_scalar_value(t, out, v->obj.get()) : out;
+    return std::nullopt;
+  }
+  if (Status s = np_scalar_constant(t, f, v)) return s;
   if (v->kind == VK::NdArray) {
     bool handled = false;
     if (Status s = t.ndarray_operator(f, op_name, {v}, out, handled)) return s;
@@ -274,6 +281,11 @@ static Status unary(Translator& t, Frame& f, const char* op_name, int (*fold)(Py
     PyObject* r = nullptr;
     if (fold(v->obj.get(), &r) < 0 || !r) return t.brk(f, "DV0010", std::string("operator.") + op_name + " raised");
     out = t.constant(Ref::steal(r));
+  } else if (v->kind == VK::Object && numpy_scalar(v->obj.get())) {  // -np.float64(0.5): NumPy's, an immutable scalar too
+    PyObject* r = nullptr;
+    if (fold(v->obj.get(), &r) < 0 || !r) return t.raise_current(f, std::string("operator.") + op_name);
+    out = t.wrap(Ref::steal(r), nullptr, f);
+    if (!out) return t.brk(f, "DV0018", std::string("operator.") + op_name + " of a NumPy scalar");
   } else {
     bool handled = false;  // a Python class's own __neg__ / __pos__ / __invert__, inlined
     if (v->kind == VK::Instance || v->kind == VK::Object)

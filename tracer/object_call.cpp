@@ -443,6 +443,58 @@ bool numpy_dtype(PyObject* o) {  // a numpy.dtype instance (np.dtype("float32"),
 }
 }  // namespace
 
+bool numpy_dtype_factory(PyObject* fn) {
+  static PyObject* const makes[] = {kept_attr("torch", "tensor"), kept_attr("torch", "as_tensor"), kept_attr("torch", "asarray")};
+  PyErr_Clear();
+  return std::find(std::begin(makes), std::end(makes), fn) != std::end(makes);
+}
+
+// numpy.float64 arguments whose value is symbolic (values/np_scalar.cpp) as `fn` reads them: a torch
+// operator, the float it subclasses (Kind<VK::NpScalar>::graph_arg, in containers too) -- but
+// torch.tensor, as_tensor and asarray, which make a float64 tensor of one where a float gives
+// float32; float(), int() and math's functions, its float (a symbolic number); operator's
+// functions, as the operators (Translator::binary). Anything else is given its constant, the value
+// guarded.
+static Status np_scalar_arguments(Translator& t, Frame& f, PyObject* fn, std::vector<VPtr>& args, KwArgs& kwargs) {
+  std::function<bool(const VPtr&)> any = [&](const VPtr& v) {
+    if (v->kind == VK::NpScalar) return true;
+    if (v->kind != VK::Tuple && v->kind != VK::List) return false;
+    return std::any_of(v->items.begin(), v->items.end(), any);
+  };
+  if (std::none_of(args.begin(), args.end(), any) &&
+      std::none_of(kwargs.begin(), kwargs.end(), [&](const auto& kv) { return any(kv.second); }))
+    return std::nullopt;
+  Ref mod = Ref::steal(PyObject_GetAttrString(fn, "__module__"));
+  if (!mod) PyErr_Clear();
+  const std::string module = mod && PyUnicode_Check(mod.get()) ? str_of(mod.get()) : "";
+  if (module == "operator" || module == "_operator") return std::nullopt;
+  static PyObject* const by_type[] = {kept_attr("builtins", "isinstance"), kept_attr("builtins", "type")};
+  PyErr_Clear();
+  if (std::find(std::begin(by_type), std::end(by_type), fn) != std::end(by_type)) return std::nullopt;  // its python_type
+  const bool torch_op = (module_is_torch(fn) || is_tensor_method_descriptor(fn)) && !numpy_dtype_factory(fn);
+  if (torch_op) return std::nullopt;
+  const bool reads_float = fn == reinterpret_cast<PyObject*>(&PyFloat_Type) || fn == reinterpret_cast<PyObject*>(&PyLong_Type) ||
+                           module == "math";
+  std::function<Status(VPtr&)> constants = [&](VPtr& v) -> Status {  // (in a container: the same value, specialised)
+    if (v->kind == VK::Tuple || v->kind == VK::List)
+      for (VPtr& x : v->items)
+        if (Status s = constants(x)) return s;
+    return np_scalar_constant(t, f, v);
+  };
+  auto give = [&](VPtr& v) -> Status {
+    if (v->kind == VK::NpScalar && reads_float) {
+      v = v->self;
+      return std::nullopt;
+    }
+    return constants(v);
+  };
+  for (VPtr& a : args)
+    if (Status s = give(a)) return s;
+  for (auto& kv : kwargs)
+    if (Status s = give(kv.second)) return s;
+  return std::nullopt;
+}
+
 Status object_call(Translator& t, Frame& f, const VPtr& fn, std::vector<VPtr>& args, KwArgs& kwargs, VPtr& out) {
   PyObject* o = fn->obj.get();
   if (PyType_Check(o)) {
@@ -493,6 +545,13 @@ Status object_call(Translator& t, Frame& f, const VPtr& fn, std::vector<VPtr>& a
     bool handled = false;
     if (Status s = str_format(t, f, args[0]->obj.get(), rest, kwargs, out, handled); s || handled) return s;
   }
+  if (o && o == numpy_float64_type() && args.size() == 1 && kwargs.empty() &&
+      (args[0]->kind == VK::NpScalar || (args[0]->kind == VK::Sym && sym_python_type(args[0]->obj.get()) == &PyFloat_Type))) {
+    // np.float64(lam), np.float64(a float of sizes): the same number, NumPy's type
+    out = args[0]->kind == VK::NpScalar ? args[0] : np_scalar_value(t, args[0], o);
+    return std::nullopt;
+  }
+  if (Status s = np_scalar_arguments(t, f, o, args, kwargs)) return s;
   if (kwargs.empty()) {
     bool handled = false;
     if (Status s = operator_function(t, f, o, args, out, handled); s || handled) return s;
@@ -953,6 +1012,52 @@ Status object_call(Translator& t, Frame& f, const VPtr& fn, std::vector<VPtr>& a
         if (kv.first == "dtype") fill(kv.second), placed = true;
       if (!placed) kwargs.emplace_back("dtype", t.constant(dtype));
     }
+    if (numpy_dtype_factory(o) && !args.empty() && (args[0]->kind == VK::Tuple || args[0]->kind == VK::List)) {
+      // torch.tensor([np.float64(0.3), 1.0]): float64, as NumPy's scalar types count in its dtype
+      // (of [0.3, 1.0], float32). Of constants and NumPy scalars only: the dtype torch gives their
+      // values, and their numbers. NumPy scalars among other values (tensors, sizes): a break.
+      bool numpy = false, constants = true;
+      std::function<void(const VPtr&)> scan = [&](const VPtr& v) {
+        if (v->kind == VK::Tuple || v->kind == VK::List) {
+          for (const VPtr& x : v->items) scan(x);
+        } else if (v->kind == VK::Object && numpy_scalar(v->obj.get())) {
+          numpy = true;
+        } else {
+          constants &= v->kind == VK::Const;
+        }
+      };
+      scan(args[0]);
+      if (numpy) {
+        if (!constants) return t.brk(f, "DV0013", callable_name(o) + " of NumPy scalars among values of the trace");
+        auto value = t.to_python(args[0], false);
+        Ref made = value ? Ref::steal(PyObject_CallOneArg(o, value->get())) : Ref();
+        Ref dtype = made ? Ref::steal(PyObject_GetAttrString(made.get(), "dtype")) : Ref();
+        if (!dtype) return PyErr_Clear(), t.brk(f, "DV0013", callable_name(o) + " of NumPy scalars");
+        std::function<bool(VPtr&)> numbers = [&](VPtr& v) {
+          if (v->kind == VK::Tuple || v->kind == VK::List) {
+            VPtr copy = t.make(v->kind);  // (the list itself is the code's)
+            copy->items = v->items;
+            for (VPtr& x : copy->items)
+              if (!numbers(x)) return false;
+            v = copy;
+            return true;
+          }
+          if (v->kind != VK::Object) return true;
+          Ref number = Ref::steal(PyObject_CallMethod(v->obj.get(), "item", nullptr));
+          if (!number || !is_exact_const(number.get())) return PyErr_Clear(), false;
+          v = t.constant(number);
+          return true;
+        };
+        if (!numbers(args[0])) return t.brk(f, "DV0013", callable_name(o) + " of NumPy scalars");
+        bool placed = false;
+        for (auto& kv : kwargs)
+          if (kv.first == "dtype") {
+            placed = true;
+            if (kv.second->kind == VK::Const && kv.second->obj.get() == Py_None) kv.second = t.constant(dtype);
+          }
+        if (!placed) kwargs.emplace_back("dtype", t.constant(dtype));
+      }
+    }
     if (o == tensor_factory() && args.size() == 1 && (args[0]->kind == VK::Tuple || args[0]->kind == VK::List)) {
       bool handled = false;
       if (Status s = tensor_of_scalar_tensors(t, f, args[0], kwargs, out, handled); s || handled) return s;
@@ -1121,7 +1226,8 @@ Status object_call(Translator& t, Frame& f, const VPtr& fn, std::vector<VPtr>& a
       // np.dtype("float32"): an immutable description of a NumPy dtype too
       const bool dtype_info = o == py().torch_finfo.get() || o == py().torch_iinfo.get() || numpy_dtype(r.get());
       if (out->kind == VK::Object && PyType_Check(o) && !PyRange_Check(r.get()) && !PyCFunction_Check(o) && !dtype_info &&
-          !operator_getter(r.get()) && !PyExceptionInstance_Check(r.get()) && !spec)
+          !operator_getter(r.get()) && !PyExceptionInstance_Check(r.get()) && !spec &&
+          !(o == numpy_float64_type() && numpy_float64(r.get())))  // np.float64(1.0): a number (values/np_scalar.cpp)
         return t.brk(f, "DV0004", "constructing " + callable_name(o) + " inside the traced code");
       return std::nullopt;
     }

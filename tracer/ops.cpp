@@ -32,6 +32,67 @@ Ref op_fn(const char* name) { return Ref::steal(PyObject_GetAttrString(py().oper
 
 }  // namespace
 
+// An operator with a numpy.float64 whose value is symbolic (values/np_scalar.cpp), `op` a BINARY_OP
+// oparg (not in place: a number's are not) or -1 - a COMPARE_OP's. With a tensor it is the float it
+// subclasses (a torch operator reads it so: same dtypes); +, -, * with an int, a float or another such
+// scalar (and / by a constant), a graph node whose result eager holds as an np.float64, computed as
+// NumPy computes it (IEEE doubles, as Python's floats); a comparison with one, its truth (a guard on
+// the symbolic condition) as NumPy's np.bool_. Anything else -- other operators, where NumPy and
+// Python differ (1 / 0.0 is inf with a warning, not ZeroDivisionError), other operands -- has the
+// scalar's constant, its value guarded: handled stays false and the operator goes on with it.
+Translator::Status Translator::np_scalar_binary(Frame& f, int op, VPtr& a, VPtr& b, VPtr& out, bool& handled) {
+  auto python_number = [](const VPtr& v) {
+    if (v->kind == VK::NpScalar) return true;
+    if (v->kind == VK::Sym) {
+      PyTypeObject* tp = sym_python_type(v->obj.get());
+      return tp == &PyLong_Type || tp == &PyFloat_Type;
+    }
+    return v->kind == VK::Const && (PyLong_CheckExact(v->obj.get()) || PyFloat_CheckExact(v->obj.get()) || PyBool_Check(v->obj.get()));
+  };
+  auto unwrapped = [](const VPtr& v) { return v->kind == VK::NpScalar ? v->self : v; };
+  PyObject* type = (a->kind == VK::NpScalar ? a : b)->obj.get();
+  auto number_of = [&](const VPtr& v) {  // np.float64(1.0) - lam: the constant's float (here only)
+    return v->kind == VK::Object && numpy_float64(v->obj.get()) ? constant_steal(PyFloat_FromDouble(PyFloat_AS_DOUBLE(v->obj.get())))
+                                                                 : v;
+  };
+  if (a->kind == VK::Tensor || b->kind == VK::Tensor) {
+    a = unwrapped(a);
+    b = unwrapped(b);
+    return std::nullopt;  // the tensor's operator, below
+  }
+  const bool divides = op == 11 && b->kind == VK::Const && PyFloat_Check(b->obj.get()) ? PyFloat_AS_DOUBLE(b->obj.get()) != 0.0
+                       : op == 11 && b->kind == VK::Const && PyLong_CheckExact(b->obj.get()) ? _PyLong_Sign(b->obj.get()) != 0
+                                                                                            : false;
+  if ((op == 0 || op == 5 || op == 10 || divides || op < 0) && python_number(number_of(a)) && python_number(number_of(b))) {
+    a = number_of(a);
+    b = number_of(b);
+    VPtr r;
+    if (op >= 0) {
+      if (Status s = graph_call(f, op_fn(kBinOpNames[op]), "", {unwrapped(a), unwrapped(b)}, {}, r)) return s;
+      if (r->kind != VK::Sym) return brk(f, "DV0018", std::string("operator.") + kBinOpNames[op] + " of a NumPy scalar gave a " + vk_name(r->kind));
+      out = np_scalar_value(*this, r, type);
+    } else {
+      if (Status s = graph_call(f, op_fn(kCmpNames[-1 - op]), "", {unwrapped(a), unwrapped(b)}, {}, r)) return s;
+      bool holds = false;
+      if (Status s = truth(f, r, holds)) return s;
+      static PyObject* np_bool = [] {  // numpy.bool_, kept
+        Ref np = Ref::steal(PyImport_ImportModule("numpy"));
+        PyObject* b = np ? PyObject_GetAttrString(np.get(), "bool_") : nullptr;
+        if (!b) PyErr_Clear();
+        return b;
+      }();
+      Ref value = np_bool ? Ref::steal(PyObject_CallOneArg(np_bool, holds ? Py_True : Py_False)) : Ref();
+      if (!value) return PyErr_Clear(), brk(f, "DV0018", "a comparison of a NumPy scalar: no numpy.bool_");
+      out = make(VK::Object);
+      out->obj = value;
+    }
+    handled = true;
+    return std::nullopt;
+  }
+  if (Status s = np_scalar_constant(*this, f, a)) return s;
+  return np_scalar_constant(*this, f, b);
+}
+
 Translator::Status Translator::binary(Frame& f, int nb, VPtr a, VPtr b, VPtr& out) {
   if (nb < 0 || nb >= 26) return brk(f, "DV0018", "unknown binary operator");
   if (user_operand(a) || user_operand(b)) {  // a Python class's __add__ / __radd__ / __iadd__
@@ -41,6 +102,10 @@ Translator::Status Translator::binary(Frame& f, int nb, VPtr a, VPtr b, VPtr& ou
     if (Status s = user_operator(f, "__" + base + "__", "__r" + base + "__", nb >= 13 ? "__i" + base + "__" : "", a, b, out, handled))
       return s;
     if (handled) return std::nullopt;
+  }
+  if (a->kind == VK::NpScalar || b->kind == VK::NpScalar) {
+    bool handled = false;
+    if (Status s = np_scalar_binary(f, nb >= 13 ? nb - 13 : nb, a, b, out, handled); s || handled) return s;
   }
   if (a->kind == VK::NdArray || b->kind == VK::NdArray) {  // torch._numpy's operators (values/ndarray.cpp)
     bool handled = false;
@@ -212,6 +277,10 @@ Translator::Status Translator::compare(Frame& f, int cmp, VPtr a, VPtr b, VPtr& 
         return std::nullopt;
       }
     }
+  }
+  if (a->kind == VK::NpScalar || b->kind == VK::NpScalar) {
+    bool handled = false;
+    if (Status s = np_scalar_binary(f, -1 - cmp, a, b, out, handled); s || handled) return s;
   }
   if (a->kind == VK::NdArray || b->kind == VK::NdArray) {  // element-wise, as NumPy's
     bool handled = false;

@@ -318,6 +318,7 @@ class Translator {
   Status generator_send(Frame& f, const VPtr& it, bool thrown, const VPtr& value, VPtr& out);
   VPtr bound_method(VPtr self, Ref fn, std::string name);  // fn bound to self (a Method value)
   Status getattr(Frame& f, VPtr obj, const std::string& name, VPtr& out);
+  Status np_scalar_binary(Frame& f, int op, VPtr& a, VPtr& b, VPtr& out, bool& handled);  // (ops.cpp)
   Status binary(Frame& f, int nb_op, VPtr a, VPtr b, VPtr& out);
   Status compare(Frame& f, int cmp, VPtr a, VPtr b, VPtr& out);
   Status subscr(Frame& f, VPtr obj, VPtr idx, VPtr& out);

@@ -183,6 +183,7 @@ VPtr ValueBuilder::wrap(Ref obj, SourcePtr source, Frame& f) {
     return wrap_module(obj, source, key, f);
   if (std::strcmp(Py_TYPE(o)->tp_name, "numpy.ndarray") == 0)  // by name: NumPy need not be imported
     return wrap_ndarray(obj, source, key, f);
+  if (source && numpy_float64(o)) return wrap_numpy_float64(obj, source, key, f);
   if (source && numpy_scalar(o)) {
     // A NumPy scalar (np.float32(2.0)): an immutable number the graph takes as a constant
     // (Kind<VK::Object>::graph_arg), so guarded by its type and value, as a Python number is
@@ -318,7 +319,7 @@ VPtr ValueBuilder::wrap_bool(const Ref& obj, const SourcePtr& source, const std:
 // An int or float held by an object, container or closure from the frame: compared with earlier
 // compiles as it is read (the frame's own arguments were, by plan_dynamic).
 void ValueBuilder::plan_number(const Ref& obj, const SourcePtr& source, const std::string& key) {
-  if (source && PyFloat_CheckExact(obj.get())) {
+  if (source && (PyFloat_CheckExact(obj.get()) || numpy_float64(obj.get()))) {
     // a float from any source -- a global, a module's attribute (a temperature set between calls),
     // a config's -- as TorchDynamo unspecializes every float it reads (ints of globals and modules
     // it keeps static)
@@ -409,6 +410,35 @@ VPtr ValueBuilder::float_input(const Ref& obj, const SourcePtr& source, const st
   v->node = t_.output.graph.add_call_method("item", {arg}, {}, v->obj, t_.cur_step_);
   if (t_.obs_) t_.obs_->on_graph_node(GraphNodeEvent{t_.id_, v->node, t_.cur_step_, "call_method", "item"});
   return remember(source, key, v);
+}
+
+// A numpy.float64 (a mixup `lam` drawn with np.random.beta and passed each step): a float that
+// changed between compiles is taken as a float is (wrap_float: a 0-d float64 tensor input read
+// with item()), in a value that stays a NumPy scalar wherever eager can tell (values/np_scalar.cpp);
+// else, or NaN, an infinity or a zero, a constant guarded by its value (Kind<VK::Object>::graph_arg
+// passes it to an operator as the number), as any NumPy scalar.
+VPtr ValueBuilder::wrap_numpy_float64(const Ref& obj, const SourcePtr& source, const std::string& key, Frame& f) {
+  plan_number(obj, source, key);
+  PyObject* o = obj.get();
+  const double value = PyFloat_AS_DOUBLE(o);
+  static PyObject* fullprec = kept_attr("torch", "_as_tensor_fullprec");
+  Ref pair;
+  if (t_.output.dynamic() && dyn_ints_.count(key) && std::isfinite(value) && value != 0.0 && !static_floats && fullprec) {
+    const int slot = t_.output.sym_slot(source);
+    pair = Ref::steal(PyObject_CallMethod(t_.output.shapes(), "symfloat", "Osiii", o, key.c_str(), slot, t_.cur_step_,
+                                          t_.root_ ? t_.current_line(f) : -1));
+    if (!pair || !PyTuple_Check(pair.get()) || PyTuple_GET_SIZE(pair.get()) != 2) pair = (PyErr_Clear(), Ref());
+  }
+  if (!pair) {
+    t_.add_guard(GuardKind::EQUALS_MATCH, source, obj, f, key + " == " + repr_of(o));
+    VPtr v = t_.make(VK::Object);
+    v->obj = obj;
+    return remember(source, key, v);
+  }
+  PyObject* type = reinterpret_cast<PyObject*>(Py_TYPE(o));
+  t_.add_guard(GuardKind::TYPE_MATCH, source, Ref::borrow(type), f, "___check_type_id(" + key + ", numpy.float64)");
+  VPtr sym = float_input(obj, source, key, pair.get(), fullprec);
+  return remember(source, key, np_scalar_value(t_, sym, type));
 }
 
 // A number drawn by Python's random module and read by the code (x * random.uniform(0.5, 1.5)): a
@@ -1290,7 +1320,7 @@ void ValueBuilder::plan_dynamic(PyObject* o, const std::string& text, int depth)
     if (seen.int_dynamic) dyn_ints_.insert(text);
     return;
   }
-  if (PyFloat_CheckExact(o)) {  // as an int, compared with == (a NaN never matches: it stays a constant)
+  if (PyFloat_CheckExact(o) || numpy_float64(o)) {  // as an int, compared with == (a NaN never matches: it stays a constant)
     const double v = PyFloat_AS_DOUBLE(o);
     planned_.insert(text);
     auto [it, fresh] = frame_state->try_emplace(text);

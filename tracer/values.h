@@ -57,8 +57,10 @@ enum class VK : uint8_t {
              // instruction reads it, then realized in place into what ValueBuilder::wrap makes of it
              // (tracer/values/lazy.cpp)
   WeakRef,   // weakref.ref(v) made in the trace: self = v (tracer/values/weakref.cpp)
+  NpScalar,  // a numpy.float64 whose value is symbolic: self = its Sym (a SymFloat), obj = the NumPy
+             // type eager holds (tracer/values/np_scalar.cpp)
 };
-inline constexpr size_t kKindCount = static_cast<size_t>(VK::WeakRef) + 1;  // WeakRef: the last kind
+inline constexpr size_t kKindCount = static_cast<size_t>(VK::NpScalar) + 1;  // NpScalar: the last kind
 // The value protocol: what each kind answers, one specialisation per kind (tracer/values/kind.h).
 template <VK K>
 struct Kind;

@@ -191,5 +191,15 @@ Status object_call(Translator& t, Frame& f, const VPtr& fn, std::vector<VPtr>& a
 // call that changed a list it was given breaks (it ran on a copy) (calls.cpp).
 Status call_on_constants(Translator& t, Frame& f, PyObject* fn, const std::string& name, const std::vector<VPtr>& args,
                          const KwArgs& kwargs, Ref& result);
+// numpy.float64 values whose value is symbolic (np_scalar.cpp): numpy.float64 (borrowed; null while
+// NumPy is not imported); o is exactly one; a value of `type` standing for `sym`; v the constant it is
+// when it is one (its value specialised and guarded), else v unchanged.
+PyObject* numpy_float64_type();
+// torch.tensor, as_tensor, asarray: their dtype of a NumPy scalar is NumPy's (float64), of a Python
+// float the default (object_call.cpp)
+bool numpy_dtype_factory(PyObject* fn);
+bool numpy_float64(PyObject* o);
+VPtr np_scalar_value(Translator& t, const VPtr& sym, PyObject* type);
+Status np_scalar_constant(Translator& t, Frame& f, VPtr& v);
 
 }  // namespace dv

@@ -1,0 +1,185 @@
+"""numpy.float64 arguments (a mixup `lam` drawn with np.random.beta each step, an epsilon read from a
+NumPy config), compiled as a Python float argument is: a constant on the first compile, a symbolic
+float once it changes (the graph takes it as a 0-d float64 tensor read with item()), later values
+reusing that graph -- while eager's NumPy types stay what the code sees: `lam * 2` returned is an
+np.float64, `lam > 0.5` an np.bool_, and torch.tensor(lam) is float64 where torch.tensor(0.5) is
+float32. Outputs (values, dtypes and Python types) equal eager; compile counts equal torch.compile's
+for the same values given as Python floats. (torch.compile takes a NumPy scalar as a 0-d array and
+compiles once, but computes some of these functions in float64 where eager computes float32.)"""
+import numpy as np
+import pytest
+import torch
+import torch.nn.functional as F
+
+import dynview
+
+pytestmark = [pytest.mark.usefixtures("fresh_engine"), pytest.mark.shared_by_versions]  # (conftest.py)
+
+X = torch.randn(4, 6, generator=torch.Generator().manual_seed(0))
+Y = torch.tensor([0, 3, 5, 1])
+LAMS = [np.float64(v) for v in (0.3, 0.7, 0.55, 0.91)]
+
+
+# ---- written the way training code takes a NumPy scalar ---------------------------------------
+
+def mixup(x, lam):
+    index = torch.arange(x.shape[0] - 1, -1, -1)
+    return lam * x + (1 - lam) * x[index, :]
+
+
+def mixup_criterion(x, y, lam):  # the mixup paper's loss: lam * ce(a) + (1 - lam) * ce(b)
+    logits = x.log_softmax(-1)
+    return lam * F.nll_loss(logits, y) + (1 - lam) * F.nll_loss(logits, y.flip(0))
+
+
+def mix_in_place(x, lam):  # timm's Mixup._mix_batch: x.mul_(lam).add_(x_flipped)
+    x = x.clone()
+    x_flipped = x.flip(0).mul_(1.0 - lam)
+    x.mul_(lam).add_(x_flipped)
+    return x
+
+
+def cutmix_area(x, lam):
+    ratio = np.float64(1.0) - lam
+    return x * ratio, ratio
+
+
+def label_smoothing(x, y, eps):
+    n = x.shape[-1]
+    target = torch.full_like(x, eps / n)
+    target.scatter_(1, y.unsqueeze(1), 1.0 - eps + eps / n)
+    return -(target * x.log_softmax(-1)).sum(-1).mean()
+
+
+def blend_and_report(x, lam):
+    mixed = x * lam + x.flip(0) * -lam
+    return mixed, lam * 2, -lam, lam + 1, lam - lam * lam, [lam, lam * x.shape[0]], lam > 0.5
+
+
+def branch_on_lam(x, lam):
+    if lam > 0.5:
+        return x * lam
+    return x - lam
+
+
+def types_of_lam(x, lam):
+    return type(lam).__name__, isinstance(lam, np.floating), isinstance(lam, float), x * lam
+
+
+def float_of_lam(x, lam):
+    return x * float(lam), int(lam * 10)
+
+
+def same(a, b):
+    """Equal as eager's: values, dtypes and Python types (np.float64 is not float)."""
+    assert type(a) is type(b), (type(a), type(b))
+    if isinstance(a, (tuple, list)):
+        assert len(a) == len(b)
+        for p, q in zip(a, b):
+            same(p, q)
+    elif isinstance(a, torch.Tensor):
+        assert a.dtype == b.dtype, (a.dtype, b.dtype)
+        torch.testing.assert_close(a, b)
+    else:
+        assert a == b, (a, b)
+
+
+def counting_backend():
+    n = [0]
+
+    def backend(gm, example_inputs):
+        n[0] += 1
+        return gm.forward
+    return backend, n
+
+
+def run(compile_fn, fn, args_of, values, check=True):
+    backend, n = counting_backend()
+    c = compile_fn(fn, backend=backend)
+    counts = []
+    for v in values:
+        got = c(*args_of(v))
+        if check:
+            same(got, fn(*args_of(v)))
+        counts.append(n[0])
+    return counts
+
+
+def breaks():
+    return [r["break_message"] for r in dynview._C.take_records() if r["has_break"]]
+
+
+CASES = {
+    "mixup": (mixup, lambda v: (X, v)),
+    "mixup_criterion": (mixup_criterion, lambda v: (X, Y, v)),
+    "mix_in_place": (mix_in_place, lambda v: (X, v)),
+    "cutmix_area": (cutmix_area, lambda v: (X, v)),
+    "label_smoothing": (label_smoothing, lambda v: (X, Y, v)),
+    "blend_and_report": (blend_and_report, lambda v: (X, v)),
+    "branch_on_lam": (branch_on_lam, lambda v: (X, v)),
+    "types_of_lam": (types_of_lam, lambda v: (X, v)),
+    "float_of_lam": (float_of_lam, lambda v: (X, v)),
+}
+
+
+@pytest.mark.parametrize("name", list(CASES))
+def test_a_changing_numpy_float_compiles_as_a_float_does(name):
+    fn, args_of = CASES[name]
+    got = run(dynview.compile, fn, args_of, LAMS)
+    assert breaks() == []
+    torch._dynamo.reset()
+    try:  # torch.compile's counts for the same values as Python floats (its np.float64(1.0) - lam is a 0-d array)
+        want = run(torch.compile, fn, lambda v: args_of(float(v)), LAMS, check=False)
+    finally:
+        torch._dynamo.reset()
+    assert got == want
+    assert got[-1] <= 3, got  # (not a compile per value, as before)
+
+
+def test_the_graph_takes_it_as_a_float_tensor_and_guards_its_type():
+    c = dynview.compile(mixup, backend="eager")
+    for v in LAMS:
+        same(c(X, v), mixup(X, v))
+    graphs = [r["graph"].code for r in dynview._C.take_records() if r["graph"] is not None]
+    assert len(graphs) == 2
+    assert ".item()" in graphs[1] and "0.7" not in graphs[1], graphs[1]
+    entries = dynview._C.cache_entries(mixup.__code__)
+    symbolic = next(e for e in entries if e["hits"])
+    assert "___check_type_id(L['lam'], numpy.float64)" in symbolic["guards"]
+    assert symbolic["hits"] == 2
+    # a Python float is another type: its own compile, eager's result
+    same(c(X, 0.25), mixup(X, 0.25))
+    assert len(dynview._C.cache_entries(mixup.__code__)) == 3
+
+
+def tensors_of_lam(x, lam):
+    return (torch.tensor(lam), torch.as_tensor(lam), torch.tensor([lam, 1.0]), torch.tensor([[lam], [2]]),
+            torch.asarray([lam]), x.new_tensor(lam), torch.full((2,), lam), x * lam)
+
+
+@pytest.mark.parametrize("dynamic", [None, True])
+def test_tensors_made_of_it_have_numpys_dtype(dynamic):
+    # torch.tensor(np.float64(0.3)) is float64, torch.tensor(0.3) float32: the factories that read
+    # NumPy's dtype are given its constant (a compile per value, as torch.compile: same results)
+    c = dynview.compile(tensors_of_lam, backend="eager", dynamic=dynamic)
+    for v in LAMS:
+        same(c(X, v), tensors_of_lam(X, v))
+    assert breaks() == []
+
+
+def numpy_reads_it(x, lam):
+    return np.exp(lam), np.clip(lam, 0.2, 0.4), lam.item(), x * lam
+
+
+def test_numpy_and_methods_read_its_value():
+    c = dynview.compile(numpy_reads_it, backend="eager")
+    for v in LAMS:
+        same(c(X, v), numpy_reads_it(X, v))
+
+
+@pytest.mark.parametrize("backend", ["aot_eager", "inductor"])
+def test_compiling_backends(backend):
+    for fn, args_of in (CASES["mixup_criterion"], CASES["mix_in_place"]):
+        c = dynview.compile(fn, backend=backend)
+        for v in LAMS:
+            same(c(*args_of(v)), fn(*args_of(v)))
