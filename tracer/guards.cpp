@@ -344,6 +344,12 @@ bool read_refs(const Guard& g, const std::vector<int>& slot_of, PyObject* const*
     if (!o) return false;
     const SymRef& r = g.refs[i];
     int64_t v = 0;
+    if (r.kind == 5) {
+      double d = 0;
+      if (!std::is_same_v<T, double> || !tensor_item_double(o, d)) return false;
+      vals[i] = static_cast<T>(d);
+      continue;
+    }
     if (r.kind == 3) {
       if (!std::is_same_v<T, double> || !PyFloat_Check(o)) return false;  // (a float, or a numpy.float64: TYPE_MATCH says which)
       vals[i] = static_cast<T>(PyFloat_AS_DOUBLE(o));

@@ -27,7 +27,8 @@ enum class GuardKind : uint8_t {
 // writes it, codes below).
 struct SymRef {
   SourcePtr source;
-  int8_t kind = 0;  // 0 size, 1 stride, 2 int, 3 float, 4 the item() of a 0-d int tensor (item_input_tensor)
+  int8_t kind = 0;  // 0 size, 1 stride, 2 int, 3 float, 4 the item() of a 0-d int tensor (item_input_tensor),
+                    // 5 the item() of a 0-d float64 tensor (a float: float-mode programs only)
   int dim = -1;
 };
 enum ShapeOp : int8_t { SO_CONST, SO_REF, SO_ADD, SO_MUL, SO_FLOORDIV, SO_MOD, SO_POW, SO_EQ, SO_NE, SO_LT, SO_LE,

@@ -990,6 +990,29 @@ Status object_call(Translator& t, Frame& f, const VPtr& fn, std::vector<VPtr>& a
       args.erase(args.begin());
       return t.call(f, mv, std::move(args), std::move(kwargs), out);
     }
+    static PyObject* const full_fn = kept_attr("torch", "full");
+    if (o == full_fn && args.size() == 2 && args[1]->kind == VK::Tensor && args[1]->obj &&
+        std::none_of(kwargs.begin(), kwargs.end(), [](const auto& kv) { return kv.first == "out" || kv.first == "requires_grad"; })) {
+      // torch.full(size, t) of a 0-d floating tensor computed in the trace (a timestep, a
+      // mean): torch.empty(size, ...).fill_(t) in the graph, as TorchDynamo decomposes it, rather
+      // than reading t as a number (a break). Same dtype: a float fill value gives the default
+      // dtype (or the one asked for), as empty does. Not of an int or bool tensor (full's dtype is
+      // then int64 or bool, empty's is not), nor of one that requires grad (full reads its value
+      // only; fill_ would carry its gradient).
+      PyObject* ex = args[1]->obj.get();
+      Ref dtype = Ref::steal(PyObject_GetAttrString(ex, "dtype"));
+      Ref floating = dtype ? Ref::steal(PyObject_GetAttrString(dtype.get(), "is_floating_point")) : Ref();
+      Ref grad = Ref::steal(PyObject_GetAttrString(ex, "requires_grad"));
+      Ref dim = Ref::steal(PyObject_CallMethod(ex, "dim", nullptr));
+      if (floating.get() == Py_True && grad.get() == Py_False && dim && PyLong_Check(dim.get()) && PyLong_AsLong(dim.get()) == 0) {
+        static PyObject* const empty_fn = kept_attr("torch", "empty");
+        VPtr empty;
+        if (!empty_fn) return PyErr_Clear(), t.brk(f, "DV0004", "torch.full of a tensor: no torch.empty");
+        if (Status s = t.graph_call(f, Ref::borrow(empty_fn), "", {args[0]}, kwargs, empty)) return s;
+        return t.graph_call(f, {}, "fill_", {empty, args[1]}, {}, out);
+      }
+      PyErr_Clear();
+    }
     static PyObject* const as_tensor_fn = kept_attr("torch", "as_tensor");
     if ((o == tensor_factory() || o == as_tensor_fn) && !args.empty() && args[0]->kind == VK::Object &&
         numpy_scalar(args[0]->obj.get())) {

@@ -212,7 +212,15 @@ bool item_input_tensor(PyObject* o) {
   // (not a view: its fake would carry its base's sizes, symbols no guard could read)
   if (!t.defined() || t.dim() != 0 || !t.device().is_cpu() || t.layout() != c10::kStrided || t.is_view()) return false;
   const c10::ScalarType st = t.scalar_type();
-  return st == c10::kChar || st == c10::kShort || st == c10::kInt || st == c10::kLong;
+  return st == c10::kChar || st == c10::kShort || st == c10::kInt || st == c10::kLong || st == c10::kDouble;
+}
+
+bool tensor_item_double(PyObject* o, double& out) {
+  if (!item_input_tensor(o)) return false;
+  const at::Tensor& t = unpack(o);
+  if (t.scalar_type() != c10::kDouble) return false;
+  out = *t.const_data_ptr<double>();
+  return true;
 }
 
 bool tensor_item_value(PyObject* o, int64_t& out) {

@@ -116,12 +116,15 @@ class GuardKeysAtEntry {
 bool tensor_matches(const TensorSpec& spec, PyObject* o);  // hit path
 // A size (or stride) of a tensor, for SHAPE_ENV guards; false if o is not a tensor or has no such dim.
 bool tensor_dim_value(PyObject* o, bool stride, int dim, int64_t& out);
-// A 0-d CPU tensor of an integer dtype (int8 to int64), exactly torch.Tensor, strided, not a view: a graph input
-// the graph may read as a number (an operator given it as a size), as TorchDynamo's fake tensor of
-// one answers item() with a backed symbolic int (FakeTensorConverter's item_memo).
+// A 0-d CPU tensor of an integer dtype (int8 to int64) or float64, exactly torch.Tensor, strided, not a
+// view: a graph input the graph may read as a number (an operator given it as a size or a fill value),
+// as TorchDynamo's fake tensor of one answers item() with a backed symbolic int or float
+// (FakeTensorConverter's item_memo, made for int64 and float64).
 bool item_input_tensor(PyObject* o);
-// The value of such a tensor, for SHAPE_ENV guards over `t.item()`; false if o is not one.
+// The value of such a tensor, for SHAPE_ENV guards over `t.item()`; false if o is not one (of an
+// integer dtype / of float64).
 bool tensor_item_value(PyObject* o, int64_t& out);
+bool tensor_item_double(PyObject* o, double& out);
 // Why o fails spec, in TorchDynamo's words ("size mismatch at index 0. expected 3, actual 4").
 std::string tensor_mismatch(const TensorSpec& spec, PyObject* o);
 std::string tensor_spec_text(const TensorSpec& spec);  // "Tensor(float32, cpu, [3, 4], ...)"

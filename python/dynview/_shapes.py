@@ -24,7 +24,7 @@ from torch._guards import GuardSource, Source, TracingContext, tracing
 from torch._subclasses.fake_tensor import FakeTensorMode
 from torch.fx.experimental.symbolic_shapes import DimDynamic, ShapeEnv, StatelessSymbolicContext
 
-SIZE, STRIDE, INT, FLOAT, ITEM = 0, 1, 2, 3, 4
+SIZE, STRIDE, INT, FLOAT, ITEM, ITEM_FLOAT = 0, 1, 2, 3, 4, 5
 
 # Postfix program opcodes (tracer/guards.cpp evaluates them over int64 values; a program that starts
 # with FMODE over doubles, FCONST's argument the bits of a double).
@@ -122,6 +122,11 @@ class DynamicShapes:
             if isinstance(s, torch.SymInt) and isinstance(s.node.expr, sympy.Symbol) and s.node.expr not in self.sym_ref:
                 k = self.sym_ref[s.node.expr] = self._ref(slot, ITEM, -1, f"{text}.item()")
                 self.where[k] = (step, line)
+            elif isinstance(s, torch.SymFloat) and isinstance(s.node.expr, sympy.Symbol) and s.node.expr not in self.sym_ref:
+                # a 0-d float64 tensor (torch.full((2,), s)): a backed SymFloat, its guards in float mode
+                k = self.sym_ref[s.node.expr] = self._ref(slot, ITEM_FLOAT, -1, f"{text}.item()")
+                self.where[k] = (step, line)
+                self.floats.append(k)
             return fake, 0, 0
         if not dyn_dims:
             return self.mode.from_tensor(t, static_shapes=True), 0, 0
@@ -249,7 +254,7 @@ class DynamicShapes:
         return False
 
     def _is_float_guard(self, e):
-        return any(s in self.sym_ref and self.refs[self.sym_ref[s]][1] == FLOAT for s in e.free_symbols)
+        return any(s in self.sym_ref and self.refs[self.sym_ref[s]][1] in (FLOAT, ITEM_FLOAT) for s in e.free_symbols)
 
     def _emit_float(self, e, prog, local):
         """e (over a float input) in float mode: every value a double, as Python computes it."""

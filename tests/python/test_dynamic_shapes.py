@@ -633,3 +633,53 @@ def test_a_0d_int_tensor_size_through_backends(fn, backend):
     # the backend traces the symbolic size (outputs equal eager's), and the guards read the tensor's
     # value on the hit path: a graph for as many of the calls as torch.compile's
     assert dynview_counts(fn, ITEM_CALLS, backend=backend) == dynamo_counts(fn, ITEM_CALLS)
+
+
+# ---- a 0-d float64 tensor passed in and read as a number (a fill value, a scale), and torch.full
+# of a floating 0-d tensor computed in the trace. TorchDynamo's fake of a float64 0-d input answers
+# item() with a backed SymFloat (item_memo), and it writes torch.full(size, t) as
+# torch.empty(size).fill_(t); dynview does both (it broke at each before) ----
+def filled_with_s(x, s):
+    return torch.full((2, x.shape[-1]), s) + x.sum()
+
+
+def new_full_of_s(x, s):
+    return x.new_full((3,), s) * 2, x * s
+
+
+def fill_of_a_mean(x, s):  # a timestep or a mean, computed in the graph
+    return torch.full((x.shape[0],), x.mean()) * s, torch.full((2,), x.amax(), dtype=torch.float64)
+
+
+def fill_of_an_int_count(x, s):  # full of an int tensor is int64 (empty's default is float32): a break
+    return torch.full((2,), (x > 0).sum()) + 1, x * s
+
+
+FLOAT_ITEM = [filled_with_s, new_full_of_s, fill_of_a_mean]
+FLOAT_ITEM_CALLS = [(R(2, 8, 4), torch.tensor(2.5, dtype=torch.float64)), (R(2, 8, 4), torch.tensor(3.5, dtype=torch.float64)),
+                    (R(2, 8, 4), torch.tensor(1.25, dtype=torch.float64)), (R(2, 8, 4), torch.tensor(0.5))]
+
+
+@pytest.mark.parametrize("dynamic", [None, False])
+@pytest.mark.parametrize("fn", FLOAT_ITEM, ids=lambda f: f.__name__)
+def test_a_0d_float64_tensor_read_as_a_number(fn, dynamic):
+    assert dynview_counts(fn, FLOAT_ITEM_CALLS, dynamic=dynamic) == dynamo_counts(fn, FLOAT_ITEM_CALLS, dynamic=dynamic)
+    dynview.reset()
+    c = dynview.compile(fn, backend="eager", dynamic=dynamic)
+    c(*FLOAT_ITEM_CALLS[0])
+    assert [r["break_message"] for r in dynview._C.take_records() if r["break_id"]] == []
+
+
+def test_full_of_an_int_tensor_keeps_its_dtype():
+    # torch.compile's decomposition gives float32 here, eager int64; dynview breaks and gives eager's
+    c = dynview.compile(fill_of_an_int_count, backend="eager")
+    for x, s in FLOAT_ITEM_CALLS:
+        got, want = c(x, s), fill_of_an_int_count(x, s)
+        assert got[0].dtype == want[0].dtype == torch.int64
+        torch.testing.assert_close(got, want)
+
+
+@pytest.mark.parametrize("backend", ["aot_eager", "inductor"])
+def test_a_0d_float64_tensor_through_backends(backend):
+    for fn in (filled_with_s, fill_of_a_mean):
+        assert dynview_counts(fn, FLOAT_ITEM_CALLS, backend=backend) == dynamo_counts(fn, FLOAT_ITEM_CALLS)
