@@ -616,17 +616,6 @@ ITEM_CALLS = [(R(2, 8, 4), torch.tensor(3)), (R(2, 8, 4), torch.tensor(3)), (R(2
               (R(2, 8, 4), torch.tensor(5)), (R(2, 8, 4), torch.tensor(4, dtype=torch.int32))]
 
 
-@pytest.mark.parametrize("dynamic", [None, False])
-@pytest.mark.parametrize("fn", ITEM_SIZES, ids=lambda f: f.__name__)
-def test_a_0d_int_tensor_input_used_as_a_size(fn, dynamic):
-    assert dynview_counts(fn, ITEM_CALLS, dynamic=dynamic) == dynamo_counts(fn, ITEM_CALLS, dynamic=dynamic)
-    dynview.reset()
-    c = dynview.compile(fn, backend="eager", dynamic=dynamic)
-    c(*ITEM_CALLS[0])
-    breaks = [r["break_message"] for r in dynview._C.take_records() if r["break_id"]]
-    assert bool(breaks) == (fn is n_plus_one_rows), breaks
-
-
 @pytest.mark.parametrize("backend", ["aot_eager", "inductor"])
 @pytest.mark.parametrize("fn", [zeros_of_n_rows, narrow_to_n, branch_on_n_rows], ids=lambda f: f.__name__)
 def test_a_0d_int_tensor_size_through_backends(fn, backend):
@@ -661,13 +650,16 @@ FLOAT_ITEM_CALLS = [(R(2, 8, 4), torch.tensor(2.5, dtype=torch.float64)), (R(2, 
 
 
 @pytest.mark.parametrize("dynamic", [None, False])
-@pytest.mark.parametrize("fn", FLOAT_ITEM, ids=lambda f: f.__name__)
-def test_a_0d_float64_tensor_read_as_a_number(fn, dynamic):
-    assert dynview_counts(fn, FLOAT_ITEM_CALLS, dynamic=dynamic) == dynamo_counts(fn, FLOAT_ITEM_CALLS, dynamic=dynamic)
+@pytest.mark.parametrize("fn,calls", [(f, ITEM_CALLS) for f in ITEM_SIZES] + [(f, FLOAT_ITEM_CALLS) for f in FLOAT_ITEM],
+                         ids=lambda v: v.__name__ if callable(v) else "")
+def test_a_0d_tensor_input_read_as_a_number(fn, calls, dynamic):
+    # (an int one as a size, a float64 one as a fill value or a scale)
+    assert dynview_counts(fn, calls, dynamic=dynamic) == dynamo_counts(fn, calls, dynamic=dynamic)
     dynview.reset()
     c = dynview.compile(fn, backend="eager", dynamic=dynamic)
-    c(*FLOAT_ITEM_CALLS[0])
-    assert [r["break_message"] for r in dynview._C.take_records() if r["break_id"]] == []
+    c(*calls[0])
+    breaks = [r["break_message"] for r in dynview._C.take_records() if r["break_id"]]
+    assert bool(breaks) == (fn is n_plus_one_rows), breaks
 
 
 def test_full_of_an_int_tensor_keeps_its_dtype():
