@@ -1013,32 +1013,12 @@ Status object_call(Translator& t, Frame& f, const VPtr& fn, std::vector<VPtr>& a
       }
       PyErr_Clear();
     }
-    static PyObject* const as_tensor_fn = kept_attr("torch", "as_tensor");
-    if ((o == tensor_factory() || o == as_tensor_fn) && !args.empty() && args[0]->kind == VK::Object &&
-        numpy_scalar(args[0]->obj.get())) {
-      // torch.tensor(np.float64(0.5)) / torch.as_tensor(s): a 0-d tensor of the scalar's NumPy dtype
-      // (float64 here, where torch.tensor(0.5) is float32): its number, with that dtype unless one
-      // is given (the graph's code cannot spell a NumPy scalar)
-      PyObject* sc = args[0]->obj.get();
-      Ref arr = Ref::steal(PyObject_CallMethod(sc, "__array__", nullptr));
-      Ref as_t = arr ? Ref::steal(PyObject_CallOneArg(as_tensor_fn, arr.get())) : Ref();
-      Ref dtype = as_t ? Ref::steal(PyObject_GetAttrString(as_t.get(), "dtype")) : Ref();
-      Ref number = Ref::steal(PyObject_CallMethod(sc, "item", nullptr));
-      if (!dtype || !number || !is_exact_const(number.get()))
-        return PyErr_Clear(), t.brk(f, "DV0013", callable_name(o) + " of a NumPy scalar of type " + Py_TYPE(sc)->tp_name);
-      args[0] = t.constant(number);
-      auto fill = [&](VPtr& v) {  // dtype=None: the scalar's
-        if (v->kind == VK::Const && v->obj.get() == Py_None) v = t.constant(dtype);
-      };
-      bool placed = false;
-      for (auto& kv : kwargs)
-        if (kv.first == "dtype") fill(kv.second), placed = true;
-      if (!placed) kwargs.emplace_back("dtype", t.constant(dtype));
-    }
-    if (numpy_dtype_factory(o) && !args.empty() && (args[0]->kind == VK::Tuple || args[0]->kind == VK::List)) {
-      // torch.tensor([np.float64(0.3), 1.0]): float64, as NumPy's scalar types count in its dtype
-      // (of [0.3, 1.0], float32). Of constants and NumPy scalars only: the dtype torch gives their
-      // values, and their numbers. NumPy scalars among other values (tensors, sizes): a break.
+    if (numpy_dtype_factory(o) && !args.empty()) {
+      // torch.tensor(np.float64(0.5)), torch.as_tensor(s), torch.tensor([np.float64(0.3), 1.0]):
+      // float64, as NumPy's scalar types count in the dtype (of 0.5 or [0.3, 1.0], float32), and the
+      // graph's code cannot spell a NumPy scalar. Of constants and NumPy scalars only: their numbers,
+      // with the dtype torch gives their values unless one is given. NumPy scalars among other
+      // values (tensors, sizes): a break.
       bool numpy = false, constants = true;
       std::function<void(const VPtr&)> scan = [&](const VPtr& v) {
         if (v->kind == VK::Tuple || v->kind == VK::List) {

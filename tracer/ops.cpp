@@ -60,9 +60,8 @@ Translator::Status Translator::np_scalar_binary(Frame& f, int op, VPtr& a, VPtr&
     b = unwrapped(b);
     return std::nullopt;  // the tensor's operator, below
   }
-  const bool divides = op == 11 && b->kind == VK::Const && PyFloat_Check(b->obj.get()) ? PyFloat_AS_DOUBLE(b->obj.get()) != 0.0
-                       : op == 11 && b->kind == VK::Const && PyLong_CheckExact(b->obj.get()) ? _PyLong_Sign(b->obj.get()) != 0
-                                                                                            : false;
+  const bool divides = op == 11 && b->kind == VK::Const && (PyFloat_Check(b->obj.get()) || PyLong_CheckExact(b->obj.get())) &&
+                       PyObject_IsTrue(b->obj.get()) == 1;  // by a nonzero constant
   if ((op == 0 || op == 5 || op == 10 || divides || op < 0) && python_number(number_of(a)) && python_number(number_of(b))) {
     a = number_of(a);
     b = number_of(b);
@@ -75,12 +74,7 @@ Translator::Status Translator::np_scalar_binary(Frame& f, int op, VPtr& a, VPtr&
       if (Status s = graph_call(f, op_fn(kCmpNames[-1 - op]), "", {unwrapped(a), unwrapped(b)}, {}, r)) return s;
       bool holds = false;
       if (Status s = truth(f, r, holds)) return s;
-      static PyObject* np_bool = [] {  // numpy.bool_, kept
-        Ref np = Ref::steal(PyImport_ImportModule("numpy"));
-        PyObject* b = np ? PyObject_GetAttrString(np.get(), "bool_") : nullptr;
-        if (!b) PyErr_Clear();
-        return b;
-      }();
+      static PyObject* np_bool = kept_attr("numpy", "bool_");  // (NumPy is imported: it made the scalar)
       Ref value = np_bool ? Ref::steal(PyObject_CallOneArg(np_bool, holds ? Py_True : Py_False)) : Ref();
       if (!value) return PyErr_Clear(), brk(f, "DV0018", "a comparison of a NumPy scalar: no numpy.bool_");
       out = make(VK::Object);
