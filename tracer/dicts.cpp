@@ -1,6 +1,7 @@
 // Dict values: the methods of dicts made in the trace and of dicts from outside the frame (whose
 // changes the transformed code writes back: SideEffects::mutated_dicts). Keys are constants, objects
-// known by identity, and values keyed by identity (tensors, nn.Modules: Translator::key_of).
+// known by identity, and values keyed by identity (tensors, nn.Modules, objects compared by identity,
+// objects made in the trace: Translator::key_of).
 #include "tensor_match.h"
 #include "translator.h"
 
@@ -28,7 +29,7 @@ namespace {
 bool hashable_const(const VPtr& v) { return dict_key(v) != nullptr; }
 }  // namespace
 
-bool value_key(PyObject* k) { return is_tensor(k); }
+bool value_key(PyObject* k) { return is_tensor(k) || is_made_key(k); }
 
 bool identity_key(PyObject* o) {
   PyTypeObject* tp = Py_TYPE(o);
@@ -70,11 +71,65 @@ PyObject* Translator::key_of(const VPtr& v) {
   }
   if (!v || !v->obj) return nullptr;
   PyObject* o = v->obj.get();
+  if (v->kind == VK::Instance && !v->source && hashed_by_identity(reinterpret_cast<PyTypeObject*>(o))) {
+    // An object made in the trace, of a class without __eq__ or __hash__ of its own: it is equal to
+    // itself only, and to no object from outside, so a token of its own stands for it (no guard:
+    // nothing the next call gives can be it).
+    auto it = instance_keys_.find(v.get());
+    if (it == instance_keys_.end()) {
+      Ref token = new_made_key();
+      if (!token) return nullptr;
+      it = instance_keys_.emplace(v.get(), token).first;
+      output.key_values.try_emplace(token.get(), v);
+    }
+    return it->second.get();
+  }
+  if (v->kind == VK::Object && identity_compared(o) && !identity_key(o) && !const_key(o)) {
+    // An object compared by identity (a user class's instance, an OpOverloadPacket, a
+    // functools.partial): itself, as TorchDynamo keys it. One from the frame is guarded by identity
+    // where that decides something (identity_key_used); one with no source is a constant of the
+    // trace already (torch.ops.aten.add, read through torch.*, which is fixed) and of the code.
+    if (!v->source) return o;
+    identity_key_used(v);
+    output.key_values.try_emplace(o, v);
+    return o;
+  }
   const bool by_identity = (v->kind == VK::Tensor && is_tensor(o)) ||
                            (v->kind == VK::NNModule && hashed_by_identity(Py_TYPE(o)));
   if (!by_identity) return nullptr;
   output.key_values.try_emplace(o, v);
   return o;
+}
+
+// Which objects compared by identity are keys decides what a lookup finds only relative to the other
+// keys: a dict made in the trace keyed by the one object the frame was given finds it whatever object
+// the next call gives (TorchDynamo guards none of them, and reuses its graph where two arguments it
+// told apart are then one object, which eager's dict finds). Once two such objects are keys, or one
+// meets a dict from the frame that holds such keys, each is guarded by identity (a key the dict's
+// DICT_KEYS guard holds already is not).
+void Translator::identity_key_used(const VPtr& v) {
+  const bool known = std::any_of(identity_keys_.begin(), identity_keys_.end(), [&](const VPtr& w) { return w.get() == v.get(); });
+  if (!known) identity_keys_.push_back(v);
+  if (identity_keys_.size() > 1) identity_keys_met_ = true;
+  if (!identity_keys_met_) return;
+  for (const VPtr& w : identity_keys_)
+    if (w->source->kind != Source::Kind::Held)
+      output.add_guard(GuardKind::ID_MATCH, w->source, w->obj, cur_step_, -1, std::string(),
+                       "___check_obj_id(" + w->source->text() + ", " + repr_of(w->obj.get()) + ")");
+}
+
+void Translator::identity_keys_meet() {
+  if (identity_keys_met_) return;
+  identity_keys_met_ = true;
+  if (!identity_keys_.empty()) identity_key_used(identity_keys_.front());
+}
+
+// An object == compares by identity that can be hashed (by object's hash or its class's own: an
+// OpOverloadPacket hashes its op).
+bool identity_compared(PyObject* o) {
+  PyTypeObject* tp = Py_TYPE(o);
+  return tp->tp_richcompare == PyBaseObject_Type.tp_richcompare && tp->tp_hash != PyObject_HashNotImplemented &&
+         !PyType_Check(o) && !is_tensor(o);
 }
 
 VPtr Translator::key_value(const Ref& k) {

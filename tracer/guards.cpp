@@ -33,6 +33,21 @@ const char* guard_kind_name(GuardKind k) {
 }
 
 namespace {
+// A dict key compared by identity whose class hashes in Python (an OpOverloadPacket hashes its op):
+// the guards find it among a dict's keys by identity, which is what the dict's == finds, so that no
+// Python runs in them. (A stored key of a class whose own __eq__ calls it equal is not seen.)
+bool python_hashed_identity_key(PyObject* k) {
+  return Py_TYPE(k)->tp_hash != PyBaseObject_Type.tp_hash && identity_compared(k);
+}
+
+PyObject* identity_entry(PyObject* d, PyObject* key) {  // d[key] found by identity (borrowed), or null
+  Py_ssize_t pos = 0;
+  PyObject *k, *v;
+  while (PyDict_Next(d, &pos, &k, &v))
+    if (k == key) return v;
+  return nullptr;
+}
+
 // types.MappingProxyType (a class's __dict__): the mapping it shows (CPython's mappingproxyobject
 // holds it as its one field in 3.11-3.13).
 PyObject* proxied_mapping(PyObject* proxy) {
@@ -243,6 +258,7 @@ struct GuardTree::Node {
         // its one field in 3.11-3.13); a dict's storage is read below
         if (Py_IS_TYPE(parent, &PyDictProxy_Type)) parent = proxied_mapping(parent);
         if (PyDict_Check(parent)) {  // a dict subclass: its storage, as dict.get reads it
+          if (python_hashed_identity_key(key)) return identity_entry(parent, key);
           PyObject* v = PyDict_GetItemWithError(parent, key);
           if (!v) PyErr_Clear();
           return v;
@@ -314,6 +330,7 @@ bool leaf_ok(const Guard& g, PyObject* o) {
     case GuardKind::DICT_CONTAINS: {
       if (Py_IS_TYPE(o, &PyDictProxy_Type)) o = proxied_mapping(o);  // `"x" in Cls.__dict__`
       if (!PyDict_Check(o)) return false;
+      if (python_hashed_identity_key(g.value.get())) return (identity_entry(o, g.value.get()) != nullptr) == (g.length == 1);
       const int r = PyDict_Contains(o, g.value.get());
       if (r < 0) return PyErr_Clear(), false;
       return r == g.length;

@@ -118,6 +118,16 @@ static Status module_container_contains(Translator& t, Frame& f, const VPtr& con
   return std::nullopt;
 }
 
+// A set, frozenset, tuple or list of constants only (is_const_tree), empty ones included.
+static bool constants_only(PyObject* c) {
+  if (!PyAnySet_CheckExact(c) && !PyTuple_CheckExact(c) && !PyList_CheckExact(c)) return false;
+  Ref it = Ref::steal(PyObject_GetIter(c));
+  if (!it) return PyErr_Clear(), false;
+  while (Ref x = Ref::steal(PyIter_Next(it.get())))
+    if (!is_const_tree(x.get())) return false;
+  return !PyErr_Occurred() || (PyErr_Clear(), false);
+}
+
 Status op_CONTAINS_OP(Translator& t, Frame& f, const Instr& in) {  // (item container -- bool)
   NEED(2);
   VPtr item = top(f, 2), cont = top(f);
@@ -226,7 +236,12 @@ Status op_CONTAINS_OP(Translator& t, Frame& f, const Instr& in) {  // (item cont
     if (Guard* g = t.add_guard(GuardKind::DICT_CONTAINS, cont->source, item->obj, f,
                                repr_of(item->obj.get()) + (found ? " in " : " not in ") + cont->source->text()))
       g->length = found ? 1 : 0;
-  } else if ((cont->kind == VK::Const || (cont->kind == VK::Object && frozen_object(cont->obj.get()))) && item->kind == VK::Const) {
+  } else if ((cont->kind == VK::Const || (cont->kind == VK::Object && frozen_object(cont->obj.get()))) &&
+             (item->kind == VK::Const ||
+              (cont->kind == VK::Const && item->kind == VK::Object && identity_compared(item->obj.get()) &&
+               constants_only(cont->obj.get())))) {
+    // (an object compared by identity in a container of constants only -- an empty set a walk will
+    // fill, before its first add --: none of them is it, whichever object a later call gives)
     int r = PySequence_Contains(cont->obj.get(), item->obj.get());
     if (r < 0) return t.brk(f, "DV0010", "'in' raised");
     found = r == 1;

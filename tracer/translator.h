@@ -247,6 +247,13 @@ class Translator {
   Status optimizer_init_group(Frame& f, const VPtr& fn, const std::vector<VPtr>& args,
                               const std::vector<std::pair<std::string, VPtr>>& kwargs, VPtr& out, bool& handled);
   std::vector<Ref> made_keys_;  // tuples key_of built (kept while a dict value takes its own reference)
+  std::unordered_map<const Value*, Ref> instance_keys_;  // the key token of each object made in the trace (key_of)
+  // Objects from the frame compared by identity used as dict keys (key_of); once two of them, or one
+  // and a dict from the frame holding such keys, meet, each is guarded by identity (identity_keys_meet)
+  std::vector<VPtr> identity_keys_;
+  bool identity_keys_met_ = false;
+  void identity_key_used(const VPtr& v);
+  void identity_keys_meet();  // a dict from the frame holding keys compared by identity was read
   VPtr wrap(Ref obj, SourcePtr source, Frame& f) { return builder.wrap(std::move(obj), std::move(source), f); }
   Status module_members(Frame& f, const VPtr& fn, const std::vector<VPtr>& args,
                         const std::vector<std::pair<std::string, VPtr>>& kwargs, VPtr& out, bool& handled);
@@ -587,6 +594,12 @@ bool identity_key(PyObject* o);
 PyObject* dict_key(const VPtr& v);  // v's key object (borrowed), or null when v cannot be a key
 // A fake id (id() of a value made in the trace), and the error using one as a number raises.
 bool is_fake_id(PyObject* o);
+Ref new_made_key();               // a key token for an object made in the trace (fake_id.cpp); null on error
+bool is_made_key(PyObject* o);
+// An object == compares by identity (object's __eq__) that can be hashed, not a class, function or
+// tensor: an instance of a Python class without __eq__, an OpOverloadPacket, a functools.partial.
+// A dict holds it as a key by identity (dicts.cpp).
+bool identity_compared(PyObject* o);
 bool is_numpy_callable(PyObject* o);  // a NumPy function or ufunc (not a class) (values/ndarray.cpp)
 bool is_fake_id_error(PyObject* exc);
 // A Python class whose instances the trace can build and follow: object's __new__, __setattr__,

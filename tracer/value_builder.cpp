@@ -42,7 +42,10 @@ static bool function_is_torch(PyObject* fn) {
 // from modules to names). Each is wrapped with a source of its own (keyed_entry).
 static bool value_key_object(PyObject* k) {
   if (is_tensor(k)) return true;
-  return PyObject_TypeCheck(k, reinterpret_cast<PyTypeObject*>(py().nn_Module.get())) && hashed_by_identity(Py_TYPE(k));
+  if (PyObject_TypeCheck(k, reinterpret_cast<PyTypeObject*>(py().nn_Module.get())) && hashed_by_identity(Py_TYPE(k))) return true;
+  // any other object compared by identity (a user class's instance, an OpOverloadPacket) that is not
+  // a key of its own already (a function, a constant)
+  return identity_compared(k) && !identity_key(k) && !const_key(k);
 }
 
 // An object named by its type and address, for guard and source text (a tensor's or a module's repr
@@ -1132,12 +1135,15 @@ bool ValueBuilder::wrap_entries(PyObject* d, const SourcePtr& dsource, bool stor
     PyTuple_SET_ITEM(key_tuple.get(), i++, Ref(key).release());
     if (value_key_object(key.get())) {
       if (storage) return false;  // (a dict subclass keyed by tensors: not followed)
-      // A tensor or module key: its value, reloaded as the object this key is (DICT_KEYS below holds
-      // each key to its identity, as TorchDynamo's ___key_to_id); the dict holds that value's key.
+      // A tensor, module or other object compared by identity: its value, reloaded as the object this
+      // key is (DICT_KEYS below holds each key to its identity, as TorchDynamo's ___key_to_id); the
+      // dict holds that value's key.
       const std::string ktext = "___dict_keys_getitem(" + text + ", " + std::to_string(i - 1) + ")";
       VPtr kv = wrap(key, Source::held(key, ktext), f);
       PyObject* k = kv ? t_.key_of(kv) : nullptr;
       if (!k) return false;
+      if (!is_tensor(k) && !PyObject_TypeCheck(k, reinterpret_cast<PyTypeObject*>(py().nn_Module.get())))
+        t_.identity_keys_meet();  // (a lookup in it by another object from the frame relates the two)
       VPtr iv = wrap(value, storage ? Source::storage_item(dsource, key) : Source::item(dsource, key, ktext), f);
       if (!iv) return false;
       keys.push_back(Ref::borrow(k));
@@ -1188,6 +1194,9 @@ bool ValueBuilder::realize_entry(const VPtr& d, PyObject* key, Frame& f) {
       break;
     }
   }
+  // (an object compared by identity found or not: the object asked for is guarded by identity --
+  // the guards below hold the dict to the object this call gave)
+  if (value_key_object(key) && !is_tensor(key)) t_.identity_keys_meet();
   const std::string text = d->source->text();
   if (!stored) {
     if (probed_absent_.insert(text + "|" + repr_of(key)).second) {

@@ -1409,3 +1409,74 @@ def typed_dict_of_image_inputs(x):
         pooled = inputs["data"].mean(-1)
     inputs["data"] = pooled
     return inputs, pooled + 1, type(inputs).__name__
+
+
+# ---- dicts and sets keyed by objects that compare by identity (graph nodes, operator packets, ----
+# partials): a walk over a DAG of nodes, as torch.fx passes and autograd's engine write it
+class DagNode:
+    def __init__(self, name, scale, parents=()):
+        self.name, self.scale, self.parents = name, scale, parents
+
+
+_IN = DagNode("in", 1.0)
+_MID = DagNode("mid", 2.0, (_IN,))
+_SKIP = DagNode("skip", 0.5, (_IN,))
+_OUT = DagNode("out", 3.0, (_MID, _SKIP))
+_DAG = [_IN, _MID, _SKIP, _OUT]
+
+
+@case((3,))
+def dag_walk_with_a_visited_set(x):
+    seen, order = set(), []
+
+    def visit(node):
+        if node in seen:
+            return
+        seen.add(node)
+        for p in node.parents:
+            visit(p)
+        order.append(node)
+
+    visit(_OUT)
+    env = {}
+    for node in order:
+        env[node] = x * node.scale if not node.parents else sum(env[p] for p in node.parents) * node.scale
+    return env[_OUT], [n.name for n in order], len(seen)
+
+
+@case((3,))
+def users_of_each_node_in_a_defaultdict(x):
+    users = collections.defaultdict(list)
+    for node in _DAG:
+        for p in node.parents:
+            users[p].append(node)
+    return [x * len(users[n]) for n in _DAG], [[u.name for u in us] for us in users.values()]
+
+
+@case((3,), (3,), (3,))
+def values_zipped_to_nodes_and_reordered(x, y, z):
+    env = collections.OrderedDict(zip(_DAG[:3], (x, y, z)))
+    env.move_to_end(_IN)
+    counts = dict.fromkeys(env, 0)
+    counts[_MID] += 2
+    return [v * counts[k] for k, v in env.items()], [k.name for k in env]
+
+
+@case((3,))
+def memo_by_id_of_nodes(x):  # copy.deepcopy's memo: keyed by id()
+    memo = {}
+    for node in _DAG:
+        memo[id(node)] = x * node.scale
+    return memo[id(_SKIP)] - memo[id(_IN)], id(_OUT) in memo
+
+
+_OP_COST = {torch.ops.aten.add: 1.0, torch.ops.aten.mul: 2.0, torch.ops.aten.sin: 4.0}
+
+
+@case((3,))
+def operator_costs_copied_updated_and_sorted(x):
+    costs = {**_OP_COST}
+    costs.update({torch.ops.aten.cos: 8.0})
+    del costs[torch.ops.aten.add]
+    ranked = sorted(costs.items(), key=lambda kv: -kv[1])
+    return x * ranked[0][1], [str(op) for op, _ in ranked], torch.ops.aten.sin in costs

@@ -190,7 +190,7 @@ struct Kind<VK::Dict> {
     for (size_t i = 0; i < v.items.size(); ++i) {
       if (i) out += ", ";
       if (depth > 2 || out.size() > 160) { out += "..."; break; }
-      out += i >= v.keys.size() ? "?" : value_key(v.keys[i].get()) ? "<tensor>" : repr_of(v.keys[i].get());
+      out += i >= v.keys.size() ? "?" : is_tensor(v.keys[i].get()) ? "<tensor>" : repr_of(v.keys[i].get());
       out += ": ";
       if (v.items[i]) describe_into(*v.items[i], out, depth + 1);
     }
@@ -227,7 +227,7 @@ struct Kind<VK::Dict> {
   static bool graph_arg(Translator& t, const VPtr& v, ArgTree& out) {
     out.kind = ArgTree::Kind::Dict;
     for (const Ref& k : v->keys)
-      if (value_key(k.get())) return false;  // (a graph argument's dict keys are constants)
+      if (value_key(k.get()) || identity_compared(k.get())) return false;  // (a graph argument's dict keys are constants)
     out.keys = v->keys;
     for (const VPtr& x : v->items) {
       ArgTree a;

@@ -5,6 +5,7 @@
 // keyed by id, as copy.deepcopy does; `id(a) == id(b)`), and nothing more: arithmetic, ordering or
 // formatting of a fake id raises an internal error that the translator turns into a break, and a
 // fake id cannot leave the trace (codegen refuses to rebuild it). TorchDynamo's FakeIdVariable.
+// Also the tokens a dict made in the trace holds as keys for objects made in the trace (new_made_key).
 #include "tracer/translator.h"
 
 namespace dv {
@@ -12,7 +13,7 @@ namespace dv {
 namespace {
 
 struct FakeIds {
-  Ref type, error;
+  Ref type, error, made_key;
 };
 
 const FakeIds& fake_ids() {
@@ -31,7 +32,11 @@ const FakeIds& fake_ids() {
         "               'and rand or ror xor rxor lshift rlshift rshift rrshift neg pos abs invert '\n"
         "               'lt le gt ge index int float complex format str round trunc floor ceil').split():\n"
         "        locals()['__%s__' % _n] = _used\n"
-        "    del _n\n";
+        "    del _n\n"
+        "class MadeKey:\n"
+        "    __slots__ = ()\n"
+        "    def __repr__(self):\n"
+        "        return '<an object made in the trace>'\n";
     Ref globals = Ref::steal(PyDict_New());
     PyDict_SetItemString(globals.get(), "__builtins__", PyEval_GetBuiltins());
     PyDict_SetItemString(globals.get(), "__name__", Ref::steal(PyUnicode_FromString("dynview.fake_id")).get());
@@ -42,6 +47,7 @@ const FakeIds& fake_ids() {
     }
     f->type = Ref::borrow(PyDict_GetItemString(globals.get(), "FakeId"));
     f->error = Ref::borrow(PyDict_GetItemString(globals.get(), "FakeIdUsed"));
+    f->made_key = Ref::borrow(PyDict_GetItemString(globals.get(), "MadeKey"));
     return f;
   }();
   return *z;
@@ -66,6 +72,21 @@ PyObject* real_object(const Value& v) {
 bool is_fake_id(PyObject* o) {
   const FakeIds& f = fake_ids();
   return f.type && reinterpret_cast<PyObject*>(Py_TYPE(o)) == f.type.get();
+}
+
+// The key a dict made in the trace holds for an object made in the trace whose class compares and
+// hashes by identity (Translator::key_of): a token of its own, standing for that value
+// (OutputGraph::key_values) until the transformed code rebuilds the dict with the object itself.
+Ref new_made_key() {
+  const FakeIds& f = fake_ids();
+  Ref token = f.made_key ? Ref::steal(PyObject_CallNoArgs(f.made_key.get())) : Ref();
+  if (!token) PyErr_Clear();
+  return token;
+}
+
+bool is_made_key(PyObject* o) {
+  const FakeIds& f = fake_ids();
+  return f.made_key && reinterpret_cast<PyObject*>(Py_TYPE(o)) == f.made_key.get();
 }
 
 bool is_fake_id_error(PyObject* exc) {
