@@ -22,7 +22,7 @@ Status op_BUILD_MAP(Translator& t, Frame& f, const Instr& in) {  // (k1 v1 ... k
   for (int i = 0; i < in.arg; ++i) {
     VPtr k = f.stack[f.stack.size() - 2 * in.arg + 2 * i];
     PyObject* key = t.key_of(k);
-    if (!key) return t.brk(f, "DV0023", std::string("a dict key that is not a constant, tensor or module (a ") + vk_name(k->kind) + ")");
+    if (!key) return t.brk(f, "DV0023", std::string("a dict key that is neither a constant nor an object compared by identity (a ") + vk_name(k->kind) + ")");
     if (!dict_set(*d, Ref::borrow(key), f.stack[f.stack.size() - 2 * in.arg + 2 * i + 1]))  // {k: 1, k: 2} has one key
       return t.brk(f, "DV0010", "comparing dict keys raised");
   }
@@ -112,7 +112,7 @@ Status op_MAP_ADD(Translator& t, Frame& f, const Instr& in) {  // (dict .. key v
   VPtr d = top(f, in.arg);
   if (d->kind != VK::Dict) return t.brk(f, "DV0019", "MAP_ADD to a non-dict");
   PyObject* key = t.key_of(k);
-  if (!key) return t.brk(f, "DV0023", std::string("a dict key that is not a constant, tensor or module (a ") + vk_name(k->kind) + ")");
+  if (!key) return t.brk(f, "DV0023", std::string("a dict key that is neither a constant nor an object compared by identity (a ") + vk_name(k->kind) + ")");
   if (!dict_set(*d, Ref::borrow(key), v)) return t.brk(f, "DV0010", "comparing dict keys raised");
   return std::nullopt;
 }

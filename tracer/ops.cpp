@@ -423,7 +423,7 @@ Translator::Status Translator::subscr(Frame& f, VPtr obj, VPtr idx, VPtr& out) {
   }
   if (obj->kind == VK::Dict) {
     PyObject* key = key_of(idx);
-    if (!key) return brk(f, "DV0017", std::string("a dict key that is not a constant, tensor or module (a ") + vk_name(idx->kind) + ")");
+    if (!key) return brk(f, "DV0017", std::string("a dict key that is neither a constant nor an object compared by identity (a ") + vk_name(idx->kind) + ")");
     for (size_t k = 0; k < obj->keys.size(); ++k) {
       int eq = keys_equal(obj->keys[k].get(), key);
       if (eq == 1) {

@@ -70,6 +70,11 @@ def float_of_lam(x, lam):
     return x * float(lam), int(lam * 10)
 
 
+def log_lam(x, lam):  # a training step's progress line: formatted after the graph, NumPy's __format__
+    line = f"mixup lam={lam:.3f}"
+    return x * lam, line, "{:.2e}|{}".format(lam, lam * 2)
+
+
 def same(a, b):
     """Equal as eager's: values, dtypes and Python types (np.float64 is not float)."""
     assert type(a) is type(b), (type(a), type(b))
@@ -183,3 +188,14 @@ def test_compiling_backends(backend):
         c = dynview.compile(fn, backend=backend)
         for v in LAMS:
             same(c(*args_of(v)), fn(*args_of(v)))
+
+
+def test_a_numpy_scalar_formatted_in_the_trace_is_formatted_after_the_graph():
+    # the text is made by the transformed code, by np.float64's own __format__ (a symbolic one rebuilt
+    # as NumPy's type): no break, and the compiles a Python float there gets. (torch.compile compiles
+    # once for either: it guards a float only formatted by its type, which dynview does not mirror)
+    got = run(dynview.compile, log_lam, lambda v: (X, v), LAMS)
+    assert breaks() == []
+    dynview.reset()
+    as_floats = run(dynview.compile, log_lam, lambda v: (X, float(v)), LAMS)
+    assert got == as_floats == [1, 2, 2, 2]

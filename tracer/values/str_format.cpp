@@ -6,8 +6,8 @@
 //
 // Unlike TorchDynamo's, it never formats a value that may change before the graph's end: the
 // arguments are symbolic numbers, tensors of exact type torch.Tensor that do not require grad (each a
-// clone in the graph, so that an in-place op after the format does not show), containers of those
-// (copied) and other formatted strings. Anything else, a tensor that requires grad (its text names its
+// clone in the graph, so that an in-place op after the format does not show), NumPy scalars (a
+// symbolic one is rebuilt as NumPy's type), containers of those (copied) and other formatted strings. Anything else, a tensor that requires grad (its text names its
 // grad_fn, which only eager knows) or a format the arguments' types refuse, breaks as before.
 #include "tracer/pycache.h"
 #include "tracer/rebuild.h"
@@ -25,6 +25,15 @@ Ref stand_in(Translator& t, Frame& f, const VPtr& v, VPtr& out, Translator::Stat
   switch (v->kind) {
     case VK::Const: out = v; return v->obj;
     case VK::StrFormat: out = v; return Ref::steal(PyUnicode_FromString(""));
+    case VK::Object:  // a NumPy scalar (immutable): itself, formatted by its own type after the graph
+      if (!v->obj || !numpy_scalar(v->obj.get())) return Ref();
+      out = v;
+      return v->obj;
+    case VK::NpScalar: {  // a symbolic NumPy float64: the number, as NumPy's type after the graph
+      out = v;
+      Ref zero = Ref::steal(PyFloat_FromDouble(0.0));
+      return zero ? Ref::steal(PyObject_CallOneArg(v->obj.get(), zero.get())) : Ref();
+    }
     case VK::Sym: {
       out = v;
       PyObject* tp = ops(VK::Sym).python_type(t, v);
