@@ -1144,6 +1144,12 @@ Translator::Status call_builtin(Translator& t, Frame& f, PyObject* fn, std::vect
       bool nd = false;
       return t.ndarray_operator(f, "abs", args, out, nd);
     }
+    if (is(Builtin::abs_) && n == 1 && args[0]->kind == VK::NpScalar) {  // abs(k): NumPy's type again
+      VPtr r;
+      if (Status s = t.graph_call(f, Ref::borrow(fn), "", {args[0]->self}, {}, r)) return s;
+      out = r->kind == VK::Sym ? np_scalar_value(t, r, args[0]->obj.get()) : r;
+      return std::nullopt;
+    }
     if (is(Builtin::abs_) && n == 1 && (args[0]->kind == VK::Instance || args[0]->kind == VK::Object)) {
       bool handled = false;  // a Python class's own __abs__, inlined
       if (Status s = t.call_dunder(f, args[0], "__abs__", {}, out, handled); s || handled) return s;

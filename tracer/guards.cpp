@@ -373,9 +373,17 @@ bool read_refs(const Guard& g, const std::vector<int>& slot_of, PyObject* const*
       continue;
     }
     if (r.kind == 2) {
-      if (!PyLong_CheckExact(o)) return false;
       int overflow = 0;
-      v = PyLong_AsLongLongAndOverflow(o, &overflow);
+      if (PyLong_CheckExact(o)) {
+        v = PyLong_AsLongLongAndOverflow(o, &overflow);
+      } else {
+        // a numpy.int64 (TYPE_MATCH says so): its value through its nb_index, NumPy's C
+        PyNumberMethods* nb = Py_TYPE(o)->tp_as_number;
+        if (!nb || !nb->nb_index || std::strcmp(Py_TYPE(o)->tp_name, "numpy.int64") != 0) return false;
+        Ref i = Ref::steal(nb->nb_index(o));
+        if (!i || !PyLong_CheckExact(i.get())) return PyErr_Clear(), false;
+        v = PyLong_AsLongLongAndOverflow(i.get(), &overflow);
+      }
       if (overflow) return false;
     } else if (r.kind == 4) {
       if (!tensor_item_value(o, v)) return false;

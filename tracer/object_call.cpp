@@ -449,10 +449,10 @@ bool numpy_dtype_factory(PyObject* fn) {
   return std::find(std::begin(makes), std::end(makes), fn) != std::end(makes);
 }
 
-// numpy.float64 arguments whose value is symbolic (values/np_scalar.cpp) as `fn` reads them: a torch
-// operator, the float it subclasses (Kind<VK::NpScalar>::graph_arg, in containers too) -- but
-// torch.tensor, as_tensor and asarray, which make a float64 tensor of one where a float gives
-// float32; float(), int() and math's functions, its float (a symbolic number); operator's
+// numpy.float64 and int64 arguments whose value is symbolic (values/np_scalar.cpp) as `fn` reads them:
+// a torch operator, the number it stands for (Kind<VK::NpScalar>::graph_arg, in containers too) -- but
+// torch.tensor, as_tensor and asarray, which make a float64 tensor of a float64 where a float gives
+// float32 (an int64's tensor is an int's); float(), int() and math's functions, its number (a symbolic number); operator's
 // functions, as the operators (Translator::binary). Anything else is given its constant, the value
 // guarded.
 static Status np_scalar_arguments(Translator& t, Frame& f, PyObject* fn, std::vector<VPtr>& args, KwArgs& kwargs) {
@@ -468,17 +468,31 @@ static Status np_scalar_arguments(Translator& t, Frame& f, PyObject* fn, std::ve
   if (!mod) PyErr_Clear();
   const std::string module = mod && PyUnicode_Check(mod.get()) ? str_of(mod.get()) : "";
   if (module == "operator" || module == "_operator") return std::nullopt;
-  static PyObject* const by_type[] = {kept_attr("builtins", "isinstance"), kept_attr("builtins", "type")};
+  static PyObject* const by_type[] = {kept_attr("builtins", "isinstance"), kept_attr("builtins", "type"),
+                                      kept_attr("builtins", "abs")};
   PyErr_Clear();
-  if (std::find(std::begin(by_type), std::end(by_type), fn) != std::end(by_type)) return std::nullopt;  // its python_type
+  if (std::find(std::begin(by_type), std::end(by_type), fn) != std::end(by_type)) return std::nullopt;  // its python_type (abs: its own, builtins.cpp)
   const bool torch_op = (module_is_torch(fn) || is_tensor_method_descriptor(fn)) && !numpy_dtype_factory(fn);
   if (torch_op) return std::nullopt;
+  // torch.tensor, as_tensor, asarray of an np.int64: int64, as of an int (torch.tensor([t]) of a
+  // timestep): its SymInt; of an np.float64, its constant (below: float64 where a float is float32)
+  const bool reads_int64 = numpy_dtype_factory(fn);
   const bool reads_float = fn == reinterpret_cast<PyObject*>(&PyFloat_Type) || fn == reinterpret_cast<PyObject*>(&PyLong_Type) ||
                            module == "math";
   std::function<Status(VPtr&)> constants = [&](VPtr& v) -> Status {  // (in a container: the same value, specialised)
+    if ((v->kind == VK::Tuple || v->kind == VK::List) && reads_int64 && !v->lazy) {
+      VPtr copy = t.make(v->kind);  // (the call's own: an int64's SymInt must not replace it in the list the code holds)
+      copy->items = v->items;
+      copy->obj = v->obj;
+      v = copy;
+    }
     if (v->kind == VK::Tuple || v->kind == VK::List)
       for (VPtr& x : v->items)
         if (Status s = constants(x)) return s;
+    if (reads_int64 && v->kind == VK::NpScalar && v->obj.get() == numpy_int64_type()) {
+      v = v->self;
+      return std::nullopt;
+    }
     return np_scalar_constant(t, f, v);
   };
   auto give = [&](VPtr& v) -> Status {

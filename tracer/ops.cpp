@@ -32,12 +32,14 @@ Ref op_fn(const char* name) { return Ref::steal(PyObject_GetAttrString(py().oper
 
 }  // namespace
 
-// An operator with a numpy.float64 whose value is symbolic (values/np_scalar.cpp), `op` a BINARY_OP
-// oparg (not in place: a number's are not) or -1 - a COMPARE_OP's. With a tensor it is the float it
-// subclasses (a torch operator reads it so: same dtypes); +, -, * with an int, a float or another such
-// scalar (and / by a constant), a graph node whose result eager holds as an np.float64, computed as
-// NumPy computes it (IEEE doubles, as Python's floats); a comparison with one, its truth (a guard on
-// the symbolic condition) as NumPy's np.bool_. Anything else -- other operators, where NumPy and
+// An operator with a numpy.float64 or int64 whose value is symbolic (values/np_scalar.cpp), `op` a
+// BINARY_OP oparg (not in place: a number's are not) or -1 - a COMPARE_OP's. With a tensor it is the
+// number it stands for (a torch operator reads it so: same dtypes); +, -, * with an int, a float or
+// another such scalar (and / by a constant, and // and % of ints by a constant int), a graph node
+// whose result eager holds as an np.float64 (a float among them, or /) or an np.int64, computed as
+// NumPy computes it (IEEE doubles, as Python's floats; int64 -- NumPy wraps past 2**63, which a
+// symbolic int does not model); a comparison with one, a symbolic np.bool_ (its truth, where read, a
+// guard on the symbolic condition). Anything else -- other operators, where NumPy and
 // Python differ (1 / 0.0 is inf with a warning, not ZeroDivisionError), other operands -- has the
 // scalar's constant, its value guarded: handled stays false and the operator goes on with it.
 Translator::Status Translator::np_scalar_binary(Frame& f, int op, VPtr& a, VPtr& b, VPtr& out, bool& handled) {
@@ -50,21 +52,33 @@ Translator::Status Translator::np_scalar_binary(Frame& f, int op, VPtr& a, VPtr&
     return v->kind == VK::Const && (PyLong_CheckExact(v->obj.get()) || PyFloat_CheckExact(v->obj.get()) || PyBool_Check(v->obj.get()));
   };
   auto unwrapped = [](const VPtr& v) { return v->kind == VK::NpScalar ? v->self : v; };
-  PyObject* type = (a->kind == VK::NpScalar ? a : b)->obj.get();
-  auto number_of = [&](const VPtr& v) {  // np.float64(1.0) - lam: the constant's float (here only)
-    return v->kind == VK::Object && numpy_float64(v->obj.get()) ? constant_steal(PyFloat_FromDouble(PyFloat_AS_DOUBLE(v->obj.get())))
-                                                                 : v;
+  auto number_of = [&](const VPtr& v) {  // np.float64(1.0) - lam, np.int64(3) - k: the constant's number (here only)
+    if (v->kind == VK::Object && numpy_float64(v->obj.get())) return constant_steal(PyFloat_FromDouble(PyFloat_AS_DOUBLE(v->obj.get())));
+    if (v->kind == VK::Object && numpy_int64(v->obj.get())) return constant_steal(PyNumber_Index(v->obj.get()));
+    return v;
   };
   if (a->kind == VK::Tensor || b->kind == VK::Tensor) {
     a = unwrapped(a);
     b = unwrapped(b);
     return std::nullopt;  // the tensor's operator, below
   }
-  const bool divides = op == 11 && b->kind == VK::Const && (PyFloat_Check(b->obj.get()) || PyLong_CheckExact(b->obj.get())) &&
-                       PyObject_IsTrue(b->obj.get()) == 1;  // by a nonzero constant
-  if ((op == 0 || op == 5 || op == 10 || divides || op < 0) && python_number(number_of(a)) && python_number(number_of(b))) {
+  // NumPy's result type: float64 where either is a float (np.int64 * 0.5) or for /, else int64
+  auto is_float = [](const VPtr& v) {
+    if (v->kind == VK::NpScalar) return v->obj.get() == numpy_float64_type();
+    if (v->kind == VK::Sym) return sym_python_type(v->obj.get()) == &PyFloat_Type;
+    return v->kind == VK::Const && PyFloat_CheckExact(v->obj.get());
+  };
+  const bool nonzero_const = b->kind == VK::Const && (PyFloat_Check(b->obj.get()) || PyLong_CheckExact(b->obj.get())) &&
+                             PyObject_IsTrue(b->obj.get()) == 1;
+  const bool divides = op == 11 && nonzero_const;  // by a nonzero constant
+  // (// and % of ints by a nonzero constant int: NumPy's floor and sign are Python's)
+  const bool int_divides = (op == 2 || op == 6) && nonzero_const && PyLong_CheckExact(b->obj.get()) && !is_float(number_of(a));
+  if ((op == 0 || op == 5 || op == 10 || divides || int_divides || op < 0) && python_number(number_of(a)) &&
+      python_number(number_of(b))) {
     a = number_of(a);
     b = number_of(b);
+    PyObject* type = is_float(a) || is_float(b) || op == 11 ? numpy_float64_type() : numpy_int64_type();
+    if (!type) return brk(f, "DV0018", "a NumPy scalar's operator: no NumPy type");
     VPtr r;
     if (op >= 0) {
       if (Status s = graph_call(f, op_fn(kBinOpNames[op]), "", {unwrapped(a), unwrapped(b)}, {}, r)) return s;
@@ -72,13 +86,17 @@ Translator::Status Translator::np_scalar_binary(Frame& f, int op, VPtr& a, VPtr&
       out = np_scalar_value(*this, r, type);
     } else {
       if (Status s = graph_call(f, op_fn(kCmpNames[-1 - op]), "", {unwrapped(a), unwrapped(b)}, {}, r)) return s;
-      bool holds = false;
-      if (Status s = truth(f, r, holds)) return s;
       static PyObject* np_bool = kept_attr("numpy", "bool_");  // (NumPy is imported: it made the scalar)
-      Ref value = np_bool ? Ref::steal(PyObject_CallOneArg(np_bool, holds ? Py_True : Py_False)) : Ref();
-      if (!value) return PyErr_Clear(), brk(f, "DV0018", "a comparison of a NumPy scalar: no numpy.bool_");
-      out = make(VK::Object);
-      out->obj = value;
+      if (!np_bool) return PyErr_Clear(), brk(f, "DV0018", "a comparison of a NumPy scalar: no numpy.bool_");
+      if (r->kind == VK::Sym) {
+        out = np_scalar_value(*this, r, np_bool);  // symbolic, an np.bool_ (a branch on it guards it)
+      } else {
+        bool holds = false;
+        if (Status s = truth(f, r, holds)) return s;
+        out = make(VK::Object);
+        out->obj = Ref::steal(PyObject_CallOneArg(np_bool, holds ? Py_True : Py_False));
+        if (!out->obj) return PyErr_Clear(), brk(f, "DV0018", "a comparison of a NumPy scalar: no numpy.bool_");
+      }
     }
     handled = true;
     return std::nullopt;
@@ -383,6 +401,11 @@ Translator::Status Translator::subscr(Frame& f, VPtr obj, VPtr idx, VPtr& out) {
   if (obj->kind == VK::NdArray) {  // nd[i], nd[a:b, None], nd[mask]: torch._numpy's indexing
     bool handled = false;
     return ndarray_operator(f, "getitem", {obj, idx}, out, handled);
+  }
+  if (obj->kind == VK::List || obj->kind == VK::Tuple) {  // l[np.int64(i)]: the int it holds (its __index__)
+    if (idx->kind == VK::NpScalar && idx->obj.get() == numpy_int64_type()) idx = idx->self;
+    else if (idx->kind == VK::Object && numpy_int64(idx->obj.get()) && !(idx = constant_steal(PyNumber_Index(idx->obj.get()))))
+      return PyErr_Clear(), brk(f, "DV0017", "indexing a sequence with a NumPy int");
   }
   if ((idx->kind == VK::Sym || idx->kind == VK::Slice) && obj->kind != VK::Tensor) {  // a Python index: specialise it
     auto r = to_python(idx, false);

@@ -14,7 +14,8 @@ std::string Source::text() const {
     case Kind::FnClosure: return base->text() + ".__closure__[" + std::to_string(index) + "].cell_contents";
     case Kind::Held: return name;
     case Kind::FreeCell: return "___closure_cell['" + name + "']";
-    case Kind::AsTensor: return "___as_tensor(" + base->text() + ")";
+    case Kind::AsTensor:  // (int(arg): a numpy.int64 given to the graph as the int it holds)
+      return (key.get() == reinterpret_cast<PyObject*>(&PyLong_Type) ? "int(" : "___as_tensor(") + base->text() + ")";
     case Kind::TupleIterItem: return "___tuple_iterator_getitem(" + base->text() + ", " + std::to_string(index) + ")";
     case Kind::FnMode: return "___get_torch_function_mode_stack_at(" + std::to_string(index) + ")";
     case Kind::DictValueAt: return "list(" + base->text() + ".values())[" + std::to_string(index) + "]";

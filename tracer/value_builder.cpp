@@ -187,6 +187,7 @@ VPtr ValueBuilder::wrap(Ref obj, SourcePtr source, Frame& f) {
   if (std::strcmp(Py_TYPE(o)->tp_name, "numpy.ndarray") == 0)  // by name: NumPy need not be imported
     return wrap_ndarray(obj, source, key, f);
   if (source && numpy_float64(o)) return wrap_numpy_float64(obj, source, key, f);
+  if (source && numpy_int64(o)) return wrap_numpy_int64(obj, source, key, f);
   if (source && numpy_scalar(o)) {
     // A NumPy scalar (np.float32(2.0)): an immutable number the graph takes as a constant
     // (Kind<VK::Object>::graph_arg), so guarded by its type and value, as a Python number is
@@ -442,6 +443,38 @@ VPtr ValueBuilder::wrap_numpy_float64(const Ref& obj, const SourcePtr& source, c
   t_.add_guard(GuardKind::TYPE_MATCH, source, Ref::borrow(type), f, "___check_type_id(" + key + ", numpy.float64)");
   VPtr sym = float_input(obj, source, key, pair.get(), fullprec);
   return remember(source, key, np_scalar_value(t_, sym, type));
+}
+
+// A numpy.int64 (a step or an index taken from np.arange, np.random.randint): an int that changed
+// between compiles is taken as an int is (a SymInt graph input, given int(arg) by the transformed
+// code, its symbol read from the argument by the guards), in a value that stays a NumPy scalar
+// wherever eager can tell (values/np_scalar.cpp); else a constant guarded by its value.
+VPtr ValueBuilder::wrap_numpy_int64(const Ref& obj, const SourcePtr& source, const std::string& key, Frame& f) {
+  plan_number(obj, source, key);
+  PyObject* o = obj.get();
+  Ref value = Ref::steal(PyNumber_Index(o));
+  if (!value) return PyErr_Clear(), nullptr;
+  Ref sym;
+  if (t_.output.dynamic() && dyn_ints_.count(key)) {
+    const int slot = t_.output.sym_slot(source);
+    sym = Ref::steal(PyObject_CallMethod(t_.output.shapes(), "symint", "Osiii", value.get(), key.c_str(), slot, t_.cur_step_,
+                                         t_.root_ ? t_.current_line(f) : -1));
+    if (!sym) PyErr_Clear();
+  }
+  if (!sym) {
+    t_.add_guard(GuardKind::EQUALS_MATCH, source, obj, f, key + " == " + repr_of(o));
+    VPtr v = t_.make(VK::Object);
+    v->obj = obj;
+    return remember(source, key, v);
+  }
+  PyObject* type = reinterpret_cast<PyObject*>(Py_TYPE(o));
+  t_.add_guard(GuardKind::TYPE_MATCH, source, Ref::borrow(type), f, "___check_type_id(" + key + ", numpy.int64)");
+  SourcePtr as_int = Source::as_tensor(source, Ref::borrow(reinterpret_cast<PyObject*>(&PyLong_Type)));  // int(arg)
+  VPtr v = t_.make(VK::Sym);
+  v->obj = sym;
+  v->node = t_.output.add_input(as_int, sym, value, t_.cur_step_);
+  if (t_.obs_) t_.obs_->on_graph_node(GraphNodeEvent{t_.id_, v->node, t_.cur_step_, "placeholder", placeholder_name(*as_int)});
+  return remember(source, key, np_scalar_value(t_, v, type));
 }
 
 // A number drawn by Python's random module and read by the code (x * random.uniform(0.5, 1.5)): a
@@ -1311,9 +1344,11 @@ void ValueBuilder::plan_dynamic(PyObject* o, const std::string& text, int depth)
     plan_dynamic(t.get(), "___as_tensor(" + text + ")", depth);
     return;
   }
-  if (PyLong_CheckExact(o)) {
+  if (PyLong_CheckExact(o) || numpy_int64(o)) {  // (a numpy.int64 by its value, as an int)
     int overflow = 0;
-    const long long v = PyLong_AsLongLongAndOverflow(o, &overflow);
+    Ref as_int = PyLong_CheckExact(o) ? Ref::borrow(o) : Ref::steal(PyNumber_Index(o));
+    if (!as_int) return PyErr_Clear();
+    const long long v = PyLong_AsLongLongAndOverflow(as_int.get(), &overflow);
     if (overflow) return PyErr_Clear();
     planned_.insert(text);
     auto [it, fresh] = frame_state->try_emplace(text);

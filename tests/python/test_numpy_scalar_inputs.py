@@ -5,7 +5,9 @@ reusing that graph -- while eager's NumPy types stay what the code sees: `lam * 
 np.float64, `lam > 0.5` an np.bool_, and torch.tensor(lam) is float64 where torch.tensor(0.5) is
 float32. Outputs (values, dtypes and Python types) equal eager; compile counts equal torch.compile's
 for the same values given as Python floats. (torch.compile takes a NumPy scalar as a 0-d array and
-compiles once, but computes some of these functions in float64 where eager computes float32.)"""
+compiles once, but computes some of these functions in float64 where eager computes float32.)
+numpy.int64 arguments (a step, a timestep from np.random.randint) likewise, as an int argument is: a
+SymInt input once it changed, NumPy's int64 and float64 where eager's results are."""
 import numpy as np
 import pytest
 import torch
@@ -199,3 +201,72 @@ def test_a_numpy_scalar_formatted_in_the_trace_is_formatted_after_the_graph():
     dynview.reset()
     as_floats = run(dynview.compile, log_lam, lambda v: (X, float(v)), LAMS)
     assert got == as_floats == [1, 2, 2, 2]
+    dynview.reset()
+    assert run(dynview.compile, log_step, lambda v: (X, v), STEPS) == [1, 2, 2, 2]  # (torch.compile: eager after its first compile)
+    assert breaks() == []
+
+
+# ---- numpy.int64: a step or an index taken from np.arange / np.random.randint -------------------
+
+def window_of(x, start):  # a sliding window whose start comes from an np.arange
+    return x[start:start + 2].sum(0), torch.roll(x, int(start), 0)
+
+
+def warmup(x, step):  # a schedule read from a NumPy step counter
+    return x * (step / 10), torch.full((2,), step) + 1
+
+
+def step_report(x, step):
+    return x + step, [step + 1, step * 2, step // 3, step % 5, -step, abs(step), step / 4, step > 4]
+
+
+def log_step(x, step):
+    return x + step, f"step {step:04d}", "{}/{}".format(step, step * 2)
+
+
+def timestep_tensor(x, t):  # a diffusion step drawn with np.random.randint, made a tensor
+    tt = torch.tensor([t])
+    return x * tt, tt, x.narrow(1, t % 3, 2)
+
+
+def pick_scale(x, i):  # a list indexed by it: the item (specialised, as for an int)
+    scales = [0.5, 1.0, 1.5, 2.0, 2.5, 3.0, 3.5, 4.0, 4.5, 5.0]
+    return x * scales[i]
+
+
+STEPS = [np.int64(v) for v in (3, 4, 7, 9)]
+INT_CASES = {
+    "window_of": window_of,
+    "warmup": warmup,
+    "step_report": step_report,
+    "timestep_tensor": timestep_tensor,
+    "pick_scale": pick_scale,
+}
+
+
+@pytest.mark.parametrize("name", list(INT_CASES))
+def test_a_changing_numpy_int_compiles_as_an_int_does(name):
+    # an int that changed is a SymInt input (given int(step)), the value a NumPy int64 where eager
+    # can tell: arithmetic with ints, //, %, -, abs are np.int64, / and a float among them np.float64
+    fn = INT_CASES[name]
+    got = run(dynview.compile, fn, lambda v: (X, v), STEPS)
+    assert breaks() == []
+    torch._dynamo.reset()
+    try:  # torch.compile's counts for the same values as Python ints (it takes an np.int64 as a 0-d array)
+        want = run(torch.compile, fn, lambda v: (X, int(v)), STEPS, check=False)
+    finally:
+        torch._dynamo.reset()
+    assert got == want
+
+
+def test_a_numpy_int_guard_reads_the_argument():
+    # once symbolic, a later value that would take the other branch recompiles (the guard reads the
+    # np.int64 itself), and a Python int is not the same entry
+    def branch(x, k):
+        return x * 2 if k > 5 else x - 1, k
+
+    c = dynview.compile(branch, backend="eager")
+    for v in (np.int64(1), np.int64(2), np.int64(3), np.int64(8), 8, np.int64(2)):
+        same(c(X, v), branch(X, v))
+    entries = dynview._C.cache_entries(branch.__code__)
+    assert len(entries) == 4, entries  # 1 (constant), 2 (k <= 5 symbolic), 8 (k > 5), the int 8

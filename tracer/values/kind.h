@@ -195,6 +195,8 @@ Status call_on_constants(Translator& t, Frame& f, PyObject* fn, const std::strin
 // NumPy is not imported); o is exactly one; a value of `type` standing for `sym`; v the constant it is
 // when it is one (its value specialised and guarded), else v unchanged.
 PyObject* numpy_float64_type();
+PyObject* numpy_int64_type();  // numpy.int64 (borrowed; null while NumPy is not imported)
+bool numpy_int64(PyObject* o);
 // torch.tensor, as_tensor, asarray: their dtype of a NumPy scalar is NumPy's (float64), of a Python
 // float the default (object_call.cpp)
 bool numpy_dtype_factory(PyObject* fn);

@@ -12,20 +12,36 @@
 
 namespace dv {
 
-PyObject* numpy_float64_type() {
-  static PyObject* type = nullptr;  // kept for the process, once NumPy is imported
-  if (type) return type;
-  static PyObject* name = PyUnicode_InternFromString("numpy");
-  PyObject* np = PyImport_GetModule(name);
+namespace {
+PyObject* numpy_type(PyObject*& cache, const char* name) {  // numpy.<name>, kept for the process once NumPy is imported
+  if (cache) return cache;
+  static PyObject* numpy = PyUnicode_InternFromString("numpy");
+  PyObject* np = PyImport_GetModule(numpy);
   if (!np) return PyErr_Clear(), nullptr;
-  PyObject* t = PyObject_GetAttrString(np, "float64");
+  PyObject* t = PyObject_GetAttrString(np, name);
   Py_DECREF(np);
   if (!t || !PyType_Check(t)) return Py_XDECREF(t), PyErr_Clear(), nullptr;
-  return type = t;
+  return cache = t;
+}
+}  // namespace
+
+PyObject* numpy_float64_type() {
+  static PyObject* type = nullptr;
+  return numpy_type(type, "float64");
+}
+
+PyObject* numpy_int64_type() {
+  static PyObject* type = nullptr;
+  return numpy_type(type, "int64");
 }
 
 bool numpy_float64(PyObject* o) {
   PyObject* t = numpy_float64_type();
+  return t && reinterpret_cast<PyObject*>(Py_TYPE(o)) == t;
+}
+
+bool numpy_int64(PyObject* o) {
+  PyObject* t = numpy_int64_type();
   return t && reinterpret_cast<PyObject*>(Py_TYPE(o)) == t;
 }
 
@@ -53,7 +69,7 @@ Status np_scalar_constant(Translator& t, Frame& f, VPtr& v) {
 template <>
 struct Kind<VK::NpScalar> {
   static void describe(const Value& v, std::string& out, int depth) {
-    out += "np.float64(";
+    out += v.obj && PyType_Check(v.obj.get()) ? std::string("np.") + reinterpret_cast<PyTypeObject*>(v.obj.get())->tp_name + "(" : "np.?(";
     if (v.self) describe_into(*v.self, out, depth + 1);
     out += ")";
   }

@@ -29,9 +29,9 @@ Ref stand_in(Translator& t, Frame& f, const VPtr& v, VPtr& out, Translator::Stat
       if (!v->obj || !numpy_scalar(v->obj.get())) return Ref();
       out = v;
       return v->obj;
-    case VK::NpScalar: {  // a symbolic NumPy float64: the number, as NumPy's type after the graph
+    case VK::NpScalar: {  // a symbolic NumPy float64 or int64: the number, as NumPy's type after the graph
       out = v;
-      Ref zero = Ref::steal(PyFloat_FromDouble(0.0));
+      Ref zero = Ref::steal(v->obj.get() == numpy_int64_type() ? PyLong_FromLong(0) : PyFloat_FromDouble(0.0));
       return zero ? Ref::steal(PyObject_CallOneArg(v->obj.get(), zero.get())) : Ref();
     }
     case VK::Sym: {
