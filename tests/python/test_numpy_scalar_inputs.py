@@ -270,3 +270,12 @@ def test_a_numpy_int_guard_reads_the_argument():
         same(c(X, v), branch(X, v))
     entries = dynview._C.cache_entries(branch.__code__)
     assert len(entries) == 4, entries  # 1 (constant), 2 (k <= 5 symbolic), 8 (k > 5), the int 8
+
+
+@pytest.mark.parametrize("backend", ["aot_eager", "inductor"])
+def test_numpy_ints_through_compiling_backends(backend):
+    for fn in (step_report, timestep_tensor):
+        c = dynview.compile(fn, backend=backend)
+        for v in STEPS:
+            same(c(X, v), fn(X, v))
+    assert breaks() == []
