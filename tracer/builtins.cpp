@@ -1144,7 +1144,7 @@ Translator::Status call_builtin(Translator& t, Frame& f, PyObject* fn, std::vect
       bool nd = false;
       return t.ndarray_operator(f, "abs", args, out, nd);
     }
-    if (is(Builtin::abs_) && n == 1 && args[0]->kind == VK::NpScalar) {  // abs(k): NumPy's type again
+    if (is(Builtin::abs_) && n == 1 && np_scalar_number(args[0])) {  // abs(k): NumPy's type again
       VPtr r;
       if (Status s = t.graph_call(f, Ref::borrow(fn), "", {args[0]->self}, {}, r)) return s;
       out = r->kind == VK::Sym ? np_scalar_value(t, r, args[0]->obj.get()) : r;

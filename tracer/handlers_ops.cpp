@@ -281,7 +281,7 @@ static Status unary(Translator& t, Frame& f, const char* op_name, int (*fold)(Py
   NEED(1);
   VPtr v = top(f);
   VPtr out;
-  if (v->kind == VK::NpScalar && std::strcmp(op_name, "invert") != 0) {  // -lam: an np.float64 too
+  if (np_scalar_number(v) && std::strcmp(op_name, "invert") != 0) {  // -lam: an np.float64 too
     if (Status s = t.graph_call(f, Ref::steal(PyObject_GetAttrString(py().operator_mod.get(), op_name)), "", {v->self}, {}, out)) return s;
     top(f) = out->kind == VK::Sym ? np_scalar_value(t, out, v->obj.get()) : out;
     return std::nullopt;

@@ -468,10 +468,10 @@ static Status np_scalar_arguments(Translator& t, Frame& f, PyObject* fn, std::ve
   if (!mod) PyErr_Clear();
   const std::string module = mod && PyUnicode_Check(mod.get()) ? str_of(mod.get()) : "";
   if (module == "operator" || module == "_operator") return std::nullopt;
-  static PyObject* const by_type[] = {kept_attr("builtins", "isinstance"), kept_attr("builtins", "type"),
-                                      kept_attr("builtins", "abs")};
+  static PyObject* const by_type[] = {kept_attr("builtins", "isinstance"), kept_attr("builtins", "type")};
+  static PyObject* const abs_fn = kept_attr("builtins", "abs");
   PyErr_Clear();
-  if (std::find(std::begin(by_type), std::end(by_type), fn) != std::end(by_type)) return std::nullopt;  // its python_type (abs: its own, builtins.cpp)
+  if (std::find(std::begin(by_type), std::end(by_type), fn) != std::end(by_type)) return std::nullopt;  // its python_type
   const bool torch_op = (module_is_torch(fn) || is_tensor_method_descriptor(fn)) && !numpy_dtype_factory(fn);
   if (torch_op) return std::nullopt;
   // torch.tensor, as_tensor, asarray of an np.int64: int64, as of an int (torch.tensor([t]) of a
@@ -496,10 +496,11 @@ static Status np_scalar_arguments(Translator& t, Frame& f, PyObject* fn, std::ve
     return np_scalar_constant(t, f, v);
   };
   auto give = [&](VPtr& v) -> Status {
-    if (v->kind == VK::NpScalar && reads_float) {
+    if (np_scalar_number(v) && reads_float) {
       v = v->self;
       return std::nullopt;
     }
+    if (np_scalar_number(v) && fn == abs_fn) return std::nullopt;  // abs(k): NumPy's type again (builtins.cpp)
     return constants(v);
   };
   for (VPtr& a : args)

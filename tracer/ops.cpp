@@ -44,7 +44,7 @@ Ref op_fn(const char* name) { return Ref::steal(PyObject_GetAttrString(py().oper
 // scalar's constant, its value guarded: handled stays false and the operator goes on with it.
 Translator::Status Translator::np_scalar_binary(Frame& f, int op, VPtr& a, VPtr& b, VPtr& out, bool& handled) {
   auto python_number = [](const VPtr& v) {
-    if (v->kind == VK::NpScalar) return true;
+    if (v->kind == VK::NpScalar) return np_scalar_number(v);
     if (v->kind == VK::Sym) {
       PyTypeObject* tp = sym_python_type(v->obj.get());
       return tp == &PyLong_Type || tp == &PyFloat_Type;

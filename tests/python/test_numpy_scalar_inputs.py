@@ -14,6 +14,7 @@ import torch
 import torch.nn.functional as F
 
 import dynview
+from counting import counting_backend
 
 pytestmark = [pytest.mark.usefixtures("fresh_engine"), pytest.mark.shared_by_versions]  # (conftest.py)
 
@@ -89,15 +90,6 @@ def same(a, b):
         torch.testing.assert_close(a, b)
     else:
         assert a == b, (a, b)
-
-
-def counting_backend():
-    n = [0]
-
-    def backend(gm, example_inputs):
-        n[0] += 1
-        return gm.forward
-    return backend, n
 
 
 def run(compile_fn, fn, args_of, values, check=True):
@@ -279,3 +271,25 @@ def test_numpy_ints_through_compiling_backends(backend):
         for v in STEPS:
             same(c(X, v), fn(X, v))
     assert breaks() == []
+
+
+def masked_by_comparison(x, lam):  # a NumPy bool from a comparison, read by torch and returned
+    keep = lam > 0.5
+    return x * keep, torch.where(x > 0, x, x * (lam < 0.9)), keep, keep + 1, int(keep), f"{keep}", type(keep).__name__
+
+
+def negated_comparison(x, lam):  # NumPy refuses -np.bool_ (TypeError), as eager raises
+    return x + 1, -(lam > 0.5)
+
+
+@pytest.mark.parametrize("backend", ["eager", "aot_eager"])
+def test_a_comparison_of_a_numpy_scalar_is_a_numpy_bool(backend):
+    # the constant first compile gave the graph np.False_, whose code could not name `np`
+    # (NameError under the eager backend); once symbolic, the comparison is a symbolic np.bool_
+    c = dynview.compile(masked_by_comparison, backend=backend)
+    for v in LAMS:
+        same(c(X, v), masked_by_comparison(X, v))
+    c = dynview.compile(negated_comparison, backend=backend)
+    for v in LAMS[:2]:
+        with pytest.raises(TypeError, match="numpy boolean"):
+            c(X, v)

@@ -83,7 +83,7 @@ struct Kind<VK::Const> {
     }
     out.kind = ArgTree::Kind::Const;
     out.constant = v->obj;
-    return true;
+    return numpy_graph_constant(out.constant);  // (np.False_ folded from a comparison of NumPy scalars)
   }
   static constexpr auto truth = python_truth;
   static Status iterate(Translator& t, Frame& f, const VPtr& v, VPtr& out, bool materialize) {

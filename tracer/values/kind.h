@@ -202,6 +202,12 @@ bool numpy_int64(PyObject* o);
 bool numpy_dtype_factory(PyObject* fn);
 bool numpy_float64(PyObject* o);
 VPtr np_scalar_value(Translator& t, const VPtr& sym, PyObject* type);
+// a symbolic np.float64 or np.int64 (not the np.bool_ a comparison of one gives, whose arithmetic,
+// -b and int(b) are NumPy's own: those read its constant)
+bool np_scalar_number(const VPtr& v);
+// A NumPy scalar constant given to a graph becomes the Python number it holds (object.cpp); false:
+// an array or a scalar holding none. Other constants are left as they are.
+bool numpy_graph_constant(Ref& c);
 Status np_scalar_constant(Translator& t, Frame& f, VPtr& v);
 
 }  // namespace dv

@@ -45,6 +45,10 @@ bool numpy_int64(PyObject* o) {
   return t && reinterpret_cast<PyObject*>(Py_TYPE(o)) == t;
 }
 
+bool np_scalar_number(const VPtr& v) {
+  return v->kind == VK::NpScalar && v->obj && (v->obj.get() == numpy_float64_type() || v->obj.get() == numpy_int64_type());
+}
+
 VPtr np_scalar_value(Translator& t, const VPtr& sym, PyObject* type) {
   VPtr v = t.make(VK::NpScalar);
   v->self = sym;

@@ -425,6 +425,19 @@ Status object_method(Translator& t, Frame& f, const VPtr& m, std::vector<VPtr>& 
   return t.call(f, mv, std::move(args), std::move(kwargs), out);
 }
 
+// A NumPy scalar given to a graph: torch reads it as the Python number it holds, which the graph
+// holds (its code could not spell np.False_: `np` is not a name there). False for an array (not a
+// graph constant) or a scalar with no such number. Anything else stays as it is.
+bool numpy_graph_constant(Ref& c) {
+  if (std::strncmp(Py_TYPE(c.get())->tp_name, "numpy.", 6) != 0) return true;
+  if (std::strcmp(Py_TYPE(c.get())->tp_name, "numpy.ndarray") == 0) return false;
+  Ref shape = Ref::steal(PyObject_GetAttrString(c.get(), "shape"));
+  if (!shape || !PyTuple_Check(shape.get()) || PyTuple_GET_SIZE(shape.get()) != 0) return PyErr_Clear(), false;
+  c = Ref::steal(PyObject_CallMethod(c.get(), "item", nullptr));
+  if (!c || !is_exact_const(c.get())) return PyErr_Clear(), false;
+  return true;
+}
+
 // Object, NNModule, Function
 bool object_reconstruct(cg::Rebuilder& r, const VPtr& v) {
   if (v->source) return r.e.source(*v->source);
@@ -534,16 +547,7 @@ struct Kind<VK::Object> {
   static bool graph_arg(Translator& /*t*/, const VPtr& v, ArgTree& out) {
     out.kind = ArgTree::Kind::Const;  // dtypes, layouts, memory formats, functions passed to ops
     out.constant = v->obj;
-    if (std::strncmp(Py_TYPE(v->obj.get())->tp_name, "numpy.", 6) == 0) {
-      // A NumPy scalar: torch reads it as the Python number it holds (the graph's code could not
-      // spell it: `np` is not a name there). Arrays are not graph constants.
-      if (std::strcmp(Py_TYPE(v->obj.get())->tp_name, "numpy.ndarray") == 0) return false;
-      Ref shape = Ref::steal(PyObject_GetAttrString(v->obj.get(), "shape"));
-      if (!shape || !PyTuple_Check(shape.get()) || PyTuple_GET_SIZE(shape.get()) != 0) return PyErr_Clear(), false;
-      out.constant = Ref::steal(PyObject_CallMethod(v->obj.get(), "item", nullptr));
-      if (!out.constant || !is_exact_const(out.constant.get())) return PyErr_Clear(), false;
-    }
-    return true;
+    return numpy_graph_constant(out.constant);
   }
   static constexpr auto truth = python_truth;
   static Status iterate(Translator& t, Frame& f, const VPtr& v, VPtr& out, bool materialize) {
