@@ -188,14 +188,7 @@ VPtr ValueBuilder::wrap(Ref obj, SourcePtr source, Frame& f) {
     return wrap_ndarray(obj, source, key, f);
   if (source && numpy_float64(o)) return wrap_numpy_float64(obj, source, key, f);
   if (source && numpy_int64(o)) return wrap_numpy_int64(obj, source, key, f);
-  if (source && numpy_scalar(o)) {
-    // A NumPy scalar (np.float32(2.0)): an immutable number the graph takes as a constant
-    // (Kind<VK::Object>::graph_arg), so guarded by its type and value, as a Python number is
-    t_.add_guard(GuardKind::EQUALS_MATCH, source, obj, f, key + " == " + repr_of(o));
-    VPtr v = t_.make(VK::Object);
-    v->obj = obj;
-    return remember(source, key, v);
-  }
+  if (source && numpy_scalar(o)) return numpy_constant(obj, source, key, f);
   if (grad_restore_mode(o) >= 0) return wrap_grad_restore(obj, source, key, f);  // a split with-block's exit
   if (autocast_exit_class() && Py_TYPE(o) == reinterpret_cast<PyTypeObject*>(autocast_exit_class()))
     return wrap_autocast_exit(obj, source, key, f);  // a split torch.autocast block's exit
@@ -416,6 +409,15 @@ VPtr ValueBuilder::float_input(const Ref& obj, const SourcePtr& source, const st
   return remember(source, key, v);
 }
 
+// A NumPy scalar (np.float32(2.0)) taken as a constant: an immutable number the graph takes as one
+// (Kind<VK::Object>::graph_arg), so guarded by its type and value, as a Python number is.
+VPtr ValueBuilder::numpy_constant(const Ref& obj, const SourcePtr& source, const std::string& key, Frame& f) {
+  t_.add_guard(GuardKind::EQUALS_MATCH, source, obj, f, key + " == " + repr_of(obj.get()));
+  VPtr v = t_.make(VK::Object);
+  v->obj = obj;
+  return remember(source, key, v);
+}
+
 // A numpy.float64 (a mixup `lam` drawn with np.random.beta and passed each step): a float that
 // changed between compiles is taken as a float is (wrap_float: a 0-d float64 tensor input read
 // with item()), in a value that stays a NumPy scalar wherever eager can tell (values/np_scalar.cpp);
@@ -433,12 +435,7 @@ VPtr ValueBuilder::wrap_numpy_float64(const Ref& obj, const SourcePtr& source, c
                                           t_.root_ ? t_.current_line(f) : -1));
     if (!pair || !PyTuple_Check(pair.get()) || PyTuple_GET_SIZE(pair.get()) != 2) pair = (PyErr_Clear(), Ref());
   }
-  if (!pair) {
-    t_.add_guard(GuardKind::EQUALS_MATCH, source, obj, f, key + " == " + repr_of(o));
-    VPtr v = t_.make(VK::Object);
-    v->obj = obj;
-    return remember(source, key, v);
-  }
+  if (!pair) return numpy_constant(obj, source, key, f);
   PyObject* type = reinterpret_cast<PyObject*>(Py_TYPE(o));
   t_.add_guard(GuardKind::TYPE_MATCH, source, Ref::borrow(type), f, "___check_type_id(" + key + ", numpy.float64)");
   VPtr sym = float_input(obj, source, key, pair.get(), fullprec);
@@ -461,12 +458,7 @@ VPtr ValueBuilder::wrap_numpy_int64(const Ref& obj, const SourcePtr& source, con
                                          t_.root_ ? t_.current_line(f) : -1));
     if (!sym) PyErr_Clear();
   }
-  if (!sym) {
-    t_.add_guard(GuardKind::EQUALS_MATCH, source, obj, f, key + " == " + repr_of(o));
-    VPtr v = t_.make(VK::Object);
-    v->obj = obj;
-    return remember(source, key, v);
-  }
+  if (!sym) return numpy_constant(obj, source, key, f);
   PyObject* type = reinterpret_cast<PyObject*>(Py_TYPE(o));
   t_.add_guard(GuardKind::TYPE_MATCH, source, Ref::borrow(type), f, "___check_type_id(" + key + ", numpy.int64)");
   SourcePtr as_int = Source::as_tensor(source, Ref::borrow(reinterpret_cast<PyObject*>(&PyLong_Type)));  // int(arg)

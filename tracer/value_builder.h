@@ -116,6 +116,7 @@ class ValueBuilder {
   VPtr wrap_int(const Ref& obj, const SourcePtr& source, const std::string& key, Frame& f);
   VPtr wrap_numpy_float64(const Ref& obj, const SourcePtr& source, const std::string& key, Frame& f);
   VPtr wrap_numpy_int64(const Ref& obj, const SourcePtr& source, const std::string& key, Frame& f);
+  VPtr numpy_constant(const Ref& obj, const SourcePtr& source, const std::string& key, Frame& f);
   VPtr wrap_float(const Ref& obj, const SourcePtr& source, const std::string& key, Frame& f);
   void plan_number(const Ref& obj, const SourcePtr& source, const std::string& key);
   VPtr int_input(const Ref& obj, const SourcePtr& source, const std::string& key, const Ref& sym);

@@ -10,6 +10,7 @@ import torch
 import torch.nn.functional as F
 
 import dynview
+from counting import counting_backend
 
 pytestmark = [pytest.mark.usefixtures("fresh_engine"), pytest.mark.shared_by_versions]  # (conftest.py)
 
@@ -85,16 +86,6 @@ SEQUENCES = {
     "changing": [0.7, 0.9, 0.3, 0.55, 0.8],
     "repeated": [0.7, 0.7, 0.25, 0.25, 0.6],
 }
-
-
-def counting_backend():
-    """A backend that counts the graphs it is given, and the count ([n])."""
-    n = [0]
-
-    def backend(gm, example_inputs):
-        n[0] += 1
-        return gm.forward
-    return backend, n
 
 
 def counts_of(compile_fn, fn, values, **kw):

@@ -14,6 +14,7 @@ import torch.nn as nn
 import torch.nn.functional as F
 
 import dynview
+from counting import counting_backend
 
 pytestmark = [pytest.mark.usefixtures("fresh_engine"), pytest.mark.shared_by_versions]  # (conftest.py)
 
@@ -30,15 +31,6 @@ HANDLERS = {torch.ops.aten.add: lambda a, b: a + b, torch.ops.aten.mul: lambda a
 GELU_TANH = functools.partial(F.gelu, approximate="tanh")
 ACT_GAIN = {GELU_TANH: 0.5, F.relu: 1.0}
 X = torch.randn(3, generator=torch.Generator().manual_seed(0))
-
-
-def counting_backend():
-    n = [0]
-
-    def backend(gm, example_inputs):
-        n[0] += 1
-        return gm.forward
-    return backend, n
 
 
 def counts(compile_fn, fn, calls):
