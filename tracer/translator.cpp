@@ -580,7 +580,8 @@ void Translator::announce(const VPtr& v) {
   v->announced = true;
   std::string type, meta;
   if (v->kind == VK::Lazy && v->lazy) type = Py_TYPE(v->lazy.get())->tp_name;
-  else if (v->obj) type = (v->kind == VK::Tuple && PyType_Check(v->obj.get())) ? reinterpret_cast<PyTypeObject*>(v->obj.get())->tp_name : Py_TYPE(v->obj.get())->tp_name;
+  else if (v->obj) type = ((v->kind == VK::Tuple || v->kind == VK::NpScalar) && PyType_Check(v->obj.get()))  // (its class)
+                              ? reinterpret_cast<PyTypeObject*>(v->obj.get())->tp_name : Py_TYPE(v->obj.get())->tp_name;
   if (v->kind == VK::Tensor && v->obj) {
     type = "Tensor";
     meta = tensor_meta_text(v->obj.get(), v->device.get());

@@ -293,3 +293,14 @@ def test_a_comparison_of_a_numpy_scalar_is_a_numpy_bool(backend):
     for v in LAMS[:2]:
         with pytest.raises(TypeError, match="numpy boolean"):
             c(X, v)
+
+
+def test_a_trace_shows_a_symbolic_numpy_scalar_as_numpys(tmp_path):
+    # the viewer's and reports' value rows: NumPy's type and the symbol it holds
+    c = dynview.compile(step_report, backend="eager")
+    with dynview.record(str(tmp_path / "steps.dyn")):
+        for v in STEPS[:2]:
+            c(X, v)
+    rows = [v for v in dynview.load_trace(str(tmp_path / "steps.dyn")).values.values() if v["kind"] == "NumPy scalar"]
+    assert rows and all(r["type"] == "numpy.int64" or r["type"] == "numpy.float64" or r["type"] == "numpy.bool" for r in rows)
+    assert any(r["type"] == "numpy.int64" and r["repr"].startswith("np.int64(s") for r in rows), rows[:3]

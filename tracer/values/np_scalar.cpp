@@ -6,6 +6,8 @@
 // subclasses (its dtype rules are a float's), so it is the Sym there (Kind::graph_arg). Anywhere else
 // -- a NumPy function, a method, torch.tensor(lam) (float64, where a float gives float32), a Python
 // callable -- it is specialised: the constant it is, its value guarded, as before it changed.
+#include <cstring>
+
 #include "tracer/pycache.h"
 #include "tracer/rebuild.h"
 #include "tracer/values/kind.h"
@@ -73,7 +75,9 @@ Status np_scalar_constant(Translator& t, Frame& f, VPtr& v) {
 template <>
 struct Kind<VK::NpScalar> {
   static void describe(const Value& v, std::string& out, int depth) {
-    out += v.obj && PyType_Check(v.obj.get()) ? std::string("np.") + reinterpret_cast<PyTypeObject*>(v.obj.get())->tp_name + "(" : "np.?(";
+    const char* name = v.obj && PyType_Check(v.obj.get()) ? reinterpret_cast<PyTypeObject*>(v.obj.get())->tp_name : "?";
+    if (const char* dot = std::strrchr(name, '.')) name = dot + 1;  // numpy.float64: np.float64(...)
+    out += std::string("np.") + name + "(";
     if (v.self) describe_into(*v.self, out, depth + 1);
     out += ")";
   }
