@@ -490,10 +490,8 @@ Status op_BUILD_SLICE(Translator& t, Frame& f, const Instr& in) {  // (start sto
   std::vector<VPtr> parts(f.stack.end() - in.arg, f.stack.end());
   bool symbolic = false;
   for (auto& p : parts) {
-    // a numpy.int64 bound is the int it holds (its __index__): x[:n] with n from an np.arange
-    if (p->kind == VK::NpScalar && p->obj.get() == numpy_int64_type()) p = p->self;
-    else if (p->kind == VK::Object && numpy_int64(p->obj.get())) p = t.constant_steal(PyNumber_Index(p->obj.get()));
-    if (!p) return PyErr_Clear(), t.brk(f, "DV0017", "slice bounds must be constants");
+    // (x[:n] with n an np.int64 from an np.arange: the int it holds)
+    if (!np_int_as_index(t, p)) return t.brk(f, "DV0017", "slice bounds must be constants");
     symbolic |= p->kind == VK::Sym;
     if (p->kind != VK::Const && p->kind != VK::Sym) return t.brk(f, "DV0017", "slice bounds must be constants");
   }

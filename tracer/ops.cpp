@@ -402,11 +402,8 @@ Translator::Status Translator::subscr(Frame& f, VPtr obj, VPtr idx, VPtr& out) {
     bool handled = false;
     return ndarray_operator(f, "getitem", {obj, idx}, out, handled);
   }
-  if (obj->kind == VK::List || obj->kind == VK::Tuple) {  // l[np.int64(i)]: the int it holds (its __index__)
-    if (idx->kind == VK::NpScalar && idx->obj.get() == numpy_int64_type()) idx = idx->self;
-    else if (idx->kind == VK::Object && numpy_int64(idx->obj.get()) && !(idx = constant_steal(PyNumber_Index(idx->obj.get()))))
-      return PyErr_Clear(), brk(f, "DV0017", "indexing a sequence with a NumPy int");
-  }
+  if ((obj->kind == VK::List || obj->kind == VK::Tuple) && !np_int_as_index(*this, idx))  // l[np.int64(i)]
+    return brk(f, "DV0017", "indexing a sequence with a NumPy int");
   if ((idx->kind == VK::Sym || idx->kind == VK::Slice) && obj->kind != VK::Tensor) {  // a Python index: specialise it
     auto r = to_python(idx, false);
     if (!r) return brk(f, "DV0021", "cannot specialise a symbolic index");

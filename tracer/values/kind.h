@@ -205,6 +205,9 @@ VPtr np_scalar_value(Translator& t, const VPtr& sym, PyObject* type);
 // a symbolic np.float64 or np.int64 (not the np.bool_ a comparison of one gives, whose arithmetic,
 // -b and int(b) are NumPy's own: those read its constant)
 bool np_scalar_number(const VPtr& v);
+// An np.int64 used as an index or a slice bound is the int it holds (its __index__): its SymInt,
+// or the constant int; v unchanged otherwise. False: the conversion failed (error cleared).
+bool np_int_as_index(Translator& t, VPtr& v);
 // A NumPy scalar constant given to a graph becomes the Python number it holds (object.cpp); false:
 // an array or a scalar holding none. Other constants are left as they are.
 bool numpy_graph_constant(Ref& c);

@@ -51,6 +51,12 @@ bool np_scalar_number(const VPtr& v) {
   return v->kind == VK::NpScalar && v->obj && (v->obj.get() == numpy_float64_type() || v->obj.get() == numpy_int64_type());
 }
 
+bool np_int_as_index(Translator& t, VPtr& v) {
+  if (v->kind == VK::NpScalar && v->obj.get() == numpy_int64_type()) v = v->self;
+  else if (v->kind == VK::Object && numpy_int64(v->obj.get())) v = t.constant_steal(PyNumber_Index(v->obj.get()));
+  return v != nullptr || (PyErr_Clear(), false);
+}
+
 VPtr np_scalar_value(Translator& t, const VPtr& sym, PyObject* type) {
   VPtr v = t.make(VK::NpScalar);
   v->self = sym;
