@@ -397,7 +397,16 @@ Translator::Status Translator::subscr(Frame& f, VPtr obj, VPtr idx, VPtr& out) {
     }
     if (Status s = realize_lazy(f, obj)) return s;
   }
-  if (obj->kind == VK::Tensor) return graph_call(f, py().getitem, "", {obj, idx}, {}, out);
+  if (obj->kind == VK::Tensor) {
+    if (idx->kind == VK::Sym && idx->obj && sym_python_type(idx->obj.get()) == &PyLong_Type) {
+      // x[i], i a SymInt: Tensor.__getitem__ takes its __index__, which specialises it (a compile
+      // per value of a timestep, alphas[t]); torch.select(x, 0, i) traces it, guarded by its range,
+      // as TorchDynamo rewrites it
+      static PyObject* select = kept_attr("torch", "select");
+      if (select) return graph_call(f, Ref::borrow(select), "", {obj, constant_steal(PyLong_FromLong(0)), idx}, {}, out);
+    }
+    return graph_call(f, py().getitem, "", {obj, idx}, {}, out);
+  }
   if (obj->kind == VK::NdArray) {  // nd[i], nd[a:b, None], nd[mask]: torch._numpy's indexing
     bool handled = false;
     return ndarray_operator(f, "getitem", {obj, idx}, out, handled);
