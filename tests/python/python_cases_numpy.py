@@ -362,3 +362,39 @@ def numpy_dtypes_given_as_builtin_types(x):
     a = x.numpy()
     r = np.arange(3, dtype=float) + np.zeros(3, dtype=int) + np.ones(3, dtype=bool)
     return torch.from_numpy(a.astype(float) * r), torch.from_numpy(np.full(2, 7, dtype=int))
+
+
+# ---- tensors indexed by arrays computed in the trace: the tensor behind the array is the index (as
+# eager converts an ndarray index); a NumPy integer computed in the trace cannot be (its value is
+# data): a break, as TorchDynamo's item() of it ----
+@case((6, 4))
+def tensor_rows_picked_by_a_computed_array(x):
+    idx = np.arange(3) * 2
+    order = np.argsort(-np.arange(4))
+    return x[idx].sum(0), x[:, order], x[idx[:2], order[:2]]
+
+
+@case((6, 4))
+def tensor_rows_written_through_a_computed_array(x):
+    x = x.clone()
+    keep = np.arange(0, 6, 2)
+    x[keep] = 0.0
+    x[:, np.array([1, 3])[::-1].copy()] += 1.0
+    return x
+
+
+class _NumpySchedule(nn.Module):
+    # a scheduler that keeps its timesteps in NumPy (diffusers' PNDM keeps prk_timesteps as an array)
+    # and reads its buffer at them
+    def __init__(self):
+        super().__init__()
+        self.timesteps = np.array([5, 3, 1])
+        self.register_buffer("alphas", torch.linspace(0.9, 0.1, 6))
+
+    def forward(self, x):
+        picked = self.alphas[self.timesteps]          # an array index: in the graph
+        first = self.alphas[self.timesteps[0]]        # a NumPy integer computed in the trace: a break
+        return x * picked.sum() + first
+
+
+module_case(_NumpySchedule, (3,))
