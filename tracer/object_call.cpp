@@ -566,6 +566,29 @@ Status object_call(Translator& t, Frame& f, const VPtr& fn, std::vector<VPtr>& a
     out = args[0]->kind == VK::NpScalar ? args[0] : np_scalar_value(t, args[0], o);
     return std::nullopt;
   }
+  static PyObject* builtin_min = kept_attr("builtins", "min");
+  static PyObject* builtin_max = kept_attr("builtins", "max");
+  if (o && (o == builtin_min || o == builtin_max) && kwargs.empty() && args.size() >= 2 &&
+      std::any_of(args.begin(), args.end(), [](const VPtr& v) { return v->kind == VK::NpScalar; }) &&
+      std::all_of(args.begin(), args.end(), [](const VPtr& v) {
+        return v->kind == VK::NpScalar || v->kind == VK::Sym ||
+               (v->kind == VK::Const && (PyLong_CheckExact(v->obj.get()) || PyFloat_CheckExact(v->obj.get())));
+      })) {
+    // min(1.0, lam) / max(step, 2) of NumPy scalars: as Python compares them, each against the
+    // winner so far (max: one strictly greater wins; min: strictly less), each comparison a guard
+    // -- the winner keeps its own type (np.float64 or the Python number), which only a branch can
+    // tell. A compile per side of the comparison, not per value.
+    VPtr acc = args[0];
+    for (size_t i = 1; i < args.size(); ++i) {
+      VPtr r;
+      if (Status s = t.compare(f, o == builtin_max ? Py_GT : Py_LT, args[i], acc, r)) return s;
+      bool wins = false;
+      if (Status s = t.truth(f, r, wins)) return s;
+      if (wins) acc = args[i];
+    }
+    out = acc;
+    return std::nullopt;
+  }
   if (Status s = np_scalar_arguments(t, f, o, args, kwargs)) return s;
   if (kwargs.empty()) {
     bool handled = false;

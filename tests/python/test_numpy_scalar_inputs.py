@@ -273,6 +273,31 @@ def test_numpy_ints_through_compiling_backends(backend):
     assert breaks() == []
 
 
+def clamped(x, lam):  # min/max of a NumPy scalar and Python numbers: the winner keeps its own type
+    a = min(1.0, lam)
+    b = max(lam, 0.1)
+    c = min(lam, 2, 0.8)
+    return x * a + b, a, b, c, type(a).__name__
+
+
+def capped_step(x, step):  # a warmup cap of a NumPy step: min(step, 8), max(step, 2)
+    return x * min(step, 8) - max(2, step), min(step, 8), max(2, step)
+
+
+def test_min_and_max_of_a_numpy_scalar_compile_per_side_not_per_value():
+    # each comparison Python makes is a guard: a value on the same side of every one reuses the
+    # graph (before, the scalar was specialised: a compile per value). torch.compile takes the
+    # scalar as a 0-d array and compiles once, but its min(1.0, lam) is then an array, not eager's
+    # np.float64 or float.
+    values = [np.float64(v) for v in (0.3, 0.5, 1.5, 0.7, 2.5)]
+    # 0.3 a constant; 0.5 symbolic, below every bound; 1.5 above 1.0 and 0.8; 0.7 as 0.5; 2.5 above 2
+    assert run(dynview.compile, clamped, lambda v: (X, v), values) == [1, 2, 3, 3, 4]
+    steps = [np.int64(v) for v in (1, 4, 5, 12, 3, 9)]
+    # 1 a constant; 4 and 5 between the bounds; 12 and 9 above 8; 3 as 4
+    assert run(dynview.compile, capped_step, lambda v: (X, v), steps) == [1, 2, 2, 3, 3, 3]
+    assert breaks() == []
+
+
 def masked_by_comparison(x, lam):  # a NumPy bool from a comparison, read by torch and returned
     keep = lam > 0.5
     return x * keep, torch.where(x > 0, x, x * (lam < 0.9)), keep, keep + 1, int(keep), f"{keep}", type(keep).__name__
