@@ -358,9 +358,8 @@ Status op_STORE_SUBSCR(Translator& t, Frame& f, const Instr&) {  // (v container
     if (Status s = t.ndarray_operator(f, "setitem", {cont, sub, v}, out, handled)) return s;
   } else if (cont->kind == VK::Tensor) {
     VPtr out;
-    VPtr index = t.tensor_index(sub);
-    if (!index) return t.brk(f, "DV0003", "a tensor indexed by a NumPy integer computed in the trace (its value is data)",
-                             "index with a tensor, or compute the index outside the compiled function");
+    VPtr index;
+    if (Status s = t.tensor_index(f, sub, index)) return s;
     if (Status s = t.graph_call(f, py().setitem, "", {cont, index, v}, {}, out)) return s;
   } else if (PyObject* key = cont->kind == VK::Dict && sub->kind != VK::Const ? t.key_of(sub) : nullptr) {
     // d[p] = v: a tensor, module or class key

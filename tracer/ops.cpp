@@ -1,4 +1,5 @@
 // Operators, attributes, subscripts, truth, iteration and builtins over Values.
+#include <algorithm>
 #include <functional>
 #include <cmath>
 #include <cstring>
@@ -386,28 +387,24 @@ Translator::Status Translator::compare(Frame& f, int cmp, VPtr a, VPtr b, VPtr& 
 // x[:, order]) is the tensor behind it, as eager converts an ndarray index (advanced indexing, a
 // copy). A 0-d one stands for a NumPy scalar (prk_timesteps[k]), which eager takes by its
 // __index__ (a view): the graph cannot, its value is data -- a break, as under torch.compile
-// (which reads it with item()). null: such an index.
-VPtr Translator::tensor_index(const VPtr& idx) {
+// (which reads it with item()).
+Translator::Status Translator::tensor_index(Frame& f, const VPtr& idx, VPtr& out) {
   auto dims = [](const VPtr& v) {  // (of the tensor behind it: v->obj)
     Ref d = v->obj ? Ref::steal(PyObject_CallMethod(v->obj.get(), "dim", nullptr)) : Ref();
     const long n = d ? PyLong_AsLong(d.get()) : -1;
     if (n < 0) PyErr_Clear();
     return n;
   };
-  auto array = [&](const VPtr& v) { return v->kind == VK::NdArray && dims(v) > 0; };
-  auto scalar = [&](const VPtr& v) { return v->kind == VK::NdArray && !array(v); };
-  if (scalar(idx)) return nullptr;
-  if (array(idx)) return tensor_of_ndarray(idx);
-  if (idx->kind != VK::Tuple || idx->obj) return idx;
-  bool any = false;
-  for (const VPtr& x : idx->items) {
-    if (scalar(x)) return nullptr;
-    any |= x->kind == VK::NdArray;
-  }
-  if (!any) return idx;
-  VPtr r = make(VK::Tuple);
-  for (const VPtr& x : idx->items) r->items.push_back(x->kind == VK::NdArray ? tensor_of_ndarray(x) : x);
-  return r;
+  auto scalar = [&](const VPtr& v) { return v->kind == VK::NdArray && dims(v) <= 0; };
+  const bool tuple = idx->kind == VK::Tuple && !idx->obj;
+  if (scalar(idx) || (tuple && std::any_of(idx->items.begin(), idx->items.end(), scalar)))
+    return brk(f, "DV0003", "a tensor indexed by a NumPy integer computed in the trace (its value is data)",
+               "index with a tensor, or compute the index outside the compiled function");
+  auto as_tensor = [&](const VPtr& v) { return v->kind == VK::NdArray ? tensor_of_ndarray(v) : v; };
+  if (!tuple) return out = as_tensor(idx), std::nullopt;
+  out = make(VK::Tuple);
+  for (const VPtr& x : idx->items) out->items.push_back(as_tensor(x));
+  return std::nullopt;
 }
 
 Translator::Status Translator::subscr(Frame& f, VPtr obj, VPtr idx, VPtr& out) {
@@ -433,9 +430,8 @@ Translator::Status Translator::subscr(Frame& f, VPtr obj, VPtr idx, VPtr& out) {
       static PyObject* select = kept_attr("torch", "select");
       if (select) return graph_call(f, Ref::borrow(select), "", {obj, constant_steal(PyLong_FromLong(0)), idx}, {}, out);
     }
-    VPtr index = tensor_index(idx);
-    if (!index) return brk(f, "DV0003", "a tensor indexed by a NumPy integer computed in the trace (its value is data)",
-                           "index with a tensor, or compute the index outside the compiled function");
+    VPtr index;
+    if (Status s = tensor_index(f, idx, index)) return s;
     return graph_call(f, py().getitem, "", {obj, index}, {}, out);
   }
   if (obj->kind == VK::NdArray) {  // nd[i], nd[a:b, None], nd[mask]: torch._numpy's indexing

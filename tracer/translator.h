@@ -366,7 +366,8 @@ class Translator {
                         std::vector<std::pair<std::string, VPtr>>& kwargs, VPtr& out);
   Status ndarray_operator(Frame& f, const std::string& op, std::vector<VPtr> args, VPtr& out, bool& handled);
   VPtr tensor_of_ndarray(const VPtr& nd);  // the tensor behind an ndarray (same node)
-  VPtr tensor_index(const VPtr& idx);     // a tensor's index with its arrays as tensors; null: a 0-d one in it (ops.cpp)
+  // a tensor's index with its arrays as tensors; a 0-d one in it is a break (ops.cpp)
+  Status tensor_index(Frame& f, const VPtr& idx, VPtr& out);
   // Library callables followed by identity (tracer/values/library_calls.cpp): `handled` false for
   // any other callable.
   Status call_library(Frame& f, const VPtr& fn, std::vector<VPtr>& args, std::vector<std::pair<std::string, VPtr>>& kwargs,
