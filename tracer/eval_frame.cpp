@@ -463,13 +463,19 @@ Entry* compile_frame_once(CodeState& st, PyCodeObject* co, _PyInterpreterFrame* 
   };
   // A fake-tensor error of the backend (AOTAutograd meeting a data-dependent output, an operator
   // without a fake kernel: TorchDynamo's exceptions_allowed_to_be_fallback) is a break, as in
-  // torch.compile: the frame runs eagerly, with a warning. Any other backend error is raised.
+  // torch.compile: the frame runs eagerly, with a warning. So is a guard on a data-dependent
+  // symbol (AOTAutograd reading a 0-d int tensor input as an index, A[t], in a dynamic compile,
+  // where torch.compile hands the backend real inputs and compiles). Any other backend error is
+  // raised.
   auto backend_fallback = [&](std::string& why) -> bool {
     PyObject *type, *value, *tb;
     PyErr_Fetch(&type, &value, &tb);  // (held across the import below, which runs with no error set)
     static PyObject* allowed = [] {
       Ref exc = Ref::steal(PyImport_ImportModule("torch._dynamo.exc"));
-      PyObject* a = exc ? PyObject_GetAttrString(exc.get(), "exceptions_allowed_to_be_fallback") : nullptr;  // kept
+      Ref fallback = exc ? Ref::steal(PyObject_GetAttrString(exc.get(), "exceptions_allowed_to_be_fallback")) : Ref();
+      PyObject* data_guard = kept_attr("torch.fx.experimental.symbolic_shapes", "GuardOnDataDependentSymNode");
+      if (!fallback || !data_guard || !PyTuple_Check(fallback.get())) return PyErr_Clear(), fallback.release();  // kept
+      PyObject* a = PySequence_Concat(fallback.get(), Ref::steal(PyTuple_Pack(1, data_guard)).get());  // kept
       PyErr_Clear();
       return a;
     }();

@@ -385,6 +385,25 @@ def test_backends_compile_a_select_of_a_symbolic_index(fn, backend):
     assert dynview_counts(fn, calls, backend=backend) == dynamo_counts(fn, calls) == [1, 2, 2, 2]
 
 
+TABLE = torch.linspace(0.9, 0.1, 10)
+
+
+def table_at(x, t):
+    return x * TABLE[t]
+
+
+def test_a_table_read_at_a_0d_tensor_index_runs_eagerly_where_aot_cannot_compile_it():
+    # TABLE[t] with t a 0-d int tensor: AOTAutograd reads t as an index, a guard on a data-dependent
+    # symbol in a dynamic compile. It was raised to the caller (GuardOnDataDependentSymNode); it is a
+    # backend fallback, with a warning, as the static compile's DataDependentOutputException is.
+    c = dynview.compile(table_at, backend="aot_eager", dynamic=True)
+    x = R(3)
+    with pytest.warns(UserWarning, match="runs eagerly: backend aot_eager failed with GuardOnDataDependentSymNode"):
+        torch.testing.assert_close(c(x, torch.tensor(2)), table_at(x, torch.tensor(2)))
+    for t in (5, 7):  # the frame runs as it is from then on
+        torch.testing.assert_close(c(x, torch.tensor(t)), table_at(x, torch.tensor(t)))
+
+
 def test_symbolic_graph_has_size_nodes_and_no_baked_sizes():
     c = dynview.compile(flatten_rows, backend="eager")
     c(R(3, 4, 2), 2)
