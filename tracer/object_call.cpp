@@ -449,6 +449,34 @@ bool numpy_dtype_factory(PyObject* fn) {
   return std::find(std::begin(makes), std::end(makes), fn) != std::end(makes);
 }
 
+// min(1.0, lam) / max(step, 2) of NumPy scalars: as Python compares them, each against the winner
+// so far (max: one strictly greater wins; min: strictly less), each comparison a guard -- the
+// winner keeps its own type (np.float64 or the Python number), which only a branch can tell. A
+// compile per side of the comparison, not per value. `handled` false: not such a call.
+static Status np_scalar_min_max(Translator& t, Frame& f, PyObject* fn, const std::vector<VPtr>& args, const KwArgs& kwargs,
+                                VPtr& out, bool& handled) {
+  static PyObject* builtin_min = kept_attr("builtins", "min");
+  static PyObject* builtin_max = kept_attr("builtins", "max");
+  auto number = [](const VPtr& v) {
+    return v->kind == VK::NpScalar || v->kind == VK::Sym ||
+           (v->kind == VK::Const && (PyLong_CheckExact(v->obj.get()) || PyFloat_CheckExact(v->obj.get())));
+  };
+  handled = fn && (fn == builtin_min || fn == builtin_max) && kwargs.empty() && args.size() >= 2 &&
+            std::any_of(args.begin(), args.end(), [](const VPtr& v) { return v->kind == VK::NpScalar; }) &&
+            std::all_of(args.begin(), args.end(), number);
+  if (!handled) return std::nullopt;
+  VPtr acc = args[0];
+  for (size_t i = 1; i < args.size(); ++i) {
+    VPtr r;
+    if (Status s = t.compare(f, fn == builtin_max ? Py_GT : Py_LT, args[i], acc, r)) return s;
+    bool wins = false;
+    if (Status s = t.truth(f, r, wins)) return s;
+    if (wins) acc = args[i];
+  }
+  out = acc;
+  return std::nullopt;
+}
+
 // numpy.float64 and int64 arguments whose value is symbolic (values/np_scalar.cpp) as `fn` reads them:
 // a torch operator, the number it stands for (Kind<VK::NpScalar>::graph_arg, in containers too) -- but
 // torch.tensor, as_tensor and asarray, which make a float64 tensor of a float64 where a float gives
@@ -566,29 +594,8 @@ Status object_call(Translator& t, Frame& f, const VPtr& fn, std::vector<VPtr>& a
     out = args[0]->kind == VK::NpScalar ? args[0] : np_scalar_value(t, args[0], o);
     return std::nullopt;
   }
-  static PyObject* builtin_min = kept_attr("builtins", "min");
-  static PyObject* builtin_max = kept_attr("builtins", "max");
-  if (o && (o == builtin_min || o == builtin_max) && kwargs.empty() && args.size() >= 2 &&
-      std::any_of(args.begin(), args.end(), [](const VPtr& v) { return v->kind == VK::NpScalar; }) &&
-      std::all_of(args.begin(), args.end(), [](const VPtr& v) {
-        return v->kind == VK::NpScalar || v->kind == VK::Sym ||
-               (v->kind == VK::Const && (PyLong_CheckExact(v->obj.get()) || PyFloat_CheckExact(v->obj.get())));
-      })) {
-    // min(1.0, lam) / max(step, 2) of NumPy scalars: as Python compares them, each against the
-    // winner so far (max: one strictly greater wins; min: strictly less), each comparison a guard
-    // -- the winner keeps its own type (np.float64 or the Python number), which only a branch can
-    // tell. A compile per side of the comparison, not per value.
-    VPtr acc = args[0];
-    for (size_t i = 1; i < args.size(); ++i) {
-      VPtr r;
-      if (Status s = t.compare(f, o == builtin_max ? Py_GT : Py_LT, args[i], acc, r)) return s;
-      bool wins = false;
-      if (Status s = t.truth(f, r, wins)) return s;
-      if (wins) acc = args[i];
-    }
-    out = acc;
-    return std::nullopt;
-  }
+  bool min_max = false;
+  if (Status s = np_scalar_min_max(t, f, o, args, kwargs, out, min_max); s || min_max) return s;
   if (Status s = np_scalar_arguments(t, f, o, args, kwargs)) return s;
   if (kwargs.empty()) {
     bool handled = false;
