@@ -2,8 +2,10 @@
 // special cases (torch.func, grad modes, autocast, inference_mode, ...), operator getters, classes,
 // NumPy and pure builtins over constants.
 #include <algorithm>
+#include <cmath>
 #include <cstring>
 #include <functional>
+#include <unordered_map>
 #include <unordered_set>
 
 #include "pycache.h"
@@ -477,6 +479,123 @@ static Status np_scalar_min_max(Translator& t, Frame& f, PyObject* fn, const std
   return std::nullopt;
 }
 
+static bool numpy_floating(PyObject* o) {  // an np.float16/32/64 ... scalar (by its bases' names: NumPy may be unimported)
+  for (PyTypeObject* tp = Py_TYPE(o); tp; tp = tp->tp_base)
+    if (std::strcmp(tp->tp_name, "numpy.floating") == 0) return true;
+  return false;
+}
+
+// np.sqrt(1. - lam), np.add(lam, 1), np.clip(lam, 0.2, 0.8) of a symbolic numpy.float64
+// (values/np_scalar.cpp) and numbers: computed on the float it stands for, NumPy's type again, as eager
+// gets from NumPy -- sqrt, sin, cos, tan, tanh, arctan, arcsin, arccos and log2 as math's functions of a
+// symbolic float are (torch._sym_sqrt ... nodes), each guarded to the domain where NumPy's and math's
+// agree (sqrt of a negative is NumPy's nan and warning, math's ValueError: that value is specialised,
+// below); add, subtract and multiply as the operators; maximum, minimum and clip (np.minimum(np.maximum(a,
+// lo), hi)) as comparisons, each a guard (the winner keeps its type, a bound an np.float64, as NumPy
+// returns it). Other NumPy functions of it are given its constant (np_scalar_arguments) and computed
+// then (Translator::numpy_of_scalars). `handled` false: not such a call.
+static Status np_scalar_ufunc(Translator& t, Frame& f, PyObject* fn, const std::vector<VPtr>& args, const KwArgs& kwargs,
+                              VPtr& out, bool& handled) {
+  handled = false;
+  PyObject* f64 = numpy_float64_type();
+  if (!f64 || !kwargs.empty() || args.empty()) return std::nullopt;
+  auto sym = [&](const VPtr& v) { return v->kind == VK::NpScalar && v->obj.get() == f64; };
+  auto plain_number = [](const VPtr& v) {
+    return v->kind == VK::Const && (PyLong_CheckExact(v->obj.get()) || PyFloat_CheckExact(v->obj.get()));
+  };
+  if (std::none_of(args.begin(), args.end(), sym) ||
+      !std::all_of(args.begin(), args.end(), [&](const VPtr& v) { return sym(v) || plain_number(v); }))
+    return std::nullopt;
+  static PyObject* const ufunc_type = [] {
+    PyObject* sqrt = kept_attr("numpy", "sqrt");
+    PyObject* tp = sqrt ? reinterpret_cast<PyObject*>(Py_TYPE(sqrt)) : nullptr;
+    Py_XDECREF(sqrt);
+    return tp;  // (numpy.ufunc: NumPy stays imported for the process)
+  }();
+  static PyObject* const clip = kept_attr("numpy", "clip");
+  if (fn == clip && clip && args.size() == 3 && sym(args[0]) && plain_number(args[1]) && plain_number(args[2])) {
+    for (int i = 1; i < 3; ++i)  // (a NaN bound: NumPy's nan, left to it)
+      if (std::isnan(PyFloat_AsDouble(args[i]->obj.get())) || PyErr_Occurred()) return PyErr_Clear(), std::nullopt;
+    handled = true;
+    VPtr acc = args[0];
+    for (int side = 0; side < 2; ++side) {  // a < lo: lo; then acc > hi: hi
+      VPtr r;
+      if (Status s = t.compare(f, side == 0 ? Py_LT : Py_GT, acc, args[1 + side], r)) return s;
+      bool wins = false;
+      if (Status s = t.truth(f, r, wins)) return s;
+      if (!wins) continue;
+      acc = t.make(VK::Object);  // the bound, as NumPy's float64
+      acc->obj = Ref::steal(PyObject_CallOneArg(f64, args[1 + side]->obj.get()));
+      if (!acc->obj) return PyErr_Clear(), t.brk(f, "DV0006", "numpy.clip bound as numpy.float64");
+    }
+    out = acc;
+    return std::nullopt;
+  }
+  if (!ufunc_type || reinterpret_cast<PyObject*>(Py_TYPE(fn)) != ufunc_type) return std::nullopt;
+  Ref name_obj = Ref::steal(PyObject_GetAttrString(fn, "__name__"));
+  if (!name_obj || !PyUnicode_Check(name_obj.get())) return PyErr_Clear(), std::nullopt;
+  const std::string name = str_of(name_obj.get());
+  if (args.size() == 2 && (name == "maximum" || name == "minimum")) {
+    // of the scalar and a number: the number where it compares greater (less), a guard; else the
+    // scalar -- a NaN one too, which NumPy propagates. (Of two symbolic scalars, or a NaN number:
+    // specialised.)
+    const int c = args[0]->kind == VK::Const ? 0 : 1;
+    if (args[c]->kind != VK::Const || args[1 - c]->kind != VK::NpScalar) return std::nullopt;
+    const double cv = PyFloat_AsDouble(args[c]->obj.get());
+    if (PyErr_Occurred() || std::isnan(cv)) return PyErr_Clear(), std::nullopt;
+    handled = true;
+    VPtr r;
+    if (Status s = t.compare(f, name == "maximum" ? Py_GT : Py_LT, args[c], args[1 - c], r)) return s;
+    bool number = false;
+    if (Status s = t.truth(f, r, number)) return s;
+    out = args[number ? c : 1 - c];
+    if (out->kind == VK::Const) {  // NumPy's float64 of the number
+      PyObject* num = out->obj.get();
+      out = t.make(VK::Object);
+      out->obj = Ref::steal(PyObject_CallOneArg(f64, num));
+      if (!out->obj) return PyErr_Clear(), t.brk(f, "DV0006", "numpy." + name + " of a number as numpy.float64");
+    }
+    return std::nullopt;
+  }
+  if (args.size() == 2) {
+    const int op = name == "add" ? 0 : name == "multiply" ? 5 : name == "subtract" ? 10 : -1;  // BINARY_OP's
+    if (op < 0) return std::nullopt;
+    handled = true;
+    return t.binary(f, op, args[0], args[1], out);
+  }
+  struct Unary {
+    const char* math;  // torch._sym_<math>
+    double lo, hi;     // NumPy's and math's agree in [lo, hi]
+    bool open_lo;      // (lo, hi]
+  };
+  static const std::unordered_map<std::string, Unary> unary = {
+      {"sqrt", {"sqrt", 0.0, HUGE_VAL, false}}, {"sin", {"sin", -HUGE_VAL, HUGE_VAL, false}},
+      {"cos", {"cos", -HUGE_VAL, HUGE_VAL, false}}, {"tan", {"tan", -HUGE_VAL, HUGE_VAL, false}},
+      {"tanh", {"tanh", -HUGE_VAL, HUGE_VAL, false}}, {"arctan", {"atan", -HUGE_VAL, HUGE_VAL, false}},
+      {"arcsin", {"asin", -1.0, 1.0, false}}, {"arccos", {"acos", -1.0, 1.0, false}}, {"log2", {"log2", 0.0, HUGE_VAL, true}}};
+  auto it = unary.find(name);
+  if (args.size() != 1 || it == unary.end()) return std::nullopt;
+  const Unary& u = it->second;
+  VPtr x = args[0]->self;
+  for (int side = 0; side < 2; ++side) {  // within the domain (infinite bounds: none to check), each bound a guard
+    const double bound = side == 0 ? u.lo : u.hi;
+    if (std::isinf(bound)) continue;
+    VPtr r;
+    const int cmp = side == 0 ? (u.open_lo ? Py_GT : Py_GE) : Py_LE;
+    if (Status s = t.compare(f, cmp, x, t.constant_steal(PyFloat_FromDouble(bound)), r)) return s;
+    bool inside = false;
+    if (Status s = t.truth(f, r, inside)) return s;
+    if (!inside) return std::nullopt;  // (its constant, computed by NumPy: a break where it warns)
+  }
+  Ref target = Ref::steal(PyObject_GetAttrString(py().torch.get(), (std::string("_sym_") + u.math).c_str()));
+  if (!target) return PyErr_Clear(), std::nullopt;
+  handled = true;
+  VPtr r;
+  if (Status s = t.graph_call(f, target, "", {x}, {}, r)) return s;
+  out = np_scalar_value(t, r, f64);
+  return std::nullopt;
+}
+
 // numpy.float64 and int64 arguments whose value is symbolic (values/np_scalar.cpp) as `fn` reads them:
 // a torch operator, the number it stands for (Kind<VK::NpScalar>::graph_arg, in containers too) -- but
 // torch.tensor, as_tensor and asarray, which make a float64 tensor of a float64 where a float gives
@@ -596,6 +715,8 @@ Status object_call(Translator& t, Frame& f, const VPtr& fn, std::vector<VPtr>& a
   }
   bool min_max = false;
   if (Status s = np_scalar_min_max(t, f, o, args, kwargs, out, min_max); s || min_max) return s;
+  bool np_ufunc = false;
+  if (Status s = np_scalar_ufunc(t, f, o, args, kwargs, out, np_ufunc); s || np_ufunc) return s;
   if (Status s = np_scalar_arguments(t, f, o, args, kwargs)) return s;
   if (kwargs.empty()) {
     bool handled = false;
@@ -1275,7 +1396,9 @@ Status object_call(Translator& t, Frame& f, const VPtr& fn, std::vector<VPtr>& a
       const bool dtype_info = o == py().torch_finfo.get() || o == py().torch_iinfo.get() || numpy_dtype(r.get());
       if (out->kind == VK::Object && PyType_Check(o) && !PyRange_Check(r.get()) && !PyCFunction_Check(o) && !dtype_info &&
           !operator_getter(r.get()) && !PyExceptionInstance_Check(r.get()) && !spec &&
-          !(o == numpy_float64_type() && numpy_float64(r.get())))  // np.float64(1.0): a number (values/np_scalar.cpp)
+          !(numpy_floating(r.get()) && Py_TYPE(r.get()) == reinterpret_cast<PyTypeObject*>(o)))
+        // np.float64(1.0), np.float32(lam): a NumPy float of its own type, as the builder takes one
+        // (values/np_scalar.cpp). (np.int64(7): TorchDynamo makes a 0-d array, whose int() breaks)
         return t.brk(f, "DV0004", "constructing " + callable_name(o) + " inside the traced code");
       return std::nullopt;
     }

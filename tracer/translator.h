@@ -357,6 +357,9 @@ class Translator {
   // false: no ndarray operand) become graph nodes over the tensor behind the ndarray;
   // torch.from_numpy/as_tensor of an ndarray give that tensor back (`handled` false: not those).
   Status tensor_numpy(Frame& f, const VPtr& self, std::vector<VPtr>& args, std::vector<std::pair<std::string, VPtr>>& kwargs, VPtr& out);
+  // np.sqrt(lam) ... of NumPy scalar constants: computed now (values/ndarray.cpp); `folded` false: not such a call
+  Status numpy_of_scalars(Frame& f, PyObject* fn, std::vector<VPtr>& args, std::vector<std::pair<std::string, VPtr>>& kwargs,
+                          const std::string& what, VPtr& out, bool& folded);
   Status call_numpy(Frame& f, PyObject* fn, std::vector<VPtr>& args, std::vector<std::pair<std::string, VPtr>>& kwargs, VPtr& out,
                     bool& handled);
   Status ndarray_to_tensor(Frame& f, PyObject* fn, std::vector<VPtr>& args, std::vector<std::pair<std::string, VPtr>>& kwargs,

@@ -218,6 +218,22 @@ def numpy_dtype_described_in_the_trace(x):
     return x * dt.itemsize + float(tiny), dt.name, dt.kind, int(np.int64(7)) // 2
 
 
+# ---- NumPy's functions of a NumPy scalar argument: a mixup lam, a rotation angle ----
+@case((2, 3), extra=lambda seed: [np.float64(0.3)])
+def numpy_functions_of_a_numpy_float(x, lam):
+    # CutMix's cut ratio and a clipped mixing weight (TorchDynamo: a 0-d array in the graph; dynview:
+    # its value, guarded, computed in the trace -- no break either way)
+    cut_rat = np.sqrt(1. - lam)
+    w = np.clip(lam, 0.2, 0.8)
+    return x * cut_rat + np.maximum(w, 0.5), x * np.exp(-lam)
+
+
+@case((4, 2), extra=lambda seed: [np.float64(0.5)])
+def rotation_by_a_numpy_angle(x, theta):
+    c, s = np.cos(theta), np.sin(theta)
+    return torch.stack([x[:, 0] * c - x[:, 1] * s, x[:, 0] * s + x[:, 1] * c], 1) * np.tan(theta / 2)
+
+
 # ---- ndarrays turned back into tensors and cast by Python types ----
 @case((1, 2, 3))
 def tensor_copied_from_a_stacked_array(y):

@@ -8,6 +8,8 @@ for the same values given as Python floats. (torch.compile takes a NumPy scalar 
 compiles once, but computes some of these functions in float64 where eager computes float32.)
 numpy.int64 arguments (a step, a timestep from np.random.randint) likewise, as an int argument is: a
 SymInt input once it changed, NumPy's int64 and float64 where eager's results are."""
+import math
+
 import numpy as np
 import pytest
 import torch
@@ -78,28 +80,31 @@ def log_lam(x, lam):  # a training step's progress line: formatted after the gra
     return x * lam, line, "{:.2e}|{}".format(lam, lam * 2)
 
 
-def same(a, b):
-    """Equal as eager's: values, dtypes and Python types (np.float64 is not float)."""
+def same(a, b, ulps=False):
+    """Equal as eager's: values, dtypes and Python types (np.float64 is not float). `ulps`: floats
+    to a few units in the last place (NumPy's vectorised sin and cos round differently from math's)."""
     assert type(a) is type(b), (type(a), type(b))
     if isinstance(a, (tuple, list)):
         assert len(a) == len(b)
         for p, q in zip(a, b):
-            same(p, q)
+            same(p, q, ulps)
     elif isinstance(a, torch.Tensor):
         assert a.dtype == b.dtype, (a.dtype, b.dtype)
         torch.testing.assert_close(a, b)
+    elif ulps and isinstance(a, float):
+        assert math.isclose(a, b, rel_tol=1e-14), (a, b)
     else:
         assert a == b, (a, b)
 
 
-def run(compile_fn, fn, args_of, values, check=True):
+def run(compile_fn, fn, args_of, values, check=True, ulps=False):
     backend, n = counting_backend()
     c = compile_fn(fn, backend=backend)
     counts = []
     for v in values:
         got = c(*args_of(v))
         if check:
-            same(got, fn(*args_of(v)))
+            same(got, fn(*args_of(v)), ulps)
         counts.append(n[0])
     return counts
 
@@ -174,6 +179,105 @@ def test_numpy_and_methods_read_its_value():
     c = dynview.compile(numpy_reads_it, backend="eager")
     for v in LAMS:
         same(c(X, v), numpy_reads_it(X, v))
+
+
+# ---- NumPy's own functions of it: written as mixup / cutmix / augmentation code writes them --------
+
+def cutmix_box(x, lam):  # CutMix's rand_bbox: the cut ratio of the area kept
+    cut_rat = np.sqrt(1. - lam)
+    h = x.shape[0] * cut_rat
+    return x * cut_rat, h, np.add(cut_rat, 1), np.multiply(2, lam) - np.subtract(lam, 0.5)
+
+
+def cutmix_box_math(x, lam):  # the same with math's functions and Python floats (torch.compile's oracle)
+    cut_rat = math.sqrt(1. - lam)
+    h = x.shape[0] * cut_rat
+    return x * cut_rat, h, cut_rat + 1, 2 * lam - (lam - 0.5)
+
+
+def rotate(x, theta):  # a rotation by an angle drawn with np.random.uniform
+    c, s = np.cos(theta), np.sin(theta)
+    rot = torch.stack([x[:, 0] * c - x[:, 1] * s, x[:, 0] * s + x[:, 1] * c], 1)
+    return rot, np.tan(theta / 2), np.tanh(theta), np.arctan(theta), np.arcsin(theta / 4), np.log2(theta + 2)
+
+
+def rotate_math(x, theta):
+    c, s = math.cos(theta), math.sin(theta)
+    rot = torch.stack([x[:, 0] * c - x[:, 1] * s, x[:, 0] * s + x[:, 1] * c], 1)
+    return rot, math.tan(theta / 2), math.tanh(theta), math.atan(theta), math.asin(theta / 4), math.log2(theta + 2)
+
+
+@pytest.mark.parametrize("fn, oracle", [(cutmix_box, cutmix_box_math), (rotate, rotate_math)])
+def test_numpy_functions_of_it_keep_it_symbolic(fn, oracle):
+    # np.sqrt(1. - lam) of a changing np.float64 is computed on its float in the graph (before, it
+    # broke the graph on its first value and was specialised per value after): the compiles a
+    # Python float gets under torch.compile with math's functions, eager's np.float64 results
+    got = run(dynview.compile, fn, lambda v: (X, v), LAMS, ulps=True)
+    assert breaks() == []
+    torch._dynamo.reset()
+    try:
+        want = run(torch.compile, oracle, lambda v: (X, float(v)), LAMS, check=False)
+    finally:
+        torch._dynamo.reset()
+    assert got == want == [1, 2, 2, 2]
+
+
+def clipped(x, lam):  # lam = np.clip(lam, lo, hi), np.maximum(lam, floor): each bound a guard
+    lam = np.clip(lam, 0.2, 0.8)
+    return x * lam, lam, np.maximum(lam, 0.4), np.minimum(0.6, lam)
+
+
+def test_clip_maximum_and_minimum_of_it_compile_per_side_not_per_value():
+    values = [np.float64(v) for v in (0.3, 0.5, 0.9, 0.1, 0.55, 0.95, 0.7)]
+    # 0.3 a constant; 0.5 symbolic, inside every bound; 0.9 above 0.8 (a float64 0.8 on); 0.1 below
+    # 0.2 and 0.4; 0.55 as 0.5; 0.95 as 0.9; 0.7 above 0.6
+    assert run(dynview.compile, clipped, lambda v: (X, v), values) == [1, 2, 3, 4, 4, 4, 5]
+    assert breaks() == []
+
+
+def nan_stays(x, lam):  # NumPy propagates a NaN through maximum, minimum and clip
+    return np.maximum(0.5, lam), np.minimum(lam, 0.5), np.clip(lam, 0.0, 1.0), x + 1
+
+
+def test_a_nan_scalar_stays_nan_as_numpy_keeps_it():
+    c = dynview.compile(nan_stays, backend="eager")
+    for v in (0.3, 0.7, float("nan"), 0.2):
+        got, want = c(X, np.float64(v)), nan_stays(X, np.float64(v))
+        assert [type(g) for g in got] == [type(w) for w in want]
+        np.testing.assert_equal(got[:3], want[:3])
+
+
+def augment_constants(x, lam):  # the functions of its constant (the first value) that NumPy computes
+    return (x * np.exp(lam), np.log(lam), np.power(lam, 2), np.floor(lam * 10), np.round(lam, 1), np.abs(-lam),
+            np.float32(lam) * np.float32(2), np.isfinite(lam), np.sign(lam - 0.5))
+
+
+def test_numpy_functions_of_its_constant_are_computed_in_the_trace():
+    c = dynview.compile(augment_constants, backend="eager")
+    for v in LAMS[:1] + LAMS[:1]:
+        same(c(X, v), augment_constants(X, v))
+    assert breaks() == []
+    assert len(dynview._C.cache_entries(augment_constants.__code__)) == 1
+    for v in LAMS[1:]:  # (of a symbolic one, np.exp and np.log are of its value: a compile per value, no break)
+        same(c(X, v), augment_constants(X, v))
+    assert breaks() == []
+
+
+def sqrt_of(x, lam):
+    return x * np.sqrt(lam - 0.5)
+
+
+def test_where_numpy_warns_eager_computes_it():
+    # np.sqrt of a negative float64 is nan with a RuntimeWarning, each call: computed in the trace it
+    # would warn once at compile time, and math.sqrt raises -- so it is a graph break, eager's call
+    c = dynview.compile(sqrt_of, backend="eager")
+    for v in (0.25, 0.3):
+        with pytest.warns(RuntimeWarning, match="invalid value"):
+            got = c(X, np.float64(v))
+        assert torch.isnan(got).all()
+    msgs = breaks()
+    assert msgs and all("numpy.sqrt" in m for m in msgs), msgs
+    same(c(X, np.float64(0.75)), sqrt_of(X, np.float64(0.75)))
 
 
 @pytest.mark.parametrize("backend", ["aot_eager", "inductor"])

@@ -237,6 +237,87 @@ Status Translator::tensor_numpy(Frame& f, const VPtr& self, std::vector<VPtr>& a
   return as_ndarray(f, out, "Tensor.numpy()");
 }
 
+// np.sqrt(lam), np.clip(lam, 0.2, 0.8), np.maximum(lam, 0.5) of NumPy scalars known as constants (an
+// np.float64 argument, guarded by value) and numbers: computed now, NumPy's scalar the result, as
+// eager computes it -- with each floating-point error NumPy does not ignore raising, so that where
+// NumPy would warn (np.sqrt(-1.0) is nan and a RuntimeWarning each call) this breaks and eager warns. A symbolic NumPy scalar
+// (values/np_scalar.cpp) here is given its constant; the functions that keep one symbolic are
+// object_call's (np_scalar_ufunc). `folded` false: not such a call (an array among the arguments, a
+// result that is not a scalar), left to torch._numpy.
+Status Translator::numpy_of_scalars(Frame& f, PyObject* fn, std::vector<VPtr>& args, Kwargs& kwargs, const std::string& what,
+                                    VPtr& out, bool& folded) {
+  folded = false;
+  static PyObject* generic = kept_attr("numpy", "generic");
+  if (!generic) return std::nullopt;
+  auto scalar = [&](const VPtr& v) {
+    return (v->kind == VK::Object && v->obj && PyObject_IsInstance(v->obj.get(), generic) == 1) || v->kind == VK::NpScalar;
+  };
+  auto plain = [](const VPtr& v) {
+    PyObject* o = v->obj.get();
+    return v->kind == VK::Const && (o == Py_None || PyBool_Check(o) || PyLong_CheckExact(o) || PyFloat_CheckExact(o));
+  };
+  bool any = false;
+  for (const VPtr& a : args) {
+    if (!scalar(a) && !plain(a)) return PyErr_Clear(), std::nullopt;
+    any |= scalar(a);
+  }
+  for (const auto& kv : kwargs)
+    if (!plain(kv.second) || kv.first == "out") return std::nullopt;
+  PyErr_Clear();
+  if (!any) return std::nullopt;
+  for (VPtr& a : args)
+    if (Status s = np_scalar_constant(*this, f, a)) return s;
+  Ref pargs = Ref::steal(PyTuple_New(static_cast<Py_ssize_t>(args.size())));
+  for (size_t i = 0; i < args.size(); ++i) PyTuple_SET_ITEM(pargs.get(), i, Ref::borrow(args[i]->obj.get()).release());
+  Ref pkw = Ref::steal(PyDict_New());
+  for (auto& [k, v] : kwargs) PyDict_SetItemString(pkw.get(), k.c_str(), v->obj.get());
+  static PyObject* seterr = kept_attr("numpy", "seterr");
+  static PyObject* geterr = kept_attr("numpy", "geterr");
+  if (!seterr || !geterr) return std::nullopt;
+  // each floating-point error NumPy does not ignore now (by default all but underflow) raises
+  Ref no_args = Ref::steal(PyTuple_New(0));
+  Ref now = Ref::steal(PyObject_CallNoArgs(geterr));
+  Ref raising = Ref::steal(PyDict_New());
+  if (!now || !PyDict_Check(now.get()) || !raising) return PyErr_Clear(), std::nullopt;
+  static PyObject* ignore = PyUnicode_InternFromString("ignore");
+  static PyObject* raise = PyUnicode_InternFromString("raise");
+  PyObject *key, *setting;
+  for (Py_ssize_t pos = 0; PyDict_Next(now.get(), &pos, &key, &setting);)
+    if (PyDict_SetItem(raising.get(), key, PyObject_RichCompareBool(setting, ignore, Py_EQ) == 1 ? ignore : raise) < 0)
+      return PyErr_Clear(), std::nullopt;
+  Ref old = Ref::steal(PyObject_Call(seterr, no_args.get(), raising.get()));
+  if (!old) return PyErr_Clear(), std::nullopt;
+  Ref r = Ref::steal(PyObject_Call(fn, pargs.get(), pkw.get()));
+  std::string err;
+  if (!r) {  // the exception's type and message, for the break's reason
+    PyObject *type, *value, *tb;
+    PyErr_Fetch(&type, &value, &tb);
+    PyErr_NormalizeException(&type, &value, &tb);
+    Ref text = value ? Ref::steal(PyObject_Str(value)) : Ref();
+    err = std::string(type ? reinterpret_cast<PyTypeObject*>(type)->tp_name : "error") +
+          (text && PyUnicode_Check(text.get()) ? ": " + str_of(text.get()) : "");
+    Py_XDECREF(type), Py_XDECREF(value), Py_XDECREF(tb);
+    PyErr_Clear();
+  }
+  Ref restored = Ref::steal(PyObject_Call(seterr, no_args.get(), old.get()));
+  if (!restored) PyErr_Clear();
+  if (!r) return brk(f, "DV0006", what + " of these constants: " + err, "NumPy warns or raises here; eager does it");
+  folded = true;
+  PyObject* o = r.get();
+  if (PyObject_IsInstance(o, generic) == 1) {
+    out = make(VK::Object);  // as ValueBuilder wraps a NumPy scalar it takes as a constant
+    out->obj = r;
+    return std::nullopt;
+  }
+  PyErr_Clear();
+  if (o == Py_None || PyBool_Check(o) || PyLong_CheckExact(o) || PyFloat_CheckExact(o)) {
+    out = constant(r);
+    return std::nullopt;
+  }
+  folded = false;  // an array (np.array(lam), np.atleast_1d): torch._numpy's
+  return std::nullopt;
+}
+
 // np.<fn>(...): torch._numpy's function as a graph node (TorchDynamo's NumpyVariable.call_function).
 Status Translator::call_numpy(Frame& f, PyObject* fn, std::vector<VPtr>& args, Kwargs& kwargs, VPtr& out, bool& handled) {
   handled = false;
@@ -253,6 +334,8 @@ Status Translator::call_numpy(Frame& f, PyObject* fn, std::vector<VPtr>& args, K
   if (random && random.get() == Py_True)
     return brk(f, "DV0004", what + ": NumPy's random stream cannot be reproduced in the graph",
                "draw the random numbers outside the compiled function, or use torch's random functions");
+  bool folded = false;
+  if (Status s = numpy_of_scalars(f, fn, args, kwargs, what, out, folded); s || folded) return s;
   for (auto& kv : kwargs) {  // TorchDynamo's patch_args: np.clip's a_min/a_max are torch._numpy's min/max
     if (what == "numpy.clip" && kv.first == "a_min") kv.first = "min";
     if (what == "numpy.clip" && kv.first == "a_max") kv.first = "max";
