@@ -280,9 +280,10 @@ bool leaf_ok(const Guard& g, PyObject* o) {
     case GuardKind::EQUALS_MATCH: {
       if (o == g.value.get()) return true;
       if (Py_TYPE(o) != Py_TYPE(g.value.get())) return false;
-      if (PyFloat_CheckExact(o)) {  // -0.0 == 0.0, but 1 / x, copysign and atan2 tell them apart
-        // (a NaN matches a NaN of the same sign: the capture took it as a constant, and NaN != NaN
-        // would send every call with one to a new compile)
+      if (PyFloat_CheckExact(o) || std::strcmp(Py_TYPE(o)->tp_name, "numpy.float64") == 0) {
+        // -0.0 == 0.0, but 1 / x, copysign and atan2 tell them apart. (A NaN matches a NaN of the
+        // same sign: the capture took it as a constant, and NaN != NaN would send every call with
+        // one to a new compile -- a NumPy float64 too, np.sqrt(-1.0)'s nan handed to a resume function.)
         const double a = PyFloat_AS_DOUBLE(o), b = PyFloat_AS_DOUBLE(g.value.get());
         return (a == b || (std::isnan(a) && std::isnan(b))) && std::signbit(a) == std::signbit(b);
       }
