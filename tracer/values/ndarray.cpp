@@ -240,10 +240,10 @@ Status Translator::tensor_numpy(Frame& f, const VPtr& self, std::vector<VPtr>& a
 // np.sqrt(lam), np.clip(lam, 0.2, 0.8), np.maximum(lam, 0.5) of NumPy scalars known as constants (an
 // np.float64 argument, guarded by value) and numbers: computed now, NumPy's scalar the result, as
 // eager computes it -- with each floating-point error NumPy does not ignore raising, so that where
-// NumPy would warn (np.sqrt(-1.0) is nan and a RuntimeWarning each call) this breaks and eager warns. A symbolic NumPy scalar
-// (values/np_scalar.cpp) here is given its constant; the functions that keep one symbolic are
-// object_call's (np_scalar_ufunc). `folded` false: not such a call (an array among the arguments, a
-// result that is not a scalar), left to torch._numpy.
+// NumPy would warn (np.sqrt(-1.0) is nan and a RuntimeWarning each call) this breaks and eager
+// warns. A symbolic NumPy scalar (values/np_scalar.cpp) here is given its constant; the functions
+// that keep one symbolic are object_call's (np_scalar_ufunc). `folded` false: not such a call (an
+// array among the arguments, a result that is not a scalar), left to torch._numpy.
 Status Translator::numpy_of_scalars(Frame& f, PyObject* fn, std::vector<VPtr>& args, Kwargs& kwargs, const std::string& what,
                                     VPtr& out, bool& folded) {
   folded = false;
