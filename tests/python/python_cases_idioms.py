@@ -10,6 +10,7 @@ import io
 import itertools
 import operator
 import os
+import threading
 import typing
 
 import torch
@@ -739,3 +740,18 @@ def _scripted_bias_gelu(x: torch.Tensor, bias: float) -> torch.Tensor:
 @case((2, 3))
 def torch_jit_script_helper_called(x):
     return _scripted_bias_gelu(x, 0.25).sum(-1)
+
+
+# ---- per-thread state in a threading.local() (a library's recursion depth, its last result): written
+# in the trace, replayed after the graph in the calling thread, read back as written ----
+_TLS = threading.local()
+_TLS.depth = 0
+
+
+@case((3,))
+def thread_local_state_written_and_read_back(x):
+    _TLS.depth += 1
+    _TLS.last = x.relu()
+    out = _TLS.last * _TLS.depth
+    _TLS.depth -= 1
+    return out

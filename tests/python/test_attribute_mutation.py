@@ -5,6 +5,7 @@ import dataclasses
 import functools
 import itertools
 import math
+import threading
 
 import pytest
 import torch
@@ -604,3 +605,80 @@ def test_an_lru_cache_function_with_effects_runs_eagerly_and_a_pure_one_is_trace
     assert any(r["has_break"] and "lru_cache function that changes a container" in r["break_message"] for r in records)
     dynview.reset()
     assert not compile_records(lambda x: x + pure_table(5), x)[0]["has_break"]
+
+
+# ---- threading.local(): per-thread state written by compiled code (a library's flags, a step count) ----
+
+class _Flags(threading.local):  # the way libraries keep per-thread state: defaults set in __init__
+    def __init__(self):
+        self.scale = 1.0
+        self.calls = 0
+
+
+def _counting_backend():
+    n = [0]
+
+    def backend(gm, example_inputs):
+        n[0] += 1
+        return gm.forward
+    return backend, n
+
+
+def records_last(x, state):
+    state.last = x * 2  # a tensor kept for later, read back in the trace
+    state.calls += 1
+    return state.last + state.calls * state.scale
+
+
+def sets_mode(x, state):
+    state.mode = "train" if x.sum() > 0 else "eval"
+    return x + 1
+
+
+@pytest.mark.parametrize("make", [threading.local, _Flags], ids=["local", "subclass"])
+def test_threading_local_attributes_written_in_the_trace_are_replayed(make):
+    # written after the graph in the calling thread, read back in the trace as written; compile
+    # counts as torch.compile's for a threading.local() (the int count is guarded by value). (For
+    # the subclass torch.compile drops the writes -- `calls` stays 0 -- so its counts are taken
+    # from the plain threading.local().)
+    def run(compile_fn, make):
+        state, eager_state = make(), make()
+        for s in (state, eager_state):
+            if not hasattr(s, "calls"):
+                s.calls, s.scale = 0, 1.0
+        backend, n = _counting_backend()
+        c = compile_fn(records_last, backend=backend)
+        counts = []
+        for i in range(3):
+            x = torch.full((2,), float(i))
+            torch.testing.assert_close(c(x, state), records_last(x, eager_state))
+            torch.testing.assert_close(state.last, eager_state.last)
+            assert state.calls == eager_state.calls == i + 1
+            counts.append(n[0])
+        return counts
+
+    got = run(dynview.compile, make)
+    assert [r["break_message"] for r in dynview._C.take_records() if r["has_break"]] == []
+    torch._dynamo.reset()
+    try:
+        want = run(torch.compile, threading.local)
+    finally:
+        torch._dynamo.reset()
+    assert got == want
+
+
+def test_threading_local_writes_land_in_the_calling_thread():
+    state = threading.local()
+    c = dynview.compile(sets_mode, backend="eager")
+    c(torch.ones(2), state)  # compiled in this thread
+    assert state.mode == "train"
+    seen = {}
+
+    def worker():
+        c(-torch.ones(2), state)
+        seen["mode"] = state.mode
+
+    t = threading.Thread(target=worker)
+    t.start()
+    t.join()
+    assert seen["mode"] == "eval" and state.mode == "train"  # each thread its own attribute

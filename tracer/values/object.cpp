@@ -328,7 +328,20 @@ Status object_setattr(Translator& t, Frame& f, const VPtr& owner, const std::str
   PyErr_Clear();
   const bool module = owner->kind == VK::NNModule;
   const bool python_setattr = !module && setattr_fn && PyFunction_Check(setattr_fn.get());  // its object.__setattr__ call
-  if (!python_setattr && !(module && module_own) && (!setattr_fn || setattr_fn.get() != (module ? py().module_setattr.get() : py().object_setattr.get())))
+  // A threading.local() (or a subclass's object): its __setattr__ writes the calling thread's own
+  // __dict__ as object's writes the instance's. Replayed after the graph in the thread that calls
+  // (the guards read that thread's attributes too); reads in the trace see the write, as for any
+  // object from outside (Translator::getattr), as TorchDynamo captures them.
+  static PyObject* const local_setattr = [] {
+    PyObject* local = kept_attr("_thread", "_local");
+    PyObject* sa = local ? PyObject_GetAttrString(local, "__setattr__") : nullptr;  // (kept)
+    Py_XDECREF(local);
+    if (!sa) PyErr_Clear();
+    return sa;
+  }();
+  const bool thread_local_attr = !module && setattr_fn && local_setattr && setattr_fn.get() == local_setattr;
+  if (!python_setattr && !(module && module_own) && !thread_local_attr &&
+      (!setattr_fn || setattr_fn.get() != (module ? py().module_setattr.get() : py().object_setattr.get())))
     return t.brk(f, "DV0008", std::string("assignment to attribute '") + name + "' of " + tp->tp_name + ", which defines __setattr__", hint);
   Ref nm = Ref::steal(PyUnicode_FromString(name.c_str()));
   PyObject* descr = _PyType_Lookup(tp, nm.get());
@@ -367,7 +380,7 @@ Status object_setattr(Translator& t, Frame& f, const VPtr& owner, const std::str
         if (!buffer && !submodule) return t.brk(f, "DV0008", "assignment to " + std::string(member + 1) + " entry '" + name + "' of a module", hint);
       }
     }
-  } else if (!_PyObject_GetDictPtr(o)) {
+  } else if (!_PyObject_GetDictPtr(o) && !thread_local_attr) {
     return t.brk(f, "DV0008", "assignment to attribute '" + name + "' of " + tp->tp_name + " (no __dict__)", hint);
   }
   if (!replayable_attr_value(value))
