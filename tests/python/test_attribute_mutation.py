@@ -12,6 +12,7 @@ import torch
 import torch.nn as nn
 
 import dynview
+from counting import counting_backend
 
 
 pytestmark = pytest.mark.usefixtures("fresh_engine")
@@ -615,15 +616,6 @@ class _Flags(threading.local):  # the way libraries keep per-thread state: defau
         self.calls = 0
 
 
-def _counting_backend():
-    n = [0]
-
-    def backend(gm, example_inputs):
-        n[0] += 1
-        return gm.forward
-    return backend, n
-
-
 def records_last(x, state):
     state.last = x * 2  # a tensor kept for later, read back in the trace
     state.calls += 1
@@ -646,7 +638,7 @@ def test_threading_local_attributes_written_in_the_trace_are_replayed(make):
         for s in (state, eager_state):
             if not hasattr(s, "calls"):
                 s.calls, s.scale = 0, 1.0
-        backend, n = _counting_backend()
+        backend, n = counting_backend()
         c = compile_fn(records_last, backend=backend)
         counts = []
         for i in range(3):
