@@ -500,6 +500,12 @@ static Status np_scalar_ufunc(Translator& t, Frame& f, PyObject* fn, const std::
   PyObject* f64 = numpy_float64_type();
   if (!f64 || !kwargs.empty() || args.empty()) return std::nullopt;
   auto sym = [&](const VPtr& v) { return v->kind == VK::NpScalar && v->obj.get() == f64; };
+  auto as_float64 = [&](const VPtr& number, VPtr& out) -> Status {  // a bound that won, as NumPy returns it
+    out = t.make(VK::Object);
+    out->obj = Ref::steal(PyObject_CallOneArg(f64, number->obj.get()));
+    if (!out->obj) return PyErr_Clear(), t.brk(f, "DV0006", "a bound of a NumPy scalar as numpy.float64");
+    return std::nullopt;
+  };
   auto plain_number = [](const VPtr& v) {
     return v->kind == VK::Const && (PyLong_CheckExact(v->obj.get()) || PyFloat_CheckExact(v->obj.get()));
   };
@@ -523,10 +529,8 @@ static Status np_scalar_ufunc(Translator& t, Frame& f, PyObject* fn, const std::
       if (Status s = t.compare(f, side == 0 ? Py_LT : Py_GT, acc, args[1 + side], r)) return s;
       bool wins = false;
       if (Status s = t.truth(f, r, wins)) return s;
-      if (!wins) continue;
-      acc = t.make(VK::Object);  // the bound, as NumPy's float64
-      acc->obj = Ref::steal(PyObject_CallOneArg(f64, args[1 + side]->obj.get()));
-      if (!acc->obj) return PyErr_Clear(), t.brk(f, "DV0006", "numpy.clip bound as numpy.float64");
+      if (wins)
+        if (Status s = as_float64(args[1 + side], acc)) return s;
     }
     out = acc;
     return std::nullopt;
@@ -548,13 +552,8 @@ static Status np_scalar_ufunc(Translator& t, Frame& f, PyObject* fn, const std::
     if (Status s = t.compare(f, name == "maximum" ? Py_GT : Py_LT, args[c], args[1 - c], r)) return s;
     bool number = false;
     if (Status s = t.truth(f, r, number)) return s;
-    out = args[number ? c : 1 - c];
-    if (out->kind == VK::Const) {  // NumPy's float64 of the number
-      PyObject* num = out->obj.get();
-      out = t.make(VK::Object);
-      out->obj = Ref::steal(PyObject_CallOneArg(f64, num));
-      if (!out->obj) return PyErr_Clear(), t.brk(f, "DV0006", "numpy." + name + " of a number as numpy.float64");
-    }
+    if (number) return as_float64(args[c], out);
+    out = args[1 - c];
     return std::nullopt;
   }
   if (args.size() == 2) {

@@ -247,11 +247,7 @@ Status Translator::tensor_numpy(Frame& f, const VPtr& self, std::vector<VPtr>& a
 Status Translator::numpy_of_scalars(Frame& f, PyObject* fn, std::vector<VPtr>& args, Kwargs& kwargs, const std::string& what,
                                     VPtr& out, bool& folded) {
   folded = false;
-  static PyObject* generic = kept_attr("numpy", "generic");
-  if (!generic) return std::nullopt;
-  auto scalar = [&](const VPtr& v) {
-    return (v->kind == VK::Object && v->obj && PyObject_IsInstance(v->obj.get(), generic) == 1) || v->kind == VK::NpScalar;
-  };
+  auto scalar = [](const VPtr& v) { return (v->kind == VK::Object && v->obj && numpy_scalar(v->obj.get())) || v->kind == VK::NpScalar; };
   auto plain = [](const VPtr& v) {
     PyObject* o = v->obj.get();
     return v->kind == VK::Const && (o == Py_None || PyBool_Check(o) || PyLong_CheckExact(o) || PyFloat_CheckExact(o));
@@ -304,7 +300,7 @@ Status Translator::numpy_of_scalars(Frame& f, PyObject* fn, std::vector<VPtr>& a
   if (!r) return brk(f, "DV0006", what + " of these constants: " + err, "NumPy warns or raises here; eager does it");
   folded = true;
   PyObject* o = r.get();
-  if (PyObject_IsInstance(o, generic) == 1) {
+  if (numpy_scalar(o)) {
     out = make(VK::Object);  // as ValueBuilder wraps a NumPy scalar it takes as a constant
     out->obj = r;
     return std::nullopt;
