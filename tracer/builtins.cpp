@@ -1004,7 +1004,7 @@ Translator::Status call_builtin(Translator& t, Frame& f, PyObject* fn, std::vect
     if (n == 1 && args[0]->kind == VK::Dict) {
       d->keys = args[0]->keys;
       d->items = args[0]->items;
-    } else if (n == 1 && args[0]->kind == VK::Instance && args[0]->contents) {
+    } else if (n == 1 && args[0]->kind == VK::Instance && args[0]->contents && args[0]->contents->kind == VK::Dict) {
       if (Status s = dict_subclass_entries(t, f, args[0], d->keys, d->items, "dict()")) return s;
     } else if (n == 1 && args[0]->kind == VK::Instance && args[0]->obj && PyType_Check(args[0]->obj.get()) &&
                [&] {

@@ -364,6 +364,16 @@ bool emit_head(Emitter& e, Rebuilder& rb, PyCodeObject* co, const CaptureResult&
       }
       continue;
     }
+    if (l->storage_base) {  // a list subclass's items: list.__setitem__(l, slice(None), new), past its overrides
+      static PyObject* setitem = PyObject_GetAttrString(reinterpret_cast<PyObject*>(&PyList_Type), "__setitem__");
+      e.callable_const(setitem);
+      if (!e.source(*l->source)) return why = "cannot reload the mutated list " + l->source->text(), false;
+      e.emit(N::LOAD_CONST, e.konst(Ref::steal(PySlice_New(nullptr, nullptr, nullptr)).get()));
+      e.emit(N::LOAD_FAST, list_tmp[k]);
+      e.call(3);
+      e.emit(N::POP_TOP);
+      continue;
+    }
     e.emit(N::LOAD_FAST, list_tmp[k]);
     if (!e.source(*l->source)) {
       why = "cannot reload the mutated list " + l->source->text();

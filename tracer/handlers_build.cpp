@@ -137,7 +137,7 @@ Status op_LIST_TO_TUPLE(Translator& t, Frame& f, const Instr&) {
 static Status dict_update(Translator& t, Frame& f, const Instr& in, bool merge) {  // (dict .. other -- dict ..)
   NEED(in.arg + 1u);
   VPtr other = top(f);
-  if (other->kind == VK::Instance && other->contents) {  // a dict subclass made in the trace (**outputs of a ModelOutput)
+  if (other->kind == VK::Instance && other->contents && other->contents->kind == VK::Dict) {  // a dict subclass (**outputs of a ModelOutput)
     VPtr entries = t.make(VK::Dict);
     if (Status s = dict_subclass_entries(t, f, other, entries->keys, entries->items, merge ? "**" : "{**}")) return s;
     other = entries;

@@ -106,6 +106,13 @@ Translator::Status Translator::np_scalar_binary(Frame& f, int op, VPtr& a, VPtr&
   return np_scalar_constant(*this, f, b);
 }
 
+namespace {
+// The items (a List) of an object of a list subclass (made in the trace or from the frame), else null.
+VPtr list_items_of(const VPtr& v) {
+  return v->kind == VK::Instance && v->contents && v->contents->kind == VK::List ? v->contents : nullptr;
+}
+}  // namespace
+
 Translator::Status Translator::binary(Frame& f, int nb, VPtr a, VPtr b, VPtr& out) {
   if (nb < 0 || nb >= 26) return brk(f, "DV0018", "unknown binary operator");
   if (user_operand(a) || user_operand(b)) {  // a Python class's __add__ / __radd__ / __iadd__
@@ -115,6 +122,19 @@ Translator::Status Translator::binary(Frame& f, int nb, VPtr a, VPtr b, VPtr& ou
     if (Status s = user_operator(f, "__" + base + "__", "__r" + base + "__", nb >= 13 ? "__i" + base + "__" : "", a, b, out, handled))
       return s;
     if (handled) return std::nullopt;
+  }
+  if (VPtr la = list_items_of(a); la || list_items_of(b)) {
+    // A list subclass's object whose class has no operator of its own: list's. l + xs and l * n are
+    // new lists of its items; l += xs extends the object itself, which is the result.
+    if (nb >= 13 && la) {
+      if (nb != 13) return brk(f, "DV0018", std::string("operator.") + kBinOpNames[nb] + " on a list subclass's object");
+      VPtr ignored;
+      if (Status s = call(f, bound_method(la, Ref(), "extend"), {b}, {}, ignored)) return s;
+      out = a;
+      return std::nullopt;
+    }
+    if (la) a = la;
+    if (VPtr lb = list_items_of(b)) b = lb;
   }
   if (a->kind == VK::NpScalar || b->kind == VK::NpScalar) {
     bool handled = false;
@@ -291,6 +311,8 @@ Translator::Status Translator::compare(Frame& f, int cmp, VPtr a, VPtr b, VPtr& 
       }
     }
   }
+  if (VPtr la = list_items_of(a)) a = la;  // a list subclass's object without its own: list's, on its items
+  if (VPtr lb = list_items_of(b)) b = lb;
   if (a->kind == VK::NpScalar || b->kind == VK::NpScalar) {
     bool handled = false;
     if (Status s = np_scalar_binary(f, -1 - cmp, a, b, out, handled); s || handled) return s;

@@ -14,6 +14,7 @@
 #include "pycache.h"
 #include "tensor_match.h"
 #include "translator.h"
+#include "values/kind.h"
 
 namespace dv {
 
@@ -211,6 +212,8 @@ VPtr ValueBuilder::wrap(Ref obj, SourcePtr source, Frame& f) {
   }
   if (source && PyDict_Check(o) && plain_class(Py_TYPE(o)))  // a dict subclass of Python code: ModelOutput ...
     if (VPtr v = wrap_dict_instance(obj, source, key, f); v || !ok_) return v;
+  if (source && PyList_Check(o) && plain_class(Py_TYPE(o)))  // a list subclass of Python code
+    if (VPtr v = wrap_list_instance(obj, source, key, f); v || !ok_) return v;
   return wrap_object(obj, source, key, f);  // modules, classes, builtins, torch functions, other objects
 }
 
@@ -1115,6 +1118,55 @@ VPtr ValueBuilder::wrap_dict_instance(const Ref& obj, const SourcePtr& source, c
   if (!wrap_entries(*dictptr ? *dictptr : empty.get(), v->attrs->source, false, v->attrs->keys, v->attrs->items, f) ||
       !wrap_entries(o, source, true, v->contents->keys, v->contents->items, f))
     return ok_ = false, nullptr;
+  return v;
+}
+
+// An instance of a plain Python class that subclasses list, from the frame: an Instance, as one made
+// in the trace is, whose __dict__ (attrs) is read whole as a dict subclass's, and whose items
+// (contents) are read as a list argument's: its length guarded, each item wrapped from its source
+// (guarded as read). Changes are written back after the graph by list.__setitem__(obj, slice(None),
+// new), past the class's overrides (codegen.cpp). The guards read its items through the class, so a
+// class that overrides item access or iteration is left to the object path (null with ok_ set).
+VPtr ValueBuilder::wrap_list_instance(const Ref& obj, const SourcePtr& source, const std::string& key, Frame& f) {
+  PyObject* o = obj.get();
+  auto* tp = Py_TYPE(o);
+  PyObject** dictptr = _PyObject_GetDictPtr(o);
+  ok_ = true;
+  if (!dictptr || tp->tp_iter != PyList_Type.tp_iter || !list_own(tp, "__getitem__") || !list_own(tp, "__len__")) return nullptr;
+  if (VPtr first = shared_container(o, source, key, f); first || !ok_) return first;
+  Py_ssize_t pos = 0;
+  PyObject *k, *val;
+  if (*dictptr)
+    while (PyDict_Next(*dictptr, &pos, &k, &val))
+      if (!PyUnicode_CheckExact(k)) return nullptr;
+  t_.add_guard(GuardKind::TYPE_MATCH, source, Ref::borrow(reinterpret_cast<PyObject*>(tp)), f,
+               "___check_type_id(" + key + ", " + tp->tp_name + ")");
+  VPtr cls = t_.make(VK::Object);  // the class as loaded: type(x), guarded by the TYPE_MATCH above
+  cls->obj = Ref::borrow(reinterpret_cast<PyObject*>(tp));
+  cls->source = Source::attr(source, "__class__");
+  VPtr v = t_.make(VK::Instance);
+  v->obj = cls->obj;
+  v->self = cls;
+  containers_seen_[o] = {obj, v};  // before the items: one may hold the object itself
+  remember(source, key, v);
+  v->attrs = t_.make(VK::Dict);
+  v->attrs->source = Source::attr(source, "__dict__");
+  Ref empty;
+  if (!*dictptr) empty = Ref::steal(PyDict_New());
+  if (!wrap_entries(*dictptr ? *dictptr : empty.get(), v->attrs->source, false, v->attrs->keys, v->attrs->items, f))
+    return ok_ = false, nullptr;
+  v->contents = t_.make(VK::List);
+  v->contents->source = source;
+  v->contents->storage_base = Ref::borrow(reinterpret_cast<PyObject*>(&PyList_Type));
+  std::vector<Ref> items;  // wrap may run Python code: hold them first
+  for (Py_ssize_t i = 0; i < PyList_GET_SIZE(o); ++i) items.push_back(Ref::borrow(PyList_GET_ITEM(o, i)));
+  if (Guard* g = t_.add_guard(GuardKind::LENGTH_CHECK, source, {}, f, "len(" + key + ") == " + std::to_string(items.size())))
+    g->length = static_cast<Py_ssize_t>(items.size());
+  for (size_t i = 0; i < items.size(); ++i) {
+    VPtr iv = leaf(items[i], Source::item(source, Ref::steal(PyLong_FromSize_t(i))), f);
+    if (!iv) return ok_ = false, nullptr;
+    v->contents->items.push_back(iv);
+  }
   return v;
 }
 

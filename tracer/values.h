@@ -86,12 +86,13 @@ struct Value {
   VPtr defaults, kwdefaults;
   std::vector<VPtr> cells;
   Ref globals, qualname;
-  VPtr attrs, contents;   // Instance: its __dict__ and (dict subclasses) its items, both Dict values
+  VPtr attrs, contents;   // Instance: its __dict__ (a Dict) and its items (dict subclasses: a Dict; list subclasses: a List)
   bool flag = false;      // GradMode: enable? Function made by MAKE_FUNCTION: it has annotations;
                           // NNModule: made in the trace (made_module.cpp)
   bool mutated = false;   // a container from an input was mutated (side effect)
-  // Dict holding the items of a dict subclass's instance from the frame (Instance::contents): the
-  // builtin base (dict or OrderedDict) whose own methods write it back, past the class's overrides.
+  // Dict or List holding the items of a dict or list subclass's instance from the frame
+  // (Instance::contents): the builtin base (dict, OrderedDict or list) whose own methods write it
+  // back, past the class's overrides.
   Ref storage_base;
   // Dict from the frame (TorchDynamo's lazy ConstDictVariable): the real dict while its entries are
   // wrapped only as they are read by key (keys/items hold those so far, DICT_CONTAINS guards the

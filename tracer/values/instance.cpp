@@ -1,10 +1,12 @@
 // Instances of plain Python classes made in the trace (VK::Instance): which classes qualify, how one
 // is constructed (__new__ and __init__), attribute reads and writes (properties, a custom
 // __setattr__), truth, iteration, and the builtin methods the class inherits -- object's, and for
-// dict and OrderedDict subclasses (transformers' ModelOutput) the dict's, over the instance's
-// contents. The transformed code rebuilds an instance that escapes the trace (codegen.cpp).
+// dict and OrderedDict subclasses (transformers' ModelOutput) the dict's, for list subclasses the
+// list's, over the instance's contents. The transformed code rebuilds an instance that escapes the
+// trace (codegen.cpp).
 #include <cstring>
 
+#include "tracer/handlers_common.h"
 #include "tracer/pycache.h"
 #include "tracer/translator.h"
 #include "tracer/rebuild.h"
@@ -43,6 +45,53 @@ bool descriptor_of(PyObject* d, PyTypeObject* base) {
   return PyType_IsSubtype(base, PyDescr_TYPE(d));
 }
 
+// list's own methods on a list subclass's instance (super().append(x), list.__init__(self, items),
+// super().__setitem__(i, v) in an override): over its contents, a List value, as on a list. The
+// dunders that are operators run as their opcodes do on that list (`d[i] = v`, `x in d`).
+Status list_builtin(Translator& t, Frame& f, const std::string& name, const VPtr& d, std::vector<VPtr>& args,
+                    std::vector<std::pair<std::string, VPtr>>& kwargs, VPtr& out) {
+  if (Status s = t.realize_lazy(f, d)) return s;
+  if (name == "__init__") {  // list.__init__(self[, iterable]): emptied, then extended
+    if (!kwargs.empty()) return t.raise_new(f, PyExc_TypeError, "list() takes no keyword arguments");
+    if (args.size() > 1) return t.raise_new(f, PyExc_TypeError, "list expected at most 1 argument, got " + std::to_string(args.size()));
+    VPtr r;
+    if (Status s = t.call(f, t.bound_method(d, Ref(), "clear"), {}, {}, r)) return s;
+    if (!args.empty())
+      if (Status s = t.call(f, t.bound_method(d, Ref(), "extend"), {args[0]}, {}, r)) return s;
+    out = t.constant(Ref::borrow(Py_None));
+    return std::nullopt;
+  }
+  if (!kwargs.empty() && name != "sort") return t.brk(f, "DV0004", "list." + name + " with keyword arguments");
+  if (name == "__len__" && args.empty()) {
+    out = t.constant_steal(PyLong_FromSize_t(d->items.size()));
+    return std::nullopt;
+  }
+  if (name == "__getitem__" && args.size() == 1) return t.subscr(f, d, args[0], out);
+  if (name == "__iter__" && args.empty()) return t.iterate(f, d, out, false);
+  Status (*op)(Translator&, Frame&, const Instr&) = nullptr;
+  std::vector<VPtr> stack;  // what the opcode finds on the stack
+  if (name == "__setitem__" && args.size() == 2) op = op_STORE_SUBSCR, stack = {args[1], d, args[0]};
+  else if (name == "__delitem__" && args.size() == 1) op = op_DELETE_SUBSCR, stack = {d, args[0]};
+  else if (name == "__contains__" && args.size() == 1) op = op_CONTAINS_OP, stack = {args[0], d};
+  if (op) {
+    const size_t depth = f.stack.size();
+    f.stack.insert(f.stack.end(), stack.begin(), stack.end());
+    Instr in;
+    in.arg = 0;  // CONTAINS_OP's `in`
+    if (Status s = op(t, f, in)) {
+      f.stack.resize(std::min(depth, f.stack.size()));
+      return s;
+    }
+    out = f.stack.size() > depth ? f.stack.back() : t.constant(Ref::borrow(Py_None));
+    f.stack.resize(depth);
+    return std::nullopt;
+  }
+  if (name.size() > 4 && name.rfind("__", 0) == 0)  // __add__, __iadd__, __eq__ ...: not followed
+    return t.brk(f, "DV0004", "list." + name + " on a list subclass's object");
+  // append, extend, pop, insert, remove, clear, reverse, copy, index, count, sort (values/list.cpp)
+  return t.call(f, t.bound_method(d, Ref(), name), std::move(args), std::move(kwargs), out);
+}
+
 }  // namespace
 
 // A member descriptor a class's __slots__ made (on a Python class: C types' members are their own).
@@ -67,7 +116,7 @@ bool plain_class(PyTypeObject* tp) {
   if (tp->tp_flags & Py_TPFLAGS_IS_ABSTRACT) return false;  // eager raises TypeError: abstract methods
   PyObject* mro = tp->tp_mro;
   if (!mro || !PyTuple_Check(mro)) return false;
-  PyTypeObject* base = nullptr;  // the one builtin base allowed: dict or OrderedDict
+  PyTypeObject* base = nullptr;  // the one builtin base allowed: dict, OrderedDict or list
   for (Py_ssize_t i = 0; i < PyTuple_GET_SIZE(mro); ++i) {
     auto* b = reinterpret_cast<PyTypeObject*>(PyTuple_GET_ITEM(mro, i));
     if (b == &PyBaseObject_Type) continue;
@@ -77,6 +126,10 @@ bool plain_class(PyTypeObject* tp) {
     }
     if (b == &PyDict_Type || b == ordered_dict_type()) {
       if (!base) base = b;
+      continue;
+    }
+    if (b == &PyList_Type && !base) {
+      base = b;
       continue;
     }
     return false;  // other builtin bases: exceptions, tensors, lists, ...
@@ -103,7 +156,7 @@ Translator::Status Translator::construct(Frame& f, const VPtr& cls, std::vector<
   inst->self = cls;
   inst->attrs = make(VK::Dict);
   PyTypeObject* base = builtin_base(tp);
-  if (base) inst->contents = make(VK::Dict);
+  if (base) inst->contents = make(base == &PyList_Type ? VK::List : VK::Dict);
   static PyObject* init_name = interned("__init__");
   PyObject* init = _PyType_Lookup(tp, init_name);
   if (init && PyFunction_Check(init)) {
@@ -111,7 +164,7 @@ Translator::Status Translator::construct(Frame& f, const VPtr& cls, std::vector<
     if (Status s = call(f, bound_method(inst, Ref::borrow(init), "__init__"), std::move(args), std::move(kwargs), r)) return s;
   } else if (init == _PyType_Lookup(&PyBaseObject_Type, init_name)) {
     if (!args.empty() || !kwargs.empty()) return raise_new(f, PyExc_TypeError, std::string(tp->tp_name) + "() takes no arguments");
-  } else if (base && descriptor_of(init, base)) {  // dict.__init__: the items given
+  } else if (base && descriptor_of(init, base)) {  // dict.__init__ or list.__init__: the items given
     VPtr r;
     bool handled = false;
     if (Status s = instance_builtin(f, init, inst, args, kwargs, r, handled)) return s;
@@ -123,8 +176,8 @@ Translator::Status Translator::construct(Frame& f, const VPtr& cls, std::vector<
   return std::nullopt;
 }
 
-// object's and dict's methods on an instance made in the trace -- through super() or spelled out
-// (object.__setattr__(self, k, v), dict.__setitem__(self, k, v)).
+// object's, dict's and list's methods on an instance made in the trace -- through super() or spelled
+// out (object.__setattr__(self, k, v), dict.__setitem__(self, k, v), super().append(x)).
 Translator::Status Translator::instance_builtin(Frame& f, PyObject* descr, const VPtr& self, std::vector<VPtr>& args,
                                                 std::vector<std::pair<std::string, VPtr>>& kwargs, VPtr& out, bool& handled) {
   handled = false;
@@ -171,6 +224,7 @@ Translator::Status Translator::instance_builtin(Frame& f, PyObject* descr, const
   handled = true;
   const std::string name = str_of(PyDescr_NAME(descr));
   const VPtr& d = self->contents;
+  if (d->kind == VK::List) return list_builtin(*this, f, name, d, args, kwargs, out);
   if (name == "__init__") {
     if (args.size() > 1) return raise_new(f, PyExc_TypeError, std::string("dict expected at most 1 argument, got ") + std::to_string(args.size()));
     if (Status s = dict_call(*this, f, d, "update", args, kwargs, out)) return s;
@@ -549,8 +603,9 @@ struct Kind<VK::Instance> {
   }
   static bool reconstruct(cg::Rebuilder& r, const VPtr& v) {
     if (v->source) return r.e.source(*v->source);  // from the frame: the object itself (changes are written back)
-    // obj = cls.__new__(cls) (object's or dict's: plain classes have no other); a dict
-    // subclass's items by its builtin base's __setitem__ (base.__setitem__(obj, k, v) ...);
+    // obj = cls.__new__(cls) (object's, dict's or list's: plain classes have no other); a dict
+    // subclass's items by its builtin base's __setitem__ (base.__setitem__(obj, k, v) ...), a list
+    // subclass's by list.extend;
     // attributes by STORE_ATTR, or object.__setattr__(obj, name, v) past a custom __setattr__.
     auto* tp = reinterpret_cast<PyTypeObject*>(v->obj.get());
     Ref new_fn = Ref::steal(PyObject_GetAttrString(v->obj.get(), "__new__"));
@@ -561,7 +616,16 @@ struct Kind<VK::Instance> {
     const int slot = r.e.temp();
     r.e.emit(N::STORE_FAST, slot);
     r.memo[v.get()] = slot;  // before its attributes: they may refer back to it
-    if (v->contents) {
+    if (v->contents && v->contents->kind == VK::List) {  // a list subclass's items: list.extend(obj, [...])
+      static PyObject* extend = PyObject_GetAttrString(reinterpret_cast<PyObject*>(&PyList_Type), "extend");
+      r.e.callable_const(extend);
+      r.e.emit(N::LOAD_FAST, slot);
+      for (const VPtr& item : v->contents->items)
+        if (!r.value(item)) return false;
+      r.e.emit(N::BUILD_LIST, static_cast<int>(v->contents->items.size()));
+      r.e.call(2);
+      r.e.emit(N::POP_TOP);
+    } else if (v->contents) {
       PyTypeObject* base = builtin_base(tp);
       PyObject* setitem = base ? _PyType_Lookup(base, Ref::steal(PyUnicode_FromString("__setitem__")).get()) : nullptr;
       if (!setitem) return false;
