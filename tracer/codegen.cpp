@@ -366,6 +366,7 @@ bool emit_head(Emitter& e, Rebuilder& rb, PyCodeObject* co, const CaptureResult&
     }
     if (l->storage_base) {  // a list subclass's items: list.__setitem__(l, slice(None), new), past its overrides
       static PyObject* setitem = PyObject_GetAttrString(reinterpret_cast<PyObject*>(&PyList_Type), "__setitem__");
+      if (!setitem) return PyErr_Clear(), why = "cannot write back the items of " + l->source->text(), false;
       e.callable_const(setitem);
       if (!e.source(*l->source)) return why = "cannot reload the mutated list " + l->source->text(), false;
       e.emit(N::LOAD_CONST, e.konst(Ref::steal(PySlice_New(nullptr, nullptr, nullptr)).get()));

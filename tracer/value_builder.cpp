@@ -1092,12 +1092,29 @@ VPtr ValueBuilder::wrap_dict_instance(const Ref& obj, const SourcePtr& source, c
   PyObject *k, *val;
   while (PyDict_Next(o, &pos, &k, &val))
     if (!PyUnicode_CheckExact(k) && !PyLong_CheckExact(k)) return nullptr;
-  if (*dictptr) {
-    pos = 0;
+  if (base != &PyDict_Type && !storage_order(o)) return nullptr;
+  VPtr v = subclass_instance(obj, source, key, f);
+  if (!v) return nullptr;
+  v->contents = t_.make(VK::Dict);
+  v->contents->source = source;
+  v->contents->storage_base = Ref::borrow(reinterpret_cast<PyObject*>(base));
+  if (!wrap_entries(o, source, true, v->contents->keys, v->contents->items, f)) return ok_ = false, nullptr;
+  return v;
+}
+
+// The Instance for an object of a dict or list subclass from the frame (wrap_dict_instance,
+// wrap_list_instance; the caller reads its items): TYPE_MATCH on it, its class as loaded, its
+// __dict__ read whole (attrs, DICT_KEYS). Null with ok_ set: an attribute name that is not a str
+// (the object path takes it); with ok_ cleared: an attribute cannot be traced.
+VPtr ValueBuilder::subclass_instance(const Ref& obj, const SourcePtr& source, const std::string& key, Frame& f) {
+  PyObject* o = obj.get();
+  auto* tp = Py_TYPE(o);
+  PyObject** dictptr = _PyObject_GetDictPtr(o);
+  Py_ssize_t pos = 0;
+  PyObject *k, *val;
+  if (*dictptr)
     while (PyDict_Next(*dictptr, &pos, &k, &val))
       if (!PyUnicode_CheckExact(k)) return nullptr;
-  }
-  if (base != &PyDict_Type && !storage_order(o)) return nullptr;
   t_.add_guard(GuardKind::TYPE_MATCH, source, Ref::borrow(reinterpret_cast<PyObject*>(tp)), f,
                "___check_type_id(" + key + ", " + tp->tp_name + ")");
   VPtr cls = t_.make(VK::Object);  // the class as loaded: type(x), guarded by the TYPE_MATCH above
@@ -1110,13 +1127,9 @@ VPtr ValueBuilder::wrap_dict_instance(const Ref& obj, const SourcePtr& source, c
   remember(source, key, v);
   v->attrs = t_.make(VK::Dict);
   v->attrs->source = Source::attr(source, "__dict__");
-  v->contents = t_.make(VK::Dict);
-  v->contents->source = source;
-  v->contents->storage_base = Ref::borrow(reinterpret_cast<PyObject*>(base));
   Ref empty;
   if (!*dictptr) empty = Ref::steal(PyDict_New());
-  if (!wrap_entries(*dictptr ? *dictptr : empty.get(), v->attrs->source, false, v->attrs->keys, v->attrs->items, f) ||
-      !wrap_entries(o, source, true, v->contents->keys, v->contents->items, f))
+  if (!wrap_entries(*dictptr ? *dictptr : empty.get(), v->attrs->source, false, v->attrs->keys, v->attrs->items, f))
     return ok_ = false, nullptr;
   return v;
 }
@@ -1134,27 +1147,8 @@ VPtr ValueBuilder::wrap_list_instance(const Ref& obj, const SourcePtr& source, c
   ok_ = true;
   if (!dictptr || tp->tp_iter != PyList_Type.tp_iter || !list_own(tp, "__getitem__") || !list_own(tp, "__len__")) return nullptr;
   if (VPtr first = shared_container(o, source, key, f); first || !ok_) return first;
-  Py_ssize_t pos = 0;
-  PyObject *k, *val;
-  if (*dictptr)
-    while (PyDict_Next(*dictptr, &pos, &k, &val))
-      if (!PyUnicode_CheckExact(k)) return nullptr;
-  t_.add_guard(GuardKind::TYPE_MATCH, source, Ref::borrow(reinterpret_cast<PyObject*>(tp)), f,
-               "___check_type_id(" + key + ", " + tp->tp_name + ")");
-  VPtr cls = t_.make(VK::Object);  // the class as loaded: type(x), guarded by the TYPE_MATCH above
-  cls->obj = Ref::borrow(reinterpret_cast<PyObject*>(tp));
-  cls->source = Source::attr(source, "__class__");
-  VPtr v = t_.make(VK::Instance);
-  v->obj = cls->obj;
-  v->self = cls;
-  containers_seen_[o] = {obj, v};  // before the items: one may hold the object itself
-  remember(source, key, v);
-  v->attrs = t_.make(VK::Dict);
-  v->attrs->source = Source::attr(source, "__dict__");
-  Ref empty;
-  if (!*dictptr) empty = Ref::steal(PyDict_New());
-  if (!wrap_entries(*dictptr ? *dictptr : empty.get(), v->attrs->source, false, v->attrs->keys, v->attrs->items, f))
-    return ok_ = false, nullptr;
+  VPtr v = subclass_instance(obj, source, key, f);
+  if (!v) return nullptr;
   v->contents = t_.make(VK::List);
   v->contents->source = source;
   v->contents->storage_base = Ref::borrow(reinterpret_cast<PyObject*>(&PyList_Type));

@@ -143,6 +143,7 @@ class ValueBuilder {
   VPtr wrap_dict_kind(const Ref& obj, const SourcePtr& source, const std::string& key, Frame& f);
   VPtr wrap_dict_instance(const Ref& obj, const SourcePtr& source, const std::string& key, Frame& f);
   VPtr wrap_list_instance(const Ref& obj, const SourcePtr& source, const std::string& key, Frame& f);
+  VPtr subclass_instance(const Ref& obj, const SourcePtr& source, const std::string& key, Frame& f);
   // Every entry of `d` (a dict or a dict subclass's storage), in order, wrapped from its item source
   // (`storage`: dict.__getitem__) into keys/items, and DICT_KEYS on `dsource`; false: an entry
   // cannot be traced.

@@ -132,7 +132,7 @@ bool plain_class(PyTypeObject* tp) {
       base = b;
       continue;
     }
-    return false;  // other builtin bases: exceptions, tensors, lists, ...
+    return false;  // other builtin bases: exceptions, tensors, tuples, sets, ...
   }
   static PyObject* new_name = interned("__new__");
   static PyObject* getattribute_name = interned("__getattribute__");
@@ -618,6 +618,7 @@ struct Kind<VK::Instance> {
     r.memo[v.get()] = slot;  // before its attributes: they may refer back to it
     if (v->contents && v->contents->kind == VK::List) {  // a list subclass's items: list.extend(obj, [...])
       static PyObject* extend = PyObject_GetAttrString(reinterpret_cast<PyObject*>(&PyList_Type), "extend");
+      if (!extend) return PyErr_Clear(), false;
       r.e.callable_const(extend);
       r.e.emit(N::LOAD_FAST, slot);
       for (const VPtr& item : v->contents->items)
