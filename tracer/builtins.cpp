@@ -968,8 +968,10 @@ Translator::Status call_builtin(Translator& t, Frame& f, PyObject* fn, std::vect
       std::vector<VPtr> keys;
       for (const VPtr& x : items) {
         VPtr kv = x;
-        if (key_fn)
+        if (key_fn) {
           if (Status s = t.call(f, key_fn, {x}, {}, kv)) return s;
+          if (Status s = t.read_result(f, kv)) return s;
+        }
         bool const_tuple = kv->kind == VK::Tuple;  // key=lambda n: (len(n), n): a tuple of constants
         for (const VPtr& e : kv->items) const_tuple = const_tuple && e->kind == VK::Const;
         if (const_tuple) {
@@ -1098,8 +1100,10 @@ Translator::Status call_builtin(Translator& t, Frame& f, PyObject* fn, std::vect
     Ref best_key;
     for (size_t i = 0; i < vals.size(); ++i) {
       VPtr kv = vals[i];
-      if (key)
+      if (key) {
         if (Status s = t.call(f, key, {vals[i]}, {}, kv)) return s;
+        if (Status s = t.read_result(f, kv)) return s;
+      }
       if (kv->kind != VK::Const) return t.brk(f, "DV0007", "min/max by keys that are not constants");
       const int better = best_key ? PyObject_RichCompareBool(kv->obj.get(), best_key.get(), is(Builtin::max_) ? Py_GT : Py_LT) : 1;
       if (better < 0) return t.raise_current(f, "comparing min/max keys");

@@ -743,7 +743,15 @@ Translator::Status Translator::call_dunder(Frame& f, const VPtr& obj, const char
   if (!fn || !PyFunction_Check(fn)) return std::nullopt;
   handled = true;
   VPtr mv = bound_method(obj, Ref::borrow(fn), name);
-  return call(f, mv, std::move(args), {}, out);
+  if (Status s = call(f, mv, std::move(args), {}, out)) return s;
+  return read_result(f, out);
+}
+
+// What an inlined function returned, for C++ to read (len() of __len__'s answer, a sort key): a value
+// not read yet (an attribute of an object from the frame it returned, VK::Lazy) is read now.
+Translator::Status Translator::read_result(Frame& f, const VPtr& out) {
+  if (out && out->kind == VK::Lazy) return realize_value(f, out);
+  return std::nullopt;
 }
 
 Translator::Status Translator::truth(Frame& f, VPtr v, bool& out) {
@@ -1050,7 +1058,8 @@ Ref python_getter(PyObject* descr) {
 Translator::Status Translator::call_python(Frame& f, Ref fn, std::vector<VPtr> args, VPtr& out) {
   VPtr fv = make(VK::Function);
   fv->obj = std::move(fn);
-  return call(f, fv, std::move(args), {}, out);
+  if (Status s = call(f, fv, std::move(args), {}, out)) return s;
+  return read_result(f, out);
 }
 
 Translator::Status Translator::getattr(Frame& f, VPtr obj, const std::string& name, VPtr& out) {

@@ -318,6 +318,7 @@ class Translator {
   Status realize_lazy(Frame& f, const VPtr& v) { return v && v->lazy ? realize_value(f, v) : std::nullopt; }
   Status realize_key(Frame& f, const VPtr& d, PyObject* key);
   Status call_python(Frame& f, Ref fn, std::vector<VPtr> args, VPtr& out);  // a Python function, inlined
+  Status read_result(Frame& f, const VPtr& out);  // what an inlined call returned, for C++ to read: a VK::Lazy read now
   // A generator's next item (ops.cpp). `sent`: the value send() gives (null: None; Null: none, on at a
   // handler); `raises`: an exception its body raises goes on out of it (else it is a break).
   Status resume_generator(Frame& f, const VPtr& it, VPtr sent = nullptr, bool raises = false);

@@ -334,8 +334,9 @@ void ValueBuilder::plan_number(const Ref& obj, const SourcePtr& source, const st
     // (its sizes and settings) stay constants, as TorchDynamo keeps nn.Module properties static
     auto parent = by_source_.find(source->base->text());
     // (a class attribute read through type(obj), L['obj'].__class__.count: as obj's own ints)
-    if (parent == by_source_.end() && source->base->kind == Source::Kind::Attr && source->base->name == "__class__" &&
-        source->base->base)
+    // (an attribute of a dict or list subclass's object, read from its __dict__: L['obj'].__dict__['n'])
+    if (parent == by_source_.end() && source->base->kind == Source::Kind::Attr &&
+        (source->base->name == "__class__" || source->base->name == "__dict__") && source->base->base)
       parent = by_source_.find(source->base->base->text());
     if (parent != by_source_.end() && parent->second->kind != VK::NNModule) plan_reached(obj.get(), key);
   } else if (source && (source->kind == Source::Kind::Closure || source->kind == Source::Kind::FnClosure)) {
@@ -1129,7 +1130,7 @@ VPtr ValueBuilder::subclass_instance(const Ref& obj, const SourcePtr& source, co
   v->attrs->source = Source::attr(source, "__dict__");
   Ref empty;
   if (!*dictptr) empty = Ref::steal(PyDict_New());
-  if (!wrap_entries(*dictptr ? *dictptr : empty.get(), v->attrs->source, false, v->attrs->keys, v->attrs->items, f))
+  if (!wrap_entries(*dictptr ? *dictptr : empty.get(), v->attrs->source, false, v->attrs->keys, v->attrs->items, f, /*leaves=*/true))
     return ok_ = false, nullptr;
   return v;
 }

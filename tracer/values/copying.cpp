@@ -167,7 +167,8 @@ struct Copier {
             builtin_base(tp) || !default_copy_protocol(tp, deep) || !dictptr || !*dictptr)
           return brk(std::string("a ") + tp->tp_name + " object");
         // Its __dict__: which attributes it has (guarded), each read as obj.name is read (so a later
-        // read of one is the same value).
+        // read of one is the same value; a number, string or None not read yet, VK::Lazy, which a
+        // deep copy reads).
         VPtr state = t.make(VK::Dict);
         Ref names = Ref::steal(PyDict_Keys(*dictptr));
         Ref key_tuple = names ? Ref::steal(PyList_AsTuple(names.get())) : Ref();
@@ -175,7 +176,7 @@ struct Copier {
         for (Py_ssize_t i = 0; i < PyTuple_GET_SIZE(key_tuple.get()); ++i) {
           PyObject* k = PyTuple_GET_ITEM(key_tuple.get(), i);
           PyObject* val = PyUnicode_CheckExact(k) ? PyDict_GetItemWithError(*dictptr, k) : nullptr;
-          VPtr iv = val ? t.wrap(Ref::borrow(val), Source::attr(v->source, str_of(k)), f) : nullptr;
+          VPtr iv = val ? t.builder.leaf(Ref::borrow(val), Source::attr(v->source, str_of(k)), f) : nullptr;
           if (!iv) return PyErr_Clear(), brk(std::string("a ") + tp->tp_name + " object (attribute " + repr_of(k) + " cannot be traced)");
           state->keys.push_back(Ref::borrow(k));
           state->items.push_back(iv);

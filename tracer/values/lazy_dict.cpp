@@ -104,8 +104,18 @@ Translator::Status Translator::realize_value(Frame& f, const VPtr& v) {
       if (Status s = walk(x->items[i])) return s;
     }
     builder.settle(x);
-    for (const VPtr* p : {&x->self, &x->attrs, &x->contents, &x->defaults, &x->kwdefaults})
+    for (const VPtr* p : {&x->self, &x->attrs, &x->contents, &x->defaults, &x->kwdefaults}) {
+      if (p == &x->attrs && x->kind == VK::Instance && *p && (*p)->kind == VK::Dict && !(*p)->lazy && seen.insert(p->get()).second) {
+        // An object's attributes are read one at a time, by name (getattr): a number, string or None
+        // on one from the frame stays not read (VK::Lazy) until something reads it, as TorchDynamo's
+        // attributes of a user object are, and one never read adds no guard.
+        for (const VPtr& a : (*p)->items)
+          if (a && a->kind != VK::Lazy)
+            if (Status s = walk(a)) return s;
+        continue;
+      }
       if (Status s = walk(*p)) return s;
+    }
     for (size_t i = 0; i < x->cells.size(); ++i)
       if (Status s = walk(x->cells[i])) return s;
     return std::nullopt;

@@ -245,7 +245,10 @@ Status object_getattr(Translator& t, Frame& f, const VPtr& obj, const std::strin
       src = nullptr;
     }
   }
-  out = t.wrap(r, src, f);
+  // A number, string or None on an object of a Python class from the frame is not read yet (VK::Lazy,
+  // as TorchDynamo's VariableTracker.build makes a LazyVariableTracker of it): one that only moves
+  // (returned, stored) adds no guard; one that is read is guarded as read.
+  out = user_instance && src && PyType_HasFeature(Py_TYPE(o), Py_TPFLAGS_HEAPTYPE) ? t.builder.leaf(r, src, f) : t.wrap(r, src, f);
   if (!out) return t.brk(f, "DV0005", "attribute " + name + " cannot be traced");
   return std::nullopt;
 }
