@@ -181,6 +181,24 @@ struct Copier {
           state->keys.push_back(Ref::borrow(k));
           state->items.push_back(iv);
         }
+        // What the trace assigned to or deleted from it so far, in order (replayed on the object only
+        // after the graph): the copy has those values, as eager's copy does.
+        for (const auto& w : t.output.side_effects.attr_writes) {
+          if (w.owner->obj.get() != o) continue;
+          size_t at = 0;
+          while (at < state->keys.size() && str_of(state->keys[at].get()) != w.name) ++at;
+          if (!w.value) {
+            if (at < state->keys.size()) {
+              state->keys.erase(state->keys.begin() + static_cast<long>(at));
+              state->items.erase(state->items.begin() + static_cast<long>(at));
+            }
+          } else if (at < state->keys.size()) {
+            state->items[at] = w.value;
+          } else {
+            state->keys.push_back(Ref::steal(PyUnicode_FromString(w.name.c_str())));
+            state->items.push_back(w.value);
+          }
+        }
         const std::string text = v->source->text() + ".__dict__";
         t.add_guard(GuardKind::DICT_KEYS, Source::attr(v->source, "__dict__"), key_tuple, f, "list(" + text + ".keys()) == " + repr_of(key_tuple.get()));
         VPtr cls = t.make(VK::Object);
