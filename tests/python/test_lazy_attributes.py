@@ -6,20 +6,11 @@ the cache. The same holds for the attributes of a dict or list subclass's object
 __dict__), whose ints and floats read by the graph become symbolic when they change between calls,
 as an object's do. Each case against eager (values, the objects' attributes after the call) and
 torch.compile's compile counts on the same calls; guards are read from dynview's records."""
-import pytest
 import torch
 
 import dynview
 from test_engine_behaviour import counting_dynamo
-
-
-@pytest.fixture(autouse=True)
-def _reset():
-    dynview.reset()
-    torch._dynamo.reset()
-    yield
-    dynview.reset()
-    torch._dynamo.reset()
+from test_lazy_sequences import _reset  # noqa: F401  (the engines reset around each test, autouse)
 
 
 def same(a, b):
