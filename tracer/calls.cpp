@@ -791,6 +791,9 @@ Translator::Status Translator::call_marked_constant(Frame& f, PyObject* func, co
 Translator::Status Translator::inline_call(Frame& f, VPtr fn, VPtr self, std::vector<VPtr> args,
                                            std::vector<std::pair<std::string, VPtr>> kwargs, VPtr& out) {
   if (frames_.size() > 24) return brk(f, "DV0012", "inlining is nested too deeply", "recursion is not supported");
+  // The caller's `out` may hold a value already (attrgetter's x.a.b reads each step into the same
+  // variable): the paths below tell whether they answered by `out` being set.
+  out.reset();
   PyObject* code;
   Ref globals;
   SourcePtr globals_source;

@@ -1055,14 +1055,18 @@ Ref python_getter(PyObject* descr) {
   return getter && PyFunction_Check(getter.get()) ? getter : Ref();
 }
 
-Translator::Status Translator::call_python(Frame& f, Ref fn, std::vector<VPtr> args, VPtr& out) {
+Translator::Status Translator::call_python(Frame& f, Ref fn, std::vector<VPtr> args, VPtr& out, bool read) {
   VPtr fv = make(VK::Function);
   fv->obj = std::move(fn);
   if (Status s = call(f, fv, std::move(args), {}, out)) return s;
-  return read_result(f, out);
+  return read ? read_result(f, out) : std::nullopt;
 }
 
 Translator::Status Translator::getattr(Frame& f, VPtr obj, const std::string& name, VPtr& out) {
+  // (a value not read yet, reached by C++ rather than by LOAD_ATTR, which reads it first: an
+  // attrgetter's dotted path through an attribute that is a string)
+  if (obj->kind == VK::Lazy)
+    if (Status s = realize_value(f, obj)) return s;
   const bool generic = generic_getattr_;
   generic_getattr_ = false;
   const bool outside_instance = (obj->kind == VK::NNModule || obj->kind == VK::Object) && obj->obj &&

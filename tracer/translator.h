@@ -317,7 +317,9 @@ class Translator {
   Status realize_shallow(Frame& f, const VPtr& v);
   Status realize_lazy(Frame& f, const VPtr& v) { return v && v->lazy ? realize_value(f, v) : std::nullopt; }
   Status realize_key(Frame& f, const VPtr& d, PyObject* key);
-  Status call_python(Frame& f, Ref fn, std::vector<VPtr> args, VPtr& out);  // a Python function, inlined
+  // A Python function, inlined; what it returns is read (read_result) unless `read` is false (a
+  // property's getter for LOAD_ATTR, whose answer only moves onto the stack)
+  Status call_python(Frame& f, Ref fn, std::vector<VPtr> args, VPtr& out, bool read = true);
   Status read_result(Frame& f, const VPtr& out);  // what an inlined call returned, for C++ to read: a VK::Lazy read now
   // A generator's next item (ops.cpp). `sent`: the value send() gives (null: None; Null: none, on at a
   // handler); `raises`: an exception its body raises goes on out of it (else it is a break).

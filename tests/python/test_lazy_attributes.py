@@ -253,3 +253,42 @@ def test_a_copy_made_after_the_trace_changed_the_object_has_the_changes():
     x = torch.ones(2)
     dv, _, _ = run_both(copy_after_changes, [lambda n=n: (x, Config(n, 0, "cfg")) for n in (1, 2, 2)], torch_compile=False)
     assert dv == [1, 1, 1]
+
+
+class Settings:
+    def __init__(self, mode, scale, parent=None):
+        self._mode = mode
+        self._scale = scale
+        self.parent = parent
+
+    @property
+    def mode(self):
+        return self._mode
+
+    @property
+    def scale(self):
+        return self._scale
+
+
+def mode_of(x, settings):
+    return x + 1, settings.mode
+
+
+def test_a_property_answer_only_returned_adds_no_guard():
+    x = torch.ones(2)
+    dv, td, guards = run_both(mode_of, [lambda m=m: (x, Settings(m, 1.0)) for m in ("a", "b", "c")])
+    assert dv == td == [1, 1, 1]
+    assert not any("_mode ==" in g for g in guards), guards
+
+
+def getters(x, settings):
+    import operator
+    mode, scale = operator.attrgetter("parent.mode", "scale")(settings)
+    return x * scale, mode
+
+
+def test_attrgetter_through_properties_gives_their_answers():
+    # (dynview gave the object itself for each property read by attrgetter, a wrong result)
+    x = torch.ones(2)
+    dv, td, _ = run_both(getters, [lambda m=m, s=s: (x, Settings("child", s, Settings(m, 0.0))) for m, s in (("a", 1.0), ("b", 2.0), ("b", 3.0))])
+    assert dv == td

@@ -316,7 +316,7 @@ Translator::Status Translator::instance_generic_getattr(Frame& f, const VPtr& ob
   if (!cls_attr && tp->tp_dictoffset == 0)  // (a slots class's instance: no __dict__ to look in)
     return raise_new(f, PyExc_AttributeError, "'" + std::string(tp->tp_name) + "' object has no attribute '" + name + "'");
   if (cls_attr && Py_TYPE(cls_attr)->tp_descr_set) {  // data descriptors first: properties
-    if (Ref getter = python_getter(cls_attr)) return call_python(f, getter, {obj}, out);
+    if (Ref getter = python_getter(cls_attr)) return call_python(f, getter, {obj}, out, /*read=*/false);
     if (auto s = call_descriptor(f, class_source(obj), name, cls_attr, "__get__", {obj, obj->self}, out)) return *s;
     return brk(f, "DV0005", "descriptor " + name + " of " + tp->tp_name);
   }

@@ -129,7 +129,7 @@ Status object_getattr(Translator& t, Frame& f, const VPtr& obj, const std::strin
     // unguarded, and the guard could not read it back).
     Ref nm = Ref::steal(PyUnicode_FromString(name.c_str()));
     PyObject* cls_attr = _PyType_Lookup(Py_TYPE(o), nm.get());
-    if (Ref getter = python_getter(cls_attr)) return t.call_python(f, getter, {obj}, out);
+    if (Ref getter = python_getter(cls_attr)) return t.call_python(f, getter, {obj}, out, /*read=*/false);
     // A data descriptor whose class is Python (a typed field): its __get__ inlined too, so that it
     // reads what the trace wrote through its __set__.
     if (cls_attr && Py_TYPE(cls_attr)->tp_descr_set && obj->source) {
