@@ -185,17 +185,15 @@ struct Copier {
         // after the graph): the copy has those values, as eager's copy does.
         for (const auto& w : t.output.side_effects.attr_writes) {
           if (w.owner->obj.get() != o) continue;
-          size_t at = 0;
-          while (at < state->keys.size() && str_of(state->keys[at].get()) != w.name) ++at;
-          if (!w.value) {
-            if (at < state->keys.size()) {
-              state->keys.erase(state->keys.begin() + static_cast<long>(at));
-              state->items.erase(state->items.begin() + static_cast<long>(at));
-            }
-          } else if (at < state->keys.size()) {
-            state->items[at] = w.value;
-          } else {
-            state->keys.push_back(Ref::steal(PyUnicode_FromString(w.name.c_str())));
+          Ref nm = Ref::steal(PyUnicode_FromString(w.name.c_str()));
+          const long at = find_key(*state, nm.get());  // (str keys: comparing cannot raise)
+          if (at >= 0 && !w.value) {
+            state->keys.erase(state->keys.begin() + at);
+            state->items.erase(state->items.begin() + at);
+          } else if (at >= 0) {
+            state->items[static_cast<size_t>(at)] = w.value;
+          } else if (w.value) {
+            state->keys.push_back(nm);
             state->items.push_back(w.value);
           }
         }
