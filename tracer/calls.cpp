@@ -788,6 +788,52 @@ Translator::Status Translator::call_marked_constant(Frame& f, PyObject* func, co
   return std::nullopt;
 }
 
+// re.match(pattern, name), re.sub(...), re.compile(...) and the other functions of the re module
+// over constants (strings, flags, a compiled pattern): run now, as TorchDynamo folds them
+// (RE_CONSTANT_FOLD_FNS). Inlined they reach re's module-level cache, which the trace cannot keep.
+// Their answers are constants, or a Match or Pattern, immutable objects (frozen_object). Sets out
+// when it ran.
+Translator::Status Translator::call_regex_fold(Frame& f, PyObject* func, const VPtr& self, const std::vector<VPtr>& args,
+                                               const std::vector<std::pair<std::string, VPtr>>& kwargs, VPtr& out) {
+  static const std::vector<Ref> fns = [] {
+    std::vector<Ref> v;
+    Ref re = Ref::steal(PyImport_ImportModule("re"));
+    for (const char* n : {"search", "match", "fullmatch", "compile", "sub", "subn", "split", "findall", "escape"}) {
+      Ref fn = re ? Ref::steal(PyObject_GetAttrString(re.get(), n)) : Ref();
+      if (fn) v.push_back(std::move(fn));
+    }
+    PyErr_Clear();
+    return v;
+  }();
+  if (self || std::none_of(fns.begin(), fns.end(), [func](const Ref& r) { return r.get() == func; })) return std::nullopt;
+  auto folds = [](const VPtr& a) {
+    return a->obj && (a->kind == VK::Const || (a->kind == VK::Object && (frozen_object(a->obj.get()) || PyLong_Check(a->obj.get()))));
+  };
+  for (const VPtr& a : args)  // (a name passed in, not read yet: read now, guarded by its value as TorchDynamo's)
+    if (Status s = realize_value(f, a)) return s;
+  for (const auto& kv : kwargs)
+    if (Status s = realize_value(f, kv.second)) return s;
+  for (const VPtr& a : args)
+    if (!folds(a)) return std::nullopt;
+  for (const auto& kv : kwargs)
+    if (!folds(kv.second)) return std::nullopt;
+  Ref pargs = Ref::steal(PyTuple_New(static_cast<Py_ssize_t>(args.size())));
+  Ref pkw = Ref::steal(PyDict_New());
+  if (!pargs || !pkw) return raise_current(f, callable_name(func) + "()");
+  for (size_t i = 0; i < args.size(); ++i) PyTuple_SET_ITEM(pargs.get(), static_cast<Py_ssize_t>(i), Ref::borrow(args[i]->obj.get()).release());
+  for (const auto& [k, v] : kwargs) PyDict_SetItemString(pkw.get(), k.c_str(), v->obj.get());
+  Ref r = Ref::steal(PyObject_Call(func, pargs.get(), pkw.get()));
+  if (!r) return raise_current(f, "re." + callable_name(func) + "()");  // re.error for a bad pattern, as eager
+  if (frozen_object(r.get())) {
+    out = make(VK::Object);
+    out->obj = r;
+  } else {
+    out = wrap(r, nullptr, f);  // a string, None, a list of strings (findall, split), a tuple (subn)
+    if (!out) return brk(f, "DV0013", "unsupported result of re." + callable_name(func));
+  }
+  return std::nullopt;
+}
+
 Translator::Status Translator::inline_call(Frame& f, VPtr fn, VPtr self, std::vector<VPtr> args,
                                            std::vector<std::pair<std::string, VPtr>> kwargs, VPtr& out) {
   if (frames_.size() > 24) return brk(f, "DV0012", "inlining is nested too deeply", "recursion is not supported");
@@ -804,6 +850,7 @@ Translator::Status Translator::inline_call(Frame& f, VPtr fn, VPtr self, std::ve
     if (PyObject* mod = PyFunction_GET_MODULE(func); mod && PyUnicode_Check(mod) && str_of(mod) == "logging")
       return brk(f, "DV0015", "call to logging." + callable_name(func) + "()", "logging is a side effect outside the graph");
     if (Status s = call_marked_constant(f, func, self, args, kwargs, out); s || out) return s;
+    if (Status s = call_regex_fold(f, func, self, args, kwargs, out); s || out) return s;
     if (!made_module_attrs.empty()) {  // nn.Module's own methods on a module whose __init__ the trace inlined
       const VPtr& m = self ? self : (args.empty() ? nullptr : args[0]);
       if (m && m->kind == VK::NNModule && m->obj && made_module_attrs.count(m->obj.get())) {

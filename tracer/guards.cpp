@@ -148,8 +148,13 @@ struct GuardTree::Node {
         PyObject* d = _PyType_Lookup(Py_TYPE(parent), name.get());
         if (d && Py_IS_TYPE(d, &PyMemberDescr_Type)) {  // a __slots__ member: the value in its slot
           const PyMemberDef* m = reinterpret_cast<PyMemberDescrObject*>(d)->d_member;
-          if (m->type != T_OBJECT_EX && m->type != T_OBJECT) return nullptr;
-          return *reinterpret_cast<PyObject**>(reinterpret_cast<char*>(parent) + m->offset);  // null: unset
+          if (m->type == T_OBJECT_EX || m->type == T_OBJECT)
+            return *reinterpret_cast<PyObject**>(reinterpret_cast<char*>(parent) + m->offset);  // null: unset
+          // a C member of another type (a compiled pattern's groups, a Py_ssize_t): the number it holds
+          PyObject* v = PyMember_GetOne(reinterpret_cast<const char*>(parent), const_cast<PyMemberDef*>(m));
+          if (!v) return PyErr_Clear(), nullptr;
+          computed_attrs().push_back(v);
+          return v;
         }
         if (d && Py_IS_TYPE(d, &PyGetSetDescr_Type)) {  // a C getter (a tensor's .grad): the value it gives
           const PyGetSetDef* gs = reinterpret_cast<PyGetSetDescrObject*>(d)->d_getset;

@@ -266,6 +266,8 @@ class Translator {
   Status write_through_dict(Frame& f, PyObject* o, const std::string& name, const VPtr& value);  // o.name = value, into it
   Status call_marked_constant(Frame& f, PyObject* func, const VPtr& self, const std::vector<VPtr>& args,
                               const std::vector<std::pair<std::string, VPtr>>& kwargs, VPtr& out);
+  Status call_regex_fold(Frame& f, PyObject* func, const VPtr& self, const std::vector<VPtr>& args,
+                         const std::vector<std::pair<std::string, VPtr>>& kwargs, VPtr& out);
   Status object_store_attr(Frame& f, const VPtr& owner, const std::string& name, const VPtr& value);  // object.__setattr__
   Status outside_object_builtin(Frame& f, PyObject* descr, const VPtr& self, std::vector<VPtr>& args,
                                 std::vector<std::pair<std::string, VPtr>>& kwargs, VPtr& out, bool& handled);
@@ -620,6 +622,9 @@ Ref python_getter(PyObject* descr);
 // An immutable library value (inspect.Signature, Parameter, a signature's parameters): read directly
 // (tracer/values/frozen.cpp).
 bool frozen_object(PyObject* o);
+// An immutable value of a C class of the stdlib (re.Pattern, re.Match, datetime's, decimal.Decimal):
+// a frozen object compared by value (its ==), which a guard checks without running Python
+bool stdlib_value(PyObject* o);
 // A builtin method bound to a live mutable object (not a module, class, set of constants or immutable value).
 bool bound_to_mutable_object(PyObject* fn);
 bool namedtuple_class(PyObject* o);  // a collections.namedtuple / typing.NamedTuple class

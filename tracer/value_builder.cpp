@@ -1052,7 +1052,9 @@ VPtr ValueBuilder::wrap_object(const Ref& obj, const SourcePtr& source, const st
   } else if (source) {
     // (another frozen object -- an inspect.Signature, a signature's parameters -- is read as a
     // constant too: guarded by identity, which holds its value as it cannot change)
-    if (!partial && !grad_manager && (PyModule_Check(o) || PyType_Check(o) || PyCFunction_Check(o) || PyCallable_Check(o) || frozen_object(o)))
+    if (stdlib_value(o))  // a compiled pattern, a timedelta: by value (equal ones act alike; a Match by identity)
+      t_.add_guard(GuardKind::EQUALS_MATCH, source, obj, f, key + " == " + repr_of(o));
+    else if (!partial && !grad_manager && (PyModule_Check(o) || PyType_Check(o) || PyCFunction_Check(o) || PyCallable_Check(o) || frozen_object(o)))
       t_.add_guard(GuardKind::ID_MATCH, source, obj, f, "___check_obj_id(" + key + ", " + repr_of(o) + ")");
     else
       t_.add_guard(GuardKind::TYPE_MATCH, source, Ref::borrow(reinterpret_cast<PyObject*>(Py_TYPE(o))), f,

@@ -1,6 +1,6 @@
 // Frozen objects: instances of library classes that are immutable values once made
 // (inspect.Signature and inspect.Parameter, the mappingproxy of a signature's parameters and its keys,
-// values and items views, range), and
+// values and items views, range, re.Pattern and re.Match, datetime's and decimal's values), and
 // Enum classes (their members are fixed when the class is made: iterating one, its length and `in`
 // are constants of the class, which is guarded by identity). The
 // trace reads their attributes, items, length and iteration directly, as constants; the functions
@@ -22,6 +22,9 @@ Ref attr_of(const char* module, const char* name) {
 
 struct Frozen {
   Ref signature_fn, signature_type, parameter_type;
+  // Immutable values of C classes of the stdlib: a compiled regular expression and its matches
+  // (TorchDynamo's ConstantLikeVariable), and datetime's and decimal's values
+  std::vector<Ref> value_types;
 };
 
 const Frozen& frozen() {
@@ -30,6 +33,9 @@ const Frozen& frozen() {
     z->signature_fn = attr_of("inspect", "signature");
     z->signature_type = attr_of("inspect", "Signature");
     z->parameter_type = attr_of("inspect", "Parameter");
+    for (auto [m, n] : {std::pair{"re", "Pattern"}, {"re", "Match"}, {"datetime", "timedelta"}, {"datetime", "date"},
+                        {"datetime", "time"}, {"datetime", "datetime"}, {"datetime", "timezone"}, {"decimal", "Decimal"}})
+      if (Ref ty = attr_of(m, n)) z->value_types.push_back(std::move(ty));
     return z;
   }();
   return *fz;
@@ -37,12 +43,20 @@ const Frozen& frozen() {
 
 }  // namespace
 
+bool stdlib_value(PyObject* o) {
+  const Frozen& z = frozen();
+  for (const Ref& ty : z.value_types)  // exactly these classes: a subclass may add state
+    if (reinterpret_cast<PyObject*>(Py_TYPE(o)) == ty.get()) return true;
+  return false;
+}
+
 bool frozen_object(PyObject* o) {
   if (!o) return false;
   PyTypeObject* tp = Py_TYPE(o);
   const Frozen& z = frozen();
   if (reinterpret_cast<PyObject*>(tp) == py().enum_meta.get()) return true;  // an Enum class of the stdlib's metaclass
   if (PyRange_Check(o)) return true;  // range(n) of constants (or of a specialised size)
+  if (stdlib_value(o)) return true;
   if (tp == reinterpret_cast<PyTypeObject*>(z.signature_type.get()) || tp == reinterpret_cast<PyTypeObject*>(z.parameter_type.get()))
     return true;
   if (tp == &PyDictProxy_Type) {  // a signature's parameters: a proxy of a dict of Parameters

@@ -112,7 +112,8 @@ Status object_getattr(Translator& t, Frame& f, const VPtr& obj, const std::strin
     if (enum_member(o))
       if (Ref getter = python_getter(cls_attr)) return t.call_python(f, getter, {obj}, out);
   }
-  if (obj->kind == VK::Object && !obj->source && frozen_object(o)) {  // an immutable value: read now
+  // An immutable value: read now (one from the frame is guarded by its value or identity already)
+  if (obj->kind == VK::Object && (!obj->source || stdlib_value(o)) && frozen_object(o)) {
     Ref r = Ref::steal(PyObject_GetAttrString(o, name.c_str()));
     if (!r) return t.raise_current(f, "attribute " + name);
     if (frozen_object(r.get())) {
