@@ -126,6 +126,24 @@ Translator::Status Translator::binary(Frame& f, int nb, VPtr a, VPtr b, VPtr& ou
   if (VPtr la = list_items_of(a); la || list_items_of(b)) {
     // A list subclass's object whose class has no operator of its own: list's. l + xs and l * n are
     // new lists of its items; l += xs extends the object itself, which is the result.
+    if (nb == 18 && la && b->kind == VK::Sym && b->obj && sym_python_type(b->obj.get()) == &PyLong_Type)
+      if (Ref n = specialize(b)) b = constant(n);  // a count that changed between calls: its value, guarded
+    if (nb == 18 && la && b->kind == VK::Const && PyLong_CheckExact(b->obj.get())) {
+      // l *= n: the object itself holds its items n times (the same objects), as list.__imul__:
+      // emptied for n <= 0, else extended by its items n - 1 times
+      const long n = PyLong_AsLong(b->obj.get());
+      if (n == -1 && PyErr_Occurred()) return raise_current(f, "operator.imul");
+      VPtr ignored;
+      if (n <= 0) {
+        if (Status s = call(f, bound_method(la, Ref(), "clear"), {}, {}, ignored)) return s;
+      } else if (n > 1) {
+        VPtr more;
+        if (Status s = binary(f, 5, la, constant_steal(PyLong_FromLong(n - 1)), more)) return s;
+        if (Status s = call(f, bound_method(la, Ref(), "extend"), {more}, {}, ignored)) return s;
+      }
+      out = a;
+      return std::nullopt;
+    }
     if (nb >= 13 && la) {
       if (nb != 13) return brk(f, "DV0018", std::string("operator.") + kBinOpNames[nb] + " on a list subclass's object");
       VPtr ignored;

@@ -105,3 +105,33 @@ def test_a_list_subclass_with_its_own_item_access_is_read_as_eager_reads_it():
     cf = dynview.compile(reads_lookup, backend="eager")
     for x, table in calls:
         torch.testing.assert_close(cf(x, copy.copy(table)), reads_lookup(x, table))
+
+
+def repeats_in_place(x, frames, n):
+    # a window of frames repeated in place (list.__imul__): the caller's object, its items the same
+    # tensors n times; and one made in the trace, emptied by a count below one
+    frames *= n
+    made = Stages([x, x + 1], "tmp")
+    made *= n - 2
+    return x * len(frames) + len(made), made
+
+
+def test_in_place_repetition_of_a_list_subclass():
+    def calls():
+        t = torch.ones(2)
+        return [(t, Recorder([t, t * 2]), 2), (t, Recorder([t, t * 2]), 3), (t, Recorder([t]), 3)]
+
+    eager = [(repeats_in_place(*args), args[1]) for args in calls()]
+    torch._dynamo.reset()
+    _, td_counts = _compiled_calls(lambda f, b: torch.compile(f, backend=b), repeats_in_place, calls())
+    got, dv_counts = _compiled_calls(lambda f, b: dynview.compile(f, backend=b), repeats_in_place, calls())
+    for ((out, made), (_, frames, _)), ((want, want_made), want_frames) in zip(got, eager):
+        torch.testing.assert_close(out, want)
+        assert type(made) is Stages and made.name == want_made.name
+        torch.testing.assert_close(list(made), list(want_made))
+        assert type(frames) is Recorder and len(frames) == len(want_frames)
+        torch.testing.assert_close(list(frames), list(want_frames))
+    first = got[0][1][1]  # Recorder([t, t * 2]) *= 2: the same two tensor objects twice, as list.__imul__
+    assert first[0] is first[2] and first[1] is first[3] and first[0] is not first[1]
+    assert dv_counts == td_counts
+    assert dynview.explain(repeats_in_place)(*calls()[0]).graph_break_count == 0
