@@ -19,7 +19,7 @@
 
 namespace dv {
 
-std::vector<int> output_nodes(const VPtr& ret) {
+std::vector<int> output_nodes(const VPtr& ret, const MadeModuleAttrs* made) {
   std::vector<int> out;
   std::unordered_set<const Value*> seen;  // mutable values can hold themselves (o.me = o)
   std::function<void(const VPtr&)> walk = [&](const VPtr& v) {
@@ -44,6 +44,9 @@ std::vector<int> output_nodes(const VPtr& ret) {
       walk(v->kwdefaults);
     }
     if (v->kind == VK::Method) walk(v->self);  // a tensor's method crossing a break: its tensor
+    if (v->kind == VK::NNModule && v->flag && made && v->obj)
+      if (auto it = made->find(v->obj.get()); it != made->end())
+        for (const auto& entry : it->second) walk(entry.second);
     if (v->kind == VK::Cell) walk(v->items.empty() ? nullptr : v->items[0]);
     if (v->kind == VK::Function) {  // a closure made in the trace: its cells' contents and defaults
       for (const VPtr& c : v->cells) walk(c);
@@ -559,6 +562,8 @@ std::optional<Transformed> generate(PyObject* orig_code, PyObject* globals, PyOb
   e.pos = bc::Position{co->co_firstlineno, co->co_firstlineno, bc::kNone, bc::kNone};
   Rebuilder rb{e, c.outputs, static_cast<bool>(c.compiled), e.nfixed - 1, {}, globals};
   rb.key_values = &c.out.key_values;
+  rb.made_module_attrs = &c.out.made_module_attrs;
+  rb.made_module_buffers = &c.out.made_module_buffers;
   auto load_ret = [&] {
     if (rb.stash(ret) >= 0) return true;
     why = std::string("cannot rebuild the return value (a ") + vk_name(ret->kind) + " or something inside it)";
@@ -582,6 +587,8 @@ std::optional<Transformed> generate_split(const CodeFacts& facts, PyObject* glob
   e.pos = brk_in.pos.line != bc::kNone ? brk_in.pos : bc::Position{co->co_firstlineno, co->co_firstlineno, bc::kNone, bc::kNone};
   Rebuilder rb{e, stop.outputs, static_cast<bool>(stop.compiled), e.nfixed - 1, {}, globals};
   rb.key_values = &stop.out.key_values;
+  rb.made_module_attrs = &stop.out.made_module_attrs;
+  rb.made_module_buffers = &stop.out.made_module_buffers;
   const size_t S = stop.stack.size();
   if (static_cast<size_t>(plan.operands) > S) {
     why = "the stack is shallower than the breaking instruction's operands";

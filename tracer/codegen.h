@@ -42,6 +42,8 @@ PyObject* grad_restore_object(bool mode);  // borrowed; null with a Python error
 int grad_restore_mode(PyObject* o);
 
 // Graph outputs for a return value: the distinct tensor nodes in it, in order.
-std::vector<int> output_nodes(const VPtr& ret);
+// `made`: the attributes the trace set on modules it built (OutputGraph::made_module_attrs), walked
+// for such a module the value reaches (they are set on the module made again for the caller)
+std::vector<int> output_nodes(const VPtr& ret, const MadeModuleAttrs* made = nullptr);
 
 }  // namespace dv

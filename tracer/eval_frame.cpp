@@ -221,8 +221,8 @@ PyMethodDef g_call_graph_def = {"__compiled_graph", reinterpret_cast<PyCFunction
 
 
 // Graph outputs: the tensor nodes inside `v` (containers walked), appended once each.
-void add_outputs(const VPtr& v, std::vector<int>& outputs) {
-  for (int n : output_nodes(v))
+void add_outputs(const VPtr& v, std::vector<int>& outputs, const MadeModuleAttrs* made = nullptr) {
+  for (int n : output_nodes(v, made))
     if (std::find(outputs.begin(), outputs.end(), n) == outputs.end()) outputs.push_back(n);
 }
 
@@ -233,20 +233,21 @@ void add_outputs(const VPtr& v, std::vector<int>& outputs) {
 // sources, not passed through the graph); then the values written to outside objects.
 std::vector<int> plan_outputs(const CaptureResult& c) {
   std::vector<int> outputs;
+  const MadeModuleAttrs* made = &c.out.made_module_attrs;
   if (c.stopped) {
-    for (const VPtr& v : c.stack) add_outputs(v, outputs);
-    for (const VPtr& v : c.locals) add_outputs(v, outputs);
+    for (const VPtr& v : c.stack) add_outputs(v, outputs, made);
+    for (const VPtr& v : c.locals) add_outputs(v, outputs, made);
   } else {
-    add_outputs(c.ret, outputs);
+    add_outputs(c.ret, outputs, made);
   }
   for (const auto& w : c.out.side_effects.attr_writes) {
-    if (w.value) add_outputs(w.value, outputs);
+    if (w.value) add_outputs(w.value, outputs, made);
     if (w.owner->kind == VK::Tensor) add_outputs(w.owner, outputs);  // an attribute set on a tensor: set on the real one
   }
-  for (const auto& w : c.out.side_effects.global_writes) add_outputs(w.value, outputs);
-  for (const VPtr& l : c.out.side_effects.mutated_lists) add_outputs(l, outputs);
-  for (const VPtr& d : c.out.side_effects.mutated_dicts) add_outputs(d, outputs);
-  for (const VPtr& cell : c.out.side_effects.written_cells) add_outputs(cell, outputs);
+  for (const auto& w : c.out.side_effects.global_writes) add_outputs(w.value, outputs, made);
+  for (const VPtr& l : c.out.side_effects.mutated_lists) add_outputs(l, outputs, made);
+  for (const VPtr& d : c.out.side_effects.mutated_dicts) add_outputs(d, outputs, made);
+  for (const VPtr& cell : c.out.side_effects.written_cells) add_outputs(cell, outputs, made);
   if (c.stopped) {
     const auto& nodes = c.out.graph.nodes();
     std::erase_if(outputs, [&](int n) { return nodes[static_cast<size_t>(n)].op == GraphNode::Op::Placeholder; });

@@ -119,6 +119,12 @@ class OutputGraph {
   // Dict keys that are values of the trace (tensors, nn.Modules; Translator::key_of): the key object
   // the trace's dicts hold -> the value, which codegen rebuilds for the key.
   std::unordered_map<PyObject*, VPtr> key_values;
+  // Modules built in the trace whose Python __init__ was inlined (Translator::made_module_attrs):
+  // the attributes the trace set on each, in order, and which of those entries are buffers
+  // (register_buffer: 1 persistent, 2 not). Codegen makes such a module again from them where it
+  // leaves the graph.
+  MadeModuleAttrs made_module_attrs;
+  std::unordered_map<PyObject*, std::vector<std::pair<size_t, int>>> made_module_buffers;
 
   // Adds a guard unless one of the same kind on the same source exists; returns it (null: a duplicate).
   Guard* add_guard(GuardKind kind, SourcePtr source, Ref value, int step, int line, std::string file, std::string text);

@@ -167,6 +167,9 @@ struct Rebuilder {
   PyObject* globals = nullptr;  // the transformed code's globals (borrowed)
   // Dict keys that are values (OutputGraph::key_values): rebuilt as their values (borrowed)
   const std::unordered_map<PyObject*, VPtr>* key_values = nullptr;
+  // Modules built in the trace: the attributes it set on each, and which are buffers (OutputGraph)
+  const MadeModuleAttrs* made_module_attrs = nullptr;
+  const std::unordered_map<PyObject*, std::vector<std::pair<size_t, int>>>* made_module_buffers = nullptr;
 
   // Pushes v (the kind's reconstruct; a value in the memo is loaded from its temporary); false:
   // it cannot be rebuilt.

@@ -346,11 +346,13 @@ class Translator {
                           VPtr& out);
   // Modules built in the trace whose Python __init__ was inlined (made_module.cpp): the real object
   // (nn.Module.__init__ run on it, nothing else) and the attributes the trace set on it, in order.
-  // They live only in the trace: never written to the object, never replayed.
-  std::unordered_map<PyObject*, std::vector<std::pair<std::string, VPtr>>> made_module_attrs;
+  // They live only in the trace: never written to the object; where the module leaves the graph,
+  // codegen makes a new one and sets them on it (object_reconstruct). Kept in the OutputGraph.
+  MadeModuleAttrs& made_module_attrs = output.made_module_attrs;
   std::vector<Ref> made_modules;  // the objects its keys name, kept alive for the trace (no address reused)
   void add_made_module(const Ref& m) {
     made_module_attrs[m.get()].clear();
+    output.made_module_buffers[m.get()].clear();
     made_modules.push_back(m);
   }
   // A call of one of nn.Module's own methods on such a module: __init__ (already run) and

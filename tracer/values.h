@@ -4,6 +4,8 @@
 #pragma once
 #include <memory>
 #include <string>
+#include <unordered_map>
+#include <utility>
 #include <vector>
 
 #include "source.h"
@@ -12,6 +14,8 @@ namespace dv {
 
 struct Value;
 using VPtr = std::shared_ptr<Value>;
+// Modules built in the trace -> the attributes it set on each, in order (OutputGraph::made_module_attrs)
+using MadeModuleAttrs = std::unordered_map<PyObject*, std::vector<std::pair<std::string, VPtr>>>;
 struct Frame;
 
 enum class VK : uint8_t {

@@ -66,6 +66,34 @@ def make_function(code, globals_, defaults, kwdefaults, closure=None, attrs=None
     return fn
 
 
+def rebuild_module(cls, args, kwargs, names, kinds, *values):
+    """An nn.Module built in the trace that leaves it, made again for the caller: cls(*args,
+    **kwargs) when it was built from constants, else object.__new__(cls) with nn.Module.__init__
+    (its own __init__ was followed by the trace), then given the attributes the trace set on it, in
+    order: kinds[i] 0 through nn.Module.__setattr__, 1 and 2 register_buffer (persistent or not).
+    Its __init__ runs as eager runs it, not captured (a frame of its own, which fullgraph would refuse)."""
+    from . import _C
+    prev = _C._set_mode(False, None, False)
+    try:
+        return _rebuild_module(cls, args, kwargs, names, kinds, values)
+    finally:
+        _C._set_mode(*prev)
+
+
+def _rebuild_module(cls, args, kwargs, names, kinds, values):
+    if args is None:
+        module = object.__new__(cls)
+        torch.nn.Module.__init__(module)
+    else:
+        module = cls(*args, **kwargs)
+    for name, kind, value in zip(names, kinds, values):
+        if kind:
+            torch.nn.Module.register_buffer(module, name, value, persistent=kind == 1)
+        else:
+            torch.nn.Module.__setattr__(module, name, value)
+    return module
+
+
 def tuple_iterator_getitem(it, k):
     """The item k places ahead of a tuple iterator (the transformed code reloads a graph input)."""
     reduced = it.__reduce__()  # (iter, (seq,), index), or (iter, ((),)) once exhausted

@@ -198,7 +198,18 @@ Translator::Status Translator::made_module_method(Frame& f, PyObject* func, cons
     if (args.empty() || args[0]->kind != VK::Const || !PyUnicode_Check(args[0]->obj.get()) || !value ||
         !((*value)->kind == VK::Tensor || ((*value)->kind == VK::Const && (*value)->obj.get() == Py_None)))
       return brk(f, "DV0004", "register_buffer with arguments dynview does not follow, in a module built in the trace");
-    made_module_attrs[module->obj.get()].emplace_back(str_of(args[0]->obj.get()), *value);
+    int persistent = 1;
+    const VPtr* flag = args.size() >= 3 ? &args[2] : nullptr;
+    for (const auto& [k, v] : kwargs)
+      if (k == "persistent") flag = &v;
+    if (flag) {
+      if ((*flag)->kind != VK::Const || !PyBool_Check((*flag)->obj.get()))
+        return brk(f, "DV0004", "register_buffer with arguments dynview does not follow, in a module built in the trace");
+      persistent = (*flag)->obj.get() == Py_True ? 1 : 2;
+    }
+    auto& entries = made_module_attrs[module->obj.get()];
+    output.made_module_buffers[module->obj.get()].emplace_back(entries.size(), persistent);
+    entries.emplace_back(str_of(args[0]->obj.get()), *value);
     out = constant(Ref::borrow(Py_None));
     return std::nullopt;
   }
@@ -326,7 +337,9 @@ Translator::Status Translator::construct_module(Frame& f, PyObject* cls, std::ve
   if (python_init) add_made_module(m);
   // torch.nn's own module of constant arguments: rebuilt by calling its class with them again, where
   // it leaves the graph (appended to a ModuleList, set on a module, returned) -- one per call, as eager
-  if (!python_init && passed.empty()) out->keys = {Ref::borrow(cls), pargs, pkw};
+  // A library's module whose __init__ only sets attributes, of constant arguments: the same (its
+  // __init__ run again, as eager runs it on each call)
+  if (passed.empty()) out->keys = {Ref::borrow(cls), pargs, pkw};
   return std::nullopt;
 }
 

@@ -459,11 +459,44 @@ bool numpy_graph_constant(Ref& c) {
 bool object_reconstruct(cg::Rebuilder& r, const VPtr& v) {
   if (v->source) return r.e.source(*v->source);
   if (v->kind == VK::NNModule && v->flag) {  // a module made in the trace: one per call
-    if (v->keys.size() != 3) return false;
-    r.e.callable_const(v->keys[0].get());  // cls(*args, **kwargs), of the constants it was made with
-    r.e.emit(N::LOAD_CONST, r.e.konst(v->keys[1].get()));
-    r.e.emit(N::LOAD_CONST, r.e.konst(v->keys[2].get()));
-    r.e.emit(N::CALL_FUNCTION_EX, 1);
+    // Made again by dynview._runtime.rebuild_module: cls(*args, **kwargs) where it was built from
+    // constants (keys), else object.__new__(cls) and nn.Module.__init__ (its own __init__ was
+    // followed by the trace); then given the attributes the trace set on it, in order, through
+    // nn.Module's own __setattr__ and register_buffer, as the trace followed them. Its __init__
+    // runs there as eager runs it, not captured.
+    static const std::vector<std::pair<std::string, VPtr>> none;
+    const std::vector<std::pair<std::string, VPtr>>* set = &none;
+    bool inlined = false;  // its __init__ followed by the trace: what it set is in made_module_attrs
+    if (r.made_module_attrs && v->obj)
+      if (auto it = r.made_module_attrs->find(v->obj.get()); it != r.made_module_attrs->end()) {
+        set = &it->second;
+        inlined = v->keys.size() != 3;
+      }
+    if (v->keys.size() != 3 && !inlined) return false;
+    static PyObject* rebuild = cg::runtime_attr("rebuild_module");
+    if (!rebuild) return false;
+    Ref names = Ref::steal(PyTuple_New(static_cast<Py_ssize_t>(set->size())));
+    Ref kinds = Ref::steal(PyTuple_New(static_cast<Py_ssize_t>(set->size())));
+    if (!names || !kinds) return PyErr_Clear(), false;
+    const std::vector<std::pair<size_t, int>>* buffers = nullptr;
+    if (r.made_module_buffers)
+      if (auto it = r.made_module_buffers->find(v->obj.get()); it != r.made_module_buffers->end()) buffers = &it->second;
+    for (size_t i = 0; i < set->size(); ++i) {
+      int kind = 0;
+      for (size_t b = 0; buffers && b < buffers->size(); ++b)
+        if ((*buffers)[b].first == i) kind = (*buffers)[b].second;
+      PyTuple_SET_ITEM(names.get(), static_cast<Py_ssize_t>(i), PyUnicode_FromString((*set)[i].first.c_str()));
+      PyTuple_SET_ITEM(kinds.get(), static_cast<Py_ssize_t>(i), PyLong_FromLong(kind));
+    }
+    r.e.callable_const(rebuild);
+    r.e.emit(N::LOAD_CONST, r.e.konst(reinterpret_cast<PyObject*>(Py_TYPE(v->obj.get()))));
+    r.e.emit(N::LOAD_CONST, r.e.konst(inlined ? Py_None : v->keys[1].get()));
+    r.e.emit(N::LOAD_CONST, r.e.konst(inlined ? Py_None : v->keys[2].get()));
+    r.e.emit(N::LOAD_CONST, r.e.konst(names.get()));
+    r.e.emit(N::LOAD_CONST, r.e.konst(kinds.get()));
+    for (const auto& entry : *set)
+      if (!r.value(entry.second)) return false;
+    r.e.call(static_cast<int>(5 + set->size()));
     return r.remember(v);
   }
   if (v->obj && (v->kind != VK::Function || PyFunction_Check(v->obj.get()))) {
