@@ -12,6 +12,7 @@ from torch import nn
 
 import dynview
 from counting import counting_backend
+from python_cases_values import CallCounter  # a module whose forward counts its calls
 
 pytestmark = pytest.mark.usefixtures("fresh_engine")
 
@@ -134,18 +135,8 @@ def test_a_module_with_buffers_built_in_the_trace_keeps_them_as_buffers():
     torch.testing.assert_close(table(torch.arange(3)), want_table(torch.arange(3)))
 
 
-class Counter(nn.Module):
-    def __init__(self):
-        super().__init__()
-        self.calls = 0
-
-    def forward(self, x):
-        self.calls += 1
-        return x * self.calls
-
-
 def counts_twice(x):
-    m = Counter()
+    m = CallCounter()
     y = m(x) + m(x)
     return y, m
 
@@ -154,7 +145,7 @@ def test_attributes_its_forward_set_are_on_the_returned_module():
     x = torch.randn(3)
     y, m = _once(counts_twice, x)
     torch.testing.assert_close(y, x * 3)
-    assert type(m) is Counter and m.calls == 2
+    assert type(m) is CallCounter and m.calls == 2
 
 
 class Holder(nn.Module):

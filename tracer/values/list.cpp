@@ -150,6 +150,9 @@ Status copy(Translator& t, Frame& f, const VPtr& self, std::vector<VPtr>& args, 
 Status sequence_index_or_count(Translator& t, Frame& f, const VPtr& self, std::vector<VPtr>& args, KwArgs& kwargs, VPtr& out,
                                bool index) {
   const char* what = self->kind == VK::Tuple ? (index ? "tuple.index" : "tuple.count") : (index ? "list.index" : "list.count");
+  for (VPtr& a : args)  // an int that changed between calls (automatic dynamic): its value, guarded
+    if (a->kind == VK::Sym && a->obj && sym_python_type(a->obj.get()) == &PyLong_Type)
+      if (Ref v = t.specialize(a)) a = t.constant(v);
   if (args.empty() || args.size() > (index ? 3u : 1u) || !kwargs.empty() || args[0]->kind != VK::Const)
     return t.brk(f, "DV0004", std::string(what) + " with these arguments");
   const long n = static_cast<long>(self->items.size());
