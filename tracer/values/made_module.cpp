@@ -335,10 +335,9 @@ Translator::Status Translator::construct_module(Frame& f, PyObject* cls, std::ve
   out->flag = true;  // made in the trace
   // what its forward (or the code) sets on it lives in the trace only, as for one whose __init__ was inlined
   if (python_init) add_made_module(m);
-  // torch.nn's own module of constant arguments: rebuilt by calling its class with them again, where
-  // it leaves the graph (appended to a ModuleList, set on a module, returned) -- one per call, as eager
-  // A library's module whose __init__ only sets attributes, of constant arguments: the same (its
-  // __init__ run again, as eager runs it on each call)
+  // A module of constant arguments (torch.nn's own, or a library's whose __init__ only sets
+  // attributes): rebuilt by calling its class with them again where it leaves the graph (appended to
+  // a ModuleList, set on a module, returned) -- one per call, its __init__ run as eager runs it
   if (passed.empty()) out->keys = {Ref::borrow(cls), pargs, pkw};
   return std::nullopt;
 }

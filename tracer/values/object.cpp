@@ -464,8 +464,8 @@ bool object_reconstruct(cg::Rebuilder& r, const VPtr& v) {
     // followed by the trace); then given the attributes the trace set on it, in order, through
     // nn.Module's own __setattr__ and register_buffer, as the trace followed them. Its __init__
     // runs there as eager runs it, not captured.
-    static const std::vector<std::pair<std::string, VPtr>> none;
-    const std::vector<std::pair<std::string, VPtr>>* set = &none;
+    static const MadeModuleAttrs::mapped_type none;
+    const MadeModuleAttrs::mapped_type* set = &none;
     bool inlined = false;  // its __init__ followed by the trace: what it set is in made_module_attrs
     if (r.made_module_attrs && v->obj)
       if (auto it = r.made_module_attrs->find(v->obj.get()); it != r.made_module_attrs->end()) {
