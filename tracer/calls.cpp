@@ -817,13 +817,8 @@ Translator::Status Translator::call_regex_fold(Frame& f, PyObject* func, const V
     if (!folds(a)) return std::nullopt;
   for (const auto& kv : kwargs)
     if (!folds(kv.second)) return std::nullopt;
-  Ref pargs = Ref::steal(PyTuple_New(static_cast<Py_ssize_t>(args.size())));
-  Ref pkw = Ref::steal(PyDict_New());
-  if (!pargs || !pkw) return raise_current(f, callable_name(func) + "()");
-  for (size_t i = 0; i < args.size(); ++i) PyTuple_SET_ITEM(pargs.get(), static_cast<Py_ssize_t>(i), Ref::borrow(args[i]->obj.get()).release());
-  for (const auto& [k, v] : kwargs) PyDict_SetItemString(pkw.get(), k.c_str(), v->obj.get());
-  Ref r = Ref::steal(PyObject_Call(func, pargs.get(), pkw.get()));
-  if (!r) return raise_current(f, "re." + callable_name(func) + "()");  // re.error for a bad pattern, as eager
+  Ref r;  // (re.error for a bad pattern, raised in the trace as eager raises it)
+  if (Status s = call_on_constants(*this, f, func, "re." + callable_name(func), args, kwargs, r)) return s;
   if (frozen_object(r.get())) {
     out = make(VK::Object);
     out->obj = r;
