@@ -111,6 +111,14 @@ def advance_iterator(it, n):
         next(it)
 
 
+def lower_version_count_by_1(x):
+    """After `x.data = y` (set_ in the graph): gives back the version set_ counted, as eager's
+    assignment leaves x._version where it was."""
+    version = x._version
+    torch._C._autograd._unsafe_set_version_counter((x,), (version - 1 if version > 0 else version,))
+    return x
+
+
 def autocast_exit(device, prev, prev_dtype, prev_cache):
     """What torch.autocast's __exit__ does, from the state it recorded on entering: a graph node where a
     graph break split the block (the graph before the break entered it; the resume function leaves it)."""

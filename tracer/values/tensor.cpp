@@ -139,6 +139,63 @@ Status ambiguous_truth(Translator& t, Frame& f, const VPtr& v) {
                                                        : "Boolean value of Tensor with more than one value is ambiguous");
 }
 
+// `x.data = y` of a tensor from outside the compiled code (an EMA or weight-tying swap, PyTorch's
+// issue 113030), as TorchDynamo records it: x.set_(y) under no_grad, then the version set_ counted
+// given back (dynview._runtime.lower_version_count_by_1), so x keeps its identity and autograd
+// metadata and now holds y's storage, shape and strides; later reads of x in the trace see them (the
+// example was set_ too). A tensor made in the graph, or y of another dtype or device, breaks, as
+// under torch.compile.
+Translator::Status set_data(Translator& t, Frame& f, const VPtr& owner, const VPtr& value) {
+  if (value->kind != VK::Tensor || !value->obj)
+    return t.brk(f, "DV0008", "assignment to attribute 'data' of a tensor: the value is not a tensor", kSetattrHint);
+  if (!owner->source)
+    return t.brk(f, "DV0008", "assignment to attribute 'data' of a tensor made in the compiled code",
+                 "torch.compile only supports `.data =` on a tensor from outside the compiled code too");
+  auto attr_differs = [](PyObject* a, PyObject* b) {
+    const int eq = a && b ? PyObject_RichCompareBool(a, b, Py_EQ) : -1;
+    if (eq < 0) PyErr_Clear();
+    return eq != 1;
+  };
+  Ref da = Ref::steal(PyObject_GetAttrString(owner->obj.get(), "dtype"));
+  Ref db = Ref::steal(PyObject_GetAttrString(value->obj.get(), "dtype"));
+  if (attr_differs(da.get(), db.get()))
+    return t.brk(f, "DV0008", "assignment to attribute 'data' of a tensor: a tensor of another dtype",
+                 "torch.compile only supports `.data =` of a tensor of the same dtype too");
+  if (attr_differs(owner->device.get(), value->device.get()))
+    return t.brk(f, "DV0008", "assignment to attribute 'data' of a tensor: a tensor on another device", kSetattrHint);
+  // A tensor that requires grad given another shape: AOTAutograd's backward checks gradients against
+  // the shape autograd recorded for it, and fails to compile (torch.compile: "invalid gradient").
+  Ref rg = Ref::steal(PyObject_GetAttrString(owner->obj.get(), "requires_grad"));
+  Ref sa = Ref::steal(PyObject_GetAttrString(owner->obj.get(), "shape"));
+  Ref sb = Ref::steal(PyObject_GetAttrString(value->obj.get(), "shape"));
+  if (rg.get() == Py_True && attr_differs(sa.get(), sb.get()))
+    return t.brk(f, "DV0008", "assignment to attribute 'data' of a tensor that requires grad: a tensor of another shape",
+                 "autograd keeps the tensor's old shape for its gradient; assign outside the compiled function");
+  PyErr_Clear();
+  // x.data = y, then y.data = z: after the graph, AOTAutograd sets each input's storage in input
+  // order, x's new storage read from y, so where y is the earlier input x ends up with z's (a wrong
+  // result torch.compile gives when y's placeholder comes first). The second assignment then breaks.
+  for (const GraphNode& n : t.output.graph.nodes())
+    if (n.op == GraphNode::Op::CallMethod && n.method == "set_" && n.args.size() == 2 &&
+        n.args[1].kind == ArgTree::Kind::Node && n.args[1].node == owner->node && n.args[0].node >= owner->node)
+      return t.brk(f, "DV0008", "assignment to attribute 'data' of a tensor whose storage an earlier `.data =` gave to another tensor",
+                   "the backend's replay of the two assignments could give both tensors the later storage");
+  Ref on = Ref::steal(PyObject_CallMethod(py().torch.get(), "is_grad_enabled", nullptr));
+  if (!on) return PyErr_Clear(), t.brk(f, "DV0019", "torch.is_grad_enabled() failed");
+  const bool grad = on.get() == Py_True;
+  if (grad)
+    if (Translator::Status s = set_grad_mode(t, f, false)) return s;
+  VPtr set;
+  if (Translator::Status s = t.graph_call(f, {}, "set_", {owner, value}, {}, set)) return s;
+  static PyObject* lower = cg::runtime_attr("lower_version_count_by_1");  // kept
+  if (!lower) return PyErr_Clear(), t.brk(f, "DV0005", "dynview._runtime.lower_version_count_by_1 is missing");
+  VPtr lowered;
+  if (Translator::Status s = t.graph_call(f, Ref::borrow(lower), "", {set}, {}, lowered)) return s;
+  if (grad)
+    if (Translator::Status s = set_grad_mode(t, f, true)) return s;
+  return std::nullopt;
+}
+
 template <>
 struct Kind<VK::Tensor> {
   static void describe(const Value& v, std::string& out, int /*depth*/) {
@@ -261,6 +318,7 @@ struct Kind<VK::Tensor> {
     // `p.data = p`: Module._apply's write-back of a conversion that changed nothing (`.to` of the dtype
     // and device the tensor has returns the tensor itself): no effect. Any other assignment breaks.
     if (name == "data" && value.get() == owner.get()) return std::nullopt;
+    if (name == "data") return set_data(t, f, owner, value);
     // A Python attribute of the tensor's own (y.offloaded = True, a marker a hook reads later): kept
     // by the trace, read back by getattr, and set on the real tensor after the graph (which then
     // returns the tensor), as TorchDynamo replays it. What torch.Tensor defines (grad, data,
