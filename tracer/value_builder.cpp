@@ -275,10 +275,15 @@ VPtr ValueBuilder::wrap_tensor(const Ref& obj, const SourcePtr& source, const st
     auto plan = dyn_dims_.find(key);
     for (size_t d = 0; plan != dyn_dims_.end() && d < spec.sizes.size() && d < 64; ++d)
       if ((plan->second >> d & 1) && spec.sizes[d] >= 2) PySet_Add(dims.get(), Ref::steal(PyLong_FromSize_t(d)).get());
+    Ref stride_dims = Ref::steal(PySet_New(nullptr));
+    auto strides = dyn_strides_.find(key);
+    for (size_t d = 0; strides != dyn_strides_.end() && d < spec.strides.size() && d < 64; ++d)
+      if (strides->second >> d & 1) PySet_Add(stride_dims.get(), Ref::steal(PyLong_FromSize_t(d)).get());
     // (a 0-d int tensor gets a slot too: the graph may read it as a number, a symbol guards read)
-    const int slot = PySet_GET_SIZE(dims.get()) > 0 || item_input_tensor(o) ? t_.output.sym_slot(source) : -1;
-    Ref r = Ref::steal(PyObject_CallMethod(t_.output.shapes(), "tensor", "OOsiii", o, dims.get(), key.c_str(), slot,
-                                               t_.cur_step_, t_.root_ ? t_.current_line(f) : -1));
+    const int slot = PySet_GET_SIZE(dims.get()) > 0 || PySet_GET_SIZE(stride_dims.get()) > 0 || item_input_tensor(o)
+                         ? t_.output.sym_slot(source) : -1;
+    Ref r = Ref::steal(PyObject_CallMethod(t_.output.shapes(), "tensor", "OOsiiiO", o, dims.get(), key.c_str(), slot,
+                                               t_.cur_step_, t_.root_ ? t_.current_line(f) : -1, stride_dims.get()));
     if (!r || !PyTuple_Check(r.get()) || PyTuple_GET_SIZE(r.get()) != 3) return nullptr;
     example = Ref::borrow(PyTuple_GET_ITEM(r.get(), 0));
     spec.dyn_sizes = PyLong_AsUnsignedLongLongMask(PyTuple_GET_ITEM(r.get(), 1));
@@ -1351,7 +1356,7 @@ void ValueBuilder::capturable_group(const VPtr& d) {
 void ValueBuilder::plan_reached(PyObject* o, const std::string& text) {
   if (!frame_state || dynamic_mode == DynamicMode::Off || planned_.count(text)) return;
   plan_dynamic(o, text, 0);
-  if (!t_.output.dynamic() && (dyn_dims_.count(text) || dyn_ints_.count(text))) wants_dynamic_ = true;
+  if (!t_.output.dynamic() && (dyn_dims_.count(text) || dyn_strides_.count(text) || dyn_ints_.count(text))) wants_dynamic_ = true;
 }
 
 void ValueBuilder::plan_dynamic(PyObject* o, const std::string& text, int depth) {
@@ -1367,15 +1372,20 @@ void ValueBuilder::plan_dynamic(PyObject* o, const std::string& text, int depth)
     if (fresh || seen.is_int || seen.is_float) {
       seen = SeenInput{};
       seen.sizes = spec.sizes;
+      seen.strides = spec.strides;
       if (force) seen.dynamic = spec.sizes.size() == 64 ? ~0ull : (1ull << spec.sizes.size()) - 1;
     } else if (seen.sizes.size() != spec.sizes.size()) {
       seen.sizes = spec.sizes;  // the rank changed: every size becomes symbolic (as TorchDynamo)
+      seen.strides = spec.strides;
       seen.dynamic = spec.sizes.size() == 64 ? ~0ull : (1ull << spec.sizes.size()) - 1;
     } else {
-      for (size_t d = 0; d < spec.sizes.size(); ++d)
+      for (size_t d = 0; d < spec.sizes.size(); ++d) {
         if (seen.sizes[d] != spec.sizes[d]) seen.dynamic |= 1ull << d;
+        if (d < seen.strides.size() && d < spec.strides.size() && seen.strides[d] != spec.strides[d]) seen.dynamic_strides |= 1ull << d;
+      }
     }
     if (seen.dynamic) dyn_dims_[text] = seen.dynamic;
+    else if (seen.dynamic_strides) dyn_strides_[text] = seen.dynamic_strides;  // (sizes all static)
     return;
   }
   if (std::strcmp(Py_TYPE(o)->tp_name, "numpy.ndarray") == 0) {  // planned as the tensor the graph takes (AsTensor)

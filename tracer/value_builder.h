@@ -24,8 +24,9 @@ struct SeenInput {
   int64_t value = 0;
   double fvalue = 0;
   bool int_dynamic = false;  // (an int's or a float's)
-  std::vector<int64_t> sizes;
-  uint64_t dynamic = 0;  // dims seen with different sizes
+  std::vector<int64_t> sizes, strides;
+  uint64_t dynamic = 0;          // dims seen with different sizes
+  uint64_t dynamic_strides = 0;  // dims seen with different strides
 };
 using FrameState = std::unordered_map<std::string, SeenInput>;
 enum class DynamicMode : int8_t { Auto = -1, Off = 0, On = 1 };  // torch.compile(dynamic=None/False/True)
@@ -84,7 +85,7 @@ class ValueBuilder {
       if (kv.first.rfind(prefix, 0) == 0) return true;
     return false;
   }
-  bool has_dynamic_plan() const { return !dyn_dims_.empty() || !dyn_ints_.empty(); }
+  bool has_dynamic_plan() const { return !dyn_dims_.empty() || !dyn_strides_.empty() || !dyn_ints_.empty(); }
   // A static compile reached a tensor whose sizes changed since an earlier compile (plan_reached):
   // the frame is captured again, as a dynamic compile (eval_frame.cpp).
   bool wants_dynamic() const { return wants_dynamic_; }
@@ -168,6 +169,10 @@ class ValueBuilder {
   // could be reused)
   std::unordered_map<PyObject*, std::pair<Ref, VPtr>> containers_seen_;
   std::unordered_map<std::string, uint64_t> dyn_dims_;  // source -> symbolic dims
+  // source -> dims whose strides are symbolic: changed between compiles while every size stayed the
+  // same (a slice x[:, 0] of a tensor whose middle size varies), as TorchDynamo's automatic dynamic
+  // strides (only where the sizes are all static)
+  std::unordered_map<std::string, uint64_t> dyn_strides_;
   std::unordered_set<std::string> dyn_ints_;            // int and float sources that are symbolic
   bool any_lazy_ = false;                               // a lazy dict, list or tuple was made (the interpreter checks reads)
   std::unordered_set<std::string> probed_absent_;       // "source|repr(key)" guarded absent

@@ -107,10 +107,12 @@ class DynamicShapes:
         self.names.append(text)
         return len(self.refs) - 1
 
-    def tensor(self, t, dyn_dims, text, slot, step=-1, line=-1):
-        """A fake of real tensor `t`, symbolic in `dyn_dims`. Returns (fake, size_mask, stride_mask):
-        the masks name the sizes and strides TENSOR_MATCH must not compare (guards cover them)."""
-        if not dyn_dims and slot >= 0 and t.dim() == 0:
+    def tensor(self, t, dyn_dims, text, slot, step=-1, line=-1, dyn_strides=()):
+        """A fake of real tensor `t`, symbolic in the sizes `dyn_dims` and the strides `dyn_strides`
+        (each its own symbol; the other strides follow from the sizes). Returns (fake, size_mask,
+        stride_mask): the masks name the sizes and strides TENSOR_MATCH must not compare (guards
+        cover them)."""
+        if not dyn_dims and not dyn_strides and slot >= 0 and t.dim() == 0:
             # A 0-d int tensor (the engine gives those a slot): faked with its source, so its fake
             # answers item() with a backed symbol whose hint is its value (the converter's
             # item_memo), as TorchDynamo fakes one: an operator given it as a size (new_zeros(b, n),
@@ -128,10 +130,11 @@ class DynamicShapes:
                 self.where[k] = (step, line)
                 self.floats.append(k)
             return fake, 0, 0
-        if not dyn_dims:
+        if not dyn_dims and not dyn_strides:
             return self.mode.from_tensor(t, static_shapes=True), 0, 0
         ctx = StatelessSymbolicContext(
             dynamic_sizes=[DimDynamic.DYNAMIC if i in dyn_dims else DimDynamic.STATIC for i in range(t.dim())],
+            dynamic_strides=[DimDynamic.DYNAMIC if i in dyn_strides else DimDynamic.INFER_STRIDE for i in range(t.dim())],
             constraint_sizes=[None] * t.dim())
         fake = self.mode.from_tensor(t, symbolic_context=ctx, source=_Src(text))
         size_mask = stride_mask = 0
@@ -150,7 +153,10 @@ class DynamicShapes:
                 self.where[k] = (step, line)
                 expr = s.node.expr
                 if isinstance(expr, sympy.Symbol) and expr not in self.sym_ref:
+                    # a stride of its own (automatic dynamic strides): its range guarded as a size's
+                    # (strides 0 and 1 specialised, as TorchDynamo's)
                     self.sym_ref[expr] = k
+                    self.dynamic.append((k, expr))
                 else:
                     self.stride_checks.append((k, expr))
                 stride_mask |= 1 << i

@@ -739,3 +739,55 @@ def test_full_of_an_int_tensor_keeps_its_dtype():
 def test_a_0d_float64_tensor_through_backends(backend):
     for fn in (filled_with_s, fill_of_a_mean):
         assert dynview_counts(fn, FLOAT_ITEM_CALLS, backend=backend) == dynamo_counts(fn, FLOAT_ITEM_CALLS)
+
+
+def pooler(h, w):
+    # BERT's pooler: the first token's hidden state, h[:, 0] of (batch, seq, hidden)
+    return torch.tanh(h[:, 0] @ w)
+
+
+def pool_first_token(first, w):
+    # a function given that slice (after a graph break, or a head called with it): its size is the
+    # same for every sequence length, its stride (seq * hidden) is not
+    return torch.tanh(first @ w)
+
+
+def first_token(seq_len):
+    return R(2, seq_len, 8)[:, 0]
+
+
+def test_a_stride_that_changes_becomes_symbolic_at_the_recompile():
+    # automatic dynamic strides: a tensor whose sizes stay the same and whose stride changes is
+    # compiled once more, its stride symbolic, rather than once per stride (PyTorch's
+    # test_changing_stride); a stride of 0 or 1 is specialised (a recompile), as torch.compile's
+    w = R(8, 8)
+    strided = [(first_token(t), w) for t in (3, 5, 7, 9)] + [(R(1, 8).expand(2, 8), w), (first_token(11), w)]
+    want = dynamo_counts(pool_first_token, strided)
+    assert want == [1, 2, 2, 2, 3, 3]
+    assert dynview_counts(pool_first_token, strided) == want
+    dynview.reset()
+    assert dynview_counts(pool_first_token, strided, backend="aot_eager") == want
+    entry = dynview._C.cache_entries(pool_first_token.__code__)
+    guards = [g for e in entry for g in e["guards"]]
+    assert "check_tensor(L['first'], Float, cpu, size=[2, 8], stride=[None, 1])" in guards, guards
+    assert "2 <= L['first'].stride()[0]" in guards, guards
+
+
+def reshaped_if_contiguous(x, k):
+    if x.is_contiguous():
+        return x.view(-1) * k
+    return x.reshape(-1) - k
+
+
+def columns(n, k=2):
+    return R(4, 8 * n)[:, :8], k
+
+
+def test_contiguity_read_of_a_symbolic_stride_is_guarded():
+    # a (4, 8) tensor that is contiguous (stride 8) on some calls and a column slice of a wider one on
+    # others: the symbolic stride's guards keep the contiguous calls off the graph that took the other branch
+    calls = [columns(1), columns(2), columns(3), columns(1), columns(4)]
+    want = dynamo_counts(reshaped_if_contiguous, calls)
+    assert dynview_counts(reshaped_if_contiguous, calls) == want == [1, 2, 2, 2, 2]
+    pooled = [(R(2, t, 8), R(8, 8)) for t in (3, 5, 7)]
+    assert dynview_counts(pooler, pooled) == dynamo_counts(pooler, pooled) == [1, 2, 2]
