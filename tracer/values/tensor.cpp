@@ -163,15 +163,6 @@ Translator::Status set_data(Translator& t, Frame& f, const VPtr& owner, const VP
                  "torch.compile only supports `.data =` of a tensor of the same dtype too");
   if (attr_differs(owner->device.get(), value->device.get()))
     return t.brk(f, "DV0008", "assignment to attribute 'data' of a tensor: a tensor on another device", kSetattrHint);
-  // A tensor that requires grad given another shape: AOTAutograd's backward checks gradients against
-  // the shape autograd recorded for it, and fails to compile (torch.compile: "invalid gradient").
-  Ref rg = Ref::steal(PyObject_GetAttrString(owner->obj.get(), "requires_grad"));
-  Ref sa = Ref::steal(PyObject_GetAttrString(owner->obj.get(), "shape"));
-  Ref sb = Ref::steal(PyObject_GetAttrString(value->obj.get(), "shape"));
-  if (rg.get() == Py_True && attr_differs(sa.get(), sb.get()))
-    return t.brk(f, "DV0008", "assignment to attribute 'data' of a tensor that requires grad: a tensor of another shape",
-                 "autograd keeps the tensor's old shape for its gradient; assign outside the compiled function");
-  PyErr_Clear();
   // x.data = y, then y.data = z: after the graph, AOTAutograd sets each input's storage in input
   // order, x's new storage read from y, so where y is the earlier input x ends up with z's (a wrong
   // result torch.compile gives when y's placeholder comes first). The second assignment then breaks.
