@@ -56,6 +56,30 @@ inline Py_ssize_t tuple_iterator_remaining(PyObject* it) {
   PyObject* seq = tuple_iterator_state(it, index);
   return seq ? std::max<Py_ssize_t>(0, PyTuple_GET_SIZE(seq) - index) : 0;
 }
+// A range iterator's next value, step and how many values it has yet to give: CPython's
+// rangeiterobject, with an index on 3.11 ({index, start, step, len}), its start advanced on 3.12 and
+// 3.13 ({start, step, len}).
+inline void range_iterator_state(PyObject* it, long& next, long& step, long& remaining) {
+#if PY_VERSION_HEX < 0x030C0000
+  struct RangeIter {
+    PyObject_HEAD
+    long index, start, step, len;
+  };
+  const auto* ri = reinterpret_cast<const RangeIter*>(it);
+  next = ri->start + ri->index * ri->step;
+  step = ri->step;
+  remaining = ri->len - ri->index;
+#else
+  struct RangeIter {
+    PyObject_HEAD
+    long start, step, len;
+  };
+  const auto* ri = reinterpret_cast<const RangeIter*>(it);
+  next = ri->start;
+  step = ri->step;
+  remaining = ri->len;
+#endif
+}
 void set_eval_frame(EvalFrameFn fn);
 
 }  // namespace shim

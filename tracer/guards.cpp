@@ -28,6 +28,7 @@ const char* guard_kind_name(GuardKind k) {
     case GuardKind::SHAPE_ENV: return "SHAPE_ENV";
     case GuardKind::TENSOR_ALIASING: return "TENSOR_ALIASING";
     case GuardKind::DICT_CONTAINS: return "DICT_CONTAINS";
+    case GuardKind::RANGE_ITERATOR_MATCH: return "RANGE_ITERATOR_MATCH";
   }
   return "?";
 }
@@ -332,6 +333,14 @@ bool leaf_ok(const Guard& g, PyObject* o) {
       while (PyDict_Next(o, &pos, &k, &v))
         if (!same_key(k, PyTuple_GET_ITEM(keys, i++))) return false;
       return true;
+    }
+    case GuardKind::RANGE_ITERATOR_MATCH: {
+      if (!Py_IS_TYPE(o, &PyRangeIter_Type)) return false;
+      long next = 0, step = 0, remaining = 0;
+      shim::range_iterator_state(o, next, step, remaining);
+      PyObject* want = g.value.get();
+      return PyLong_AsLong(PyTuple_GET_ITEM(want, 0)) == next && PyLong_AsLong(PyTuple_GET_ITEM(want, 1)) == step &&
+             PyLong_AsLong(PyTuple_GET_ITEM(want, 2)) == remaining;
     }
     case GuardKind::DICT_CONTAINS: {
       if (Py_IS_TYPE(o, &PyDictProxy_Type)) o = proxied_mapping(o);  // `"x" in Cls.__dict__`

@@ -21,6 +21,9 @@ enum class GuardKind : uint8_t {
   // `value` in the dict (`length` 1) or not (0): a key read (d[k], d.get(k), k in d) of a dict from
   // the frame whose other entries the capture does not depend on (value_builder.cpp, lazy dicts).
   DICT_CONTAINS,
+  // A range iterator (range_iterator, exactly) whose next value, step and count of values left are
+  // `value`'s (a tuple of three ints): a list comprehension's `.0` over range(n) on 3.11.
+  RANGE_ITERATOR_MATCH,
 };
 
 // SHAPE_ENV: what a guard program reads, and the program (postfix over int64; python/dynview/_shapes.py

@@ -175,6 +175,7 @@ VPtr ValueBuilder::wrap(Ref obj, SourcePtr source, Frame& f) {
         {&PyMethod_Type, &ValueBuilder::wrap_method},
         {&PyCFunction_Type, &ValueBuilder::wrap_builtin},
         {&PyTupleIter_Type, &ValueBuilder::wrap_tuple_iterator},
+        {&PyRangeIter_Type, &ValueBuilder::wrap_range_iterator},
         {type(ordered_dict_class()), &ValueBuilder::wrap_dict_kind},
         {type(defaultdict_class()), &ValueBuilder::wrap_dict_kind},
         {type(deque_class()), &ValueBuilder::wrap_deque},
@@ -931,6 +932,30 @@ VPtr ValueBuilder::wrap_tuple_iterator(const Ref& obj, const SourcePtr& source, 
     VPtr iv = wrap(Ref::borrow(PyTuple_GET_ITEM(seq, index + i)), Source::tuple_iter_item(source, static_cast<int>(i), Ref::borrow(getitem)), f);
     if (!iv) return nullptr;
     v->items.push_back(iv);
+  }
+  t_.output.side_effects.advanced_iters.push_back(v);
+  return remember(source, key, v);
+}
+
+// A range iterator from the frame (3.11's list comprehension over range(n) is a frame of its own
+// given iter(range(n)) as `.0`; a resume function's loop over a range): an iterator over the ints
+// it has yet to give, guarded by its next value, step and count (TorchDynamo's RangeIteratorVariable
+// guards the range's start, stop and step). The values it gives in the trace are taken from the
+// real iterator after the graph. One of more than 4096 values stays an object (a break at FOR_ITER).
+VPtr ValueBuilder::wrap_range_iterator(const Ref& obj, const SourcePtr& source, const std::string& key, Frame& f) {
+  long next = 0, step = 0, remaining = 0;
+  shim::range_iterator_state(obj.get(), next, step, remaining);
+  if (!source || remaining > 4096) return wrap_object(obj, source, key, f);
+  Ref state = Ref::steal(Py_BuildValue("(lll)", next, step, remaining));
+  if (!state) return PyErr_Clear(), nullptr;
+  t_.add_guard(GuardKind::RANGE_ITERATOR_MATCH, source, state, f,
+               "___range_iterator_match(" + key + ", next=" + std::to_string(next) + ", step=" + std::to_string(step) +
+                   ", left=" + std::to_string(remaining) + ")");
+  VPtr v = t_.make(VK::Iter);
+  for (long i = 0; i < remaining; ++i) {
+    Ref item = Ref::steal(PyLong_FromLong(next + i * step));
+    if (!item) return PyErr_Clear(), nullptr;
+    v->items.push_back(t_.constant(item));
   }
   t_.output.side_effects.advanced_iters.push_back(v);
   return remember(source, key, v);

@@ -137,6 +137,7 @@ class ValueBuilder {
   VPtr wrap_method(const Ref& obj, const SourcePtr& source, const std::string& key, Frame& f);
   VPtr wrap_builtin(const Ref& obj, const SourcePtr& source, const std::string& key, Frame& f);
   VPtr wrap_tuple_iterator(const Ref& obj, const SourcePtr& source, const std::string& key, Frame& f);
+  VPtr wrap_range_iterator(const Ref& obj, const SourcePtr& source, const std::string& key, Frame& f);
   VPtr wrap_ndarray(const Ref& obj, const SourcePtr& source, const std::string& key, Frame& f);
   VPtr wrap_grad_restore(const Ref& obj, const SourcePtr& source, const std::string& key, Frame& f);
   VPtr wrap_autocast_exit(const Ref& obj, const SourcePtr& source, const std::string& key, Frame& f);

@@ -152,6 +152,82 @@ def test_disable_without_recursion_runs_the_frame_eagerly_and_captures_what_it_c
     assert [r["qualname"] for r in records_of(SkippedForward(), x)] == ["_inner"], "forward itself is not captured"
 
 
+class CosineSum(nn.Module):
+    """PyTorch's test_listcomp: a forward disabled without recursion, called by a compiled function;
+    its list comprehension (a frame of its own on 3.11) is captured, not the forward."""
+
+    def __init__(self):
+        super().__init__()
+        self._num = 4
+
+    @torch._dynamo.disable(recursive=False)
+    def forward(self, x):
+        values = [i * torch.cos(x) for i in range(self._num)]
+        return sum(values)
+
+
+class FullyDisabled(nn.Module):
+    @torch.compiler.disable
+    def forward(self, x):
+        return _inner(x - 1)
+
+
+def test_a_list_comprehension_frame_over_a_range_is_captured_and_guarded_by_it():
+    # On 3.11 the comprehension is a frame of its own, given iter(range(n)) as `.0`: its ints are
+    # constants of the graph, guarded by the iterator's next value, step and count
+    x = torch.randn(3)
+    mod = CosineSum()
+
+    def run(compile_):
+        cnt = CompileCounter()
+        f = compile_(lambda x: mod(x), backend=cnt)
+        counts = []
+        for num in (4, 4, 2, 4):
+            mod._num = num
+            torch.testing.assert_close(f(x), sum(i * torch.cos(x) for i in range(num)))
+            counts.append(cnt.frame_count)
+        return counts, cnt.op_count
+
+    theirs, ours = both(run)
+    assert ours == theirs
+
+
+class WithDisabledForwards(nn.Module):
+    """A model whose submodules' forwards are disabled, called from its own (compiled) forward."""
+
+    def __init__(self):
+        super().__init__()
+        self.lin = nn.Linear(3, 3)
+        self.skipped, self.off = SkippedForward(), FullyDisabled()
+
+    def forward(self, x):
+        h = self.lin(x).relu()
+        return self.off(self.skipped(h)) * 2
+
+
+def test_a_disabled_forward_of_a_called_module_breaks_there():
+    x = torch.randn(3)
+    mod = CosineSum()
+
+    def calls_mod(x):
+        return mod(x)
+
+    def run(compile_):
+        cnt = CompileCounter()
+        torch.testing.assert_close(compile_(calls_mod, backend=cnt)(x), calls_mod(x))
+        torch.manual_seed(0)
+        m = WithDisabledForwards()
+        torch.testing.assert_close(compile_(m, backend=cnt)(x), m(x))
+        return cnt.frame_count, cnt.op_count
+
+    theirs, ours = both(run)
+    assert ours == theirs
+    records = records_of(WithDisabledForwards(), x)
+    names = [r["qualname"] for r in records]
+    assert "SkippedForward.forward" not in names and "FullyDisabled.forward" not in names, names
+    assert sum("marked torch.compiler.disable" in r["break_message"] for r in records) == 2, records
+
+
 class Block(nn.Module):
     def __init__(self):
         super().__init__()
@@ -293,3 +369,4 @@ def test_a_torch_function_disallowed_in_graph_breaks_and_runs_eagerly_as_under_t
     assert any(r["has_break"] and "disallow_in_graph" in r["break_message"] for r in records)
     # once allowed again, one graph
     assert records_of(with_an_op_kept_out_of_the_graph, x)[0]["has_break"] is False
+

@@ -87,6 +87,18 @@ Status made_function_setattr(Translator& t, Frame& f, const VPtr& fn, const std:
 
 }  // namespace
 
+// A call of a function torch.compiler.disable / torch._dynamo.disable marked: a break, the call
+// run eagerly (nothing it calls is captured: eval_frame.cpp marks the wrapper's code; with
+// recursive=False the frames it calls are).
+Status disabled_call(Translator& t, Frame& f, PyObject* fn) {
+  if (disable_wrapper(fn)) mark_disabled(PyFunction_GET_CODE(fn));
+  Ref orig = Ref::steal(PyObject_GetAttrString(fn, "_torchdynamo_orig_callable"));
+  PyErr_Clear();
+  if (!orig) orig = Ref::steal(PyObject_GetAttrString(fn, "__wrapped__"));  // torch._disable_dynamo's
+  PyErr_Clear();
+  return t.brk(f, "DV0025", "call to " + callable_name(orig ? orig.get() : fn) + ", marked torch.compiler.disable");
+}
+
 template <>
 struct Kind<VK::Function> {
   static void describe(const Value& v, std::string& out, int /*depth*/) {
@@ -114,12 +126,7 @@ struct Kind<VK::Function> {
       // nothing it calls is captured: eval_frame.cpp marks the wrapper's code).
       if (disabled_function(fn->obj.get())) {
         if (torch_special(fn->obj.get()) == TorchSpecial::checkpoint) return t.checkpoint_call(f, std::move(args), std::move(kwargs), out);
-        if (disable_wrapper(fn->obj.get())) mark_disabled(PyFunction_GET_CODE(fn->obj.get()));
-        Ref orig = Ref::steal(PyObject_GetAttrString(fn->obj.get(), "_torchdynamo_orig_callable"));
-        PyErr_Clear();
-        if (!orig) orig = Ref::steal(PyObject_GetAttrString(fn->obj.get(), "__wrapped__"));  // torch._disable_dynamo's
-        PyErr_Clear();
-        return t.brk(f, "DV0025", "call to " + callable_name(orig ? orig.get() : fn->obj.get()) + ", marked torch.compiler.disable");
+        return disabled_call(t, f, fn->obj.get());
       }
       if (Ref orig = compiled_original(fn->obj.get())) {  // torch.compile(fn) made outside: fn, inlined
         VPtr inner = t.wrap(orig, fn->source ? Source::attr(fn->source, "_torchdynamo_orig_callable") : nullptr, f);

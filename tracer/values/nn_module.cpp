@@ -518,6 +518,8 @@ struct Kind<VK::NNModule> {
     Ref forward = Ref::steal(PyObject_GetAttrString(reinterpret_cast<PyObject*>(Py_TYPE(m)), "forward"));
     if (!forward || !PyFunction_Check(forward.get()))
       return PyErr_Clear(), t.brk(f, "DV0004", "module " + std::string(Py_TYPE(m)->tp_name) + " has no Python forward");
+    // a forward marked torch.compiler.disable (recursive or not): the module's call runs eagerly
+    if (disabled_function(forward.get())) return disabled_call(t, f, forward.get());
     VPtr fv = t.make(VK::Function);
     fv->obj = forward;
     if (!hooked) return t.inline_call(f, fv, fn, std::move(args), std::move(kwargs), out);
