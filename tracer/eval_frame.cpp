@@ -386,7 +386,8 @@ void report_guards(CompileId id, const std::vector<Guard>& guards) {
   for (const Guard& g : guards) g_observer->on_guard(GuardEvent{id, guard_kind_name(g.kind), g.text, g.step, g.line, g.file});
 }
 
-// fullgraph=True: the break becomes a dynview.Unsupported exception.
+// fullgraph=True: the break becomes a dynview.Unsupported exception (made by
+// dynview._engine._new_unsupported: a torch._dynamo.exc.Unsupported too where torch._dynamo is imported).
 void raise_unsupported(const Break& brk) {
   const std::string title(breaks::title(brk.id));  // "" for an id the table does not know
   std::string msg = brk.id + (title.empty() ? "" : " (" + title + ")") + ": " + brk.message +
@@ -399,7 +400,7 @@ void raise_unsupported(const Break& brk) {
   PyObject_SetAttrString(exc.get(), "message", Ref::steal(PyUnicode_FromString(brk.message.c_str())).get());
   PyObject_SetAttrString(exc.get(), "hint", Ref::steal(PyUnicode_FromString(brk.hint.c_str())).get());
   PyObject_SetAttrString(exc.get(), "lineno", Ref::steal(PyLong_FromLong(brk.line)).get());
-  PyErr_SetObject(g_unsupported.get(), exc.get());
+  PyErr_SetObject(reinterpret_cast<PyObject*>(Py_TYPE(exc.get())), exc.get());
 }
 
 // Compiles the frame as a pipeline of values: capture -> CaptureResult -> outputs -> FX + backend

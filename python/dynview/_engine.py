@@ -20,7 +20,25 @@ class Unsupported(RuntimeError):
     the graph-break table), message, hint and lineno of the user's code."""
 
 
-_C._set_unsupported(Unsupported)
+_dynamo_unsupported = None  # Unsupported and torch._dynamo.exc.Unsupported both, made once torch._dynamo is imported
+
+
+def _new_unsupported(msg):
+    """The exception fullgraph=True raises: a dynview.Unsupported, and also a
+    torch._dynamo.exc.Unsupported once torch._dynamo is imported (code written for torch.compile
+    catches that), without importing torch._dynamo itself."""
+    global _dynamo_unsupported
+    exc = sys.modules.get("torch._dynamo.exc")
+    theirs = getattr(exc, "Unsupported", None)
+    if not isinstance(theirs, type) or not issubclass(theirs, BaseException):
+        return Unsupported(msg)
+    if _dynamo_unsupported is None or _dynamo_unsupported.__bases__[1] is not theirs:
+        _dynamo_unsupported = type("Unsupported", (Unsupported, theirs),
+                                   {"__module__": __name__, "__qualname__": "Unsupported", "__doc__": Unsupported.__doc__})
+    return _dynamo_unsupported(msg)
+
+
+_C._set_unsupported(_new_unsupported)
 
 
 class _Config:

@@ -370,3 +370,20 @@ def test_a_torch_function_disallowed_in_graph_breaks_and_runs_eagerly_as_under_t
     # once allowed again, one graph
     assert records_of(with_an_op_kept_out_of_the_graph, x)[0]["has_break"] is False
 
+
+def test_fullgraph_break_is_caught_as_torch_dynamo_unsupported():
+    # PyTorch's test_issue111522: code written for torch.compile catches torch._dynamo.exc.Unsupported
+    # at a fullgraph break; dynview's exception is one (and a dynview.Unsupported, with its fields)
+    class A:
+        a = 2
+
+    def f(x, y):
+        return x + y.a
+
+    cf = dynview.compile(f, backend="eager", fullgraph=True)
+    torch.testing.assert_close(cf(torch.zeros(2), A()), torch.full([2], 2.0))
+    del A.a
+    with pytest.raises(torch._dynamo.exc.Unsupported) as info:
+        cf(torch.zeros(2), A())
+    assert isinstance(info.value, dynview.Unsupported) and isinstance(info.value, RuntimeError)
+    assert info.value.break_id == "DV0022" and "no attribute a" in info.value.message
