@@ -102,11 +102,11 @@ std::optional<Ref> tuple_as_python(Translator& t, const VPtr& v, bool meta);    
 // AttributeError eager raises (list.cpp).
 Status builtin_method_attr(Translator& t, Frame& f, const VPtr& obj, PyTypeObject* type, const std::string& name, VPtr& out);
 Status object_getattr(Translator& t, Frame& f, const VPtr& obj, const std::string& name, VPtr& out);  // Object, Const, Function
-// Object, NNModule; module_own: nn.Module.__setattr__ itself was called (super().__setattr__ in a
-// module class's own __setattr__), whatever the class defines
 // A call of a function torch.compiler.disable marked (disabled_function): a break with its name
 // (function.cpp); also a module whose forward is one (nn_module.cpp).
 Status disabled_call(Translator& t, Frame& f, PyObject* fn);
+// Object, NNModule; module_own: nn.Module.__setattr__ itself was called (super().__setattr__ in a
+// module class's own __setattr__), whatever the class defines
 Status object_setattr(Translator& t, Frame& f, const VPtr& owner, const std::string& name, const VPtr& value, bool module_own = false);
 // A value an attribute assignment can be replayed with after the graph: tensors, constants, objects
 // and modules from outside or the trace's, and tuples, lists and dicts of them (object.cpp).
