@@ -656,6 +656,18 @@ static Status np_scalar_arguments(Translator& t, Frame& f, PyObject* fn, std::ve
   return std::nullopt;
 }
 
+// torch.compile / dynview.compile(fn, backend=...) called in the trace: fn, captured with the rest
+// (its options are moot), as TorchDynamo treats a nested torch.compile
+Translator::Status compile_call(Translator& t, Frame& f, const std::vector<VPtr>& args, VPtr& out) {
+  if (!args.empty() && (args[0]->kind == VK::Function || args[0]->kind == VK::NNModule || args[0]->kind == VK::Method)) {
+    out = args[0];
+    return std::nullopt;
+  }
+  return t.brk(f, "DV0004", "torch.compile(...) without a function to compile, while capturing",
+               "call torch.compile outside the compiled function");
+}
+
+
 Status object_call(Translator& t, Frame& f, const VPtr& fn, std::vector<VPtr>& args, KwArgs& kwargs, VPtr& out) {
   PyObject* o = fn->obj.get();
   if (PyType_Check(o)) {
@@ -973,13 +985,7 @@ Status object_call(Translator& t, Frame& f, const VPtr& fn, std::vector<VPtr>& a
     case TorchSpecial::checkpoint: return t.checkpoint_call(f, std::move(args), std::move(kwargs), out);
     case TorchSpecial::grad_impl: return t.func_grad_impl(f, false, std::move(args), std::move(kwargs), out);
     case TorchSpecial::grad_and_value_impl: return t.func_grad_impl(f, true, std::move(args), std::move(kwargs), out);
-    case TorchSpecial::compile:  // torch.compile(fn, backend=...): fn, captured with the rest (its options are moot)
-      if (!args.empty() && (args[0]->kind == VK::Function || args[0]->kind == VK::NNModule || args[0]->kind == VK::Method)) {
-        out = args[0];
-        return std::nullopt;
-      }
-      return t.brk(f, "DV0004", "torch.compile(...) without a function to compile, while capturing",
-                   "call torch.compile outside the compiled function");
+    case TorchSpecial::compile: return compile_call(t, f, args, out);
     case TorchSpecial::effect:
       return t.brk(f, "DV0004", callable_name(o) + " has effects outside the graph");
     case TorchSpecial::unguarded_state:  // its answer could not be kept: no guard checks that state on later calls

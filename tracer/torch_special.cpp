@@ -93,6 +93,7 @@ const Row kRows[] = {
     {"torch", "set_num_threads", TorchSpecial::effect},
     {"torch", "compile", TorchSpecial::compile},
     {"torch.compiler", "compile", TorchSpecial::compile},
+    {"dynview._engine", "compile", TorchSpecial::compile},  // dynview.compile(g) called in the trace: g, as torch.compile's
 };
 
 }  // namespace

@@ -387,3 +387,23 @@ def test_fullgraph_break_is_caught_as_torch_dynamo_unsupported():
         cf(torch.zeros(2), A())
     assert isinstance(info.value, dynview.Unsupported) and isinstance(info.value, RuntimeError)
     assert info.value.break_id == "DV0022" and "no attribute a" in info.value.message
+
+
+def test_dynview_compile_called_inside_compiled_code_is_its_function():
+    # PyTorch's test_torch_compile_in_compile_frame, with dynview.compile as the inner compile too:
+    # the function it is given is captured with the rest (before, the trace went into
+    # dynview.compile's own Python and broke in inspect), as torch.compile treats a nested torch.compile
+    def gn(x, c=None):
+        if c is None:
+            c = 2
+        return c * x
+
+    def outer_func(x):
+        return dynview.compile(gn, backend="eager")(x)
+
+    x = torch.randn(4)
+    records = records_of(outer_func, x)
+    assert [r["qualname"].rsplit(".", 1)[-1] for r in records if r["graph"] is not None] == ["outer_func"], records
+    assert not [r for r in records if r["break_message"]], records
+    dynview.reset()
+    torch.testing.assert_close(dynview.compile(outer_func, backend="eager", fullgraph=True)(x), 2 * x)

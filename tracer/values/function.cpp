@@ -128,6 +128,7 @@ struct Kind<VK::Function> {
         if (torch_special(fn->obj.get()) == TorchSpecial::checkpoint) return t.checkpoint_call(f, std::move(args), std::move(kwargs), out);
         return disabled_call(t, f, fn->obj.get());
       }
+      if (torch_special(fn->obj.get()) == TorchSpecial::compile) return compile_call(t, f, args, out);  // dynview.compile(g)
       if (Ref orig = compiled_original(fn->obj.get())) {  // torch.compile(fn) made outside: fn, inlined
         VPtr inner = t.wrap(orig, fn->source ? Source::attr(fn->source, "_torchdynamo_orig_callable") : nullptr, f);
         if (!inner) return t.brk(f, "DV0004", "call to " + callable_name(orig.get()) + ", compiled by torch.compile");

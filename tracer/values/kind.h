@@ -105,6 +105,8 @@ Status object_getattr(Translator& t, Frame& f, const VPtr& obj, const std::strin
 // A call of a function torch.compiler.disable marked (disabled_function): a break with its name
 // (function.cpp); also a module whose forward is one (nn_module.cpp).
 Status disabled_call(Translator& t, Frame& f, PyObject* fn);
+// torch.compile / dynview.compile(fn, ...) called in the trace: fn itself (object_call.cpp)
+Status compile_call(Translator& t, Frame& f, const std::vector<VPtr>& args, VPtr& out);
 // Object, NNModule; module_own: nn.Module.__setattr__ itself was called (super().__setattr__ in a
 // module class's own __setattr__), whatever the class defines
 Status object_setattr(Translator& t, Frame& f, const VPtr& owner, const std::string& name, const VPtr& value, bool module_own = false);
