@@ -49,6 +49,15 @@ def records_of(fn, *args):
     return dynview._C.take_records()
 
 
+def counts_of_seeded_module(compile_, make_module, x, cnt):
+    """A module made under seed 0, compiled with `compile_` onto counter `cnt` and called once
+    (its output equal to eager's): the counter's frame and op counts."""
+    torch.manual_seed(0)
+    m = make_module()
+    torch.testing.assert_close(compile_(m, backend=cnt)(x), m(x))
+    return cnt.frame_count, cnt.op_count
+
+
 def test_an_attribute_written_through_the_wrapper_is_the_modules_and_the_compiled_forward_sees_it():
     def run(compile_):
         mod = Stepped()
@@ -215,10 +224,7 @@ def test_a_disabled_forward_of_a_called_module_breaks_there():
     def run(compile_):
         cnt = CompileCounter()
         torch.testing.assert_close(compile_(calls_mod, backend=cnt)(x), calls_mod(x))
-        torch.manual_seed(0)
-        m = WithDisabledForwards()
-        torch.testing.assert_close(compile_(m, backend=cnt)(x), m(x))
-        return cnt.frame_count, cnt.op_count
+        return counts_of_seeded_module(compile_, WithDisabledForwards, x, cnt)
 
     theirs, ours = both(run)
     assert ours == theirs
@@ -312,11 +318,7 @@ def test_a_submodule_wrapped_by_torch_compiler_disable_is_not_captured():
     x = torch.randn(2, 4)
 
     def run(compile_):
-        cnt = CompileCounter()
-        torch.manual_seed(0)
-        m = WithDisabledPart()
-        torch.testing.assert_close(compile_(m, backend=cnt)(x), m(x))
-        return cnt.frame_count, cnt.op_count
+        return counts_of_seeded_module(compile_, WithDisabledPart, x, CompileCounter())
 
     theirs, ours = both(run)
     assert ours == theirs

@@ -3,6 +3,7 @@
 
 #include "tracer/pycache.h"
 #include "tracer/rebuild.h"
+#include "tracer/tensor_match.h"
 #include "tracer/values/kind.h"
 
 namespace dv {
@@ -171,9 +172,7 @@ Translator::Status set_data(Translator& t, Frame& f, const VPtr& owner, const VP
         n.args[1].kind == ArgTree::Kind::Node && n.args[1].node == owner->node && n.args[0].node >= owner->node)
       return t.brk(f, "DV0008", "assignment to attribute 'data' of a tensor whose storage an earlier `.data =` gave to another tensor",
                    "the backend's replay of the two assignments could give both tensors the later storage");
-  Ref on = Ref::steal(PyObject_CallMethod(py().torch.get(), "is_grad_enabled", nullptr));
-  if (!on) return PyErr_Clear(), t.brk(f, "DV0019", "torch.is_grad_enabled() failed");
-  const bool grad = on.get() == Py_True;
+  const bool grad = grad_mode_enabled();
   if (grad)
     if (Translator::Status s = set_grad_mode(t, f, false)) return s;
   VPtr set;
