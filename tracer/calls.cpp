@@ -902,6 +902,12 @@ Translator::Status Translator::inline_call(Frame& f, VPtr fn, VPtr self, std::ve
       }
     }
     if (PyObject* cl = PyFunction_GET_CLOSURE(func)) {
+      // A function without a source (a property's getter found on its class) holds its closure
+      // itself: read through the function object, as its defaults are -- except a method's
+      // __class__ cell, which zero-argument super() reads as its class.
+      SourcePtr held = fn->source ? nullptr : Source::held(Ref::borrow(func), callable_name(func));
+      Ref freevars = fn->source ? Ref() : Ref::steal(PyCode_GetFreevars(reinterpret_cast<PyCodeObject*>(PyFunction_GET_CODE(func))));
+      if (!fn->source && !freevars) PyErr_Clear();
       for (Py_ssize_t i = 0; i < PyTuple_GET_SIZE(cl); ++i) {
         bool fresh = false;
         SourcePtr cell_src = fn->source ? Source::item(Source::attr(fn->source, "__closure__"), Ref::steal(PyLong_FromSsize_t(i))) : nullptr;
@@ -912,16 +918,9 @@ Translator::Status Translator::inline_call(Frame& f, VPtr fn, VPtr self, std::ve
           continue;
         }
         if (contents) {
-          // (a function without a source -- a property's getter found on its class -- holds its
-          // closure itself: read through the function object, as its defaults are)
-          // (not a method's __class__ cell, which zero-argument super() reads as its class)
-          Ref freevars = Ref::steal(PyCode_GetFreevars(reinterpret_cast<PyCodeObject*>(PyFunction_GET_CODE(func))));
-          if (!freevars) PyErr_Clear();
           const bool class_cell = freevars && i < PyTuple_GET_SIZE(freevars.get()) &&
                                   PyUnicode_CompareWithASCIIString(PyTuple_GET_ITEM(freevars.get(), i), "__class__") == 0;
-          SourcePtr fn_src = fn->source ? fn->source
-                             : class_cell ? nullptr
-                                          : Source::held(Ref::borrow(func), callable_name(func));
+          SourcePtr fn_src = fn->source ? fn->source : class_cell ? nullptr : held;
           VPtr v = wrap(Ref::borrow(contents), fn_src ? Source::fn_closure(fn_src, static_cast<int>(i), "") : nullptr, f);
           if (!v) return brk(f, "DV0013", "unsupported closure variable of " + callable_name(func), "tensors captured by closures of inlined functions need a source");
           cell->items.push_back(v);
