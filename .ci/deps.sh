@@ -56,8 +56,10 @@ print(" ".join(need))
 PY
 )
 if [ -n "$pymissing" ]; then
+  # --no-cache-dir: on 3.12/3.13 torch is a CUDA build, several GB with its nvidia-* wheels; pip's
+  # cache would keep a second copy of every wheel, and CI has run out of disk with it.
   # shellcheck disable=SC2086
-  "$PYTHON" -m pip install -q $pymissing
+  "$PYTHON" -m pip install -q --no-cache-dir $pymissing
   installed+=($pymissing)
 fi
 
