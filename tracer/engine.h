@@ -41,6 +41,11 @@ struct ThreadMode {
   int8_t dynamic = -1;  // torch.compile's dynamic=: -1 None (automatic), 0 False, 1 True
   bool at_top = true;   // no frame entered yet: torch's own nn modules may be roots only here
   bool run_only = false;  // inside a frame past its recompile limit: cache hits only, nothing compiled
+  // torch.compiler.set_stance as the compiled call found it: "fail_on_recompile" raises where a frame
+  // would be compiled; "eager_then_compile" runs each code's first cache miss as it is, noting its
+  // arguments for automatic dynamic shapes. ("force_eager" turns capture off for the call,
+  // "eager_on_recompile" is run_only, force_backend= replaces the backend.)
+  enum class Stance : int8_t { Default, FailOnRecompile, EagerThenCompile } stance = Stance::Default;
 };
 ThreadMode set_thread_mode(ThreadMode m);
 void set_observer(EngineObserver* obs);  // non-owning; null disables events

@@ -3,6 +3,7 @@
 // with the frame's argument slots. No Python code runs there besides the cached code itself.
 // Frame internals are read through the per-version shim (frame_shim.h).
 #include <algorithm>
+#include <cstdlib>
 #include <cstring>
 #include <Python.h>
 
@@ -49,6 +50,7 @@ struct CodeState {
   std::string eager_reason;
   std::string parent;      // resume functions: the compile and break that made it
   FrameState frame_state;  // inputs earlier compiles saw (automatic dynamic shapes)
+  bool delayed = false;    // a cache miss ran as it is under set_stance("eager_then_compile")
 };
 
 Py_ssize_t g_extra_index = -1;
@@ -761,6 +763,19 @@ PyObject* miss(PyThreadState* ts, _PyInterpreterFrame* frame, int throwflag, Cod
                   describe_backend(mode().backend.get()));
     return f;
   };
+  if (mode().stance == ThreadMode::Stance::FailOnRecompile) {  // (torch's message, its guard failures listed alike)
+    std::string msg = "Detected recompile when torch.compile stance is 'fail_on_recompile'. filename: '" +
+                      str_of(co->co_filename) + "', function name: '" + str_of(co->co_name) +
+                      "', line number: " + std::to_string(co->co_firstlineno);
+    if (!st->entries.empty()) msg += "\n    triggered by the following guard failure(s):";
+    for (const auto& entry : st->entries) {
+      const std::string id = entry->id.str().substr(1, entry->id.str().size() - 2);
+      for (const std::string& f : failures_of(*entry, nullptr)) msg += "\n    - " + id + ": " + f;
+    }
+    lock.unlock();
+    PyErr_SetString(PyExc_RuntimeError, msg.c_str());
+    return done(nullptr);
+  }
   if (!st->entries.empty()) {
     failures = failures_of(*st->entries.front(), &failed);
     failed_entry = st->entries.front()->id;
@@ -801,6 +816,26 @@ PyObject* miss(PyThreadState* ts, _PyInterpreterFrame* frame, int throwflag, Cod
   if (eager) return fallback();
   if (!PyErr_Occurred()) PyErr_SetString(PyExc_RuntimeError, "dynview: compilation failed");
   return done(nullptr);
+}
+
+// torch._dynamo.config.disable (TORCH_COMPILE_DISABLE=1 sets it at import): a frame that would be
+// compiled runs as it is (cache hits before the miss still served), as TorchDynamo's convert_frame
+// skips it. Read at a cache miss only; before torch._dynamo is imported, from the environment.
+bool compiling_disabled() {
+  PyObject *type, *value, *tb;
+  PyErr_Fetch(&type, &value, &tb);
+  bool disabled = false;
+  Ref cfg = Ref::steal(PyImport_GetModule(Ref::steal(PyUnicode_FromString("torch._dynamo.config")).get()));
+  if (cfg) {
+    Ref v = Ref::steal(PyObject_GetAttrString(cfg.get(), "disable"));
+    disabled = v && PyObject_IsTrue(v.get()) == 1;
+  } else {
+    const char* env = std::getenv("TORCH_COMPILE_DISABLE");
+    disabled = env && std::strcmp(env, "1") == 0;
+  }
+  PyErr_Clear();
+  PyErr_Restore(type, value, tb);
+  return disabled;
 }
 
 PyObject* dv_eval_frame(PyThreadState* ts, _PyInterpreterFrame* frame, int throwflag) {
@@ -854,6 +889,22 @@ PyObject* dv_eval_frame(PyThreadState* ts, _PyInterpreterFrame* frame, int throw
     // is tried whatever it is given (its always_optimize_code_objects)
     st->action = CodeState::NoGraph;
     st->eager_reason = "no tensor in its arguments or free variables, and no torch module among its globals";
+    return fallback();
+  }
+  if (compiling_disabled()) {  // torch._dynamo.config.disable (TORCH_COMPILE_DISABLE=1)
+    // as TorchDynamo skips the code then: its later calls run as it is too, until reset
+    st->action = CodeState::NoGraph;
+    st->eager_reason = "torch._dynamo.config.disable was set at a cache miss";
+    return fallback();
+  }
+  if (mode().stance == ThreadMode::Stance::EagerThenCompile && !st->delayed) {
+    // set_stance("eager_then_compile"): the first miss runs as it is, its arguments noted, so that the
+    // compile at the next one makes what changed between the two symbolic from the start
+    st->delayed = true;
+    note_arguments(st->frame_state, co, locals);
+    if (PyErr_Occurred()) PyErr_Clear();
+    if (g_observer)
+      g_observer->on_cache(CacheEvent{CacheEvent::EagerRun, str_of(co->co_qualname), str_of(co->co_filename), co->co_firstlineno, -1, {}, {}, {}, code_id(co)});
     return fallback();
   }
   try {
@@ -925,6 +976,7 @@ void reset_caches() {
     s->recompiles = 0;
     s->frame_id = -1;
     s->frame_state.clear();
+    s->delayed = false;
   }
   g_next_frame_id = 0;
   g_records.clear();

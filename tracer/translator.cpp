@@ -425,7 +425,7 @@ void Translator::run_root(PyObject* code, PyObject* globals, PyObject* builtins,
   // this a fake-tensor compile.
   if (builder.dynamic_mode != DynamicMode::Off) {
     for (int i = 0; i < nargs; ++i)
-      if (args[i]) builder.plan_dynamic(args[i], "L['" + str_of(PyTuple_GET_ITEM(co->co_localsplusnames, i)) + "']", 0);
+      if (args[i]) builder.plan_dynamic(args[i], argument_text(co, i), 0);
     std::string why;
     if ((builder.has_dynamic_plan() || builder.history_dynamic() || start_dynamic) && !output.start_dynamic(why)) {
       r.brk = brk(f, "DV0021", "cannot set up dynamic shapes: " + why);

@@ -1384,15 +1384,14 @@ void ValueBuilder::plan_reached(PyObject* o, const std::string& text) {
   if (!t_.output.dynamic() && (dyn_dims_.count(text) || dyn_strides_.count(text) || dyn_ints_.count(text))) wants_dynamic_ = true;
 }
 
-void ValueBuilder::plan_dynamic(PyObject* o, const std::string& text, int depth) {
-  if (!frame_state || depth > 2) return;
-  const bool force = dynamic_mode == DynamicMode::On;
+void note_input(FrameState& fs, PyObject* o, const std::string& text, bool force, int depth, const DynamicPlan& plan) {
+  if (depth > 2) return;
   if (is_tensor(o)) {
     if (PyObject_TypeCheck(o, reinterpret_cast<PyTypeObject*>(py().nn_Parameter.get()))) return;  // parameters stay static
     TensorSpec spec;
     if (!tensor_spec(o, spec) || spec.sizes.size() > 64) return;
-    planned_.insert(text);
-    auto [it, fresh] = frame_state->try_emplace(text);
+    if (plan.planned) plan.planned->insert(text);
+    auto [it, fresh] = fs.try_emplace(text);
     SeenInput& seen = it->second;
     if (fresh || seen.is_int || seen.is_float) {
       seen = SeenInput{};
@@ -1409,15 +1408,15 @@ void ValueBuilder::plan_dynamic(PyObject* o, const std::string& text, int depth)
         if (d < seen.strides.size() && d < spec.strides.size() && seen.strides[d] != spec.strides[d]) seen.dynamic_strides |= 1ull << d;
       }
     }
-    if (seen.dynamic) dyn_dims_[text] = seen.dynamic;
-    else if (seen.dynamic_strides) dyn_strides_[text] = seen.dynamic_strides;  // (sizes all static)
+    if (seen.dynamic && plan.dims) (*plan.dims)[text] = seen.dynamic;
+    else if (seen.dynamic_strides && !seen.dynamic && plan.strides) (*plan.strides)[text] = seen.dynamic_strides;  // (sizes all static)
     return;
   }
   if (std::strcmp(Py_TYPE(o)->tp_name, "numpy.ndarray") == 0) {  // planned as the tensor the graph takes (AsTensor)
     Ref as_tensor = Ref::steal(PyObject_GetAttrString(py().torch.get(), "as_tensor"));
     Ref t = as_tensor ? Ref::steal(PyObject_CallOneArg(as_tensor.get(), o)) : Ref();
     if (!t) return PyErr_Clear();
-    plan_dynamic(t.get(), "___as_tensor(" + text + ")", depth);
+    note_input(fs, t.get(), "___as_tensor(" + text + ")", force, depth, plan);
     return;
   }
   if (PyLong_CheckExact(o) || numpy_int64(o)) {  // (a numpy.int64 by its value, as an int)
@@ -1426,8 +1425,8 @@ void ValueBuilder::plan_dynamic(PyObject* o, const std::string& text, int depth)
     if (!as_int) return PyErr_Clear();
     const long long v = PyLong_AsLongLongAndOverflow(as_int.get(), &overflow);
     if (overflow) return PyErr_Clear();
-    planned_.insert(text);
-    auto [it, fresh] = frame_state->try_emplace(text);
+    if (plan.planned) plan.planned->insert(text);
+    auto [it, fresh] = fs.try_emplace(text);
     SeenInput& seen = it->second;
     if (fresh || !seen.is_int) {
       seen = SeenInput{};
@@ -1437,13 +1436,13 @@ void ValueBuilder::plan_dynamic(PyObject* o, const std::string& text, int depth)
     } else if (seen.value != v) {
       seen.int_dynamic = true;
     }
-    if (seen.int_dynamic) dyn_ints_.insert(text);
+    if (seen.int_dynamic && plan.ints) plan.ints->insert(text);
     return;
   }
   if (PyFloat_CheckExact(o) || numpy_float64(o)) {  // as an int, compared with == (a NaN never matches: it stays a constant)
     const double v = PyFloat_AS_DOUBLE(o);
-    planned_.insert(text);
-    auto [it, fresh] = frame_state->try_emplace(text);
+    if (plan.planned) plan.planned->insert(text);
+    auto [it, fresh] = fs.try_emplace(text);
     SeenInput& seen = it->second;
     if (fresh || !seen.is_float) {
       seen = SeenInput{};
@@ -1453,21 +1452,37 @@ void ValueBuilder::plan_dynamic(PyObject* o, const std::string& text, int depth)
     } else if (!(seen.fvalue == v && std::signbit(seen.fvalue) == std::signbit(v))) {  // (0.0, then -0.0: changed)
       seen.int_dynamic = true;
     }
-    if (seen.int_dynamic) dyn_ints_.insert(text);
+    if (seen.int_dynamic && plan.ints) plan.ints->insert(text);
     return;
   }
   if (PyTuple_CheckExact(o) || PyList_CheckExact(o) || Py_TYPE(o) == reinterpret_cast<PyTypeObject*>(py().torch_Size.get())) {
     const Py_ssize_t n = PySequence_Fast_GET_SIZE(o);
     for (Py_ssize_t i = 0; i < n && i < 64; ++i)
-      plan_dynamic(PySequence_Fast_GET_ITEM(o, i), text + "[" + std::to_string(i) + "]", depth + 1);
+      note_input(fs, PySequence_Fast_GET_ITEM(o, i), text + "[" + std::to_string(i) + "]", force, depth + 1, plan);
     return;
   }
   if (PyDict_CheckExact(o)) {
     Py_ssize_t pos = 0;
     PyObject *k, *v;
     while (PyDict_Next(o, &pos, &k, &v))
-      if (is_exact_const(k)) plan_dynamic(v, text + "[" + repr_of(k) + "]", depth + 1);
+      if (is_exact_const(k)) note_input(fs, v, text + "[" + repr_of(k) + "]", force, depth + 1, plan);
   }
+}
+
+void ValueBuilder::plan_dynamic(PyObject* o, const std::string& text, int depth) {
+  if (!frame_state) return;
+  note_input(*frame_state, o, text, dynamic_mode == DynamicMode::On, depth, DynamicPlan{&planned_, &dyn_dims_, &dyn_strides_, &dyn_ints_});
+}
+
+void note_arguments(FrameState& fs, PyCodeObject* co, PyObject* const* locals) {
+  const int nargs = co->co_argcount + co->co_kwonlyargcount + ((co->co_flags & CO_VARARGS) ? 1 : 0) +
+                    ((co->co_flags & CO_VARKEYWORDS) ? 1 : 0);
+  for (int i = 0; i < nargs; ++i)
+    if (locals[i]) note_input(fs, locals[i], argument_text(co, i), false, 0, DynamicPlan{});
+}
+
+std::string argument_text(PyCodeObject* co, int i) {
+  return "L['" + str_of(PyTuple_GET_ITEM(co->co_localsplusnames, i)) + "']";
 }
 
 }  // namespace dv

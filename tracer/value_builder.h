@@ -31,6 +31,22 @@ struct SeenInput {
 using FrameState = std::unordered_map<std::string, SeenInput>;
 enum class DynamicMode : int8_t { Auto = -1, Off = 0, On = 1 };  // torch.compile(dynamic=None/False/True)
 
+// Where note_input puts what it decides for this compile (null: nowhere, the history only).
+struct DynamicPlan {
+  std::unordered_set<std::string>* planned = nullptr;              // sources compared
+  std::unordered_map<std::string, uint64_t>* dims = nullptr;       // source -> symbolic dims
+  std::unordered_map<std::string, uint64_t>* strides = nullptr;    // source -> symbolic strides
+  std::unordered_set<std::string>* ints = nullptr;                 // symbolic int and float sources
+};
+// Automatic dynamic shapes: compares an input (`text`: its source, L['x']) with what earlier calls
+// saw (`fs`, updated) and plans which of its sizes, strides and ints are symbolic (force: all).
+void note_input(FrameState& fs, PyObject* o, const std::string& text, bool force, int depth, const DynamicPlan& plan);
+// The history of a call that compiled nothing (set_stance("eager_then_compile")'s first call of a
+// code): its arguments noted as a compile notes them, so that the next compile makes what changed
+// symbolic.
+void note_arguments(FrameState& fs, PyCodeObject* co, PyObject* const* locals);
+std::string argument_text(PyCodeObject* co, int i);  // L['name'] of argument i
+
 class ValueBuilder {
  public:
   explicit ValueBuilder(Translator& t) : t_(t) {}

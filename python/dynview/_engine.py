@@ -153,7 +153,7 @@ def compile(model=None, *, backend="inductor", fullgraph=False, dynamic=None, mo
     if model is None:
         return functools.partial(compile, backend=backend, fullgraph=fullgraph, dynamic=dynamic, mode=mode,
                                  options=options, disable=disable)
-    if disable:
+    if disable or os.environ.get("TORCHDYNAMO_DISABLE", "") == "1":  # (torch.compile returns it as it is too)
         return model
     if not callable(model):  # as torch.compile says it
         raise AssertionError(f"A callable function is expected, but {type(model)} is provided.")

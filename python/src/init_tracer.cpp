@@ -145,6 +145,68 @@ struct CompiledFunction {
   PyObject* dict;      // Strong: __wrapped__, __name__, ... (functools.update_wrapper)
 };
 
+// torch.compiler.set_stance, applied to the mode a compiled call starts (as torch.compile reads it
+// at each call of its wrapper): the stance object torch._dynamo.eval_frame._stance holds is looked
+// up per call (two dict lookups, no Python code runs; none before torch._dynamo is imported, as
+// nothing can set a stance before), and its fields are read again only when set_stance put another
+// object there. False: an error is set (a stance torch does not know).
+bool apply_stance(ThreadMode& m) {
+  static PyObject* module_name = PyUnicode_InternFromString("torch._dynamo.eval_frame");
+  static PyObject* stance_name = PyUnicode_InternFromString("_stance");
+  static PyObject* module_dict = nullptr;  // held for the process, with its module
+  enum Kind { Default, ForceEager, EagerOnRecompile, FailOnRecompile, EagerThenCompile };
+  static PyObject* seen = nullptr;         // Strong: the stance object last read
+  static Kind seen_kind = Default;
+  static PyObject* seen_backend = nullptr; // Strong: force_backend=, looked up as dynview.compile does
+  if (!module_dict) {
+    PyObject* mod = PyDict_GetItemWithError(PyImport_GetModuleDict(), module_name);  // borrowed
+    if (!mod) return !PyErr_Occurred();
+    if (!PyModule_Check(mod)) return true;
+    Py_INCREF(mod);
+    module_dict = PyModule_GetDict(mod);
+  }
+  PyObject* stance = PyDict_GetItemWithError(module_dict, stance_name);  // borrowed
+  if (!stance) return !PyErr_Occurred();
+  if (stance != seen) {
+    Ref kind = Ref::steal(PyObject_GetAttrString(stance, "stance"));
+    Ref backend = kind ? Ref::steal(PyObject_GetAttrString(stance, "backend")) : Ref();
+    if (!backend) return false;
+    const std::string k = PyUnicode_Check(kind.get()) ? PyUnicode_AsUTF8(kind.get()) : "?";
+    Kind parsed;
+    if (k == "default") parsed = Default;
+    else if (k == "force_eager") parsed = ForceEager;
+    else if (k == "eager_on_recompile") parsed = EagerOnRecompile;
+    else if (k == "fail_on_recompile") parsed = FailOnRecompile;
+    // (aot_eager_then_compile's first call runs eagerly here: the same values, without its memory saving)
+    else if (k == "eager_then_compile" || k == "aot_eager_then_compile") parsed = EagerThenCompile;
+    else {
+      PyErr_Format(PyExc_RuntimeError, "invalid torch.compile stance '%s'", k.c_str());
+      return false;
+    }
+    Ref looked_up;
+    if (backend.get() != Py_None) {
+      Ref engine = Ref::steal(PyImport_ImportModule("dynview._engine"));
+      Ref lookup = engine ? Ref::steal(PyObject_GetAttrString(engine.get(), "_lookup_backend")) : Ref();
+      looked_up = lookup ? Ref::steal(PyObject_CallOneArg(lookup.get(), backend.get())) : Ref();
+      if (!looked_up) return false;
+    }
+    Py_XSETREF(seen_backend, looked_up.release());
+    Py_INCREF(stance);
+    Py_XSETREF(seen, stance);
+    seen_kind = parsed;
+  }
+  switch (seen_kind) {
+    case Default:
+      if (seen_backend) m.backend = Ref::borrow(seen_backend);
+      break;
+    case ForceEager: m.enabled = false; break;
+    case EagerOnRecompile: m.run_only = true; break;
+    case FailOnRecompile: m.stance = ThreadMode::Stance::FailOnRecompile; break;
+    case EagerThenCompile: m.stance = ThreadMode::Stance::EagerThenCompile; break;
+  }
+  return true;
+}
+
 PyObject* cf_vectorcall(PyObject* self, PyObject* const* args, size_t nargsf, PyObject* kwnames) {
   auto* c = reinterpret_cast<CompiledFunction*>(self);
   if (!install_hook()) return nullptr;
@@ -153,6 +215,7 @@ PyObject* cf_vectorcall(PyObject* self, PyObject* const* args, size_t nargsf, Py
   m.backend = Ref::borrow(c->backend);
   m.fullgraph = c->fullgraph != 0;
   m.dynamic = static_cast<int8_t>(c->dynamic);
+  if (!apply_stance(m)) return nullptr;
   ThreadMode prev = set_thread_mode(std::move(m));
   PyObject* r = PyObject_Vectorcall(c->fn, args, nargsf, kwnames);
   set_thread_mode(std::move(prev));
@@ -247,6 +310,7 @@ void init_tracer(pyb::module_& m) {
     if (!backend.is_none()) t.backend = Ref::borrow(backend.ptr());
     t.fullgraph = fullgraph;
     t.dynamic = static_cast<int8_t>(dynamic);
+    if (enabled && !apply_stance(t)) throw pyb::error_already_set();
     ThreadMode prev = set_thread_mode(std::move(t));
     return pyb::make_tuple(prev.enabled, prev.backend ? pyb::reinterpret_borrow<pyb::object>(prev.backend.get()) : pyb::none(),
                            prev.fullgraph, static_cast<int>(prev.dynamic));
