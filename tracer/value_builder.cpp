@@ -1217,6 +1217,14 @@ VPtr ValueBuilder::wrap_dict_kind(const Ref& obj, const SourcePtr& source, const
   if (ordered) v->storage_base = Ref::borrow(cls);
   containers_seen_[o] = {obj, v};
   remember(source, key, v);
+  if (ordered) {
+    // An OrderedDict: lazy as a dict is (its entries guarded as they are read, its keys and their
+    // order only once something reads more than one constant key: TorchDynamo's lazy
+    // ConstDictVariable); realized whole by the same wrap_entries as below.
+    v->lazy = obj;
+    any_lazy_ = true;
+    return v;
+  }
   if (!ordered) {
     Ref factory = Ref::steal(PyObject_GetAttrString(o, "default_factory"));
     if (!factory) return PyErr_Clear(), ok_ = false, nullptr;

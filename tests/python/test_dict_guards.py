@@ -3,6 +3,8 @@ reads is guarded (an entry read by a constant key, a key probed with `in` or .ge
 only when the code depends on it (iteration, len, **d, ==, copy, mutation, escape). Each case runs a
 sequence of dicts that change in read and unread ways under torch.compile and dynview with counting
 backends: the same number of compiles, and results equal to eager on every call."""
+import collections
+
 import pytest
 import torch
 import torch.nn as nn
@@ -180,6 +182,8 @@ def attr_cfg_calls():
     return m, seq
 
 
+OD = collections.OrderedDict
+
 CASES = {
     # name: (fn, calls, make)
     "read_one": (read_one, [(X, {'a': 2, 'b': 3}), (X, {'a': 2, 'b': 4}), (X, {'a': 2, 'b': 4, 'c': 1}),
@@ -210,6 +214,15 @@ CASES = {
     "tuple_keys": (tuple_keys, [(X, {(4, CPU, torch.float32): 2.0}), (X, {(4, CPU, torch.float32): 2.0, (8, CPU, torch.float32): 1.0}),
                                 (X, {(4, CPU, torch.float32): 3.0}), (X, {(4, CPU, torch.float64): 3.0}),
                                 (X, {(4, CPU, torch.float64): 3.0, (0, 'default'): 5.0})], None),
+    # collections.OrderedDict (a state_dict, an options mapping): as lazy as a dict while read by key
+    "ordered_read_one": (read_one, [(X, OD(a=2, b=3)), (X, OD(b=3, a=2)), (X, OD(a=2, b=4, c=1)), (X, OD(a=5))], None),
+    "ordered_options_get": (options_get, [(X, OD(scale=2.0)), (X, OD(verbose=True, scale=2.0)), (X, OD(scale=2.0, bias=1.0)),
+                                          (X, OD(bias=1.0, scale=2.0))], None),
+    "ordered_contains": (contains, [(X, OD(lr=1)), (X, OD(lr=2, bias=1.0)), (X, OD(bias=1.0, lr=2)), (X, OD(missing=0))], None),
+    "ordered_iterate": (iterate, [(X, OD(a=1, b=2)), (X, OD(a=1, b=2)), (X, OD(b=2, a=1)), (X, OD(a=3, b=2))], None),
+    "ordered_tensors": (tensors, [(X, OD(w=torch.eye(4), b=torch.ones(4), unused=torch.zeros(2))),
+                                  (X, OD(unused=torch.zeros(5, 5), b=torch.ones(4), w=torch.eye(4))),
+                                  (X, OD(w=torch.eye(4) * 2, b=torch.ones(1)))], None),
     "global_config": (global_config, [set_global(act='relu', unused=1), set_global(act='relu', unused=2),
                                       set_global(act='relu'), set_global(act='tanh')], None),
 }
@@ -342,3 +355,39 @@ def test_an_ordered_dict_reordered_by_move_to_end_recompiles():
     torch.testing.assert_close(c(X, od), first_scaled(X, od))
     od.move_to_end("b")
     torch.testing.assert_close(c(X, od), first_scaled(X, od))
+
+
+def test_unread_entries_of_an_ordered_dict_get_no_guards_and_its_order_none():
+    def f(x, d):
+        return x * d['a'] + d.get('bias', 0)
+    c = dynview.compile(f, backend="eager")
+    dynview._C.take_records()
+    c(X, OD([('b', torch.ones(3)), ('a', 2.0), ('c', {'deep': 1})]))
+    guards = [g for r in dynview._C.take_records() for g in r["guards"]]
+    text = " ".join(guards)
+    assert "['a']" in text and "'bias' not in" in text
+    assert "['b']" not in text and "['c']" not in text and ".keys()" not in text, guards
+
+
+def ordered_edits(x, d):
+    # the edits that depend on an OrderedDict's order, each after a read by key
+    first = d['a'] * x
+    d['new'] = first.sum()
+    d.move_to_end('a')
+    k, v = d.popitem(last=False)
+    del d['new']
+    d['b'] = d.get('b', 0) + 1
+    return first, k, v
+
+
+@pytest.mark.parametrize("order", [("a", "b", "c"), ("c", "a", "b"), ("b", "c", "a")])
+def test_ordered_dict_edits_leave_the_order_eager_leaves(order):
+    def make():
+        return OD((k, float(i + 1)) for i, k in enumerate(order))
+    want_d, got_d = make(), make()
+    want = ordered_edits(X, want_d)
+    dynview.reset()
+    got = dynview.compile(ordered_edits, backend="eager")(X, got_d)
+    torch.testing.assert_close(got[0], want[0])
+    assert got[1:] == want[1:]
+    assert list(got_d.items()) == list(want_d.items())

@@ -42,10 +42,11 @@ Ref simple_key(const VPtr& v) {
   return v->kind == VK::Const && (PyUnicode_CheckExact(o) || PyLong_CheckExact(o)) ? Ref::borrow(o) : Ref();
 }
 
-// A lazy dict that `d[k] = v` may leave lazy: written back key by key. Not a module's or object's own
+// A lazy dict that `d[k] = v` may leave lazy: written back key by key. Not an OrderedDict, nor a module's or object's own
 // dicts (_buffers, _modules, __dict__ ...), which other code reads whole once the trace changed them
 // (changed_member_dict, register_buffer): an attribute whose name starts with '_' is read whole.
 bool writes_stay_lazy(const Value& d) {
+  if (d.storage_base) return false;  // an OrderedDict: written back whole, in its order (its own methods)
   const Source* s = d.source.get();
   if (!s || s->kind == Source::Kind::ModuleMember) return false;
   if (s->kind == Source::Kind::Attr) return !s->name.empty() && s->name[0] != '_';
