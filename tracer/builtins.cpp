@@ -604,6 +604,10 @@ Translator::Status call_builtin(Translator& t, Frame& f, PyObject* fn, std::vect
       out = t.constant_steal(PyLong_FromSsize_t(len));
       return std::nullopt;
     }
+    if (v->lazy && v->kind == VK::Dict && (len = t.builder.dict_length(v, f)) >= 0) {  // its key set (realize_call left it lazy)
+      out = t.constant_steal(PyLong_FromSsize_t(len));
+      return std::nullopt;
+    }
     if (v->kind == VK::Tuple || v->kind == VK::List || v->kind == VK::Dict || v->kind == VK::Set) len = static_cast<Py_ssize_t>(v->items.size());
     else if (v->kind == VK::DictView) len = static_cast<Py_ssize_t>(v->self->items.size());
     else if (v->kind == VK::NdArray) {

@@ -704,6 +704,28 @@ Py_ssize_t ValueBuilder::sequence_length(const VPtr& v, Frame& f) {
   return n;
 }
 
+Py_ssize_t ValueBuilder::dict_length(const VPtr& d, Frame& f) {
+  PyObject* o = d->lazy.get();
+  if (!o || d->kind != VK::Dict || !d->written.empty() || !PyDict_Check(o)) return -1;
+  const Py_ssize_t n = PyDict_GET_SIZE(o);
+  if (d->known_len) return n;  // guarded already (the dict cannot change while lazy)
+  std::vector<Ref> keys;
+  Py_ssize_t pos = 0;
+  PyObject *k, *val;
+  while (PyDict_Next(o, &pos, &k, &val)) {
+    if (!PyUnicode_CheckExact(k) && !PyLong_CheckExact(k)) return -1;
+    keys.push_back(Ref::borrow(k));
+  }
+  const std::string text = d->source->text();
+  if (Guard* g = t_.add_guard(GuardKind::LENGTH_CHECK, d->source, {}, f, "len(" + text + ") == " + std::to_string(n)))
+    g->length = n;
+  for (const Ref& key : keys)
+    if (Guard* g = t_.add_guard(GuardKind::DICT_CONTAINS, d->source, key, f, repr_of(key.get()) + " in " + text))
+      g->length = 1;
+  d->known_len = true;
+  return n;
+}
+
 VPtr ValueBuilder::sequence_item(const VPtr& v, Py_ssize_t i, Frame& f) {
   const Py_ssize_t n = sequence_length(v, f);
   if (i < 0 || i >= n) return nullptr;

@@ -76,6 +76,10 @@ class ValueBuilder {
   // A lazy list's or tuple's length (LENGTH_CHECK, once) and its item i (wrapped and guarded alone, as
   // TorchDynamo's lazy items): len(l) and l[0] read no more of it. -1 / null: it cannot be traced.
   Py_ssize_t sequence_length(const VPtr& v, Frame& f);
+  // len() of a lazy dict: its length and the presence of each of its keys guarded (its key set,
+  // in any order, as TorchDynamo guards a dict whose order nothing read), the dict left lazy. -1:
+  // not so (a key of another type; the trace wrote to it): the caller realizes it.
+  Py_ssize_t dict_length(const VPtr& d, Frame& f);
   VPtr sequence_item(const VPtr& v, Py_ssize_t i, Frame& f);
   bool any_lazy() const { return any_lazy_; }
   // The value a tensor from the frame is in this trace (wrapped once per object), or null.

@@ -184,6 +184,16 @@ def attr_cfg_calls():
 
 OD = collections.OrderedDict
 
+
+def length_and_read(x, d):
+    return x * d['a'] + len(d)
+
+
+def length_then_written(x, d):
+    n = len(d)
+    d['z'] = n
+    return x * n + len(d) + sum(d.values())
+
 CASES = {
     # name: (fn, calls, make)
     "read_one": (read_one, [(X, {'a': 2, 'b': 3}), (X, {'a': 2, 'b': 4}), (X, {'a': 2, 'b': 4, 'c': 1}),
@@ -223,6 +233,13 @@ CASES = {
     "ordered_tensors": (tensors, [(X, OD(w=torch.eye(4), b=torch.ones(4), unused=torch.zeros(2))),
                                   (X, OD(unused=torch.zeros(5, 5), b=torch.ones(4), w=torch.eye(4))),
                                   (X, OD(w=torch.eye(4) * 2, b=torch.ones(1)))], None),
+    # len(d): its key set guarded, in any order (TorchDynamo guards the order only where it is read)
+    "length_reordered": (length, [(X, {'a': 1, 'b': 2}), (X, {'b': 1, 'a': 2}), (X, {'c': 1, 'd': 2}), (X, {'a': 1}),
+                                  (X, {'a': 1, 'b': 2})], None),
+    "ordered_length": (length, [(X, OD(a=1, b=2)), (X, OD(b=1, a=2)), (X, OD(c=1, d=2)), (X, OD(a=1))], None),
+    "length_and_read": (length_and_read, [(X, {'a': 2, 'b': 1}), (X, {'b': 1, 'a': 3}), (X, {'a': 2, 'c': 1}), (X, {'a': 2})], None),
+    "length_then_written": (length_then_written, [lambda: (X, {'a': 1, 'b': 2}), lambda: (X, {'b': 1, 'a': 2}),
+                                                  lambda: (X, {'z': 1}), lambda: (X, {'c': 1})], None),
     "global_config": (global_config, [set_global(act='relu', unused=1), set_global(act='relu', unused=2),
                                       set_global(act='relu'), set_global(act='tanh')], None),
 }

@@ -208,7 +208,11 @@ Translator::Status Translator::realize_call(Frame& f, const VPtr& fn, const std:
                                             const std::vector<std::pair<std::string, VPtr>>& kwargs, bool inlined) {
   if (fn->kind == VK::Object && is_len_builtin(fn->obj.get()) && args.size() == 1 && kwargs.empty()) {
     if (args[0]->kind == VK::List || args[0]->kind == VK::Tuple) return std::nullopt;  // len(l): its length alone (builtins.cpp)
-    if (args[0]->kind == VK::Dict) return realize_shallow(f, args[0]);                 // len(d): its keys
+    if (args[0]->kind == VK::Dict) {  // len(d): its key set (builtins.cpp), or all its keys
+      const VPtr& d = args[0];
+      if (d->lazy && d->written.empty() && d->source && builder.dict_length(d, f) >= 0) return std::nullopt;
+      return realize_shallow(f, d);
+    }
   }
   if (VPtr d = lazy_of(fn); d && fn->kind == VK::Method) {
     // d.get(k[, default]), d[k] and k in d spelled as calls: one entry; its views and copy: its keys,
