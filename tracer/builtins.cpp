@@ -435,13 +435,14 @@ Translator::Status sym_builtin(Translator& t, Frame& f, PyObject* fn, std::vecto
     return t.graph_call(f, Ref::borrow(fn), "", {args[0]}, {}, out);
   }
   // math.sqrt, cos, tanh ... of a symbolic number: torch._sym_sqrt ... in the graph (a SymFloat), as
-  // TorchDynamo keeps them
-  static const std::unordered_map<PyObject*, Ref> sym_math = [] {
-    std::unordered_map<PyObject*, Ref> m;
+  // TorchDynamo keeps them. (Never destroyed: its references outlive the interpreter, whose
+  // finalization a C++ static's destructor would follow.)
+  static const auto& sym_math = *[] {
+    auto* m = new std::unordered_map<PyObject*, Ref>();
     for (const char* name : {"sqrt", "cos", "cosh", "sin", "sinh", "tan", "tanh", "asin", "acos", "atan", "log2"}) {
       PyObject* mf = kept_attr("math", name);
       Ref tf = Ref::steal(PyObject_GetAttrString(py().torch.get(), ("_sym_" + std::string(name)).c_str()));
-      if (mf && tf) m.emplace(mf, tf);
+      if (mf && tf) m->emplace(mf, tf);
       PyErr_Clear();
     }
     return m;

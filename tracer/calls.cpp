@@ -795,12 +795,12 @@ Translator::Status Translator::call_marked_constant(Frame& f, PyObject* func, co
 // when it ran.
 Translator::Status Translator::call_regex_fold(Frame& f, PyObject* func, const VPtr& self, const std::vector<VPtr>& args,
                                                const std::vector<std::pair<std::string, VPtr>>& kwargs, VPtr& out) {
-  static const std::vector<Ref> fns = [] {
-    std::vector<Ref> v;
+  static const auto& fns = *[] {  // (never destroyed: its references outlive the interpreter)
+    auto* v = new std::vector<Ref>();
     Ref re = Ref::steal(PyImport_ImportModule("re"));
     for (const char* n : {"search", "match", "fullmatch", "compile", "sub", "subn", "split", "findall", "escape"}) {
       Ref fn = re ? Ref::steal(PyObject_GetAttrString(re.get(), n)) : Ref();
-      if (fn) v.push_back(std::move(fn));
+      if (fn) v->push_back(std::move(fn));
     }
     PyErr_Clear();
     return v;
