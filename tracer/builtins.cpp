@@ -979,6 +979,15 @@ Translator::Status call_builtin(Translator& t, Frame& f, PyObject* fn, std::vect
         }
         bool const_tuple = kv->kind == VK::Tuple;  // key=lambda n: (len(n), n): a tuple of constants
         for (const VPtr& e : kv->items) const_tuple = const_tuple && e->kind == VK::Const;
+        if (const_tuple && kv->obj && tuple_class(kv->obj.get())) {
+          // a tuple subclass's object ordered by its own __lt__ (Python code): where that order is
+          // partial, the result is what CPython's sort algorithm makes of it, which differs by version
+          static PyObject* lt_name = PyUnicode_InternFromString("__lt__");
+          PyObject* lt = _PyType_Lookup(reinterpret_cast<PyTypeObject*>(kv->obj.get()), lt_name);
+          if (lt && PyFunction_Check(lt))
+            return t.brk(f, "DV0007", std::string("sorted() by ") + reinterpret_cast<PyTypeObject*>(kv->obj.get())->tp_name +
+                                          " objects, ordered by their own __lt__");
+        }
         if (const_tuple) {
           Ref tup = Ref::steal(PyTuple_New(static_cast<Py_ssize_t>(kv->items.size())));
           for (size_t i = 0; tup && i < kv->items.size(); ++i) PyTuple_SET_ITEM(tup.get(), i, Ref::borrow(kv->items[i]->obj.get()).release());
@@ -1236,6 +1245,24 @@ Translator::Status call_builtin(Translator& t, Frame& f, PyObject* fn, std::vect
         out = acc;
         return std::nullopt;
       }
+    }
+    if (!all_const && (is(Builtin::min_) || is(Builtin::max_)) && !vals.empty() && kwargs.empty() &&
+        std::all_of(vals.begin(), vals.end(), [](const VPtr& v) {
+          return v->kind == VK::Const || v->kind == VK::Tuple || v->kind == VK::Instance || v->kind == VK::List;
+        })) {
+      // min/max of tuples, lists and objects whose class orders them in Python (a tuple subclass's
+      // __lt__): as CPython's min_max, each item against the best so far (max: item > best, min:
+      // item < best; ties keep the first), the comparisons traced -- each must be a known truth.
+      VPtr best = vals[0];
+      for (size_t i = 1; i < vals.size(); ++i) {
+        VPtr c;
+        if (Status s = t.compare(f, is(Builtin::max_) ? 4 : 0, vals[i], best, c)) return s;
+        bool better = false;
+        if (Status s = t.truth(f, c, better)) return s;
+        if (better) best = vals[i];
+      }
+      out = best;
+      return std::nullopt;
     }
     // (NumPy scalars are immutable numbers too: max(lam, 0.5) folds, to whichever it is)
     bool numpy_scalars = false;

@@ -22,11 +22,12 @@ const char* kCmpNames[] = {"lt", "le", "eq", "ne", "gt", "ge"};
 // An operand whose class may define an operator in Python (made in the trace, or an object of a
 // Python class), and the other operand not a tensor: Python tries the tensor's operator first.
 // An operand whose class may define the operator in Python (Translator::user_operator inlines it):
-// an instance made in the trace or read as one, or an object from outside of a Python class (one
-// with __slots__): its operator then reads the trace's state, not the real object's as it was.
+// an instance made in the trace or read as one, a tuple of a tuple subclass of Python code, or an
+// object from outside of a Python class (one with __slots__): its operator then reads the trace's
+// state, not the real object's as it was.
 bool user_operand(const VPtr& v) {
-  return v->kind == VK::Instance || (v->kind == VK::Object && v->obj && !PyType_Check(v->obj.get()) &&
-                                     (Py_TYPE(v->obj.get())->tp_flags & Py_TPFLAGS_HEAPTYPE));
+  return v->kind == VK::Instance || (v->kind == VK::Tuple && v->obj && tuple_class(v->obj.get())) ||
+         (v->kind == VK::Object && v->obj && !PyType_Check(v->obj.get()) && (Py_TYPE(v->obj.get())->tp_flags & Py_TPFLAGS_HEAPTYPE));
 }
 
 Ref op_fn(const char* name) { return Ref::steal(PyObject_GetAttrString(py().operator_mod.get(), name)); }
@@ -503,7 +504,7 @@ Translator::Status Translator::subscr(Frame& f, VPtr obj, VPtr idx, VPtr& out) {
       if (PySlice_Unpack(i, &start, &stop, &step) < 0) return brk(f, "DV0010", "bad slice");
       Py_ssize_t len = PySlice_AdjustIndices(n, &start, &stop, step);
       VPtr r = make(obj->kind);
-      if (obj->kind == VK::Tuple && !namedtuple_class(obj->obj.get())) r->obj = obj->obj;  // x.shape[1:] is a torch.Size too
+      if (obj->kind == VK::Tuple && !tuple_class(obj->obj.get())) r->obj = obj->obj;  // x.shape[1:] is a torch.Size too
       for (Py_ssize_t k = 0, j = start; k < len; ++k, j += step) r->items.push_back(obj->items[j]);
       out = r;
       return std::nullopt;
@@ -513,7 +514,7 @@ Translator::Status Translator::subscr(Frame& f, VPtr obj, VPtr idx, VPtr& out) {
     const char* tname = Py_TYPE(i)->tp_name;
     if (is_deque(obj)) return raise_new(f, PyExc_TypeError, std::string("sequence index must be integer, not '") + tname + "'");
     if (obj->kind == VK::List && !obj->obj) return raise_new(f, PyExc_TypeError, std::string("list indices must be integers or slices, not ") + tname);
-    if (obj->kind == VK::Tuple && (!obj->obj || obj->obj.get() == py().torch_Size.get() || namedtuple_class(obj->obj.get())))
+    if (obj->kind == VK::Tuple && (!obj->obj || obj->obj.get() == py().torch_Size.get() || tuple_class(obj->obj.get())))
       return raise_new(f, PyExc_TypeError, std::string("tuple indices must be integers or slices, not ") + tname);
     return brk(f, "DV0017", "unsupported sequence index");
   }

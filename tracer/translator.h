@@ -394,8 +394,9 @@ class Translator {
   Status construct_deque(Frame& f, std::vector<VPtr>& args, std::vector<std::pair<std::string, VPtr>>& kwargs, VPtr& out);
   Status deque_method(Frame& f, const VPtr& self, const std::string& name, std::vector<VPtr>& args,
                       std::vector<std::pair<std::string, VPtr>>& kwargs, VPtr& out);
-  // namedtuple instances made in the trace (tracer/values/named_tuple.cpp): Tuple values with
-  // obj = the class, keys = its fields, self = the class value.
+  // instances of tuple subclasses of Python code (namedtuples and others) made in the trace
+  // (tracer/values/named_tuple.cpp): Tuple values with obj = the class, keys = a namedtuple's
+  // fields, self = the class value.
   Status construct_namedtuple(Frame& f, const VPtr& cls, std::vector<VPtr>& args, std::vector<std::pair<std::string, VPtr>>& kwargs,
                               VPtr& out, bool& handled);
   Status namedtuple_new(Frame& f, std::vector<VPtr>& args, VPtr& out, bool& handled);  // tuple.__new__(cls, it)
@@ -630,6 +631,9 @@ bool stdlib_value(PyObject* o);
 // A builtin method bound to a live mutable object (not a module, class, set of constants or immutable value).
 bool bound_to_mutable_object(PyObject* fn);
 bool namedtuple_class(PyObject* o);  // a collections.namedtuple / typing.NamedTuple class
+// A tuple subclass of Python code whose instances the trace holds as Tuples of their class (a
+// namedtuple class, or `class Shape(tuple)`: tuple's item access, iteration and length) (named_tuple.cpp)
+bool tuple_class(PyObject* o);
 // The element count of a tensor or ndarray value, from its example; -1 when not known (a dynamic size)
 long known_numel(const VPtr& v);
 bool is_const_tree(PyObject* o);  // a constant, or a tuple or frozenset of constants (value_builder.cpp)

@@ -121,20 +121,17 @@ static Ref meta_like(PyObject* t) {
 }
 
 namespace {
-// An instance of a namedtuple class that is a tuple as the trace models one: no instance attributes
-// (typing.NamedTuple and namedtuple() classes have __slots__ = (); a subclass without __slots__ has
-// a __dict__, which must be empty: guarded so by the caller), and tuple's own item access, iteration
-// and length (a subclass overriding them is an object like any other).
+// An instance of a tuple subclass of Python code (a namedtuple class, `class Shape(tuple)`) that is a
+// tuple as the trace models one: no instance attributes (typing.NamedTuple and namedtuple() classes
+// have __slots__ = (); a subclass without __slots__ has a __dict__, which must be empty: guarded so
+// by the caller), and tuple's own item access, iteration and length (tuple_class: a subclass
+// overriding them is an object like any other).
 bool namedtuple_instance(PyObject* o) {
   PyTypeObject* tp = Py_TYPE(o);
-  if (!PyTuple_Check(o) || !namedtuple_class(reinterpret_cast<PyObject*>(tp))) return false;
+  if (!PyTuple_Check(o) || !tuple_class(reinterpret_cast<PyObject*>(tp))) return false;
   if (tp->tp_dictoffset != 0) {
     PyObject** dict = _PyObject_GetDictPtr(o);
     if (!dict || (*dict && PyDict_GET_SIZE(*dict) != 0)) return false;
-  }
-  for (const char* name : {"__getitem__", "__iter__", "__len__"}) {
-    Ref nm = Ref::steal(PyUnicode_InternFromString(name));
-    if (!nm || _PyType_Lookup(tp, nm.get()) != _PyType_Lookup(&PyTuple_Type, nm.get())) return PyErr_Clear(), false;
   }
   return true;
 }
@@ -198,7 +195,7 @@ VPtr ValueBuilder::wrap(Ref obj, SourcePtr source, Frame& f) {
   if (PyTuple_Check(o) && !(Py_TYPE(o)->tp_flags & Py_TPFLAGS_HEAPTYPE) &&
       std::strncmp(Py_TYPE(o)->tp_name, "torch.return_types.", 19) == 0)  // max(dim=)'s (values, indices) ...
     return wrap_sequence(obj, source, key, f);
-  if (namedtuple_instance(o)) {  // a collections.namedtuple / typing.NamedTuple: a tuple of its class
+  if (namedtuple_instance(o)) {  // a namedtuple, typing.NamedTuple or other tuple subclass: a tuple of its class
     if (Py_TYPE(o)->tp_dictoffset != 0) {
       if (!source) return wrap_object(obj, source, key, f);
       SourcePtr dict = Source::attr(source, "__dict__");

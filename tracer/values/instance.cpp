@@ -437,6 +437,7 @@ Translator::Status Translator::instance_truth(Frame& f, const VPtr& obj, bool& o
 PyObject* user_dunder_fn(const VPtr& v, const char* name) {
   PyTypeObject* tp = nullptr;
   if (v->kind == VK::Instance) tp = class_of(v);
+  else if (v->kind == VK::Tuple && v->obj && tuple_class(v->obj.get())) tp = reinterpret_cast<PyTypeObject*>(v->obj.get());
   else if (v->kind == VK::Object && v->obj && (Py_TYPE(v->obj.get())->tp_flags & Py_TPFLAGS_HEAPTYPE) && !PyType_Check(v->obj.get()))
     tp = Py_TYPE(v->obj.get());
   if (!tp) return nullptr;
@@ -506,6 +507,7 @@ namespace {
 
 PyTypeObject* type_of(const VPtr& v) {
   if (v->kind == VK::Instance) return class_of(v);
+  if (v->kind == VK::Tuple && v->obj && tuple_class(v->obj.get())) return reinterpret_cast<PyTypeObject*>(v->obj.get());
   return v->obj ? Py_TYPE(v->obj.get()) : nullptr;
 }
 

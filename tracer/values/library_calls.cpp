@@ -148,7 +148,7 @@ const std::unordered_map<PyTypeObject*, LibraryCall>& by_type() {
 
 // A function call_library runs natively (it may read its arguments whole).
 bool library_callable(PyObject* o) {
-  return o && (by_identity().count(o) || by_type().count(Py_TYPE(o)) || namedtuple_class(o));
+  return o && (by_identity().count(o) || by_type().count(Py_TYPE(o)) || tuple_class(o));
 }
 
 Translator::Status Translator::call_library(Frame& f, const VPtr& fn, std::vector<VPtr>& args,
@@ -159,7 +159,7 @@ Translator::Status Translator::call_library(Frame& f, const VPtr& fn, std::vecto
   LibraryCall c = nullptr;
   if (auto it = by_identity().find(o); it != by_identity().end()) c = it->second;
   else if (auto jt = by_type().find(Py_TYPE(o)); jt != by_type().end()) c = jt->second;
-  else if (namedtuple_class(o)) return construct_namedtuple(f, fn, args, kwargs, out, handled);  // per class
+  else if (tuple_class(o)) return construct_namedtuple(f, fn, args, kwargs, out, handled);  // per class
   if (!c) return std::nullopt;
   handled = true;
   return c(*this, f, fn, args, kwargs, out, handled);

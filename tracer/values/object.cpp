@@ -89,6 +89,13 @@ Status object_getattr(Translator& t, Frame& f, const VPtr& obj, const std::strin
         return std::nullopt;
       }
     }
+    if (name == "__new__" && PyCFunction_Check(r.get()) && PyCFunction_GET_SELF(r.get()) &&
+        PyType_Check(PyCFunction_GET_SELF(r.get()))) {
+      // super().__new__(cls, ...) in a class's __new__ reaching a builtin's (tuple.__new__,
+      // object.__new__): that function, called as spelled out (library_calls.cpp)
+      out = t.wrap(r, nullptr, f);
+      if (out) return std::nullopt;
+    }
     if (PyFunction_Check(r.get())) {
       // a staticmethod reached through super() (super(C, C).make(v) in a staticmethod of C): the
       // plain function, called as is

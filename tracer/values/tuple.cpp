@@ -1,5 +1,5 @@
-// Tuples made or unpacked in the trace (VK::Tuple): items; obj = a tuple subclass (torch.Size, a
-// namedtuple: keys = its fields).
+// Tuples made or unpacked in the trace (VK::Tuple): items; obj = a tuple subclass (torch.Size, one of
+// Python code: a namedtuple, keys = its fields).
 #include "tracer/pycache.h"
 #include "tracer/rebuild.h"
 #include "tracer/values/kind.h"
@@ -24,8 +24,8 @@ std::optional<Ref> tuple_as_python(Translator& t, const VPtr& v, bool meta) {
     out = Ref::steal(PyObject_CallFunctionObjArgs(v->obj.get(), out.get(), maxlen->get(), nullptr));
     if (!out) return PyErr_Clear(), std::nullopt;
   }
-  if (v->kind == VK::Tuple && v->obj) {  // a tuple subclass (torch.Size; a namedtuple: tuple.__new__(cls, t))
-    out = Ref::steal(namedtuple_class(v->obj.get()) ? PyObject_CallFunctionObjArgs(tuple_new_fn(), v->obj.get(), out.get(), nullptr)
+  if (v->kind == VK::Tuple && v->obj) {  // a tuple subclass (torch.Size; of Python code: tuple.__new__(cls, t))
+    out = Ref::steal(tuple_class(v->obj.get()) ? PyObject_CallFunctionObjArgs(tuple_new_fn(), v->obj.get(), out.get(), nullptr)
                                                      : PyObject_CallOneArg(v->obj.get(), out.get()));
     if (!out) return PyErr_Clear(), std::nullopt;
   }
@@ -56,8 +56,9 @@ const MethodTable kTupleMethods = {{"index", {index, false}}, {"count", {count, 
 bool tuple_reconstruct(cg::Rebuilder& r, const VPtr& v) {
   // A container from outside the frame is that object (written back first if it was mutated).
   if (v->source) return r.e.source(*v->source);
-  // torch.Size((...)); deque([...], maxlen) made in the trace; tuple.__new__(cls, (...)) of a namedtuple
-  const bool named = v->kind == VK::Tuple && namedtuple_class(v->obj.get());
+  // torch.Size((...)); deque([...], maxlen) made in the trace; tuple.__new__(cls, (...)) of a tuple
+  // subclass of Python code (a namedtuple ...)
+  const bool named = v->kind == VK::Tuple && tuple_class(v->obj.get());
   if (named) {
     r.e.callable_const(tuple_new_fn());
     r.e.emit(N::LOAD_CONST, r.e.konst(v->obj.get()));
@@ -143,7 +144,7 @@ struct Kind<VK::Tuple> {
         out = obj->items[i];
         return std::nullopt;
       }
-    if (obj->self && namedtuple_class(obj->obj.get())) return t.namedtuple_getattr(f, obj, name, out);
+    if (obj->self && tuple_class(obj->obj.get())) return t.namedtuple_getattr(f, obj, name, out);
     PyTypeObject* tp = obj->obj && PyType_Check(obj->obj.get()) ? reinterpret_cast<PyTypeObject*>(obj->obj.get()) : &PyTuple_Type;
     if (name == "__class__") {  // x.__class__(items): its class, as type(x)
       out = t.make(VK::Object);
