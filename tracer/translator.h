@@ -297,6 +297,7 @@ class Translator {
   // instruction or a call that may read more of one than one constant key (of a dict); `inlined`: the callee is user code traced
   // instruction by instruction (its arguments stay lazy).
   Status realize_read(Frame& f, const bc::Instr& in);
+  bool keyword_order_unread(Frame& f, const bc::Instr& in);  // g(**d) into a callee without **kwargs
   // locals[slot], wrapped now if it is an argument not read yet (Frame::unread): a break where the
   // argument cannot be traced.
   Status read_local(Frame& f, int slot);

@@ -8,6 +8,7 @@ import collections
 import pytest
 import torch
 import torch.nn as nn
+import torch.nn.functional as F
 
 import dynview
 
@@ -194,6 +195,27 @@ def length_then_written(x, d):
     d['z'] = n
     return x * n + len(d) + sum(d.values())
 
+def scaled(a, k=1.0, shift=0.0):  # binds its keywords by name: their order is never seen
+    return a * k + shift
+
+
+def star_into(x, d):
+    return scaled(x, **d)
+
+
+class Resize:
+    def apply(self, x, scale_factor=1.0, mode="nearest"):
+        return F.interpolate(x, scale_factor=scale_factor, mode=mode)
+
+
+RESIZE = Resize()
+
+
+def star_method_and_library(x, opts):
+    y = x.reshape(1, 1, -1)
+    return RESIZE.apply(y, **opts) + F.interpolate(y, **opts)
+
+
 CASES = {
     # name: (fn, calls, make)
     "read_one": (read_one, [(X, {'a': 2, 'b': 3}), (X, {'a': 2, 'b': 4}), (X, {'a': 2, 'b': 4, 'c': 1}),
@@ -240,6 +262,12 @@ CASES = {
     "length_and_read": (length_and_read, [(X, {'a': 2, 'b': 1}), (X, {'b': 1, 'a': 3}), (X, {'a': 2, 'c': 1}), (X, {'a': 2})], None),
     "length_then_written": (length_then_written, [lambda: (X, {'a': 1, 'b': 2}), lambda: (X, {'b': 1, 'a': 2}),
                                                   lambda: (X, {'z': 1}), lambda: (X, {'c': 1})], None),
+    # g(**d) into a function without **kwargs: the key set guarded, not its order (as TorchDynamo)
+    "star_reordered": (star_into, [(X, {'k': 2.0, 'shift': 3.0}), (X, {'shift': 3.0, 'k': 2.0}), (X, {'shift': 3.0}),
+                                   (X, {'shift': 1.0, 'k': 2.0}), (X, {'k': 2.0, 'shift': 1.0})], None),
+    "star_method_and_library": (star_method_and_library, [(X, {'scale_factor': 2.0, 'mode': 'linear'}),
+                                                          (X, {'mode': 'linear', 'scale_factor': 2.0}),
+                                                          (X, {'mode': 'nearest', 'scale_factor': 2.0})], None),
     "global_config": (global_config, [set_global(act='relu', unused=1), set_global(act='relu', unused=2),
                                       set_global(act='relu'), set_global(act='tanh')], None),
 }
@@ -250,6 +278,25 @@ def test_same_compile_count_as_torch_compile(name):
     fn, calls, make = CASES[name]
     got, want = counts(fn, calls, make)
     assert got == want, f"{name}: dynview compiled {got} times, torch.compile {want}"
+
+
+def keyword_names(x, **kw):
+    return x * len(kw), list(kw)
+
+
+def star_into_kwargs(x, d):
+    return keyword_names(x, **d)
+
+
+def test_star_into_kwargs_keeps_the_order_guarded():
+    # a callee with **kwargs sees the order (list(kw)): a dict in another order is another compile,
+    # where torch.compile, which guards no order, returns the first call's order
+    cf = dynview.compile(star_into_kwargs, backend="eager")
+    for d in ({'a': 1, 'b': 2}, {'b': 2, 'a': 1}, {'a': 1, 'b': 2}):
+        got, want = cf(X, d), star_into_kwargs(X, d)
+        torch.testing.assert_close(got[0], want[0])
+        assert got[1] == want[1]
+    assert dynview_compiles() == 2
 
 
 def test_star_kwargs_of_the_frame():

@@ -136,6 +136,38 @@ Translator::Status Translator::realize_key(Frame& f, const VPtr& d, PyObject* ke
   return std::nullopt;
 }
 
+namespace {
+// The code of a Python function value (one made in the trace or from outside, or a bound user
+// method), else null.
+PyCodeObject* python_code_of(const VPtr& fn) {
+  PyObject* o = fn->obj.get();
+  if (!o || (fn->kind != VK::Function && fn->kind != VK::Method && fn->kind != VK::Object)) return nullptr;
+  if (PyMethod_Check(o)) o = PyMethod_GET_FUNCTION(o);
+  if (PyFunction_Check(o)) return reinterpret_cast<PyCodeObject*>(PyFunction_GET_CODE(o));
+  if (fn->kind == VK::Function && PyCode_Check(o)) return reinterpret_cast<PyCodeObject*>(o);
+  return nullptr;
+}
+}  // namespace
+
+// DICT_MERGE of a dict from the frame, not read yet, into the empty dict of a call's **: the call
+// comes next (CALL_FUNCTION_EX), and its callee is a Python function without **kwargs, which binds
+// the entries by name and so never sees their order.
+bool Translator::keyword_order_unread(Frame& f, const bc::Instr& in) {
+  using N = bc::Name;
+  const size_t n = f.stack.size();
+  const auto& ins = f.facts->decoded.instrs;
+  if (in.arg != 1 || n < 4 || f.ip < 0 || f.ip >= static_cast<int>(ins.size()) || ins[f.ip].name != N::CALL_FUNCTION_EX) return false;
+  const VPtr& d = f.stack[n - 1];
+  const VPtr& into = f.stack[n - 2];
+  if (d->kind != VK::Dict || !d->lazy || !d->source || !d->written.empty() || !PyDict_CheckExact(d->lazy.get())) return false;
+  if (into->kind != VK::Dict || into->lazy || into->obj || !into->keys.empty() || f.stack[n - 3]->kind != VK::Tuple) return false;
+  // the callee: (NULL fn args kwargs) up to 3.12, (fn NULL args kwargs) on 3.13
+  const VPtr& below = f.stack[n - 4];
+  const VPtr& fn = below->kind == VK::Null && n >= 5 ? f.stack[n - 5] : below;
+  PyCodeObject* co = python_code_of(fn);
+  return co && !(co->co_flags & CO_VARKEYWORDS);
+}
+
 Translator::Status Translator::realize_read(Frame& f, const bc::Instr& in) {
   using N = bc::Name;
   if (moves_only(in.name)) return std::nullopt;
@@ -175,6 +207,21 @@ Translator::Status Translator::realize_read(Frame& f, const bc::Instr& in) {
     const VPtr& d = f.stack[n - 2];
     if (d->kind == VK::Dict && d->lazy && writes_stay_lazy(*d) && simple_key(f.stack[n - 1])) keep = static_cast<long>(n - 2);
     else if ((d->kind == VK::Dict || d->kind == VK::List) && !d->lazy && !d->obj && simple_key(f.stack[n - 1])) keep = static_cast<long>(n - 2);
+  } else if (in.name == N::DICT_MERGE && n >= 4 && keyword_order_unread(f, in)) {
+    // g(x, **d) of a dict from the frame into a Python function without **kwargs: binding by name
+    // reads its key set, not its order (TorchDynamo guards no order either), so a dict with the same
+    // keys in another order reuses the code. Its length and each key guarded, each entry as read by key.
+    const VPtr& d = f.stack[n - 1];
+    if (builder.dict_length(d, f) >= 0) {
+      std::vector<Ref> keys;
+      Py_ssize_t pos = 0;
+      PyObject *k, *v;
+      while (PyDict_Next(d->lazy.get(), &pos, &k, &v)) keys.push_back(Ref::borrow(k));
+      for (const Ref& key : keys)
+        if (Status s = realize_key(f, d, key.get())) return s;
+      if (d->lazy && d->keys.size() == keys.size()) return std::nullopt;
+    }
+    return realize_shallow(f, d);
   } else if (in.name == N::UNPACK_SEQUENCE && n >= 1 && (f.stack[n - 1]->kind == VK::List || f.stack[n - 1]->kind == VK::Tuple) &&
              f.stack[n - 1]->lazy) {
     return std::nullopt;  // a list or tuple from the frame: its length guarded, its items taken one by one (op_UNPACK_SEQUENCE)
