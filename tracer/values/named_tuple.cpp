@@ -30,7 +30,8 @@ namespace {
 // ...) would be answered as tuple's: such a class's objects are objects like any other.
 bool allowed_tuple_dunder(const char* name, bool named) {
   static const char* fixed[] = {"__new__", "__init__", "__getnewargs__", "__reduce__", "__reduce_ex__", "__init_subclass__",
-                                "__class_getitem__", "__eq__", "__ne__", "__lt__", "__le__", "__gt__", "__ge__"};
+                                "__class_getitem__", "__replace__",  // (copy.replace's, which 3.13's namedtuple defines)
+                                "__eq__", "__ne__", "__lt__", "__le__", "__gt__", "__ge__"};
   for (const char* n : fixed)
     if (std::strcmp(name, n) == 0) return true;
   if (named && std::strcmp(name, "__repr__") == 0) return true;  // the one namedtuple generates
