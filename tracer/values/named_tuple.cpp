@@ -66,13 +66,13 @@ bool tuple_class(PyObject* o) {
   if ((tp->tp_flags & Py_TPFLAGS_IS_ABSTRACT) || Py_TYPE(o)->tp_call != PyType_Type.tp_call) return false;
   PyObject* mro = tp->tp_mro;
   if (!mro || !PyTuple_Check(mro)) return false;
+  const bool named = namedtuple_class(o);
   for (Py_ssize_t i = 0; i < PyTuple_GET_SIZE(mro); ++i) {
     auto* b = reinterpret_cast<PyTypeObject*>(PyTuple_GET_ITEM(mro, i));
     if (b == &PyTuple_Type || b == &PyBaseObject_Type) continue;
     if (!(b->tp_flags & Py_TPFLAGS_HEAPTYPE)) return false;
     Py_ssize_t pos = 0;
     PyObject *k, *v;
-    const bool named = namedtuple_class(o);
     while (PyDict_Next(b->tp_dict, &pos, &k, &v)) {
       if (!PyUnicode_Check(k) || !python_defined(v)) continue;
       const char* nm = PyUnicode_AsUTF8(k);
