@@ -50,6 +50,12 @@ try:
         need.append("diffusers==" + DIFFUSERS)
 except Exception:
     need.append("diffusers==" + DIFFUSERS)
+EINOPS = "0.8.2"  # einops, as model code uses it (tests/python/python_cases_einops.py)
+try:
+    if version("einops") != EINOPS:
+        need.append("einops==" + EINOPS)
+except Exception:
+    need.append("einops==" + EINOPS)
 if shutil.which("tlparse") is None:  # TORCH_TRACE reference parser: the import tests compare with it
     need.append("tlparse")
 print(" ".join(need))

@@ -1315,3 +1315,4 @@ import python_cases_iterators  # noqa: E402,F401  (iterator objects, boxes, auto
 import python_cases_values  # noqa: E402,F401  (descriptors, namedtuples passed in, torch.tensor of scalars)
 import python_cases_blocks  # noqa: E402,F401  (graph breaks inside nested with blocks)
 import python_cases_subclasses  # noqa: E402,F401  (list subclasses)
+import python_cases_einops  # noqa: E402,F401  (einops: patterns, recipes, its torch layers)

@@ -1094,3 +1094,49 @@ class GeluMLP(nn.Module):
 
 
 module_case(GeluMLP, (2, 4))
+
+
+# ---- list.index / count / tuple's over objects compared by identity (modules, instances made in
+# the trace, None beside tensors): identity first, as PyObject_RichCompareBool; an object without
+# its own __eq__ equals nothing else ----
+class StagedBlocks(nn.Module):
+    """Each block scaled by its position in a separate list of the same modules (a schedule)."""
+    def __init__(self):
+        super().__init__()
+        self.blocks = nn.ModuleList([nn.Linear(4, 4) for _ in range(3)])
+        self.schedule = list(reversed(self.blocks))
+
+    def forward(self, x):
+        for block in self.blocks:
+            x = block(x) * (self.schedule.index(block) + 1)
+        return x, self.schedule.count(self.blocks[0])
+
+
+module_case(StagedBlocks, (2, 4))
+
+
+class _Axis:
+    def __init__(self, size):
+        self.size = size
+
+
+@case((2, 3, 4))
+def index_of_objects_made_here(x):
+    axes = [_Axis(2), _Axis(3), _Axis(4)]
+    order = [axes[2], axes[0], axes[1]]
+    perm = [axes.index(a) for a in order]
+    return x.permute(*perm), axes.count(order[0]), tuple(axes).index(axes[1])
+
+
+@case((3,), (3,))
+def index_and_count_of_a_tensor_beside_none(x, y):
+    slots = [None, x, None, y]
+    return x * slots.index(x) + y, slots.count(None), (x, None).count(x), slots.index(None, 1)
+
+
+@case((3,))
+def index_of_a_missing_constant_raises_with_its_repr(x):
+    try:
+        return [1, 2].index(3)
+    except ValueError as e:
+        return x + 1, str(e)

@@ -146,14 +146,57 @@ Status copy(Translator& t, Frame& f, const VPtr& self, std::vector<VPtr>& args, 
 
 }  // namespace
 
-// list.index(v[, start[, stop]]) and count(v) of constants, for lists and tuples.
+namespace {
+
+// A value whose == is identity (object's own __eq__): objects, modules, instances of plain classes
+// made in the trace, Python functions.
+bool compares_by_identity(const VPtr& v) {
+  if (v->kind == VK::Function) return true;
+  if (v->kind == VK::Instance)
+    return v->obj && PyType_Check(v->obj.get()) &&
+           reinterpret_cast<PyTypeObject*>(v->obj.get())->tp_richcompare == PyBaseObject_Type.tp_richcompare;
+  return (v->kind == VK::Object || v->kind == VK::NNModule) && v->obj && !PyType_Check(v->obj.get()) &&
+         Py_TYPE(v->obj.get())->tp_richcompare == PyBaseObject_Type.tp_richcompare;
+}
+
+// A constant of a builtin type whose == gives NotImplemented for an object it does not know.
+bool builtin_constant(const VPtr& v) {
+  return v->kind == VK::Const && !(Py_TYPE(v->obj.get())->tp_flags & Py_TPFLAGS_HEAPTYPE) && is_const_tree(v->obj.get());
+}
+
+}  // namespace
+
+// `x == v` as list.index / count / tuple's ask it (PyObject_RichCompareBool: identity first): eq is
+// 1 or 0; a comparison whose answer the trace cannot know (a tensor's values, a class's own __eq__)
+// breaks, as does one that raised.
+Status sequence_item_equal(Translator& t, Frame& f, const VPtr& x, const VPtr& v, const char* what, int& eq) {
+  const bool consts = x->kind == VK::Const && v->kind == VK::Const;
+  if (!consts && same_object(t, f, x, v)) return eq = 1, std::nullopt;
+  if (consts) {
+    eq = PyObject_RichCompareBool(x->obj.get(), v->obj.get(), Py_EQ);
+    if (eq < 0) return PyErr_Clear(), t.brk(f, "DV0010", std::string(what) + " raised comparing its items");
+    return std::nullopt;
+  }
+  if (x->kind == VK::Tensor || v->kind == VK::Tensor) {
+    const VPtr& other = x->kind == VK::Tensor ? v : x;
+    if (other->kind == VK::Const && other->obj.get() == Py_None) return eq = 0, std::nullopt;  // Tensor.__eq__(None) is False
+    if (x->kind == VK::Tensor)  // v == t is a tensor: eager takes its truth (or raises)
+      if (Status s = ambiguous_truth(t, f, x)) return s;
+    return t.brk(f, "DV0002", std::string(what) + " over tensors compares their values");
+  }
+  if ((compares_by_identity(x) || builtin_constant(x)) && (compares_by_identity(v) || builtin_constant(v)))
+    return eq = 0, std::nullopt;  // not the same object: unequal
+  return t.brk(f, "DV0002", std::string(what) + " compares a " + vk_name(x->kind) + " with a " + vk_name(v->kind) + " by value");
+}
+
+// list.index(v[, start[, stop]]) and count(v), for lists and tuples.
 Status sequence_index_or_count(Translator& t, Frame& f, const VPtr& self, std::vector<VPtr>& args, KwArgs& kwargs, VPtr& out,
                                bool index) {
   const char* what = self->kind == VK::Tuple ? (index ? "tuple.index" : "tuple.count") : (index ? "list.index" : "list.count");
   for (VPtr& a : args)  // an int that changed between calls (automatic dynamic): its value, guarded
     if (a->kind == VK::Sym && a->obj && sym_python_type(a->obj.get()) == &PyLong_Type)
       if (Ref v = t.specialize(a)) a = t.constant(v);
-  if (args.empty() || args.size() > (index ? 3u : 1u) || !kwargs.empty() || args[0]->kind != VK::Const)
+  if (args.empty() || args.size() > (index ? 3u : 1u) || !kwargs.empty())
     return t.brk(f, "DV0004", std::string(what) + " with these arguments");
   const long n = static_cast<long>(self->items.size());
   long lo = 0, hi = n, count = 0, first = -1;  // index(v, start, stop): the slice's bounds
@@ -165,17 +208,19 @@ Status sequence_index_or_count(Translator& t, Frame& f, const VPtr& self, std::v
     (a == 1 ? lo : hi) = b;
   }
   for (size_t i = static_cast<size_t>(lo); i < static_cast<size_t>(std::max(lo, hi)) && !(index && first >= 0); ++i) {
-    if (self->items[i]->kind == VK::Tensor) {  // v == t is a tensor: eager takes its truth (or raises)
-      if (Status s = ambiguous_truth(t, f, self->items[i])) return s;
-      return t.brk(f, "DV0002", std::string(what) + " over tensors compares their values");
-    }
-    if (self->items[i]->kind == VK::Const && PyObject_RichCompareBool(self->items[i]->obj.get(), args[0]->obj.get(), Py_EQ) == 1) {
+    int eq = 0;
+    if (Status s = sequence_item_equal(t, f, self->items[i], args[0], what, eq)) return s;
+    if (eq) {
       if (first < 0) first = static_cast<long>(i);
       ++count;
     }
   }
-  PyErr_Clear();
-  if (index && first < 0) return t.raise_new(f, PyExc_ValueError, "value is not in " + std::string(self->kind == VK::Tuple ? "tuple" : "list"));
+  if (index && first < 0) {
+    if (self->kind == VK::Tuple) return t.raise_new(f, PyExc_ValueError, "tuple.index(x): x not in tuple");
+    if (args[0]->kind != VK::Const && args[0]->kind != VK::Object)  // list's message holds the value's repr
+      return t.brk(f, "DV0010", "list.index of a " + std::string(vk_name(args[0]->kind)) + " not in the list raises ValueError");
+    return t.raise_new(f, PyExc_ValueError, repr_of(args[0]->obj.get()) + " is not in list");
+  }
   out = t.constant_steal(PyLong_FromLong(index ? first : count));
   return std::nullopt;
 }
