@@ -70,6 +70,17 @@ ThreadMode& mode() {
   return *t_mode_ptr;
 }
 thread_local bool t_busy = false;  // compiling or running cached code: do not intercept
+
+// While guards run: a guard that reads an attribute through a class's own __getattr__ (peft's
+// PeftModel forwards missing names to its model) runs Python, which is not a frame of the program's
+// to capture (TorchDynamo turns its callback off around its guards too).
+struct GuardsRunning {
+  bool was = t_busy;
+  GuardsRunning() { t_busy = true; }
+  ~GuardsRunning() { t_busy = was; }
+  GuardsRunning(const GuardsRunning&) = delete;
+  GuardsRunning& operator=(const GuardsRunning&) = delete;
+};
 std::string g_skip_prefixes[3];
 
 void free_state(void* p) {
@@ -703,7 +714,12 @@ Entry* find_entry(CodeState& st, PyCodeObject* co, const FrameView& view) {
   PyObject* backend = mode().backend.get();
   for (size_t i = 0; i < st.entries.size(); ++i) {
     if (st.entries[i]->backend.get() != backend) continue;
-    if (!st.entries[i]->guards->check(view)) continue;
+    bool pass;
+    {
+      GuardsRunning running;
+      pass = st.entries[i]->guards->check(view);
+    }
+    if (!pass) continue;
     if (i) std::rotate(st.entries.begin(), st.entries.begin() + static_cast<long>(i), st.entries.begin() + static_cast<long>(i) + 1);
     Entry* e = st.entries.front().get();
     if (g_observer) g_observer->on_cache(CacheEvent{CacheEvent::Hit, str_of(co->co_qualname), str_of(co->co_filename), co->co_firstlineno, static_cast<int>(i), {}, e->id, {}, code_id(co)});
@@ -757,7 +773,11 @@ PyObject* miss(PyThreadState* ts, _PyInterpreterFrame* frame, int throwflag, Cod
   CompileId failed_entry;
   // An entry's guard failures; one whose guards pass was compiled for another backend.
   auto failures_of = [&](const Entry& e, std::vector<int>* which) {
-    std::vector<std::string> f = e.guards->failures(view, which);
+    std::vector<std::string> f;
+    {
+      GuardsRunning running;
+      f = e.guards->failures(view, which);
+    }
     if (f.empty() && e.backend.get() != mode().backend.get())
       f.push_back("BACKEND_MATCH: compiled for backend " + describe_backend(e.backend.get()) + ", called with " +
                   describe_backend(mode().backend.get()));

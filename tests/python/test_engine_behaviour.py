@@ -1049,3 +1049,53 @@ def test_bound_builtin_methods_hit_the_cache(f, make):
         other = {"scale": 4.0}
         assert c(x, other.get)[1] == other.get
         assert dynview_compiles() == 1
+
+
+# ---- guards run no frame of the program's under capture ----
+class _Forwarding(torch.nn.Module):
+    """Forwards the names it lacks to the model it wraps, as peft's PeftModel does (a Python __getattr__)."""
+
+    def __init__(self, inner, prompt=None):
+        super().__init__()
+        self.inner = inner
+        if prompt is not None:
+            self.prompt_tokens = {"default": prompt}  # a plain attribute (peft's prompt_tokens)
+
+    def __getattr__(self, name):
+        try:
+            return super().__getattr__(name)
+        except AttributeError:
+            if name == "inner":
+                raise
+            return getattr(self.inner, name)
+
+
+def _forward_with_a_prompt_if_any(wrapper, x):
+    if hasattr(wrapper, "prompt_tokens"):
+        x = torch.cat([wrapper.prompt_tokens["default"].expand(x.shape[0], -1), x], dim=1)
+    return wrapper.inner(x)
+
+
+def test_a_guard_reading_through_a_python_getattr_is_not_captured():
+    # The second wrapper has no `prompt_tokens`: the first entry's guards read it through _Forwarding's
+    # __getattr__, which raises AttributeError. That call is the guard's, not the program's: it is
+    # neither compiled nor recorded, and the counts are torch.compile's.
+    from counting import counting_backend
+    torch.manual_seed(0)
+    with_prompt = _Forwarding(torch.nn.Linear(6, 3), torch.randn(1, 2))
+    without = _Forwarding(torch.nn.Linear(4, 3))
+    x = torch.randn(2, 4)
+    counts = {}
+    for engine, compile_ in (("torch.compile", torch.compile), ("dynview", dynview.compile)):
+        torch._dynamo.reset()
+        dynview.reset()
+        dynview._C.take_records()
+        backend, n = counting_backend()
+        cf = compile_(_forward_with_a_prompt_if_any, backend=backend)
+        for w in (with_prompt, without, with_prompt, without):
+            torch.testing.assert_close(cf(w, x), _forward_with_a_prompt_if_any(w, x))
+        counts[engine] = n[0]
+    compiled = [r["qualname"] for r in dynview._C.take_records()]
+    assert compiled == ["_forward_with_a_prompt_if_any"] * 2, compiled
+    assert counts["dynview"] == counts["torch.compile"] == 2
+    torch._dynamo.reset()
