@@ -958,6 +958,11 @@ Translator::Status call_builtin(Translator& t, Frame& f, PyObject* fn, std::vect
     } else if (is(Builtin::reversed_)) {
       if (seqs.size() != 1) return t.brk(f, "DV0007", "reversed() takes one argument");
       r->items.assign(seqs[0]->items.rbegin(), seqs[0]->items.rend());
+      // (its type: reversed(list) is a list_reverseiterator, reversed(tuple) a reversed object; of
+      // anything else, not known)
+      if (args[0]->kind == VK::List && !args[0]->obj) r->name = "list_reverseiterator";
+      else if ((args[0]->kind == VK::Tuple && !args[0]->obj) || (args[0]->kind == VK::Const && PyTuple_CheckExact(args[0]->obj.get())))
+        r->name = "reversed";
     } else if (is(Builtin::sorted_)) {
       // sorted(xs, key=k, reverse=b): by constant keys (the items themselves, or what k gives for
       // each, a tensor included), stable as Python's sort.

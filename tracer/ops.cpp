@@ -1180,6 +1180,16 @@ Translator::Status Translator::getattr(Frame& f, VPtr obj, const std::string& na
                    "assign the attribute itself (setattr) instead of writing its __dict__");
     }
   }
+  if (name == "__class__" && (obj->kind == VK::Method || obj->kind == VK::Function || obj->kind == VK::Iter ||
+                              obj->kind == VK::DictView || obj->kind == VK::Dict || obj->kind == VK::Partial)) {
+    // x.__class__ of a value whose class cannot say otherwise (no Python class of the program's):
+    // type(x), where the value's kind knows it (a builtin method's type varies: not known)
+    if (PyObject* tp = ops(obj->kind).python_type(*this, obj)) {
+      out = make(VK::Object);
+      out->obj = Ref::borrow(tp);
+      return std::nullopt;
+    }
+  }
   if (Status s = ops(obj->kind).getattr(*this, f, obj, name, out)) return s;
   if (outside_instance && obj->kind == VK::Object && name == "__dict__" && out && out->kind == VK::Dict &&
       !dict_read_objects.count(obj->obj.get())) {

@@ -12,7 +12,7 @@ from collections.abc import Iterator
 import torch
 import torch.nn as nn
 
-from python_cases import case, module_case
+from python_cases import DIFFERS, case, module_case
 
 
 # ---- iterator objects of Python classes: __iter__ inlined, __next__ taken one item at a time ----
@@ -507,3 +507,23 @@ def enumerate_with_a_positional_start(x):
     for i, v in enumerate([1, 2, 3], 1):
         total = total + v * i
     return y + total, list(enumerate("ab", 5))
+
+
+
+# ---- x.__class__ of builtin values (peft's get_layer_status asks `attr.__class__.__name__` of each
+# of a layer's attributes, bound methods among them) ----
+class _Layer:
+    def scale(self):
+        return 2
+
+
+@case((3,))
+def class_of_builtin_values_by_its_name(x):
+    layer = _Layer()
+    names = [v.__class__.__name__ for v in (layer.scale, {"a": 1}, {"a": 1}.items(), iter([1]), reversed([1, 2]))]
+    fn = lambda: 1  # noqa: E731
+    return x * layer.scale(), names, fn.__class__ is type(fn), type(iter([x])).__name__, type(reversed((1, 2))).__name__
+
+
+DIFFERS["class_of_builtin_values_by_its_name"] = (
+    (1, 0), (0, 0), "TorchDynamo 2.13 raises AttributeError inside the trace (a bound method's __class__) and runs it eagerly")

@@ -35,6 +35,11 @@ struct Kind<VK::Iter> {
     if (n == "filter") return reinterpret_cast<PyObject*>(&PyFilter_Type);
     if (n == "zip") return reinterpret_cast<PyObject*>(&PyZip_Type);
     if (n == "enumerate") return reinterpret_cast<PyObject*>(&PyEnum_Type);
+    // iter(lst), reversed(lst), reversed(tup) (alive across a break they become tuple iterators, as
+    // TorchDynamo's ListIteratorVariable does: a resume function takes those)
+    if (n == "list_iterator") return reinterpret_cast<PyObject*>(&PyListIter_Type);
+    if (n == "list_reverseiterator") return reinterpret_cast<PyObject*>(&PyListRevIter_Type);
+    if (n == "reversed") return reinterpret_cast<PyObject*>(&PyReversed_Type);
     if (n.empty()) return nullptr;
     static std::unordered_map<std::string, PyObject*> itertools_types;  // kept for the process
     auto it = itertools_types.find(n);
