@@ -50,12 +50,14 @@ try:
         need.append("diffusers==" + DIFFUSERS)
 except Exception:
     need.append("diffusers==" + DIFFUSERS)
-EINOPS = "0.8.2"  # einops, as model code uses it (tests/python/python_cases_einops.py)
-try:
-    if version("einops") != EINOPS:
-        need.append("einops==" + EINOPS)
-except Exception:
-    need.append("einops==" + EINOPS)
+# einops, as model code uses it (tests/python/python_cases_einops.py); peft's adapters on transformers
+# models, with the accelerate it imports (tests/python/test_peft_models.py)
+for pkg, want in (("einops", "0.8.2"), ("peft", "0.21.2"), ("accelerate", "1.16.0")):
+    try:
+        if version(pkg) != want:
+            need.append(pkg + "==" + want)
+    except Exception:
+        need.append(pkg + "==" + want)
 if shutil.which("tlparse") is None:  # TORCH_TRACE reference parser: the import tests compare with it
     need.append("tlparse")
 print(" ".join(need))
