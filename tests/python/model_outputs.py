@@ -55,3 +55,23 @@ def assert_compiles_as_torch_compile(model, calls, **tolerance):
         torch._dynamo.reset()
     assert counts["dynview"] == counts["torch.compile"]
     assert [(r["qualname"], r["break_message"]) for r in dynview._C.take_records() if r["break_id"]] == []
+
+
+def assert_one_graph_hit_and_counts_as_torch_dynamo(model, inputs):
+    """dynview.compile(model) equals eager on two inputs with no frame breaking, a repeat call is a
+    cache hit, and dynview.explain and torch._dynamo.explain both count 1 graph and 0 breaks."""
+    import dynview
+    compiled = dynview.compile(model, backend="eager")
+    with torch.no_grad():
+        assert_equal_to_eager_on_two_inputs(compiled, model, inputs)
+        records = dynview._C.take_records()
+        assert any(r["graph"] is not None for r in records)
+        assert [(r["qualname"], r["break_message"]) for r in records if r["break_id"]] == []
+        compiled(**inputs(0))
+        assert dynview._C.take_records() == [], "a repeat call is a cache hit"
+        dynview.reset()
+        ours = dynview.explain(model)(**inputs(0))
+        theirs = torch._dynamo.explain(model)(**inputs(0))
+        torch._dynamo.reset()
+    assert (theirs.graph_count, len(theirs.break_reasons)) == (1, 0)
+    assert (ours.graph_count, len(ours.break_reasons)) == (1, 0), [str(b) for b in ours.break_reasons]

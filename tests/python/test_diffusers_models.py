@@ -13,8 +13,7 @@ import warnings
 import pytest
 import torch
 
-import dynview
-from model_outputs import assert_compiles_as_torch_compile, assert_equal_to_eager_on_two_inputs, tensors
+from model_outputs import assert_compiles_as_torch_compile, assert_one_graph_hit_and_counts_as_torch_dynamo
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 diffusers = pytest.importorskip("diffusers", reason="make deps installs diffusers")
@@ -111,21 +110,7 @@ MODELS = {
 def test_model_equals_eager_hits_the_cache_and_counts_as_torch_dynamo(name):
     torch.manual_seed(0)
     build, inputs = MODELS[name]
-    m = build(diffusers).eval()
-    cm = dynview.compile(m, backend="eager")
-    with torch.no_grad():
-        assert_equal_to_eager_on_two_inputs(cm, m, inputs)
-        records = dynview._C.take_records()
-        assert any(r["graph"] is not None for r in records)
-        assert [(r["qualname"], r["break_message"]) for r in records if r["break_id"]] == []
-        cm(**inputs(0))
-        assert dynview._C.take_records() == [], "a repeat call is a cache hit"
-        dynview.reset()
-        ours = dynview.explain(m)(**inputs(0))
-        theirs = torch._dynamo.explain(m)(**inputs(0))
-        torch._dynamo.reset()
-    assert (theirs.graph_count, len(theirs.break_reasons)) == (1, 0)
-    assert (ours.graph_count, len(ours.break_reasons)) == (1, 0), [str(b) for b in ours.break_reasons]
+    assert_one_graph_hit_and_counts_as_torch_dynamo(build(diffusers).eval(), inputs)
 
 
 # ---- other image sizes and prompt lengths: automatic dynamic shapes ----

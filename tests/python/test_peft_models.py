@@ -16,7 +16,7 @@ import torch
 
 import dynview
 from counting import counting_backend
-from model_outputs import assert_equal_to_eager_on_two_inputs
+from model_outputs import assert_equal_to_eager_on_two_inputs, assert_one_graph_hit_and_counts_as_torch_dynamo
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 transformers = pytest.importorskip("transformers", reason="make deps installs transformers")
@@ -91,22 +91,7 @@ def build(name):
 
 @pytest.mark.parametrize("name", sorted(ADAPTERS))
 def test_adapter_equals_eager_hits_the_cache_and_counts_as_torch_dynamo(name):
-    m = build(name)
-    inputs = ADAPTERS[name][2]
-    cm = dynview.compile(m, backend="eager")
-    with torch.no_grad():
-        assert_equal_to_eager_on_two_inputs(cm, m, inputs)
-        records = dynview._C.take_records()
-        assert any(r["graph"] is not None for r in records)
-        assert [(r["qualname"], r["break_message"]) for r in records if r["break_id"]] == []
-        cm(**inputs(0))
-        assert dynview._C.take_records() == [], "a repeat call is a cache hit"
-        dynview.reset()
-        ours = dynview.explain(m)(**inputs(0))
-        theirs = torch._dynamo.explain(m)(**inputs(0))
-        torch._dynamo.reset()
-    assert (ours.graph_count, len(ours.break_reasons)) == (theirs.graph_count, len(theirs.break_reasons)) == (1, 0), \
-        [str(b) for b in ours.break_reasons]
+    assert_one_graph_hit_and_counts_as_torch_dynamo(build(name), ADAPTERS[name][2])
 
 
 def test_dora_is_one_graph_where_torch_dynamo_breaks_on_its_weight_norm():
