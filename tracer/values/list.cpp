@@ -217,7 +217,7 @@ Status sequence_index_or_count(Translator& t, Frame& f, const VPtr& self, std::v
   }
   if (index && first < 0) {
     if (self->kind == VK::Tuple) return t.raise_new(f, PyExc_ValueError, "tuple.index(x): x not in tuple");
-    if (args[0]->kind != VK::Const && args[0]->kind != VK::Object)  // list's message holds the value's repr
+    if (args[0]->kind != VK::Const)  // list's message holds the value's repr (an object's could run its own __repr__)
       return t.brk(f, "DV0010", "list.index of a " + std::string(vk_name(args[0]->kind)) + " not in the list raises ValueError");
     return t.raise_new(f, PyExc_ValueError, repr_of(args[0]->obj.get()) + " is not in list");
   }
